@@ -1,0 +1,36 @@
+//! The structural hash that keys every cache: SHA-256 of the printed kernel without source
+//! locations.
+//!
+//! Hashing the printed form (rather than Rust's `Hash`, whose output may change between
+//! compiler versions and is seeded per process) makes the key stable across runs, processes,
+//! machines and tpukit builds, as long as the printer's format is unchanged; the format is
+//! pinned by snapshot tests.
+
+use crate::{Kernel, PrintOptions, print_kernel};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelHash(pub [u8; 32]);
+
+impl Kernel {
+    pub fn structural_hash(&self) -> KernelHash {
+        let text = print_kernel(self, PrintOptions { locations: false });
+        KernelHash(Sha256::digest(text.as_bytes()).into())
+    }
+}
+
+impl fmt::Display for KernelHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for KernelHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KernelHash({self})")
+    }
+}

@@ -1,0 +1,65 @@
+//! tpukit's kernel IR: the Pallas execution model, made total.
+//!
+//! Every frontend (`#[tpu_kernel]`, the Python decorators, the Mosaic importer) produces a
+//! [`Kernel`]; every backend (the interpreter, the compiled CPU backend, the Mosaic lowering)
+//! consumes one. This crate owns the IR types, the [`KernelBuilder`], the [`verify`]er, the
+//! printer and the structural hash.
+//!
+//! # Semantics
+//!
+//! A kernel runs its body once per point of its **grid** (row-major order; steps along
+//! `parallel` axes may run in any order or concurrently, steps along `arbitrary` axes run in
+//! increasing order for fixed outer indices).
+//!
+//! Each **operand** is an array in memory with a global shape (static extents or symbols bound
+//! at launch) and a dtype. The body reads and writes operands through **refs**:
+//! - a blocked operand's ref is the *window* placed by its index map at this grid step:
+//!   dimension `d` starts at element `index_map(g)[d] * block[d]`. The start must lie inside
+//!   the array — an index map that points past the end is an error, reported with the kernel,
+//!   the operand and the grid point — but the window may overhang the end (an *edge block*):
+//!   loads there read the operand's `fill` value, stores there are dropped. So no kernel needs
+//!   its shapes to divide the block.
+//! - a whole operand's ref is the whole array (prefetch operands, scratch, small arrays).
+//!
+//! Windows are views: a load sees the operand's current contents (outputs start as the
+//! caller's buffer, zero-filled when the runtime allocates it), a store is visible to later
+//! loads of the same element. Inputs and prefetch operands are read-only. Scratch persists
+//! across the grid steps one worker runs; its contents are undefined until written.
+//!
+//! Accesses name elements of the ref with [`Indexer`]s; an access outside the *ref's* shape is
+//! an error (static ones at build time, dynamic ones when the kernel runs). Arithmetic follows
+//! the dtype: floats are rounded to their type after each op but computed in f32 (bf16 and f16
+//! widen, as TPU VPUs do), reductions and `dot` accumulate in f32, integers wrap, float →
+//! int casts truncate and saturate. `max`/`min` propagate NaN.
+
+mod builder;
+mod dtype;
+mod error;
+mod hash;
+mod kernel;
+mod loc;
+mod op;
+mod print;
+mod shape;
+mod spec;
+mod types;
+mod verify;
+
+pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use hash::KernelHash;
+pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
+pub use loc::Loc;
+pub use op::{
+    BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
+    Start, UnaryOp, ValueId, binary_result, unary_result,
+};
+pub use print::{PrintOptions, print_kernel};
+pub use shape::{Bindings, Dim, Extent};
+pub use spec::{ArraySpec, Blocking, CallSpec, IndexBinOp, IndexExpr, grid, prefetch};
+pub use types::Type;
+pub use verify::verify;
+
+/// bf16 and f16 host types, re-exported so users need no `half` dependency of their own.
+pub use half::{bf16, f16};

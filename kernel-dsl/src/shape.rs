@@ -1,0 +1,103 @@
+//! Array extents, which may be symbols bound when a kernel is launched.
+//!
+//! Block shapes and value shapes are always static; only the global extents of arrays (and
+//! so the grid) may be symbolic. One kernel therefore serves every binding of its symbols.
+
+use std::{collections::BTreeMap, fmt};
+
+/// One extent of an operand's global shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Static(usize),
+    /// A named extent bound at launch; every operand dim with the same name must agree.
+    Sym(String),
+}
+
+impl Dim {
+    pub fn sym(name: &str) -> Dim {
+        Dim::Sym(name.to_string())
+    }
+
+    pub fn as_static(&self) -> Option<usize> {
+        match self {
+            Dim::Static(n) => Some(*n),
+            Dim::Sym(_) => None,
+        }
+    }
+
+    /// The concrete extent under `bindings`, or `None` for an unbound symbol.
+    pub fn resolve(&self, bindings: &Bindings) -> Option<usize> {
+        match self {
+            Dim::Static(n) => Some(*n),
+            Dim::Sym(s) => bindings.get(s).copied(),
+        }
+    }
+}
+
+impl From<usize> for Dim {
+    fn from(n: usize) -> Dim {
+        Dim::Static(n)
+    }
+}
+
+impl From<&str> for Dim {
+    fn from(s: &str) -> Dim {
+        Dim::sym(s)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Static(n) => write!(f, "{n}"),
+            Dim::Sym(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Concrete values of the symbols of a kernel's shapes, for one launch.
+pub type Bindings = BTreeMap<String, usize>;
+
+/// The number of iterations of one grid axis.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Extent {
+    Static(usize),
+    /// `ceil(sym / block)`: the number of blocks of `block` elements that cover a symbolic
+    /// extent, the last one possibly partial.
+    CeilDiv {
+        sym: String,
+        block: usize,
+    },
+}
+
+impl Extent {
+    /// `ceil(dim / block)` for a static or symbolic dim.
+    pub fn cdiv(dim: impl Into<Dim>, block: usize) -> Extent {
+        match dim.into() {
+            Dim::Static(n) => Extent::Static(n.div_ceil(block.max(1))),
+            Dim::Sym(sym) => Extent::CeilDiv { sym, block },
+        }
+    }
+
+    pub fn resolve(&self, bindings: &Bindings) -> Option<usize> {
+        match self {
+            Extent::Static(n) => Some(*n),
+            Extent::CeilDiv { sym, block } => bindings.get(sym).map(|n| n.div_ceil(*block)),
+        }
+    }
+}
+
+impl From<usize> for Extent {
+    fn from(n: usize) -> Extent {
+        Extent::Static(n)
+    }
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Extent::Static(n) => write!(f, "{n}"),
+            Extent::CeilDiv { sym, block } => write!(f, "cdiv({sym}, {block})"),
+        }
+    }
+}

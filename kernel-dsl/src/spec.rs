@@ -1,0 +1,161 @@
+//! The call-site description of a kernel launch shape, as `pl.pallas_call` takes it: the grid,
+//! and for each operand its dtype, global shape and block spec with an index map.
+//!
+//! A kernel body (written with `#[tpu_kernel]`, or traced from Python) plus a [`CallSpec`]
+//! makes one [`crate::Kernel`].
+
+use crate::{BlockDim, DType, Dim, GridAxis, Literal};
+use std::ops;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallSpec {
+    pub grid: Vec<GridAxis>,
+    pub prefetch: Vec<ArraySpec>,
+    pub inputs: Vec<ArraySpec>,
+    pub outputs: Vec<ArraySpec>,
+    pub scratch: Vec<ArraySpec>,
+}
+
+/// One operand: dtype, global shape and, for windowed operands, the block spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArraySpec {
+    pub dtype: DType,
+    pub shape: Vec<Dim>,
+    pub block: Option<Blocking>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocking {
+    pub block: Vec<BlockDim>,
+    pub index_map: Vec<IndexExpr>,
+    pub fill: Option<Literal>,
+}
+
+impl ArraySpec {
+    /// A whole-array operand (the default when `pallas_call` gets no `BlockSpec`).
+    pub fn new<D: Into<Dim>>(dtype: DType, shape: impl IntoIterator<Item = D>) -> ArraySpec {
+        ArraySpec {
+            dtype,
+            shape: shape.into_iter().map(Into::into).collect(),
+            block: None,
+        }
+    }
+
+    /// Windows of `block` elements placed by `index_map` (block indices, one per dimension).
+    pub fn blocked<B: Into<BlockDim>>(
+        mut self,
+        block: impl IntoIterator<Item = B>,
+        index_map: impl IntoIterator<Item = IndexExpr>,
+    ) -> ArraySpec {
+        self.block = Some(Blocking {
+            block: block.into_iter().map(Into::into).collect(),
+            index_map: index_map.into_iter().collect(),
+            fill: None,
+        });
+        self
+    }
+
+    /// What loads read where a window overhangs the array (default: zero).
+    pub fn fill(mut self, value: impl Into<Literal>) -> ArraySpec {
+        if let Some(b) = &mut self.block {
+            b.fill = Some(value.into());
+        }
+        self
+    }
+}
+
+impl From<usize> for BlockDim {
+    fn from(n: usize) -> BlockDim {
+        BlockDim::Blocked(n)
+    }
+}
+
+impl From<f64> for Literal {
+    fn from(x: f64) -> Literal {
+        Literal::Float(x)
+    }
+}
+
+impl From<f32> for Literal {
+    fn from(x: f32) -> Literal {
+        Literal::Float(x as f64)
+    }
+}
+
+impl From<i64> for Literal {
+    fn from(x: i64) -> Literal {
+        Literal::Int(x)
+    }
+}
+
+impl From<i32> for Literal {
+    fn from(x: i32) -> Literal {
+        Literal::Int(x as i64)
+    }
+}
+
+impl From<bool> for Literal {
+    fn from(x: bool) -> Literal {
+        Literal::Bool(x)
+    }
+}
+
+/// An index-map expression over the grid indices and prefetched scalars, built with
+/// ordinary operators: `grid(0) * 2 + 1`, `prefetch(0, [grid(0)])`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IndexExpr {
+    Grid(usize),
+    Const(i64),
+    Binary(IndexBinOp, Box<IndexExpr>, Box<IndexExpr>),
+    /// Element `index` of the `operand`-th prefetch array.
+    Prefetch {
+        operand: usize,
+        index: Vec<IndexExpr>,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IndexBinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+/// The index of the current grid step along `axis`.
+pub fn grid(axis: usize) -> IndexExpr {
+    IndexExpr::Grid(axis)
+}
+
+/// Element `index` of the `operand`-th scalar-prefetch array.
+pub fn prefetch(operand: usize, index: impl IntoIterator<Item = IndexExpr>) -> IndexExpr {
+    IndexExpr::Prefetch {
+        operand,
+        index: index.into_iter().collect(),
+    }
+}
+
+impl From<i64> for IndexExpr {
+    fn from(x: i64) -> IndexExpr {
+        IndexExpr::Const(x)
+    }
+}
+
+impl From<i32> for IndexExpr {
+    fn from(x: i32) -> IndexExpr {
+        IndexExpr::Const(x as i64)
+    }
+}
+
+macro_rules! index_ops {
+    ($($trait:ident $method:ident $op:ident),*) => {$(
+        impl<R: Into<IndexExpr>> ops::$trait<R> for IndexExpr {
+            type Output = IndexExpr;
+            fn $method(self, rhs: R) -> IndexExpr {
+                IndexExpr::Binary(IndexBinOp::$op, Box::new(self), Box::new(rhs.into()))
+            }
+        }
+    )*};
+}
+index_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem);

@@ -1,0 +1,497 @@
+//! The verifier: every kernel, however it was built, is checked here before any backend sees
+//! it. Errors name the kernel, the op and its source location.
+
+use crate::{
+    BlockDim, DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand,
+    Region, Result, Role, Start, Type, ValueId, Window,
+    builder::{broadcast_shapes, dot_shape, is_permutation},
+    op::{binary_result, unary_result},
+};
+
+/// What the typing rule of a single op needs to know about its surroundings.
+pub(crate) struct Context<'a> {
+    pub grid_rank: usize,
+    pub operands: &'a [Operand],
+    pub types: &'a [Type],
+}
+
+/// Checks a whole kernel: grid, operands, index maps and body.
+pub fn verify(kernel: &Kernel) -> Result<()> {
+    verify_inner(kernel).map_err(|e| e.in_kernel(&kernel.name))
+}
+
+fn verify_inner(k: &Kernel) -> Result<()> {
+    for (axis, a) in k.grid.iter().enumerate() {
+        if let Extent::CeilDiv { block: 0, .. } = a.extent {
+            return Err(Error::new(format!(
+                "grid axis {axis}: ceil-division by a zero block"
+            )));
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut last_role = Role::Prefetch;
+    for o in &k.operands {
+        let what = |m: String| Error::new(format!("operand `{}`: {m}", o.name));
+        if !names.insert(o.name.as_str()) {
+            return Err(what("the name is used twice".into()));
+        }
+        if o.role < last_role {
+            return Err(what(
+                "operands must be ordered prefetch, inputs, outputs, scratch".into(),
+            ));
+        }
+        last_role = o.role;
+        match (&o.window, o.role) {
+            (Window::Blocked(_), Role::Prefetch | Role::Scratch) => {
+                return Err(what(format!("{} operands are whole arrays", o.role.name())));
+            }
+            (Window::Whole, Role::Scratch) if o.shape.iter().any(|d| d.as_static().is_none()) => {
+                return Err(what("scratch shapes must be static".into()));
+            }
+            (Window::Blocked(b), _) => verify_block(k, o, b).map_err(what)?,
+            _ => {}
+        }
+    }
+    let ctx = Context {
+        grid_rank: k.grid.len(),
+        operands: &k.operands,
+        types: &k.body.types,
+    };
+    if !k.body.body.args.is_empty() {
+        return Err(Error::new("the kernel body takes no arguments"));
+    }
+    verify_func(&ctx, &k.body, &[], Place::Body)
+}
+
+fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), String> {
+    if b.block.len() != o.shape.len() {
+        return Err(format!(
+            "block rank {} differs from array rank {}",
+            b.block.len(),
+            o.shape.len()
+        ));
+    }
+    if b.block.iter().any(|d| *d == BlockDim::Blocked(0)) {
+        return Err("block dims must be positive".into());
+    }
+    match b.fill {
+        Literal::Float(_) if !o.dtype.is_float() => {
+            return Err(format!("float fill for a {} array", o.dtype));
+        }
+        _ => {}
+    }
+    let i32s = Type::scalar(DType::I32);
+    let ctx = Context {
+        grid_rank: k.grid.len(),
+        operands: &k.operands,
+        types: &b.index_map.types,
+    };
+    let args = &b.index_map.body.args;
+    if args.len() != k.grid.len() || args.iter().any(|&a| b.index_map.ty(a) != &i32s) {
+        return Err(format!(
+            "the index map must take {} i32 grid indices",
+            k.grid.len()
+        ));
+    }
+    let yields = vec![i32s; o.shape.len()];
+    verify_func(&ctx, &b.index_map, &yields, Place::IndexMap).map_err(|e| format!("index map: {e}"))
+}
+
+#[derive(Copy, Clone, PartialEq)]
+enum Place {
+    Body,
+    IndexMap,
+}
+
+/// Checks SSA scoping (each value defined once, used only where visible) and every op.
+fn verify_func(ctx: &Context, f: &Func, yields: &[Type], place: Place) -> Result<()> {
+    let mut defined = vec![false; f.types.len()];
+    let mut scope: Vec<ValueId> = Vec::new();
+    let check_args = |defined: &mut Vec<bool>, scope: &mut Vec<ValueId>, args: &[ValueId]| {
+        for &a in args {
+            define(defined, scope, a, None)?;
+        }
+        Ok::<(), Error>(())
+    };
+    check_args(&mut defined, &mut scope, &f.body.args)?;
+    verify_region(ctx, f, &f.body, yields, place, &mut defined, &mut scope)
+}
+
+fn define(
+    defined: &mut [bool],
+    scope: &mut Vec<ValueId>,
+    v: ValueId,
+    op: Option<&Op>,
+) -> Result<()> {
+    let named = |m: String| match op {
+        Some(op) => Error::op(op.kind.name(), m).at(op.loc.as_ref()),
+        None => Error::new(m),
+    };
+    match defined.get_mut(v.0 as usize) {
+        None => Err(named(format!("%{} has no type", v.0))),
+        Some(true) => Err(named(format!("%{} is defined twice", v.0))),
+        Some(d) => {
+            *d = true;
+            scope.push(v);
+            Ok(())
+        }
+    }
+}
+
+fn verify_region(
+    ctx: &Context,
+    f: &Func,
+    region: &Region,
+    yields: &[Type],
+    place: Place,
+    defined: &mut Vec<bool>,
+    scope: &mut Vec<ValueId>,
+) -> Result<()> {
+    let mark = scope.len();
+    let n = region.ops.len();
+    if n == 0 || !matches!(region.ops[n - 1].kind, OpKind::Yield { .. }) {
+        return Err(Error::new("a region must end with `yield`"));
+    }
+    for (i, op) in region.ops.iter().enumerate() {
+        let err = |m: String| Error::op(op.kind.name(), m).at(op.loc.as_ref());
+        for v in op.kind.operands() {
+            if !scope.contains(&v) {
+                return Err(err(format!("uses %{} where it is not defined", v.0)));
+            }
+        }
+        if place == Place::IndexMap {
+            let allowed = match &op.kind {
+                OpKind::Load { operand, .. } => {
+                    ctx.operands.get(operand.0 as usize).map(|o| o.role) == Some(Role::Prefetch)
+                }
+                OpKind::Store { .. } | OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } => {
+                    false
+                }
+                _ => true,
+            };
+            if !allowed {
+                return Err(err(
+                    "not allowed in an index map (which may read prefetch operands only)".into(),
+                ));
+            }
+        }
+        match &op.kind {
+            OpKind::Yield { values } => {
+                if i != n - 1 {
+                    return Err(err("`yield` must be the last op of its region".into()));
+                }
+                let got: Vec<&Type> = values.iter().map(|&v| f.ty(v)).collect();
+                if got.len() != yields.len() || got.iter().zip(yields).any(|(a, b)| *a != b) {
+                    return Err(err(format!(
+                        "yields ({}) but the region must yield ({})",
+                        list(got.iter().copied()),
+                        list(yields.iter())
+                    )));
+                }
+            }
+            OpKind::For { init, body, .. } => {
+                let results: Vec<Type> = op.results.iter().map(|&r| f.ty(r).clone()).collect();
+                let inits: Vec<Type> = init.iter().map(|&v| f.ty(v).clone()).collect();
+                if results != inits {
+                    return Err(err(
+                        "results must have the types of the carried values".into()
+                    ));
+                }
+                let args: Vec<Type> = body.args.iter().map(|&a| f.ty(a).clone()).collect();
+                let mut want = vec![Type::scalar(DType::I32)];
+                want.extend(inits.iter().cloned());
+                if args != want {
+                    return Err(err("the body's arguments must be the i32 induction variable and the carried values".into()));
+                }
+                check_op(ctx, &op.kind, &results).map_err(err)?;
+                for &a in &body.args {
+                    define(defined, scope, a, Some(op))?;
+                }
+                verify_region(ctx, f, body, &inits, place, defined, scope)?;
+            }
+            OpKind::If {
+                then_region,
+                else_region,
+                ..
+            } => {
+                let results: Vec<Type> = op.results.iter().map(|&r| f.ty(r).clone()).collect();
+                check_op(ctx, &op.kind, &results).map_err(err)?;
+                if !then_region.args.is_empty() || !else_region.args.is_empty() {
+                    return Err(err("`if` regions take no arguments".into()));
+                }
+                verify_region(ctx, f, then_region, &results, place, defined, scope)?;
+                verify_region(ctx, f, else_region, &results, place, defined, scope)?;
+            }
+            kind => {
+                let results: Vec<Type> = op.results.iter().map(|&r| f.ty(r).clone()).collect();
+                check_op(ctx, kind, &results).map_err(err)?;
+            }
+        }
+        for &r in &op.results {
+            define(defined, scope, r, Some(op))?;
+        }
+    }
+    scope.truncate(mark);
+    Ok(())
+}
+
+fn list<'a>(types: impl Iterator<Item = &'a Type>) -> String {
+    types.map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The typing rule of one op, given its result types. Regions are checked by the caller.
+pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result<(), String> {
+    let ty = |v: &ValueId| -> Result<&Type, String> {
+        ctx.types
+            .get(v.0 as usize)
+            .ok_or_else(|| format!("%{} has no type", v.0))
+    };
+    let one = || -> Result<&Type, String> {
+        match results {
+            [t] => Ok(t),
+            _ => Err(format!("has {} results, expected 1", results.len())),
+        }
+    };
+    let i32s = Type::scalar(DType::I32);
+    match kind {
+        OpKind::Const { value } => {
+            let t = one()?;
+            if matches!(value, Literal::Float(_)) && !t.dtype.is_float() {
+                return Err(format!("float constant of type {t}"));
+            }
+        }
+        OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
+            if *axis >= ctx.grid_rank {
+                return Err(format!(
+                    "axis {axis} is out of range for a grid of rank {}",
+                    ctx.grid_rank
+                ));
+            }
+            expect(one()?, &i32s)?;
+        }
+        OpKind::ArrayDim { operand, axis } => {
+            let o = operand_of(ctx, *operand)?;
+            if *axis >= o.shape.len() {
+                return Err(format!(
+                    "axis {axis} is out of range for `{}` of rank {}",
+                    o.name,
+                    o.shape.len()
+                ));
+            }
+            expect(one()?, &i32s)?;
+        }
+        OpKind::Load {
+            operand,
+            index,
+            mask,
+            other,
+        } => {
+            let o = operand_of(ctx, *operand)?;
+            let shape = access_shape(ctx, o, index)?;
+            let t = Type::new(o.dtype, shape);
+            expect(one()?, &t)?;
+            if let Some(m) = mask {
+                expect(ty(m)?, &t.with_dtype(DType::Bool)).map_err(|e| format!("mask: {e}"))?;
+            }
+            if let Some(v) = other {
+                expect(ty(v)?, &t).map_err(|e| format!("other: {e}"))?;
+            }
+            if mask.is_some() != other.is_some() {
+                return Err("a masked load needs both `mask` and `other`".into());
+            }
+        }
+        OpKind::Store {
+            operand,
+            index,
+            value,
+            mask,
+        } => {
+            let o = operand_of(ctx, *operand)?;
+            if matches!(o.role, Role::Input | Role::Prefetch) {
+                return Err(format!(
+                    "`{}` is an {}: it is read-only",
+                    o.name,
+                    o.role.name()
+                ));
+            }
+            let shape = access_shape(ctx, o, index)?;
+            let t = Type::new(o.dtype, shape);
+            expect(ty(value)?, &t).map_err(|e| format!("value: {e}"))?;
+            if let Some(m) = mask {
+                expect(ty(m)?, &t.with_dtype(DType::Bool)).map_err(|e| format!("mask: {e}"))?;
+            }
+            if !results.is_empty() {
+                return Err("has results".into());
+            }
+        }
+        OpKind::Unary { op, x } => {
+            let t = ty(x)?;
+            if unary_result(*op, t.dtype).is_none() {
+                return Err(format!("not defined on {}", t.dtype));
+            }
+            expect(one()?, t)?;
+        }
+        OpKind::Binary { op, lhs, rhs } => {
+            let t = same(ty(lhs)?, ty(rhs)?)?;
+            if binary_result(*op, t.dtype).is_none() {
+                return Err(format!("not defined on {}", t.dtype));
+            }
+            expect(one()?, t)?;
+        }
+        OpKind::Compare { lhs, rhs, .. } => {
+            let t = same(ty(lhs)?, ty(rhs)?)?;
+            expect(one()?, &t.with_dtype(DType::Bool))?;
+        }
+        OpKind::Select {
+            cond,
+            on_true,
+            on_false,
+        } => {
+            let t = same(ty(on_true)?, ty(on_false)?)?;
+            expect(ty(cond)?, &t.with_dtype(DType::Bool)).map_err(|e| format!("condition: {e}"))?;
+            expect(one()?, t)?;
+        }
+        OpKind::Cast { x } => {
+            let (t, r) = (ty(x)?, one()?);
+            if t.shape != r.shape {
+                return Err(format!("changes the shape from {t} to {r}"));
+            }
+        }
+        OpKind::Broadcast { x } => {
+            let (t, r) = (ty(x)?, one()?);
+            if t.dtype != r.dtype || broadcast_shapes(&t.shape, &r.shape).as_ref() != Some(&r.shape)
+            {
+                return Err(format!("cannot broadcast {t} to {r}"));
+            }
+        }
+        OpKind::Reshape { x } => {
+            let (t, r) = (ty(x)?, one()?);
+            if t.dtype != r.dtype || t.num_elements() != r.num_elements() {
+                return Err(format!("cannot reshape {t} to {r}"));
+            }
+        }
+        OpKind::Transpose { x, perm } => {
+            let t = ty(x)?;
+            if perm.len() != t.rank() || !is_permutation(perm) {
+                return Err(format!("{perm:?} is not a permutation of the axes of {t}"));
+            }
+            let shape: Vec<usize> = perm.iter().map(|&p| t.shape[p]).collect();
+            expect(one()?, &Type::new(t.dtype, shape))?;
+        }
+        OpKind::Iota { dim } => {
+            let r = one()?;
+            if !r.dtype.is_int() || *dim >= r.rank() {
+                return Err(format!("dimension {dim} of an integer vector, got {r}"));
+            }
+        }
+        OpKind::Reduce { op, x, axes } => {
+            let t = ty(x)?;
+            if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= t.rank()) {
+                return Err(format!(
+                    "axes {axes:?} must be sorted, distinct and below rank {}",
+                    t.rank()
+                ));
+            }
+            if t.dtype.is_bool() && *op == crate::ReduceOp::Sum {
+                return Err("sum of bool values: cast them first".into());
+            }
+            let shape: Vec<usize> = (0..t.rank())
+                .filter(|d| !axes.contains(d))
+                .map(|d| t.shape[d])
+                .collect();
+            expect(one()?, &Type::new(t.dtype, shape))?;
+        }
+        OpKind::Dot { lhs, rhs, dims } => {
+            let (lt, rt) = (ty(lhs)?, ty(rhs)?);
+            let shape = dot_shape(lt, rt, *dims)?;
+            let r = one()?;
+            if r.shape != shape || r.dtype.is_float() != lt.dtype.is_float() || r.dtype.is_bool() {
+                return Err(format!("result {r} does not fit {lt} · {rt}"));
+            }
+        }
+        OpKind::For {
+            lower, upper, step, ..
+        } => {
+            for (what, v) in [
+                ("lower bound", lower),
+                ("upper bound", upper),
+                ("step", step),
+            ] {
+                expect(ty(v)?, &i32s).map_err(|e| format!("{what}: {e}"))?;
+            }
+        }
+        OpKind::If { cond, .. } => {
+            expect(ty(cond)?, &Type::scalar(DType::Bool)).map_err(|e| format!("condition: {e}"))?;
+        }
+        OpKind::Yield { .. } => {}
+    }
+    Ok(())
+}
+
+fn operand_of<'a>(ctx: &'a Context, id: crate::OperandId) -> Result<&'a Operand, String> {
+    ctx.operands
+        .get(id.0 as usize)
+        .ok_or_else(|| format!("operand #{} does not exist", id.0))
+}
+
+/// The shape a load or store through `index` reads or writes, checking static bounds.
+fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usize>, String> {
+    let ref_shape = o.ref_shape();
+    if index.len() != ref_shape.len() {
+        return Err(format!(
+            "{} indexers for `{}` of rank {}",
+            index.len(),
+            o.name,
+            ref_shape.len()
+        ));
+    }
+    let mut shape = Vec::new();
+    for (d, (ix, dim)) in index.iter().zip(&ref_shape).enumerate() {
+        let (start, size) = match *ix {
+            Indexer::Slice { start, size } => {
+                shape.push(size);
+                (start, size)
+            }
+            Indexer::Point(start) => (start, 1),
+        };
+        if let Start::Dynamic(v) = start {
+            let t = ctx
+                .types
+                .get(v.0 as usize)
+                .ok_or_else(|| format!("%{} has no type", v.0))?;
+            expect(t, &Type::scalar(DType::I32)).map_err(|e| format!("start of dim {d}: {e}"))?;
+        }
+        if let (Start::Static(s), Dim::Static(n)) = (start, dim)
+            && (s < 0 || s as usize + size > *n)
+        {
+            return Err(format!(
+                "elements {s}..{} of dim {d} are outside `{}`'s {} extent {n}",
+                s as usize + size,
+                o.name,
+                if matches!(o.window, Window::Blocked(_)) {
+                    "block"
+                } else {
+                    "array"
+                }
+            ));
+        }
+        if matches!(ix, Indexer::Slice { .. }) && dim.as_static().is_none() && size == 0 {
+            return Err(format!("empty slice of dim {d}"));
+        }
+    }
+    Ok(shape)
+}
+
+fn same<'a>(a: &'a Type, b: &Type) -> Result<&'a Type, String> {
+    if a != b {
+        return Err(format!("operand types differ: {a} and {b}"));
+    }
+    Ok(a)
+}
+
+fn expect(got: &Type, want: &Type) -> Result<(), String> {
+    if got != want {
+        return Err(format!("expected {want}, got {got}"));
+    }
+    Ok(())
+}
