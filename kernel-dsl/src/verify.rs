@@ -71,7 +71,7 @@ fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), Str
             o.shape.len()
         ));
     }
-    if b.block.iter().any(|d| *d == BlockDim::Blocked(0)) {
+    if b.block.contains(&BlockDim::Blocked(0)) {
         return Err("block dims must be positive".into());
     }
     match b.fill {

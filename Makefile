@@ -1,0 +1,26 @@
+# tpukit: `make demo` sets everything up and runs the examples; `make test` runs every check.
+SHELL := bash
+export MLIR_SYS_220_PREFIX ?= /usr/lib/llvm-22
+export LLVM_SYS_221_PREFIX ?= /usr/lib/llvm-22
+export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
+export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
+EXAMPLES := add_vectors softmax layer_norm matmul row_gather
+
+.PHONY: setup demo test fmt lint rust-test bench
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	cargo build --release --examples
+	@for e in $(EXAMPLES); do echo; echo "== $$e =="; cargo run -q --release --example $$e || exit 1; done
+
+fmt:
+	cargo fmt --all -- --check
+
+lint:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+rust-test:
+	cargo test --workspace
+
+test: setup fmt lint rust-test
