@@ -698,6 +698,26 @@ impl KernelBuilder {
         )
     }
 
+    /// Like [`Self::reduce`], keeping each reduced axis with extent 1 (`keepdims=True`).
+    pub fn reduce_keepdims(&mut self, op: ReduceOp, x: ValueId, axes: &[i64]) -> Result<ValueId> {
+        let rank = self.ty(x).rank() as i64;
+        let r = self.reduce(op, x, axes)?;
+        let kept: Vec<i64> = axes
+            .iter()
+            .map(|&a| if a < 0 { a + rank } else { a })
+            .collect();
+        let shape: Vec<usize> = (0..rank)
+            .map(|d| {
+                if kept.contains(&d) {
+                    1
+                } else {
+                    self.ty(x).shape[d as usize]
+                }
+            })
+            .collect();
+        self.reshape(r, &shape)
+    }
+
     /// Matrix product with `dims`, accumulated in f32 (i32 for integers) and returned as `out`.
     pub fn dot(
         &mut self,

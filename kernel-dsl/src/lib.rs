@@ -38,6 +38,7 @@ mod error;
 mod hash;
 mod kernel;
 mod loc;
+pub mod markers;
 mod op;
 mod print;
 mod shape;

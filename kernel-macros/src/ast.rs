@@ -1,0 +1,119 @@
+//! The macro's own small AST: what a `#[tpu_kernel]` body may say, and nothing else.
+
+use proc_macro2::Span;
+use syn::Ident;
+
+pub struct Kernel {
+    pub attrs: Vec<syn::Attribute>,
+    pub vis: syn::Visibility,
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
+}
+
+pub enum Param {
+    /// A ref; `role` is `Input`, `Output`, `Scratch` or `Prefetch`.
+    Ref { name: Ident, role: &'static str },
+    /// A plain Rust value available while the kernel is built.
+    Host { name: Ident, ty: Box<syn::Type> },
+}
+
+pub enum Stmt {
+    Let {
+        name: Ident,
+        mutable: bool,
+        init: Expr,
+        span: Span,
+    },
+    /// `let` of an expression of host values only: stays a Rust value.
+    HostLet {
+        name: Ident,
+        init: syn::Expr,
+        span: Span,
+    },
+    Assign {
+        name: Ident,
+        value: Expr,
+        span: Span,
+    },
+    Store {
+        target: Ident,
+        index: Vec<IndexItem>,
+        op: Option<&'static str>,
+        value: Expr,
+        span: Span,
+    },
+    MaskedStore {
+        target: Ident,
+        index: Vec<IndexItem>,
+        value: Expr,
+        mask: Expr,
+        span: Span,
+    },
+    For {
+        var: Ident,
+        lower: Expr,
+        upper: Expr,
+        step: Option<Expr>,
+        body: Vec<Stmt>,
+        span: Span,
+    },
+    If {
+        cond: Expr,
+        then_body: Vec<Stmt>,
+        else_body: Vec<Stmt>,
+        span: Span,
+    },
+}
+
+pub enum IndexItem {
+    Full,
+    At(Expr),
+    /// `ds(start, size)`: `size` is a host expression.
+    Ds(Expr, syn::Expr),
+}
+
+pub enum Expr {
+    /// A literal or a Rust expression over host values: becomes a weakly typed literal.
+    Host(syn::Expr),
+    Var(Ident),
+    Unary {
+        op: &'static str,
+        x: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Load {
+        target: Ident,
+        index: Vec<IndexItem>,
+    },
+    MaskedLoad {
+        target: Ident,
+        index: Vec<IndexItem>,
+        mask: Box<Expr>,
+        other: Box<Expr>,
+    },
+    Cast {
+        x: Box<Expr>,
+        dtype: &'static str,
+    },
+    /// A builder call: `name` is a method of the table in `generate.rs`.
+    Call {
+        name: String,
+        args: Vec<Expr>,
+        host_args: Vec<syn::Expr>,
+        refs: Vec<Ident>,
+        span: Span,
+    },
+}
+
+#[derive(Copy, Clone)]
+pub enum BinOp {
+    /// A `BinaryOp` variant name.
+    Arith(&'static str),
+    /// A `CmpOp` variant name.
+    Cmp(&'static str),
+}

@@ -1,0 +1,42 @@
+//! `#[tpu_kernel]`: a Rust function whose parameters are refs and whose body uses a small,
+//! natural Rust syntax becomes a function that builds the kernel's IR for a call spec.
+//!
+//! ```ignore
+//! #[tpu_kernel]
+//! fn add_vectors(x: In, y: In, o: Out) {
+//!     o[..] = x[..] + y[..];
+//! }
+//! let kernel = add_vectors(&spec)?; // spec: grid, dtypes, shapes and block specs
+//! ```
+//!
+//! The macro is a tiny compiler: [`parse`] turns syn's tree into the macro's own AST
+//! ([`ast`]), [`generate`] turns that into builder calls; every generated path comes from
+//! [`paths`]. Parameters typed `In`, `Out`, `Scratch` or `Prefetch` are refs (declared in
+//! order); any other parameter is a host value, a plain Rust value used while building.
+
+mod ast;
+mod error;
+mod generate;
+mod parse;
+mod paths;
+
+use proc_macro::TokenStream;
+
+#[proc_macro_attribute]
+pub fn tpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = syn::parse_macro_input!(item as syn::ItemFn);
+    if !args.is_empty() {
+        let e = syn::Error::new(
+            proc_macro2::TokenStream::from(args)
+                .into_iter()
+                .next()
+                .map_or_else(proc_macro2::Span::call_site, |t| t.span()),
+            "#[tpu_kernel] takes no arguments",
+        );
+        return error::fallback(e, &item).into();
+    }
+    match parse::kernel(&item) {
+        Ok(k) => generate::kernel(&k).into(),
+        Err(e) => error::fallback(e, &item).into(),
+    }
+}

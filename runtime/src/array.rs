@@ -1,0 +1,129 @@
+//! Host arrays: what callers pass in and get back, one ndarray per element type.
+
+use half::{bf16, f16};
+use ndarray::{ArrayD, Dimension, IxDyn};
+use tpukit_dsl::DType;
+
+/// A row-major array on the host.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostArray {
+    F32(ArrayD<f32>),
+    BF16(ArrayD<bf16>),
+    F16(ArrayD<f16>),
+    I32(ArrayD<i32>),
+    I8(ArrayD<i8>),
+    Bool(ArrayD<bool>),
+}
+
+macro_rules! per_dtype {
+    ($self:expr, $a:ident => $e:expr) => {
+        match $self {
+            HostArray::F32($a) => $e,
+            HostArray::BF16($a) => $e,
+            HostArray::F16($a) => $e,
+            HostArray::I32($a) => $e,
+            HostArray::I8($a) => $e,
+            HostArray::Bool($a) => $e,
+        }
+    };
+}
+
+macro_rules! element {
+    ($($t:ty => $variant:ident, $as_ref:ident, $into:ident);* $(;)?) => {$(
+        impl<D: Dimension> From<ndarray::Array<$t, D>> for HostArray {
+            fn from(a: ndarray::Array<$t, D>) -> HostArray {
+                HostArray::$variant(a.into_dyn())
+            }
+        }
+        impl HostArray {
+            pub fn $as_ref(&self) -> Option<&ArrayD<$t>> {
+                match self {
+                    HostArray::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+            pub fn $into(self) -> Option<ArrayD<$t>> {
+                match self {
+                    HostArray::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+element! {
+    f32 => F32, as_f32, into_f32;
+    bf16 => BF16, as_bf16, into_bf16;
+    f16 => F16, as_f16, into_f16;
+    i32 => I32, as_i32, into_i32;
+    i8 => I8, as_i8, into_i8;
+    bool => Bool, as_bool, into_bool;
+}
+
+impl HostArray {
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostArray::F32(_) => DType::F32,
+            HostArray::BF16(_) => DType::BF16,
+            HostArray::F16(_) => DType::F16,
+            HostArray::I32(_) => DType::I32,
+            HostArray::I8(_) => DType::I8,
+            HostArray::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        per_dtype!(self, a => a.shape())
+    }
+
+    pub fn zeros(dtype: DType, shape: &[usize]) -> HostArray {
+        HostArray::from_f64(dtype, shape, &vec![0.0; shape.iter().product()])
+    }
+
+    /// The elements in row-major order, exactly (every dtype's values are f64 values).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            HostArray::F32(a) => a.iter().map(|&x| x as f64).collect(),
+            HostArray::BF16(a) => a.iter().map(|x| x.to_f64()).collect(),
+            HostArray::F16(a) => a.iter().map(|x| x.to_f64()).collect(),
+            HostArray::I32(a) => a.iter().map(|&x| x as f64).collect(),
+            HostArray::I8(a) => a.iter().map(|&x| x as f64).collect(),
+            HostArray::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+        }
+    }
+
+    /// An array of `dtype` from row-major values, each converted as a kernel `cast` would.
+    pub fn from_f64(dtype: DType, shape: &[usize], data: &[f64]) -> HostArray {
+        let shape = IxDyn(shape);
+        let a = match dtype {
+            DType::F32 => ArrayD::from_shape_vec(shape, data.iter().map(|&x| x as f32).collect())
+                .map(HostArray::F32),
+            DType::BF16 => {
+                ArrayD::from_shape_vec(shape, data.iter().map(|&x| bf16::from_f64(x)).collect())
+                    .map(HostArray::BF16)
+            }
+            DType::F16 => {
+                ArrayD::from_shape_vec(shape, data.iter().map(|&x| f16::from_f64(x)).collect())
+                    .map(HostArray::F16)
+            }
+            DType::I32 => ArrayD::from_shape_vec(
+                shape,
+                data.iter()
+                    .map(|&x| DType::I32.cast_f64_to_int(x) as i32)
+                    .collect(),
+            )
+            .map(HostArray::I32),
+            DType::I8 => ArrayD::from_shape_vec(
+                shape,
+                data.iter()
+                    .map(|&x| DType::I8.cast_f64_to_int(x) as i8)
+                    .collect(),
+            )
+            .map(HostArray::I8),
+            DType::Bool => ArrayD::from_shape_vec(shape, data.iter().map(|&x| x != 0.0).collect())
+                .map(HostArray::Bool),
+        };
+        a.expect("data length matches the shape")
+    }
+}

@@ -1,0 +1,293 @@
+//! The operands' memory and the windows a grid step sees them through.
+
+use super::tensor::{Tensor, for_each_index, strides};
+use crate::{HostArray, RuntimeError};
+use tpukit_dsl::{Bindings, BlockDim, DType, Func, Indexer, Kernel, OperandId, Role, Window};
+
+/// One operand's elements (row-major, exact as f64) and its window at the current step.
+struct Buffer {
+    name: String,
+    role: Role,
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+    /// Where the window starts, per array dimension (all zeros for whole operands).
+    origin: Vec<i64>,
+    /// The block dims, or `None` for a whole-array operand.
+    block: Option<Vec<BlockDim>>,
+    fill: f64,
+}
+
+impl Buffer {
+    /// The shape the body sees through the ref.
+    fn ref_shape(&self) -> Vec<usize> {
+        match &self.block {
+            None => self.shape.clone(),
+            Some(b) => b
+                .iter()
+                .filter_map(|d| match d {
+                    BlockDim::Blocked(n) => Some(*n),
+                    BlockDim::Squeezed => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// The array coordinates of ref coordinates `local`.
+    fn array_coords(&self, local: &[i64], out: &mut Vec<i64>) {
+        out.clear();
+        match &self.block {
+            None => out.extend_from_slice(local),
+            Some(b) => {
+                let mut k = 0;
+                for (d, bd) in b.iter().enumerate() {
+                    let l = match bd {
+                        BlockDim::Squeezed => 0,
+                        BlockDim::Blocked(_) => {
+                            k += 1;
+                            local[k - 1]
+                        }
+                    };
+                    out.push(self.origin[d] + l);
+                }
+            }
+        }
+    }
+
+    /// The flat offset of `coords` if they lie inside the array.
+    fn offset(&self, coords: &[i64], strides: &[usize]) -> Option<usize> {
+        let mut off = 0;
+        for ((&c, &n), &s) in coords.iter().zip(&self.shape).zip(strides) {
+            if c < 0 || c as usize >= n {
+                return None;
+            }
+            off += c as usize * s;
+        }
+        Some(off)
+    }
+}
+
+pub(super) struct Memory {
+    buffers: Vec<Buffer>,
+}
+
+impl Memory {
+    pub fn new(
+        kernel: &Kernel,
+        bindings: &Bindings,
+        inputs: &[&HostArray],
+        outputs: &[HostArray],
+    ) -> Memory {
+        let mut ins = inputs.iter();
+        let mut outs = outputs.iter();
+        let buffers = kernel
+            .operands
+            .iter()
+            .map(|o| {
+                let shape: Vec<usize> = o
+                    .shape
+                    .iter()
+                    .map(|d| d.resolve(bindings).expect("bound by launch"))
+                    .collect();
+                let data = match o.role {
+                    Role::Prefetch | Role::Input => {
+                        ins.next().expect("checked by launch").to_f64_vec()
+                    }
+                    Role::Output => outs.next().expect("checked by launch").to_f64_vec(),
+                    // Undefined until written: NaN makes a kernel that forgets to initialise
+                    // its scratch fail loudly.
+                    Role::Scratch => vec![
+                        if o.dtype.is_float() { f64::NAN } else { 0.0 };
+                        shape.iter().product()
+                    ],
+                };
+                let (block, fill) = match &o.window {
+                    Window::Whole => (None, 0.0),
+                    Window::Blocked(b) => {
+                        (Some(b.block.clone()), o.dtype.round_f64(b.fill.as_f64()))
+                    }
+                };
+                Buffer {
+                    name: o.name.clone(),
+                    role: o.role,
+                    dtype: o.dtype,
+                    origin: vec![0; shape.len()],
+                    shape,
+                    data,
+                    block,
+                    fill,
+                }
+            })
+            .collect();
+        Memory { buffers }
+    }
+
+    pub fn shape(&self, id: OperandId) -> &[usize] {
+        &self.buffers[id.0 as usize].shape
+    }
+
+    /// Places every blocked operand's window for grid point `point`, evaluating its index
+    /// map with `eval`. A window that starts outside its array is an error.
+    pub fn place_windows(
+        &mut self,
+        kernel: &Kernel,
+        point: &[usize],
+        mut eval: impl FnMut(&mut Memory, &Func, Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        for (i, o) in kernel.operands.iter().enumerate() {
+            let Window::Blocked(spec) = &o.window else {
+                continue;
+            };
+            let args = point
+                .iter()
+                .map(|&p| Tensor::scalar_i32(p as i64))
+                .collect();
+            let blocks: Vec<i64> = eval(self, &spec.index_map, args)?
+                .iter()
+                .map(Tensor::as_i64)
+                .collect();
+            let b = &mut self.buffers[i];
+            for (d, (&bi, bd)) in blocks.iter().zip(&spec.block).enumerate() {
+                let start = bi * bd.size() as i64;
+                let n = b.shape[d] as i64;
+                if start < 0 || (start >= n && !(n == 0 && start == 0)) {
+                    return Err(RuntimeError::new(
+                        &kernel.name,
+                        format!(
+                            "the index map of {} `{}` at grid point {point:?} gives block index {blocks:?}: its window starts at element {start} of dim {d}, outside the array of shape {:?}",
+                            o.role.name(),
+                            o.name,
+                            b.shape
+                        ),
+                    ));
+                }
+                b.origin[d] = start;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks an access against the ref's shape and returns the access shape.
+    fn check_access(
+        &self,
+        id: OperandId,
+        index: &[Indexer],
+        starts: &[i64],
+    ) -> Result<Vec<usize>, String> {
+        let b = &self.buffers[id.0 as usize];
+        let ref_shape = b.ref_shape();
+        let what = if b.block.is_some() { "block" } else { "array" };
+        let mut shape = Vec::new();
+        for (d, ((ix, &s), &n)) in index.iter().zip(starts).zip(&ref_shape).enumerate() {
+            let size = match ix {
+                Indexer::Slice { size, .. } => {
+                    shape.push(*size);
+                    *size
+                }
+                Indexer::Point(_) => 1,
+            };
+            if s < 0 || s as usize + size > n {
+                let range = if matches!(ix, Indexer::Point(_)) {
+                    format!("index {s}")
+                } else {
+                    format!("slice {s}..{}", s + size as i64)
+                };
+                return Err(format!(
+                    "{range} of dim {d} is outside the {what} of `{}` (extent {n})",
+                    b.name
+                ));
+            }
+        }
+        Ok(shape)
+    }
+
+    /// Visits each element of an access: its position in the access and its array offset
+    /// (`None` outside the array).
+    fn each_element(
+        &self,
+        id: OperandId,
+        index: &[Indexer],
+        starts: &[i64],
+        shape: &[usize],
+        mut f: impl FnMut(usize, Option<usize>),
+    ) {
+        let b = &self.buffers[id.0 as usize];
+        let st = strides(&b.shape);
+        let (mut local, mut coords) = (
+            Vec::with_capacity(index.len()),
+            Vec::with_capacity(b.shape.len()),
+        );
+        let mut flat = 0;
+        for_each_index(shape, |idx| {
+            local.clear();
+            let mut k = 0;
+            for (ix, &s) in index.iter().zip(starts) {
+                local.push(match ix {
+                    Indexer::Slice { .. } => {
+                        k += 1;
+                        s + idx[k - 1] as i64
+                    }
+                    Indexer::Point(_) => s,
+                });
+            }
+            b.array_coords(&local, &mut coords);
+            f(flat, b.offset(&coords, &st));
+            flat += 1;
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        &self,
+        id: OperandId,
+        index: &[Indexer],
+        starts: &[i64],
+        mask: Option<&Tensor>,
+        other: Option<&Tensor>,
+        ty: tpukit_dsl::Type,
+    ) -> Result<Tensor, String> {
+        let shape = self.check_access(id, index, starts)?;
+        debug_assert_eq!(shape, ty.shape);
+        let b = &self.buffers[id.0 as usize];
+        let mut out = Tensor::splat(ty, 0.0);
+        self.each_element(id, index, starts, &shape, |i, off| {
+            out.data[i] = match (mask, other) {
+                (Some(m), Some(o)) if m.data[i] == 0.0 => o.data[i],
+                _ => off.map_or(b.fill, |off| b.data[off]),
+            };
+        });
+        Ok(out)
+    }
+
+    pub fn store(
+        &mut self,
+        id: OperandId,
+        index: &[Indexer],
+        starts: &[i64],
+        value: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<(), String> {
+        let shape = self.check_access(id, index, starts)?;
+        let mut writes = Vec::new();
+        self.each_element(id, index, starts, &shape, |i, off| {
+            if let Some(off) = off
+                && mask.is_none_or(|m| m.data[i] != 0.0)
+            {
+                writes.push((off, value.data[i]));
+            }
+        });
+        let b = &mut self.buffers[id.0 as usize];
+        for (off, v) in writes {
+            b.data[off] = v;
+        }
+        Ok(())
+    }
+
+    /// Copies the outputs back into the caller's arrays.
+    pub fn write_back(self, outputs: &mut [HostArray]) {
+        let outs = self.buffers.into_iter().filter(|b| b.role == Role::Output);
+        for (b, out) in outs.zip(outputs.iter_mut()) {
+            *out = HostArray::from_f64(b.dtype, &b.shape, &b.data);
+        }
+    }
+}

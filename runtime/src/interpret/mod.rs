@@ -1,0 +1,219 @@
+//! The reference interpreter: runs a verified kernel step by step over its grid.
+//!
+//! Every element is held as an f64, which represents every value of every tpukit dtype
+//! exactly; each op computes in f64 and rounds to its result dtype. For `+ - * / sqrt` that is
+//! exactly the dtype's own correctly rounded arithmetic; transcendentals are more accurate
+//! than any f32 implementation, and reductions and `dot` accumulate in f64 (more precise than
+//! the f32 accumulation the semantics promise, never less). Every access is bounds-checked.
+
+mod memory;
+mod ops;
+mod tensor;
+
+use crate::{HostArray, RuntimeError};
+use memory::Memory;
+use tensor::Tensor;
+use tpukit_dsl::{Bindings, Func, Kernel, Op, OpKind, Region, ValueId};
+
+pub(crate) fn run(
+    kernel: &Kernel,
+    bindings: &Bindings,
+    inputs: &[&HostArray],
+    outputs: &mut [HostArray],
+) -> Result<(), RuntimeError> {
+    let grid: Vec<usize> = kernel
+        .grid
+        .iter()
+        .map(|a| a.extent.resolve(bindings).expect("bound by launch"))
+        .collect();
+    let mut mem = Memory::new(kernel, bindings, inputs, outputs);
+    let mut point = vec![0usize; grid.len()];
+    if grid.iter().all(|&n| n > 0) {
+        loop {
+            let mut m = Machine {
+                kernel,
+                grid: &grid,
+                point: &point,
+                mem: &mut mem,
+            };
+            m.step()?;
+            if !tensor::advance(&mut point, &grid) {
+                break;
+            }
+        }
+    }
+    mem.write_back(outputs);
+    Ok(())
+}
+
+/// One grid step in progress.
+struct Machine<'a> {
+    kernel: &'a Kernel,
+    grid: &'a [usize],
+    point: &'a [usize],
+    mem: &'a mut Memory,
+}
+
+/// SSA values of one function, by id.
+type Env = Vec<Option<Tensor>>;
+
+impl Machine<'_> {
+    fn step(&mut self) -> Result<(), RuntimeError> {
+        self.mem
+            .place_windows(self.kernel, self.point, |mem, f, args| {
+                let mut m = Machine {
+                    kernel: self.kernel,
+                    grid: self.grid,
+                    point: self.point,
+                    mem,
+                };
+                let mut env = vec![None; f.types.len()];
+                m.region(f, &f.body, &mut env, args)
+            })?;
+        let body = &self.kernel.body;
+        let mut env = vec![None; body.types.len()];
+        self.region(body, &body.body, &mut env, vec![])?;
+        Ok(())
+    }
+
+    /// Runs a region with its arguments bound, returning the values it yields.
+    fn region(
+        &mut self,
+        f: &Func,
+        r: &Region,
+        env: &mut Env,
+        args: Vec<Tensor>,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
+        for (a, v) in r.args.iter().zip(args) {
+            env[a.0 as usize] = Some(v);
+        }
+        for op in &r.ops {
+            if let OpKind::Yield { values } = &op.kind {
+                return Ok(values.iter().map(|v| get(env, *v).clone()).collect());
+            }
+            let results = self.op(f, op, env).map_err(|m| self.error(op, m))?;
+            for (r, v) in op.results.iter().zip(results) {
+                env[r.0 as usize] = Some(v);
+            }
+        }
+        unreachable!("verified regions end with yield")
+    }
+
+    fn error(&self, op: &Op, message: String) -> RuntimeError {
+        if message.starts_with("kernel `") {
+            return RuntimeError { message };
+        }
+        let at = op
+            .loc
+            .as_ref()
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        RuntimeError::new(
+            &self.kernel.name,
+            format!(
+                "op `{}`{at} in grid step {:?}: {message}",
+                op.kind.name(),
+                self.point
+            ),
+        )
+    }
+
+    fn op(&mut self, f: &Func, op: &Op, env: &mut Env) -> Result<Vec<Tensor>, String> {
+        let ty = |i: usize| f.ty(op.results[i]).clone();
+        let v = |id: &ValueId| get(env, *id);
+        Ok(vec![match &op.kind {
+            OpKind::Const { value } => Tensor::splat(ty(0), ty(0).dtype.round_f64(value.as_f64())),
+            OpKind::ProgramId { axis } => Tensor::scalar_i32(self.point[*axis] as i64),
+            OpKind::NumPrograms { axis } => Tensor::scalar_i32(self.grid[*axis] as i64),
+            OpKind::ArrayDim { operand, axis } => {
+                Tensor::scalar_i32(self.mem.shape(*operand)[*axis] as i64)
+            }
+            OpKind::Load {
+                operand,
+                index,
+                mask,
+                other,
+            } => {
+                let starts = ops::starts(index, env);
+                let mask = mask.map(|m| get(env, m));
+                let other = other.map(|o| get(env, o));
+                self.mem
+                    .load(*operand, index, &starts, mask, other, ty(0))?
+            }
+            OpKind::Store {
+                operand,
+                index,
+                value,
+                mask,
+            } => {
+                let starts = ops::starts(index, env);
+                self.mem.store(
+                    *operand,
+                    index,
+                    &starts,
+                    v(value),
+                    mask.map(|m| get(env, m)),
+                )?;
+                return Ok(vec![]);
+            }
+            OpKind::Unary { op: u, x } => ops::unary(*u, v(x)),
+            OpKind::Binary { op: b, lhs, rhs } => ops::binary(*b, v(lhs), v(rhs))?,
+            OpKind::Compare { op: c, lhs, rhs } => ops::compare(*c, v(lhs), v(rhs)),
+            OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            } => ops::select(v(cond), v(on_true), v(on_false)),
+            OpKind::Cast { x } => ops::cast(v(x), ty(0)),
+            OpKind::Broadcast { x } => ops::broadcast(v(x), ty(0)),
+            OpKind::Reshape { x } => Tensor {
+                ty: ty(0),
+                data: v(x).data.clone(),
+            },
+            OpKind::Transpose { x, perm } => ops::transpose(v(x), perm, ty(0)),
+            OpKind::Iota { dim } => ops::iota(*dim, ty(0)),
+            OpKind::Reduce { op: r, x, axes } => ops::reduce(*r, v(x), axes, ty(0)),
+            OpKind::Dot { lhs, rhs, dims } => ops::dot(v(lhs), v(rhs), *dims, ty(0)),
+            OpKind::For {
+                lower,
+                upper,
+                step,
+                init,
+                body,
+            } => {
+                let (lo, hi, st) = (v(lower).as_i64(), v(upper).as_i64(), v(step).as_i64());
+                if st <= 0 {
+                    return Err(format!("loop step {st} is not positive"));
+                }
+                let mut carried: Vec<Tensor> = init.iter().map(|i| get(env, *i).clone()).collect();
+                let mut iv = lo;
+                while iv < hi {
+                    let mut args = vec![Tensor::scalar_i32(iv)];
+                    args.append(&mut carried);
+                    carried = self.region(f, body, env, args).map_err(|e| e.message)?;
+                    iv += st;
+                }
+                return Ok(carried);
+            }
+            OpKind::If {
+                cond,
+                then_region,
+                else_region,
+            } => {
+                let r = if v(cond).data[0] != 0.0 {
+                    then_region
+                } else {
+                    else_region
+                };
+                return self.region(f, r, env, vec![]).map_err(|e| e.message);
+            }
+            OpKind::Yield { .. } => unreachable!("handled by region"),
+        }])
+    }
+}
+
+fn get(env: &Env, v: ValueId) -> &Tensor {
+    env[v.0 as usize]
+        .as_ref()
+        .expect("verified: defined before use")
+}

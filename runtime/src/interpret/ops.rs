@@ -1,0 +1,318 @@
+//! The semantics of each op family on interpreter values.
+
+use super::{
+    Env, get,
+    tensor::{Tensor, for_each_index, strides},
+};
+use tpukit_dsl::{BinaryOp, CmpOp, DType, DotDims, Indexer, ReduceOp, Start, Type, UnaryOp};
+
+/// The start of each indexer, as numbers.
+pub(super) fn starts(index: &[Indexer], env: &Env) -> Vec<i64> {
+    index
+        .iter()
+        .map(|ix| match ix {
+            Indexer::Slice { start, .. } | Indexer::Point(start) => match start {
+                Start::Static(s) => *s,
+                Start::Dynamic(v) => get(env, *v).as_i64(),
+            },
+        })
+        .collect()
+}
+
+fn map(x: &Tensor, ty: Type, f: impl Fn(f64) -> f64) -> Tensor {
+    Tensor {
+        data: x.data.iter().map(|&a| f(a)).collect(),
+        ty,
+    }
+}
+
+pub(super) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
+    let d = x.ty.dtype;
+    if !d.is_float() {
+        let f = move |a: f64| -> f64 {
+            let a = a as i64;
+            let r = match op {
+                UnaryOp::Neg => a.wrapping_neg(),
+                UnaryOp::Abs => a.wrapping_abs(),
+                UnaryOp::Not if d == DType::Bool => (a == 0) as i64,
+                UnaryOp::Not => !a,
+                _ => unreachable!("verified: {op:?} on {d}"),
+            };
+            d.wrap_int(r) as f64
+        };
+        return map(x, x.ty.clone(), f);
+    }
+    let f = move |a: f64| -> f64 {
+        let r = match op {
+            UnaryOp::Neg => -a,
+            UnaryOp::Abs => a.abs(),
+            UnaryOp::Exp => a.exp(),
+            UnaryOp::Exp2 => a.exp2(),
+            UnaryOp::Log => a.ln(),
+            UnaryOp::Log1p => a.ln_1p(),
+            UnaryOp::Sqrt => a.sqrt(),
+            UnaryOp::Rsqrt => 1.0 / a.sqrt(),
+            UnaryOp::Tanh => a.tanh(),
+            UnaryOp::Erf => libm::erf(a),
+            UnaryOp::Logistic => 1.0 / (1.0 + (-a).exp()),
+            UnaryOp::Floor => a.floor(),
+            UnaryOp::Ceil => a.ceil(),
+            UnaryOp::Sin => a.sin(),
+            UnaryOp::Cos => a.cos(),
+            UnaryOp::Not => unreachable!("verified: not on floats"),
+        };
+        d.round_f64(r)
+    };
+    map(x, x.ty.clone(), f)
+}
+
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
+pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, String> {
+    let d = x.ty.dtype;
+    let mut data = Vec::with_capacity(x.data.len());
+    for (&a, &b) in x.data.iter().zip(&y.data) {
+        data.push(if d.is_float() {
+            d.round_f64(match op {
+                BinaryOp::Add => a + b,
+                BinaryOp::Sub => a - b,
+                BinaryOp::Mul => a * b,
+                BinaryOp::Div => a / b,
+                BinaryOp::Rem => a % b,
+                BinaryOp::Pow => a.powf(b),
+                BinaryOp::Max => nan_max(a, b),
+                BinaryOp::Min => nan_min(a, b),
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => unreachable!("verified"),
+            })
+        } else {
+            let (a, b) = (a as i64, b as i64);
+            let r = match op {
+                BinaryOp::Add => a.wrapping_add(b),
+                BinaryOp::Sub => a.wrapping_sub(b),
+                BinaryOp::Mul => a.wrapping_mul(b),
+                BinaryOp::Div | BinaryOp::Rem if b == 0 => {
+                    return Err(format!(
+                        "integer {} by zero",
+                        if op == BinaryOp::Div {
+                            "division"
+                        } else {
+                            "remainder"
+                        }
+                    ));
+                }
+                BinaryOp::Div => a.wrapping_div(b),
+                BinaryOp::Rem => a.wrapping_rem(b),
+                BinaryOp::Max => a.max(b),
+                BinaryOp::Min => a.min(b),
+                BinaryOp::And => a & b,
+                BinaryOp::Or => a | b,
+                BinaryOp::Xor => a ^ b,
+                BinaryOp::Pow => unreachable!("verified"),
+            };
+            d.wrap_int(r) as f64
+        });
+    }
+    Ok(Tensor {
+        ty: x.ty.clone(),
+        data,
+    })
+}
+
+pub(super) fn compare(op: CmpOp, x: &Tensor, y: &Tensor) -> Tensor {
+    let data = x
+        .data
+        .iter()
+        .zip(&y.data)
+        .map(|(&a, &b)| {
+            (match op {
+                CmpOp::Eq => a == b,
+                CmpOp::Ne => a != b,
+                CmpOp::Lt => a < b,
+                CmpOp::Le => a <= b,
+                CmpOp::Gt => a > b,
+                CmpOp::Ge => a >= b,
+            }) as u8 as f64
+        })
+        .collect();
+    Tensor {
+        ty: x.ty.with_dtype(DType::Bool),
+        data,
+    }
+}
+
+pub(super) fn select(c: &Tensor, t: &Tensor, f: &Tensor) -> Tensor {
+    let data = c
+        .data
+        .iter()
+        .zip(t.data.iter().zip(&f.data))
+        .map(|(&c, (&t, &f))| if c != 0.0 { t } else { f })
+        .collect();
+    Tensor {
+        ty: t.ty.clone(),
+        data,
+    }
+}
+
+pub(super) fn cast(x: &Tensor, ty: Type) -> Tensor {
+    let (from, to) = (x.ty.dtype, ty.dtype);
+    map(x, ty, move |a| {
+        if to.is_float() {
+            to.round_f64(a)
+        } else if to.is_bool() {
+            (a != 0.0) as u8 as f64
+        } else if from.is_float() {
+            to.cast_f64_to_int(a) as f64
+        } else {
+            to.wrap_int(a as i64) as f64
+        }
+    })
+}
+
+/// Numpy broadcast: dimensions aligned at the right, size-1 dims repeat.
+pub(super) fn broadcast(x: &Tensor, ty: Type) -> Tensor {
+    let (rank, xr) = (ty.rank(), x.ty.rank());
+    let xs = strides(&x.ty.shape);
+    let mut data = Vec::with_capacity(ty.num_elements());
+    for_each_index(&ty.shape, |idx| {
+        let mut off = 0;
+        for d in 0..xr {
+            let i = idx[rank - xr + d];
+            if x.ty.shape[d] != 1 {
+                off += i * xs[d];
+            }
+        }
+        data.push(x.data[off]);
+    });
+    Tensor { ty, data }
+}
+
+pub(super) fn transpose(x: &Tensor, perm: &[usize], ty: Type) -> Tensor {
+    let xs = strides(&x.ty.shape);
+    let mut data = Vec::with_capacity(ty.num_elements());
+    for_each_index(&ty.shape, |idx| {
+        data.push(
+            x.data[idx
+                .iter()
+                .zip(perm)
+                .map(|(&i, &p)| i * xs[p])
+                .sum::<usize>()],
+        );
+    });
+    Tensor { ty, data }
+}
+
+pub(super) fn iota(dim: usize, ty: Type) -> Tensor {
+    let mut data = Vec::with_capacity(ty.num_elements());
+    let d = ty.dtype;
+    for_each_index(&ty.shape, |idx| {
+        data.push(d.wrap_int(idx[dim] as i64) as f64)
+    });
+    Tensor { ty, data }
+}
+
+pub(super) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], ty: Type) -> Tensor {
+    let init = match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+    };
+    let (init, d) = match (op, x.ty.dtype) {
+        (ReduceOp::Max, DType::I32) => (i32::MIN as f64, DType::I32),
+        (ReduceOp::Min, DType::I32) => (i32::MAX as f64, DType::I32),
+        (ReduceOp::Max, DType::I8) => (i8::MIN as f64, DType::I8),
+        (ReduceOp::Min, DType::I8) => (i8::MAX as f64, DType::I8),
+        (_, d) => (init, d),
+    };
+    let mut acc = vec![init; ty.num_elements().max(1)];
+    let (os, xs) = (strides(&ty.shape), strides(&x.ty.shape));
+    for_each_index(&x.ty.shape, |idx| {
+        let mut off = 0;
+        let mut k = 0;
+        for (dim, &i) in idx.iter().enumerate() {
+            if !axes.contains(&dim) {
+                off += i * os[k];
+                k += 1;
+            }
+        }
+        let flat = idx.iter().zip(&xs).map(|(i, s)| i * s).sum::<usize>();
+        let v = x.data[flat];
+        acc[off] = match op {
+            ReduceOp::Sum => acc[off] + v,
+            ReduceOp::Max => nan_max(acc[off], v),
+            ReduceOp::Min => nan_min(acc[off], v),
+        };
+    });
+    let data = acc
+        .into_iter()
+        .map(|a| {
+            if d.is_float() {
+                d.round_f64(a)
+            } else {
+                d.wrap_int(a as i64) as f64
+            }
+        })
+        .collect();
+    Tensor { ty, data }
+}
+
+pub(super) fn dot(x: &Tensor, y: &Tensor, dims: DotDims, ty: Type) -> Tensor {
+    let rank = x.ty.rank();
+    let batch = if rank == 3 { x.ty.shape[0] } else { 1 };
+    let b0 = rank - 2;
+    let k = x.ty.shape[dims.lhs_contract];
+    let (m, n) = (ty.shape[rank - 2], ty.shape[rank - 1]);
+    let (xs, ys) = (strides(&x.ty.shape), strides(&y.ty.shape));
+    // Strides along (free, contracted) for each operand.
+    let (xm, xk) = if dims.lhs_contract == rank - 1 {
+        (xs[b0], xs[b0 + 1])
+    } else {
+        (xs[b0 + 1], xs[b0])
+    };
+    let (yn, yk) = if dims.rhs_contract == rank - 2 {
+        (ys[b0 + 1], ys[b0])
+    } else {
+        (ys[b0], ys[b0 + 1])
+    };
+    let (xb, yb) = if rank == 3 { (xs[0], ys[0]) } else { (0, 0) };
+    let d = ty.dtype;
+    let mut data = Vec::with_capacity(batch * m * n);
+    for b in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0.0f64;
+                let mut iacc = 0i64;
+                for p in 0..k {
+                    let (a, c) = (
+                        x.data[b * xb + i * xm + p * xk],
+                        y.data[b * yb + j * yn + p * yk],
+                    );
+                    if d.is_float() {
+                        acc += a * c;
+                    } else {
+                        iacc = iacc.wrapping_add((a as i64).wrapping_mul(c as i64));
+                    }
+                }
+                data.push(if d.is_float() {
+                    d.round_f64(acc)
+                } else {
+                    d.wrap_int(iacc) as f64
+                });
+            }
+        }
+    }
+    Tensor { ty, data }
+}

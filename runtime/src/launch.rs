@@ -1,0 +1,154 @@
+//! Launching a kernel: binding symbols from the arrays given, checking them, running.
+
+use crate::{Device, HostArray, RuntimeError, interpret};
+use tpukit_dsl::{Bindings, Dim, Kernel, Role};
+
+/// Runs `kernel` on `device` with `inputs` (the prefetch operands, then the inputs, in kernel
+/// order) and returns new outputs, zero-filled before the kernel runs.
+pub fn launch(
+    kernel: &Kernel,
+    device: Device,
+    inputs: &[&HostArray],
+) -> Result<Vec<HostArray>, RuntimeError> {
+    let bindings = bind(kernel, inputs, &[])?;
+    let mut outputs = Vec::new();
+    for (_, o) in kernel.operands_with_role(Role::Output) {
+        let shape = resolve(kernel, &o.shape, &bindings, &o.name)?;
+        outputs.push(HostArray::zeros(o.dtype, &shape));
+    }
+    run(kernel, device, inputs, &mut outputs, &bindings)?;
+    Ok(outputs)
+}
+
+/// Runs `kernel` writing into caller-provided `outputs` (whose shapes also bind symbols).
+pub fn launch_into(
+    kernel: &Kernel,
+    device: Device,
+    inputs: &[&HostArray],
+    outputs: &mut [HostArray],
+) -> Result<(), RuntimeError> {
+    let refs: Vec<&HostArray> = outputs.iter().collect();
+    let bindings = bind(kernel, inputs, &refs)?;
+    run(kernel, device, inputs, outputs, &bindings)
+}
+
+fn run(
+    kernel: &Kernel,
+    device: Device,
+    inputs: &[&HostArray],
+    outputs: &mut [HostArray],
+    bindings: &Bindings,
+) -> Result<(), RuntimeError> {
+    match device {
+        Device::Interpret => interpret::run(kernel, bindings, inputs, outputs),
+    }
+}
+
+fn resolve(
+    kernel: &Kernel,
+    dims: &[Dim],
+    bindings: &Bindings,
+    operand: &str,
+) -> Result<Vec<usize>, RuntimeError> {
+    dims.iter()
+        .map(|d| {
+            d.resolve(bindings).ok_or_else(|| {
+                RuntimeError::new(
+                    &kernel.name,
+                    format!("symbol `{d}` of `{operand}` is not bound by any array given"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Checks the arrays against the kernel's operands and binds every symbol.
+fn bind(
+    kernel: &Kernel,
+    inputs: &[&HostArray],
+    outputs: &[&HostArray],
+) -> Result<Bindings, RuntimeError> {
+    tpukit_dsl::verify(kernel)?;
+    let err = |m: String| RuntimeError::new(&kernel.name, m);
+    let mut given: Vec<(&tpukit_dsl::Operand, &HostArray)> = Vec::new();
+    let ins: Vec<_> = kernel
+        .operands
+        .iter()
+        .filter(|o| matches!(o.role, Role::Prefetch | Role::Input))
+        .collect();
+    if inputs.len() != ins.len() {
+        return Err(err(format!(
+            "takes {} input arrays (prefetch operands, then inputs), got {}",
+            ins.len(),
+            inputs.len()
+        )));
+    }
+    given.extend(ins.into_iter().zip(inputs.iter().copied()));
+    if !outputs.is_empty() {
+        let outs: Vec<_> = kernel
+            .operands
+            .iter()
+            .filter(|o| o.role == Role::Output)
+            .collect();
+        if outputs.len() != outs.len() {
+            return Err(err(format!(
+                "has {} outputs, got {} output arrays",
+                outs.len(),
+                outputs.len()
+            )));
+        }
+        given.extend(outs.into_iter().zip(outputs.iter().copied()));
+    }
+    let mut bindings = Bindings::new();
+    let mut bound_by: std::collections::BTreeMap<String, String> = Default::default();
+    for (o, a) in given {
+        let what = format!("{} `{}`", o.role.name(), o.name);
+        if a.dtype() != o.dtype {
+            return Err(err(format!(
+                "{what} must be {}, got a {} array",
+                o.dtype,
+                a.dtype()
+            )));
+        }
+        if a.shape().len() != o.shape.len() {
+            return Err(err(format!(
+                "{what} must have rank {}, got shape {:?}",
+                o.shape.len(),
+                a.shape()
+            )));
+        }
+        for (d, (dim, &n)) in o.shape.iter().zip(a.shape()).enumerate() {
+            match dim {
+                Dim::Static(s) if *s != n => {
+                    return Err(err(format!(
+                        "{what} has shape {:?}, but dim {d} must be {s}",
+                        a.shape()
+                    )));
+                }
+                Dim::Sym(sym) => match bindings.get(sym) {
+                    Some(&b) if b != n => {
+                        return Err(err(format!(
+                            "{what} has shape {:?} but `{sym}` is bound to {b} by {}",
+                            a.shape(),
+                            bound_by[sym]
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        bindings.insert(sym.clone(), n);
+                        bound_by.insert(sym.clone(), what.clone());
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+    for sym in kernel.symbols() {
+        if !bindings.contains_key(&sym) {
+            return Err(err(format!(
+                "symbol `{sym}` is not bound by any array given"
+            )));
+        }
+    }
+    Ok(bindings)
+}
