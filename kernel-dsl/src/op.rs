@@ -111,9 +111,12 @@ pub enum BinaryOp {
     Add,
     Sub,
     Mul,
-    /// Float division, or integer division truncating toward zero.
+    /// Float division, or integer division truncating toward zero. Integer division by zero
+    /// gives 0: it must not trap, because the padding lanes of an edge block divide by the
+    /// fill value (TPUs do not trap either).
     Div,
-    /// Remainder with the sign of the dividend (C's `%`, `fmod` for floats).
+    /// Remainder with the sign of the dividend (C's `%`, `fmod` for floats). An integer
+    /// remainder by zero gives the dividend, so `x == (x / y) * y + x % y` always holds.
     Rem,
     Pow,
     /// NaN-propagating maximum (`jnp.maximum`).

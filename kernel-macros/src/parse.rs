@@ -52,6 +52,25 @@ pub fn dtype(e: &syn::Expr) -> Result<&'static str> {
     ))
 }
 
+/// The role a parameter type names (`In` → `Input`, …), if it is a ref.
+fn role_of(ty: &syn::Type) -> Option<&'static str> {
+    let syn::Type::Path(tp) = ty else { return None };
+    if tp.path.segments.len() != 1 {
+        return None;
+    }
+    match tp.path.segments[0].ident.to_string().as_str() {
+        "In" => Some("Input"),
+        "Out" => Some("Output"),
+        "Scratch" => Some("Scratch"),
+        "Prefetch" => Some("Prefetch"),
+        _ => None,
+    }
+}
+
+pub fn is_ref_type(ty: &syn::Type) -> bool {
+    role_of(ty).is_some()
+}
+
 pub fn kernel(item: &syn::ItemFn) -> Result<Kernel> {
     let sig = &item.sig;
     if let Some(g) = sig.generics.params.first() {
@@ -79,18 +98,7 @@ pub fn kernel(item: &syn::ItemFn) -> Result<Kernel> {
             return Err(Error::new_spanned(&pt.pat, "expected a parameter name"));
         };
         let name = pi.ident.clone();
-        let role = match &*pt.ty {
-            syn::Type::Path(tp) if tp.path.segments.len() == 1 => {
-                match tp.path.segments[0].ident.to_string().as_str() {
-                    "In" => Some("Input"),
-                    "Out" => Some("Output"),
-                    "Scratch" => Some("Scratch"),
-                    "Prefetch" => Some("Prefetch"),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
+        let role = role_of(&pt.ty);
         match role {
             Some(role) => {
                 scope.insert(&name, Name::Ref);

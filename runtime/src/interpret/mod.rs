@@ -157,7 +157,7 @@ impl Machine<'_> {
                 return Ok(vec![]);
             }
             OpKind::Unary { op: u, x } => ops::unary(*u, v(x)),
-            OpKind::Binary { op: b, lhs, rhs } => ops::binary(*b, v(lhs), v(rhs))?,
+            OpKind::Binary { op: b, lhs, rhs } => ops::binary(*b, v(lhs), v(rhs)),
             OpKind::Compare { op: c, lhs, rhs } => ops::compare(*c, v(lhs), v(rhs)),
             OpKind::Select {
                 cond,

@@ -82,7 +82,7 @@ fn nan_min(a: f64, b: f64) -> f64 {
     }
 }
 
-pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, String> {
+pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
     let d = x.ty.dtype;
     let mut data = Vec::with_capacity(x.data.len());
     for (&a, &b) in x.data.iter().zip(&y.data) {
@@ -104,16 +104,8 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, Str
                 BinaryOp::Add => a.wrapping_add(b),
                 BinaryOp::Sub => a.wrapping_sub(b),
                 BinaryOp::Mul => a.wrapping_mul(b),
-                BinaryOp::Div | BinaryOp::Rem if b == 0 => {
-                    return Err(format!(
-                        "integer {} by zero",
-                        if op == BinaryOp::Div {
-                            "division"
-                        } else {
-                            "remainder"
-                        }
-                    ));
-                }
+                BinaryOp::Div if b == 0 => 0,
+                BinaryOp::Rem if b == 0 => a,
                 BinaryOp::Div => a.wrapping_div(b),
                 BinaryOp::Rem => a.wrapping_rem(b),
                 BinaryOp::Max => a.max(b),
@@ -126,10 +118,10 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, Str
             d.wrap_int(r) as f64
         });
     }
-    Ok(Tensor {
+    Tensor {
         ty: x.ty.clone(),
         data,
-    })
+    }
 }
 
 pub(super) fn compare(op: CmpOp, x: &Tensor, y: &Tensor) -> Tensor {

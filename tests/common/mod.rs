@@ -1,0 +1,66 @@
+//! Shared helpers for the cross-crate tests: random arrays, 2-D block specs, and comparisons
+//! with tolerances that fit the dtype.
+#![allow(dead_code)]
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tpukit::prelude::*;
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+/// A random array of `dtype` (values in `lo..hi`, rounded to the dtype) and its exact values.
+pub fn random(
+    rng: &mut StdRng,
+    dtype: DType,
+    shape: &[usize],
+    lo: f64,
+    hi: f64,
+) -> (HostArray, Vec<f64>) {
+    let n = shape.iter().product();
+    let data: Vec<f64> = (0..n)
+        .map(|_| {
+            let x = rng.random_range(lo..hi);
+            if dtype.is_float() {
+                dtype.round_f64(x)
+            } else {
+                x.floor()
+            }
+        })
+        .collect();
+    let a = HostArray::from_f64(dtype, shape, &data);
+    let exact = a.to_f64_vec();
+    (a, exact)
+}
+
+/// An `m x n` operand (symbols `m`, `n`) in blocks of `bm x bn` on a 2-D grid.
+pub fn tiles(dtype: DType, bm: usize, bn: usize) -> ArraySpec {
+    ArraySpec::new(dtype, ["m", "n"]).blocked([bm, bn], [grid(0), grid(1)])
+}
+
+pub fn grid2(bm: usize, bn: usize) -> Vec<GridAxis> {
+    vec![
+        GridAxis::parallel(Extent::cdiv("m", bm)),
+        GridAxis::parallel(Extent::cdiv("n", bn)),
+    ]
+}
+
+/// Relative tolerance for one rounding (plus compute error) in `dtype`.
+pub fn tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 2e-6,
+        DType::BF16 => 1.6e-2,
+        DType::F16 => 2e-3,
+        _ => 0.0,
+    }
+}
+
+/// Asserts `got` matches `want` elementwise within `rel` relative (and absolute near 0).
+#[track_caller]
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rel * (1.0 + w.abs());
+        assert!(ok, "{what}: element {i}: got {g}, want {w} (rel tol {rel})");
+    }
+}

@@ -1,0 +1,543 @@
+//! One generic test body per behaviour, instantiated for every device (as CubeCL's testgen
+//! suites do): each kernel runs on random inputs with shapes that do not divide the block and
+//! is checked against an independent reference written as plain loops.
+
+mod common;
+
+use common::*;
+use tpukit::prelude::*;
+
+#[tpu_kernel]
+fn unary_all(
+    x: In,
+    exp: Out,
+    log: Out,
+    sqrt: Out,
+    rsqrt: Out,
+    tanh: Out,
+    erf: Out,
+    sig: Out,
+    abs: Out,
+    neg: Out,
+    floor: Out,
+    sin: Out,
+    log1p: Out,
+    exp2: Out,
+) {
+    let v = x[..];
+    exp[..] = v.exp();
+    log[..] = v.abs().log();
+    sqrt[..] = v.abs().sqrt();
+    rsqrt[..] = v.abs().rsqrt();
+    tanh[..] = v.tanh();
+    erf[..] = v.erf();
+    sig[..] = v.sigmoid();
+    abs[..] = v.abs();
+    neg[..] = -v;
+    floor[..] = v.floor();
+    sin[..] = v.sin();
+    log1p[..] = v.abs().log1p();
+    exp2[..] = v.exp2();
+}
+
+pub fn elementwise_unary(device: Device) {
+    type F = fn(f64) -> f64;
+    let refs: [(&str, F); 13] = [
+        ("exp", f64::exp),
+        ("log", |x| x.abs().ln()),
+        ("sqrt", |x| x.abs().sqrt()),
+        ("rsqrt", |x| 1.0 / x.abs().sqrt()),
+        ("tanh", f64::tanh),
+        ("erf", erf_reference),
+        ("sigmoid", |x| 1.0 / (1.0 + (-x).exp())),
+        ("abs", f64::abs),
+        ("neg", |x| -x),
+        ("floor", f64::floor),
+        ("sin", f64::sin),
+        ("log1p", |x| x.abs().ln_1p()),
+        ("exp2", f64::exp2),
+    ];
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let (m, n) = (19, 300);
+        let spec = CallSpec {
+            grid: grid2(8, 128),
+            inputs: vec![tiles(dtype, 8, 128)],
+            outputs: vec![tiles(dtype, 8, 128); 13],
+            ..Default::default()
+        };
+        let k = unary_all(&spec).unwrap();
+        let (x, xv) = random(&mut rng(1), dtype, &[m, n], -3.0, 3.0);
+        let out = launch(&k, device, &[&x]).unwrap();
+        for ((name, f), o) in refs.iter().zip(&out) {
+            // The reference rounds its input's exact value; bf16/f16 results round once more.
+            let want: Vec<f64> = xv.iter().map(|&v| dtype.round_f64(f(v))).collect();
+            assert_close(
+                &format!("{name} {dtype}"),
+                &o.to_f64_vec(),
+                &want,
+                tol(dtype),
+            );
+        }
+    }
+}
+
+/// erf by its Taylor series (|x| ≤ 3 here), independent of any libm.
+fn erf_reference(x: f64) -> f64 {
+    let (mut term, mut sum, mut k) = (x, x, 0.0);
+    while term.abs() > 1e-17 * sum.abs().max(1e-300) {
+        k += 1.0;
+        term *= -x * x / k;
+        sum += term / (2.0 * k + 1.0);
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[tpu_kernel]
+fn binary_all(
+    x: In,
+    y: In,
+    add: Out,
+    sub: Out,
+    mul: Out,
+    div: Out,
+    max: Out,
+    min: Out,
+    pow: Out,
+    rem: Out,
+) {
+    let v = x[..];
+    let w = y[..];
+    add[..] = v + w;
+    sub[..] = v - w;
+    mul[..] = v * w;
+    div[..] = v / w;
+    max[..] = v.max(w);
+    min[..] = v.min(w);
+    pow[..] = v.abs().pow(w);
+    rem[..] = v % w;
+}
+
+pub fn elementwise_binary(device: Device) {
+    type F = fn(f64, f64) -> f64;
+    let refs: [(&str, F); 8] = [
+        ("add", |a, b| a + b),
+        ("sub", |a, b| a - b),
+        ("mul", |a, b| a * b),
+        ("div", |a, b| a / b),
+        ("max", f64::max),
+        ("min", f64::min),
+        ("pow", |a, b| a.abs().powf(b)),
+        ("rem", |a, b| a % b),
+    ];
+    for dtype in [DType::F32, DType::BF16] {
+        let spec = CallSpec {
+            grid: grid2(8, 128),
+            inputs: vec![tiles(dtype, 8, 128); 2],
+            outputs: vec![tiles(dtype, 8, 128); 8],
+            ..Default::default()
+        };
+        let k = binary_all(&spec).unwrap();
+        let mut r = rng(2);
+        let (x, xv) = random(&mut r, dtype, &[13, 130], -4.0, 4.0);
+        let (y, yv) = random(&mut r, dtype, &[13, 130], 0.5, 3.0);
+        let out = launch(&k, device, &[&x, &y]).unwrap();
+        for ((name, f), o) in refs.iter().zip(&out) {
+            let want: Vec<f64> = xv
+                .iter()
+                .zip(&yv)
+                .map(|(&a, &b)| dtype.round_f64(f(a, b)))
+                .collect();
+            assert_close(
+                &format!("{name} {dtype}"),
+                &o.to_f64_vec(),
+                &want,
+                tol(dtype),
+            );
+        }
+    }
+}
+
+#[tpu_kernel]
+fn int_ops(x: In, y: In, add: Out, mul: Out, div: Out, rem: Out, and: Out, lt: Out) {
+    let v = x[..];
+    let w = y[..];
+    add[..] = v + w;
+    mul[..] = v * w;
+    div[..] = v / w;
+    rem[..] = v % w;
+    and[..] = v & w;
+    lt[..] = (v < w).cast(i32);
+}
+
+pub fn integer_arithmetic_wraps_and_truncates(device: Device) {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 2],
+        outputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 6],
+        ..Default::default()
+    };
+    let k = int_ops(&spec).unwrap();
+    let mut r = rng(3);
+    let (x, xv) = random(&mut r, DType::I32, &[200], -2e9, 2e9);
+    let (_, mut yv) = random(&mut r, DType::I32, &[200], 1.0, 1e5);
+    yv[7] = 0.0; // division by zero is defined: quotient 0, remainder the dividend
+    let y = HostArray::from_f64(DType::I32, &[200], &yv);
+    let out = launch(&k, device, &[&x, &y]).unwrap();
+    let pairs = xv.iter().zip(&yv).map(|(&a, &b)| (a as i32, b as i32));
+    let want: [Vec<i32>; 6] = [
+        pairs.clone().map(|(a, b)| a.wrapping_add(b)).collect(),
+        pairs.clone().map(|(a, b)| a.wrapping_mul(b)).collect(),
+        pairs
+            .clone()
+            .map(|(a, b)| a.checked_div(b).unwrap_or(0))
+            .collect(),
+        pairs
+            .clone()
+            .map(|(a, b)| if b == 0 { a } else { a % b })
+            .collect(),
+        pairs.clone().map(|(a, b)| a & b).collect(),
+        pairs.map(|(a, b)| (a < b) as i32).collect(),
+    ];
+    for (i, (o, w)) in out.iter().zip(want).enumerate() {
+        assert_eq!(
+            o.as_i32().unwrap().iter().copied().collect::<Vec<_>>(),
+            w,
+            "output {i}"
+        );
+    }
+}
+
+#[tpu_kernel]
+fn casts(x: In, bf: Out, int: Out, byte: Out, flag: Out) {
+    let v = x[..];
+    bf[..] = v.cast(bf16);
+    int[..] = v.cast(i32);
+    byte[..] = v.cast(i32).cast(i8);
+    flag[..] = v.cast(bool);
+}
+
+pub fn casts_round_truncate_saturate_and_wrap(device: Device) {
+    let n = 300;
+    let v = |d| ArraySpec::new(d, ["n"]).blocked([128], [grid(0)]);
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![v(DType::F32)],
+        outputs: vec![v(DType::BF16), v(DType::I32), v(DType::I8), v(DType::Bool)],
+        ..Default::default()
+    };
+    let k = casts(&spec).unwrap();
+    let mut data: Vec<f64> = random(&mut rng(4), DType::F32, &[n - 4], -300.0, 300.0).1;
+    data.extend([3e10, -3e10, f64::NAN, 0.0]);
+    let x = HostArray::from_f64(DType::F32, &[n], &data);
+    let out = launch(&k, device, &[&x]).unwrap();
+    for (i, &d) in data.iter().enumerate() {
+        let f = d as f32;
+        assert_eq!(
+            out[0].as_bf16().unwrap()[i].to_bits(),
+            tpukit::dsl::bf16::from_f32(f).to_bits(),
+            "bf16 of {f}"
+        );
+        assert_eq!(out[1].as_i32().unwrap()[i], f as i32, "i32 of {f}");
+        assert_eq!(out[2].as_i8().unwrap()[i], (f as i32) as i8, "i8 of {f}");
+        assert_eq!(out[3].as_bool().unwrap()[i], f != 0.0, "bool of {f}");
+    }
+}
+
+#[tpu_kernel]
+fn shapes(x: In, rows: Out, cols: Out, tr: Out, masked: Out) {
+    let v = x[..];
+    rows[..] = v.sum_keepdims(1).broadcast_to([8, 128]) + v.reduce_max(0).reshape([1, 128]);
+    cols[..] = v.reduce_min_keepdims(-1) * 2.0;
+    tr[..] = v.t().t() + iota(i32, [8, 128], 1).cast(f32);
+    let inside = iota(i32, [8, 128], 1) + program_id(1) * 128 < dim(x, 1);
+    masked[..] = where_(inside, v, -1.0);
+}
+
+pub fn reductions_broadcasts_transposes_and_iota(device: Device) {
+    let (m, n) = (21, 200);
+    let spec = CallSpec {
+        grid: grid2(8, 128),
+        inputs: vec![tiles(DType::F32, 8, 128)],
+        outputs: vec![tiles(DType::F32, 8, 128); 4],
+        ..Default::default()
+    };
+    let k = shapes(&spec).unwrap();
+    let (x, xv) = random(&mut rng(5), DType::F32, &[m, n], -2.0, 2.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let at = |i: usize, j: usize| if i < m && j < n { xv[i * n + j] } else { 0.0 }; // fill is 0
+    let (mut rows, mut cols, mut tr, mut masked) = (vec![], vec![], vec![], vec![]);
+    for i in 0..m {
+        for j in 0..n {
+            let (bi, bj) = (i / 8 * 8, j / 128 * 128);
+            let row_sum: f64 = (0..128).map(|c| at(i, bj + c)).sum();
+            let col_max = (0..8)
+                .map(|r| at(bi + r, j))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let row_min = (0..128)
+                .map(|c| at(i, bj + c))
+                .fold(f64::INFINITY, f64::min);
+            rows.push(DType::F32.round_f64(row_sum + col_max));
+            cols.push(row_min * 2.0);
+            tr.push(DType::F32.round_f64(at(i, j) + (j - bj) as f64));
+            masked.push(at(i, j));
+        }
+    }
+    assert_close(
+        "sum_keepdims + reduce_max",
+        &out[0].to_f64_vec(),
+        &rows,
+        1e-6,
+    );
+    assert_close("reduce_min_keepdims", &out[1].to_f64_vec(), &cols, 0.0);
+    assert_close("transpose + iota", &out[2].to_f64_vec(), &tr, 0.0);
+    assert_close("where over iota < dim", &out[3].to_f64_vec(), &masked, 0.0);
+}
+
+#[tpu_kernel]
+fn dots(a: In, b: In, ab: Out, abt: Out) {
+    ab[..] = dot(a[..], b[..]);
+    abt[..] = dot_t(a[..], b[..].t());
+}
+
+pub fn dot_accumulates_in_f32(device: Device) {
+    for dtype in [DType::F32, DType::BF16] {
+        let (m, k, n) = (16, 64, 16);
+        let w = |r: usize, c: usize| ArraySpec::new(dtype, [r, c]);
+        let spec = CallSpec {
+            inputs: vec![w(m, k), w(k, n)],
+            outputs: vec![ArraySpec::new(DType::F32, [m, n]); 2],
+            ..Default::default()
+        };
+        let kern = dots(&spec).unwrap();
+        let mut r = rng(6);
+        let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+        let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+        let out = launch(&kern, device, &[&a, &b]).unwrap();
+        let want: Vec<f64> = (0..m * n)
+            .map(|ij| {
+                (0..k)
+                    .map(|p| av[ij / n * k + p] * bv[p * n + ij % n])
+                    .sum()
+            })
+            .collect();
+        assert_close(&format!("dot {dtype}"), &out[0].to_f64_vec(), &want, 1e-6);
+        assert_close(&format!("dot_t {dtype}"), &out[1].to_f64_vec(), &want, 1e-6);
+    }
+}
+
+#[tpu_kernel]
+fn batched(a: In, b: In, o: Out) {
+    o[..] = dot(a[..], b[..]);
+}
+
+pub fn batched_dot(device: Device) {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("b", 2))],
+        inputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("b"), 8.into(), 32.into()])
+                .blocked([2, 8, 32], [grid(0), 0.into(), 0.into()]),
+            ArraySpec::new(DType::F32, [Dim::sym("b"), 32.into(), 16.into()])
+                .blocked([2, 32, 16], [grid(0), 0.into(), 0.into()]),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("b"), 8.into(), 16.into()])
+                .blocked([2, 8, 16], [grid(0), 0.into(), 0.into()]),
+        ],
+        ..Default::default()
+    };
+    let k = batched(&spec).unwrap();
+    let mut r = rng(7);
+    let nb = 5;
+    let (a, av) = random(&mut r, DType::F32, &[nb, 8, 32], -1.0, 1.0);
+    let (b, bv) = random(&mut r, DType::F32, &[nb, 32, 16], -1.0, 1.0);
+    let out = launch(&k, device, &[&a, &b]).unwrap();
+    let want: Vec<f64> = (0..nb * 8 * 16)
+        .map(|e| {
+            let (z, i, j) = (e / 128, e / 16 % 8, e % 16);
+            DType::F32.round_f64(
+                (0..32)
+                    .map(|p| av[z * 256 + i * 32 + p] * bv[z * 512 + p * 16 + j])
+                    .sum(),
+            )
+        })
+        .collect();
+    assert_close("batched dot", &out[0].to_f64_vec(), &want, 1e-6);
+}
+
+#[tpu_kernel]
+fn loops(x: In, o: Out, peak: Out) {
+    let mut acc = zeros(f32, [8, 128]);
+    let mut hi = full(f32, [8, 128], -1000.0);
+    for j in (0..4).step_by(1) {
+        let chunk = x[(.., ds(j * 128, 128))];
+        acc = acc + chunk;
+        if j % 2 == 0 {
+            hi = hi.max(chunk);
+        }
+    }
+    o[..] = acc;
+    peak[..] = hi;
+}
+
+pub fn for_loops_carry_values_through_ifs(device: Device) {
+    let m = 11;
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
+        inputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("m"), 512.into()])
+                .blocked([8, 512], [grid(0), 0.into()]),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("m"), 128.into()])
+                .blocked([8, 128], [grid(0), 0.into()]);
+            2
+        ],
+        ..Default::default()
+    };
+    let k = loops(&spec).unwrap();
+    let (x, xv) = random(&mut rng(8), DType::F32, &[m, 512], -5.0, 5.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let (mut sum, mut peak) = (vec![], vec![]);
+    for i in 0..m {
+        for c in 0..128 {
+            let chunk = |j: usize| xv[i * 512 + j * 128 + c];
+            sum.push(
+                DType::F32.round_f64((0..4).fold(0.0, |a, j| DType::F32.round_f64(a + chunk(j)))),
+            );
+            peak.push([0, 2].iter().fold(-1000.0f64, |a, &j| a.max(chunk(j))));
+        }
+    }
+    assert_close("sum over chunks", &out[0].to_f64_vec(), &sum, 0.0);
+    assert_close("max over even chunks", &out[1].to_f64_vec(), &peak, 0.0);
+}
+
+#[tpu_kernel]
+fn masked(x: In, o: Out) {
+    let keep = x[..] > 0.0;
+    let v = load(x, (..,), keep, 7.0);
+    store(o, (..,), v * 2.0, keep);
+}
+
+pub fn masked_loads_and_stores(device: Device) {
+    let v = ArraySpec::new(DType::F32, ["n"]).blocked([128], [grid(0)]);
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![v.clone()],
+        outputs: vec![v],
+        ..Default::default()
+    };
+    let k = masked(&spec).unwrap();
+    let n = 250;
+    let (x, xv) = random(&mut rng(9), DType::F32, &[n], -1.0, 1.0);
+    let mut outs = vec![HostArray::from_f64(DType::F32, &[n], &vec![5.0; n])];
+    launch_into(&k, device, &[&x], &mut outs).unwrap();
+    let want: Vec<f64> = xv
+        .iter()
+        .map(|&v| if v > 0.0 { 2.0 * v } else { 5.0 })
+        .collect();
+    assert_close(
+        "masked store keeps the caller's values",
+        &outs[0].to_f64_vec(),
+        &want,
+        0.0,
+    );
+}
+
+#[tpu_kernel]
+fn gather(idx: Prefetch, table: In, o: Out) {
+    o[..] = table[..] + (program_id(0) * 0).cast(f32);
+}
+
+pub fn scalar_prefetch_drives_the_index_map(device: Device) {
+    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("k", 1)),
+            GridAxis::parallel(Extent::cdiv("d", 128)),
+        ],
+        prefetch: vec![ArraySpec::new(DType::I32, ["k"])],
+        inputs: vec![
+            ArraySpec::new(DType::F32, ["rows", "d"])
+                .blocked(row, [prefetch(0, [grid(0)]), grid(1)]),
+        ],
+        outputs: vec![ArraySpec::new(DType::F32, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
+        ..Default::default()
+    };
+    let k = gather(&spec).unwrap();
+    let mut r = rng(10);
+    let (table, tv) = random(&mut r, DType::F32, &[40, 200], -1.0, 1.0);
+    let (idx, iv) = random(&mut r, DType::I32, &[9], 0.0, 40.0);
+    let out = launch(&k, device, &[&idx, &table]).unwrap();
+    let want: Vec<f64> = iv
+        .iter()
+        .flat_map(|&i| tv[i as usize * 200..][..200].to_vec())
+        .collect();
+    assert_close("gather", &out[0].to_f64_vec(), &want, 0.0);
+}
+
+#[tpu_kernel]
+fn accumulate(a: In, o: Out, acc: Scratch) {
+    if program_id(1) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += a[..];
+    if program_id(1) == num_programs(1) - 1 {
+        o[..] = acc[..];
+    }
+}
+
+pub fn scratch_persists_across_an_arbitrary_axis(device: Device) {
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("m", 8)),
+            GridAxis::arbitrary(Extent::cdiv("n", 128)),
+        ],
+        inputs: vec![tiles(DType::F32, 8, 128)],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("m"), 128.into()])
+                .blocked([8, 128], [grid(0), 0.into()]),
+        ],
+        scratch: vec![ArraySpec::new(DType::F32, [8usize, 128])],
+        ..Default::default()
+    };
+    let k = accumulate(&spec).unwrap();
+    for (m, n) in [(8, 128), (13, 300), (3, 1000)] {
+        let (a, av) = random(&mut rng(11), DType::F32, &[m, n], -1.0, 1.0);
+        let out = launch(&k, device, &[&a]).unwrap();
+        let want: Vec<f64> = (0..m * 128)
+            .map(|e| {
+                let (i, c) = (e / 128, e % 128);
+                (0..n.div_ceil(128))
+                    .filter(|b| b * 128 + c < n)
+                    .fold(0.0, |s, b| {
+                        DType::F32.round_f64(s + av[i * n + b * 128 + c])
+                    })
+            })
+            .collect();
+        assert_close(
+            &format!("column-block sums at {m}x{n}"),
+            &out[0].to_f64_vec(),
+            &want,
+            0.0,
+        );
+    }
+}
+
+/// Instantiates every behaviour above as a `#[test]` for one device.
+macro_rules! device_tests {
+    ($module:ident, $device:expr) => {
+        mod $module {
+            use super::*;
+            device_tests!(@each $device; elementwise_unary, elementwise_binary,
+                integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
+                reductions_broadcasts_transposes_and_iota, dot_accumulates_in_f32, batched_dot,
+                for_loops_carry_values_through_ifs, masked_loads_and_stores,
+                scalar_prefetch_drives_the_index_map, scratch_persists_across_an_arbitrary_axis);
+        }
+    };
+    (@each $device:expr; $($test:ident),* $(,)?) => {
+        $(#[test] fn $test() { super::$test($device) })*
+    };
+}
+
+device_tests!(interpret, Device::Interpret);
