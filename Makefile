@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test bench
+.PHONY: setup demo test fmt lint rust-test examples
 setup:
 	@bash scripts/setup.sh
 
@@ -23,4 +23,9 @@ lint:
 rust-test:
 	cargo test --workspace
 
-test: setup fmt lint rust-test
+# Every example checks its result against plain ndarray code and fails loudly if it differs.
+examples:
+	@for e in $(EXAMPLES); do cargo run -q --example $$e > /dev/null || { echo "example $$e failed"; exit 1; }; done
+	@echo "$(words $(EXAMPLES)) passed, 0 failed: examples"
+
+test: setup fmt lint rust-test examples

@@ -287,6 +287,24 @@ impl KernelBuilder {
         self.constant(value, Type::new(dtype, shape))
     }
 
+    /// `value` (a literal or a scalar of `dtype`) broadcast to `shape`.
+    pub fn splat(
+        &mut self,
+        value: impl Into<Arg>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<ValueId> {
+        let v = self.value_like(value.into(), &Type::new(dtype, shape))?;
+        if self.ty(v).dtype != dtype {
+            let t = self.ty(v).clone();
+            return Err(self.err(
+                Some("broadcast"),
+                format!("a {t} value cannot fill a {dtype} array: cast it first"),
+            ));
+        }
+        self.broadcast_to(v, shape)
+    }
+
     /// Turns an [`Arg`] into a value; a literal takes `like`'s dtype, or its own default
     /// (f32, i32, bool) when there is none.
     pub fn value(&mut self, a: impl Into<Arg>, like: Option<DType>) -> Result<ValueId> {

@@ -312,7 +312,12 @@ fn expr(e: &Expr) -> TokenStream {
 
 /// The builder call for a named method or function (see `parse.rs` for the accepted names).
 fn call(name: &str, args: &[Expr], host: &[syn::Expr], refs: &[Ident], span: Span) -> TokenStream {
-    let vals: Vec<TokenStream> = args.iter().map(value).collect();
+    // `full` takes its fill as an `Arg`, so a literal stays a literal and folds into the splat.
+    let vals: Vec<TokenStream> = if name == "full" {
+        args.iter().map(expr).collect()
+    } else {
+        args.iter().map(value).collect()
+    };
     let bind = vals.iter().enumerate().map(|(i, v)| {
         let n = format_ident!("__v{}", i);
         quote!(let #n = #v;)
@@ -412,8 +417,7 @@ fn call(name: &str, args: &[Expr], host: &[syn::Expr], refs: &[Ident], span: Spa
             };
             quote!({
                 let __s: ::std::vec::Vec<usize> = (#shape).iter().map(|&d| d as usize).collect();
-                let __f = __b.value(#fill, ::core::option::Option::Some(#d))?;
-                __b.broadcast_to(__f, &__s)?
+                __b.splat(#fill, #d, &__s)?
             })
         }
         "zeros_like" => quote!({ let __t = __b.ty(#v0).clone(); __b.zeros(__t.dtype, &__t.shape) }),

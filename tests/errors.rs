@@ -1,0 +1,163 @@
+//! Bad launches and bad kernels fail with errors naming the kernel, the operand or op (with
+//! its source line), the grid step and the index — never a crash or a wrong answer.
+
+mod common;
+
+use common::*;
+use tpukit::prelude::*;
+
+#[track_caller]
+fn fails<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>, parts: &[&str]) {
+    let e = r.expect_err("expected an error").to_string();
+    for p in parts {
+        assert!(e.contains(p), "error {e:?} does not mention {p:?}");
+    }
+}
+
+#[tpu_kernel]
+fn copy(x: In, o: Out) {
+    o[..] = x[..];
+}
+
+fn copy_kernel(map_row: tpukit::dsl::IndexExpr) -> Kernel {
+    let spec = CallSpec {
+        grid: grid2(8, 128),
+        inputs: vec![ArraySpec::new(DType::F32, ["m", "n"]).blocked([8, 128], [map_row, grid(1)])],
+        outputs: vec![tiles(DType::F32, 8, 128)],
+        ..Default::default()
+    };
+    copy(&spec).unwrap()
+}
+
+#[test]
+fn index_map_pointing_past_the_array() {
+    let k = copy_kernel(grid(0) + 1);
+    let x = HostArray::zeros(DType::F32, &[16, 128]);
+    fails(
+        launch(&k, Device::Interpret, &[&x]),
+        &[
+            "kernel `copy`",
+            "index map of input `x`",
+            "grid point [1, 0]",
+            "block index [2, 0]",
+            "element 16 of dim 0",
+            "[16, 128]",
+        ],
+    );
+}
+
+#[tpu_kernel]
+fn window(x: In, o: Out) {
+    let j = program_id(0) * 100;
+    o[..] = x[(.., ds(j, 64))];
+}
+
+#[test]
+fn dynamic_slice_outside_the_block() {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(2)],
+        inputs: vec![
+            ArraySpec::new(DType::F32, [8usize, 128]).blocked([8, 128], [0.into(), 0.into()]),
+        ],
+        outputs: vec![ArraySpec::new(DType::F32, [8usize, 64])],
+        ..Default::default()
+    };
+    let k = window(&spec).unwrap();
+    let x = HostArray::zeros(DType::F32, &[8, 128]);
+    fails(
+        launch(&k, Device::Interpret, &[&x]),
+        &[
+            "kernel `window`",
+            "op `load` at tests/errors.rs:",
+            "grid step [1]",
+            "slice 100..164 of dim 1",
+            "block of `x` (extent 128)",
+        ],
+    );
+}
+
+#[test]
+fn wrong_arrays_are_refused() {
+    let k = copy_kernel(grid(0));
+    let x = HostArray::zeros(DType::F32, &[16, 128]);
+    fails(
+        launch(&k, Device::Interpret, &[]),
+        &["kernel `copy`", "takes 1 input arrays", "got 0"],
+    );
+    fails(
+        launch(
+            &k,
+            Device::Interpret,
+            &[&HostArray::zeros(DType::BF16, &[16, 128])],
+        ),
+        &["input `x` must be f32, got a bf16 array"],
+    );
+    fails(
+        launch(
+            &k,
+            Device::Interpret,
+            &[&HostArray::zeros(DType::F32, &[16])],
+        ),
+        &["input `x` must have rank 2, got shape [16]"],
+    );
+    let mut outs = vec![HostArray::zeros(DType::F32, &[16, 100])];
+    fails(
+        launch_into(&k, Device::Interpret, &[&x], &mut outs),
+        &["output `o` has shape [16, 100] but `n` is bound to 128 by input `x`"],
+    );
+}
+
+#[tpu_kernel]
+fn mixes(x: In, o: Out) {
+    o[..] = x[..] + x[..].cast(bf16);
+}
+
+#[test]
+fn build_errors_point_at_the_users_line() {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [8usize])],
+        outputs: vec![ArraySpec::new(DType::F32, [8usize])],
+        ..Default::default()
+    };
+    let line = line!() - 6; // the `o[..] = …` line of `mixes`
+    fails(
+        mixes(&spec),
+        &[
+            "kernel `mixes`",
+            "op `add`",
+            "f32 and bf16",
+            &format!("tests/errors.rs:{line}:"),
+        ],
+    );
+    let too_few = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [8usize])],
+        ..Default::default()
+    };
+    fails(
+        mixes(&too_few),
+        &[
+            "kernel `mixes`",
+            "parameter `o` is output #0 but the call spec gives 0 output operand(s)",
+        ],
+    );
+}
+
+#[tpu_kernel]
+fn forgets_init(o: Out, acc: Scratch) {
+    acc[..] += 1.0;
+    o[..] = acc[..];
+}
+
+#[test]
+fn uninitialised_scratch_reads_nan_not_zero() {
+    let spec = CallSpec {
+        outputs: vec![ArraySpec::new(DType::F32, [4usize])],
+        scratch: vec![ArraySpec::new(DType::F32, [4usize])],
+        ..Default::default()
+    };
+    let out = launch(&forgets_init(&spec).unwrap(), Device::Interpret, &[]).unwrap();
+    assert!(
+        out[0].to_f64_vec().iter().all(|v| v.is_nan()),
+        "a kernel that never initialises its scratch must not look right"
+    );
+}

@@ -1,0 +1,8 @@
+use tpukit::prelude::*;
+
+#[tpu_kernel]
+fn k(x: In, o: Out) {
+    o[..] = x[..].cast(f64);
+}
+
+fn main() {}
