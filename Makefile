@@ -26,6 +26,6 @@ rust-test:
 # Every example checks its result against plain ndarray code and fails loudly if it differs.
 examples:
 	@for e in $(EXAMPLES); do cargo run -q --example $$e > /dev/null || { echo "example $$e failed"; exit 1; }; done
-	@echo "$(words $(EXAMPLES)) passed, 0 failed: examples"
+	@echo "examples: $(words $(EXAMPLES)) passed, 0 failed"
 
 test: setup fmt lint rust-test examples
