@@ -164,3 +164,34 @@ fn uninitialised_scratch_reads_nan_not_zero() {
         "a kernel that never initialises its scratch must not look right"
     );
 }
+
+#[tpu_kernel]
+fn overruns(x: In, o: Out) {
+    let mut acc = zeros(f32, [8, 128]);
+    for j in 0..3 {
+        acc = acc + x[(.., ds(j * 128, 128))];
+    }
+    o[..] = acc;
+}
+
+#[test]
+fn errors_inside_loops_name_the_inner_op() {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [8usize, 256])],
+        outputs: vec![ArraySpec::new(DType::F32, [8usize, 128])],
+        ..Default::default()
+    };
+    let k = overruns(&spec).unwrap();
+    let x = HostArray::zeros(DType::F32, &[8, 256]);
+    let e = launch(&k, Device::Interpret, &[&x])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e.matches("kernel `overruns`").count(), 1, "{e}");
+    fails::<(), _>(
+        Err(e),
+        &[
+            "op `load` at tests/errors.rs:",
+            "slice 256..384 of dim 1 is outside the array of `x` (extent 256)",
+        ],
+    );
+}

@@ -54,6 +54,19 @@ struct Machine<'a> {
     mem: &'a mut Memory,
 }
 
+/// Why an op failed: a problem of this op (to be located), or an error already located
+/// inside one of its regions.
+enum Failure {
+    Here(String),
+    Nested(RuntimeError),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Here(m)
+    }
+}
+
 /// SSA values of one function, by id.
 type Env = Vec<Option<Tensor>>;
 
@@ -91,7 +104,11 @@ impl Machine<'_> {
             if let OpKind::Yield { values } = &op.kind {
                 return Ok(values.iter().map(|v| get(env, *v).clone()).collect());
             }
-            let results = self.op(f, op, env).map_err(|m| self.error(op, m))?;
+            let results = match self.op(f, op, env) {
+                Ok(r) => r,
+                Err(Failure::Here(m)) => return Err(self.error(op, m)),
+                Err(Failure::Nested(e)) => return Err(e),
+            };
             for (r, v) in op.results.iter().zip(results) {
                 env[r.0 as usize] = Some(v);
             }
@@ -100,9 +117,6 @@ impl Machine<'_> {
     }
 
     fn error(&self, op: &Op, message: String) -> RuntimeError {
-        if message.starts_with("kernel `") {
-            return RuntimeError { message };
-        }
         let at = op
             .loc
             .as_ref()
@@ -118,7 +132,7 @@ impl Machine<'_> {
         )
     }
 
-    fn op(&mut self, f: &Func, op: &Op, env: &mut Env) -> Result<Vec<Tensor>, String> {
+    fn op(&mut self, f: &Func, op: &Op, env: &mut Env) -> Result<Vec<Tensor>, Failure> {
         let ty = |i: usize| f.ty(op.results[i]).clone();
         let v = |id: &ValueId| get(env, *id);
         Ok(vec![match &op.kind {
@@ -183,14 +197,14 @@ impl Machine<'_> {
             } => {
                 let (lo, hi, st) = (v(lower).as_i64(), v(upper).as_i64(), v(step).as_i64());
                 if st <= 0 {
-                    return Err(format!("loop step {st} is not positive"));
+                    return Err(Failure::Here(format!("loop step {st} is not positive")));
                 }
                 let mut carried: Vec<Tensor> = init.iter().map(|i| get(env, *i).clone()).collect();
                 let mut iv = lo;
                 while iv < hi {
                     let mut args = vec![Tensor::scalar_i32(iv)];
                     args.append(&mut carried);
-                    carried = self.region(f, body, env, args).map_err(|e| e.message)?;
+                    carried = self.region(f, body, env, args).map_err(Failure::Nested)?;
                     iv += st;
                 }
                 return Ok(carried);
@@ -205,7 +219,7 @@ impl Machine<'_> {
                 } else {
                     else_region
                 };
-                return self.region(f, r, env, vec![]).map_err(|e| e.message);
+                return self.region(f, r, env, vec![]).map_err(Failure::Nested);
             }
             OpKind::Yield { .. } => unreachable!("handled by region"),
         }])
