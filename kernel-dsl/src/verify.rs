@@ -107,13 +107,9 @@ enum Place {
 fn verify_func(ctx: &Context, f: &Func, yields: &[Type], place: Place) -> Result<()> {
     let mut defined = vec![false; f.types.len()];
     let mut scope: Vec<ValueId> = Vec::new();
-    let check_args = |defined: &mut Vec<bool>, scope: &mut Vec<ValueId>, args: &[ValueId]| {
-        for &a in args {
-            define(defined, scope, a, None)?;
-        }
-        Ok::<(), Error>(())
-    };
-    check_args(&mut defined, &mut scope, &f.body.args)?;
+    for &a in &f.body.args {
+        define(&mut defined, &mut scope, a, None)?;
+    }
     verify_region(ctx, f, &f.body, yields, place, &mut defined, &mut scope)
 }
 
