@@ -10,7 +10,9 @@
 pub use tpukit_dsl as dsl;
 pub use tpukit_macros::tpu_kernel;
 pub use tpukit_runtime as runtime;
-pub use tpukit_runtime::{Device, HostArray, launch, launch_into};
+pub use tpukit_runtime::{
+    Device, HostArray, LaunchOptions, launch, launch_into, launch_into_with, launch_with,
+};
 
 /// What a kernel file needs: the macro, call-spec types, dtypes, and the launch API.
 pub mod prelude {
@@ -19,5 +21,7 @@ pub mod prelude {
         prefetch,
     };
     pub use crate::tpu_kernel;
-    pub use crate::{Device, HostArray, launch, launch_into};
+    pub use crate::{
+        Device, HostArray, LaunchOptions, launch, launch_into, launch_into_with, launch_with,
+    };
 }

@@ -62,4 +62,9 @@ proptest! {
     fn edge_blocks_read_fill_and_drop_stores(m in 1usize..30, n in 1usize..100) {
         check(Device::Interpret, m, n, 4, 32);
     }
+
+    #[test]
+    fn cpu_edge_blocks_read_fill_and_drop_stores(m in 1usize..30, n in 1usize..100) {
+        check(Device::Cpu, m, n, 4, 32);
+    }
 }

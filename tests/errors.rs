@@ -29,12 +29,11 @@ fn copy_kernel(map_row: tpukit::dsl::IndexExpr) -> Kernel {
     copy(&spec).unwrap()
 }
 
-#[test]
-fn index_map_pointing_past_the_array() {
+pub fn index_map_pointing_past_the_array(device: Device) {
     let k = copy_kernel(grid(0) + 1);
     let x = HostArray::zeros(DType::F32, &[16, 128]);
     fails(
-        launch(&k, Device::Interpret, &[&x]),
+        launch(&k, device, &[&x]),
         &[
             "kernel `copy`",
             "index map of input `x`",
@@ -52,8 +51,7 @@ fn window(x: In, o: Out) {
     o[..] = x[(.., ds(j, 64))];
 }
 
-#[test]
-fn dynamic_slice_outside_the_block() {
+pub fn dynamic_slice_outside_the_block(device: Device) {
     let spec = CallSpec {
         grid: vec![GridAxis::parallel(2)],
         inputs: vec![
@@ -65,7 +63,7 @@ fn dynamic_slice_outside_the_block() {
     let k = window(&spec).unwrap();
     let x = HostArray::zeros(DType::F32, &[8, 128]);
     fails(
-        launch(&k, Device::Interpret, &[&x]),
+        launch(&k, device, &[&x]),
         &[
             "kernel `window`",
             "op `load` at tests/errors.rs:",
@@ -76,33 +74,24 @@ fn dynamic_slice_outside_the_block() {
     );
 }
 
-#[test]
-fn wrong_arrays_are_refused() {
+pub fn wrong_arrays_are_refused(device: Device) {
     let k = copy_kernel(grid(0));
     let x = HostArray::zeros(DType::F32, &[16, 128]);
     fails(
-        launch(&k, Device::Interpret, &[]),
+        launch(&k, device, &[]),
         &["kernel `copy`", "takes 1 input arrays", "got 0"],
     );
     fails(
-        launch(
-            &k,
-            Device::Interpret,
-            &[&HostArray::zeros(DType::BF16, &[16, 128])],
-        ),
+        launch(&k, device, &[&HostArray::zeros(DType::BF16, &[16, 128])]),
         &["input `x` must be f32, got a bf16 array"],
     );
     fails(
-        launch(
-            &k,
-            Device::Interpret,
-            &[&HostArray::zeros(DType::F32, &[16])],
-        ),
+        launch(&k, device, &[&HostArray::zeros(DType::F32, &[16])]),
         &["input `x` must have rank 2, got shape [16]"],
     );
     let mut outs = vec![HostArray::zeros(DType::F32, &[16, 100])];
     fails(
-        launch_into(&k, Device::Interpret, &[&x], &mut outs),
+        launch_into(&k, device, &[&x], &mut outs),
         &["output `o` has shape [16, 100] but `n` is bound to 128 by input `x`"],
     );
 }
@@ -151,14 +140,13 @@ fn forgets_init(o: Out, acc: Scratch) {
     o[..] = acc[..];
 }
 
-#[test]
-fn uninitialised_scratch_reads_nan_not_zero() {
+pub fn uninitialised_scratch_reads_nan_not_zero(device: Device) {
     let spec = CallSpec {
         outputs: vec![ArraySpec::new(DType::F32, [4usize])],
         scratch: vec![ArraySpec::new(DType::F32, [4usize])],
         ..Default::default()
     };
-    let out = launch(&forgets_init(&spec).unwrap(), Device::Interpret, &[]).unwrap();
+    let out = launch(&forgets_init(&spec).unwrap(), device, &[]).unwrap();
     assert!(
         out[0].to_f64_vec().iter().all(|v| v.is_nan()),
         "a kernel that never initialises its scratch must not look right"
@@ -174,8 +162,7 @@ fn overruns(x: In, o: Out) {
     o[..] = acc;
 }
 
-#[test]
-fn errors_inside_loops_name_the_inner_op() {
+pub fn errors_inside_loops_name_the_inner_op(device: Device) {
     let spec = CallSpec {
         inputs: vec![ArraySpec::new(DType::F32, [8usize, 256])],
         outputs: vec![ArraySpec::new(DType::F32, [8usize, 128])],
@@ -183,9 +170,7 @@ fn errors_inside_loops_name_the_inner_op() {
     };
     let k = overruns(&spec).unwrap();
     let x = HostArray::zeros(DType::F32, &[8, 256]);
-    let e = launch(&k, Device::Interpret, &[&x])
-        .unwrap_err()
-        .to_string();
+    let e = launch(&k, device, &[&x]).unwrap_err().to_string();
     assert_eq!(e.matches("kernel `overruns`").count(), 1, "{e}");
     fails::<(), _>(
         Err(e),
@@ -195,3 +180,45 @@ fn errors_inside_loops_name_the_inner_op() {
         ],
     );
 }
+
+#[test]
+fn debug_mode_reports_an_out_of_bounds_index_map() {
+    let k = copy_kernel(grid(0) + 1);
+    let x = HostArray::zeros(DType::F32, &[16, 128]);
+    fails(
+        launch_with(&k, Device::Cpu, &[&x], LaunchOptions { debug: true }),
+        &[
+            "kernel `copy`",
+            "index map of input `x`",
+            "grid point [1, 0]",
+            "block index [2, 0]",
+            "element 16 of dim 0",
+        ],
+    );
+}
+
+#[test]
+fn debug_mode_runs_correct_kernels_unchanged() {
+    let k = copy_kernel(grid(0));
+    let (x, xv) = random(&mut rng(9), DType::F32, &[21, 300], -1.0, 1.0);
+    let out = launch_with(&k, Device::Cpu, &[&x], LaunchOptions { debug: true }).unwrap();
+    assert_eq!(out[0].to_f64_vec(), xv);
+}
+
+/// One test per behaviour and device, as in `ops.rs`.
+macro_rules! device_tests {
+    ($module:ident, $device:expr) => {
+        mod $module {
+            use super::*;
+            device_tests!(@each $device; index_map_pointing_past_the_array,
+                dynamic_slice_outside_the_block, wrong_arrays_are_refused,
+                uninitialised_scratch_reads_nan_not_zero, errors_inside_loops_name_the_inner_op);
+        }
+    };
+    (@each $device:expr; $($test:ident),* $(,)?) => {
+        $(#[test] fn $test() { super::$test($device) })*
+    };
+}
+
+device_tests!(interpret, Device::Interpret);
+device_tests!(cpu, Device::Cpu);

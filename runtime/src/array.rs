@@ -127,3 +127,32 @@ impl HostArray {
         a.expect("data length matches the shape")
     }
 }
+
+impl HostArray {
+    /// This array with row-major contiguous storage: borrowed if it already is, else a copy.
+    pub(crate) fn standard_layout(&self) -> std::borrow::Cow<'_, HostArray> {
+        if per_dtype!(self, a => a.is_standard_layout()) {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            let mut copy = self.clone();
+            copy.make_standard_layout();
+            std::borrow::Cow::Owned(copy)
+        }
+    }
+
+    /// Makes the storage row-major contiguous (a no-op when it is).
+    pub(crate) fn make_standard_layout(&mut self) {
+        per_dtype!(self, a => if !a.is_standard_layout() {
+            *a = a.as_standard_layout().into_owned();
+        })
+    }
+
+    /// The address of the first element (row-major contiguous storage assumed).
+    pub(crate) fn data_ptr(&self) -> *const u8 {
+        per_dtype!(self, a => a.as_ptr() as *const u8)
+    }
+
+    pub(crate) fn data_ptr_mut(&mut self) -> *mut u8 {
+        per_dtype!(self, a => a.as_mut_ptr() as *mut u8)
+    }
+}

@@ -1,14 +1,25 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
-use crate::{Device, HostArray, RuntimeError, interpret};
+use crate::{Device, HostArray, LaunchOptions, RuntimeError, cpu, interpret};
 use tpukit_dsl::{Bindings, Dim, Kernel, Role};
 
 /// Runs `kernel` on `device` with `inputs` (the prefetch operands, then the inputs, in kernel
-/// order) and returns new outputs, zero-filled before the kernel runs.
+/// order) and returns new outputs, zero-filled before the kernel runs. Options come from the
+/// environment ([`LaunchOptions::from_env`]).
 pub fn launch(
     kernel: &Kernel,
     device: Device,
     inputs: &[&HostArray],
+) -> Result<Vec<HostArray>, RuntimeError> {
+    launch_with(kernel, device, inputs, LaunchOptions::from_env())
+}
+
+/// [`launch`] with explicit options.
+pub fn launch_with(
+    kernel: &Kernel,
+    device: Device,
+    inputs: &[&HostArray],
+    options: LaunchOptions,
 ) -> Result<Vec<HostArray>, RuntimeError> {
     let bindings = bind(kernel, inputs, &[])?;
     let mut outputs = Vec::new();
@@ -16,7 +27,7 @@ pub fn launch(
         let shape = resolve(kernel, &o.shape, &bindings, &o.name)?;
         outputs.push(HostArray::zeros(o.dtype, &shape));
     }
-    run(kernel, device, inputs, &mut outputs, &bindings)?;
+    run(kernel, device, inputs, &mut outputs, &bindings, options)?;
     Ok(outputs)
 }
 
@@ -27,9 +38,20 @@ pub fn launch_into(
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
 ) -> Result<(), RuntimeError> {
+    launch_into_with(kernel, device, inputs, outputs, LaunchOptions::from_env())
+}
+
+/// [`launch_into`] with explicit options.
+pub fn launch_into_with(
+    kernel: &Kernel,
+    device: Device,
+    inputs: &[&HostArray],
+    outputs: &mut [HostArray],
+    options: LaunchOptions,
+) -> Result<(), RuntimeError> {
     let refs: Vec<&HostArray> = outputs.iter().collect();
     let bindings = bind(kernel, inputs, &refs)?;
-    run(kernel, device, inputs, outputs, &bindings)
+    run(kernel, device, inputs, outputs, &bindings, options)
 }
 
 fn run(
@@ -38,9 +60,11 @@ fn run(
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
     bindings: &Bindings,
+    options: LaunchOptions,
 ) -> Result<(), RuntimeError> {
     match device {
         Device::Interpret => interpret::run(kernel, bindings, inputs, outputs),
+        Device::Cpu => cpu::run(kernel, bindings, inputs, outputs, options.debug),
     }
 }
 

@@ -1,0 +1,66 @@
+//! What the code generator needs to know about a function before emitting it: how often each
+//! value is used, and whether a use sits inside a loop its definition is outside of.
+
+use tpukit_dsl::{Func, OpKind, OperandId, Region, ValueId};
+
+pub(super) struct Uses {
+    count: Vec<u32>,
+    /// Loop depth of each value's definition.
+    def_depth: Vec<u32>,
+    /// Deepest loop depth at which each value is used.
+    use_depth: Vec<u32>,
+}
+
+impl Uses {
+    pub fn of(f: &Func) -> Uses {
+        let n = f.types.len();
+        let mut u = Uses {
+            count: vec![0; n],
+            def_depth: vec![0; n],
+            use_depth: vec![0; n],
+        };
+        u.region(&f.body, 0);
+        u
+    }
+
+    fn region(&mut self, r: &Region, depth: u32) {
+        for a in &r.args {
+            self.def_depth[a.0 as usize] = depth;
+        }
+        for op in &r.ops {
+            for v in op.kind.operands() {
+                let i = v.0 as usize;
+                self.count[i] += 1;
+                self.use_depth[i] = self.use_depth[i].max(depth);
+            }
+            for res in &op.results {
+                self.def_depth[res.0 as usize] = depth;
+            }
+            let inner = depth + matches!(op.kind, OpKind::For { .. }) as u32;
+            for sub in op.kind.regions() {
+                self.region(sub, inner);
+            }
+        }
+    }
+
+    /// Whether recomputing `v` at each use could cost more than storing it once: it is used
+    /// more than once, or inside a loop that its definition is outside of.
+    pub fn reused(&self, v: ValueId) -> bool {
+        let i = v.0 as usize;
+        self.count[i] > 1 || self.use_depth[i] > self.def_depth[i]
+    }
+}
+
+/// The operands some `store` in `r` (at any depth) writes.
+pub(super) fn stored_operands(r: &Region, out: &mut Vec<OperandId>) {
+    for op in &r.ops {
+        if let OpKind::Store { operand, .. } = &op.kind
+            && !out.contains(operand)
+        {
+            out.push(*operand);
+        }
+        for sub in op.kind.regions() {
+            stored_operands(sub, out);
+        }
+    }
+}

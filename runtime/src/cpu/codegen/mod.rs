@@ -1,0 +1,477 @@
+//! Kernel IR → LLVM IR.
+//!
+//! The emitted entry function (see [`abi`](super::abi)) loops over its share of the grid; at
+//! each step it places every blocked operand's window (evaluating the index map, checking the
+//! start lies inside the array) and runs the body. The body is emitted twice: once for steps
+//! where every window lies inside its array (no per-element checks: the common case, and the
+//! one LLVM vectorises best) and once for edge steps, where loads outside the array read the
+//! operand's fill value and stores there are dropped.
+//!
+//! Values are fused, not materialised: an elementwise value is a recipe for one element at a
+//! given index ([`Val::Lazy`]), and a `store` emits one loop nest that computes every element
+//! of the stored value in registers. A value is stored in the workspace ([`Val::Buffer`]) only
+//! when recomputing it would cost more (used twice or inside a loop it is defined outside of),
+//! when it is a reduction, a `dot` or a loop/branch result, or when it loads from an operand
+//! the kernel also stores to (a load sees memory as it was at the load).
+
+mod access;
+mod analysis;
+mod control;
+mod dot;
+mod loops;
+mod reduce;
+mod scalar;
+mod value;
+
+use super::abi::{code, field};
+use analysis::Uses;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
+};
+use inkwell::{AddressSpace, IntPredicate};
+use std::collections::HashMap;
+use tpukit_dsl::{DType, Kernel, Loc, Op, OpKind, OperandId, Window};
+pub(crate) use value::Val;
+
+pub(crate) type Result<T> = std::result::Result<T, CodegenError>;
+
+/// Code generation failed: an op the backend cannot compile, or an internal error.
+/// `located` once the message names the op and its source line.
+#[derive(Debug)]
+pub(crate) struct CodegenError {
+    pub message: String,
+    pub located: bool,
+}
+
+impl From<BuilderError> for CodegenError {
+    fn from(e: BuilderError) -> CodegenError {
+        format!("internal error: LLVM builder: {e}").into()
+    }
+}
+
+impl From<String> for CodegenError {
+    fn from(message: String) -> CodegenError {
+        CodegenError {
+            message,
+            located: false,
+        }
+    }
+}
+
+impl From<&str> for CodegenError {
+    fn from(m: &str) -> CodegenError {
+        m.to_string().into()
+    }
+}
+
+/// What the code generator is asked for beyond the kernel.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CodegenOptions {
+    /// Check every element access against its array and report the element (debug mode).
+    pub debug: bool,
+    /// Lanes of the widest float vector the `dot` micro-kernel uses (8 for AVX2, 16 for
+    /// AVX-512).
+    pub vector_lanes: u32,
+}
+
+/// An op the generated code can report a failure at.
+#[derive(Clone, Debug)]
+pub(crate) struct OpSite {
+    pub name: &'static str,
+    pub loc: Option<Loc>,
+    /// The operand a load or store accesses.
+    pub operand: Option<OperandId>,
+}
+
+/// The result of code generation.
+pub(crate) struct Emitted<'ctx> {
+    pub module: Module<'ctx>,
+    pub workspace_bytes: usize,
+    pub sites: Vec<OpSite>,
+}
+
+/// Whether the current body copy may meet elements outside an array.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Bounds {
+    /// Every window lies inside its array.
+    Interior,
+    /// Some window overhangs its array: check each element.
+    Edge,
+}
+
+/// What a failed check records (see [`abi::field`](super::abi::field)).
+struct Report<'ctx> {
+    code: i64,
+    /// The operand (for window checks) or the op's site number.
+    subject: i64,
+    dim: usize,
+    value: IntValue<'ctx>,
+    extent: IntValue<'ctx>,
+    /// An access's size, or -1 for a single index.
+    size: i64,
+    /// For window checks: every block index the index map gave (i32).
+    blocks: Vec<IntValue<'ctx>>,
+}
+
+impl<'ctx> Report<'ctx> {
+    fn new(
+        code: i64,
+        subject: i64,
+        dim: usize,
+        value: IntValue<'ctx>,
+        extent: IntValue<'ctx>,
+    ) -> Self {
+        Report {
+            code,
+            subject,
+            dim,
+            value,
+            extent,
+            size: -1,
+            blocks: Vec::new(),
+        }
+    }
+}
+
+/// One operand as the generated code sees it.
+struct OperandState<'ctx> {
+    ptr: PointerValue<'ctx>,
+    dims: Vec<IntValue<'ctx>>,
+    /// Row-major element strides (the last is 1).
+    strides: Vec<IntValue<'ctx>>,
+    numel: IntValue<'ctx>,
+    /// Where the window starts at the current step (zeros for whole operands).
+    origin: Vec<IntValue<'ctx>>,
+}
+
+pub(crate) struct Emitter<'ctx, 'k> {
+    ctx: &'ctx Context,
+    module: Module<'ctx>,
+    b: Builder<'ctx>,
+    func: FunctionValue<'ctx>,
+    kernel: &'k Kernel,
+    options: CodegenOptions,
+    operands: Vec<OperandState<'ctx>>,
+    /// Operands some store writes: loads from them are materialised.
+    stored: Vec<OperandId>,
+    uses: Uses,
+    /// The current grid point and the grid's extents (i64).
+    point: Vec<IntValue<'ctx>>,
+    grid: Vec<IntValue<'ctx>>,
+    workspace: PointerValue<'ctx>,
+    workspace_bytes: usize,
+    status: PointerValue<'ctx>,
+    fail: BasicBlock<'ctx>,
+    bounds: Bounds,
+    sites: Vec<OpSite>,
+    site_of: HashMap<*const Op, usize>,
+    /// The op being emitted (its site number), for failure reports.
+    site: i64,
+}
+
+/// Generates the module for `kernel`, exporting `entry`.
+pub(crate) fn emit<'ctx>(
+    ctx: &'ctx Context,
+    kernel: &Kernel,
+    entry: &str,
+    options: CodegenOptions,
+) -> Result<Emitted<'ctx>> {
+    let module = ctx.create_module(entry);
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let fn_type = ctx.i32_type().fn_type(
+        &[
+            ptr.into(),
+            ptr.into(),
+            ptr.into(),
+            ptr.into(),
+            i64t.into(),
+            i64t.into(),
+            ptr.into(),
+        ],
+        false,
+    );
+    let func = module.add_function(entry, fn_type, Some(Linkage::External));
+    for i in 0..4 {
+        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+        func.add_attribute(AttributeLoc::Param(i), noalias);
+    }
+    let b = ctx.create_builder();
+    let start = ctx.append_basic_block(func, "entry");
+    let fail = ctx.append_basic_block(func, "fail");
+    b.position_at_end(fail);
+    b.build_return(Some(&ctx.i32_type().const_int(1, false)))?;
+    b.position_at_end(start);
+    let param = |i: u32| func.get_nth_param(i).expect("declared above");
+    let mut stored = Vec::new();
+    analysis::stored_operands(&kernel.body.body, &mut stored);
+    let mut e = Emitter {
+        ctx,
+        module,
+        b,
+        func,
+        kernel,
+        options,
+        operands: Vec::new(),
+        stored,
+        uses: Uses::of(&kernel.body),
+        point: Vec::new(),
+        grid: Vec::new(),
+        workspace: param(3).into_pointer_value(),
+        workspace_bytes: 0,
+        status: param(6).into_pointer_value(),
+        fail,
+        bounds: Bounds::Interior,
+        sites: Vec::new(),
+        site_of: HashMap::new(),
+        site: -1,
+    };
+    e.bind_operands(param(0).into_pointer_value(), param(1).into_pointer_value())?;
+    e.grid = (0..kernel.grid.len())
+        .map(|a| e.load_i64(param(2).into_pointer_value(), a as i64))
+        .collect::<Result<_>>()?;
+    let (lo, hi) = (param(4).into_int_value(), param(5).into_int_value());
+    e.grid_loops(lo, hi)?;
+    e.b.build_return(Some(&ctx.i32_type().const_zero()))?;
+    if !e.func.verify(false) {
+        return Err(format!(
+            "internal error: invalid LLVM IR for kernel `{}`:\n{}",
+            kernel.name,
+            e.module.print_to_string().to_string()
+        )
+        .into());
+    }
+    Ok(Emitted {
+        workspace_bytes: e.workspace_bytes,
+        sites: e.sites,
+        module: e.module,
+    })
+}
+
+impl<'ctx, 'k> Emitter<'ctx, 'k> {
+    fn block(&self) -> BasicBlock<'ctx> {
+        self.b.get_insert_block().expect("builder is positioned")
+    }
+
+    fn i64(&self, x: i64) -> IntValue<'ctx> {
+        self.ctx.i64_type().const_int(x as u64, true)
+    }
+
+    fn load_i64(&self, base: PointerValue<'ctx>, i: i64) -> Result<IntValue<'ctx>> {
+        let i64t = self.ctx.i64_type();
+        // SAFETY (of the emitted code): the runtime passes arrays of the documented lengths.
+        let p = unsafe {
+            self.b
+                .build_in_bounds_gep(i64t, base, &[self.i64(i)], "p")?
+        };
+        Ok(self.b.build_load(i64t, p, "v")?.into_int_value())
+    }
+
+    fn call_value(
+        &self,
+        f: FunctionValue<'ctx>,
+        args: &[BasicMetadataValueEnum<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>> {
+        match self.b.build_call(f, args, "call")?.try_as_basic_value() {
+            ValueKind::Basic(v) => Ok(v),
+            _ => Err("internal error: call returns no value".into()),
+        }
+    }
+
+    /// Loads every operand's pointer and extents and precomputes its strides.
+    fn bind_operands(&mut self, ptrs: PointerValue<'ctx>, dims: PointerValue<'ctx>) -> Result<()> {
+        let ptr = self.ctx.ptr_type(AddressSpace::default());
+        let mut next_dim = 0;
+        for (i, o) in self.kernel.operands.iter().enumerate() {
+            let p = unsafe {
+                self.b
+                    .build_in_bounds_gep(ptr, ptrs, &[self.i64(i as i64)], "pp")?
+            };
+            let p = self.b.build_load(ptr, p, &o.name)?.into_pointer_value();
+            let mut ds = Vec::new();
+            for d in &o.shape {
+                ds.push(match d.as_static() {
+                    Some(n) => self.i64(n as i64),
+                    None => self.load_i64(dims, next_dim)?,
+                });
+                next_dim += 1;
+            }
+            let mut strides = vec![self.i64(1); ds.len()];
+            for d in (0..ds.len().saturating_sub(1)).rev() {
+                strides[d] = self
+                    .b
+                    .build_int_nsw_mul(strides[d + 1], ds[d + 1], "stride")?;
+            }
+            let numel = match ds.first() {
+                Some(&d0) => self.b.build_int_nsw_mul(strides[0], d0, "numel")?,
+                None => self.i64(1),
+            };
+            let origin = vec![self.i64(0); ds.len()];
+            self.operands.push(OperandState {
+                ptr: p,
+                dims: ds,
+                strides,
+                numel,
+                origin,
+            });
+        }
+        Ok(())
+    }
+
+    /// The grid loop nest: axis 0 over `lo..hi`, the others over their whole extent.
+    fn grid_loops(&mut self, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<()> {
+        if self.kernel.grid.is_empty() {
+            return self.step();
+        }
+        self.grid_axis(0, lo, hi)
+    }
+
+    fn grid_axis(&mut self, axis: usize, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<()> {
+        self.counted(lo, hi, &mut |e, iv| {
+            e.point.push(iv);
+            let r = if axis + 1 == e.kernel.grid.len() {
+                e.step()
+            } else {
+                let (lo, hi) = (e.i64(0), e.grid[axis + 1]);
+                e.grid_axis(axis + 1, lo, hi)
+            };
+            e.point.pop();
+            r
+        })
+    }
+
+    /// One grid step: place the windows, then run the body in the right bounds mode.
+    fn step(&mut self) -> Result<()> {
+        let mut interior = self.ctx.bool_type().const_int(1, false);
+        for i in 0..self.kernel.operands.len() {
+            let o = &self.kernel.operands[i];
+            let Window::Blocked(spec) = &o.window else {
+                continue;
+            };
+            let blocks = self.index_map(&spec.index_map)?;
+            for (d, (&bi, bd)) in blocks.iter().zip(&spec.block).enumerate() {
+                let size = bd.size() as i64;
+                let bi = self
+                    .b
+                    .build_int_s_extend(bi, self.ctx.i64_type(), "block")?;
+                let start = self.b.build_int_nsw_mul(bi, self.i64(size), "start")?;
+                let n = self.operands[i].dims[d];
+                // 0 <= start < n, or start == 0 for an empty dimension.
+                let inside = self
+                    .b
+                    .build_int_compare(IntPredicate::ULT, start, n, "inside")?;
+                let zero = self
+                    .b
+                    .build_int_compare(IntPredicate::EQ, start, self.i64(0), "z")?;
+                let ok = self.b.build_or(inside, zero, "ok")?;
+                let mut report = Report::new(code::WINDOW, i as i64, d, start, n);
+                report.blocks = blocks.clone();
+                self.check(ok, report)?;
+                let end = self.b.build_int_nsw_add(start, self.i64(size), "end")?;
+                let fits = self
+                    .b
+                    .build_int_compare(IntPredicate::SLE, end, n, "fits")?;
+                interior = self.b.build_and(interior, fits, "interior")?;
+                self.operands[i].origin[d] = start;
+            }
+        }
+        let inner = self.ctx.append_basic_block(self.func, "interior");
+        let edge = self.ctx.append_basic_block(self.func, "edge");
+        let done = self.ctx.append_basic_block(self.func, "step.done");
+        self.b.build_conditional_branch(interior, inner, edge)?;
+        for (bb, mode) in [(inner, Bounds::Interior), (edge, Bounds::Edge)] {
+            self.b.position_at_end(bb);
+            self.bounds = mode;
+            self.body()?;
+            self.b.build_unconditional_branch(done)?;
+        }
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// Branches to the failure exit unless `ok`, recording `report` in the status.
+    fn check(&mut self, ok: IntValue<'ctx>, report: Report<'ctx>) -> Result<()> {
+        let bad = self.ctx.append_basic_block(self.func, "bad");
+        let good = self.ctx.append_basic_block(self.func, "good");
+        self.b.build_conditional_branch(ok, good, bad)?;
+        self.b.position_at_end(bad);
+        let put = |f: usize, v: IntValue<'ctx>| -> Result<()> {
+            let p = unsafe {
+                self.b.build_in_bounds_gep(
+                    self.ctx.i64_type(),
+                    self.status,
+                    &[self.i64(f as i64)],
+                    "st",
+                )?
+            };
+            self.b.build_store(p, v)?;
+            Ok(())
+        };
+        put(field::CODE, self.i64(report.code))?;
+        put(field::SUBJECT, self.i64(report.subject))?;
+        put(field::DIM, self.i64(report.dim as i64))?;
+        put(field::VALUE, report.value)?;
+        put(field::EXTENT, report.extent)?;
+        put(field::SIZE, self.i64(report.size))?;
+        for (a, &p) in self.point.iter().take(field::MAX_POINT).enumerate() {
+            put(field::POINT + a, p)?;
+        }
+        for (d, &bi) in report.blocks.iter().take(field::MAX_BLOCKS).enumerate() {
+            let bi = self.b.build_int_s_extend(bi, self.ctx.i64_type(), "bi")?;
+            put(field::BLOCKS + d, bi)?;
+        }
+        self.b.build_unconditional_branch(self.fail)?;
+        self.b.position_at_end(good);
+        Ok(())
+    }
+
+    /// Allocates `bytes` of workspace (64-byte aligned) and returns its address.
+    fn alloc(&mut self, bytes: usize) -> Result<PointerValue<'ctx>> {
+        let off = self.workspace_bytes.next_multiple_of(64);
+        self.workspace_bytes = off + bytes.max(1);
+        Ok(unsafe {
+            self.b.build_in_bounds_gep(
+                self.ctx.i8_type(),
+                self.workspace,
+                &[self.i64(off as i64)],
+                "buf",
+            )?
+        })
+    }
+
+    /// The site number of `op` (stable across the two body copies).
+    fn site_of(&mut self, op: &Op) -> i64 {
+        let key = op as *const Op;
+        if let Some(&s) = self.site_of.get(&key) {
+            return s as i64;
+        }
+        let operand = match &op.kind {
+            OpKind::Load { operand, .. } | OpKind::Store { operand, .. } => Some(*operand),
+            _ => None,
+        };
+        self.sites.push(OpSite {
+            name: op.kind.name(),
+            loc: op.loc.clone(),
+            operand,
+        });
+        self.site_of.insert(key, self.sites.len() - 1);
+        (self.sites.len() - 1) as i64
+    }
+
+    /// The in-memory type of an operand's elements.
+    fn mem_type(&self, dtype: DType) -> BasicTypeEnum<'ctx> {
+        match dtype {
+            DType::F32 => self.ctx.f32_type().into(),
+            DType::BF16 => self.ctx.i16_type().into(),
+            DType::F16 => self.ctx.f16_type().into(),
+            DType::I32 => self.ctx.i32_type().into(),
+            DType::I8 | DType::Bool => self.ctx.i8_type().into(),
+        }
+    }
+}

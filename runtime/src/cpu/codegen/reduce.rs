@@ -1,0 +1,143 @@
+//! `sum`/`max`/`min` over axes, accumulating in the compute type (f32 for floats).
+
+use super::value::{Env, Val};
+use super::{Emitter, Result};
+use inkwell::values::FastMathFlags;
+use inkwell::values::{BasicValueEnum, InstructionValue};
+use tpukit_dsl::{DType, Func, Op, OpKind, ReduceOp};
+
+impl<'ctx, 'k> Emitter<'ctx, 'k> {
+    pub(super) fn reduce(
+        &mut self,
+        f: &'k Func,
+        op: &'k Op,
+        env: &Env<'ctx, 'k>,
+    ) -> Result<Val<'ctx, 'k>> {
+        let OpKind::Reduce { op: r, x, axes } = &op.kind else {
+            unreachable!("reduce on a reduce");
+        };
+        let (r, x) = (*r, *x);
+        let ty = f.ty(op.results[0]);
+        let xs = f.ty(x).shape.clone();
+        let dtype = ty.dtype;
+        if dtype == DType::Bool {
+            return Err("reductions over bool are not supported (cast to i32 first)".into());
+        }
+        let init = self.identity(r, dtype);
+        let out = self.alloc_buffer(dtype, ty.num_elements())?;
+        let kept: Vec<usize> = (0..xs.len()).filter(|d| !axes.contains(d)).collect();
+        let out_shape: Vec<usize> = kept.iter().map(|&d| xs[d]).collect();
+        let trailing = kept.iter().enumerate().all(|(i, &d)| i == d);
+        if trailing {
+            // Reduced axes are the innermost: one register accumulator per output element.
+            let reduced: Vec<usize> = xs[kept.len()..].to_vec();
+            let acc = self.slot(self.reg_type(dtype))?;
+            self.nest(&out_shape, &mut |e, oidx| {
+                e.b.build_store(acc, init)?;
+                e.nest(&reduced, &mut |e, ridx| {
+                    let idx: Vec<_> = oidx.iter().chain(ridx).copied().collect();
+                    let v = e.elem(f, env, x, &idx)?;
+                    let a = e.b.build_load(e.reg_type(dtype), acc, "acc")?;
+                    let c = e.combine(r, dtype, a, v)?;
+                    e.b.build_store(acc, c)?;
+                    Ok(())
+                })?;
+                let a = e.b.build_load(e.reg_type(dtype), acc, "acc")?;
+                let a = e.finish(dtype, a)?;
+                let at = e.linear(&out_shape, oidx)?;
+                e.buffer_store(dtype, out, at, a)
+            })?;
+        } else {
+            // Accumulate in the output buffer, sweeping the input in row-major order (the
+            // innermost loop then runs along kept, contiguous elements).
+            self.nest(&out_shape, &mut |e, oidx| {
+                let at = e.linear(&out_shape, oidx)?;
+                e.buffer_store(dtype, out, at, init)
+            })?;
+            self.nest(&xs, &mut |e, idx| {
+                let oidx: Vec<_> = kept.iter().map(|&d| idx[d]).collect();
+                let at = e.linear(&out_shape, &oidx)?;
+                let a = e.buffer_load(dtype, out, at)?;
+                let v = e.elem(f, env, x, idx)?;
+                let c = e.combine(r, dtype, a, v)?;
+                e.buffer_store(dtype, out, at, c)
+            })?;
+            if dtype != DType::F32 && dtype.is_float() {
+                self.nest(&out_shape, &mut |e, oidx| {
+                    let at = e.linear(&out_shape, oidx)?;
+                    let a = e.buffer_load(dtype, out, at)?;
+                    let a = e.finish(dtype, a)?;
+                    e.buffer_store(dtype, out, at, a)
+                })?;
+            }
+        }
+        if ty.is_scalar() {
+            return Ok(Val::Scalar(self.buffer_load(dtype, out, self.i64(0))?));
+        }
+        Ok(Val::Buffer(out))
+    }
+
+    fn identity(&self, r: ReduceOp, dtype: DType) -> BasicValueEnum<'ctx> {
+        let x = match (r, dtype) {
+            (ReduceOp::Sum, _) => 0.0,
+            (ReduceOp::Max, DType::I32) => i32::MIN as f64,
+            (ReduceOp::Min, DType::I32) => i32::MAX as f64,
+            (ReduceOp::Max, DType::I8) => i8::MIN as f64,
+            (ReduceOp::Min, DType::I8) => i8::MAX as f64,
+            (ReduceOp::Max, _) => f64::NEG_INFINITY,
+            (ReduceOp::Min, _) => f64::INFINITY,
+        };
+        self.constant(dtype, x)
+    }
+
+    /// One accumulation step. Float sums may be reassociated (so LLVM can vectorise them):
+    /// the IR promises f32 accumulation, not an order.
+    fn combine(
+        &self,
+        r: ReduceOp,
+        dtype: DType,
+        a: BasicValueEnum<'ctx>,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        if dtype.is_float() {
+            let f32t = self.ctx.f32_type().into();
+            return match r {
+                ReduceOp::Sum => {
+                    let s = self.b.build_float_add(
+                        a.into_float_value(),
+                        v.into_float_value(),
+                        "sum",
+                    )?;
+                    if let Some(i) = s.as_instruction() {
+                        reassociate(i);
+                    }
+                    Ok(s.into())
+                }
+                ReduceOp::Max => self.intrinsic("llvm.maximum", f32t, &[a, v]),
+                ReduceOp::Min => self.intrinsic("llvm.minimum", f32t, &[a, v]),
+            };
+        }
+        let t = a.into_int_value().get_type().into();
+        match r {
+            ReduceOp::Sum => Ok(self
+                .b
+                .build_int_add(a.into_int_value(), v.into_int_value(), "sum")?
+                .into()),
+            ReduceOp::Max => self.intrinsic("llvm.smax", t, &[a, v]),
+            ReduceOp::Min => self.intrinsic("llvm.smin", t, &[a, v]),
+        }
+    }
+
+    /// Rounds a finished accumulator to the result dtype.
+    fn finish(&self, dtype: DType, a: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>> {
+        if dtype.is_float() {
+            return Ok(self.round(dtype, a.into_float_value())?.into());
+        }
+        Ok(a)
+    }
+}
+
+fn reassociate(i: InstructionValue<'_>) {
+    // Cannot fail on an fadd.
+    let _ = i.set_fast_math_flags(FastMathFlags::AllowReassoc);
+}

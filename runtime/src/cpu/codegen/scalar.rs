@@ -1,0 +1,394 @@
+//! One element's arithmetic, on values in registers.
+//!
+//! Register representation: every float dtype is held as an `f32` already rounded to its
+//! dtype (bf16 and f16 compute in f32 and round after each op, as the IR's semantics say);
+//! `i32` and `i8` as themselves; `bool` as `i1`.
+
+use super::{Emitter, Result};
+use inkwell::intrinsics::Intrinsic;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+use tpukit_dsl::{BinaryOp, CmpOp, DType, UnaryOp};
+
+impl<'ctx> Emitter<'ctx, '_> {
+    /// The register type of `dtype`.
+    pub fn reg_type(&self, dtype: DType) -> BasicTypeEnum<'ctx> {
+        match dtype {
+            DType::F32 | DType::BF16 | DType::F16 => self.ctx.f32_type().into(),
+            DType::I32 => self.ctx.i32_type().into(),
+            DType::I8 => self.ctx.i8_type().into(),
+            DType::Bool => self.ctx.bool_type().into(),
+        }
+    }
+
+    /// A constant of `dtype` with value `x` (already a value of the dtype).
+    pub fn constant(&self, dtype: DType, x: f64) -> BasicValueEnum<'ctx> {
+        match dtype {
+            DType::F32 | DType::BF16 | DType::F16 => self.ctx.f32_type().const_float(x).into(),
+            DType::I32 => self.ctx.i32_type().const_int(x as i64 as u64, true).into(),
+            DType::I8 => self.ctx.i8_type().const_int(x as i64 as u64, true).into(),
+            DType::Bool => self
+                .ctx
+                .bool_type()
+                .const_int((x != 0.0) as u64, false)
+                .into(),
+        }
+    }
+
+    pub fn f32c(&self, x: f32) -> FloatValue<'ctx> {
+        self.ctx.f32_type().const_float(x as f64)
+    }
+
+    pub fn i32c(&self, x: i32) -> IntValue<'ctx> {
+        self.ctx.i32_type().const_int(x as i64 as u64, true)
+    }
+
+    /// Calls an LLVM intrinsic overloaded on `ty`.
+    pub fn intrinsic(
+        &self,
+        name: &str,
+        ty: BasicTypeEnum<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let decl = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(&self.module, &[ty]))
+            .ok_or_else(|| format!("internal error: LLVM has no intrinsic `{name}`"))?;
+        let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
+        self.call_value(decl, &args)
+    }
+
+    /// Calls the C library's single-precision `name(x)` (`erff`, `log1pf`, …).
+    pub fn libm(&self, name: &str, args: &[FloatValue<'ctx>]) -> Result<FloatValue<'ctx>> {
+        let f32t = self.ctx.f32_type();
+        let decl = self.module.get_function(name).unwrap_or_else(|| {
+            let params = vec![f32t.into(); args.len()];
+            self.module
+                .add_function(name, f32t.fn_type(&params, false), None)
+        });
+        let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
+        Ok(self.call_value(decl, &args)?.into_float_value())
+    }
+
+    /// Rounds an f32 register to `dtype`'s precision (a no-op for f32 and non-floats).
+    pub fn round(&self, dtype: DType, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        Ok(match dtype {
+            DType::BF16 => self.round_bf16(x)?,
+            DType::F16 => {
+                let h = self.b.build_float_trunc(x, self.ctx.f16_type(), "f16")?;
+                self.b.build_float_ext(h, self.ctx.f32_type(), "f16.f32")?
+            }
+            _ => x,
+        })
+    }
+
+    /// The bits of `x` rounded to bf16 (ties to even, NaN kept quiet), as an f32 whose low
+    /// 16 bits are zero. Integer arithmetic only: LLVM's `fptrunc` to bfloat needs a runtime
+    /// helper (`__truncsfbf2`) that this platform's libgcc lacks.
+    pub fn round_bf16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let i32t = self.ctx.i32_type();
+        let bits = self.b.build_bit_cast(x, i32t, "bits")?.into_int_value();
+        let lsb = self.b.build_and(
+            self.b.build_right_shift(bits, self.i32c(16), false, "hi")?,
+            self.i32c(1),
+            "lsb",
+        )?;
+        let bias = self.b.build_int_add(lsb, self.i32c(0x7fff), "bias")?;
+        let rounded = self.b.build_int_add(bits, bias, "rounded")?;
+        let quiet = self.b.build_or(bits, self.i32c(0x0040_0000), "quiet")?;
+        let nan = self
+            .b
+            .build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
+        let pick = self
+            .b
+            .build_select(nan, quiet, rounded, "pick")?
+            .into_int_value();
+        let masked = self
+            .b
+            .build_and(pick, self.i32c(0xffff_0000u32 as i32), "bf16")?;
+        Ok(self
+            .b
+            .build_bit_cast(masked, self.ctx.f32_type(), "bf16.f32")?
+            .into_float_value())
+    }
+
+    pub fn unary(
+        &self,
+        op: UnaryOp,
+        dtype: DType,
+        x: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        if !dtype.is_float() {
+            let x = x.into_int_value();
+            let t = x.get_type();
+            return Ok(match op {
+                UnaryOp::Neg => self.b.build_int_neg(x, "neg")?.into(),
+                UnaryOp::Abs => self.intrinsic(
+                    "llvm.abs",
+                    t.into(),
+                    &[x.into(), self.ctx.bool_type().const_zero().into()],
+                )?,
+                UnaryOp::Not => self.b.build_not(x, "not")?.into(),
+                _ => return Err(format!("`{}` on {dtype}", op.name()).into()),
+            });
+        }
+        let f = x.into_float_value();
+        let f32t = self.ctx.f32_type().into();
+        let intr = |name: &str| -> Result<FloatValue<'ctx>> {
+            Ok(self.intrinsic(name, f32t, &[f.into()])?.into_float_value())
+        };
+        let one = self.f32c(1.0);
+        let r = match op {
+            UnaryOp::Neg => self.b.build_float_neg(f, "neg")?,
+            UnaryOp::Abs => intr("llvm.fabs")?,
+            UnaryOp::Exp => self.exp(f)?,
+            UnaryOp::Exp2 => intr("llvm.exp2")?,
+            UnaryOp::Log => intr("llvm.log")?,
+            UnaryOp::Log1p => self.libm("log1pf", &[f])?,
+            UnaryOp::Sqrt => intr("llvm.sqrt")?,
+            UnaryOp::Rsqrt => self.b.build_float_div(one, intr("llvm.sqrt")?, "rsqrt")?,
+            UnaryOp::Tanh => self.libm("tanhf", &[f])?,
+            UnaryOp::Erf => self.libm("erff", &[f])?,
+            UnaryOp::Logistic => {
+                let e = self.exp(self.b.build_float_neg(f, "negx")?)?;
+                let d = self.b.build_float_add(one, e, "1+e")?;
+                self.b.build_float_div(one, d, "logistic")?
+            }
+            UnaryOp::Floor => intr("llvm.floor")?,
+            UnaryOp::Ceil => intr("llvm.ceil")?,
+            UnaryOp::Sin => intr("llvm.sin")?,
+            UnaryOp::Cos => intr("llvm.cos")?,
+            UnaryOp::Not => return Err(format!("`not` on {dtype}").into()),
+        };
+        Ok(self.round(dtype, r)?.into())
+    }
+
+    /// `e^x` in f32, inline so loops over it vectorise: Cody–Waite range reduction to
+    /// `x = n·ln2 + r`, a degree-6 polynomial for `e^r`, and `2^n` applied in two halves so
+    /// results down to the smallest subnormal are exact in exponent. Max error ≈ 2 ULP.
+    pub fn exp(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let b = &self.b;
+        let f32t = self.ctx.f32_type();
+        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
+            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
+                .map(|v| v.into_float_value())
+        };
+        let lo = self.intrinsic(
+            "llvm.maxnum",
+            f32t.into(),
+            &[x.into(), self.f32c(-104.0).into()],
+        )?;
+        let xc = self
+            .intrinsic("llvm.minnum", f32t.into(), &[lo, self.f32c(89.0).into()])?
+            .into_float_value();
+        let t = b.build_float_mul(xc, self.f32c(std::f32::consts::LOG2_E), "t")?;
+        let n = self
+            .intrinsic("llvm.roundeven", f32t.into(), &[t.into()])?
+            .into_float_value();
+        let r = fma(b.build_float_neg(n, "-n")?, self.f32c(0.693_359_4), xc)?;
+        let r = fma(b.build_float_neg(n, "-n")?, self.f32c(-2.121_944_4e-4), r)?;
+        let mut p = self.f32c(1.987_569_1e-4);
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            0.166_666_65,
+            0.5,
+        ] {
+            p = fma(p, r, self.f32c(c))?;
+        }
+        let r2 = b.build_float_mul(r, r, "r2")?;
+        let p = fma(p, r2, r)?;
+        let p = b.build_float_add(p, self.f32c(1.0), "p")?;
+        let i32t = self.ctx.i32_type();
+        let ni = b.build_float_to_signed_int(n, i32t, "n")?;
+        let n1 = b.build_right_shift(ni, self.i32c(1), true, "n1")?;
+        let n2 = b.build_int_sub(ni, n1, "n2")?;
+        let pow2 = |k: IntValue<'ctx>| -> Result<FloatValue<'ctx>> {
+            let biased = b.build_int_add(k, self.i32c(127), "biased")?;
+            let bits = b.build_left_shift(biased, self.i32c(23), "bits")?;
+            Ok(b.build_bit_cast(bits, f32t, "pow2")?.into_float_value())
+        };
+        let y = b.build_float_mul(p, pow2(n1)?, "y1")?;
+        let y = b.build_float_mul(y, pow2(n2)?, "y")?;
+        let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
+        Ok(b.build_select(nan, x, y, "exp")?.into_float_value())
+    }
+
+    pub fn binary(
+        &self,
+        op: BinaryOp,
+        dtype: DType,
+        a: BasicValueEnum<'ctx>,
+        c: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let b = &self.b;
+        if dtype.is_float() {
+            let (x, y) = (a.into_float_value(), c.into_float_value());
+            let f32t = self.ctx.f32_type().into();
+            let r = match op {
+                BinaryOp::Add => b.build_float_add(x, y, "add")?,
+                BinaryOp::Sub => b.build_float_sub(x, y, "sub")?,
+                BinaryOp::Mul => b.build_float_mul(x, y, "mul")?,
+                BinaryOp::Div => b.build_float_div(x, y, "div")?,
+                BinaryOp::Rem => b.build_float_rem(x, y, "rem")?,
+                BinaryOp::Pow => self
+                    .intrinsic("llvm.pow", f32t, &[a, c])?
+                    .into_float_value(),
+                BinaryOp::Max => self
+                    .intrinsic("llvm.maximum", f32t, &[a, c])?
+                    .into_float_value(),
+                BinaryOp::Min => self
+                    .intrinsic("llvm.minimum", f32t, &[a, c])?
+                    .into_float_value(),
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                    return Err(format!("`{}` on {dtype}", op.name()).into());
+                }
+            };
+            return Ok(self.round(dtype, r)?.into());
+        }
+        let (x, y) = (a.into_int_value(), c.into_int_value());
+        let t = x.get_type();
+        let zero = t.const_zero();
+        Ok(match op {
+            BinaryOp::Add => b.build_int_add(x, y, "add")?.into(),
+            BinaryOp::Sub => b.build_int_sub(x, y, "sub")?.into(),
+            BinaryOp::Mul => b.build_int_mul(x, y, "mul")?.into(),
+            // Division by zero gives 0 and remainder by zero the dividend (the IR's rule: the
+            // padding lanes of an edge block must not trap). `MIN / -1` wraps. LLVM's
+            // `sdiv`/`srem` are undefined in both cases, so the divisor is made safe first.
+            BinaryOp::Div | BinaryOp::Rem => {
+                let minus1 = t.const_all_ones();
+                let is0 = b.build_int_compare(IntPredicate::EQ, y, zero, "y0")?;
+                let ism1 = b.build_int_compare(IntPredicate::EQ, y, minus1, "ym1")?;
+                let odd = b.build_or(is0, ism1, "odd")?;
+                let safe = b
+                    .build_select(odd, t.const_int(1, false), y, "safe")?
+                    .into_int_value();
+                if op == BinaryOp::Div {
+                    let q = b.build_int_signed_div(x, safe, "q")?;
+                    let neg = b.build_int_neg(x, "negx")?;
+                    let q = b.build_select(ism1, neg, q, "q1")?;
+                    b.build_select(is0, zero, q.into_int_value(), "div")?
+                } else {
+                    let r = b.build_int_signed_rem(x, safe, "r")?;
+                    let r = b.build_select(ism1, zero, r, "r1")?;
+                    b.build_select(is0, x, r.into_int_value(), "rem")?
+                }
+            }
+            BinaryOp::Max | BinaryOp::Min => {
+                let unsigned = dtype == DType::Bool;
+                let name = match (op == BinaryOp::Max, unsigned) {
+                    (true, false) => "llvm.smax",
+                    (false, false) => "llvm.smin",
+                    (true, true) => "llvm.umax",
+                    (false, true) => "llvm.umin",
+                };
+                self.intrinsic(name, t.into(), &[a, c])?
+            }
+            BinaryOp::And => b.build_and(x, y, "and")?.into(),
+            BinaryOp::Or => b.build_or(x, y, "or")?.into(),
+            BinaryOp::Xor => b.build_xor(x, y, "xor")?.into(),
+            BinaryOp::Pow => return Err(format!("`pow` on {dtype}").into()),
+        })
+    }
+
+    pub fn compare(
+        &self,
+        op: CmpOp,
+        dtype: DType,
+        a: BasicValueEnum<'ctx>,
+        c: BasicValueEnum<'ctx>,
+    ) -> Result<IntValue<'ctx>> {
+        if dtype.is_float() {
+            let p = match op {
+                CmpOp::Eq => FloatPredicate::OEQ,
+                CmpOp::Ne => FloatPredicate::UNE,
+                CmpOp::Lt => FloatPredicate::OLT,
+                CmpOp::Le => FloatPredicate::OLE,
+                CmpOp::Gt => FloatPredicate::OGT,
+                CmpOp::Ge => FloatPredicate::OGE,
+            };
+            return Ok(self.b.build_float_compare(
+                p,
+                a.into_float_value(),
+                c.into_float_value(),
+                "cmp",
+            )?);
+        }
+        let unsigned = dtype == DType::Bool;
+        let p = match (op, unsigned) {
+            (CmpOp::Eq, _) => IntPredicate::EQ,
+            (CmpOp::Ne, _) => IntPredicate::NE,
+            (CmpOp::Lt, false) => IntPredicate::SLT,
+            (CmpOp::Le, false) => IntPredicate::SLE,
+            (CmpOp::Gt, false) => IntPredicate::SGT,
+            (CmpOp::Ge, false) => IntPredicate::SGE,
+            (CmpOp::Lt, true) => IntPredicate::ULT,
+            (CmpOp::Le, true) => IntPredicate::ULE,
+            (CmpOp::Gt, true) => IntPredicate::UGT,
+            (CmpOp::Ge, true) => IntPredicate::UGE,
+        };
+        Ok(self
+            .b
+            .build_int_compare(p, a.into_int_value(), c.into_int_value(), "cmp")?)
+    }
+
+    pub fn cast(
+        &self,
+        from: DType,
+        to: DType,
+        x: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let b = &self.b;
+        Ok(match (from.is_float(), to) {
+            (true, t) if t.is_float() => self.round(t, x.into_float_value())?.into(),
+            (true, DType::Bool) => b
+                .build_float_compare(
+                    FloatPredicate::UNE,
+                    x.into_float_value(),
+                    self.f32c(0.0),
+                    "f2b",
+                )?
+                .into(),
+            (true, t) => {
+                let it = self.reg_type(t);
+                let name = "llvm.fptosi.sat";
+                let decl = Intrinsic::find(name)
+                    .and_then(|i| {
+                        i.get_declaration(&self.module, &[it, self.ctx.f32_type().into()])
+                    })
+                    .ok_or("LLVM has no llvm.fptosi.sat")?;
+                self.call_value(decl, &[x.into()])?
+            }
+            (false, t) if t.is_float() => {
+                let x = x.into_int_value();
+                let f = if from == DType::Bool {
+                    b.build_unsigned_int_to_float(x, self.ctx.f32_type(), "b2f")?
+                } else {
+                    b.build_signed_int_to_float(x, self.ctx.f32_type(), "i2f")?
+                };
+                self.round(t, f)?.into()
+            }
+            (false, DType::Bool) => {
+                let x = x.into_int_value();
+                b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), "i2b")?
+                    .into()
+            }
+            (false, t) => {
+                let x = x.into_int_value();
+                let it = self.reg_type(t).into_int_type();
+                let (wf, wt) = (x.get_type().get_bit_width(), it.get_bit_width());
+                if wf == wt {
+                    x.into()
+                } else if wf > wt {
+                    b.build_int_truncate(x, it, "trunc")?.into()
+                } else if from == DType::Bool {
+                    b.build_int_z_extend(x, it, "zext")?.into()
+                } else {
+                    b.build_int_s_extend(x, it, "sext")?.into()
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,235 @@
+//! The compiled CPU backend: kernel IR → LLVM IR (inkwell) → host object code → linked into
+//! the process (ORC LLJIT) → called once per worker thread over its share of the grid.
+//!
+//! A kernel is compiled once per (IR hash, target, options) and kept for the life of the
+//! process; runtime extents make one compiled kernel serve every shape its IR allows.
+
+mod abi;
+mod codegen;
+mod compile;
+mod jit;
+mod target;
+
+pub use codegen::CodegenOptions;
+pub use compile::{Compiled, compile, compile_object};
+pub use target::HostTarget;
+
+use crate::{HostArray, RuntimeError};
+use abi::{STATUS_LEN, code, field};
+use tpukit_dsl::{Bindings, Kernel, Role, Semantics};
+
+/// Runs `kernel` compiled for the host, writing `outputs` in place.
+pub(crate) fn run(
+    kernel: &Kernel,
+    bindings: &Bindings,
+    inputs: &[&HostArray],
+    outputs: &mut [HostArray],
+    debug: bool,
+) -> Result<(), RuntimeError> {
+    let compiled = compile::cached(kernel, debug)?;
+    let grid: Vec<i64> = kernel
+        .grid
+        .iter()
+        .map(|a| a.extent.resolve(bindings).expect("bound by launch") as i64)
+        .collect();
+    if grid.contains(&0) {
+        return Ok(());
+    }
+    let mut dims = Vec::new();
+    for o in &kernel.operands {
+        for d in &o.shape {
+            dims.push(d.resolve(bindings).expect("bound by launch") as i64);
+        }
+    }
+    // Contiguous row-major copies only where the caller's layout is not already that.
+    let inputs: Vec<std::borrow::Cow<HostArray>> =
+        inputs.iter().map(|a| a.standard_layout()).collect();
+    for o in outputs.iter_mut() {
+        o.make_standard_layout();
+    }
+    let mut base: Vec<usize> = Vec::with_capacity(kernel.operands.len());
+    let (mut ins, mut outs) = (inputs.iter(), outputs.iter_mut());
+    for o in &kernel.operands {
+        base.push(match o.role {
+            Role::Prefetch | Role::Input => ins.next().expect("checked").data_ptr() as usize,
+            Role::Output => outs.next().expect("checked").data_ptr_mut() as usize,
+            Role::Scratch => 0,
+        });
+    }
+    let call = Call {
+        kernel,
+        compiled: &compiled,
+        base: &base,
+        dims: &dims,
+        grid: &grid,
+    };
+    let chunks = split(kernel, &grid);
+    let failures: Vec<Status> = if chunks.len() == 1 {
+        call.worker(chunks[0]).err().into_iter().collect()
+    } else {
+        std::thread::scope(|s| {
+            let call = &call;
+            let handles: Vec<_> = chunks[1..]
+                .iter()
+                .map(|&c| s.spawn(move || call.worker(c)))
+                .collect();
+            let mut r = vec![call.worker(chunks[0])];
+            r.extend(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("worker panicked")),
+            );
+            r.into_iter().filter_map(|r| r.err()).collect()
+        })
+    };
+    match failures.first() {
+        Some(status) => Err(describe(kernel, &compiled, &dims, status)),
+        None => Ok(()),
+    }
+}
+
+type Status = Box<[i64; STATUS_LEN]>;
+
+/// The ranges of the first grid axis each worker runs: the whole axis on one worker unless
+/// it is `parallel`, else split evenly across the machine's threads.
+fn split(kernel: &Kernel, grid: &[i64]) -> Vec<(i64, i64)> {
+    let steps = grid.first().copied().unwrap_or(1);
+    let parallel = kernel
+        .grid
+        .first()
+        .is_some_and(|a| a.semantics == Semantics::Parallel);
+    let threads = if parallel {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get() as i64)
+            .min(steps)
+    } else {
+        1
+    };
+    (0..threads)
+        .map(|t| (steps * t / threads, steps * (t + 1) / threads))
+        .collect()
+}
+
+/// One launch's arguments, shared by its workers.
+struct Call<'a> {
+    kernel: &'a Kernel,
+    compiled: &'a Compiled,
+    /// Data pointers in operand order (0 for scratch, which each worker allocates).
+    base: &'a [usize],
+    dims: &'a [i64],
+    grid: &'a [i64],
+}
+
+impl Call<'_> {
+    /// Runs the grid points whose first coordinate is in `lo..hi` on this thread.
+    fn worker(&self, (lo, hi): (i64, i64)) -> Result<(), Status> {
+        let mut ptrs = self.base.to_vec();
+        let mut scratch: Vec<Vec<u64>> = Vec::new();
+        for (i, o) in self.kernel.operands.iter().enumerate() {
+            if o.role == Role::Scratch {
+                let n: usize = o.shape.iter().map(|d| d.as_static().unwrap_or(0)).product();
+                let mut mem = vec![0u64; (n * o.dtype.size_bytes()).div_ceil(8).max(1)];
+                poison(&mut mem, o.dtype);
+                ptrs[i] = mem.as_mut_ptr() as usize;
+                scratch.push(mem);
+            }
+        }
+        let mut workspace = vec![0u64; self.compiled.workspace_bytes.div_ceil(8) + 8];
+        let ws = (workspace.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
+        let mut status: Status = Box::new([0; STATUS_LEN]);
+        // SAFETY: the pointers are live for the call and sized as the ABI says; the kernel
+        // checks every index map and dynamic access, so it touches no memory outside the
+        // arrays; workers write disjoint output blocks (the `parallel` axis contract).
+        let rc = unsafe {
+            (self.compiled.entry)(
+                ptrs.as_ptr() as *const *mut u8,
+                self.dims.as_ptr(),
+                self.grid.as_ptr(),
+                ws,
+                lo,
+                hi,
+                status.as_mut_ptr(),
+            )
+        };
+        drop(scratch);
+        if rc == 0 { Ok(()) } else { Err(status) }
+    }
+}
+
+/// Fills float scratch with NaN (as the interpreter does), so a kernel that reads its scratch
+/// before writing it fails loudly instead of looking right by luck.
+fn poison(mem: &mut [u64], dtype: tpukit_dsl::DType) {
+    use tpukit_dsl::DType;
+    let pattern = match dtype {
+        DType::F32 => 0x7fc0_0000_7fc0_0000,
+        DType::BF16 => 0x7fc0_7fc0_7fc0_7fc0,
+        DType::F16 => 0x7e00_7e00_7e00_7e00,
+        _ => return,
+    };
+    mem.fill(pattern);
+}
+
+/// Turns a failed kernel's status record into an error naming the kernel, the operand or op
+/// with its source line, the grid point and the index (worded as the interpreter words it).
+fn describe(
+    kernel: &Kernel,
+    compiled: &Compiled,
+    dims: &[i64],
+    s: &[i64; STATUS_LEN],
+) -> RuntimeError {
+    let rank = kernel.grid.len().min(field::MAX_POINT);
+    let point: Vec<i64> = s[field::POINT..field::POINT + rank].to_vec();
+    let (dim, value, extent) = (s[field::DIM], s[field::VALUE], s[field::EXTENT]);
+    let site = compiled.sites.get(s[field::SUBJECT] as usize);
+    let op = site.map_or_else(String::new, |site| {
+        let at = site
+            .loc
+            .as_ref()
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        format!("op `{}`{at}", site.name)
+    });
+    let message = match s[field::CODE] {
+        code::WINDOW => {
+            let id = s[field::SUBJECT] as usize;
+            let o = &kernel.operands[id];
+            let first: usize = kernel.operands[..id].iter().map(|o| o.shape.len()).sum();
+            let shape = &dims[first..first + o.shape.len()];
+            let n = o.shape.len().min(field::MAX_BLOCKS);
+            let blocks = &s[field::BLOCKS..field::BLOCKS + n];
+            format!(
+                "the index map of {} `{}` at grid point {point:?} gives block index {blocks:?}: its window starts at element {value} of dim {dim}, outside the array of shape {shape:?}",
+                o.role.name(),
+                o.name,
+            )
+        }
+        code::ACCESS => {
+            let size = s[field::SIZE];
+            let range = if size < 0 {
+                format!("index {value}")
+            } else {
+                format!("slice {value}..{}", value + size)
+            };
+            let (what, name) = match site.and_then(|s| s.operand) {
+                Some(id) => {
+                    let o = kernel.operand(id);
+                    let what = match o.window {
+                        tpukit_dsl::Window::Blocked(_) => "block",
+                        tpukit_dsl::Window::Whole => "array",
+                    };
+                    (what, o.name.as_str())
+                }
+                None => ("ref", "?"),
+            };
+            format!(
+                "{op} in grid step {point:?}: {range} of dim {dim} is outside the {what} of `{name}` (extent {extent})"
+            )
+        }
+        code::ELEMENT => format!(
+            "{op} in grid step {point:?}: element offset {value} is outside the array ({extent} elements)"
+        ),
+        code::STEP => format!("{op} in grid step {point:?}: loop step {value} is not positive"),
+        other => format!("failed with unknown status {other}"),
+    };
+    RuntimeError::new(&kernel.name, message)
+}
