@@ -30,7 +30,7 @@ use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::BasicTypeEnum;
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
 };
@@ -183,32 +183,16 @@ pub(crate) fn emit<'ctx>(
     options: CodegenOptions,
 ) -> Result<Emitted<'ctx>> {
     let module = ctx.create_module(entry);
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let i64t = ctx.i64_type();
-    let fn_type = ctx.i32_type().fn_type(
-        &[
-            ptr.into(),
-            ptr.into(),
-            ptr.into(),
-            ptr.into(),
-            i64t.into(),
-            i64t.into(),
-            ptr.into(),
-        ],
-        false,
-    );
-    let func = module.add_function(entry, fn_type, Some(Linkage::External));
-    for i in 0..4 {
-        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
-        func.add_attribute(AttributeLoc::Param(i), noalias);
-    }
+    let (_, body) = declare(ctx, &module, kernel, entry)?;
     let b = ctx.create_builder();
+    let func = body;
     let start = ctx.append_basic_block(func, "entry");
     let fail = ctx.append_basic_block(func, "fail");
     b.position_at_end(fail);
     b.build_return(Some(&ctx.i32_type().const_int(1, false)))?;
     b.position_at_end(start);
     let param = |i: u32| func.get_nth_param(i).expect("declared above");
+    let n = kernel.operands.len() as u32;
     let mut stored = Vec::new();
     analysis::stored_operands(&kernel.body.body, &mut stored);
     let mut e = Emitter {
@@ -223,23 +207,28 @@ pub(crate) fn emit<'ctx>(
         uses: Uses::of(&kernel.body),
         point: Vec::new(),
         grid: Vec::new(),
-        workspace: param(3).into_pointer_value(),
+        workspace: param(n + 2).into_pointer_value(),
         workspace_bytes: 0,
-        status: param(6).into_pointer_value(),
+        status: param(n + 5).into_pointer_value(),
         fail,
         bounds: Bounds::Interior,
         sites: Vec::new(),
         site_of: HashMap::new(),
         site: -1,
     };
-    e.bind_operands(param(0).into_pointer_value(), param(1).into_pointer_value())?;
+    let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
+    e.bind_operands(&ptrs, param(n).into_pointer_value())?;
     e.grid = (0..kernel.grid.len())
-        .map(|a| e.load_i64(param(2).into_pointer_value(), a as i64))
+        .map(|a| e.load_i64(param(n + 1).into_pointer_value(), a as i64))
         .collect::<Result<_>>()?;
-    let (lo, hi) = (param(4).into_int_value(), param(5).into_int_value());
+    let (lo, hi) = (param(n + 3).into_int_value(), param(n + 4).into_int_value());
     e.grid_loops(lo, hi)?;
     e.b.build_return(Some(&ctx.i32_type().const_zero()))?;
-    if !e.func.verify(false) {
+    if !(func.verify(false)
+        && e.module
+            .get_function(entry)
+            .is_some_and(|f| f.verify(false)))
+    {
         return Err(format!(
             "internal error: invalid LLVM IR for kernel `{}`:\n{}",
             kernel.name,
@@ -252,6 +241,70 @@ pub(crate) fn emit<'ctx>(
         sites: e.sites,
         module: e.module,
     })
+}
+
+/// Declares the exported entry (the ABI in [`abi`](super::abi)) and the private body it calls
+/// with one `noalias` pointer per operand (the entry loads them from the operand array; after
+/// inlining, LLVM keeps the no-alias facts, so loops need no runtime overlap checks).
+/// Returns (entry, body); the entry is complete, the body empty.
+fn declare<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: &Kernel,
+    entry: &str,
+) -> Result<(FunctionValue<'ctx>, FunctionValue<'ctx>)> {
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let i32t = ctx.i32_type();
+    let abi = [ptr, ptr, ptr, ptr].map(Into::into);
+    let tail = [i64t.into(), i64t.into(), ptr.into()];
+    let outer = module.add_function(
+        entry,
+        i32t.fn_type(&[&abi[..], &tail[..]].concat(), false),
+        Some(Linkage::External),
+    );
+    let n = kernel.operands.len();
+    let mut params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); n + 3];
+    params.extend::<[BasicMetadataTypeEnum; 3]>([i64t.into(), i64t.into(), ptr.into()]);
+    let inner = module.add_function(
+        &format!("{entry}.body"),
+        i32t.fn_type(&params, false),
+        Some(Linkage::Private),
+    );
+    let kind = |name| Attribute::get_named_enum_kind_id(name);
+    for i in (0..n + 3).chain([n + 5]) {
+        inner.add_attribute(
+            AttributeLoc::Param(i as u32),
+            ctx.create_enum_attribute(kind("noalias"), 0),
+        );
+    }
+    inner.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_enum_attribute(kind("alwaysinline"), 0),
+    );
+    let b = ctx.create_builder();
+    b.position_at_end(ctx.append_basic_block(outer, "entry"));
+    let param = |i: u32| outer.get_nth_param(i).expect("declared above");
+    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    for i in 0..n {
+        // SAFETY (of the emitted code): the runtime passes one pointer per operand.
+        let p = unsafe {
+            b.build_in_bounds_gep(
+                ptr,
+                param(0).into_pointer_value(),
+                &[i64t.const_int(i as u64, false)],
+                "pp",
+            )?
+        };
+        args.push(b.build_load(ptr, p, &kernel.operands[i].name)?.into());
+    }
+    args.extend((1..7).map(|i| BasicMetadataValueEnum::from(param(i))));
+    let rc = match b.build_call(inner, &args, "rc")?.try_as_basic_value() {
+        ValueKind::Basic(v) => v,
+        _ => return Err("internal error: body returns no value".into()),
+    };
+    b.build_return(Some(&rc))?;
+    Ok((outer, inner))
 }
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
@@ -284,16 +337,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
-    /// Loads every operand's pointer and extents and precomputes its strides.
-    fn bind_operands(&mut self, ptrs: PointerValue<'ctx>, dims: PointerValue<'ctx>) -> Result<()> {
-        let ptr = self.ctx.ptr_type(AddressSpace::default());
+    /// Binds every operand's pointer, loads its extents and precomputes its strides.
+    fn bind_operands(
+        &mut self,
+        ptrs: &[PointerValue<'ctx>],
+        dims: PointerValue<'ctx>,
+    ) -> Result<()> {
         let mut next_dim = 0;
-        for (i, o) in self.kernel.operands.iter().enumerate() {
-            let p = unsafe {
-                self.b
-                    .build_in_bounds_gep(ptr, ptrs, &[self.i64(i as i64)], "pp")?
-            };
-            let p = self.b.build_load(ptr, p, &o.name)?.into_pointer_value();
+        for (o, &p) in self.kernel.operands.iter().zip(ptrs) {
             let mut ds = Vec::new();
             for d in &o.shape {
                 ds.push(match d.as_static() {

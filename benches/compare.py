@@ -1,0 +1,252 @@
+"""tpukit's CPU backend beside numpy and XLA CPU (jax.jit), in one run.
+
+Runs `cargo bench --bench cpu` (tpukit; JSON lines), times the same problems with numpy, with
+`jax.jit` on the CPU and, for the small add, Pallas `interpret=True`; prints a markdown table
+of medians and ratios and, with `--write`, replaces the CPU section of BENCHMARKS.md.
+
+    make bench            # = .venv/bin/python benches/compare.py --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- cpu-bench:begin -->", "<!-- cpu-bench:end -->"
+
+
+def median_seconds(f, min_repeats: int = 15, budget: float = 1.5) -> float:
+    """Median wall time of one call of `f` (two warm-up calls first)."""
+    f()
+    f()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_repeats or time.perf_counter() - start < budget:
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+        if len(times) >= 2000:
+            break
+    return statistics.median(times)
+
+
+def run_tpukit() -> tuple[dict, dict, dict]:
+    out = subprocess.run(
+        ["cargo", "bench", "-q", "--bench", "cpu"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    cases, compiles, limits = {}, {}, {}
+    for line in out.splitlines():
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if "case" in r:
+            cases[r["case"]] = r["seconds"]
+        elif "compile" in r:
+            compiles[r["compile"]] = r["seconds"]
+        elif "limit" in r:
+            limits[r["limit"]] = r["value"]
+    return cases, compiles, limits
+
+
+def random(shape, dtype, seed):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(dtype)
+
+
+def numpy_cases() -> dict[str, float]:
+    x, y = random((4096, 1024), np.float32, 1), random((4096, 1024), np.float32, 2)
+    xs, ys = x[:256], y[:256]
+    a, b = random((1024, 1024), np.float32, 6), random((1024, 1024), np.float32, 7)
+    w, bias = random((1024,), np.float32, 4), random((1024,), np.float32, 5)
+
+    def softmax(v):
+        e = np.exp(v - v.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def layer_norm(v):
+        mean = v.mean(-1, keepdims=True)
+        d = v - mean
+        var = (d * d).mean(-1, keepdims=True)
+        return d / np.sqrt(var + 1e-5) * w + bias
+
+    return {
+        "add_4m_f32": median_seconds(lambda: np.add(x, y)),
+        "add_256x1024_8x128_f32": median_seconds(lambda: np.add(xs, ys)),
+        "softmax_4096x1024_f32": median_seconds(lambda: softmax(x)),
+        "layer_norm_4096x1024_f32": median_seconds(lambda: layer_norm(x)),
+        "matmul_1024_f32": median_seconds(lambda: a @ b),
+    }
+
+
+def jax_cases() -> tuple[dict[str, float], dict[str, float]]:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # libtpu is installed, but no TPU is here
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    cpu = jax.devices("cpu")[0]
+    times, compiles = {}, {}
+
+    def put(v, dtype):
+        return jax.device_put(jnp.asarray(v, dtype=dtype), cpu)
+
+    def bench(name, f, *args):
+        jf = jax.jit(f)
+        t = time.perf_counter()
+        jf.lower(*args).compile()
+        compiles[name] = time.perf_counter() - t
+        times[name] = median_seconds(lambda: jf(*args).block_until_ready())
+
+    def softmax(v):
+        return jax.nn.softmax(v, axis=-1)
+
+    def layer_norm(v, w, b):
+        mean = v.mean(-1, keepdims=True)
+        d = v - mean
+        var = (d * d).mean(-1, keepdims=True)
+        return d * jax.lax.rsqrt(var + 1e-5) * w + b
+
+    def matmul(a, b):
+        return jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+    x32 = random((4096, 1024), np.float32, 1)
+    y32 = random((4096, 1024), np.float32, 2)
+    bench("add_4m_f32", jnp.add, put(x32, jnp.float32), put(y32, jnp.float32))
+    xs, ys = put(x32[:256], jnp.float32), put(y32[:256], jnp.float32)
+    bench("add_256x1024_8x128_f32", jnp.add, xs, ys)
+    for name, dt in (("f32", jnp.float32), ("bf16", jnp.bfloat16)):
+        x = put(random((4096, 1024), np.float32, 3), dt)
+        w, b = put(random((1024,), np.float32, 4), dt), put(random((1024,), np.float32, 5), dt)
+        bench(f"softmax_4096x1024_{name}", softmax, x)
+        bench(f"layer_norm_4096x1024_{name}", layer_norm, x, w, b)
+        a = put(random((1024, 1024), np.float32, 6), dt)
+        bm = put(random((1024, 1024), np.float32, 7), dt)
+        bench(f"matmul_1024_{name}", matmul, a, bm)
+
+    def add_kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    spec = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+    pallas_add = jax.jit(
+        pl.pallas_call(
+            add_kernel,
+            out_shape=jax.ShapeDtypeStruct((256, 1024), jnp.float32),
+            grid=(32, 8),
+            in_specs=[spec, spec],
+            out_specs=spec,
+            interpret=True,
+        )
+    )
+    pallas = median_seconds(lambda: pallas_add(xs, ys).block_until_ready(), 5, 3.0)
+    return times, compiles, pallas
+
+
+FLOPS = {"matmul_1024_f32": 2 * 1024**3, "matmul_1024_bf16": 2 * 1024**3}
+BYTES = {  # bytes moved at minimum (read inputs once, write outputs once)
+    "add_4m_f32": 3 * 4 * 4096 * 1024,
+    "add_256x1024_8x128_f32": 3 * 4 * 256 * 1024,
+    "softmax_4096x1024_f32": 2 * 4 * 4096 * 1024,
+    "softmax_4096x1024_bf16": 2 * 2 * 4096 * 1024,
+    "layer_norm_4096x1024_f32": 2 * 4 * 4096 * 1024,
+    "layer_norm_4096x1024_bf16": 2 * 2 * 4096 * 1024,
+}
+
+
+def table(tk, tk_compile, limits, np_t, jx, jx_compile, pallas) -> str:
+    ms = lambda s: f"{s * 1e3:.3f}"  # noqa: E731
+    copy = limits.get("copy_gbs_2t", 0.0)
+    peak = limits.get("fma_gflops_2t", 0.0)
+    lines = [
+        "| case | tpukit cpu (ms) | XLA CPU (ms) | numpy (ms) | tpukit / XLA time | "
+        "tpukit / numpy time | tpukit rate | fraction of machine limit |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case, t in tk.items():
+        x, n = jx.get(case), np_t.get(case)
+        if case in FLOPS:
+            rate = FLOPS[case] / t / 1e9
+            rate_s, frac = f"{rate:.0f} GFLOP/s", f"{rate / peak:.2f} of FMA peak" if peak else ""
+            xla_rate = f" ({FLOPS[case] / x / 1e9:.0f} GFLOP/s)" if x else ""
+        else:
+            rate = BYTES[case] / t / 1e9
+            rate_s, frac = f"{rate:.1f} GB/s", f"{rate / copy:.2f} of copy bw" if copy else ""
+            xla_rate = ""
+        lines.append(
+            f"| {case} | {ms(t)} | {ms(x) + xla_rate if x else '—'} | "
+            f"{ms(n) if n else '— (no bf16)'} | {t / x:.2f}× | "
+            f"{f'{t / n:.2f}×' if n else '—'} | {rate_s} | {frac} |"
+        )
+    small = tk["add_256x1024_8x128_f32"]
+    lines += [
+        "",
+        f"Pallas `interpret=True`, add 256×1024 in 8×128 blocks: {ms(pallas)} ms "
+        f"(tpukit cpu is {pallas / small:.0f}× faster on the same kernel).",
+        "",
+        "| kernel | tpukit compile, IR → callable (ms) | XLA CPU jit compile of the op (ms) |",
+        "|---|---:|---:|",
+    ]
+    xla_of = {
+        "add": "add_256x1024_8x128_f32",
+        "softmax_f32": "softmax_4096x1024_f32",
+        "layer_norm_f32": "layer_norm_4096x1024_f32",
+        "matmul_f32": "matmul_1024_f32",
+        "softmax_bf16": "softmax_4096x1024_bf16",
+        "layer_norm_bf16": "layer_norm_4096x1024_bf16",
+        "matmul_bf16": "matmul_1024_bf16",
+    }
+    for k, t in tk_compile.items():
+        x = jx_compile.get(xla_of.get(k, ""))
+        lines.append(f"| {k} | {ms(t)} | {ms(x) if x else '—'} |")
+    lines.append(
+        f"| **median** | **{ms(statistics.median(tk_compile.values()))}** | "
+        f"**{ms(statistics.median(jx_compile.values()))}** |"
+    )
+    lines += [
+        "",
+        "Machine limits measured by the harness: "
+        + ", ".join(f"{k} = {v}" for k, v in limits.items())
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    args = ap.parse_args()
+    tk, tk_compile, limits = run_tpukit()
+    np_t = numpy_cases()
+    jx, jx_compile, pallas = jax_cases()
+    body = table(tk, tk_compile, limits, np_t, jx, jx_compile, pallas)
+    cpu = platform.processor() or platform.machine()
+    header = (
+        f"Run on {os.cpu_count()} CPUs ({cpu}), {time.strftime('%Y-%m-%d')}. Medians of "
+        "repeated calls after two warm-ups; all three in one `make bench` run.\n\n"
+    )
+    print(header + body)
+    if args.write:
+        path = ROOT / "BENCHMARKS.md"
+        text = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+        if BEGIN not in text:
+            text += f"\n{BEGIN}\n{END}\n"
+        pre, rest = text.split(BEGIN, 1)
+        _, post = rest.split(END, 1)
+        path.write_text(f"{pre}{BEGIN}\n{header}{body}\n{END}{post}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
