@@ -47,9 +47,12 @@ fn quote(s: &str) -> String {
     out
 }
 
+/// `kernel` and `shapes` are what the kernel sees (after [`crate::tiling`]); `@main` takes and
+/// returns arrays of the caller's `shapes`, reshaped where they differ.
 pub fn build<'c>(
     context: &'c Context,
     kernel: &Kernel,
+    caller: &Shapes,
     shapes: &Shapes,
     kernel_name: &str,
     backend_config: &str,
@@ -67,6 +70,7 @@ pub fn build<'c>(
             .set_attribute(name, em.attr(&value)?);
     }
     let tensor = |i: usize| types::tensor(&shapes.operands[i], kernel.operands[i].dtype);
+    let caller_tensor = |i: usize| types::tensor(&caller.operands[i], kernel.operands[i].dtype);
     let ids = |role| kernel.operands_with_role(role).map(|(id, _)| id.0 as usize);
     let mut operands: Vec<usize> = ids(Role::Prefetch).chain(ids(Role::Input)).collect();
     let outputs: Vec<usize> = ids(Role::Output).collect();
@@ -74,8 +78,8 @@ pub fn build<'c>(
     if alias_outputs {
         operands.extend(&outputs);
     }
-    let operand_types: Vec<String> = operands.iter().map(|&i| tensor(i)).collect();
-    let result_types: Vec<String> = outputs.iter().map(|&i| tensor(i)).collect();
+    let operand_types: Vec<String> = operands.iter().map(|&i| caller_tensor(i)).collect();
+    let result_types: Vec<String> = outputs.iter().map(|&i| caller_tensor(i)).collect();
 
     let block = Block::new(
         &operand_types
@@ -84,7 +88,18 @@ pub fn build<'c>(
             .collect::<Result<Vec<_>>>()?,
     );
     let body = Emitter::new(context, &block);
-    let args: Vec<_> = (0..operands.len()).map(|i| body.argument(i)).collect();
+    let reshape = |v, from: String, to: String| -> Result<_> {
+        if from == to {
+            Ok(v)
+        } else {
+            body.op1("stablehlo.reshape", &[v], body.ty(&to)?, &[])
+        }
+    };
+    let args = operands
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| reshape(body.argument(k), caller_tensor(i), tensor(i)))
+        .collect::<Result<Vec<_>>>()?;
     let layouts = |ids: &[usize]| {
         let l: Vec<String> = ids
             .iter()
@@ -122,11 +137,16 @@ pub fn build<'c>(
             body.attr(&format!("[{}]", aliases.join(", ")))?,
         ));
     }
-    let result_mlir = result_types
+    let result_mlir = outputs
         .iter()
-        .map(|t| body.ty(t))
+        .map(|&i| body.ty(&tensor(i)))
         .collect::<Result<Vec<_>>>()?;
     let results = body.op("stablehlo.custom_call", &args, &result_mlir, &attributes)?;
+    let results = results
+        .into_iter()
+        .zip(&outputs)
+        .map(|(v, &i)| reshape(v, tensor(i), caller_tensor(i)))
+        .collect::<Result<Vec<_>>>()?;
     body.op("func.return", &results, &[], &[])?;
     let region = Region::new();
     region.append_block(block);

@@ -17,22 +17,44 @@ use crate::{
     emit::{Emitter, Val},
     lowering::{FuncLowering, Terminator},
     shapes::window_shape,
-    types,
+    types::{self, MemorySpace},
 };
 use melior::{
     Context,
-    ir::{Block, Region, RegionLike},
+    ir::{
+        Attribute, Block, Region, RegionLike, Type, attribute::TypeAttribute, r#type::FunctionType,
+    },
 };
 use tpukit_dsl::{Kernel, Result, Role};
 
 /// The buffer types of the kernel's operands, in operand order.
-pub fn buffer_types(kernel: &Kernel, shapes: &Shapes) -> Vec<String> {
+pub fn buffer_types<'c>(
+    context: &'c Context,
+    kernel: &Kernel,
+    shapes: &Shapes,
+) -> Result<Vec<Type<'c>>> {
     kernel
         .operands
         .iter()
         .zip(&shapes.operands)
-        .map(|(o, global)| types::memref(&window_shape(o, global), o.dtype))
+        .map(|(o, global)| {
+            let space = if o.role == Role::Prefetch {
+                MemorySpace::Smem
+            } else {
+                MemorySpace::Vmem
+            };
+            types::memref(context, &window_shape(o, global), o.dtype, space)
+        })
         .collect()
+}
+
+/// `function_type` of a function from `inputs` to `results`.
+pub fn function_type<'c>(
+    context: &'c Context,
+    inputs: &[Type<'c>],
+    results: &[Type<'c>],
+) -> Attribute<'c> {
+    TypeAttribute::new(FunctionType::new(context, inputs, results).into()).into()
 }
 
 /// The operands that get a window (and a `@transform_i`), in signature order.
@@ -50,14 +72,13 @@ pub fn build<'c>(
     options: &Options,
 ) -> Result<()> {
     let outer = Emitter::new(context, module_body);
-    let grid_types = vec!["i32".to_string(); kernel.grid.len()];
-    let buffers = buffer_types(kernel, shapes);
-    let arg_types: Vec<String> = grid_types.iter().chain(&buffers).cloned().collect();
+    let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
+    arg_types.extend(buffer_types(context, kernel, shapes)?);
     let block = Block::new(
         &arg_types
             .iter()
-            .map(|t| Ok((outer.ty(t)?, outer.location)))
-            .collect::<Result<Vec<_>>>()?,
+            .map(|t| (*t, outer.location))
+            .collect::<Vec<_>>(),
     );
     let em = Emitter::new(context, &block);
     let grid: Vec<Val<'c>> = (0..kernel.grid.len()).map(|i| em.argument(i)).collect();
@@ -77,10 +98,7 @@ pub fn build<'c>(
         .collect();
     let mut attributes = vec![
         ("sym_name", outer.attr(&format!("\"{}\"", kernel.name))?),
-        (
-            "function_type",
-            outer.attr(&format!("({}) -> ()", arg_types.join(", ")))?,
-        ),
+        ("function_type", function_type(context, &arg_types, &[])),
         (
             "dimension_semantics",
             outer.attr(&format!("[{}]", semantics.join(", ")))?,

@@ -52,6 +52,7 @@ mod options;
 pub mod rules;
 pub mod serde;
 mod shapes;
+pub mod tiling;
 pub mod transform;
 mod types;
 
@@ -79,15 +80,24 @@ pub struct Lowered {
 /// Lowers `kernel`, specialised to `options.bindings`, to Mosaic and StableHLO.
 pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     tpukit_dsl::verify(kernel)?;
-    let shapes = Shapes::of(kernel, &options.bindings)?;
+    let caller_shapes = Shapes::of(kernel, &options.bindings)?;
+    let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
     let context = mosaic_context();
-    let module = mosaic_module::build(&context, kernel, &shapes, options)?;
+    let module = mosaic_module::build(&context, kernel, shapes, options)?;
     let serialized = serde::mangle(&context, &module, options.serde_version)?;
     let body = serde::bytecode(&serialized)?;
     let config = backend_config::backend_config(&serde::base64(&body));
     let name = options.kernel_name.as_deref().unwrap_or(&kernel.name);
     let alias = options.alias_outputs || reads_outputs(kernel, &kernel.body.body);
-    let stablehlo = custom_call::build(&context, kernel, &shapes, name, &config, alias)?;
+    let stablehlo = custom_call::build(
+        &context,
+        kernel,
+        &caller_shapes,
+        shapes,
+        name,
+        &config,
+        alias,
+    )?;
     mosaic_module::verify(&context, &stablehlo)?;
     Ok(Lowered {
         mosaic: module.as_operation().to_string(),

@@ -67,7 +67,7 @@ pub fn window_shape(operand: &Operand, global: &[usize]) -> Vec<usize> {
 /// the dimensions along which edge blocks overhang the array.
 pub fn overhangs(block: BlockDim, extent: usize) -> bool {
     match block {
-        BlockDim::Blocked(n) => extent % n != 0,
+        BlockDim::Blocked(n) => !extent.is_multiple_of(n),
         BlockDim::Squeezed => false,
     }
 }

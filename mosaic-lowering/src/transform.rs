@@ -6,7 +6,7 @@
 use crate::{
     Options, Shapes,
     emit::{Emitter, Val},
-    kernel_func::{buffer_types, windowed},
+    kernel_func::{buffer_types, function_type, windowed},
     lowering::{FuncLowering, Terminator},
 };
 use melior::{
@@ -27,20 +27,20 @@ pub fn build_all<'c>(
         return Ok(());
     }
     let outer = Emitter::new(context, module_body);
-    let buffers = buffer_types(kernel, shapes);
+    let buffers = buffer_types(context, kernel, shapes)?;
     let prefetch: Vec<usize> = kernel
         .operands_with_role(Role::Prefetch)
         .map(|(id, _)| id.0 as usize)
         .collect();
-    let mut arg_types = vec!["i32".to_string(); kernel.grid.len()];
-    arg_types.extend(prefetch.iter().map(|&i| buffers[i].clone()));
+    let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
+    arg_types.extend(prefetch.iter().map(|&i| buffers[i]));
     for (t, i) in windowed(kernel).enumerate() {
         let rank = shapes.operands[i].len();
         let block = Block::new(
             &arg_types
                 .iter()
-                .map(|ty| Ok((outer.ty(ty)?, outer.location)))
-                .collect::<Result<Vec<_>>>()?,
+                .map(|t| (*t, outer.location))
+                .collect::<Vec<_>>(),
         );
         let em = Emitter::new(context, &block);
         let grid: Vec<Val<'c>> = (0..kernel.grid.len()).map(|a| em.argument(a)).collect();
@@ -61,7 +61,7 @@ pub fn build_all<'c>(
         }
         let region = Region::new();
         region.append_block(block);
-        let results = vec!["i32"; rank].join(", ");
+        let results = vec![outer.ty("i32")?; rank];
         outer.op_with_regions(
             "func.func",
             &[],
@@ -70,7 +70,7 @@ pub fn build_all<'c>(
                 ("sym_name", outer.attr(&format!("\"transform_{t}\""))?),
                 (
                     "function_type",
-                    outer.attr(&format!("({}) -> ({results})", arg_types.join(", ")))?,
+                    function_type(context, &arg_types, &results),
                 ),
             ],
             vec![region],

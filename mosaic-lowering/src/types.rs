@@ -4,7 +4,11 @@
 //! (as Pallas does at the kernel boundary: Mosaic has no `i1` memrefs), so bool loads compare
 //! with zero and bool stores widen.
 
-use tpukit_dsl::{DType, Type};
+use melior::{
+    Context,
+    ir::{Attribute, Type as MlirType, r#type::MemRefType},
+};
+use tpukit_dsl::{DType, Error, Result, Type};
 
 /// The element type of a value of `dtype`.
 pub fn element(dtype: DType) -> &'static str {
@@ -45,10 +49,35 @@ pub fn vector(shape: &[usize], element: &str) -> String {
     }
 }
 
-/// A buffer in kernel memory. No memory space: Mosaic infers VMEM for windows and scratch, and
-/// SMEM for scalar-prefetch operands (from the kernel's `scalar_prefetch` count).
-pub fn memref(shape: &[usize], dtype: DType) -> String {
-    format!("memref<{}{}>", dims(shape), memory_element(dtype))
+/// Where a kernel buffer lives on the TensorCore.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MemorySpace {
+    /// Vector memory: windows and scratch.
+    Vmem,
+    /// Scalar memory: scalar-prefetch operands.
+    Smem,
+}
+
+/// `memref<…xT, #tpu.memory_space<…>>`, a buffer in kernel memory.
+///
+/// Upstream MLIR's parser rejects a memory space from an unregistered dialect, so the type is
+/// built through the C API, whose unchecked constructor takes the opaque `#tpu` attribute; it
+/// prints, and serializes into bytecode, as the text libtpu's tpu dialect reads.
+pub fn memref<'c>(
+    context: &'c Context,
+    shape: &[usize],
+    dtype: DType,
+    space: MemorySpace,
+) -> Result<MlirType<'c>> {
+    let name = match space {
+        MemorySpace::Vmem => "vmem",
+        MemorySpace::Smem => "smem",
+    };
+    let space = Attribute::parse(context, &format!("#tpu.memory_space<{name}>"))
+        .ok_or_else(|| Error::new("internal error: bad memory space"))?;
+    let element = crate::emit::parse_type(context, memory_element(dtype))?;
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    Ok(MemRefType::new(element, &dims, None, Some(space)).into())
 }
 
 /// A StableHLO operand or result of the custom call.
