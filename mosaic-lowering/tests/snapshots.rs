@@ -60,3 +60,21 @@ fn add_divisible_has_no_masks() {
     );
     assert_eq!(&l.body[..4], b"ML\xefR");
 }
+
+#[test]
+fn add_edge_blocks_mask_loads_with_the_fill_value() {
+    // 30 rows and 200 columns: both grid axes end in a partial block.
+    let l = check("add_f32_edges", &add(DType::F32), &[("m", 30), ("n", 200)]);
+    assert_eq!(
+        l.mosaic.matches("\"tpu.iota\"").count(),
+        4,
+        "two masked dims per load"
+    );
+    assert!(l.mosaic.contains("iteration_bounds = array<i64: 4, 2>"));
+}
+
+#[test]
+fn an_unbound_symbol_is_a_clear_error() {
+    let err = lower(&add(DType::F32), &Options::default()).unwrap_err();
+    assert!(err.to_string().contains("has no binding"), "{err}");
+}
