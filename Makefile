@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples
+.PHONY: setup demo test fmt lint rust-test examples conformance
 setup:
 	@bash scripts/setup.sh
 
@@ -28,4 +28,10 @@ examples:
 	@for e in $(EXAMPLES); do cargo run -q --example $$e > /dev/null || { echo "example $$e failed"; exit 1; }; done
 	@echo "examples: $(words $(EXAMPLES)) passed, 0 failed"
 
-test: setup fmt lint rust-test examples
+# Every catalog kernel, lowered by the `tpukit` CLI, compiled by libtpu for v5e and v6e (no TPU needed).
+conformance:
+	cargo build -q -p tpukit-cli
+	$(TPUKIT_PYTHON) -m ruff check tests/conformance
+	$(TPUKIT_PYTHON) -m pytest -q tests/conformance
+
+test: setup fmt lint rust-test examples conformance

@@ -3,23 +3,12 @@
 
 use ndarray::Array1;
 use rand::Rng;
+use tpukit::catalog::add_vectors::{add_vectors, spec};
 use tpukit::prelude::*;
-
-#[tpu_kernel]
-fn add_vectors(x: In, y: In, o: Out) {
-    o[..] = x[..] + y[..];
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = 100_003;
-    let block = ArraySpec::new(DType::F32, ["n"]).blocked([1024], [grid(0)]);
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("n", 1024))],
-        inputs: vec![block.clone(), block.clone()],
-        outputs: vec![block],
-        ..Default::default()
-    };
-    let kernel = add_vectors(&spec)?;
+    let kernel = add_vectors(&spec(DType::F32))?;
     println!("{kernel}");
 
     let mut rng = rand::rng();

@@ -3,33 +3,12 @@
 
 use ndarray::{Array1, Array2, Axis};
 use rand::Rng;
+use tpukit::catalog::layer_norm::{EPS, layer_norm, spec};
 use tpukit::prelude::*;
 
-#[tpu_kernel]
-fn layer_norm(x: In, w: In, b: In, o: Out, n: usize, eps: f32) {
-    let v = x[..].cast(f32);
-    let mean = v.sum_keepdims(-1) / (n as f32);
-    let d = v - mean;
-    let var = (d * d).sum_keepdims(-1) / (n as f32);
-    o[..] = (d * (var + eps).rsqrt() * w[..] + b[..]).cast(bf16);
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (m, n, eps) = (517, 384, 1e-5f32);
-    let rows = |d| {
-        ArraySpec::new(d, [Dim::sym("m"), Dim::Static(n)]).blocked([16, n], [grid(0), 0.into()])
-    };
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 16))],
-        inputs: vec![
-            rows(DType::BF16),
-            ArraySpec::new(DType::F32, [n]),
-            ArraySpec::new(DType::F32, [n]),
-        ],
-        outputs: vec![rows(DType::BF16)],
-        ..Default::default()
-    };
-    let kernel = layer_norm(&spec, n, eps)?;
+    let (m, n, eps) = (517, 384, EPS);
+    let kernel = layer_norm(&spec(n, DType::BF16), n, eps, DType::BF16)?;
     println!("{kernel}");
 
     let mut rng = rand::rng();

@@ -5,37 +5,12 @@
 
 use ndarray::Array2;
 use rand::Rng;
+use tpukit::catalog::matmul::{matmul, spec};
 use tpukit::prelude::*;
 
-#[tpu_kernel]
-fn matmul(a: In, b: In, o: Out, acc: Scratch) {
-    if program_id(2) == 0 {
-        acc[..] = 0.0;
-    }
-    acc[..] += dot(a[..], b[..]);
-    if program_id(2) == num_programs(2) - 1 {
-        o[..] = acc[..].cast(bf16);
-    }
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (m, k, n, bm, bk, bn) = (300, 200, 260, 128, 128, 128);
-    let array = |r: &str, c: &str| ArraySpec::new(DType::BF16, [Dim::sym(r), Dim::sym(c)]);
-    let spec = CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("m", bm)),
-            GridAxis::parallel(Extent::cdiv("n", bn)),
-            GridAxis::arbitrary(Extent::cdiv("k", bk)),
-        ],
-        inputs: vec![
-            array("m", "k").blocked([bm, bk], [grid(0), grid(2)]),
-            array("k", "n").blocked([bk, bn], [grid(2), grid(1)]),
-        ],
-        outputs: vec![array("m", "n").blocked([bm, bn], [grid(0), grid(1)])],
-        scratch: vec![ArraySpec::new(DType::F32, [bm, bn])],
-        ..Default::default()
-    };
-    let kernel = matmul(&spec)?;
+    let (m, k, n) = (300, 200, 260);
+    let kernel = matmul(&spec(DType::BF16), DType::BF16)?;
     println!("{kernel}");
 
     let mut rng = rand::rng();

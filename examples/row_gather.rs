@@ -4,30 +4,12 @@
 
 use ndarray::{Array1, Array2};
 use rand::Rng;
+use tpukit::catalog::row_gather::{row_gather, spec};
 use tpukit::prelude::*;
-
-#[tpu_kernel]
-fn row_gather(idx: Prefetch, table: In, o: Out) {
-    o[..] = table[..];
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (rows, width, k) = (1000, 300, 77);
-    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
-    let spec = CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("k", 1)),
-            GridAxis::parallel(Extent::cdiv("d", 128)),
-        ],
-        prefetch: vec![ArraySpec::new(DType::I32, ["k"])],
-        inputs: vec![
-            ArraySpec::new(DType::F32, ["rows", "d"])
-                .blocked(row, [prefetch(0, [grid(0)]), grid(1)]),
-        ],
-        outputs: vec![ArraySpec::new(DType::F32, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
-        ..Default::default()
-    };
-    let kernel = row_gather(&spec)?;
+    let kernel = row_gather(&spec(DType::F32))?;
     println!("{kernel}");
 
     let mut rng = rand::rng();

@@ -3,26 +3,12 @@
 
 use ndarray::{Array2, Axis};
 use rand::Rng;
+use tpukit::catalog::softmax::{softmax, spec};
 use tpukit::prelude::*;
-
-#[tpu_kernel]
-fn softmax(x: In, o: Out) {
-    let v = x[..];
-    let e = (v - v.reduce_max_keepdims(-1)).exp();
-    o[..] = e / e.sum_keepdims(-1);
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (m, n) = (1003, 256);
-    let rows = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(n)])
-        .blocked([8, n], [grid(0), 0.into()]);
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
-        inputs: vec![rows.clone()],
-        outputs: vec![rows],
-        ..Default::default()
-    };
-    let kernel = softmax(&spec)?;
+    let kernel = softmax(&spec(n, DType::F32))?;
     println!("{kernel}");
 
     let mut rng = rand::rng();

@@ -98,7 +98,7 @@ pub enum Expr {
     },
     Cast {
         x: Box<Expr>,
-        dtype: &'static str,
+        dtype: DTypeArg,
     },
     /// A builder call: `name` is a method of the table in `generate.rs`.
     Call {
@@ -116,4 +116,11 @@ pub enum BinOp {
     Arith(&'static str),
     /// A `CmpOp` variant name.
     Cmp(&'static str),
+}
+
+/// The target of a cast: a dtype named in the body (`f32`), or a host value of type `DType`
+/// (a kernel parameter), so one kernel can be instantiated for several dtypes.
+pub enum DTypeArg {
+    Named(&'static str),
+    Host(syn::Expr),
 }

@@ -6,7 +6,7 @@
 //! values assigned inside are carried through them.
 
 use crate::{
-    ast::{BinOp, Expr, IndexItem, Kernel, Param, Stmt},
+    ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Stmt},
     paths::dsl,
 };
 use proc_macro2::{Span, TokenStream};
@@ -296,9 +296,15 @@ fn expr(e: &Expr) -> TokenStream {
             )
         }
         Expr::Cast { x, dtype } => {
-            let (d, dtype) = (dsl("DType"), format_ident!("{}", dtype));
+            let dtype = match dtype {
+                DTypeArg::Named(name) => {
+                    let (d, name) = (dsl("DType"), format_ident!("{}", name));
+                    quote!(#d::#name)
+                }
+                DTypeArg::Host(h) => quote!(#h),
+            };
             let x = expr(x);
-            wrap(quote!({ let __x = #x; __b.cast(__x, #d::#dtype)? }))
+            wrap(quote!({ let __x = #x; __b.cast(__x, #dtype)? }))
         }
         Expr::Call {
             name,

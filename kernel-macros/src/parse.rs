@@ -1,7 +1,7 @@
 //! syn → the macro's AST. Everything the body may say is recognised here; anything else is an
 //! error at its span, naming the construct.
 
-use crate::ast::{BinOp, Expr, IndexItem, Kernel, Param, Stmt};
+use crate::ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Stmt};
 use std::collections::HashMap;
 use syn::{Error, Ident, Result, spanned::Spanned};
 
@@ -530,7 +530,7 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
             };
             Expr::Cast {
                 x: Box::new(expr(scope, &c.expr)?),
-                dtype,
+                dtype: DTypeArg::Named(dtype),
             }
         }
         syn::Expr::MethodCall(m) => {
@@ -562,9 +562,14 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
                 }
                 "cast" => {
                     arity(1)?;
+                    let dtype = match dtype(args[0]) {
+                        Ok(d) => DTypeArg::Named(d),
+                        Err(_) if is_host(scope, args[0]) => DTypeArg::Host(args[0].clone()),
+                        Err(e) => return Err(e),
+                    };
                     Expr::Cast {
                         x: Box::new(recv),
-                        dtype: dtype(args[0])?,
+                        dtype,
                     }
                 }
                 "reshape" | "broadcast_to" | "transpose" => {

@@ -1,0 +1,139 @@
+//! `tpukit`: lists the kernels tpukit ships and lowers them for a TPU.
+//!
+//! ```text
+//! tpukit list
+//! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
+//! ```
+//!
+//! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
+//! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
+//! text as a comment above the StableHLO for reading.
+
+use std::{fmt::Write as _, process::ExitCode};
+use tpukit::catalog::{CATALOG, find};
+use tpukit::dsl::DType;
+use tpukit_mosaic::{Options, lower};
+
+const USAGE: &str = "usage:
+  tpukit list
+  tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("list") => Ok(list()),
+        Some("lower") => lower_command(&args[1..]),
+        Some("-h" | "--help") => Ok(format!("{USAGE}\n")),
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tpukit: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn list() -> String {
+    let mut out = String::new();
+    for e in CATALOG {
+        let dtypes: Vec<&str> = e.dtypes.iter().map(|d| d.name()).collect();
+        let _ = writeln!(
+            out,
+            "{:<12} shape {:<8} dtypes {:<9} {}",
+            e.name,
+            e.shape.join("x"),
+            dtypes.join(","),
+            e.about
+        );
+    }
+    out
+}
+
+/// The parsed arguments of `tpukit lower`.
+struct LowerArgs {
+    name: String,
+    shape: Vec<usize>,
+    dtype: DType,
+    text: bool,
+    mosaic: bool,
+    output: Option<String>,
+}
+
+fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
+    let mut it = args.iter();
+    let name = it
+        .next()
+        .ok_or("lower: which kernel? (see `tpukit list`)")?
+        .clone();
+    let mut parsed = LowerArgs {
+        name,
+        shape: Vec::new(),
+        dtype: DType::F32,
+        text: false,
+        mosaic: false,
+        output: None,
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--shape" => {
+                parsed.shape = value()?
+                    .split('x')
+                    .map(|d| {
+                        d.parse()
+                            .map_err(|_| format!("bad extent `{d}` in --shape"))
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--dtype" => {
+                let d = value()?;
+                parsed.dtype = DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?
+            }
+            "--text" => parsed.text = true,
+            "--mosaic" => parsed.mosaic = true,
+            "-o" | "--output" => parsed.output = Some(value()?.clone()),
+            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+        }
+    }
+    if parsed.shape.is_empty() {
+        return Err("lower: --shape is required".into());
+    }
+    Ok(parsed)
+}
+
+fn lower_command(args: &[String]) -> Result<String, String> {
+    let a = parse_lower(args)?;
+    let entry = find(&a.name).ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
+    let instance = entry
+        .instantiate(&a.shape, a.dtype)
+        .map_err(|e| e.to_string())?;
+    let options = Options {
+        bindings: instance.bindings,
+        ..Options::default()
+    };
+    let lowered = lower(&instance.kernel, &options).map_err(|e| e.to_string())?;
+    let text = if a.mosaic {
+        lowered.mosaic
+    } else if a.text {
+        let mosaic: String = lowered
+            .mosaic
+            .lines()
+            .map(|l| format!("// {l}\n"))
+            .collect();
+        format!("{mosaic}{}", lowered.stablehlo)
+    } else {
+        lowered.stablehlo
+    };
+    match a.output {
+        Some(path) => {
+            std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
+            Ok(String::new())
+        }
+        None => Ok(text),
+    }
+}

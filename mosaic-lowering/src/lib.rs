@@ -1,0 +1,121 @@
+//! Lowers tpukit kernels to Mosaic, the TPU kernel dialect JAX Pallas emits, inside a StableHLO
+//! `tpu_custom_call` — in process, with melior and MLIR 22, without Python or JAX.
+//!
+//! ```text
+//! Kernel IR ──specialise shapes──▶ Mosaic module ──verify──▶ stable_mosaic bytecode v0
+//!   (Bindings)      (rules table)    (func/arith/vector/scf    ──base64──▶ backend_config
+//!                                     verified by MLIR)                     ▼
+//!                                                              StableHLO @main + custom call
+//! ```
+//!
+//! # The Mosaic module
+//!
+//! As Pallas emits it (jax 0.10.2): one kernel function with the grid indices (i32), scalar
+//! prefetch, inputs, outputs and scratch as arguments and the attributes
+//! `dimension_semantics`, `iteration_bounds`, `scalar_prefetch`, `scratch_operands`,
+//! `tpu.core_type` and `window_params`, plus one `@transform_i` index-map function per input
+//! and output ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule of a table
+//! ([`rules::RULES`]); an op without a rule is an error naming it and its source line.
+//!
+//! Two deliberate differences from Pallas's text, neither visible to libtpu: VMEM and SMEM
+//! buffers carry no `#tpu.memory_space` (upstream MLIR cannot parse it without the tpu
+//! dialect; Mosaic infers it), and stores are not preceded by Pallas's dead "swap" load.
+//!
+//! # Shapes
+//!
+//! Symbolic extents are specialised when lowering ([`Shapes`]): the caller binds every symbol
+//! in [`Options::bindings`], as JAX traces one kernel per concrete shape.
+//!
+//! # Edge blocks
+//!
+//! Shapes need not divide the block. Loads from an edge block read the operand's `fill` value
+//! beyond the array ([`edge`]: an iota mask and a select, emitted only along dimensions the
+//! block does not divide); stores beyond the array are dropped by Mosaic's pipeline, which
+//! writes a partial edge block back only up to the array's end.
+//!
+//! # Serialized form
+//!
+//! The body is the module with every op renamed `stable_mosaic.*` and the module attribute
+//! `stable_mosaic.version` ([`Options::serde_version`], default 11), written as MLIR bytecode
+//! version 0 and base64-encoded into `backend_config` with JAX's exact key order and spacing
+//! ([`serde`], [`backend_config`]).
+
+pub mod backend_config;
+mod context;
+pub mod custom_call;
+pub mod edge;
+mod emit;
+pub mod kernel_func;
+mod lowering;
+pub mod mosaic_module;
+mod options;
+pub mod rules;
+pub mod serde;
+mod shapes;
+pub mod tiling;
+pub mod transform;
+mod types;
+
+pub use context::mosaic_context;
+pub use options::{DEFAULT_SERDE_VERSION, Options};
+pub use shapes::Shapes;
+
+use melior::ir::operation::{OperationLike, OperationPrintingFlags};
+use tpukit_dsl::{Kernel, OpKind, Region, Result, Role};
+
+/// Everything one lowering produces.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    /// The Mosaic module, readable (what Pallas's lowering prints before serialization).
+    pub mosaic: String,
+    /// The serialized module (`stable_mosaic.*` ops), in generic form.
+    pub serialized: String,
+    /// MLIR bytecode of the serialized module: the custom call's body before base64.
+    pub body: Vec<u8>,
+    pub backend_config: String,
+    /// The StableHLO module with the `tpu_custom_call`, as text libtpu's compiler parses.
+    pub stablehlo: String,
+}
+
+/// Lowers `kernel`, specialised to `options.bindings`, to Mosaic and StableHLO.
+pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
+    tpukit_dsl::verify(kernel)?;
+    let caller_shapes = Shapes::of(kernel, &options.bindings)?;
+    let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
+    let context = mosaic_context();
+    let module = mosaic_module::build(&context, kernel, shapes, options)?;
+    let serialized = serde::mangle(&context, &module, options.serde_version)?;
+    let body = serde::bytecode(&serialized)?;
+    let config = backend_config::backend_config(&serde::base64(&body));
+    let name = options.kernel_name.as_deref().unwrap_or(&kernel.name);
+    let alias = options.alias_outputs || reads_outputs(kernel, &kernel.body.body);
+    let stablehlo = custom_call::build(
+        &context,
+        kernel,
+        &caller_shapes,
+        shapes,
+        name,
+        &config,
+        alias,
+    )?;
+    mosaic_module::verify(&context, &stablehlo)?;
+    Ok(Lowered {
+        mosaic: module.as_operation().to_string(),
+        serialized: serialized
+            .as_operation()
+            .to_string_with_flags(OperationPrintingFlags::new().print_generic_operation_form())
+            .expect("printable"),
+        body,
+        backend_config: config,
+        stablehlo: stablehlo.as_operation().to_string(),
+    })
+}
+
+/// Whether the body loads from an output anywhere (then outputs must start as the caller's).
+fn reads_outputs(kernel: &Kernel, region: &Region) -> bool {
+    region.ops.iter().any(|op| {
+        let reads = matches!(op.kind, OpKind::Load { operand, .. }
+            if kernel.operand(operand).role == Role::Output);
+        reads || op.kind.regions().iter().any(|r| reads_outputs(kernel, r))
+    })
+}

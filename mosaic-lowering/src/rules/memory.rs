@@ -1,0 +1,269 @@
+//! Loads and stores through refs.
+//!
+//! A window or scratch buffer is a VMEM memref: reads are `vector.load`, writes
+//! `tpu.vector_store`, as Pallas emits them (without Pallas's dead "swap" load before each
+//! store). Squeezed block dimensions and point indexers appear in the memref as extent-1
+//! dimensions and are removed or restored with `vector.shape_cast`. A scalar-prefetch operand
+//! lives in SMEM and is read one scalar at a time with `memref.load`.
+//!
+//! Masked loads become a load and a `select` (Mosaic's TensorCore has no masked load); masked
+//! stores are `tpu.vector_store … masked` for 32-bit data and a read-select-write otherwise
+//! (Mosaic masks only 32-bit stores).
+
+use crate::{
+    edge,
+    emit::{Emitter, Val},
+    lowering::FuncLowering,
+    rules::elementwise::{cmpi, convert, select_values, splat},
+    types,
+};
+use tpukit_dsl::{
+    BlockDim, DType, Error, Indexer, Literal, Op, OpKind, OperandId, Result, Role, Start, Type,
+    Window,
+};
+
+/// One IR access mapped onto the operand's buffer: one entry per memref dimension.
+struct Access<'c> {
+    indices: Vec<Val<'c>>,
+    starts: Vec<Start>,
+    /// The i32 value of each dynamic start.
+    dynamic: Vec<Option<Val<'c>>>,
+    sizes: Vec<usize>,
+}
+
+fn access<'c>(
+    lw: &FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    id: OperandId,
+    index: &[Indexer],
+) -> Result<Access<'c>> {
+    let operand = lw.kernel.operand(id);
+    let squeezed: Vec<bool> = match &operand.window {
+        Window::Blocked(b) => b.block.iter().map(|d| *d == BlockDim::Squeezed).collect(),
+        Window::Whole => vec![false; operand.shape.len()],
+    };
+    let mut ix = index.iter();
+    let mut a = Access {
+        indices: Vec::new(),
+        starts: Vec::new(),
+        dynamic: Vec::new(),
+        sizes: Vec::new(),
+    };
+    for sq in squeezed {
+        let (start, size) = if sq {
+            (Start::Static(0), 1)
+        } else {
+            match ix.next() {
+                Some(Indexer::Slice { start, size }) => (*start, *size),
+                Some(Indexer::Point(start)) => (*start, 1),
+                None => unreachable!("the verifier checks one indexer per ref dimension"),
+            }
+        };
+        let (index, dynamic) = match start {
+            Start::Static(s) => (em.index(s)?, None),
+            Start::Dynamic(v) => {
+                let v = lw.value(v);
+                (
+                    em.op1("arith.index_cast", &[v], em.ty("index")?, &[])?,
+                    Some(v),
+                )
+            }
+        };
+        a.indices.push(index);
+        a.starts.push(start);
+        a.dynamic.push(dynamic);
+        a.sizes.push(size);
+    }
+    Ok(a)
+}
+
+/// `vector.shape_cast` unless the shapes already agree; scalars go through `vector.extract`
+/// and `vector.broadcast`.
+fn reshape<'c>(
+    em: &Emitter<'c>,
+    v: Val<'c>,
+    from: &[usize],
+    to: &[usize],
+    element: &str,
+) -> Result<Val<'c>> {
+    if from == to {
+        return Ok(v);
+    }
+    let target = em.ty(&types::vector(to, element))?;
+    if to.is_empty() {
+        let position = vec!["0"; from.len()].join(", ");
+        return em.op1(
+            "vector.extract",
+            &[v],
+            target,
+            &[(
+                "static_position",
+                em.attr(&format!("array<i64: {position}>"))?,
+            )],
+        );
+    }
+    if from.is_empty() {
+        return em.op1("vector.broadcast", &[v], target, &[]);
+    }
+    em.op1("vector.shape_cast", &[v], target, &[])
+}
+
+pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
+    let OpKind::Load {
+        operand: id,
+        ref index,
+        mask,
+        other,
+    } = op.kind
+    else {
+        unreachable!()
+    };
+    let result_ty = lw.ty(op.results[0]);
+    let operand = lw.kernel.operand(id);
+    let buffer = lw.refs[id.0 as usize]
+        .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
+    if operand.role == Role::Prefetch {
+        return Ok(vec![prefetch_load(lw, em, buffer, index, &operand.name)?]);
+    }
+    let a = access(lw, em, id, index)?;
+    let stored = operand.dtype;
+    let memory = types::memory_element(stored);
+    let mut operands = vec![buffer];
+    operands.extend(&a.indices);
+    let mut v = em.op1(
+        "vector.load",
+        &operands,
+        em.ty(&types::vector(&a.sizes, memory))?,
+        &[],
+    )?;
+    let memory_ty = Type::new(
+        if stored == DType::Bool {
+            DType::I32
+        } else {
+            stored
+        },
+        a.sizes.clone(),
+    );
+    if let Window::Blocked(spec) = &operand.window
+        && let Some(inside) = edge::in_bounds(lw, em, id, &a.starts, &a.sizes, &a.dynamic)?
+    {
+        let fill = splat(em, spec.fill, &memory_ty)?;
+        v = select_values(em, inside, v, fill, &memory_ty)?;
+    }
+    let mut v = reshape(em, v, &a.sizes, &result_ty.shape, memory)?;
+    if stored == DType::Bool {
+        let zero = splat(em, Literal::Int(0), &result_ty.with_dtype(DType::I32))?;
+        v = cmpi(em, "ne", v, zero, &result_ty.with_dtype(DType::I32))?;
+    }
+    if let Some(mask) = mask {
+        let other = match other {
+            Some(o) => lw.value(o),
+            None => splat(em, Literal::Int(0), result_ty)?,
+        };
+        v = select_values(em, lw.value(mask), v, other, result_ty)?;
+    }
+    Ok(vec![v])
+}
+
+/// A scalar read from a scalar-prefetch (SMEM) operand: `memref.load` with `index` indices.
+fn prefetch_load<'c>(
+    lw: &FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    buffer: Val<'c>,
+    index: &[Indexer],
+    name: &str,
+) -> Result<Val<'c>> {
+    let mut operands = vec![buffer];
+    for ix in index {
+        let Indexer::Point(start) = ix else {
+            return Err(Error::new(format!(
+                "`{name}` is a scalar-prefetch operand (SMEM): read it one element at a time"
+            )));
+        };
+        operands.push(match *start {
+            Start::Static(s) => em.index(s)?,
+            Start::Dynamic(v) => {
+                em.op1("arith.index_cast", &[lw.value(v)], em.ty("index")?, &[])?
+            }
+        });
+    }
+    em.op1("memref.load", &operands, em.ty("i32")?, &[])
+}
+
+pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
+    let OpKind::Store {
+        operand: id,
+        ref index,
+        value,
+        mask,
+    } = op.kind
+    else {
+        unreachable!()
+    };
+    let operand = lw.kernel.operand(id);
+    let buffer = lw.refs[id.0 as usize]
+        .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
+    if operand.role == Role::Prefetch {
+        return Err(Error::new(format!(
+            "`{}` is a read-only scalar-prefetch operand",
+            operand.name
+        )));
+    }
+    let a = access(lw, em, id, index)?;
+    let value_ty = lw.ty(value);
+    let mut v = lw.value(value);
+    let memory = types::memory_element(operand.dtype);
+    if operand.dtype == DType::Bool {
+        v = convert(em, v, value_ty, DType::I32)?;
+    }
+    let v = reshape(em, v, &value_ty.shape, &a.sizes, memory)?;
+    let mask = match mask {
+        Some(m) => Some(reshape(em, lw.value(m), &value_ty.shape, &a.sizes, "i1")?),
+        None => None,
+    };
+    let memory_ty = Type::new(
+        if operand.dtype == DType::Bool {
+            DType::I32
+        } else {
+            operand.dtype
+        },
+        a.sizes.clone(),
+    );
+    let (v, mask) = match mask {
+        Some(m) if !is_32_bit(operand.dtype) => {
+            let mut operands = vec![buffer];
+            operands.extend(&a.indices);
+            let old = em.op1(
+                "vector.load",
+                &operands,
+                em.ty(&types::vector(&a.sizes, memory))?,
+                &[],
+            )?;
+            (select_values(em, m, v, old, &memory_ty)?, None)
+        }
+        m => (v, m),
+    };
+    let mut operands = vec![v, buffer];
+    operands.extend(&a.indices);
+    operands.extend(mask);
+    let segments = format!(
+        "array<i32: 1, 1, {}, {}>",
+        a.indices.len(),
+        mask.is_some() as usize
+    );
+    em.op(
+        "tpu.vector_store",
+        &operands,
+        &[],
+        &[
+            ("add", em.attr("false")?),
+            ("operandSegmentSizes", em.attr(&segments)?),
+            ("strides", em.attr("array<i32>")?),
+        ],
+    )?;
+    Ok(Vec::new())
+}
+
+fn is_32_bit(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::I32 | DType::Bool)
+}

@@ -1,0 +1,103 @@
+//! Broadcasts, reshapes, transposes and iota: `vector` ops and `tpu.iota`.
+
+use crate::{
+    emit::{Emitter, Val},
+    lowering::FuncLowering,
+    rules::elementwise::{convert, splat},
+    types,
+};
+use tpukit_dsl::{DType, Literal, Op, OpKind, Result, Type};
+
+/// Numpy broadcasting is `vector.broadcast`'s own rule (trailing dims aligned, 1 stretches).
+pub fn broadcast<'c>(
+    lw: &mut FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    op: &Op,
+) -> Result<Vec<Val<'c>>> {
+    let OpKind::Broadcast { x } = op.kind else {
+        unreachable!()
+    };
+    let to = lw.ty(op.results[0]);
+    if lw.ty(x) == to {
+        return Ok(vec![lw.value(x)]);
+    }
+    Ok(vec![em.op1(
+        "vector.broadcast",
+        &[lw.value(x)],
+        em.ty(&types::value(to))?,
+        &[],
+    )?])
+}
+
+pub fn reshape<'c>(
+    lw: &mut FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    op: &Op,
+) -> Result<Vec<Val<'c>>> {
+    let OpKind::Reshape { x } = op.kind else {
+        unreachable!()
+    };
+    let (from, to) = (lw.ty(x), lw.ty(op.results[0]));
+    let v = lw.value(x);
+    let target = em.ty(&types::value(to))?;
+    let out = if from.shape == to.shape {
+        v
+    } else if from.is_scalar() {
+        em.op1("vector.broadcast", &[v], target, &[])?
+    } else if to.is_scalar() {
+        let position = vec!["0"; from.rank()].join(", ");
+        em.op1(
+            "vector.extract",
+            &[v],
+            target,
+            &[(
+                "static_position",
+                em.attr(&format!("array<i64: {position}>"))?,
+            )],
+        )?
+    } else {
+        em.op1("vector.shape_cast", &[v], target, &[])?
+    };
+    Ok(vec![out])
+}
+
+pub fn transpose<'c>(
+    lw: &mut FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    op: &Op,
+) -> Result<Vec<Val<'c>>> {
+    let OpKind::Transpose { x, ref perm } = op.kind else {
+        unreachable!()
+    };
+    let to = lw.ty(op.results[0]);
+    let perm: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+    Ok(vec![em.op1(
+        "vector.transpose",
+        &[lw.value(x)],
+        em.ty(&types::value(to))?,
+        &[(
+            "permutation",
+            em.attr(&format!("array<i64: {}>", perm.join(", ")))?,
+        )],
+    )?])
+}
+
+/// `tpu.iota` makes i32 positions; other dtypes convert.
+pub fn iota<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
+    let OpKind::Iota { dim } = op.kind else {
+        unreachable!()
+    };
+    let to = lw.ty(op.results[0]);
+    let positions = Type::new(DType::I32, to.shape.clone());
+    let v = if to.is_scalar() {
+        splat(em, Literal::Int(0), &positions)?
+    } else {
+        em.op1(
+            "tpu.iota",
+            &[],
+            em.ty(&types::value(&positions))?,
+            &[("dimensions", em.attr(&format!("array<i32: {dim}>"))?)],
+        )?
+    };
+    Ok(vec![convert(em, v, &positions, to.dtype)?])
+}
