@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance
+.PHONY: setup demo test fmt lint rust-test examples conformance bench
 setup:
 	@bash scripts/setup.sh
 
@@ -23,7 +23,8 @@ lint:
 rust-test:
 	cargo test --workspace
 
-# Every example checks its result against plain ndarray code and fails loudly if it differs.
+# Every example runs on the interpreter and the compiled CPU backend and checks both results
+# against plain ndarray code; it fails loudly if either differs.
 examples:
 	@for e in $(EXAMPLES); do cargo run -q --example $$e > /dev/null || { echo "example $$e failed"; exit 1; }; done
 	@echo "examples: $(words $(EXAMPLES)) passed, 0 failed"
@@ -35,3 +36,8 @@ conformance:
 	$(TPUKIT_PYTHON) -m pytest -q tests/conformance
 
 test: setup fmt lint rust-test examples conformance
+
+# tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run; rewrites the CPU
+# section of BENCHMARKS.md. Not part of `make test`: benchmarks are not timed tests.
+bench: setup
+	$(TPUKIT_PYTHON) benches/compare.py --write

@@ -14,16 +14,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = rand::rng();
     let x = Array1::from_shape_fn(n, |_| rng.random_range(-1.0f32..1.0));
     let y = Array1::from_shape_fn(n, |_| rng.random_range(-1.0f32..1.0));
-    let out = launch(
-        &kernel,
-        Device::Interpret,
-        &[&x.clone().into(), &y.clone().into()],
-    )?;
-    let got = out[0].as_f32().ok_or("f32 output")?;
-    let want = &x + &y;
-    let err = max_abs_diff(got.iter(), want.iter());
-    println!("add_vectors: n = {n}, max |tpukit - ndarray| = {err:e}");
-    check(err == 0.0, "add_vectors")
+    for device in [Device::Interpret, Device::Cpu] {
+        let out = launch(&kernel, device, &[&x.clone().into(), &y.clone().into()])?;
+        let got = out[0].as_f32().ok_or("f32 output")?;
+        let want = &x + &y;
+        let err = max_abs_diff(got.iter(), want.iter());
+        println!("add_vectors on {device}: n = {n}, max |tpukit - ndarray| = {err:e}");
+        check(err == 0.0, &format!("add_vectors on {device}"))?;
+    }
+    Ok(())
 }
 
 fn max_abs_diff<'a>(a: impl Iterator<Item = &'a f32>, b: impl Iterator<Item = &'a f32>) -> f32 {

@@ -15,30 +15,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x = Array2::from_shape_fn((m, n), |_| bf16::from_f32(rng.random_range(-3.0f32..3.0)));
     let w = Array1::from_shape_fn(n, |_| rng.random_range(0.5f32..1.5));
     let b = Array1::from_shape_fn(n, |_| rng.random_range(-0.5f32..0.5));
-    let out = launch(
-        &kernel,
-        Device::Interpret,
-        &[&x.clone().into(), &w.clone().into(), &b.clone().into()],
-    )?;
-    let got = out[0].as_bf16().ok_or("bf16 output")?;
+    for device in [Device::Interpret, Device::Cpu] {
+        let out = launch(
+            &kernel,
+            device,
+            &[&x.clone().into(), &w.clone().into(), &b.clone().into()],
+        )?;
+        let got = out[0].as_bf16().ok_or("bf16 output")?;
 
-    let xf = x.mapv(|v| v.to_f64());
-    let mut worst = 0.0f64;
-    for (i, row) in xf.axis_iter(Axis(0)).enumerate() {
-        let mean = row.sum() / n as f64;
-        let var = row.mapv(|v| (v - mean) * (v - mean)).sum() / n as f64;
-        for j in 0..n {
-            let want = (row[j] - mean) / (var + eps as f64).sqrt() * w[j] as f64 + b[j] as f64;
-            let got = got[[i, j]].to_f64();
-            // bf16 keeps 8 significant bits: one rounding of the result is 2^-8 relative.
-            worst = worst.max((got - want).abs() / (1.0 + want.abs()));
+        let xf = x.mapv(|v| v.to_f64());
+        let mut worst = 0.0f64;
+        for (i, row) in xf.axis_iter(Axis(0)).enumerate() {
+            let mean = row.sum() / n as f64;
+            let var = row.mapv(|v| (v - mean) * (v - mean)).sum() / n as f64;
+            for j in 0..n {
+                let want = (row[j] - mean) / (var + eps as f64).sqrt() * w[j] as f64 + b[j] as f64;
+                let got = got[[i, j]].to_f64();
+                // bf16 keeps 8 significant bits: one rounding of the result is 2^-8 relative.
+                worst = worst.max((got - want).abs() / (1.0 + want.abs()));
+            }
         }
+        println!(
+            "layer_norm on {device}: {m}x{n} bf16, max relative error vs ndarray (f64) = {worst:e}"
+        );
+        if !(worst < 1.0 / 128.0) {
+            return Err(format!("layer_norm on {device}: mismatch").into());
+        }
+        println!("layer_norm on {device}: OK");
     }
-    println!("layer_norm: {m}x{n} bf16, max relative error vs ndarray (f64) = {worst:e}");
-    if worst < 1.0 / 128.0 {
-        println!("layer_norm: OK");
-        Ok(())
-    } else {
-        Err("layer_norm: mismatch".into())
-    }
+    Ok(())
 }

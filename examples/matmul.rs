@@ -17,26 +17,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut random =
         |r, c| Array2::from_shape_fn((r, c), |_| bf16::from_f32(rng.random_range(-1.0f32..1.0)));
     let (a, b) = (random(m, k), random(k, n));
-    let out = launch(
-        &kernel,
-        Device::Interpret,
-        &[&a.clone().into(), &b.clone().into()],
-    )?;
-    let got = out[0].as_bf16().ok_or("bf16 output")?;
+    for device in [Device::Interpret, Device::Cpu] {
+        let out = launch(&kernel, device, &[&a.clone().into(), &b.clone().into()])?;
+        let got = out[0].as_bf16().ok_or("bf16 output")?;
 
-    let want = a.mapv(|v| v.to_f64()).dot(&b.mapv(|v| v.to_f64()));
-    let worst = got
-        .iter()
-        .zip(want.iter())
-        .map(|(g, w)| (g.to_f64() - w).abs() / (1.0 + w.abs()))
-        .fold(0.0, f64::max);
-    println!(
-        "matmul: ({m}x{k}) @ ({k}x{n}) bf16, f32 accumulation, max relative error = {worst:e}"
-    );
-    if worst < 1.0 / 128.0 {
-        println!("matmul: OK");
-        Ok(())
-    } else {
-        Err("matmul: mismatch".into())
+        let want = a.mapv(|v| v.to_f64()).dot(&b.mapv(|v| v.to_f64()));
+        let worst = got
+            .iter()
+            .zip(want.iter())
+            .map(|(g, w)| (g.to_f64() - w).abs() / (1.0 + w.abs()))
+            .fold(0.0, f64::max);
+        println!(
+            "matmul on {device}: ({m}x{k}) @ ({k}x{n}) bf16, f32 accumulation, max relative error = {worst:e}"
+        );
+        if !(worst < 1.0 / 128.0) {
+            return Err(format!("matmul on {device}: mismatch").into());
+        }
+        println!("matmul on {device}: OK");
     }
+    Ok(())
 }

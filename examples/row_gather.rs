@@ -15,22 +15,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = rand::rng();
     let table = Array2::from_shape_fn((rows, width), |_| rng.random_range(-1.0f32..1.0));
     let idx = Array1::from_shape_fn(k, |_| rng.random_range(0..rows as i32));
-    let out = launch(
-        &kernel,
-        Device::Interpret,
-        &[&idx.clone().into(), &table.clone().into()],
-    )?;
-    let got = out[0].as_f32().ok_or("f32 output")?;
+    for device in [Device::Interpret, Device::Cpu] {
+        let out = launch(
+            &kernel,
+            device,
+            &[&idx.clone().into(), &table.clone().into()],
+        )?;
+        let got = out[0].as_f32().ok_or("f32 output")?;
 
-    let ok = (0..k).all(|i| (0..width).all(|j| got[[i, j]] == table[[idx[i] as usize, j]]));
-    println!(
-        "row_gather: {k} rows of {width} gathered from a {rows}x{width} table: {}",
-        if ok { "exact" } else { "WRONG" }
-    );
-    if ok {
-        println!("row_gather: OK");
-        Ok(())
-    } else {
-        Err("row_gather: mismatch".into())
+        let ok = (0..k).all(|i| (0..width).all(|j| got[[i, j]] == table[[idx[i] as usize, j]]));
+        println!(
+            "row_gather on {device}: {k} rows of {width} gathered from a {rows}x{width} table: {}",
+            if ok { "exact" } else { "WRONG" }
+        );
+        if !(ok) {
+            return Err(format!("row_gather on {device}: mismatch").into());
+        }
+        println!("row_gather on {device}: OK");
     }
+    Ok(())
 }

@@ -13,26 +13,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut rng = rand::rng();
     let x = Array2::from_shape_fn((m, n), |_| rng.random_range(-4.0f32..4.0));
-    let out = launch(&kernel, Device::Interpret, &[&x.clone().into()])?;
-    let got = out[0].as_f32().ok_or("f32 output")?;
+    for device in [Device::Interpret, Device::Cpu] {
+        let out = launch(&kernel, device, &[&x.clone().into()])?;
+        let got = out[0].as_f32().ok_or("f32 output")?;
 
-    let mut want = x.mapv(f64::from);
-    for mut row in want.axis_iter_mut(Axis(0)) {
-        let max = row.fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-        row.mapv_inplace(|v| (v - max).exp());
-        let sum = row.sum();
-        row.mapv_inplace(|v| v / sum);
+        let mut want = x.mapv(f64::from);
+        for mut row in want.axis_iter_mut(Axis(0)) {
+            let max = row.fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+            row.mapv_inplace(|v| (v - max).exp());
+            let sum = row.sum();
+            row.mapv_inplace(|v| v / sum);
+        }
+        let err = got
+            .iter()
+            .zip(want.iter())
+            .map(|(g, w)| (f64::from(*g) - w).abs())
+            .fold(0.0, f64::max);
+        println!("softmax on {device}: {m}x{n} f32, max |tpukit - ndarray (f64)| = {err:e}");
+        if !(err < 1e-6) {
+            return Err(format!("softmax on {device}: mismatch").into());
+        }
+        println!("softmax on {device}: OK");
     }
-    let err = got
-        .iter()
-        .zip(want.iter())
-        .map(|(g, w)| (f64::from(*g) - w).abs())
-        .fold(0.0, f64::max);
-    println!("softmax: {m}x{n} f32, max |tpukit - ndarray (f64)| = {err:e}");
-    if err < 1e-6 {
-        println!("softmax: OK");
-        Ok(())
-    } else {
-        Err("softmax: mismatch".into())
-    }
+    Ok(())
 }
