@@ -3,7 +3,8 @@
 //! A compiled kernel exports one function:
 //!
 //! ```text
-//! i32 entry(ptr operands, ptr dims, ptr grid, ptr workspace, i64 lo, i64 hi, ptr status)
+//! i32 entry(ptr operands, ptr dims, ptr grid, ptr workspace, i64 lo, i64 hi, ptr status,
+//!           ptr helpers)
 //! ```
 //!
 //! - `operands`: one data pointer per kernel operand, in kernel order (row-major, contiguous).
@@ -14,6 +15,8 @@
 //!   to the calling thread: where the kernel keeps the values it materialises.
 //! - `status`: [`STATUS_LEN`] i64s; on failure the kernel fills them (see [`field`]) and
 //!   returns nonzero.
+//! - `helpers`: the runtime functions compiled code calls, in [`helper`] order. Passed in,
+//!   not linked by name, so an object needs no symbols from the process that loads it.
 
 /// The entry point's type.
 pub(crate) type Entry = unsafe extern "C" fn(
@@ -24,7 +27,21 @@ pub(crate) type Entry = unsafe extern "C" fn(
     i64,
     i64,
     *mut i64,
+    *const usize,
 ) -> i32;
+
+/// The helper table: index of each runtime function compiled code may call.
+pub(crate) mod helper {
+    /// [`stage`](crate::cpu::stage::stage): copy a window between its array and its staging
+    /// buffer.
+    pub const STAGE: u64 = 0;
+    pub const COUNT: usize = 1;
+}
+
+/// The helper table handed to every call, in [`helper`] order.
+pub(crate) fn helpers() -> [usize; helper::COUNT] {
+    [super::stage::stage as *const () as usize]
+}
 
 /// Length of the status record.
 pub(crate) const STATUS_LEN: usize = 20;

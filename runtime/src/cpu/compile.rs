@@ -61,7 +61,11 @@ pub fn compile_object(
     passes.set_loop_unrolling(false);
     passes.set_loop_interleaving(false);
     module
-        .run_passes(&std::env::var("TPUKIT_PIPE").unwrap_or("default<O3>".into()), &machine, passes)
+        .run_passes(
+            &std::env::var("TPUKIT_PIPE").unwrap_or("default<O3>".into()),
+            &machine,
+            passes,
+        )
         .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM passes: {e}")))?;
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
         eprintln!("{}", module.print_to_string().to_string());

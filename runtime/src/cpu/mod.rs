@@ -8,6 +8,7 @@ mod abi;
 mod codegen;
 mod compile;
 mod jit;
+mod stage;
 mod target;
 
 pub use codegen::CodegenOptions;
@@ -16,6 +17,7 @@ pub use target::HostTarget;
 
 use crate::{HostArray, RuntimeError};
 use abi::{STATUS_LEN, code, field};
+use rayon::prelude::*;
 use tpukit_dsl::{Bindings, Kernel, Role, Semantics};
 
 /// Runs `kernel` compiled for the host, writing `outputs` in place.
@@ -67,20 +69,12 @@ pub(crate) fn run(
     let failures: Vec<Status> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
-        std::thread::scope(|s| {
-            let call = &call;
-            let handles: Vec<_> = chunks[1..]
-                .iter()
-                .map(|&c| s.spawn(move || call.worker(c)))
-                .collect();
-            let mut r = vec![call.worker(chunks[0])];
-            r.extend(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("worker panicked")),
-            );
-            r.into_iter().filter_map(|r| r.err()).collect()
-        })
+        // Rayon's pool: no thread start-up per launch, and chunks are balanced dynamically
+        // (a busy core takes fewer of them).
+        chunks
+            .par_iter()
+            .filter_map(|&c| call.worker(c).err())
+            .collect()
     };
     match failures.first() {
         Some(status) => Err(describe(kernel, &compiled, &dims, status)),
@@ -90,23 +84,21 @@ pub(crate) fn run(
 
 type Status = Box<[i64; STATUS_LEN]>;
 
-/// The ranges of the first grid axis each worker runs: the whole axis on one worker unless
-/// it is `parallel`, else split evenly across the machine's threads.
+/// The ranges of the first grid axis each chunk of work runs: the whole axis unless it is
+/// `parallel`, else a few chunks per thread (so the pool can balance them).
 fn split(kernel: &Kernel, grid: &[i64]) -> Vec<(i64, i64)> {
     let steps = grid.first().copied().unwrap_or(1);
     let parallel = kernel
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    let threads = if parallel {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get() as i64)
-            .min(steps)
+    let chunks = if parallel {
+        (4 * rayon::current_num_threads() as i64).min(steps)
     } else {
         1
     };
-    (0..threads)
-        .map(|t| (steps * t / threads, steps * (t + 1) / threads))
+    (0..chunks)
+        .map(|t| (steps * t / chunks, steps * (t + 1) / chunks))
         .collect()
 }
 
@@ -149,6 +141,7 @@ impl Call<'_> {
                 lo,
                 hi,
                 status.as_mut_ptr(),
+                abi::helpers().as_ptr(),
             )
         };
         drop(scratch);

@@ -1,11 +1,11 @@
-//! Loads and stores through refs: element addresses, edge handling, access checks.
+//! Loads and stores through refs: element addresses and access checks.
 
 use super::value::{Env, get};
-use super::{Bounds, Emitter, Report, Result};
+use super::{Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
-use inkwell::values::{BasicValueEnum, IntValue};
-use tpukit_dsl::{BlockDim, DType, Func, Indexer, Op, OpKind, OperandId, Start, Window};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, OperandId, Start, Window};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// The start of each indexer, as i64.
@@ -76,75 +76,38 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
-    /// The flat array offset of element `idx` of an access, and (in edge mode, for a
-    /// blocked operand) whether it lies inside the array.
+    /// The offset from the ref's base of element `idx` of an access.
     fn address(
         &mut self,
         env: &Env<'ctx, 'k>,
         id: OperandId,
         index: &[Indexer],
         idx: &[IntValue<'ctx>],
-    ) -> Result<(IntValue<'ctx>, Option<IntValue<'ctx>>)> {
+    ) -> Result<IntValue<'ctx>> {
         let starts = self.starts(env, index)?;
-        let mut local = Vec::with_capacity(index.len());
+        let strides = self.operands[id.0 as usize].ref_strides.clone();
+        let mut offset = self.i64(0);
         let mut k = 0;
-        for (ix, s) in index.iter().zip(starts) {
-            local.push(match ix {
+        for ((ix, s), stride) in index.iter().zip(starts).zip(strides) {
+            let local = match ix {
                 Indexer::Slice { .. } => {
                     k += 1;
                     self.b.build_int_nsw_add(s, idx[k - 1], "l")?
                 }
                 Indexer::Point(_) => s,
-            });
-        }
-        let st = &self.operands[id.0 as usize];
-        let (origin, dims, strides) = (st.origin.clone(), st.dims.clone(), st.strides.clone());
-        let coords: Vec<IntValue<'ctx>> = match &self.kernel.operand(id).window {
-            Window::Whole => local,
-            Window::Blocked(spec) => {
-                let mut it = local.into_iter();
-                let mut c = Vec::with_capacity(spec.block.len());
-                for (d, bd) in spec.block.iter().enumerate() {
-                    c.push(match bd {
-                        BlockDim::Squeezed => origin[d],
-                        BlockDim::Blocked(_) => {
-                            let l = it.next().expect("one index per ref dim");
-                            self.b.build_int_nsw_add(origin[d], l, "c")?
-                        }
-                    });
-                }
-                c
-            }
-        };
-        let mut offset = self.i64(0);
-        for (c, s) in coords.iter().zip(&strides) {
-            let t = self.b.build_int_nsw_mul(*c, *s, "t")?;
+            };
+            let t = self.b.build_int_nsw_mul(local, stride, "t")?;
             offset = self.b.build_int_nsw_add(offset, t, "off")?;
         }
-        let blocked = matches!(self.kernel.operand(id).window, Window::Blocked(_));
-        let inside = if self.bounds == Bounds::Edge && blocked {
-            let mut ok = self.ctx.bool_type().const_int(1, false);
-            for (c, n) in coords.iter().zip(&dims) {
-                let lt = self.b.build_int_compare(IntPredicate::ULT, *c, *n, "in")?;
-                ok = self.b.build_and(ok, lt, "inside")?;
-            }
-            Some(ok)
-        } else {
-            None
-        };
         if self.options.debug {
-            let numel = self.operands[id.0 as usize].numel;
+            let span = self.operands[id.0 as usize].span;
             let ok = self
                 .b
-                .build_int_compare(IntPredicate::ULT, offset, numel, "dbg")?;
-            let ok = match inside {
-                Some(i) => self.b.build_or(ok, self.b.build_not(i, "out")?, "dbg.ok")?,
-                None => ok,
-            };
+                .build_int_compare(IntPredicate::ULT, offset, span, "dbg")?;
             let site = self.site;
-            self.check(ok, Report::new(code::ELEMENT, site, 0, offset, numel))?;
+            self.check(ok, Report::new(code::ELEMENT, site, 0, offset, span))?;
         }
-        Ok((offset, inside))
+        Ok(offset)
     }
 
     /// Element `idx` of a `load` op's result.
@@ -164,31 +127,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         else {
             unreachable!("load_elem on a load");
         };
-        let o = self.kernel.operand(*operand);
-        let dtype = o.dtype;
-        let (offset, inside) = self.address(env, *operand, index, idx)?;
-        let value = match inside {
-            None => self.read(*operand, offset)?,
-            Some(inside) => {
-                let fill = match &o.window {
-                    Window::Blocked(b) => dtype.round_f64(b.fill.as_f64()),
-                    Window::Whole => 0.0,
-                };
-                let fill = self.constant(dtype, fill);
-                let before = self.block();
-                let yes = self.ctx.append_basic_block(self.func, "in");
-                let done = self.ctx.append_basic_block(self.func, "in.done");
-                self.b.build_conditional_branch(inside, yes, done)?;
-                self.b.position_at_end(yes);
-                let v = self.read(*operand, offset)?;
-                let after = self.block();
-                self.b.build_unconditional_branch(done)?;
-                self.b.position_at_end(done);
-                let phi = self.b.build_phi(self.reg_type(dtype), "ld")?;
-                phi.add_incoming(&[(&v, after), (&fill, before)]);
-                phi.as_basic_value()
-            }
-        };
+        let offset = self.address(env, *operand, index, idx)?;
+        let value = self.read(*operand, offset)?;
         match (mask, other) {
             (Some(m), Some(x)) => {
                 let m = self.elem(f, env, *m, idx)?.into_int_value();
@@ -215,29 +155,22 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let dtype = self.kernel.operand(*operand).dtype;
         self.nest(&shape, &mut |e, idx| {
             let v = e.elem(f, env, *value, idx)?;
-            let (offset, inside) = e.address(env, *operand, index, idx)?;
-            let keep = match mask {
-                Some(m) => Some(e.elem(f, env, *m, idx)?.into_int_value()),
-                None => None,
-            };
-            let cond = match (inside, keep) {
-                (Some(a), Some(b)) => Some(e.b.build_and(a, b, "cond")?),
-                (a, b) => a.or(b),
-            };
-            match cond {
+            let offset = e.address(env, *operand, index, idx)?;
+            match mask {
                 None => e.write(*operand, offset, dtype, v),
-                Some(c) => e.when(c, &mut |e| e.write(*operand, offset, dtype, v)),
+                Some(m) => {
+                    let keep = e.elem(f, env, *m, idx)?.into_int_value();
+                    e.when(keep, &mut |e| e.write(*operand, offset, dtype, v))
+                }
             }
         })
     }
 
-    /// Reads element `offset` of an operand into a register.
+    /// Reads the element at `offset` from the ref's base into a register.
     fn read(&self, id: OperandId, offset: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
         let dtype = self.kernel.operand(id).dtype;
-        let t = self.mem_type(dtype);
-        let p = self.operands[id.0 as usize].ptr;
-        let q = unsafe { self.b.build_in_bounds_gep(t, p, &[offset], "a")? };
-        let v = self.b.build_load(t, q, "m")?;
+        let base = self.operands[id.0 as usize].base;
+        let v = self.read_raw(dtype, base, offset)?;
         let b = &self.b;
         Ok(match dtype {
             DType::BF16 => {
@@ -260,7 +193,33 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         })
     }
 
-    /// Writes a register to element `offset` of an operand.
+    /// The element of `dtype` at `offset` from `base`, as stored in memory.
+    pub(super) fn read_raw(
+        &self,
+        dtype: DType,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let t = self.mem_type(dtype);
+        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
+        Ok(self.b.build_load(t, q, "m")?)
+    }
+
+    /// Stores a value in memory representation at `offset` from `base`.
+    pub(super) fn write_raw(
+        &self,
+        dtype: DType,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+        m: BasicValueEnum<'ctx>,
+    ) -> Result<()> {
+        let t = self.mem_type(dtype);
+        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
+        self.b.build_store(q, m)?;
+        Ok(())
+    }
+
+    /// Writes a register to the element at `offset` from the ref's base.
     fn write(
         &self,
         id: OperandId,
@@ -268,8 +227,18 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         dtype: DType,
         v: BasicValueEnum<'ctx>,
     ) -> Result<()> {
+        let m = self.memory_form(dtype, v)?;
+        self.write_raw(dtype, self.operands[id.0 as usize].base, offset, m)
+    }
+
+    /// A register value of `dtype` in its in-memory representation.
+    pub(super) fn memory_form(
+        &self,
+        dtype: DType,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
         let b = &self.b;
-        let m: BasicValueEnum<'ctx> = match dtype {
+        Ok(match dtype {
             DType::BF16 => {
                 let w = b
                     .build_bit_cast(v, self.ctx.i32_type(), "w")?
@@ -284,11 +253,6 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "b")?
                 .into(),
             _ => v,
-        };
-        let t = self.mem_type(dtype);
-        let p = self.operands[id.0 as usize].ptr;
-        let q = unsafe { b.build_in_bounds_gep(t, p, &[offset], "a")? };
-        b.build_store(q, m)?;
-        Ok(())
+        })
     }
 }

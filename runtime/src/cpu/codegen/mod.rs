@@ -2,10 +2,11 @@
 //!
 //! The emitted entry function (see [`abi`](super::abi)) loops over its share of the grid; at
 //! each step it places every blocked operand's window (evaluating the index map, checking the
-//! start lies inside the array) and runs the body. The body is emitted twice: once for steps
-//! where every window lies inside its array (no per-element checks: the common case, and the
-//! one LLVM vectorises best) and once for edge steps, where loads outside the array read the
-//! operand's fill value and stores there are dropped.
+//! start lies inside the array) and runs the body, emitted once. A window inside its array is
+//! a view (no copy, no per-element checks: the common case, and the one LLVM vectorises
+//! best); a window that overhangs its array (an edge block) is staged through a block-sized
+//! buffer, filled with the operand's fill value where it lies outside the array and, for
+//! outputs, written back only where it lies inside (see `window`).
 //!
 //! Values are fused, not materialised: an elementwise value is a recipe for one element at a
 //! given index ([`Val::Lazy`]), and a `store` emits one loop nest that computes every element
@@ -22,9 +23,11 @@ mod loops;
 mod reduce;
 mod scalar;
 mod value;
+mod window;
 
-use super::abi::{code, field};
+use super::abi::field;
 use analysis::Uses;
+use inkwell::AddressSpace;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
@@ -34,9 +37,8 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
 };
-use inkwell::{AddressSpace, IntPredicate};
 use std::collections::HashMap;
-use tpukit_dsl::{DType, Kernel, Loc, Op, OpKind, OperandId, Window};
+use tpukit_dsl::{DType, Kernel, Loc, Op, OpKind, OperandId};
 pub(crate) use value::Val;
 
 pub(crate) type Result<T> = std::result::Result<T, CodegenError>;
@@ -96,15 +98,6 @@ pub(crate) struct Emitted<'ctx> {
     pub sites: Vec<OpSite>,
 }
 
-/// Whether the current body copy may meet elements outside an array.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Bounds {
-    /// Every window lies inside its array.
-    Interior,
-    /// Some window overhangs its array: check each element.
-    Edge,
-}
-
 /// What a failed check records (see [`abi::field`](super::abi::field)).
 struct Report<'ctx> {
     code: i64,
@@ -143,11 +136,21 @@ impl<'ctx> Report<'ctx> {
 struct OperandState<'ctx> {
     ptr: PointerValue<'ctx>,
     dims: Vec<IntValue<'ctx>>,
-    /// Row-major element strides (the last is 1).
+    /// Row-major element strides of the array (the last is 1).
     strides: Vec<IntValue<'ctx>>,
     numel: IntValue<'ctx>,
-    /// Where the window starts at the current step (zeros for whole operands).
+    /// The ref at the current step: element `idx` of the ref is at
+    /// `base + sum(idx[k] * ref_strides[k])`, and `span` elements from `base` are addressable.
+    /// For a whole operand, the array itself; for a window inside its array, a view of it; for
+    /// a window that overhangs its array, a staging copy in the workspace (see `window`).
+    base: PointerValue<'ctx>,
+    ref_strides: Vec<IntValue<'ctx>>,
+    span: IntValue<'ctx>,
+    /// Blocked operands: where the window starts, whether it lies inside the array, and its
+    /// staging buffer.
     origin: Vec<IntValue<'ctx>>,
+    fits: Option<IntValue<'ctx>>,
+    stage: Option<PointerValue<'ctx>>,
 }
 
 pub(crate) struct Emitter<'ctx, 'k> {
@@ -167,8 +170,11 @@ pub(crate) struct Emitter<'ctx, 'k> {
     workspace: PointerValue<'ctx>,
     workspace_bytes: usize,
     status: PointerValue<'ctx>,
+    /// The runtime's helper functions ([`abi::helper`](super::abi::helper)).
+    helpers: PointerValue<'ctx>,
+    /// The `dims` argument: every operand's extents, concatenated.
+    dims_param: PointerValue<'ctx>,
     fail: BasicBlock<'ctx>,
-    bounds: Bounds,
     sites: Vec<OpSite>,
     site_of: HashMap<*const Op, usize>,
     /// The op being emitted (its site number), for failure reports.
@@ -210,8 +216,9 @@ pub(crate) fn emit<'ctx>(
         workspace: param(n + 2).into_pointer_value(),
         workspace_bytes: 0,
         status: param(n + 5).into_pointer_value(),
+        helpers: param(n + 6).into_pointer_value(),
+        dims_param: param(n).into_pointer_value(),
         fail,
-        bounds: Bounds::Interior,
         sites: Vec::new(),
         site_of: HashMap::new(),
         site: -1,
@@ -257,7 +264,7 @@ fn declare<'ctx>(
     let i64t = ctx.i64_type();
     let i32t = ctx.i32_type();
     let abi = [ptr, ptr, ptr, ptr].map(Into::into);
-    let tail = [i64t.into(), i64t.into(), ptr.into()];
+    let tail = [i64t.into(), i64t.into(), ptr.into(), ptr.into()];
     let outer = module.add_function(
         entry,
         i32t.fn_type(&[&abi[..], &tail[..]].concat(), false),
@@ -265,7 +272,7 @@ fn declare<'ctx>(
     );
     let n = kernel.operands.len();
     let mut params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); n + 3];
-    params.extend::<[BasicMetadataTypeEnum; 3]>([i64t.into(), i64t.into(), ptr.into()]);
+    params.extend::<[BasicMetadataTypeEnum; 4]>([i64t.into(), i64t.into(), ptr.into(), ptr.into()]);
     let inner = module.add_function(
         &format!("{entry}.body"),
         i32t.fn_type(&params, false),
@@ -298,7 +305,7 @@ fn declare<'ctx>(
         };
         args.push(b.build_load(ptr, p, &kernel.operands[i].name)?.into());
     }
-    args.extend((1..7).map(|i| BasicMetadataValueEnum::from(param(i))));
+    args.extend((1..8).map(|i| BasicMetadataValueEnum::from(param(i))));
     let rc = match b.build_call(inner, &args, "rc")?.try_as_basic_value() {
         ValueKind::Basic(v) => v,
         _ => return Err("internal error: body returns no value".into()),
@@ -367,9 +374,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             self.operands.push(OperandState {
                 ptr: p,
                 dims: ds,
+                ref_strides: strides.clone(),
                 strides,
                 numel,
+                base: p,
+                span: numel,
                 origin,
+                fits: None,
+                stage: None,
             });
         }
         Ok(())
@@ -397,52 +409,16 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         })
     }
 
-    /// One grid step: place the windows, then run the body in the right bounds mode.
+    /// One grid step: place the windows (staging the ones that overhang their array), run
+    /// the body, write staged output windows back.
     fn step(&mut self) -> Result<()> {
-        let mut interior = self.ctx.bool_type().const_int(1, false);
         for i in 0..self.kernel.operands.len() {
-            let o = &self.kernel.operands[i];
-            let Window::Blocked(spec) = &o.window else {
-                continue;
-            };
-            let blocks = self.index_map(&spec.index_map)?;
-            for (d, (&bi, bd)) in blocks.iter().zip(&spec.block).enumerate() {
-                let size = bd.size() as i64;
-                let bi = self
-                    .b
-                    .build_int_s_extend(bi, self.ctx.i64_type(), "block")?;
-                let start = self.b.build_int_nsw_mul(bi, self.i64(size), "start")?;
-                let n = self.operands[i].dims[d];
-                // 0 <= start < n, or start == 0 for an empty dimension.
-                let inside = self
-                    .b
-                    .build_int_compare(IntPredicate::ULT, start, n, "inside")?;
-                let zero = self
-                    .b
-                    .build_int_compare(IntPredicate::EQ, start, self.i64(0), "z")?;
-                let ok = self.b.build_or(inside, zero, "ok")?;
-                let mut report = Report::new(code::WINDOW, i as i64, d, start, n);
-                report.blocks = blocks.clone();
-                self.check(ok, report)?;
-                let end = self.b.build_int_nsw_add(start, self.i64(size), "end")?;
-                let fits = self
-                    .b
-                    .build_int_compare(IntPredicate::SLE, end, n, "fits")?;
-                interior = self.b.build_and(interior, fits, "interior")?;
-                self.operands[i].origin[d] = start;
-            }
+            self.place_window(i)?;
         }
-        let inner = self.ctx.append_basic_block(self.func, "interior");
-        let edge = self.ctx.append_basic_block(self.func, "edge");
-        let done = self.ctx.append_basic_block(self.func, "step.done");
-        self.b.build_conditional_branch(interior, inner, edge)?;
-        for (bb, mode) in [(inner, Bounds::Interior), (edge, Bounds::Edge)] {
-            self.b.position_at_end(bb);
-            self.bounds = mode;
-            self.body()?;
-            self.b.build_unconditional_branch(done)?;
+        self.body()?;
+        for i in 0..self.kernel.operands.len() {
+            self.unstage_window(i)?;
         }
-        self.b.position_at_end(done);
         Ok(())
     }
 
