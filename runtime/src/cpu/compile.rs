@@ -37,6 +37,9 @@ pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
 }
 
 /// Generates, optimises (LLVM's `default<O3>`) and assembles `kernel` for `target`.
+///
+/// Diagnostics: `TPUKIT_DUMP_LLVM=1` prints the optimised module, `TPUKIT_TIMINGS=1` the time
+/// spent emitting, optimising and assembling it.
 pub fn compile_object(
     kernel: &Kernel,
     entry: &str,
@@ -44,9 +47,11 @@ pub fn compile_object(
     options: CodegenOptions,
 ) -> Result<Object, RuntimeError> {
     tpukit_dsl::verify(kernel)?;
+    let clock = std::time::Instant::now();
     let ctx = Context::create();
     let emitted = codegen::emit(&ctx, kernel, entry, options)
         .map_err(|e| RuntimeError::new(&kernel.name, e.message))?;
+    let emitted_at = clock.elapsed();
     let machine = target
         .machine()
         .map_err(|m| RuntimeError::new(&kernel.name, m))?;
@@ -67,6 +72,7 @@ pub fn compile_object(
             passes,
         )
         .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM passes: {e}")))?;
+    let optimised_at = clock.elapsed();
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
         eprintln!("{}", module.print_to_string().to_string());
     }
@@ -75,6 +81,15 @@ pub fn compile_object(
         .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM codegen: {e}")))?
         .as_slice()
         .to_vec();
+    if std::env::var_os("TPUKIT_TIMINGS").is_some() {
+        eprintln!(
+            "tpukit cpu: `{}`: emit {:?}, optimise {:?}, assemble {:?}",
+            kernel.name,
+            emitted_at,
+            optimised_at - emitted_at,
+            clock.elapsed() - optimised_at
+        );
+    }
     Ok(Object {
         bytes,
         workspace_bytes: emitted.workspace_bytes,
