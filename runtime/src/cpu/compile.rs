@@ -66,11 +66,7 @@ pub fn compile_object(
     passes.set_loop_unrolling(false);
     passes.set_loop_interleaving(false);
     module
-        .run_passes(
-            &std::env::var("TPUKIT_PIPE").unwrap_or("default<O3>".into()),
-            &machine,
-            passes,
-        )
+        .run_passes("default<O3>", &machine, passes)
         .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM passes: {e}")))?;
     let optimised_at = clock.elapsed();
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
