@@ -1,46 +1,21 @@
 //! tpukit's CPU backend on the benchmark problems, as JSON lines for `benches/compare.py`
 //! (which times numpy and XLA CPU in the same run and writes the table in BENCHMARKS.md).
 //!
-//! `cargo bench --bench cpu` prints one line per case: `{"case", "seconds", "repeats"}`
-//! (median wall time of one launch, compiled kernel cached), then one `compile` line per
-//! kernel (IR → callable, median of fresh compilations), then the machine's limits.
-//! Not a timed test: nothing here asserts a speed.
+//! `cargo bench --bench cpu [FILTER]` prints one line per case: `{"case", "seconds",
+//! "repeats"}` (median wall time of one launch, compiled kernel cached), then one `compile`
+//! line per kernel (IR → callable, median of fresh compilations), then the machine's limits.
+//! The kernels are the catalog's (`tpukit::catalog`), as shipped. Not a timed test: nothing
+//! here asserts a speed.
 
 use std::time::Instant;
 use tpukit::prelude::*;
 use tpukit::runtime::cpu;
 
+/// The one kernel not in the catalog: a 2-D add with any block shape (the catalog's
+/// `add_vectors` is 1-D).
 #[tpu_kernel]
 fn add(x: In, y: In, o: Out) {
     o[..] = x[..] + y[..];
-}
-
-// The kernels compute in their operands' dtype (bf16 rounds after each op, computing in f32
-// as a TPU VPU does); reductions and `dot` accumulate in f32.
-
-#[tpu_kernel]
-fn softmax(x: In, o: Out) {
-    let v = x[..];
-    let e = (v - v.reduce_max_keepdims(-1)).exp();
-    o[..] = e / e.sum_keepdims(-1);
-}
-
-#[tpu_kernel]
-fn layer_norm(x: In, w: In, b: In, o: Out, n: usize) {
-    let v = x[..];
-    let mean = v.sum_keepdims(-1) / (n as f32);
-    let d = v - mean;
-    let var = (d * d).sum_keepdims(-1) / (n as f32);
-    o[..] = d * (var + 1e-5).rsqrt() * w[..] + b[..];
-}
-
-/// f32 output whatever the input dtype (`preferred_element_type=f32` in JAX).
-#[tpu_kernel]
-fn matmul(a: In, b: In, o: Out) {
-    if program_id(2) == 0 {
-        o[..] = 0.0;
-    }
-    o[..] += dot(a[..], b[..]);
 }
 
 fn tiles(dtype: DType, bm: usize, bn: usize) -> ArraySpec {
@@ -60,38 +35,13 @@ fn add_kernel(bm: usize, bn: usize) -> Kernel {
     .expect("add builds")
 }
 
-fn rows(dtype: DType, n: usize, bm: usize) -> ArraySpec {
-    ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(n)]).blocked([bm, n], [grid(0), 0.into()])
-}
-
-fn row_spec(dtype: DType, n: usize, extra: Vec<ArraySpec>) -> CallSpec {
-    let mut inputs = vec![rows(dtype, n, 16)];
-    inputs.extend(extra);
-    CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 16))],
-        inputs,
-        outputs: vec![rows(dtype, n, 16)],
-        ..Default::default()
-    }
-}
-
-fn matmul_kernel(dtype: DType, b: usize) -> Kernel {
-    let array = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
-    let out = ArraySpec::new(DType::F32, ["m", "n"]);
-    matmul(&CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("m", b)),
-            GridAxis::parallel(Extent::cdiv("n", b)),
-            GridAxis::arbitrary(Extent::cdiv("k", b)),
-        ],
-        inputs: vec![
-            array("m", "k").blocked([b, b], [grid(0), grid(2)]),
-            array("k", "n").blocked([b, b], [grid(2), grid(1)]),
-        ],
-        outputs: vec![out.blocked([b, b], [grid(0), grid(1)])],
-        ..Default::default()
-    })
-    .expect("matmul builds")
+/// A catalog kernel instantiated for `shape` and `dtype`.
+fn catalog(name: &str, shape: &[usize], dtype: DType) -> Kernel {
+    tpukit::catalog::find(name)
+        .expect("in the catalog")
+        .instantiate(shape, dtype)
+        .expect("instantiates")
+        .kernel
 }
 
 fn random(dtype: DType, shape: &[usize], seed: u64) -> HostArray {
@@ -134,24 +84,19 @@ fn case(name: &str, kernel: &Kernel, inputs: &[&HostArray], outputs: &mut [HostA
     println!(r#"{{"case": "{name}", "seconds": {s:e}, "repeats": {n}}}"#);
 }
 
-fn dname(d: DType) -> &'static str {
-    d.name()
-}
-
 fn main() {
     let only: Option<String> = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let want = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let mut compiled: Vec<(String, Kernel)> = Vec::new();
 
-    let add_big = add_kernel(256, 1024);
+    let n4m = 4 << 20;
+    let add_big = catalog("add_vectors", &[n4m], DType::F32);
     if want("add_4m") {
-        let (x, y) = (
-            random(DType::F32, &[4096, 1024], 1),
-            random(DType::F32, &[4096, 1024], 2),
-        );
-        let mut o = vec![HostArray::zeros(DType::F32, &[4096, 1024])];
+        let (x, y) = (random(DType::F32, &[n4m], 1), random(DType::F32, &[n4m], 2));
+        let mut o = vec![HostArray::zeros(DType::F32, &[n4m])];
         case("add_4m_f32", &add_big, &[&x, &y], &mut o);
     }
+    compiled.push(("add_vectors".into(), add_big));
     let add_small = add_kernel(8, 128);
     if want("add_256x1024") {
         let (x, y) = (
@@ -161,49 +106,39 @@ fn main() {
         let mut o = vec![HostArray::zeros(DType::F32, &[256, 1024])];
         case("add_256x1024_8x128_f32", &add_small, &[&x, &y], &mut o);
     }
-    compiled.push(("add".into(), add_small));
+    compiled.push(("add_8x128".into(), add_small));
     let (m, n) = (4096, 1024);
     for dtype in [DType::F32, DType::BF16] {
+        let d = dtype.name();
         let x = random(dtype, &[m, n], 3);
-        let sm = softmax(&row_spec(dtype, n, vec![])).expect("softmax builds");
+        let sm = catalog("softmax", &[m, n], dtype);
         if want("softmax") {
             let mut o = vec![HostArray::zeros(dtype, &[m, n])];
-            case(
-                &format!("softmax_4096x1024_{}", dname(dtype)),
-                &sm,
-                &[&x],
-                &mut o,
-            );
+            case(&format!("softmax_4096x1024_{d}"), &sm, &[&x], &mut o);
         }
-        let wb = ArraySpec::new(dtype, [n]);
-        let ln = layer_norm(&row_spec(dtype, n, vec![wb.clone(), wb]), n).expect("ln builds");
+        let ln = catalog("layer_norm", &[m, n], dtype);
         if want("layer_norm") {
-            let (w, b) = (random(dtype, &[n], 4), random(dtype, &[n], 5));
+            let (w, b) = (random(DType::F32, &[n], 4), random(DType::F32, &[n], 5));
             let mut o = vec![HostArray::zeros(dtype, &[m, n])];
             case(
-                &format!("layer_norm_4096x1024_{}", dname(dtype)),
+                &format!("layer_norm_4096x1024_{d}"),
                 &ln,
                 &[&x, &w, &b],
                 &mut o,
             );
         }
-        let mm = matmul_kernel(dtype, 256);
+        let mm = catalog("matmul", &[1024, 1024, 1024], dtype);
         if want("matmul") {
             let (a, b) = (
                 random(dtype, &[1024, 1024], 6),
                 random(dtype, &[1024, 1024], 7),
             );
-            let mut o = vec![HostArray::zeros(DType::F32, &[1024, 1024])];
-            case(
-                &format!("matmul_1024_{}", dname(dtype)),
-                &mm,
-                &[&a, &b],
-                &mut o,
-            );
+            let mut o = vec![HostArray::zeros(dtype, &[1024, 1024])];
+            case(&format!("matmul_1024_{d}"), &mm, &[&a, &b], &mut o);
         }
-        compiled.push((format!("softmax_{}", dname(dtype)), sm));
-        compiled.push((format!("layer_norm_{}", dname(dtype)), ln));
-        compiled.push((format!("matmul_{}", dname(dtype)), mm));
+        compiled.push((format!("softmax_{d}"), sm));
+        compiled.push((format!("layer_norm_{d}"), ln));
+        compiled.push((format!("matmul_{d}"), mm));
     }
     if want("compile") {
         for (name, k) in &compiled {
