@@ -11,8 +11,12 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	cargo build --release --examples
+	cargo build --release --examples -p tpukit -p tpukit-cli
 	@for e in $(EXAMPLES); do echo; echo "== $$e =="; cargo run -q --release --example $$e || exit 1; done
+	@echo; echo "== softmax for a TPU: lowered by tpukit, compiled by libtpu (no TPU needed) =="
+	@mkdir -p target/demo
+	cargo run -q --release -p tpukit-cli -- lower softmax --shape 1024x512 --dtype bf16 -o target/demo/softmax.mlir
+	$(TPUKIT_PYTHON) tests/conformance/tpu_compile.py target/demo/softmax.mlir
 
 fmt:
 	cargo fmt --all -- --check

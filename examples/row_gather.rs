@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "row_gather on {device}: {k} rows of {width} gathered from a {rows}x{width} table: {}",
             if ok { "exact" } else { "WRONG" }
         );
-        if !(ok) {
+        if !ok {
             return Err(format!("row_gather on {device}: mismatch").into());
         }
         println!("row_gather on {device}: OK");

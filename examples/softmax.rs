@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|(g, w)| (f64::from(*g) - w).abs())
             .fold(0.0, f64::max);
         println!("softmax on {device}: {m}x{n} f32, max |tpukit - ndarray (f64)| = {err:e}");
-        if !(err < 1e-6) {
+        if err.is_nan() || err >= 1e-6 {
             return Err(format!("softmax on {device}: mismatch").into());
         }
         println!("softmax on {device}: OK");
