@@ -3,11 +3,14 @@
 //! ```text
 //! tpukit list
 //! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
+//! tpukit bundle build [-o FILE]
 //! ```
 //!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
 //! text as a comment above the StableHLO for reading.
+
+mod bundle;
 
 use std::{fmt::Write as _, process::ExitCode};
 use tpukit::catalog::{CATALOG, find};
@@ -16,13 +19,15 @@ use tpukit_mosaic::{Options, lower};
 
 const USAGE: &str = "usage:
   tpukit list
-  tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]";
+  tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
+  tpukit bundle build [-o FILE]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("list") => Ok(list()),
         Some("lower") => lower_command(&args[1..]),
+        Some("bundle") => bundle::command(&args[1..]),
         Some("-h" | "--help") => Ok(format!("{USAGE}\n")),
         _ => Err(USAGE.to_string()),
     };

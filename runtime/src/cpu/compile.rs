@@ -1,6 +1,8 @@
 //! IR → object code → a callable entry point, and the in-process cache of compiled kernels.
 
 use super::abi::Entry;
+use super::artifact::Artifact;
+use super::cache::{self, CacheKey};
 use super::codegen::{self, CodegenOptions, OpSite};
 use super::{jit, target::HostTarget};
 use crate::RuntimeError;
@@ -10,21 +12,12 @@ use inkwell::targets::FileType;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tpukit_dsl::{Kernel, KernelHash};
+use tpukit_dsl::Kernel;
 
 /// A kernel compiled for the host and linked into the process.
 pub struct Compiled {
     pub(crate) entry: Entry,
     /// Bytes of per-thread workspace the kernel needs.
-    pub workspace_bytes: usize,
-    pub(crate) sites: Vec<OpSite>,
-    /// The relocatable object it was linked from.
-    pub object: Vec<u8>,
-}
-
-/// Object code for `kernel` (exporting `entry`), and what the runtime needs to call it.
-pub struct Object {
-    pub bytes: Vec<u8>,
     pub workspace_bytes: usize,
     pub(crate) sites: Vec<OpSite>,
 }
@@ -36,20 +29,32 @@ pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
     }
 }
 
+/// A symbol name no other compilation uses: the key names the kernel and options, the
+/// process id and a counter the compilation.
+fn entry_name(key: &CacheKey) -> String {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "tpukit_{}_{}_{}",
+        &key.0[..24],
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Generates, optimises (LLVM's `default<O3>`) and assembles `kernel` for `target`.
 ///
 /// Diagnostics: `TPUKIT_DUMP_LLVM=1` prints the optimised module, `TPUKIT_TIMINGS=1` the time
 /// spent emitting, optimising and assembling it.
-pub fn compile_object(
+pub fn compile_artifact(
     kernel: &Kernel,
-    entry: &str,
     target: &HostTarget,
     options: CodegenOptions,
-) -> Result<Object, RuntimeError> {
+) -> Result<Artifact, RuntimeError> {
     tpukit_dsl::verify(kernel)?;
+    let entry = entry_name(&CacheKey::new(kernel, target, options));
     let clock = std::time::Instant::now();
     let ctx = Context::create();
-    let emitted = codegen::emit(&ctx, kernel, entry, options)
+    let emitted = codegen::emit(&ctx, kernel, &entry, options)
         .map_err(|e| RuntimeError::new(&kernel.name, e.message))?;
     let emitted_at = clock.elapsed();
     let machine = target
@@ -72,7 +77,7 @@ pub fn compile_object(
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
         eprintln!("{}", module.print_to_string().to_string());
     }
-    let bytes = machine
+    let object = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM codegen: {e}")))?
         .as_slice()
@@ -86,55 +91,58 @@ pub fn compile_object(
             clock.elapsed() - optimised_at
         );
     }
-    Ok(Object {
-        bytes,
-        workspace_bytes: emitted.workspace_bytes,
+    Ok(Artifact {
+        entry,
+        object,
+        workspace_bytes: emitted.workspace_bytes as u64,
         sites: emitted.sites,
     })
 }
 
-/// Compiles `kernel` for the host and links it into the process.
-pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let target = HostTarget::detect();
-    let entry = format!(
-        "tpukit_{}_{}_{}",
-        sanitize(&kernel.name),
-        &kernel.structural_hash().to_string()[..16],
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    let obj = compile_object(kernel, &entry, &target, options_for(&target, debug))?;
-    let address = jit::load(&obj.bytes, &entry).map_err(|m| RuntimeError::new(&kernel.name, m))?;
-    // SAFETY: `entry` was emitted with exactly the `Entry` signature (see `abi`).
+/// Links an artifact into the process.
+pub fn link(artifact: Artifact) -> Result<Compiled, String> {
+    let address = jit::load(&artifact.object, &artifact.entry)?;
+    // SAFETY: the entry was emitted with exactly the `Entry` signature (see `abi`).
     let entry: Entry = unsafe { std::mem::transmute::<usize, Entry>(address) };
     Ok(Compiled {
         entry,
-        workspace_bytes: obj.workspace_bytes,
-        sites: obj.sites,
-        object: obj.bytes,
+        workspace_bytes: artifact.workspace_bytes as usize,
+        sites: artifact.sites,
     })
 }
 
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
+/// Compiles `kernel` for the host and links it, bypassing every cache (what the compile-
+/// latency benchmark measures).
+pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
+    let target = HostTarget::detect();
+    let artifact = compile_artifact(kernel, &target, options_for(&target, debug))?;
+    link(artifact).map_err(|m| RuntimeError::new(&kernel.name, m))
 }
 
 type Slot = Arc<OnceLock<Result<Arc<Compiled>, RuntimeError>>>;
 
-/// The compiled kernel for `(kernel, debug)`, compiling it on first use. Concurrent callers
-/// asking for the same kernel wait for one compilation.
+/// The compiled kernel for `(kernel, debug)`: from memory, a bundle, the disk cache or the
+/// compiler (see [`cache`]). Concurrent callers asking for the same kernel wait for one
+/// compilation.
 pub(crate) fn cached(kernel: &Kernel, debug: bool) -> Result<Arc<Compiled>, RuntimeError> {
-    static CACHE: OnceLock<Mutex<HashMap<(KernelHash, bool), Slot>>> = OnceLock::new();
-    let key = (kernel.structural_hash(), debug);
+    static MEMORY: OnceLock<Mutex<HashMap<(tpukit_dsl::KernelHash, bool), Slot>>> = OnceLock::new();
     let slot = {
-        let mut map = CACHE
+        let mut map = MEMORY
             .get_or_init(Default::default)
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        map.entry(key).or_default().clone()
+        map.entry((kernel.structural_hash(), debug))
+            .or_default()
+            .clone()
     };
-    slot.get_or_init(|| compile(kernel, debug).map(Arc::new))
-        .clone()
+    slot.get_or_init(|| {
+        let target = HostTarget::detect();
+        let options = options_for(&target, debug);
+        let key = CacheKey::new(kernel, &target, options);
+        let artifact = cache::artifact(&key, || compile_artifact(kernel, &target, options))?;
+        link(artifact)
+            .map(Arc::new)
+            .map_err(|m| RuntimeError::new(&kernel.name, m))
+    })
+    .clone()
 }

@@ -2,17 +2,23 @@
 //! the process (ORC LLJIT) → called once per worker thread over its share of the grid.
 //!
 //! A kernel is compiled once per (IR hash, target, options) and kept for the life of the
-//! process; runtime extents make one compiled kernel serve every shape its IR allows.
+//! process; runtime extents make one compiled kernel serve every shape its IR allows. Compiled
+//! kernels also come from bundles and an on-disk cache shared across processes (`cache`).
 
 mod abi;
+mod artifact;
+pub mod bundle;
+mod cache;
 mod codegen;
 mod compile;
 mod jit;
 mod stage;
 mod target;
 
+pub use artifact::Artifact;
+pub use cache::{CacheKey, CacheStats, stats};
 pub use codegen::CodegenOptions;
-pub use compile::{Compiled, compile, compile_object};
+pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
 
 use crate::{HostArray, RuntimeError};

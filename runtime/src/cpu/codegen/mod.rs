@@ -85,7 +85,7 @@ pub struct CodegenOptions {
 /// An op the generated code can report a failure at.
 #[derive(Clone, Debug)]
 pub(crate) struct OpSite {
-    pub name: &'static str,
+    pub name: String,
     pub loc: Option<Loc>,
     /// The operand a load or store accesses.
     pub operand: Option<OperandId>,
@@ -483,7 +483,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             _ => None,
         };
         self.sites.push(OpSite {
-            name: op.kind.name(),
+            name: op.kind.name().to_string(),
             loc: op.loc.clone(),
             operand,
         });

@@ -1,0 +1,184 @@
+//! Where compiled kernels come from, in order: this process's memory, a loaded bundle, the
+//! disk cache, the compiler.
+//!
+//! **Key.** A [`CacheKey`] is the SHA-256 of everything that decides the machine code: the
+//! kernel's structural hash (its printed IR, locations excluded), tpukit's version, LLVM's
+//! version, the target (triple, CPU name, feature string) and the codegen options. The
+//! environment is accounted for explicitly: `TPUKIT_DEBUG` sets an option (hashed);
+//! `TPUKIT_DUMP_LLVM` and `TPUKIT_TIMINGS` only print diagnostics and `TPUKIT_CACHE_DIR` and
+//! `TPUKIT_BUNDLE` only say where to look (all ignored). Array shapes are not in the key: a
+//! compiled kernel serves every shape.
+//!
+//! **Disk.** With `TPUKIT_CACHE_DIR` set, each key is one file `<key>.tpkc` (a checksummed
+//! [`Artifact`]). Writers hold `<key>.lock` (an exclusive file lock) while they compile, so
+//! concurrent processes compile each key once; entries appear atomically (temp file + rename);
+//! an entry that fails its checksum or does not decode is a miss, is reported once, and is
+//! replaced. A shared directory (NFS, a mounted bucket) shares the cache across hosts: the
+//! key includes the target, so hosts with different CPUs never use each other's code.
+
+use super::artifact::{self, Artifact};
+use super::codegen::CodegenOptions;
+use super::target::HostTarget;
+use sha2::{Digest, Sha256};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tpukit_dsl::Kernel;
+
+/// The identity of a compiled kernel (hex SHA-256).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CacheKey(pub String);
+
+impl CacheKey {
+    pub fn new(kernel: &Kernel, target: &HostTarget, options: CodegenOptions) -> CacheKey {
+        let (major, minor, patch) = inkwell::support::get_llvm_version();
+        let text = format!(
+            "tpukit-cpu {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {}\nkernel {}\n",
+            env!("CARGO_PKG_VERSION"),
+            target.triple,
+            target.cpu,
+            target.features,
+            options.debug,
+            options.vector_lanes,
+            kernel.structural_hash(),
+        );
+        CacheKey(format!("{:x}", Sha256::digest(text.as_bytes())))
+    }
+}
+
+/// Counters of where this process's compiled kernels came from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub compiled: usize,
+    pub disk_hits: usize,
+    pub bundle_hits: usize,
+    /// Disk entries that failed their checksum or did not decode (and were replaced).
+    pub corrupt: usize,
+}
+
+static COMPILED: AtomicUsize = AtomicUsize::new(0);
+static DISK_HITS: AtomicUsize = AtomicUsize::new(0);
+static BUNDLE_HITS: AtomicUsize = AtomicUsize::new(0);
+static CORRUPT: AtomicUsize = AtomicUsize::new(0);
+
+pub fn stats() -> CacheStats {
+    CacheStats {
+        compiled: COMPILED.load(Ordering::Relaxed),
+        disk_hits: DISK_HITS.load(Ordering::Relaxed),
+        bundle_hits: BUNDLE_HITS.load(Ordering::Relaxed),
+        corrupt: CORRUPT.load(Ordering::Relaxed),
+    }
+}
+
+const MAGIC: &[u8; 4] = b"TPKC";
+
+/// The artifact for `key`: from a bundle, from the disk cache, or from `compile` (then stored
+/// in the disk cache).
+pub(crate) fn artifact(
+    key: &CacheKey,
+    compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
+) -> Result<Artifact, crate::RuntimeError> {
+    if let Some(a) = super::bundle::lookup(key) {
+        BUNDLE_HITS.fetch_add(1, Ordering::Relaxed);
+        return Ok(a);
+    }
+    let Some(dir) = std::env::var_os("TPUKIT_CACHE_DIR").map(PathBuf::from) else {
+        COMPILED.fetch_add(1, Ordering::Relaxed);
+        return compile();
+    };
+    match Disk::new(&dir, key) {
+        Ok(disk) => disk.get_or_compile(compile),
+        Err(e) => {
+            warn_once(&format!(
+                "tpukit: the compilation cache at {} is unusable ({e}); compiling without it",
+                dir.display()
+            ));
+            COMPILED.fetch_add(1, Ordering::Relaxed);
+            compile()
+        }
+    }
+}
+
+/// One key's files in the cache directory.
+struct Disk {
+    entry: PathBuf,
+    lock: PathBuf,
+}
+
+impl Disk {
+    fn new(dir: &Path, key: &CacheKey) -> std::io::Result<Disk> {
+        fs::create_dir_all(dir)?;
+        Ok(Disk {
+            entry: dir.join(format!("{}.tpkc", key.0)),
+            lock: dir.join(format!("{}.lock", key.0)),
+        })
+    }
+
+    fn get_or_compile(
+        &self,
+        compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
+    ) -> Result<Artifact, crate::RuntimeError> {
+        if let Some(a) = self.load(false) {
+            DISK_HITS.fetch_add(1, Ordering::Relaxed);
+            return Ok(a);
+        }
+        // Whoever holds the lock compiles; the others wait, then find the entry.
+        let lock = File::create(&self.lock).and_then(|f| f.lock().map(|()| f));
+        if let Some(a) = self.load(true) {
+            DISK_HITS.fetch_add(1, Ordering::Relaxed);
+            return Ok(a);
+        }
+        COMPILED.fetch_add(1, Ordering::Relaxed);
+        let a = compile()?;
+        if let Err(e) = self.store(&a) {
+            warn_once(&format!(
+                "tpukit: cannot write {} ({e}); the kernel is compiled but not cached",
+                self.entry.display()
+            ));
+        }
+        drop(lock);
+        Ok(a)
+    }
+
+    /// The entry, if present and intact. A damaged entry is a miss (counted and reported when
+    /// `report`, i.e. once per lookup).
+    fn load(&self, report: bool) -> Option<Artifact> {
+        let bytes = fs::read(&self.entry).ok()?;
+        match artifact::open(MAGIC, &bytes).and_then(Artifact::decode) {
+            Ok(a) => Some(a),
+            Err(_) if !report => None,
+            Err(e) => {
+                CORRUPT.fetch_add(1, Ordering::Relaxed);
+                warn_once(&format!(
+                    "tpukit: ignoring damaged cache entry {} ({e}); recompiling",
+                    self.entry.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Writes the entry atomically: a unique temporary file, then a rename over the entry.
+    fn store(&self, a: &Artifact) -> std::io::Result<()> {
+        let tmp = self.entry.with_extension(format!(
+            "tmp.{}.{}",
+            std::process::id(),
+            COMPILED.load(Ordering::Relaxed)
+        ));
+        let mut f = File::create(&tmp)?;
+        f.write_all(&artifact::seal(MAGIC, &a.encode()))?;
+        f.sync_all()?;
+        fs::rename(&tmp, &self.entry)
+    }
+}
+
+/// Prints `message` to stderr the first time it is seen in this process.
+pub(crate) fn warn_once(message: &str) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.iter().any(|m| m == message) {
+        eprintln!("{message}");
+        seen.push(message.to_string());
+    }
+}

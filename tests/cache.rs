@@ -1,0 +1,221 @@
+//! The compilation cache and bundles, across processes: each test runs this test binary's
+//! `child` as separate processes pointed at one cache directory or bundle, and checks where
+//! their compiled kernels came from (`tpukit::runtime::cpu::stats`).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tpukit::catalog;
+use tpukit::prelude::*;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
+
+/// The kernels every child runs: (catalog name, shape), each in f32 and bf16.
+const KERNELS: &[(&str, &[usize])] = &[("add_vectors", &[3000]), ("softmax", &[37, 128])];
+
+fn kernels() -> Vec<catalog::Instance> {
+    let mut out = Vec::new();
+    for &(name, shape) in KERNELS {
+        for dtype in [DType::F32, DType::BF16] {
+            out.push(
+                catalog::find(name)
+                    .unwrap()
+                    .instantiate(shape, dtype)
+                    .unwrap(),
+            );
+        }
+    }
+    out
+}
+
+/// Runs every kernel on the CPU, checks it against the interpreter, prints the cache stats.
+#[test]
+#[ignore = "run as a child process by the other tests in this file"]
+fn child() {
+    for inst in kernels() {
+        let k = &inst.kernel;
+        let inputs: Vec<HostArray> = k
+            .operands
+            .iter()
+            .filter(|o| o.role == tpukit::dsl::Role::Input)
+            .map(|o| {
+                let shape: Vec<usize> = o
+                    .shape
+                    .iter()
+                    .map(|d| d.resolve(&inst.bindings).unwrap())
+                    .collect();
+                random(&mut rng(1), o.dtype, &shape, -1.0, 1.0).0
+            })
+            .collect();
+        let refs: Vec<&HostArray> = inputs.iter().collect();
+        let got = launch(k, Device::Cpu, &refs).unwrap();
+        let want = launch(k, Device::Interpret, &refs).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_close(&k.name, &g.to_f64_vec(), &w.to_f64_vec(), 1e-2);
+        }
+    }
+    let s = cpu::stats();
+    println!(
+        "STATS {} {} {} {}",
+        s.compiled, s.disk_hits, s.bundle_hits, s.corrupt
+    );
+}
+
+/// Runs `n` children at once (all started before any is waited for) with `env`; returns
+/// each one's `[compiled, disk hits, bundle hits, corrupt]`.
+fn children(n: usize, env: &[(&str, &Path)]) -> Vec<[usize; 4]> {
+    let exe = std::env::current_exe().unwrap();
+    let procs: Vec<_> = (0..n)
+        .map(|_| {
+            let mut c = Command::new(&exe);
+            c.args([
+                "--ignored",
+                "--exact",
+                "child",
+                "--nocapture",
+                "--test-threads=1",
+            ]);
+            c.env_remove("TPUKIT_CACHE_DIR").env_remove("TPUKIT_BUNDLE");
+            for (k, v) in env {
+                c.env(k, v);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    procs
+        .into_iter()
+        .map(|p| {
+            let out = p.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "child failed:\n{text}\n{err}");
+            // libtest prints `test child ... ` on the same line.
+            let at = text.find("STATS ").expect("stats line");
+            let line = text[at + 6..].lines().next().unwrap_or_default();
+            let v: Vec<usize> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+            [v[0], v[1], v[2], v[3]]
+        })
+        .collect()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tpukit-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tpkc"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn damaged_cache_entries_are_misses_and_get_replaced() {
+    let dir = temp_dir("cache");
+    let n = kernels().len();
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    assert_eq!(s, [n, 0, 0, 0], "a cold cache compiles every kernel");
+    assert_eq!(entries(&dir).len(), n, "one entry per kernel");
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    assert_eq!(s, [0, n, 0, 0], "a warm cache compiles nothing");
+
+    // A damaged entry is a miss: recompiled once, rewritten, reported.
+    let victim = &entries(&dir)[0];
+    let mut bytes = std::fs::read(victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(victim, &bytes).unwrap();
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    assert_eq!(
+        s,
+        [1, n - 1, 0, 1],
+        "compiled, disk hits, bundle hits, corrupt"
+    );
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    assert_eq!(s, [0, n, 0, 0], "the damaged entry was replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn racing_processes_lose_nothing() {
+    let dir = temp_dir("race");
+    let n = kernels().len();
+    let stats = children(4, &[("TPUKIT_CACHE_DIR", &dir)]);
+    let compiled: usize = stats.iter().map(|s| s[0]).sum();
+    let hits: usize = stats.iter().map(|s| s[1]).sum();
+    assert_eq!(
+        compiled, n,
+        "each key compiled exactly once across processes: {stats:?}"
+    );
+    assert_eq!(compiled + hits, 4 * n);
+    assert_eq!(entries(&dir).len(), n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bundle of every child kernel, built for `target`.
+fn build_bundle(path: &Path, target: &HostTarget) {
+    let host = HostTarget::detect();
+    let entries: Vec<bundle::BundleEntry> = kernels()
+        .into_iter()
+        .map(|inst| {
+            let k = inst.kernel;
+            let options = cpu::options_for(&host, false);
+            bundle::BundleEntry {
+                key: CacheKey::new(&k, &host, options),
+                name: k.name.clone(),
+                ir_hash: k.structural_hash().to_string(),
+                artifact: cpu::compile_artifact(&k, &host, options).unwrap(),
+                tpu_module: None,
+            }
+        })
+        .collect();
+    bundle::write(path, target, &entries).unwrap();
+}
+
+#[test]
+fn bundles_serve_first_calls_and_bad_ones_are_refused() {
+    let dir = temp_dir("bundle");
+    let n = kernels().len();
+    let good = dir.join("host.tpkb");
+    build_bundle(&good, &HostTarget::detect());
+    let s = children(1, &[("TPUKIT_BUNDLE", &good)])[0];
+    assert_eq!(
+        s,
+        [0, 0, n, 0],
+        "every kernel from the bundle, none compiled"
+    );
+
+    let mut foreign_target = HostTarget::detect();
+    foreign_target.cpu = "some-other-cpu".into();
+    let foreign = dir.join("foreign.tpkb");
+    build_bundle(&foreign, &foreign_target);
+    let s = children(1, &[("TPUKIT_BUNDLE", &foreign)])[0];
+    assert_eq!(s, [n, 0, 0, 0], "a bundle for another CPU is refused");
+
+    let corrupt = dir.join("corrupt.tpkb");
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[60] ^= 0x01; // inside the checksummed index
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let s = children(1, &[("TPUKIT_BUNDLE", &corrupt)])[0];
+    assert_eq!(s, [n, 0, 0, 0], "a bundle with a bad checksum is refused");
+
+    let damaged_entry = dir.join("damaged-entry.tpkb");
+    let mut bytes = std::fs::read(&good).unwrap();
+    let last = bytes.len() - 100;
+    bytes[last] ^= 0x01; // inside the last entry's object code
+    std::fs::write(&damaged_entry, &bytes).unwrap();
+    let s = children(1, &[("TPUKIT_BUNDLE", &damaged_entry)])[0];
+    assert_eq!(s[0] + s[2], n, "a damaged entry is compiled instead: {s:?}");
+    assert!(s[0] >= 1, "the damaged entry was not served: {s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
