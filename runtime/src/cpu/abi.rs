@@ -9,8 +9,9 @@
 //!
 //! - `operands`: one data pointer per kernel operand, in kernel order (row-major, contiguous).
 //! - `dims`: every operand's extents, concatenated in operand order (i64).
-//! - `grid`: the grid's extents (i64). The call runs the grid points whose first coordinate is
-//!   in `lo..hi` (all of them for a 0-d grid), in row-major order.
+//! - `grid`: the grid's extents (i64). The call runs, in row-major order, the grid points
+//!   whose leading axes (every leading `parallel` axis, else the first axis), linearised
+//!   row-major, fall in `lo..hi` (all of them for a 0-d grid).
 //! - `workspace`: [`Compiled::workspace_bytes`](super::Compiled) bytes, 64-byte aligned, private
 //!   to the calling thread: where the kernel keeps the values it materialises.
 //! - `status`: [`STATUS_LEN`] i64s; on failure the kernel fills them (see [`field`]) and

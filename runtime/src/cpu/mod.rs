@@ -90,16 +90,18 @@ pub(crate) fn run(
 
 type Status = Box<[i64; STATUS_LEN]>;
 
-/// The ranges of the first grid axis each chunk of work runs: the whole axis unless it is
-/// `parallel`, else a few chunks per thread (so the pool can balance them).
+/// The ranges of the leading grid axes (taken together, see `codegen::split_axes`) each
+/// chunk of work runs: everything in one chunk unless they are `parallel`, else a few chunks
+/// per thread (so the pool can balance them).
 fn split(kernel: &Kernel, grid: &[i64]) -> Vec<(i64, i64)> {
-    let steps = grid.first().copied().unwrap_or(1);
+    let lead = codegen::split_axes(kernel);
+    let steps: i64 = grid[..lead].iter().product();
     let parallel = kernel
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
     let chunks = if parallel {
-        (4 * rayon::current_num_threads() as i64).min(steps)
+        (4 * rayon::current_num_threads() as i64).min(steps).max(1)
     } else {
         1
     };

@@ -250,6 +250,18 @@ pub(crate) fn emit<'ctx>(
     })
 }
 
+/// How many leading grid axes the runtime splits across workers (taken together, linearised
+/// row-major): every leading `parallel` axis, or just the first axis if it is `arbitrary`
+/// (whose range the runtime then never splits). 0 for a 0-d grid.
+pub(crate) fn split_axes(kernel: &Kernel) -> usize {
+    let parallel = kernel
+        .grid
+        .iter()
+        .take_while(|a| a.semantics == tpukit_dsl::Semantics::Parallel)
+        .count();
+    parallel.max(kernel.grid.len().min(1))
+}
+
 /// Declares the exported entry (the ABI in [`abi`](super::abi)) and the private body it calls
 /// with one `noalias` pointer per operand (the entry loads them from the operand array; after
 /// inlining, LLVM keeps the no-alias facts, so loops need no runtime overlap checks).
@@ -388,22 +400,37 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// The grid loop nest: axis 0 over `lo..hi`, the others over their whole extent.
+    /// The grid loop nest. `lo..hi` ranges over the leading axes taken together (see
+    /// [`split_axes`]), in row-major order; the axes after them run whole.
     fn grid_loops(&mut self, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<()> {
-        if self.kernel.grid.is_empty() {
+        let lead = split_axes(self.kernel);
+        if lead == 0 {
             return self.step();
         }
-        self.grid_axis(0, lo, hi)
+        self.counted(lo, hi, &mut |e, flat| {
+            // Row-major coordinates of `flat` over the leading axes.
+            let mut coords = vec![flat; lead];
+            let mut rest = flat;
+            for a in (0..lead).rev() {
+                coords[a] = e.b.build_int_signed_rem(rest, e.grid[a], "g")?;
+                rest = e.b.build_int_signed_div(rest, e.grid[a], "q")?;
+            }
+            e.point.extend(coords);
+            let r = e.grid_axis(lead);
+            e.point.truncate(e.point.len() - lead);
+            r
+        })
     }
 
-    fn grid_axis(&mut self, axis: usize, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<()> {
+    /// Loops over axes `axis..` whole, then runs a step.
+    fn grid_axis(&mut self, axis: usize) -> Result<()> {
+        if axis == self.kernel.grid.len() {
+            return self.step();
+        }
+        let (lo, hi) = (self.i64(0), self.grid[axis]);
         self.counted(lo, hi, &mut |e, iv| {
             e.point.push(iv);
-            let r = if axis + 1 == e.kernel.grid.len() {
-                e.step()
-            } else {
-                let (lo, hi) = (e.i64(0), e.grid[axis + 1]);
-                e.grid_axis(axis + 1, lo, hi)
-            };
+            let r = e.grid_axis(axis + 1);
             e.point.pop();
             r
         })
