@@ -40,6 +40,85 @@ fn unary_all(
     exp2[..] = v.exp2();
 }
 
+#[tpu_kernel]
+fn transcendental(x: In, exp: Out, log: Out, tanh: Out, sig: Out) {
+    let v = x[..];
+    exp[..] = v.exp();
+    log[..] = v.log();
+    tanh[..] = v.tanh();
+    sig[..] = v.sigmoid();
+}
+
+/// Special and extreme values, where inline approximations go wrong first: zeros, infinities,
+/// NaN, subnormals, overflow and underflow thresholds, tiny and huge magnitudes.
+pub fn transcendentals_at_special_values(device: Device) {
+    let xs = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        1e-45,
+        -1e-40,
+        1e-30,
+        1e-6,
+        -1e-6,
+        0.3,
+        -0.3,
+        0.6249,
+        0.6251,
+        -0.6251,
+        1.0,
+        -1.0,
+        2.0,
+        9.0,
+        -9.0,
+        20.0,
+        88.7,
+        88.8,
+        -87.0,
+        -103.9,
+        -104.5,
+        -200.0,
+        1e30,
+        3.4e38,
+        f32::MIN_POSITIVE as f64,
+        0.70710677,
+        0.70710683,
+        1.41421,
+    ];
+    let n = xs.len();
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [n])],
+        outputs: vec![ArraySpec::new(DType::F32, [n]); 4],
+        ..Default::default()
+    };
+    let k = transcendental(&spec).unwrap();
+    let data: Vec<f64> = xs.iter().map(|&x| DType::F32.round_f64(x)).collect();
+    let x = HostArray::from_f64(DType::F32, &[n], &data);
+    let out = launch(&k, device, &[&x]).unwrap();
+    type F = fn(f64) -> f64;
+    let refs: [(&str, F); 4] = [
+        ("exp", f64::exp),
+        ("log", f64::ln),
+        ("tanh", f64::tanh),
+        ("sigmoid", |x| 1.0 / (1.0 + (-x).exp())),
+    ];
+    for ((name, f), o) in refs.iter().zip(&out) {
+        let got = o.to_f64_vec();
+        for (i, (&g, &v)) in got.iter().zip(&data).enumerate() {
+            let w = DType::F32.round_f64(f(v));
+            // A few ULPs of f32, relative; exact where the result is 0, ±inf or NaN.
+            let ok = (g.is_nan() && w.is_nan())
+                || g == w
+                || (w.is_finite() && w != 0.0 && ((g - w) / w).abs() <= 4e-7)
+                || (w.abs() < 1e-37 && g.abs() < 1e-37);
+            assert!(ok, "{name}({v:e}) #{i}: got {g:e}, want {w:e}");
+        }
+    }
+}
+
 pub fn elementwise_unary(device: Device) {
     type F = fn(f64) -> f64;
     let refs: [(&str, F); 13] = [
@@ -530,7 +609,8 @@ macro_rules! device_tests {
     ($module:ident, $device:expr) => {
         mod $module {
             use super::*;
-            device_tests!(@each $device; elementwise_unary, elementwise_binary,
+            device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
+                elementwise_binary,
                 integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
                 reductions_broadcasts_transposes_and_iota, dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,

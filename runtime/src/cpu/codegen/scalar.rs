@@ -143,11 +143,11 @@ impl<'ctx> Emitter<'ctx, '_> {
             UnaryOp::Abs => intr("llvm.fabs")?,
             UnaryOp::Exp => self.exp(f)?,
             UnaryOp::Exp2 => intr("llvm.exp2")?,
-            UnaryOp::Log => intr("llvm.log")?,
+            UnaryOp::Log => self.log(f)?,
             UnaryOp::Log1p => self.libm("log1pf", &[f])?,
             UnaryOp::Sqrt => intr("llvm.sqrt")?,
             UnaryOp::Rsqrt => self.b.build_float_div(one, intr("llvm.sqrt")?, "rsqrt")?,
-            UnaryOp::Tanh => self.libm("tanhf", &[f])?,
+            UnaryOp::Tanh => self.tanh(f)?,
             UnaryOp::Erf => self.libm("erff", &[f])?,
             UnaryOp::Logistic => {
                 let e = self.exp(self.b.build_float_neg(f, "negx")?)?;
@@ -213,6 +213,119 @@ impl<'ctx> Emitter<'ctx, '_> {
         let y = b.build_float_mul(y, pow2(n2)?, "y")?;
         let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
         Ok(b.build_select(nan, x, y, "exp")?.into_float_value())
+    }
+
+    /// `ln x` in f32, inline so loops over it vectorise: `x = m·2^e` with `m` in
+    /// `[√½, √2)`, a degree-9 polynomial for `ln m` (Cephes' `logf`), plus `e·ln 2` in two
+    /// parts. Subnormals are scaled up first; 0 → -inf, +inf → +inf, negatives and NaN → NaN.
+    /// Max error ≈ 1 ULP.
+    pub fn log(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let b = &self.b;
+        let (f32t, i32t) = (self.ctx.f32_type(), self.ctx.i32_type());
+        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
+            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
+                .map(|v| v.into_float_value())
+        };
+        // Subnormals: scale by 2^23 (and take 23 off the exponent).
+        let tiny =
+            b.build_float_compare(FloatPredicate::OLT, x, self.f32c(f32::MIN_POSITIVE), "tiny")?;
+        let scaled = b.build_float_mul(x, self.f32c(8_388_608.0), "scaled")?;
+        let xs = b.build_select(tiny, scaled, x, "xs")?.into_float_value();
+        let bias = b
+            .build_select(tiny, self.i32c(126 + 23), self.i32c(126), "bias")?
+            .into_int_value();
+        let bits = b.build_bit_cast(xs, i32t, "bits")?.into_int_value();
+        let exp = b.build_right_shift(bits, self.i32c(23), false, "exp")?;
+        let exp = b.build_and(exp, self.i32c(0xff), "exp8")?;
+        let e = b.build_int_sub(exp, bias, "e")?;
+        let mbits = b.build_and(bits, self.i32c(0x007f_ffff), "mant")?;
+        let mbits = b.build_or(mbits, self.i32c(0x3f00_0000), "m.bits")?;
+        let m = b.build_bit_cast(mbits, f32t, "m")?.into_float_value();
+        // m in [0.5, 1): below √½ use 2m and e - 1, so the argument is in [√½ - 1, √2 - 1).
+        let low = b.build_float_compare(
+            FloatPredicate::OLT,
+            m,
+            self.f32c(std::f32::consts::FRAC_1_SQRT_2),
+            "low",
+        )?;
+        let e = b.build_int_sub(e, b.build_int_z_extend(low, i32t, "low.i")?, "e1")?;
+        let m2 = b.build_float_add(m, m, "2m")?;
+        let m = b.build_select(low, m2, m, "m1")?.into_float_value();
+        let t = b.build_float_sub(m, self.f32c(1.0), "t")?;
+        let z = b.build_float_mul(t, t, "z")?;
+        let mut p = self.f32c(7.037_683_6e-2);
+        for c in [
+            -1.151_461e-1,
+            1.167_699_9e-1,
+            -1.242_014_1e-1,
+            1.424_932_3e-1,
+            -1.666_805_8e-1,
+            2.000_071_4e-1,
+            -2.499_999_4e-1,
+            3.333_333_1e-1,
+        ] {
+            p = fma(p, t, self.f32c(c))?;
+        }
+        let y = b.build_float_mul(b.build_float_mul(t, z, "tz")?, p, "y")?;
+        let ef = b.build_signed_int_to_float(e, f32t, "ef")?;
+        let y = fma(ef, self.f32c(-2.121_944_4e-4), y)?;
+        let y = fma(z, self.f32c(-0.5), y)?;
+        let r = b.build_float_add(t, y, "r")?;
+        let r = fma(ef, self.f32c(0.693_359_4), r)?;
+        // Special values: only finite positive x took the path above.
+        let finite_pos = b.build_and(
+            b.build_float_compare(FloatPredicate::OGT, x, self.f32c(0.0), "pos")?,
+            b.build_float_compare(FloatPredicate::OLT, x, self.f32c(f32::INFINITY), "fin")?,
+            "ok",
+        )?;
+        let zero = b.build_float_compare(FloatPredicate::OEQ, x, self.f32c(0.0), "zero")?;
+        let inf = b.build_float_compare(FloatPredicate::OEQ, x, self.f32c(f32::INFINITY), "inf")?;
+        let special = b.build_select(inf, self.f32c(f32::INFINITY), self.f32c(f32::NAN), "sp")?;
+        let special = b.build_select(zero, self.f32c(f32::NEG_INFINITY).into(), special, "sp0")?;
+        Ok(b.build_select(finite_pos, r.into(), special, "log")?
+            .into_float_value())
+    }
+
+    /// `tanh x` in f32, inline: an odd polynomial below |x| = 0.625 (Cephes' `tanhf`), else
+    /// `1 - 2/(e^{2|x|} + 1)` with the sign of `x` (saturating to ±1; NaN stays NaN).
+    pub fn tanh(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let b = &self.b;
+        let f32t = self.ctx.f32_type();
+        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
+            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
+                .map(|v| v.into_float_value())
+        };
+        let ax = self
+            .intrinsic("llvm.fabs", f32t.into(), &[x.into()])?
+            .into_float_value();
+        let z = b.build_float_mul(x, x, "z")?;
+        let mut p = self.f32c(-5.704_988_7e-3);
+        for c in [
+            2.063_908_8e-2,
+            -5.373_971_6e-2,
+            1.333_144_2e-1,
+            -3.333_328_2e-1,
+        ] {
+            p = fma(p, z, self.f32c(c))?;
+        }
+        let small = fma(b.build_float_mul(p, z, "pz")?, x, x)?;
+        let e = self.exp(b.build_float_add(ax, ax, "2x")?)?;
+        let d = b.build_float_add(e, self.f32c(1.0), "e+1")?;
+        let big = b.build_float_sub(
+            self.f32c(1.0),
+            b.build_float_div(self.f32c(2.0), d, "q")?,
+            "big",
+        )?;
+        let big = self
+            .intrinsic("llvm.copysign", f32t.into(), &[big.into(), x.into()])?
+            .into_float_value();
+        let is_small =
+            b.build_float_compare(FloatPredicate::OLT, ax, self.f32c(0.625), "small?")?;
+        let r = b
+            .build_select(is_small, small, big, "tanh")?
+            .into_float_value();
+        let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
+        Ok(b.build_select(nan, x, r, "tanh.nan")?.into_float_value())
     }
 
     pub fn binary(
