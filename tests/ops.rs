@@ -86,7 +86,7 @@ pub fn transcendentals_at_special_values(device: Device) {
         f32::MIN_POSITIVE as f64,
         0.70710677,
         0.70710683,
-        1.41421,
+        std::f64::consts::SQRT_2,
     ];
     let n = xs.len();
     let spec = CallSpec {
