@@ -140,7 +140,7 @@ pub fn literal(s: &str, dtype: DType) -> Result<Literal> {
     let s = s.trim();
     let value = match s.strip_prefix("dense<") {
         Some(rest) => {
-            let end = rest.rfind('>').ok_or_else(|| bad("a dense attribute", s))?;
+            let end = rest.find('>').ok_or_else(|| bad("a dense attribute", s))?;
             let v = &rest[..end];
             if v.starts_with('[') || v.starts_with('"') {
                 return Err(Error::new(format!(
