@@ -57,7 +57,9 @@ def decode_body(b64: str) -> str:
 
 def _main(module: ir.Module):
     for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+        if op.operation.name != "func.func":
+            continue
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
             return op
     raise UnsupportedError("the lowered module has no @main")
 
