@@ -19,6 +19,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;
     m.add("TpukitError", m.py().get_type::<error::TpukitError>())?;
-    m.add("UnsupportedError", m.py().get_type::<error::UnsupportedError>())?;
+    m.add(
+        "UnsupportedError",
+        m.py().get_type::<error::UnsupportedError>(),
+    )?;
     Ok(())
 }

@@ -41,7 +41,11 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
             })
         };
         let bin = |op: IndexBinOp| -> Result<IndexExpr> {
-            Ok(IndexExpr::Binary(op, Box::new(operand(0)?), Box::new(operand(1)?)))
+            Ok(IndexExpr::Binary(
+                op,
+                Box::new(operand(0)?),
+                Box::new(operand(1)?),
+            ))
         };
         let name = op_name(&o);
         let value = match name.as_str() {
@@ -69,11 +73,10 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
                 return (0..o.operand_count()).map(operand).collect();
             }
             other => {
-                return Err(Error::op(
-                    other,
-                    format!("unsupported: op in index map {map_name}"),
-                )
-                .at(text::loc(&o.location().to_string()).as_ref()));
+                return Err(
+                    Error::op(other, format!("unsupported: op in index map {map_name}"))
+                        .at(text::loc(&o.location().to_string()).as_ref()),
+                );
             }
         };
         if let Ok(r) = o.result(0) {

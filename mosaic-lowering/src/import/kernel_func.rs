@@ -17,8 +17,7 @@ use melior::ir::{
 };
 use std::collections::HashMap;
 use tpukit_dsl::{
-    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics,
-    Type,
+    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics, Type,
 };
 
 /// The call spec of a kernel function, and the role of each of its memref arguments.
@@ -85,7 +84,9 @@ pub fn signature(
     let memref = |i: usize| -> Result<(Type, MemorySpace)> {
         match &arg_types[i] {
             Ty::MemRef { ty, space } => Ok((ty.clone(), *space)),
-            other => Err(Error::new(format!("kernel argument {i} is not a buffer: {other:?}"))),
+            other => Err(Error::new(format!(
+                "kernel argument {i} is not a buffer: {other:?}"
+            ))),
         }
     };
     let mut spec = CallSpec {
@@ -96,7 +97,8 @@ pub fn signature(
     for (i, global) in operands.iter().take(n_prefetch).enumerate() {
         let (ty, _) = memref(i)?;
         check_dtype(&ty, global, "scalar-prefetch operand", i)?;
-        spec.prefetch.push(ArraySpec::new(global.dtype, global.shape.clone()));
+        spec.prefetch
+            .push(ArraySpec::new(global.dtype, global.shape.clone()));
         roles.push(Role::Prefetch);
     }
     for (k, window) in windows.iter().enumerate() {
@@ -140,7 +142,8 @@ pub fn signature(
     }
     for i in 0..n_scratch {
         let (ty, _) = memref(n_prefetch + n_windows + i)?;
-        spec.scratch.push(ArraySpec::new(ty.dtype, ty.shape.clone()));
+        spec.scratch
+            .push(ArraySpec::new(ty.dtype, ty.shape.clone()));
         roles.push(Role::Scratch);
     }
     Ok(Signature { spec, roles })

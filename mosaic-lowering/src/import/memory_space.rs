@@ -96,11 +96,23 @@ mod tests {
 
     #[test]
     fn rewrites_and_reads_back() {
-        let t = rewrite("memref<4xi32, #tpu.memory_space<smem>>, memref<8x128xf32, #tpu.memory_space<vmem>>").unwrap();
+        let t = rewrite(
+            "memref<4xi32, #tpu.memory_space<smem>>, memref<8x128xf32, #tpu.memory_space<vmem>>",
+        )
+        .unwrap();
         assert_eq!(t, "memref<4xi32, 4>, memref<8x128xf32, 1>");
-        assert_eq!(MemorySpace::of_memref("memref<4xi32, 4>"), MemorySpace::Smem);
-        assert_eq!(MemorySpace::of_memref("memref<8x128xf32, 1>"), MemorySpace::Vmem);
-        assert_eq!(MemorySpace::of_memref("memref<8x128xf32>"), MemorySpace::Vmem);
+        assert_eq!(
+            MemorySpace::of_memref("memref<4xi32, 4>"),
+            MemorySpace::Smem
+        );
+        assert_eq!(
+            MemorySpace::of_memref("memref<8x128xf32, 1>"),
+            MemorySpace::Vmem
+        );
+        assert_eq!(
+            MemorySpace::of_memref("memref<8x128xf32>"),
+            MemorySpace::Vmem
+        );
         assert_eq!(
             MemorySpace::of_memref("memref<8x128xf32, 100>"),
             MemorySpace::Other("any")
@@ -109,7 +121,8 @@ mod tests {
 
     #[test]
     fn semaphores_are_named() {
-        let e = rewrite("memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>").unwrap_err();
+        let e =
+            rewrite("memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>").unwrap_err();
         assert!(e.message.contains("`!tpu.dma_semaphore`"), "{e}");
     }
 }

@@ -61,7 +61,12 @@ pub fn tensor_type(s: &str) -> Result<Type> {
 /// Imports the Mosaic module `body` (generic text as jaxlib prints the deserialized body) of
 /// a `tpu_custom_call` whose operands have types `operands` (scalar-prefetch arrays first,
 /// then inputs) and whose results have types `results`. The kernel is called `name`.
-pub fn import_mosaic(body: &str, operands: &[Type], results: &[Type], name: &str) -> Result<Kernel> {
+pub fn import_mosaic(
+    body: &str,
+    operands: &[Type],
+    results: &[Type],
+    name: &str,
+) -> Result<Kernel> {
     import_mosaic_inner(body, operands, results, name).map_err(|e| e.in_kernel(name))
 }
 

@@ -12,11 +12,10 @@ use melior::ir::{
     BlockRef, RegionLike,
     operation::{OperationLike, OperationRef},
 };
-use tpukit_dsl::{
-    Arg, BinaryOp, CmpOp, DotDims, Error, Ix, KernelBuilder, ReduceOp, Result,
-    UnaryOp, ValueId,
-};
 use std::cell::RefCell;
+use tpukit_dsl::{
+    Arg, BinaryOp, CmpOp, DotDims, Error, Ix, KernelBuilder, ReduceOp, Result, UnaryOp, ValueId,
+};
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
 /// Op names and their rules.
@@ -33,11 +32,9 @@ pub fn import_op(
     let loc = text::loc(&op.location().to_string());
     b.set_loc(loc.clone());
     let Some((_, rule)) = table.0.iter().find(|(n, _)| *n == name) else {
-        return Err(Error::op(
-            &name,
-            "unsupported: tpukit has no import rule for this op",
-        )
-        .at(loc.as_ref()));
+        return Err(
+            Error::op(&name, "unsupported: tpukit has no import rule for this op").at(loc.as_ref()),
+        );
     };
     rule(s, b, op, table).map_err(|mut e| {
         if e.op.is_none() {
@@ -73,12 +70,22 @@ fn cast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
 }
 
 /// `index_cast`, `assume_multiple`: the value itself (index is i32 in the IR).
-fn identity(s: &mut Scope, _: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn identity(
+    s: &mut Scope,
+    _: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let v = s.value(op, 0)?;
     s.define(op, 0, v)
 }
 
-fn terminator(s: &mut Scope, _: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn terminator(
+    s: &mut Scope,
+    _: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let values = (0..op.operand_count())
         .map(|i| s.value(op, i))
         .collect::<Result<Vec<_>>>()?;
@@ -86,7 +93,12 @@ fn terminator(s: &mut Scope, _: &mut KernelBuilder, op: &OperationRef<'_, '_>, _
     Ok(())
 }
 
-fn constant(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn constant(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let ty = result_type(op, 0)?;
     let lit = text::literal(&attr(op, "value")?, ty.dtype)?;
     let v = b.constant(lit, ty);
@@ -106,7 +118,9 @@ fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
                     "ult", "ule", "une", "uno", "true",
                 ]
             } else {
-                &["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+                &[
+                    "eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge",
+                ]
             };
             names.get(n as usize).copied().unwrap_or("?").to_string()
         }
@@ -137,7 +151,12 @@ fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
-fn select(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn select(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let v = b.select(s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?)?;
     s.define(op, 0, v)
 }
@@ -207,7 +226,9 @@ fn tpu_vector_store(
     }
     let segments = text::int_array(&attr(op, "operandSegmentSizes")?)?;
     let [1, 1, n, m] = segments[..] else {
-        return Err(Error::new(format!("unexpected operand segments {segments:?}")));
+        return Err(Error::new(format!(
+            "unexpected operand segments {segments:?}"
+        )));
     };
     let value = s.value(op, 0)?;
     let r = s.buffer(op, 1)?;
@@ -222,20 +243,35 @@ fn tpu_vector_store(
 }
 
 /// `vector.broadcast`: a scalar or a vector to a larger shape (numpy rules, right-aligned).
-fn broadcast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn broadcast(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let shape = result_type(op, 0)?.shape;
     let v = b.broadcast_to(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)
 }
 
 /// `vector.shape_cast`: same elements, new shape.
-fn shape_cast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn shape_cast(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let shape = result_type(op, 0)?.shape;
     let v = b.reshape(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)
 }
 
-fn transpose(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn transpose(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let perm: Vec<usize> = text::int_array(&attr(op, "permutation")?)?
         .into_iter()
         .map(|p| p as usize)
@@ -300,7 +336,12 @@ fn dot_dimension_numbers(a: &str) -> Result<Vec<Vec<i64>>> {
 
 /// `tpu.matmul %lhs, %rhs, %acc`: a `dot` (f32 accumulation) plus the accumulator unless it
 /// is zero. 2-D only, with the output laid out `(lhs free dim, rhs free dim)`.
-fn matmul(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn matmul(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let (lhs, rhs, acc) = (s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?);
     let out = result_type(op, 0)?;
     let dims = match attr_opt(op, "dimension_numbers") {
@@ -351,14 +392,21 @@ fn iota(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
         None => vec![text::int(&attr(op, "dimension")?)?],
     };
     let [dim] = dims[..] else {
-        return Err(Error::new(format!("unsupported: iota over dimensions {dims:?}")));
+        return Err(Error::new(format!(
+            "unsupported: iota over dimensions {dims:?}"
+        )));
     };
     let v = b.iota(ty.dtype, &ty.shape, dim as usize)?;
     s.define(op, 0, v)
 }
 
 /// `scf.for %iv = %lb to %ub step %st iter_args(…)`.
-fn scf_for(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, t: &Table) -> Result<()> {
+fn scf_for(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
+) -> Result<()> {
     let (lower, upper, step) = (s.arg(op, 0)?, s.arg(op, 1)?, s.arg(op, 2)?);
     let init = (3..op.operand_count())
         .map(|i| s.value(op, i))
@@ -380,7 +428,12 @@ fn scf_for(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, t: &
 }
 
 /// `scf.if %cond { … } else { … }`; an absent else region yields nothing.
-fn scf_if(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, t: &Table) -> Result<()> {
+fn scf_if(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
+) -> Result<()> {
     let cond = s.value(op, 0)?;
     let then_block = op.region(0).ok().and_then(|r| r.first_block());
     let else_block = op.region(1).ok().and_then(|r| r.first_block());
@@ -401,7 +454,12 @@ fn scf_if(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, t: &T
     Ok(())
 }
 
-fn scf_while(_: &mut Scope, _: &mut KernelBuilder, _: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+fn scf_while(
+    _: &mut Scope,
+    _: &mut KernelBuilder,
+    _: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     Err(Error::new(
         "unsupported: `scf.while` (a data-dependent loop, e.g. lax.while_loop) has no kernel-IR \
          form; use lax.fori_loop with static or scalar bounds",

@@ -36,7 +36,12 @@ pub fn key(v: Value<'_, '_>) -> usize {
 
 /// The op's name without the `stable_mosaic.` prefix of the serialized form.
 pub fn op_name(op: &OperationRef<'_, '_>) -> String {
-    let full = op.name().as_string_ref().as_str().unwrap_or("?").to_string();
+    let full = op
+        .name()
+        .as_string_ref()
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
     full.strip_prefix("stable_mosaic.")
         .map(str::to_string)
         .unwrap_or(full)

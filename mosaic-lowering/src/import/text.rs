@@ -14,10 +14,7 @@ pub enum Ty {
     /// A scalar or a vector (`f32`, `index`, `vector<8x128xi1>`). `index` is read as i32.
     Value(Type),
     /// A buffer: its block shape, element type and where it lives.
-    MemRef {
-        ty: Type,
-        space: MemorySpace,
-    },
+    MemRef { ty: Type, space: MemorySpace },
     /// A StableHLO tensor.
     Tensor(Type),
 }
@@ -43,7 +40,9 @@ fn dims_and_element(s: &str) -> Result<(Vec<usize>, &str)> {
         .into_iter()
         .map(|d| {
             d.trim().parse::<usize>().map_err(|_| {
-                Error::new(format!("unsupported: extent `{d}` in `{s}` (dynamic shapes are not imported)"))
+                Error::new(format!(
+                    "unsupported: extent `{d}` in `{s}` (dynamic shapes are not imported)"
+                ))
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -68,7 +67,15 @@ pub fn ty(s: &str) -> Result<Ty> {
     }
     if let Some(inner) = inside(s, "memref") {
         let shaped = inner.split(", ").next().unwrap_or_default();
-        if inner.contains(", ") && !inner.rsplit(", ").next().unwrap_or("").trim().chars().all(|c| c.is_ascii_digit()) {
+        if inner.contains(", ")
+            && !inner
+                .rsplit(", ")
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        {
             return Err(Error::new(format!("unsupported: memref layout in `{s}`")));
         }
         let (dims, e) = dims_and_element(shaped)?;
@@ -242,8 +249,16 @@ mod tests {
                 space: MemorySpace::Smem
             }
         );
-        assert_eq!(ty("tensor<bf16>").unwrap(), Ty::Tensor(Type::scalar(DType::BF16)));
-        assert!(ty("vector<?x128xf32>").unwrap_err().message.starts_with("unsupported"));
+        assert_eq!(
+            ty("tensor<bf16>").unwrap(),
+            Ty::Tensor(Type::scalar(DType::BF16))
+        );
+        assert!(
+            ty("vector<?x128xf32>")
+                .unwrap_err()
+                .message
+                .starts_with("unsupported")
+        );
         assert!(ty("f64").unwrap_err().message.contains("`f64`"));
     }
 
@@ -252,13 +267,19 @@ mod tests {
         assert_eq!(int_array("array<i64: 2, 2, 4>").unwrap(), vec![2, 2, 4]);
         assert_eq!(int_array("array<i32>").unwrap(), Vec::<i64>::new());
         assert_eq!(int("11 : i64").unwrap(), 11);
-        assert_eq!(enum_case("#tpu.dimension_semantics<parallel>").unwrap(), "parallel");
+        assert_eq!(
+            enum_case("#tpu.dimension_semantics<parallel>").unwrap(),
+            "parallel"
+        );
         assert_eq!(
             literal("dense<0xFF800000> : vector<8xf32>", DType::F32).unwrap(),
             Literal::Float(f64::NEG_INFINITY)
         );
         assert_eq!(literal("0 : index", DType::I32).unwrap(), Literal::Int(0));
-        assert_eq!(literal("2.500000e+00 : f32", DType::F32).unwrap(), Literal::Float(2.5));
+        assert_eq!(
+            literal("2.500000e+00 : f32", DType::F32).unwrap(),
+            Literal::Float(2.5)
+        );
         assert!(literal("dense<[1, 2]> : vector<2xi32>", DType::I32).is_err());
     }
 
