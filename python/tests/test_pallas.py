@@ -178,3 +178,20 @@ def test_where_and_iota_mask(rng):
     x = rng.standard_normal((8, 128)).astype(np.float32)
     check(kernel, sds(x.shape, np.float32), [x],
           lambda x: np.where((np.arange(128) < 100) & (x > 0), x, 0.0).astype(np.float32))
+
+
+def test_seed_example_on_numpy():
+    """TorchTPU's add_vectors with numpy placeholders: whole 1-D arrays of 3 elements (the
+    torch version is in test_torch.py)."""
+    from tpukit import pallas
+
+    @pallas.custom_kernel(lambda x, y: np.empty_like(x))
+    def add_vectors(x_ref, y_ref, o_ref):
+        x, y = x_ref[...], y_ref[...]
+        o_ref[...] = x + y
+
+    x = np.array([0.1, 0.2, 0.3], np.float32)
+    y = np.array([0.4, 0.5, 0.6], np.float32)
+    for device in ("cpu", "interpret"):
+        np.testing.assert_array_equal(add_vectors(x, y, device=device), x + y)
+    assert "tpu_custom_call" in add_vectors.lower(x, y)

@@ -9,6 +9,8 @@ native importer takes it from there (``tpukit_mosaic::import``).
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
 from dataclasses import dataclass
 
@@ -33,9 +35,27 @@ class MosaicCall:
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
 
 
+@functools.cache
+def _tpu_device():
+    """A device of a compile-only TPU topology (v5e), or None without libtpu.
+
+    Pallas asks the *default* device for TPU facts (sublane counts, for 1-D blocks, say),
+    which fails on a CPU-only host; lowering with this device as the default answers them.
+    Nothing runs on it.
+    """
+    try:
+        from jax.experimental import topologies
+
+        return topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices[0]
+    except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
+        return None
+
+
 def export_tpu(fn, arg_specs) -> str:
     """StableHLO text of ``fn`` (jitted) lowered for TPU, as ``jax.export`` produces it."""
-    exported = export.export(fn, platforms=["tpu"])(*arg_specs)
+    device = _tpu_device()
+    with jax.default_device(device) if device is not None else contextlib.nullcontext():
+        exported = export.export(fn, platforms=["tpu"])(*arg_specs)
     return exported.mlir_module()
 
 
