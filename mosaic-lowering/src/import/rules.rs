@@ -9,7 +9,7 @@
 use super::scope::{Scope, attr, attr_opt, op_name, result_type};
 use super::text;
 use melior::ir::{
-    BlockRef, RegionLike,
+    BlockRef, RegionLike, Value, ValueLike,
     operation::{OperationLike, OperationRef},
 };
 use std::cell::RefCell;
@@ -190,13 +190,23 @@ fn indexers(
         .collect()
 }
 
-/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`.
+/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load whose result is never
+/// used (Pallas emits one before every store, the old value of its "swap") is dropped: loads
+/// have no effects, and a dead load of an output would make it look read.
 fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    if op.result(0).is_ok_and(|r| !has_uses(r.into())) {
+        return Ok(());
+    }
     let r = s.buffer(op, 0)?;
     let ty = result_type(op, 0)?;
     let index = indexers(s, op, 1, op.operand_count() - 1, &ty.shape)?;
     let v = b.load(r, &index)?;
     s.define(op, 0, v)
+}
+
+fn has_uses(v: Value<'_, '_>) -> bool {
+    // SAFETY: `v` is a live value of the module being imported; the C API only reads it.
+    unsafe { !mlir_sys::mlirOpOperandIsNull(mlir_sys::mlirValueGetFirstUse(v.to_raw())) }
 }
 
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
