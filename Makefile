@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance bench
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest bench
 setup:
 	@bash scripts/setup.sh
 
@@ -39,7 +39,13 @@ conformance:
 	$(TPUKIT_PYTHON) -m ruff check tests/conformance
 	$(TPUKIT_PYTHON) -m pytest -q tests/conformance
 
-test: setup fmt lint rust-test examples conformance
+# The Python package (built into .venv by setup): real Pallas kernels imported and run on cpu and
+# interpret, against Pallas interpret mode and jnp references.
+pytest: setup
+	$(TPUKIT_PYTHON) -m ruff check python
+	$(TPUKIT_PYTHON) -m pytest -q python/tests
+
+test: setup fmt lint rust-test examples conformance pytest
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run; rewrites the CPU
 # section of BENCHMARKS.md. Not part of `make test`: benchmarks are not timed tests.

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what tpukit needs on a fresh Debian 12 machine, and nothing that is already there:
-# Debian's LLVM/MLIR 22 packages, the Python venv at .venv (numpy, jax[tpu] with libtpu), and the
-# Rust dependencies. Safe to run again: each step checks before it installs.
+# Debian's LLVM/MLIR 22 packages, the Python venv at .venv (numpy, jax[tpu] with libtpu, maturin),
+# the Rust dependencies, and the `tpukit` Python package built from python/ into the venv. Safe to
+# run again: each step checks before it installs, and the package is rebuilt only when its sources
+# changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev clang-22
               libzstd-dev libz3-dev libxml2-dev zlib1g-dev)
-PY_PACKAGES=(numpy "jax[tpu]==0.10.2" pytest ruff)
+PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2")
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
@@ -33,4 +35,23 @@ fi
 
 say "fetching Rust dependencies"
 cargo fetch -q
+
+# The Python package: rebuilt when any Rust or Python source it is made of changed (a hash of
+# those files, kept beside the venv's stamp).
+export MLIR_SYS_220_PREFIX="${MLIR_SYS_220_PREFIX:-/usr/lib/llvm-22}"
+export LLVM_SYS_221_PREFIX="${LLVM_SYS_221_PREFIX:-/usr/lib/llvm-22}"
+export TABLEGEN_220_PREFIX="${TABLEGEN_220_PREFIX:-/usr/lib/llvm-22}"
+pkg_stamp=.venv/.tpukit-python
+pkg_hash="$(find python kernel-dsl kernel-macros mosaic-lowering runtime src Cargo.toml Cargo.lock \
+    -path python/tests -prune -o -type f \( -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name Cargo.lock \) -print \
+    | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$pkg_stamp" ] || [ "$(cat "$pkg_stamp")" != "$pkg_hash" ] \
+    || ! .venv/bin/python -c "import tpukit" 2>/dev/null; then
+    say "building the tpukit Python package (python/)"
+    # An editable install (maturin develop): python/tpukit/*.py are used in place, the native
+    # module lands beside them. The dev profile shares target/debug with `cargo test` (and
+    # optimises dependencies, see Cargo.toml), so `make test` builds the Rust code once.
+    (cd python && VIRTUAL_ENV="$PWD/../.venv" ../.venv/bin/maturin develop -q)
+    printf '%s' "$pkg_hash" > "$pkg_stamp"
+fi
 say "ready"

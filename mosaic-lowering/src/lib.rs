@@ -33,6 +33,11 @@
 //! block does not divide); stores beyond the array are dropped by Mosaic's pipeline, which
 //! writes a partial edge block back only up to the array's end.
 //!
+//! # Import
+//!
+//! [`import`] goes the other way: the Mosaic bodies JAX Pallas emits become kernel IR, so real
+//! Pallas kernels run on tpukit's CPU backends.
+//!
 //! # Serialized form
 //!
 //! The body is the module with every op renamed `stable_mosaic.*` and the module attribute
@@ -45,6 +50,7 @@ mod context;
 pub mod custom_call;
 pub mod edge;
 mod emit;
+pub mod import;
 pub mod kernel_func;
 mod lowering;
 pub mod mosaic_module;

@@ -1,0 +1,233 @@
+//! The Mosaic kernel function's signature and attributes back to a [`CallSpec`]: grid and
+//! dimension semantics, scalar prefetch, windowed inputs and outputs, scratch.
+//!
+//! Mosaic's kernel signature is `(grid indices…, prefetch refs…, input and output windows…,
+//! scratch refs…)`. It does not say which windows are inputs: the custom call does (its
+//! operands are the prefetch arrays then the inputs, its results the outputs), so the caller
+//! passes the call's global types. Blocks come from `window_params` (`window_bounds` and a
+//! `transform_indices` function); an operand without `window_bounds` is whole.
+
+use super::index_map::index_map;
+use super::memory_space::MemorySpace;
+use super::scope::attr;
+use super::text::{self, Ty};
+use melior::ir::{
+    BlockLike, RegionLike, ValueLike,
+    operation::{OperationLike, OperationRef},
+};
+use std::collections::HashMap;
+use tpukit_dsl::{
+    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics, Type,
+};
+
+/// The call spec of a kernel function, and the role of each of its memref arguments.
+pub struct Signature {
+    pub spec: CallSpec,
+    /// The kernel's arguments after the grid indices, in order, with their roles.
+    pub roles: Vec<Role>,
+}
+
+/// Reads the kernel function `kernel` (with the module's other functions `funcs`, by name),
+/// given the custom call's operand and result types.
+pub fn signature(
+    kernel: &OperationRef<'_, '_>,
+    funcs: &HashMap<String, OperationRef<'_, '_>>,
+    operands: &[Type],
+    results: &[Type],
+) -> Result<Signature> {
+    let bounds = match kernel.attribute("iteration_bounds") {
+        Ok(a) => text::int_array(&a.to_string())?,
+        Err(_) => vec![],
+    };
+    let semantics = semantics(&attr(kernel, "dimension_semantics")?, bounds.len())?;
+    let grid: Vec<GridAxis> = bounds
+        .iter()
+        .zip(&semantics)
+        .map(|(&n, &s)| {
+            if n < 0 {
+                return Err(Error::new("unsupported: a dynamic grid extent"));
+            }
+            Ok(GridAxis {
+                extent: Extent::Static(n as usize),
+                semantics: s,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let n_prefetch = text::int(&attr(kernel, "scalar_prefetch")?)? as usize;
+    let n_scratch = text::int(&attr(kernel, "scratch_operands")?)? as usize;
+    let block = kernel
+        .region(0)
+        .ok()
+        .and_then(|r| r.first_block())
+        .ok_or_else(|| Error::new("the kernel function has no body"))?;
+    let arg_types: Vec<Ty> = (grid.len()..block.argument_count())
+        .map(|i| text::ty(&block.argument(i).expect("in range").r#type().to_string()))
+        .collect::<Result<_>>()?;
+    if operands.len() < n_prefetch {
+        return Err(Error::new(format!(
+            "the kernel has {n_prefetch} scalar-prefetch operands but the call passes {} arrays",
+            operands.len()
+        )));
+    }
+    let n_inputs = operands.len() - n_prefetch;
+    let n_windows = n_inputs + results.len();
+    if arg_types.len() != n_prefetch + n_windows + n_scratch {
+        return Err(Error::new(format!(
+            "the kernel takes {} buffers but the call has {} operands, {} results and the \
+             kernel {n_scratch} scratch buffers",
+            arg_types.len(),
+            operands.len(),
+            results.len()
+        )));
+    }
+    let windows = window_params(kernel, n_windows)?;
+    let memref = |i: usize| -> Result<(Type, MemorySpace)> {
+        match &arg_types[i] {
+            Ty::MemRef { ty, space } => Ok((ty.clone(), *space)),
+            other => Err(Error::new(format!(
+                "kernel argument {i} is not a buffer: {other:?}"
+            ))),
+        }
+    };
+    let mut spec = CallSpec {
+        grid,
+        ..Default::default()
+    };
+    let mut roles = Vec::new();
+    for (i, global) in operands.iter().take(n_prefetch).enumerate() {
+        let (ty, _) = memref(i)?;
+        check_dtype(&ty, global, "scalar-prefetch operand", i)?;
+        spec.prefetch
+            .push(ArraySpec::new(global.dtype, global.shape.clone()));
+        roles.push(Role::Prefetch);
+    }
+    for (k, window) in windows.iter().enumerate() {
+        let (role, global, what) = if k < n_inputs {
+            (Role::Input, &operands[n_prefetch + k], "input")
+        } else {
+            (Role::Output, &results[k - n_inputs], "output")
+        };
+        let index = if role == Role::Input { k } else { k - n_inputs };
+        let (ty, space) = memref(n_prefetch + k)?;
+        if let MemorySpace::Other(name) = space {
+            return Err(Error::new(format!(
+                "unsupported: {what} {index} lives in memory space `{name}` (only VMEM and \
+                 SMEM operands are imported)"
+            )));
+        }
+        check_dtype(&ty, global, what, index)?;
+        let mut array = ArraySpec::new(global.dtype, global.shape.clone());
+        if let Some((transform, block_shape)) = window {
+            if block_shape.len() != global.shape.len() {
+                return Err(Error::new(format!(
+                    "{what} {index}: block {block_shape:?} does not match the array's rank {}",
+                    global.shape.len()
+                )));
+            }
+            let f = funcs.get(transform).ok_or_else(|| {
+                Error::new(format!("index map `{transform}` is not in the module"))
+            })?;
+            array.block = Some(Blocking {
+                block: block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
+                index_map: index_map(f, spec.grid.len())?,
+                fill: None,
+            });
+        }
+        if role == Role::Input {
+            spec.inputs.push(array);
+        } else {
+            spec.outputs.push(array);
+        }
+        roles.push(role);
+    }
+    for i in 0..n_scratch {
+        let (ty, _) = memref(n_prefetch + n_windows + i)?;
+        spec.scratch
+            .push(ArraySpec::new(ty.dtype, ty.shape.clone()));
+        roles.push(Role::Scratch);
+    }
+    Ok(Signature { spec, roles })
+}
+
+fn check_dtype(block: &Type, global: &Type, what: &str, index: usize) -> Result<()> {
+    if block.dtype != global.dtype {
+        return Err(Error::new(format!(
+            "{what} {index} is {} in the call but {} in the kernel",
+            global.dtype, block.dtype
+        )));
+    }
+    Ok(())
+}
+
+/// `[#tpu.dimension_semantics<parallel>, …]` → one [`Semantics`] per grid axis.
+fn semantics(list: &str, rank: usize) -> Result<Vec<Semantics>> {
+    let inner = list.trim().trim_start_matches('[').trim_end_matches(']');
+    let out: Vec<Semantics> = inner
+        .split(", ")
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| match text::enum_case(s)? {
+            "parallel" => Ok(Semantics::Parallel),
+            "arbitrary" => Ok(Semantics::Arbitrary),
+            other => Err(Error::new(format!(
+                "unsupported: dimension semantics `{other}`"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    if out.len() != rank {
+        return Err(Error::new(format!(
+            "{} dimension semantics for a grid of rank {rank}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// Per window: `(transform function name, window bounds)`, or `None` for a whole operand.
+type WindowParam = Option<(String, Vec<usize>)>;
+
+/// Reads `window_params = [{transform_indices = @f, window_bounds = array<i64: …>}, …]`.
+fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<WindowParam>> {
+    let Ok(a) = kernel.attribute("window_params") else {
+        return Ok(vec![None; count]);
+    };
+    let printed = a.to_string();
+    let entries: Vec<&str> = printed
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split('}')
+        .map(|e| e.trim_start_matches([',', ' ', '{']))
+        .filter(|e| !e.is_empty())
+        .collect();
+    if entries.len() != count {
+        return Err(Error::new(format!(
+            "window_params has {} entries for {count} windowed operands",
+            entries.len()
+        )));
+    }
+    entries
+        .into_iter()
+        .map(|e| {
+            let field = |name: &str| -> Option<&str> {
+                let at = e.find(&format!("{name} = "))? + name.len() + 3;
+                let rest = &e[at..];
+                let end = if rest.starts_with("array<") {
+                    rest.find('>')? + 1
+                } else {
+                    rest.find(", ").unwrap_or(rest.len())
+                };
+                Some(&rest[..end])
+            };
+            match (field("transform_indices"), field("window_bounds")) {
+                (Some(t), Some(w)) => {
+                    let bounds = text::int_array(w)?
+                        .into_iter()
+                        .map(|n| n as usize)
+                        .collect();
+                    Ok(Some((t.trim_start_matches('@').to_string(), bounds)))
+                }
+                _ => Ok(None),
+            }
+        })
+        .collect()
+}

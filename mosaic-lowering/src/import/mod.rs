@@ -1,0 +1,147 @@
+//! The reverse direction: Mosaic kernels that JAX Pallas lowered, back to kernel IR.
+//!
+//! ```text
+//! pallas_call ──jax.export(platforms=["tpu"])──▶ StableHLO with tpu_custom_call
+//!   └─ backend_config body (base64 MLIR bytecode, stable_mosaic.* ops)
+//!        ──jaxlib: parse bytecode, print generic (Python side)──▶ text with #tpu.memory_space
+//!        ──memory_space::rewrite──▶ text upstream MLIR parses
+//!        ──melior (MLIR 22, unregistered dialects allowed)──▶ ops
+//!        ──rules table, one rule per op──▶ Kernel
+//! ```
+//!
+//! # Getting past `#tpu.memory_space<…>`
+//!
+//! Upstream MLIR cannot parse `memref<…, #tpu.memory_space<vmem>>` without the tpu dialect,
+//! and the bytecode reader fails the same way. So the body is read in two steps: jaxlib,
+//! which has the tpu dialect and is present wherever JAX lowered the kernel, turns the
+//! bytecode into generic text (`tpukit/_lowering.py`); here [`memory_space::rewrite`] replaces
+//! each memory space by an integer memory space (lossless: [`MemorySpace`] reads it back), and
+//! melior parses the result in [`crate::mosaic_context`]. The body stays in its serialized
+//! form (`stable_mosaic.*` op names): every op is then unregistered, so all attributes are
+//! plain, version-independent entries of its attribute dictionary, and no upstream verifier
+//! second-guesses Mosaic's ops. Other tpu attributes (`#tpu.dimension_semantics<…>`,
+//! `#tpu.dot_dimension_numbers<…>`) parse as opaque attributes and are read from their
+//! printed form ([`text`]).
+//!
+//! # What is imported
+//!
+//! The kernel function's signature becomes a [`tpukit_dsl::CallSpec`] ([`kernel_func`]): the
+//! grid from `iteration_bounds` and `dimension_semantics`, scalar prefetch, windows from
+//! `window_params` with their `@transform_i` index maps ([`index_map`]), scratch. The body
+//! is imported op by op through [`rules::MOSAIC`]: arith and math, `vector.load`,
+//! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
+//! `shape_cast`, `transpose`, `multi_reduction`, `tpu.matmul`, `tpu.iota`, `scf.for` and
+//! `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! is an error naming it and, where the body has one, the Python source location; errors
+//! about unsupported input start with `unsupported`.
+
+mod index_map;
+mod kernel_func;
+mod memory_space;
+mod rules;
+mod scope;
+mod text;
+
+pub use memory_space::MemorySpace;
+
+use crate::mosaic_context;
+use melior::ir::{
+    BlockLike, Module, RegionLike,
+    operation::{OperationLike, OperationRef},
+};
+use scope::{Scope, Val, attr, op_name};
+use std::{cell::RefCell, collections::HashMap, rc::Rc};
+use tpukit_dsl::{Error, Kernel, KernelBuilder, Result, Role, Type};
+
+/// Parses a printed tensor type (`tensor<16x128xf32>`) into a kernel-IR type.
+pub fn tensor_type(s: &str) -> Result<Type> {
+    text::value_ty(s)
+}
+
+/// Imports the Mosaic module `body` (generic text as jaxlib prints the deserialized body) of
+/// a `tpu_custom_call` whose operands have types `operands` (scalar-prefetch arrays first,
+/// then inputs) and whose results have types `results`. The kernel is called `name`.
+pub fn import_mosaic(
+    body: &str,
+    operands: &[Type],
+    results: &[Type],
+    name: &str,
+) -> Result<Kernel> {
+    import_mosaic_inner(body, operands, results, name).map_err(|e| e.in_kernel(name))
+}
+
+fn import_mosaic_inner(
+    body: &str,
+    operands: &[Type],
+    results: &[Type],
+    name: &str,
+) -> Result<Kernel> {
+    let text = memory_space::rewrite(body)?;
+    let context = mosaic_context();
+    let module = parse(&context, &text)?;
+    let mut funcs: HashMap<String, OperationRef<'_, '_>> = HashMap::new();
+    let mut kernel_fn = None;
+    let mut op = module.body().first_operation();
+    while let Some(o) = op {
+        if op_name(&o) == "func.func" {
+            let sym = attr(&o, "sym_name")?.trim_matches('"').to_string();
+            if o.has_attribute("scalar_prefetch") {
+                if kernel_fn.is_some() {
+                    return Err(Error::new("the Mosaic module has two kernel functions"));
+                }
+                kernel_fn = Some(o);
+            }
+            funcs.insert(sym, o);
+        }
+        op = o.next_in_block();
+    }
+    let kernel_fn =
+        kernel_fn.ok_or_else(|| Error::new("the Mosaic module has no kernel function"))?;
+    let sig = kernel_func::signature(&kernel_fn, &funcs, operands, results)?;
+    let mut b = KernelBuilder::new(name, &sig.spec)?;
+    let mut scope = Scope::default();
+    let block = kernel_fn
+        .region(0)
+        .ok()
+        .and_then(|r| r.first_block())
+        .ok_or_else(|| Error::new("the kernel function has no body"))?;
+    let grid_rank = sig.spec.grid.len();
+    for axis in 0..grid_rank {
+        let pid = b.program_id(axis)?;
+        scope.bind_value(block.argument(axis).expect("in range").into(), pid);
+    }
+    let mut counts: HashMap<Role, usize> = HashMap::new();
+    for (i, role) in sig.roles.iter().enumerate() {
+        let n = counts.entry(*role).or_default();
+        let label = match role {
+            Role::Prefetch => format!("prefetch{n}"),
+            Role::Input => format!("in{n}"),
+            Role::Output => format!("out{n}"),
+            Role::Scratch => format!("scratch{n}"),
+        };
+        *n += 1;
+        let r = b.declare(*role, &label)?;
+        let arg = block.argument(grid_rank + i).expect("in range");
+        scope.bind(arg.into(), Val::Ref(r));
+    }
+    scope.ops(&mut b, block, rules::MOSAIC)?;
+    b.finish()
+}
+
+/// Parses MLIR text, turning the parser's diagnostics into the error.
+fn parse<'c>(context: &'c melior::Context, text: &str) -> Result<Module<'c>> {
+    let diagnostics = Rc::new(RefCell::new(Vec::<String>::new()));
+    let sink = Rc::clone(&diagnostics);
+    let id = context.attach_diagnostic_handler(move |d| {
+        sink.borrow_mut().push(d.to_string());
+        true
+    });
+    let module = Module::parse(context, text);
+    context.detach_diagnostic_handler(id);
+    module.ok_or_else(|| {
+        Error::new(format!(
+            "cannot parse the Mosaic body: {}",
+            diagnostics.borrow().join("; ")
+        ))
+    })
+}

@@ -1,0 +1,543 @@
+//! The Mosaic import rules: one small function per op, found by name in [`MOSAIC`].
+//!
+//! Each rule reads its op's operands through the [`Scope`], appends kernel-IR ops through the
+//! [`KernelBuilder`] (which checks them as it builds) and binds the op's results. An op with
+//! no rule is an error naming it and its source location; a rule that meets an attribute it
+//! does not handle (a masked or accumulating store it cannot express, a reduction kind, a
+//! comparison predicate) fails the same way. No rule approximates.
+
+use super::scope::{Scope, attr, attr_opt, op_name, result_type};
+use super::text;
+use melior::ir::{
+    BlockRef, RegionLike, Value, ValueLike,
+    operation::{OperationLike, OperationRef},
+};
+use std::cell::RefCell;
+use tpukit_dsl::{
+    Arg, BinaryOp, CmpOp, DotDims, Error, Ix, KernelBuilder, ReduceOp, Result, UnaryOp, ValueId,
+};
+
+pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
+/// Op names and their rules.
+pub struct Table(pub &'static [(&'static str, Rule)]);
+
+/// Imports one op with its rule, attaching the op's name and location to any error.
+pub fn import_op(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    table: &Table,
+) -> Result<()> {
+    let name = op_name(op);
+    let loc = text::loc(&op.location().to_string());
+    b.set_loc(loc.clone());
+    let Some((_, rule)) = table.0.iter().find(|(n, _)| *n == name) else {
+        return Err(
+            Error::op(&name, "unsupported: tpukit has no import rule for this op").at(loc.as_ref()),
+        );
+    };
+    rule(s, b, op, table).map_err(|mut e| {
+        if e.op.is_none() {
+            e.op = Some(name.clone());
+        }
+        e.at(loc.as_ref())
+    })
+}
+
+macro_rules! binary {
+    ($op:ident) => {
+        |s, b, op, _| {
+            let v = b.binary(BinaryOp::$op, s.value(op, 0)?, s.value(op, 1)?)?;
+            s.define(op, 0, v)
+        }
+    };
+}
+
+macro_rules! unary {
+    ($op:ident) => {
+        |s, b, op, _| {
+            let v = b.unary(UnaryOp::$op, s.value(op, 0)?)?;
+            s.define(op, 0, v)
+        }
+    };
+}
+
+/// Converts to the result's element type (every `arith` cast the IR's `cast` covers).
+fn cast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let to = result_type(op, 0)?.dtype;
+    let v = b.cast(s.value(op, 0)?, to)?;
+    s.define(op, 0, v)
+}
+
+/// `index_cast`, `assume_multiple`: the value itself (index is i32 in the IR).
+fn identity(
+    s: &mut Scope,
+    _: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let v = s.value(op, 0)?;
+    s.define(op, 0, v)
+}
+
+fn terminator(
+    s: &mut Scope,
+    _: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let values = (0..op.operand_count())
+        .map(|i| s.value(op, i))
+        .collect::<Result<Vec<_>>>()?;
+    s.yielded = Some(values);
+    Ok(())
+}
+
+fn constant(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let ty = result_type(op, 0)?;
+    let lit = text::literal(&attr(op, "value")?, ty.dtype)?;
+    let v = b.constant(lit, ty);
+    s.note_const(v, lit);
+    s.define(op, 0, v)
+}
+
+/// The comparison of an `arith.cmpi`/`cmpf` predicate, accepting only those whose meaning
+/// (NaN included) is the IR's: ordered float comparisons and `une` for `!=`.
+fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
+    let raw = attr(op, "predicate")?;
+    let name = match text::int(&raw) {
+        Ok(n) => {
+            let names: &[&str] = if float {
+                &[
+                    "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge",
+                    "ult", "ule", "une", "uno", "true",
+                ]
+            } else {
+                &[
+                    "eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge",
+                ]
+            };
+            names.get(n as usize).copied().unwrap_or("?").to_string()
+        }
+        Err(_) => text::enum_case(&raw)?.to_string(),
+    };
+    Ok(match name.as_str() {
+        "eq" | "oeq" => CmpOp::Eq,
+        "ne" | "une" => CmpOp::Ne,
+        "slt" | "olt" => CmpOp::Lt,
+        "sle" | "ole" => CmpOp::Le,
+        "sgt" | "ogt" => CmpOp::Gt,
+        "sge" | "oge" => CmpOp::Ge,
+        other => {
+            return Err(Error::new(format!(
+                "unsupported: comparison predicate `{other}`"
+            )));
+        }
+    })
+}
+
+fn cmpf(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let v = b.compare(predicate(op, true)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    s.define(op, 0, v)
+}
+
+fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let v = b.compare(predicate(op, false)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    s.define(op, 0, v)
+}
+
+fn select(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let v = b.select(s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?)?;
+    s.define(op, 0, v)
+}
+
+/// The indexers of a vector or scalar access: one start per memref dimension; the leading
+/// dimensions beyond the value's rank are single elements, the rest slices of the value's
+/// extents.
+fn indexers(
+    s: &Scope,
+    op: &OperationRef<'_, '_>,
+    first: usize,
+    count: usize,
+    value_shape: &[usize],
+) -> Result<Vec<Ix>> {
+    if value_shape.len() > count {
+        return Err(Error::new(format!(
+            "a rank-{} value accessed with {count} indices",
+            value_shape.len()
+        )));
+    }
+    let points = count - value_shape.len();
+    (0..count)
+        .map(|d| {
+            let start = s.arg(op, first + d)?;
+            Ok(if d < points {
+                Ix::At(start)
+            } else {
+                Ix::Ds(start, value_shape[d - points])
+            })
+        })
+        .collect()
+}
+
+/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load whose result is never
+/// used (Pallas emits one before every store, the old value of its "swap") is dropped: loads
+/// have no effects, and a dead load of an output would make it look read.
+fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    if op.result(0).is_ok_and(|r| !has_uses(r.into())) {
+        return Ok(());
+    }
+    let r = s.buffer(op, 0)?;
+    let ty = result_type(op, 0)?;
+    let index = indexers(s, op, 1, op.operand_count() - 1, &ty.shape)?;
+    let v = b.load(r, &index)?;
+    s.define(op, 0, v)
+}
+
+fn has_uses(v: Value<'_, '_>) -> bool {
+    // SAFETY: `v` is a live value of the module being imported; the C API only reads it.
+    unsafe { !mlir_sys::mlirOpOperandIsNull(mlir_sys::mlirValueGetFirstUse(v.to_raw())) }
+}
+
+/// `vector.store %v, %ref[%i, …]` and `memref.store`.
+fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let value = s.value(op, 0)?;
+    let r = s.buffer(op, 1)?;
+    let shape = b.ty(value).shape.clone();
+    let index = indexers(s, op, 2, op.operand_count() - 2, &shape)?;
+    b.store(r, &index, value)
+}
+
+/// `tpu.vector_store %v, %ref[%i, …] (masked %m)`: operand segments `[value, ref, indices,
+/// mask]`. Accumulating (`add = true`) and strided stores are refused.
+fn tpu_vector_store(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    if attr_opt(op, "add").is_some_and(|a| a.starts_with("true")) {
+        return Err(Error::new("unsupported: accumulating store (`add = true`)"));
+    }
+    if let Some(st) = attr_opt(op, "strides")
+        && !text::int_array(&st)?.is_empty()
+    {
+        return Err(Error::new(format!("unsupported: strided store ({st})")));
+    }
+    let segments = text::int_array(&attr(op, "operandSegmentSizes")?)?;
+    let [1, 1, n, m] = segments[..] else {
+        return Err(Error::new(format!(
+            "unexpected operand segments {segments:?}"
+        )));
+    };
+    let value = s.value(op, 0)?;
+    let r = s.buffer(op, 1)?;
+    let shape = b.ty(value).shape.clone();
+    let index = indexers(s, op, 2, n as usize, &shape)?;
+    if m == 1 {
+        let mask = s.value(op, 2 + n as usize)?;
+        b.store_masked(r, &index, value, mask)
+    } else {
+        b.store(r, &index, value)
+    }
+}
+
+/// `vector.broadcast`: a scalar or a vector to a larger shape (numpy rules, right-aligned).
+fn broadcast(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let shape = result_type(op, 0)?.shape;
+    let v = b.broadcast_to(s.value(op, 0)?, &shape)?;
+    s.define(op, 0, v)
+}
+
+/// `vector.shape_cast`: same elements, new shape.
+fn shape_cast(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let shape = result_type(op, 0)?.shape;
+    let v = b.reshape(s.value(op, 0)?, &shape)?;
+    s.define(op, 0, v)
+}
+
+fn transpose(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let perm: Vec<usize> = text::int_array(&attr(op, "permutation")?)?
+        .into_iter()
+        .map(|p| p as usize)
+        .collect();
+    let v = b.transpose(s.value(op, 0)?, &perm)?;
+    s.define(op, 0, v)
+}
+
+/// Whether `v` is a splat constant equal to `x`.
+fn is_const(s: &Scope, v: ValueId, x: f64) -> bool {
+    s.constant(v).is_some_and(|l| l.as_f64() == x)
+}
+
+/// `vector.multi_reduction <kind>, %src, %acc [dims]`: the reduction, combined with the
+/// accumulator unless it is the kind's identity.
+fn multi_reduction(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let kind_attr = attr(op, "kind")?;
+    let (reduce, combine, identity) = match text::enum_case(&kind_attr)? {
+        "add" => (ReduceOp::Sum, BinaryOp::Add, 0.0),
+        "maximumf" | "maxsi" => (ReduceOp::Max, BinaryOp::Max, f64::NEG_INFINITY),
+        "minimumf" | "minsi" => (ReduceOp::Min, BinaryOp::Min, f64::INFINITY),
+        other => {
+            return Err(Error::new(format!("unsupported: reduction kind `{other}`")));
+        }
+    };
+    let dims = text::int_array(&attr(op, "reduction_dims")?)?;
+    let r = b.reduce(reduce, s.value(op, 0)?, &dims)?;
+    let acc = s.value(op, 1)?;
+    let int_identity = matches!(reduce, ReduceOp::Max | ReduceOp::Min)
+        && b.ty(acc).dtype.is_int()
+        && s.constant(acc).is_some_and(|l| {
+            let i = l.as_i64();
+            (reduce == ReduceOp::Max && i == i32::MIN as i64)
+                || (reduce == ReduceOp::Min && i == i32::MAX as i64)
+        });
+    let v = if is_const(s, acc, identity) || int_identity {
+        r
+    } else {
+        b.binary(combine, r, acc)?
+    };
+    s.define(op, 0, v)
+}
+
+/// The seven lists of `#tpu.dot_dimension_numbers<[lc], [rc], [lnc], [rnc], [out], [lb], [rb]>`.
+fn dot_dimension_numbers(a: &str) -> Result<Vec<Vec<i64>>> {
+    let mut lists = Vec::new();
+    let mut rest = a;
+    while let Some(open) = rest.find('[') {
+        let close = rest[open..]
+            .find(']')
+            .ok_or_else(|| Error::new(format!("malformed dimension numbers `{a}`")))?;
+        lists.push(text::int_list(&rest[open..open + close + 1])?);
+        rest = &rest[open + close + 1..];
+    }
+    Ok(lists)
+}
+
+/// `tpu.matmul %lhs, %rhs, %acc`: a `dot` (f32 accumulation) plus the accumulator unless it
+/// is zero. 2-D only, with the output laid out `(lhs free dim, rhs free dim)`.
+fn matmul(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let (lhs, rhs, acc) = (s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?);
+    let out = result_type(op, 0)?;
+    let dims = match attr_opt(op, "dimension_numbers") {
+        Some(dn) => {
+            let l = dot_dimension_numbers(&dn)?;
+            match &l[..] {
+                [lc, rc, lnc, rnc, order, lb, rb]
+                    if lc.len() == 1
+                        && rc.len() == 1
+                        && lb.is_empty()
+                        && rb.is_empty()
+                        && *order == [0, lnc[0], 1, rnc[0]] =>
+                {
+                    DotDims {
+                        lhs_contract: lc[0] as usize,
+                        rhs_contract: rc[0] as usize,
+                    }
+                }
+                _ => {
+                    return Err(Error::new(format!(
+                        "unsupported: matmul dimension numbers {dn} (2-D, unbatched only)"
+                    )));
+                }
+            }
+        }
+        None => {
+            let flag = |n: &str| attr_opt(op, n).is_some_and(|a| a.starts_with("true"));
+            DotDims {
+                lhs_contract: if flag("transpose_lhs") { 0 } else { 1 },
+                rhs_contract: if flag("transpose_rhs") { 1 } else { 0 },
+            }
+        }
+    };
+    let d = b.dot(lhs, rhs, dims, out.dtype)?;
+    let v = if is_const(s, acc, 0.0) {
+        d
+    } else {
+        b.binary(BinaryOp::Add, acc, d)?
+    };
+    s.define(op, 0, v)
+}
+
+/// `tpu.iota {dimensions = array<i32: d>}`.
+fn iota(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let ty = result_type(op, 0)?;
+    let dims = match attr_opt(op, "dimensions") {
+        Some(a) => text::int_array(&a)?,
+        None => vec![text::int(&attr(op, "dimension")?)?],
+    };
+    let [dim] = dims[..] else {
+        return Err(Error::new(format!(
+            "unsupported: iota over dimensions {dims:?}"
+        )));
+    };
+    let v = b.iota(ty.dtype, &ty.shape, dim as usize)?;
+    s.define(op, 0, v)
+}
+
+/// `scf.for %iv = %lb to %ub step %st iter_args(…)`.
+fn scf_for(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
+) -> Result<()> {
+    let (lower, upper, step) = (s.arg(op, 0)?, s.arg(op, 1)?, s.arg(op, 2)?);
+    let init = (3..op.operand_count())
+        .map(|i| s.value(op, i))
+        .collect::<Result<Vec<_>>>()?;
+    let body = op
+        .region(0)
+        .ok()
+        .and_then(|r| r.first_block())
+        .ok_or_else(|| Error::new("loop without a body"))?;
+    let results = b.for_loop(lower, upper, step, &init, |b, iv, carried| {
+        let mut args = vec![iv];
+        args.extend(carried);
+        s.block(b, body, &args, t)
+    })?;
+    for (i, v) in results.into_iter().enumerate() {
+        s.define(op, i, v)?;
+    }
+    Ok(())
+}
+
+/// `scf.if %cond { … } else { … }`; an absent else region yields nothing.
+fn scf_if(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
+) -> Result<()> {
+    let cond = s.value(op, 0)?;
+    let then_block = op.region(0).ok().and_then(|r| r.first_block());
+    let else_block = op.region(1).ok().and_then(|r| r.first_block());
+    // Both branches import into the one scope; `if_else` runs them one after the other.
+    let scope = RefCell::new(&mut *s);
+    let branch = |b: &mut KernelBuilder, block: Option<BlockRef<'_, '_>>| match block {
+        Some(block) => scope.borrow_mut().block(b, block, &[], t),
+        None => Ok(vec![]),
+    };
+    let results = b.if_else(
+        Arg::Value(cond),
+        |b| branch(b, then_block),
+        |b| branch(b, else_block),
+    )?;
+    for (i, v) in results.into_iter().enumerate() {
+        s.define(op, i, v)?;
+    }
+    Ok(())
+}
+
+fn scf_while(
+    _: &mut Scope,
+    _: &mut KernelBuilder,
+    _: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    Err(Error::new(
+        "unsupported: `scf.while` (a data-dependent loop, e.g. lax.while_loop) has no kernel-IR \
+         form; use lax.fori_loop with static or scalar bounds",
+    ))
+}
+
+/// Every Mosaic op tpukit imports, with its rule.
+pub const MOSAIC: &Table = &Table(&[
+    ("arith.constant", constant),
+    ("arith.addf", binary!(Add)),
+    ("arith.addi", binary!(Add)),
+    ("arith.subf", binary!(Sub)),
+    ("arith.subi", binary!(Sub)),
+    ("arith.mulf", binary!(Mul)),
+    ("arith.muli", binary!(Mul)),
+    ("arith.divf", binary!(Div)),
+    ("arith.divsi", binary!(Div)),
+    ("arith.remf", binary!(Rem)),
+    ("arith.remsi", binary!(Rem)),
+    ("arith.maximumf", binary!(Max)),
+    ("arith.minimumf", binary!(Min)),
+    ("arith.maxsi", binary!(Max)),
+    ("arith.minsi", binary!(Min)),
+    ("arith.andi", binary!(And)),
+    ("arith.ori", binary!(Or)),
+    ("arith.xori", binary!(Xor)),
+    ("arith.negf", unary!(Neg)),
+    ("arith.cmpf", cmpf),
+    ("arith.cmpi", cmpi),
+    ("arith.select", select),
+    ("arith.extf", cast),
+    ("arith.truncf", cast),
+    ("arith.extsi", cast),
+    ("arith.trunci", cast),
+    ("arith.extui", cast),
+    ("arith.sitofp", cast),
+    ("arith.fptosi", cast),
+    ("arith.index_cast", identity),
+    ("math.exp", unary!(Exp)),
+    ("math.exp2", unary!(Exp2)),
+    ("math.log", unary!(Log)),
+    ("math.log1p", unary!(Log1p)),
+    ("math.sqrt", unary!(Sqrt)),
+    ("math.rsqrt", unary!(Rsqrt)),
+    ("math.tanh", unary!(Tanh)),
+    ("math.erf", unary!(Erf)),
+    ("math.absf", unary!(Abs)),
+    ("math.absi", unary!(Abs)),
+    ("math.floor", unary!(Floor)),
+    ("math.ceil", unary!(Ceil)),
+    ("math.sin", unary!(Sin)),
+    ("math.cos", unary!(Cos)),
+    ("math.powf", binary!(Pow)),
+    ("vector.load", load),
+    ("vector.store", store),
+    ("memref.load", load),
+    ("memref.store", store),
+    ("tpu.vector_store", tpu_vector_store),
+    ("vector.broadcast", broadcast),
+    ("vector.shape_cast", shape_cast),
+    ("vector.transpose", transpose),
+    ("vector.multi_reduction", multi_reduction),
+    ("tpu.matmul", matmul),
+    ("tpu.iota", iota),
+    ("tpu.assume_multiple", identity),
+    ("scf.for", scf_for),
+    ("scf.if", scf_if),
+    ("scf.while", scf_while),
+    ("scf.yield", terminator),
+    ("func.return", terminator),
+]);

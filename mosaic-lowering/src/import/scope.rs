@@ -1,0 +1,181 @@
+//! The state of one import: which kernel-IR value each MLIR value became, plus the helpers
+//! every rule uses to read an op's operands, results and attributes.
+
+use super::text;
+use melior::ir::{
+    BlockLike, BlockRef, Value, ValueLike,
+    operation::{OperationLike, OperationRef},
+};
+use std::collections::HashMap;
+use tpukit_dsl::{Arg, Error, KernelBuilder, Literal, Ref, Result, Type, ValueId};
+
+/// What an MLIR value became.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Val {
+    Value(ValueId),
+    /// A memref argument of the kernel: an operand's ref.
+    Ref(Ref),
+}
+
+/// MLIR values → kernel-IR values, for one kernel function (nested regions included).
+///
+/// Invariant: an MLIR value is bound once, before any op that uses it is imported (MLIR's
+/// dominance guarantees the order when ops are imported in block order).
+#[derive(Default)]
+pub struct Scope {
+    values: HashMap<usize, Val>,
+    /// Values known to be splat constants (for static slice starts and identities).
+    consts: HashMap<ValueId, Literal>,
+    /// What the last terminator (`scf.yield`, `func.return`) gave back.
+    pub yielded: Option<Vec<ValueId>>,
+}
+
+pub fn key(v: Value<'_, '_>) -> usize {
+    v.to_raw().ptr as usize
+}
+
+/// The op's name without the `stable_mosaic.` prefix of the serialized form.
+pub fn op_name(op: &OperationRef<'_, '_>) -> String {
+    let full = op
+        .name()
+        .as_string_ref()
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    full.strip_prefix("stable_mosaic.")
+        .map(str::to_string)
+        .unwrap_or(full)
+}
+
+impl Scope {
+    pub fn bind(&mut self, v: Value<'_, '_>, val: Val) {
+        self.values.insert(key(v), val);
+    }
+
+    pub fn bind_value(&mut self, v: Value<'_, '_>, id: ValueId) {
+        self.bind(v, Val::Value(id));
+    }
+
+    /// Records that `id` is a splat constant.
+    pub fn note_const(&mut self, id: ValueId, lit: Literal) {
+        self.consts.insert(id, lit);
+    }
+
+    pub fn constant(&self, id: ValueId) -> Option<Literal> {
+        self.consts.get(&id).copied()
+    }
+
+    fn lookup(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<Val> {
+        let v = op
+            .operand(i)
+            .map_err(|_| Error::new(format!("`{}` has no operand {i}", op_name(op))))?;
+        self.values.get(&key(v)).copied().ok_or_else(|| {
+            Error::new(format!(
+                "operand {i} of `{}` is defined by an op tpukit did not import",
+                op_name(op)
+            ))
+        })
+    }
+
+    /// Operand `i` as a value.
+    pub fn value(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<ValueId> {
+        match self.lookup(op, i)? {
+            Val::Value(v) => Ok(v),
+            Val::Ref(_) => Err(Error::new(format!(
+                "operand {i} of `{}` is a buffer where a value was expected",
+                op_name(op)
+            ))),
+        }
+    }
+
+    /// Operand `i` as a builder argument: a literal when it is a known constant, so that
+    /// constant slice starts stay static.
+    pub fn arg(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<Arg> {
+        let v = self.value(op, i)?;
+        Ok(match self.constant(v) {
+            Some(Literal::Int(n)) => Arg::Lit(Literal::Int(n)),
+            _ => Arg::Value(v),
+        })
+    }
+
+    /// Operand `i` as an operand ref.
+    pub fn buffer(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<Ref> {
+        match self.lookup(op, i)? {
+            Val::Ref(r) => Ok(r),
+            Val::Value(_) => Err(Error::new(format!(
+                "operand {i} of `{}` must be a kernel argument buffer (a ref); views of refs \
+                 are not imported",
+                op_name(op)
+            ))),
+        }
+    }
+
+    /// Binds result `i` of `op`.
+    pub fn define(&mut self, op: &OperationRef<'_, '_>, i: usize, id: ValueId) -> Result<()> {
+        let r = op
+            .result(i)
+            .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+        self.bind_value(r.into(), id);
+        Ok(())
+    }
+
+    /// Imports the ops of `block` into the builder's open region, its arguments bound to
+    /// `args`; returns what its terminator yields.
+    pub fn block(
+        &mut self,
+        b: &mut KernelBuilder,
+        block: BlockRef<'_, '_>,
+        args: &[ValueId],
+        rules: &super::rules::Table,
+    ) -> Result<Vec<ValueId>> {
+        if block.argument_count() != args.len() {
+            return Err(Error::new(format!(
+                "a region has {} arguments, expected {}",
+                block.argument_count(),
+                args.len()
+            )));
+        }
+        for (i, &a) in args.iter().enumerate() {
+            let arg = block.argument(i).expect("argument in range");
+            self.bind_value(arg.into(), a);
+        }
+        self.ops(b, block, rules)
+    }
+
+    /// Imports the ops of `block`, whose arguments are already bound; returns what its
+    /// terminator yields.
+    pub fn ops(
+        &mut self,
+        b: &mut KernelBuilder,
+        block: BlockRef<'_, '_>,
+        rules: &super::rules::Table,
+    ) -> Result<Vec<ValueId>> {
+        self.yielded = None;
+        let mut op = block.first_operation();
+        while let Some(o) = op {
+            super::rules::import_op(self, b, &o, rules)?;
+            op = o.next_in_block();
+        }
+        Ok(self.yielded.take().unwrap_or_default())
+    }
+}
+
+/// The printed attribute `name` of `op`.
+pub fn attr(op: &OperationRef<'_, '_>, name: &str) -> Result<String> {
+    op.attribute(name)
+        .map(|a| a.to_string())
+        .map_err(|_| Error::new(format!("`{}` has no attribute `{name}`", op_name(op))))
+}
+
+/// The printed attribute `name` of `op`, if present.
+pub fn attr_opt(op: &OperationRef<'_, '_>, name: &str) -> Option<String> {
+    op.attribute(name).ok().map(|a| a.to_string())
+}
+
+/// The value type of result `i`.
+pub fn result_type(op: &OperationRef<'_, '_>, i: usize) -> Result<Type> {
+    let r = op
+        .result(i)
+        .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+    text::value_ty(&r.r#type().to_string())
+}

@@ -1,0 +1,27 @@
+//! Importing what JAX lowered (see `tpukit_mosaic::import` and `tpukit/_lowering.py`).
+
+use pyo3::prelude::*;
+
+use crate::error;
+use crate::kernel::PyKernel;
+
+/// The kernel of one `tpu_custom_call`: its Mosaic `body` (generic text, as jaxlib prints
+/// the decoded body) and the call's operand and result tensor types (printed).
+#[pyfunction]
+pub fn import_mosaic(
+    body: &str,
+    operand_types: Vec<String>,
+    result_types: Vec<String>,
+    name: &str,
+) -> PyResult<PyKernel> {
+    let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
+        types
+            .iter()
+            .map(|t| tpukit_mosaic::import::tensor_type(t).map_err(error::dsl))
+            .collect()
+    };
+    let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
+    let kernel = tpukit_mosaic::import::import_mosaic(body, &operands, &results, name)
+        .map_err(error::dsl)?;
+    Ok(PyKernel { kernel })
+}

@@ -1,0 +1,119 @@
+//! `tpukit._native.Kernel`: one kernel IR value, with what Python needs to run and lower it.
+
+use pyo3::prelude::*;
+use std::collections::BTreeMap;
+use tpukit::{Device, HostArray};
+use tpukit_dsl::{Dim, Kernel, Role};
+
+use crate::array::{self, Wire};
+use crate::error::{self, TpukitError};
+
+/// A verified kernel. Immutable: every method reads it.
+#[pyclass(name = "Kernel", module = "tpukit._native", frozen)]
+pub struct PyKernel {
+    pub kernel: Kernel,
+}
+
+/// `(name, role, dtype, shape)` of one operand; symbolic extents are their names.
+type OperandInfo = (String, String, String, Vec<String>);
+
+#[pymethods]
+impl PyKernel {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.kernel.name
+    }
+
+    /// The operands in kernel order (prefetch, inputs, outputs, scratch).
+    #[getter]
+    fn operands(&self) -> Vec<OperandInfo> {
+        self.kernel
+            .operands
+            .iter()
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    o.role.name().to_string(),
+                    o.dtype.name().to_string(),
+                    o.shape.iter().map(Dim::to_string).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// The structural hash (hex), which keys every cache.
+    #[getter]
+    fn hash(&self) -> String {
+        self.kernel.structural_hash().to_string()
+    }
+
+    /// The IR as text.
+    fn __str__(&self) -> String {
+        tpukit_dsl::print_kernel(&self.kernel, tpukit_dsl::PrintOptions { locations: true })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<tpukit Kernel `{}`>", self.kernel.name)
+    }
+
+    /// Runs the kernel on `device` (`"cpu"` or `"interpret"`) with the prefetch operands and
+    /// inputs (wire form), returning new outputs. With `outputs` given, they are the outputs'
+    /// initial contents (and bind shapes), as for aliased outputs.
+    #[pyo3(signature = (device, inputs, outputs=None))]
+    fn launch<'py>(
+        &self,
+        py: Python<'py>,
+        device: &str,
+        inputs: Vec<Wire<'py>>,
+        outputs: Option<Vec<Wire<'py>>>,
+    ) -> PyResult<Vec<Wire<'py>>> {
+        let device: Device = device.parse().map_err(TpukitError::new_err)?;
+        let inputs = host_arrays(&inputs)?;
+        let outputs = outputs.map(|o| host_arrays(&o)).transpose()?;
+        let kernel = &self.kernel;
+        let result = py.detach(move || {
+            let refs: Vec<&HostArray> = inputs.iter().collect();
+            match outputs {
+                Some(mut outs) => {
+                    tpukit::launch_into(kernel, device, &refs, &mut outs).map(|()| outs)
+                }
+                None => tpukit::launch(kernel, device, &refs),
+            }
+        });
+        let outs = result.map_err(error::runtime)?;
+        Ok(outs.iter().map(|a| array::to_wire(py, a)).collect())
+    }
+
+    /// Lowers the kernel to a StableHLO module with a Mosaic `tpu_custom_call`, every symbol
+    /// bound by `bindings`.
+    #[pyo3(signature = (bindings=BTreeMap::new()))]
+    fn lower(&self, bindings: BTreeMap<String, usize>) -> PyResult<String> {
+        let options = tpukit_mosaic::Options {
+            bindings,
+            ..Default::default()
+        };
+        let lowered = tpukit_mosaic::lower(&self.kernel, &options).map_err(error::dsl)?;
+        Ok(lowered.stablehlo)
+    }
+
+    /// The number of operands of `role` (`prefetch`, `input`, `output`, `scratch`).
+    fn count(&self, role: &str) -> PyResult<usize> {
+        let role = [Role::Prefetch, Role::Input, Role::Output, Role::Scratch]
+            .into_iter()
+            .find(|r| r.name() == role)
+            .ok_or_else(|| TpukitError::new_err(format!("unknown operand role `{role}`")))?;
+        Ok(self.kernel.operands_with_role(role).count())
+    }
+}
+
+fn host_arrays(wires: &[Wire<'_>]) -> PyResult<Vec<HostArray>> {
+    wires
+        .iter()
+        .map(|(dtype, shape, data)| {
+            let dtype = array::dtype(dtype)?;
+            // SAFETY: the bytes are copied out before any Python code can run again.
+            let bytes = unsafe { data.as_bytes() };
+            array::from_bytes(dtype, shape, bytes)
+        })
+        .collect()
+}

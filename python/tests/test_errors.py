@@ -1,0 +1,71 @@
+"""Failures are clear Python exceptions: unsupported ops name the op and the kernel's line,
+bad arguments name the argument; nothing unsupported ever runs and returns a wrong result."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import tpukit
+from tpukit import pallas
+
+
+def same_shape(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def test_unsupported_op_names_op_and_line():
+    @pallas.custom_kernel(same_shape)
+    def roll(x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 3, 1)  # the error names this line
+
+    with pytest.raises(tpukit.UnsupportedError) as e:
+        roll(np.zeros((8, 128), np.float32))
+    message = str(e.value)
+    assert "tpu.dynamic_rotate" in message or "tpu.rotate" in message, message
+    line = next(i for i, t in enumerate(open(__file__), 1) if "pltpu.roll(" in t)
+    assert f"test_errors.py:{line}:" in message, message
+
+
+def test_while_loop_is_refused_by_name():
+    @pallas.custom_kernel(same_shape)
+    def halve_until_small(x_ref, o_ref):
+        def cond(v):
+            return jnp.max(v) > 1.0
+
+        o_ref[...] = jax.lax.while_loop(cond, lambda v: v * 0.5, x_ref[...])
+
+    with pytest.raises(tpukit.UnsupportedError, match="scf.while"):
+        halve_until_small(np.full((8, 128), 10.0, np.float32))
+
+
+def test_non_array_arguments():
+    @pallas.custom_kernel(same_shape)
+    def copy(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    with pytest.raises(TypeError, match="argument 0: expected an array.*got list"):
+        copy([[1.0] * 128] * 8)
+    with pytest.raises(tpukit.TpukitError, match="unsupported dtype float64"):
+        copy(np.zeros((8, 128)))
+    with pytest.raises(ValueError, match="unknown device"):
+        copy(np.zeros((8, 128), np.float32), device="gpu")
+
+
+def test_wrong_shapes():
+    @pallas.custom_kernel(
+        same_shape, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    def copy(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    # A rank-3 array does not fit the rank-2 block specs: JAX refuses it while lowering.
+    with pytest.raises(ValueError, match="[Bb]lock shape|rank"):
+        copy(np.zeros((2, 8, 128), np.float32))
+    # The kernel is per shape: a launch with arrays of another shape than it was imported for
+    # is refused by the runtime.
+    kernel = copy.kernel(np.zeros((16, 128), np.float32))
+    with pytest.raises(tpukit.TpukitError, match="shape"):
+        tpukit.launch(kernel, np.zeros((24, 128), np.float32))

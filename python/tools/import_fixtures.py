@@ -1,0 +1,88 @@
+"""Writes the Mosaic bodies of a few Pallas kernels, as tpukit's Python side hands them to the
+importer, into mosaic-lowering/tests/import/ (the Rust import tests read them).
+
+Each file starts with two comment lines giving the custom call's operand and result types.
+Run from the repository root: ``.venv/bin/python python/tools/import_fixtures.py``.
+"""
+
+import functools
+import pathlib
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpukit import _lowering
+
+OUT = pathlib.Path("mosaic-lowering/tests/import")
+
+
+def softmax(x_ref, o_ref):
+    x = x_ref[...]
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def matmul(x_ref, y_ref, o_ref, acc_ref, *, k_steps):
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == k_steps - 1)
+    def _finalize():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def gather(idx_ref, x_ref, o_ref):
+    def body(j, acc):
+        return acc + x_ref[pl.ds(j * 8, 8), :]
+
+    acc = jax.lax.fori_loop(0, 2, body, jnp.zeros((8, 128), jnp.float32))
+    o_ref[...] = acc + idx_ref[pl.program_id(0)].astype(jnp.float32)
+
+
+def fixtures():
+    f32, bf16 = jnp.float32, jnp.bfloat16
+    sds = jax.ShapeDtypeStruct
+    yield "softmax", lambda x: pl.pallas_call(
+        softmax, out_shape=sds(x.shape, x.dtype), grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))(x), [sds((16, 128), f32)]
+    yield "matmul", lambda x, y: pl.pallas_call(
+        functools.partial(matmul, k_steps=2), out_shape=sds((256, 256), bf16), grid=(2, 2, 2),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                  pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        scratch_shapes=[pltpu.VMEM((128, 128), f32)],
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary")))(x, y), [
+        sds((256, 256), bf16), sds((256, 256), bf16)]
+    yield "gather", lambda idx, x: pl.pallas_call(
+        gather, out_shape=sds((32, 128), f32),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(4,),
+            in_specs=[pl.BlockSpec((16, 128), lambda i, idx: (idx[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0))))(idx, x), [
+        sds((4,), jnp.int32), sds((64, 128), f32)]
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, fn, specs in fixtures():
+        call = _lowering.mosaic_call(_lowering.export_tpu(jax.jit(fn), specs))
+        text = (
+            f"// operands: {'; '.join(call.operand_types)}\n"
+            f"// results: {'; '.join(call.result_types)}\n"
+            + call.body
+        )
+        # Source locations relative to the repository, so fixtures do not depend on where it is.
+        text = text.replace(str(pathlib.Path.cwd()) + "/", "")
+        (OUT / f"{name}.mlir").write_text(text)
+        print("wrote", OUT / f"{name}.mlir")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Arrays in and out: numpy, torch and JAX arrays to the native wire form and back.
+
+The wire form is ``(dtype name, shape, bytes)`` with row-major little-endian data. Results
+come back as the caller's kind of array (the kind of the first array argument).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+from tpukit._native import TpukitError
+
+# numpy dtype -> tpukit dtype name. bf16 is ml_dtypes' bfloat16 (what JAX uses).
+_NAMES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(ml_dtypes.bfloat16): "bf16",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.bool_): "bool",
+}
+_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+
+SUPPORTED = "float32, bfloat16, float16, int32, int8, bool"
+
+
+def dtype_name(dtype) -> str:
+    """The tpukit name of a numpy (or torch, or JAX) dtype."""
+    d = numpy_dtype(dtype)
+    try:
+        return _NAMES[d]
+    except KeyError:
+        raise TpukitError(f"unsupported dtype {d} (tpukit supports {SUPPORTED})") from None
+
+
+def numpy_dtype_of(name: str) -> np.dtype:
+    """The numpy dtype of a tpukit dtype name."""
+    return _DTYPES[name]
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """A numpy dtype for a numpy, JAX or torch dtype."""
+    if _is_torch_dtype(dtype):
+        import torch
+
+        torch_to_numpy = {
+            torch.float32: np.float32,
+            torch.bfloat16: ml_dtypes.bfloat16,
+            torch.float16: np.float16,
+            torch.int32: np.int32,
+            torch.int8: np.int8,
+            torch.bool: np.bool_,
+            torch.float64: np.float64,
+            torch.int64: np.int64,
+        }
+        if dtype not in torch_to_numpy:
+            raise TpukitError(f"unsupported dtype {dtype} (tpukit supports {SUPPORTED})")
+        return np.dtype(torch_to_numpy[dtype])
+    return np.dtype(dtype)
+
+
+def _is_torch_dtype(dtype) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(dtype, torch.dtype)
+
+
+def kind(x) -> str:
+    """``"numpy"``, ``"torch"`` or ``"jax"``; anything else is a TypeError."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return "torch"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        return "jax"
+    raise TypeError(
+        f"expected an array (numpy.ndarray, torch.Tensor or jax.Array), got {type(x).__name__}"
+    )
+
+
+def to_numpy(x) -> np.ndarray:
+    """A C-contiguous numpy view or copy of an array of any supported kind."""
+    k = kind(x)
+    if k == "torch":
+        t = x.detach().cpu().contiguous()
+        import torch
+
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return t.numpy()
+    return np.ascontiguousarray(np.asarray(x))
+
+
+def to_wire(x: np.ndarray):
+    """``(dtype name, shape, bytearray)`` of a numpy array."""
+    a = np.ascontiguousarray(x)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return (dtype_name(a.dtype), list(a.shape), bytearray(a.tobytes()))
+
+
+def from_wire(wire) -> np.ndarray:
+    """The numpy array of a wire triple (owning its data, writable)."""
+    name, shape, data = wire
+    return np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape)
+
+
+def to_kind(a: np.ndarray, k: str):
+    """``a`` as an array of kind ``k``."""
+    if k == "numpy":
+        return a
+    if k == "torch":
+        import torch
+
+        if a.dtype == np.dtype(ml_dtypes.bfloat16):
+            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(a.copy())
+    import jax.numpy as jnp
+
+    return jnp.asarray(a)

@@ -1,0 +1,158 @@
+"""JAX's side of an import: lower for TPU, find the Mosaic calls, decode their bodies.
+
+Everything here needs jaxlib, which is why it lives in Python: jaxlib has the tpu dialect, so
+it can read the MLIR bytecode of a ``tpu_custom_call`` body (whose memref types carry
+``#tpu.memory_space<…>``, which upstream MLIR cannot parse) and print it as generic text. The
+native importer takes it from there (``tpukit_mosaic::import``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+from dataclasses import dataclass
+
+import jax
+from jax import export
+from jax._src.interpreters import mlir as jax_mlir
+from jax._src.lib import tpu as jax_tpu
+from jaxlib.mlir import ir
+
+from tpukit._native import UnsupportedError
+
+
+@dataclass(frozen=True)
+class MosaicCall:
+    """One ``tpu_custom_call`` that is all of ``@main``: operands are main's arguments in
+    order, results are main's results in order."""
+
+    name: str
+    body: str  # the Mosaic module, generic text with debug locations
+    operand_types: list[str]  # printed tensor types
+    result_types: list[str]
+    aliases: dict[int, int]  # output index -> input index (input_output_aliases)
+
+
+@functools.cache
+def _tpu_device():
+    """A device of a compile-only TPU topology (v5e), or None without libtpu.
+
+    Pallas asks the *default* device for TPU facts (sublane counts, for 1-D blocks, say),
+    which fails on a CPU-only host; lowering with this device as the default answers them.
+    Nothing runs on it.
+    """
+    try:
+        from jax.experimental import topologies
+
+        return topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices[0]
+    except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
+        return None
+
+
+def export_tpu(fn, arg_specs) -> str:
+    """StableHLO text of ``fn`` (jitted) lowered for TPU, as ``jax.export`` produces it."""
+    device = _tpu_device()
+    with jax.default_device(device) if device is not None else contextlib.nullcontext():
+        exported = export.export(fn, platforms=["tpu"])(*arg_specs)
+    return exported.mlir_module()
+
+
+def _context() -> ir.Context:
+    ctx = jax_mlir.make_ir_context()
+    jax_tpu.register_dialect(ctx)
+    ctx.allow_unregistered_dialects = True
+    return ctx
+
+
+def decode_body(b64: str) -> str:
+    """The Mosaic module in a custom call's ``backend_config`` body, printed generically with
+    locations (ops keep their serialized ``stable_mosaic.*`` names)."""
+    raw = base64.b64decode(b64)
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(raw)
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def _main(module: ir.Module):
+    for op in module.body.operations:
+        if op.operation.name != "func.func":
+            continue
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op
+    raise UnsupportedError("the lowered module has no @main")
+
+
+def _op_names(block) -> list[str]:
+    return [op.operation.name for op in block.operations]
+
+
+def mosaic_call(stablehlo: str) -> MosaicCall | None:
+    """The single Mosaic call that ``@main`` consists of, or None when main has no
+    ``tpu_custom_call`` at all (a pure JAX function). Anything else — several calls, other
+    ops around one — is an UnsupportedError naming the ops."""
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(stablehlo)
+        main = _main(module)
+        block = main.regions[0].blocks[0]
+        ops = list(block.operations)
+        calls = [
+            op
+            for op in ops
+            if op.operation.name == "stablehlo.custom_call"
+            and ir.StringAttr(op.attributes["call_target_name"]).value == "tpu_custom_call"
+        ]
+        if not calls:
+            return None
+        names = _op_names(block)
+        if len(calls) != 1 or len(ops) != 2:
+            raise UnsupportedError(
+                "unsupported: @main must be one Pallas call and nothing else, got ops "
+                + ", ".join(f"`{n}`" for n in names)
+            )
+        call, ret = ops
+        args = list(block.arguments)
+        operands = list(call.operands)
+        if len(operands) != len(args) or any(o != a for o, a in zip(operands, args, strict=True)):
+            raise UnsupportedError(
+                "unsupported: the Pallas call's operands are not @main's arguments in order"
+            )
+        results = list(call.results)
+        if list(ret.operands) != results:
+            raise UnsupportedError(
+                "unsupported: @main does not return the Pallas call's results in order"
+            )
+        config = json.loads(ir.StringAttr(call.attributes["backend_config"]).value)
+        body = config["custom_call_config"]["body"]
+        name = (
+            ir.StringAttr(call.attributes["kernel_name"]).value
+            if "kernel_name" in call.attributes
+            else "pallas_kernel"
+        )
+        aliases = {}
+        if "output_operand_aliases" in call.attributes:
+            for a in ir.ArrayAttr(call.attributes["output_operand_aliases"]):
+                text = str(a)
+                out = _field(text, "output_tuple_indices")
+                operand = int(text.split("operand_index = ")[1].split(",")[0])
+                aliases[out[0] if out else 0] = operand
+        return MosaicCall(
+            name=name,
+            body=decode_body(body),
+            operand_types=[str(v.type) for v in operands],
+            result_types=[str(v.type) for v in results],
+            aliases=aliases,
+        )
+
+
+def _field(text: str, name: str) -> list[int]:
+    inner = text.split(f"{name} = [")[1].split("]")[0]
+    return [int(x) for x in inner.split(",") if x.strip()]
+
+
+def shape_dtype(x) -> jax.ShapeDtypeStruct:
+    """A ShapeDtypeStruct for anything with ``shape`` and ``dtype`` (numpy, torch, JAX)."""
+    from tpukit import _arrays
+
+    return jax.ShapeDtypeStruct(tuple(x.shape), _arrays.numpy_dtype(x.dtype))

@@ -1,0 +1,33 @@
+"""Running a native kernel on arrays of any kind."""
+
+from __future__ import annotations
+
+from tpukit import _arrays
+from tpukit._native import Kernel
+
+DEVICES = ("cpu", "interpret")
+
+
+def check_device(device: str) -> str:
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r} (expected one of {', '.join(DEVICES)})")
+    return device
+
+
+def launch(kernel: Kernel, *arrays, device: str = "cpu", outputs=None):
+    """Runs ``kernel`` on ``arrays`` (its scalar-prefetch operands, then its inputs).
+
+    Returns a list of new output arrays of the first array's kind. ``outputs``, if given, are
+    the outputs' initial contents (for kernels that read their outputs, as aliased Pallas
+    outputs do).
+    """
+    check_device(device)
+    if not arrays:
+        raise TypeError(f"kernel `{kernel.name}` needs its input arrays")
+    k = _arrays.kind(arrays[0])
+    wires = [_arrays.to_wire(_arrays.to_numpy(a)) for a in arrays]
+    out_wires = None
+    if outputs is not None:
+        out_wires = [_arrays.to_wire(_arrays.to_numpy(a)) for a in outputs]
+    results = kernel.launch(device, wires, out_wires)
+    return [_arrays.to_kind(_arrays.from_wire(w), k) for w in results]
