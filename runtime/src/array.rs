@@ -78,7 +78,15 @@ impl HostArray {
     }
 
     pub fn zeros(dtype: DType, shape: &[usize]) -> HostArray {
-        HostArray::from_f64(dtype, shape, &vec![0.0; shape.iter().product()])
+        let shape = IxDyn(shape);
+        match dtype {
+            DType::F32 => HostArray::F32(ArrayD::zeros(shape)),
+            DType::BF16 => HostArray::BF16(ArrayD::from_elem(shape, bf16::ZERO)),
+            DType::F16 => HostArray::F16(ArrayD::from_elem(shape, f16::ZERO)),
+            DType::I32 => HostArray::I32(ArrayD::zeros(shape)),
+            DType::I8 => HostArray::I8(ArrayD::zeros(shape)),
+            DType::Bool => HostArray::Bool(ArrayD::from_elem(shape, false)),
+        }
     }
 
     /// The elements in row-major order, exactly (every dtype's values are f64 values).

@@ -11,9 +11,10 @@
 //!        key, name, ir hash, artifact offset/len/sha256, tpu module offset/len
 //! ```
 //!
-//! `TPUKIT_BUNDLE` (paths separated by `:`) names the bundles to load; they are
-//! memory-mapped at first use and only their index is read (and checked) then; an entry's
-//! bytes are checksummed when the entry is first used. A bundle for another target or tpukit
+//! `TPUKIT_BUNDLE` (paths separated by `:`) names the bundles to load at first use, and
+//! [`register`] adds one later (the Python package registers the bundle it ships). Bundles are
+//! memory-mapped and only their index is read (and checked) when loaded; an entry's bytes are
+//! checksummed when the entry is first used. A bundle for another target or tpukit
 //! version, or with a bad checksum, is refused with a message on stderr, and the runtime
 //! compiles instead.
 
@@ -24,8 +25,8 @@ use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 const MAGIC: &[u8; 4] = b"TPKB";
 
@@ -84,29 +85,46 @@ struct Loaded {
     slots: HashMap<CacheKey, Slot>,
 }
 
-fn loaded() -> &'static Loaded {
-    static LOADED: OnceLock<Loaded> = OnceLock::new();
-    LOADED.get_or_init(|| {
-        let mut l = Loaded {
-            maps: Vec::new(),
-            slots: HashMap::new(),
-        };
-        let paths = std::env::var_os("TPUKIT_BUNDLE").unwrap_or_default();
-        let host = HostTarget::detect();
-        for path in std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()) {
-            if let Err(e) = load(&mut l, &path, &host) {
-                warn_once(&format!(
-                    "tpukit: bundle {} refused: {e}; kernels will be compiled instead",
-                    path.display()
-                ));
+/// The loaded bundles, starting with those `TPUKIT_BUNDLE` names (read once, at first use).
+fn loaded() -> MutexGuard<'static, Loaded> {
+    static LOADED: OnceLock<Mutex<Loaded>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let mut l = Loaded {
+                maps: Vec::new(),
+                slots: HashMap::new(),
+            };
+            let paths = std::env::var_os("TPUKIT_BUNDLE").unwrap_or_default();
+            for path in std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()) {
+                add(&mut l, &path);
             }
+            Mutex::new(l)
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn add(l: &mut Loaded, path: &Path) -> bool {
+    match load(l, path, &HostTarget::detect()) {
+        Ok(()) => true,
+        Err(e) => {
+            warn_once(&format!(
+                "tpukit: bundle {} refused: {e}; kernels will be compiled instead",
+                path.display()
+            ));
+            false
         }
-        l
-    })
+    }
+}
+
+/// Loads the bundle at `path` (as `TPUKIT_BUNDLE` would): its kernels are served from now on.
+/// Returns false, after a message on stderr, if the bundle was refused.
+pub fn register(path: &Path) -> bool {
+    add(&mut loaded(), path)
 }
 
 /// Maps `path` and indexes its entries, if it was built for this host and tpukit.
-fn load(l: &mut Loaded, path: &PathBuf, host: &HostTarget) -> Result<(), String> {
+fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     // SAFETY: bundles are written once (temp file + rename) and never modified in place.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| e.to_string())?;
@@ -160,6 +178,9 @@ fn load(l: &mut Loaded, path: &PathBuf, host: &HostTarget) -> Result<(), String>
 /// The artifact for `key` from a loaded bundle, if one holds it intact.
 pub(crate) fn lookup(key: &CacheKey) -> Option<Artifact> {
     let l = loaded();
+    if l.slots.is_empty() {
+        return None;
+    }
     let slot = l.slots.get(key)?;
     let (map, blobs_at) = &l.maps[slot.bundle];
     let bytes = &map[blobs_at + slot.offset..blobs_at + slot.offset + slot.len];

@@ -136,13 +136,25 @@ pub(crate) fn cached(kernel: &Kernel, debug: bool) -> Result<Arc<Compiled>, Runt
             .clone()
     };
     slot.get_or_init(|| {
+        let clock = std::time::Instant::now();
         let target = HostTarget::detect();
         let options = options_for(&target, debug);
         let key = CacheKey::new(kernel, &target, options);
+        let keyed_at = clock.elapsed();
         let artifact = cache::artifact(&key, || compile_artifact(kernel, &target, options))?;
-        link(artifact)
+        let found_at = clock.elapsed();
+        let compiled = link(artifact)
             .map(Arc::new)
-            .map_err(|m| RuntimeError::new(&kernel.name, m))
+            .map_err(|m| RuntimeError::new(&kernel.name, m));
+        if std::env::var_os("TPUKIT_TIMINGS").is_some() {
+            eprintln!(
+                "tpukit cpu: `{}`: key {keyed_at:?}, artifact {:?}, link {:?}",
+                kernel.name,
+                found_at - keyed_at,
+                clock.elapsed() - found_at
+            );
+        }
+        compiled
     })
     .clone()
 }

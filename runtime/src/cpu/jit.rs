@@ -48,6 +48,12 @@ fn jit() -> Result<&'static Mutex<Jit>, String> {
     .map_err(Clone::clone)
 }
 
+/// Creates the process's JIT now rather than at the first kernel's first call (the Python
+/// package does this at import, so a first call served from a bundle only links).
+pub(crate) fn warm_up() -> Result<(), String> {
+    jit().map(|_| ())
+}
+
 /// Links `object` into the process and returns the address of its symbol `entry`.
 /// `entry` must be unique in the process (kernels are named by their hash and a counter).
 pub(crate) fn load(object: &[u8], entry: &str) -> Result<usize, String> {

@@ -21,6 +21,16 @@ pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
 
+/// Prepares the compiled backend ahead of the first launch: reads the host target and
+/// creates the JIT that links kernels into the process (about a millisecond, otherwise paid
+/// by the first call).
+pub fn warm_up() -> Result<(), RuntimeError> {
+    HostTarget::detect();
+    jit::warm_up().map_err(|m| RuntimeError {
+        message: format!("tpukit cpu: {m}"),
+    })
+}
+
 use crate::{HostArray, RuntimeError};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;

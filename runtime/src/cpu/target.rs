@@ -8,7 +8,7 @@ use inkwell::OptimizationLevel;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 pub(crate) fn initialize() {
     static INIT: Once = Once::new();
@@ -26,16 +26,21 @@ pub struct HostTarget {
 }
 
 impl HostTarget {
+    /// The machine this process runs on (read once).
     pub fn detect() -> HostTarget {
-        initialize();
-        HostTarget {
-            triple: TargetMachine::get_default_triple()
-                .as_str()
-                .to_string_lossy()
-                .into_owned(),
-            cpu: TargetMachine::get_host_cpu_name().to_string(),
-            features: TargetMachine::get_host_cpu_features().to_string(),
-        }
+        static HOST: OnceLock<HostTarget> = OnceLock::new();
+        HOST.get_or_init(|| {
+            initialize();
+            HostTarget {
+                triple: TargetMachine::get_default_triple()
+                    .as_str()
+                    .to_string_lossy()
+                    .into_owned(),
+                cpu: TargetMachine::get_host_cpu_name().to_string(),
+                features: TargetMachine::get_host_cpu_features().to_string(),
+            }
+        })
+        .clone()
     }
 
     /// Whether 512-bit vectors are available (sets the `dot` micro-kernel's width).
