@@ -166,6 +166,157 @@ def jax_cases() -> tuple[dict[str, float], dict[str, float]]:
     return times, compiles, pallas
 
 
+FIRST_CALL_KERNELS = {  # catalog kernel -> shape, as in benches/first_call.rs
+    "add_vectors": (1 << 20,),
+    "softmax": (4096, 1024),
+    "layer_norm": (4096, 1024),
+    "matmul": (1024, 1024, 1024),
+}
+
+
+def run_first_call() -> dict[tuple[str, str], dict[str, float]]:
+    """tpukit's first call per kernel and source, from `cargo bench --bench first_call`."""
+    out = subprocess.run(
+        ["cargo", "bench", "-q", "--bench", "first_call"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            rows.setdefault((r["kernel"], "steady"), {})["ms"] = r["steady_ms"]
+            rows[(r["kernel"], r["source"])] = {"ms": r["first_ms"]}
+    return rows
+
+
+def xla_first_call(name: str, dtype: str) -> tuple[float, float]:
+    """In a fresh process: XLA CPU's first call (trace + compile + run) and steady state."""
+    code = f"""
+import os, sys, time, statistics
+os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, {str(ROOT / "benches")!r})
+import jax, jax.numpy as jnp, numpy as np
+from compare import FIRST_CALL_KERNELS, xla_op
+f, args = xla_op({name!r}, {dtype!r})
+jax.block_until_ready(args)
+t = time.perf_counter(); jax.block_until_ready(f(*args)); first = time.perf_counter() - t
+ts = []
+for _ in range(9):
+    t = time.perf_counter(); jax.block_until_ready(f(*args)); ts.append(time.perf_counter() - t)
+print(first * 1e3, statistics.median(ts) * 1e3)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def xla_op(name: str, dtype: str):
+    """The catalog kernel `name` as a jitted JAX function and its arguments."""
+    import jax
+    import jax.numpy as jnp
+
+    dt = jnp.float32 if dtype == "f32" else jnp.bfloat16
+    shape = FIRST_CALL_KERNELS[name]
+    if name == "add_vectors":
+        args = [jnp.asarray(random(shape, np.float32, s), dt) for s in (1, 2)]
+        return jax.jit(jnp.add), args
+    if name == "softmax":
+        return jax.jit(lambda v: jax.nn.softmax(v, axis=-1)), [
+            jnp.asarray(random(shape, np.float32, 1), dt)
+        ]
+    if name == "layer_norm":
+        x = jnp.asarray(random(shape, np.float32, 1), dt)
+        w = jnp.asarray(random(shape[1:], np.float32, 2))
+        b = jnp.asarray(random(shape[1:], np.float32, 3))
+
+        def ln(v, w, b):
+            x = v.astype(jnp.float32)
+            d = x - x.mean(-1, keepdims=True)
+            var = (d * d).mean(-1, keepdims=True)
+            return (d * jax.lax.rsqrt(var + 1e-5) * w + b).astype(v.dtype)
+
+        return jax.jit(ln), [x, w, b]
+    m, k, n = shape
+    a = jnp.asarray(random((m, k), np.float32, 1), dt)
+    b = jnp.asarray(random((k, n), np.float32, 2), dt)
+    return jax.jit(
+        lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32).astype(a.dtype)
+    ), [a, b]
+
+
+def libtpu_compile_ms(name: str, dtype: str) -> float | None:
+    """libtpu's compile time (v5e) for tpukit's lowering of the kernel."""
+    shape = "x".join(map(str, FIRST_CALL_KERNELS[name]))
+    path = ROOT / "target" / "bench" / f"{name}_{dtype}.mlir"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "cargo",
+            "run",
+            "-q",
+            "-p",
+            "tpukit-cli",
+            "--",
+            "lower",
+            name,
+            "--shape",
+            shape,
+            "--dtype",
+            dtype,
+            "-o",
+            str(path),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests/conformance/tpu_compile.py"),
+            "--topology",
+            "v5e:2x2",
+            str(path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("{") and json.loads(line).get("ok"):
+            return json.loads(line)["compile_ms"]
+    return None
+
+
+def first_call_table(rows) -> str:
+    lines = [
+        (
+            "| kernel | tpukit: from bundle | from disk cache | cold compile | tpukit steady | "
+            "XLA CPU first call | XLA steady | libtpu compile (v5e) |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in FIRST_CALL_KERNELS:
+        for dtype in ("f32", "bf16"):
+            k = f"{name}_{dtype}"
+            xf, xs = xla_first_call(name, dtype)
+            tpu = libtpu_compile_ms(name, dtype)
+            cells = [
+                rows.get((k, src), {}).get("ms")
+                for src in ("bundle", "disk cache", "cold compile", "steady")
+            ]
+            fmt = [f"{c:.2f}" if c is not None else "—" for c in cells]
+            lines.append(
+                f"| {k} | {' | '.join(fmt)} | {xf:.2f} | {xs:.2f} | "
+                f"{f'{tpu:.0f}' if tpu else '—'} |"
+            )
+    return "\n".join(lines)
+
+
 FLOPS = {"matmul_1024_f32": 2 * 1024**3, "matmul_1024_bf16": 2 * 1024**3}
 BYTES = {  # bytes moved at minimum (read inputs once, write outputs once)
     "add_4m_f32": 3 * 4 * 4096 * 1024,
@@ -256,6 +407,14 @@ def main() -> int:
     np_t = numpy_cases()
     jx, jx_compile, pallas = jax_cases()
     body = table(tk, tk_compile, limits, np_t, jx, jx_compile, pallas)
+    body += (
+        "\n\n### First call in a fresh process (ms)\n\n"
+        "Each tpukit child process first does what `import tpukit` does (registers the bundle, "
+        "warms up the JIT), then times its first launch; medians of 5 processes "
+        "(`cargo bench --bench first_call`). XLA's first call is trace + compile + run in a "
+        "fresh process. libtpu's compile is of tpukit's StableHLO for the same kernel.\n\n"
+        + first_call_table(run_first_call())
+    )
     cpu = platform.processor() or platform.machine()
     header = (
         f"Run on {os.cpu_count()} CPUs ({cpu}), {time.strftime('%Y-%m-%d')}. Medians of "

@@ -31,6 +31,7 @@ def pallas_kernels(jnp, pl, pltpu, jax):
             grid=(pl.cdiv(n, 1024),),
             in_specs=[spec, spec],
             out_specs=spec,
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
         )
         return call, [(n,), (n,)]
 
@@ -49,6 +50,7 @@ def pallas_kernels(jnp, pl, pltpu, jax):
             grid=(pl.cdiv(m, 8),),
             in_specs=[spec],
             out_specs=spec,
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
         )
         return call, [(m, n)]
 
