@@ -1,6 +1,5 @@
-//! Reductions: `vector.multi_reduction`. Float sums accumulate in f32 (narrow floats widen
-//! first and round once at the end, as `jnp.sum` does for bf16); float max and min are exact
-//! in any dtype, so they reduce in the operand's own (as Pallas does: no widening round trip).
+//! Reductions: `vector.multi_reduction`, accumulating floats in f32 (narrow floats widen
+//! first and round once at the end, as `jnp.sum` does for bf16).
 
 use crate::{
     emit::{Emitter, Val},
@@ -19,14 +18,14 @@ pub fn reduce<'c>(
         unreachable!()
     };
     let (from, to) = (lw.ty(x), lw.ty(op.results[0]));
-    let acc_dtype = match (from.dtype.is_float(), r) {
-        (true, ReduceOp::Sum) => DType::F32,
-        (true, ReduceOp::Max | ReduceOp::Min) => from.dtype,
-        (false, _) => DType::I32,
+    let acc_dtype = if from.dtype.is_float() {
+        DType::F32
+    } else {
+        DType::I32
     };
     let source = convert(em, lw.value(x), from, acc_dtype)?;
     let acc_ty = Type::new(acc_dtype, to.shape.clone());
-    let float = acc_dtype.is_float();
+    let float = acc_dtype == DType::F32;
     let (kind, init) = match (r, float) {
         (ReduceOp::Sum, true) => ("add", Literal::Float(0.0)),
         (ReduceOp::Max, true) => ("maximumf", Literal::Float(f64::NEG_INFINITY)),
