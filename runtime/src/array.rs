@@ -28,6 +28,20 @@ macro_rules! per_dtype {
     };
 }
 
+/// `per_dtype!`, rebuilding the same variant from the arm's result.
+macro_rules! per_dtype_map {
+    ($self:expr, $a:ident => $e:expr) => {
+        match $self {
+            HostArray::F32($a) => HostArray::F32($e),
+            HostArray::BF16($a) => HostArray::BF16($e),
+            HostArray::F16($a) => HostArray::F16($e),
+            HostArray::I32($a) => HostArray::I32($e),
+            HostArray::I8($a) => HostArray::I8($e),
+            HostArray::Bool($a) => HostArray::Bool($e),
+        }
+    };
+}
+
 macro_rules! element {
     ($($t:ty => $variant:ident, $as_ref:ident, $into:ident);* $(;)?) => {$(
         impl<D: Dimension> From<ndarray::Array<$t, D>> for HostArray {
@@ -162,5 +176,21 @@ impl HostArray {
 
     pub(crate) fn data_ptr_mut(&mut self) -> *mut u8 {
         per_dtype!(self, a => a.as_mut_ptr() as *mut u8)
+    }
+}
+
+impl HostArray {
+    /// The same elements (row-major) in a new shape of the same size; `None` if the sizes
+    /// differ. No copy when the storage is already row-major contiguous.
+    pub fn reshape(self, shape: &[usize]) -> Option<HostArray> {
+        if shape.iter().product::<usize>() != self.shape().iter().product::<usize>() {
+            return None;
+        }
+        let shape = IxDyn(shape);
+        Some(per_dtype_map!(self, a => a
+            .as_standard_layout()
+            .into_owned()
+            .into_shape_with_order(shape)
+            .expect("sizes match")))
     }
 }
