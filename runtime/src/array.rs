@@ -194,3 +194,14 @@ impl HostArray {
             .expect("sizes match")))
     }
 }
+
+impl HostArray {
+    /// A row-major copy with the axes reordered: axis `i` of the result is axis `axes[i]` of
+    /// `self` (`torch.permute(...).contiguous()`).
+    pub fn permuted(&self, axes: &[usize]) -> HostArray {
+        per_dtype_map!(self.clone(), a => a
+            .permuted_axes(axes)
+            .as_standard_layout()
+            .into_owned())
+    }
+}

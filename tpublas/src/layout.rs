@@ -93,3 +93,9 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         })
         .collect()
 }
+
+/// `shape` as `(rows, n)`: everything but the last dim, and the last dim.
+pub fn rows_of(shape: &[usize]) -> (usize, usize) {
+    let n = *shape.last().expect("rank >= 1");
+    (shape.iter().product::<usize>() / n.max(1), n)
+}

@@ -2,20 +2,27 @@
 //! bf16, shape-generic (array extents are symbols bound at launch, edges masked by the IR's
 //! edge-block semantics: one compiled kernel serves every shape).
 //!
-//! This first slice holds the elementwise operators ([`elementwise`]): every ATen pointwise
-//! op runs as one 1-D kernel over the flattened (contiguous) tensor, in blocks of
-//! [`layout::BLOCK`] elements, computing in f32 whatever the storage dtype (ATen's "opmath")
-//! and rounding once. Tensor⊕scalar variants take the scalar as a one-element operand, a run
-//! time value, so a new scalar never means a new kernel. [`ops`] lists what exists, by ATen
-//! name.
+//! - [`elementwise`]: every ATen pointwise op runs as one 1-D kernel over the flattened
+//!   (contiguous) tensor, in blocks of 4096 elements. Tensor⊕scalar variants take the scalar
+//!   as a one-element operand, a run-time value, so a new scalar never means a new kernel.
+//! - [`rows`]: softmax, log-softmax, layer norm, RMS norm and reductions as row-wise kernels.
+//! - [`matmul`]: mm, bmm, addmm (blocked matmul with f32 accumulation), embedding and
+//!   index_select (row gather through a scalar-prefetch index map).
+//!
+//! Every kernel computes in f32 whatever the storage dtype (ATen's "opmath") and rounds once.
+//! [`ops`] lists what exists, by ATen name.
 
 pub mod elementwise;
 mod error;
 mod layout;
+pub mod matmul;
 mod promote;
+pub mod rows;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
+pub use matmul::{addmm, bmm, embedding, index_select, mm};
+pub use rows::{Reduction, fused_rms_norm, log_softmax, native_layer_norm, reduce, softmax};
 
 /// The ATen operators tpuBLAS implements (`aten.<name>.<overload>`).
 pub fn ops() -> Vec<&'static str> {
@@ -27,5 +34,19 @@ pub fn ops() -> Vec<&'static str> {
         }
     }
     v.extend(["aten.where.self", "aten.clamp.default"]);
+    v.extend([
+        "aten._softmax.default",
+        "aten._log_softmax.default",
+        "aten.native_layer_norm.default",
+        "aten._fused_rms_norm.default",
+    ]);
+    v.extend([Reduction::Sum, Reduction::Mean, Reduction::Amax].map(Reduction::aten));
+    v.extend([
+        "aten.mm.default",
+        "aten.bmm.default",
+        "aten.addmm.default",
+        "aten.embedding.default",
+        "aten.index_select.default",
+    ]);
     v
 }
