@@ -1,14 +1,14 @@
 //! `tpukit bundle build|inspect`: precompiled kernels for this host, in one file.
 //!
-//! `build` compiles every shipped kernel (each catalog entry at its bundle shapes, f32 and
-//! bf16) for the host CPU, lowers it to its StableHLO/Mosaic module, and writes a bundle the
+//! `build` compiles every shipped kernel (each catalog entry at its bundle shapes and every
+//! tpuBLAS kernel, f32 and bf16) for the host CPU, lowers it to its StableHLO/Mosaic module, and writes a bundle the
 //! runtime loads with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::cpu::bundle`).
 
 use std::io::Write as _;
 use std::path::Path;
 use std::time::Instant;
 use tpukit::catalog::find;
-use tpukit::dsl::DType;
+use tpukit::dsl::{Bindings, DType, Kernel};
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
 use tpukit_mosaic::{Options, lower};
 
@@ -37,37 +37,47 @@ pub fn command(args: &[String]) -> Result<String, String> {
     }
 }
 
+/// Every kernel to bundle: (name, kernel, bindings to lower it with).
+fn jobs() -> Result<Vec<(String, Kernel, Bindings)>, String> {
+    let mut jobs = Vec::new();
+    for dtype in [DType::F32, DType::BF16] {
+        for &(name, shape) in BUNDLED {
+            let entry = find(name).ok_or(format!("no catalog kernel `{name}`"))?;
+            let inst = entry.instantiate(shape, dtype).map_err(|e| e.to_string())?;
+            jobs.push((format!("{name} {dtype}"), inst.kernel, inst.bindings));
+        }
+        for k in tpukit_blas::kernels(dtype).map_err(|e| e.to_string())? {
+            jobs.push((format!("{} {dtype}", k.name), k.kernel, k.bindings));
+        }
+    }
+    Ok(jobs)
+}
+
 fn build(path: &Path) -> Result<String, String> {
     let host = HostTarget::detect();
     let options = cpu::options_for(&host, false);
-    let jobs: Vec<(&str, &[usize], DType)> = BUNDLED
-        .iter()
-        .flat_map(|&(name, shape)| [DType::F32, DType::BF16].map(|d| (name, shape, d)))
-        .collect();
+    let jobs = jobs()?;
     let mut entries = Vec::new();
-    for (i, &(name, shape, dtype)) in jobs.iter().enumerate() {
+    for (i, (name, kernel, bindings)) in jobs.iter().enumerate() {
         let clock = Instant::now();
-        let entry = find(name).ok_or(format!("no catalog kernel `{name}`"))?;
-        let inst = entry.instantiate(shape, dtype).map_err(|e| e.to_string())?;
-        let artifact =
-            cpu::compile_artifact(&inst.kernel, &host, options).map_err(|e| e.to_string())?;
+        let artifact = cpu::compile_artifact(kernel, &host, options).map_err(|e| e.to_string())?;
         let lowered = lower(
-            &inst.kernel,
+            kernel,
             &Options {
-                bindings: inst.bindings.clone(),
+                bindings: bindings.clone(),
                 ..Options::default()
             },
         )
         .map_err(|e| e.to_string())?;
         entries.push(bundle::BundleEntry {
-            key: CacheKey::new(&inst.kernel, &host, options),
-            name: format!("{name} {dtype}"),
-            ir_hash: inst.kernel.structural_hash().to_string(),
+            key: CacheKey::new(kernel, &host, options),
+            name: name.clone(),
+            ir_hash: kernel.structural_hash().to_string(),
             artifact,
             tpu_module: Some(lowered.stablehlo),
         });
         eprint!(
-            "\r[{}/{}] {name} {dtype}: compiled and lowered in {:.0?}        ",
+            "\r[{}/{}] {name}: compiled and lowered in {:.0?}        ",
             i + 1,
             jobs.len(),
             clock.elapsed()

@@ -45,6 +45,15 @@ fn main() -> ExitCode {
 
 fn list() -> String {
     let mut out = String::new();
+    if let Ok(kernels) = tpukit_blas::kernels(DType::F32) {
+        for k in kernels {
+            let _ = writeln!(
+                out,
+                "{:<24} dtypes f32,bf16  tpuBLAS kernel (lowered at {:?})",
+                k.name, k.bindings
+            );
+        }
+    }
     for e in CATALOG {
         let dtypes: Vec<&str> = e.dtypes.iter().map(|d| d.name()).collect();
         let _ = writeln!(
@@ -105,7 +114,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
-    if parsed.shape.is_empty() {
+    if parsed.shape.is_empty() && !parsed.name.starts_with("tpublas.") {
         return Err("lower: --shape is required".into());
     }
     Ok(parsed)
@@ -113,15 +122,26 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 
 fn lower_command(args: &[String]) -> Result<String, String> {
     let a = parse_lower(args)?;
-    let entry = find(&a.name).ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
-    let instance = entry
-        .instantiate(&a.shape, a.dtype)
-        .map_err(|e| e.to_string())?;
+    let (kernel, bindings) = if a.name.starts_with("tpublas.") {
+        // tpuBLAS kernels lower at the problem they are listed with.
+        let k = tpukit_blas::kernels(a.dtype)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .find(|k| k.name == a.name)
+            .ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
+        (k.kernel, k.bindings)
+    } else {
+        let entry = find(&a.name).ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
+        let instance = entry
+            .instantiate(&a.shape, a.dtype)
+            .map_err(|e| e.to_string())?;
+        (instance.kernel, instance.bindings)
+    };
     let options = Options {
-        bindings: instance.bindings,
+        bindings,
         ..Options::default()
     };
-    let lowered = lower(&instance.kernel, &options).map_err(|e| e.to_string())?;
+    let lowered = lower(&kernel, &options).map_err(|e| e.to_string())?;
     let text = if a.mosaic {
         lowered.mosaic
     } else if a.text {

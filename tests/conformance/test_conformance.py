@@ -18,8 +18,16 @@ SHAPES = {
 DTYPES = ["f32", "bf16"]
 
 
-def catalog():
+def listed():
     return [line.split()[0] for line in tpukit("list").splitlines() if line.strip()]
+
+
+def catalog():
+    return [name for name in listed() if not name.startswith("tpublas.")]
+
+
+def tpublas():
+    return [name for name in listed() if name.startswith("tpublas.")]
 
 
 def test_every_catalog_kernel_has_conformance_shapes():
@@ -54,3 +62,24 @@ def test_unknown_kernel_is_a_clear_error():
     done = subprocess.run(args, check=False, capture_output=True, text=True)
     assert done.returncode != 0
     assert "no kernel `nope`" in done.stderr
+
+
+TPUBLAS_CASES = [
+    (name, dtype, topology)
+    for name in tpublas()
+    for dtype in DTYPES
+    for topology in TOPOLOGIES
+]
+
+
+def test_tpublas_is_listed():
+    assert len(tpublas()) >= 30
+
+
+@pytest.mark.parametrize(("name", "dtype", "topology"), TPUBLAS_CASES)
+def test_tpublas_compiles_for_tpu(compiler, tmp_path, name, dtype, topology):
+    """Every tpuBLAS kernel, at its listed (non-divisible) problem size."""
+    path = tmp_path / f"{name}.mlir"
+    tpukit("lower", name, "--dtype", dtype, "-o", str(path))
+    row = compiler.compile(path.read_text(), topology)
+    assert row["ok"], f"{name} {dtype} on {topology}: {row.get('error', row)}"

@@ -39,7 +39,9 @@ def deserialize_and_verify(body: bytes) -> str:
     ctx = jax_mlir.make_ir_context()
     tpu.register_dialect(ctx)
     with ctx, ir.Location.unknown():
-        ctx.allow_unregistered_dialects = True  # the serialized names, until the pass runs
+        ctx.allow_unregistered_dialects = (
+            True  # the serialized names, until the pass runs
+        )
         module = ir.Module.parse(body)
         PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(
             module.operation

@@ -276,6 +276,47 @@ impl Binary {
     }
 }
 
+/// The kernel of `op` on two tensors of `dtype` (the same shape).
+pub fn binary_kernel(op: Binary, dtype: DType, alpha: f64) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+    let a = alpha as f32;
+    Ok(match op {
+        Binary::Add => add_tt(&spec, a, dtype)?,
+        Binary::Sub => sub_tt(&spec, a, dtype)?,
+        Binary::Mul => mul_tt(&spec, dtype)?,
+        Binary::Div => div_tt(&spec, dtype)?,
+        Binary::Maximum => maximum_tt(&spec, dtype)?,
+        Binary::Minimum => minimum_tt(&spec, dtype)?,
+        Binary::Pow => pow_tt(&spec, dtype)?,
+    })
+}
+
+/// The kernel of `op` on a tensor of `dtype` and a run-time scalar.
+pub fn scalar_kernel(op: Binary, dtype: DType, alpha: f64) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(dtype), scalar()], dtype);
+    let a = alpha as f32;
+    Ok(match op {
+        Binary::Add => add_ts(&spec, a, dtype)?,
+        Binary::Sub => sub_ts(&spec, a, dtype)?,
+        Binary::Mul => mul_ts(&spec, dtype)?,
+        Binary::Div => div_ts(&spec, dtype)?,
+        Binary::Pow => pow_ts(&spec, dtype)?,
+        Binary::Maximum | Binary::Minimum => {
+            return Err(BlasError::new(op.aten_tensor(), "has no Scalar overload"));
+        }
+    })
+}
+
+pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
+    Ok(where_k(&spec, dtype)?)
+}
+
+pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(dtype), scalar(), scalar()], dtype);
+    Ok(clamp_k(&spec, dtype)?)
+}
+
 fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
     if served(x.dtype()) {
         Ok(())
@@ -339,18 +380,7 @@ pub fn binary(
         layout::expand(&x, &shape).expect("broadcast checked"),
         layout::expand(&y, &shape).expect("broadcast checked"),
     );
-    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
-    let a = alpha as f32;
-    let kernel = match op {
-        Binary::Add => add_tt(&spec, a, dtype)?,
-        Binary::Sub => sub_tt(&spec, a, dtype)?,
-        Binary::Mul => mul_tt(&spec, dtype)?,
-        Binary::Div => div_tt(&spec, dtype)?,
-        Binary::Maximum => maximum_tt(&spec, dtype)?,
-        Binary::Minimum => minimum_tt(&spec, dtype)?,
-        Binary::Pow => pow_tt(&spec, dtype)?,
-    };
-    run(&kernel, &[&x, &y], &shape)
+    run(&binary_kernel(op, dtype, alpha)?, &[&x, &y], &shape)
 }
 
 /// `op(x, s)` with a Python scalar `s` (no type promotion: the result has `x`'s dtype).
@@ -370,17 +400,7 @@ pub fn binary_scalar(
             "alpha is only defined for add and sub",
         ));
     }
-    let dtype = x.dtype();
-    let spec = layout::elementwise(vec![flat(dtype), scalar()], dtype);
-    let a = alpha as f32;
-    let kernel = match op {
-        Binary::Add => add_ts(&spec, a, dtype)?,
-        Binary::Sub => sub_ts(&spec, a, dtype)?,
-        Binary::Mul => mul_ts(&spec, dtype)?,
-        Binary::Div => div_ts(&spec, dtype)?,
-        Binary::Pow => pow_ts(&spec, dtype)?,
-        Binary::Maximum | Binary::Minimum => unreachable!("no Scalar overload"),
-    };
+    let kernel = scalar_kernel(op, x.dtype(), alpha)?;
     let s = scalar_operand(s);
     let flat_x = layout::flatten(x);
     let out = launch(&kernel, Device::Cpu, &[&flat_x, &s])?.remove(0);
@@ -408,20 +428,17 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
         expand(a, dtype),
         expand(b, dtype),
     );
-    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
-    run(&where_k(&spec, dtype)?, &[&c, &a, &b], &shape)
+    run(&where_kernel(dtype)?, &[&c, &a, &b], &shape)
 }
 
 /// `clamp(x, min, max)` with scalar bounds (`aten.clamp.default`; `None` is unbounded).
 pub fn clamp(x: &HostArray, min: Option<f64>, max: Option<f64>) -> Result<HostArray, BlasError> {
     let name = "aten.clamp.default";
     check_dtype(name, x)?;
-    let dtype = x.dtype();
-    let spec = layout::elementwise(vec![flat(dtype), scalar(), scalar()], dtype);
     let lo = scalar_operand(min.unwrap_or(f64::NEG_INFINITY));
     let hi = scalar_operand(max.unwrap_or(f64::INFINITY));
     let flat_x = layout::flatten(x);
-    let out = launch(&clamp_k(&spec, dtype)?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
+    let out = launch(&clamp_kernel(x.dtype())?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
     Ok(layout::unflatten(out, x.shape()))
 }
 

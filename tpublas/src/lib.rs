@@ -14,6 +14,7 @@
 
 pub mod elementwise;
 mod error;
+mod kernels;
 mod layout;
 pub mod matmul;
 mod promote;
@@ -21,6 +22,7 @@ pub mod rows;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
+pub use kernels::{OpKernel, kernels};
 pub use matmul::{addmm, bmm, embedding, index_select, mm};
 pub use rows::{Reduction, fused_rms_norm, log_softmax, native_layer_norm, reduce, softmax};
 

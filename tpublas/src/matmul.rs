@@ -6,7 +6,7 @@ use crate::BlasError;
 use crate::elementwise::{Binary, binary, binary_scalar};
 use crate::promote::served;
 use tpukit::catalog;
-use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, grid};
+use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
 /// Block edge of the matmul kernels.
@@ -65,7 +65,11 @@ pub fn mm(a: &HostArray, b: &HostArray) -> Result<HostArray, BlasError> {
 /// `aten.bmm(a, b)`: `[batch, m, k] @ [batch, k, n]`.
 pub fn bmm(a: &HostArray, b: &HostArray) -> Result<HostArray, BlasError> {
     check2("aten.bmm.default", a, b, 3)?;
-    let dtype = a.dtype();
+    Ok(launch(&bmm_kernel(a.dtype())?, Device::Cpu, &[a, b])?.remove(0))
+}
+
+/// The batched matmul kernel: `[b, m, k] @ [b, k, n]` (all symbolic) in 128-blocks.
+pub fn bmm_kernel(dtype: DType) -> Result<Kernel, BlasError> {
     let tile = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym("b"), Dim::sym(r), Dim::sym(c)]);
     let blocks = [
         BlockDim::Squeezed,
@@ -87,7 +91,7 @@ pub fn bmm(a: &HostArray, b: &HostArray) -> Result<HostArray, BlasError> {
         scratch: vec![ArraySpec::new(DType::F32, [BLOCK, BLOCK])],
         ..Default::default()
     };
-    Ok(launch(&bmm_k(&spec, dtype)?, Device::Cpu, &[a, b])?.remove(0))
+    Ok(bmm_k(&spec, dtype)?)
 }
 
 /// `aten.addmm(input, a, b, beta, alpha)`: `beta·input + alpha·(a @ b)`, `input`

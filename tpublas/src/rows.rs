@@ -8,7 +8,7 @@
 use crate::BlasError;
 use crate::layout::rows_of;
 use crate::promote::served;
-use tpukit::dsl::{ArraySpec, DType, Dim, Extent, GridAxis, grid};
+use tpukit::dsl::{ArraySpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
 /// Rows per block.
@@ -79,6 +79,55 @@ fn spec(inputs: Vec<ArraySpec>, outputs: Vec<ArraySpec>) -> CallSpec {
         outputs,
         ..Default::default()
     }
+}
+
+/// `_softmax` (or `_log_softmax`) over rows of `n` elements of `dtype`.
+pub fn softmax_kernel(log: bool, dtype: DType, n: usize) -> Result<Kernel, BlasError> {
+    let s = spec(vec![block(dtype, n)], vec![block(dtype, n)]);
+    Ok(if log {
+        log_softmax_rows(&s, dtype)?
+    } else {
+        softmax_rows(&s, dtype)?
+    })
+}
+
+/// Layer norm over rows of `n`; outputs the result, then f32 mean and rstd per row.
+pub fn layer_norm_kernel(
+    dtype: DType,
+    n: usize,
+    eps: f64,
+    w: DType,
+    b: DType,
+) -> Result<Kernel, BlasError> {
+    let stat = || block(DType::F32, 1);
+    let s = spec(
+        vec![
+            block(dtype, n),
+            ArraySpec::new(w, [n]),
+            ArraySpec::new(b, [n]),
+        ],
+        vec![block(dtype, n), stat(), stat()],
+    );
+    Ok(layer_norm_rows(&s, n, eps as f32, dtype)?)
+}
+
+/// RMS norm over rows of `n`; outputs the result, then f32 rstd per row.
+pub fn rms_norm_kernel(dtype: DType, n: usize, eps: f64, w: DType) -> Result<Kernel, BlasError> {
+    let s = spec(
+        vec![block(dtype, n), ArraySpec::new(w, [n])],
+        vec![block(dtype, n), block(DType::F32, 1)],
+    );
+    Ok(rms_norm_rows(&s, n, eps as f32, dtype)?)
+}
+
+/// `r` over rows of `n` elements of `dtype`, one result per row.
+pub fn reduce_kernel(r: Reduction, dtype: DType, n: usize) -> Result<Kernel, BlasError> {
+    let s = spec(vec![block(dtype, n)], vec![block(dtype, 1)]);
+    Ok(match r {
+        Reduction::Sum => sum_rows(&s, 1.0, dtype)?,
+        Reduction::Mean => sum_rows(&s, 1.0 / n as f32, dtype)?,
+        Reduction::Amax => amax_rows(&s)?,
+    })
 }
 
 fn check(op: &str, x: &HostArray) -> Result<(), BlasError> {
@@ -244,12 +293,7 @@ pub fn fused_rms_norm(
     let op = "aten._fused_rms_norm.default";
     let (rows, n) = norm_view(op, x, normalized)?;
     let w = affine(op, weight, n, 1.0)?;
-    let dtype = x.dtype();
-    let s = spec(
-        vec![block(dtype, n), ArraySpec::new(w.dtype(), [n])],
-        vec![block(dtype, n), block(DType::F32, 1)],
-    );
-    let k = rms_norm_rows(&s, n, eps as f32, dtype)?;
+    let k = rms_norm_kernel(x.dtype(), n, eps, w.dtype())?;
     let flat = x.clone().reshape(&[rows, n]).expect("same size");
     let mut outs = launch(&k, Device::Cpu, &[&flat, &w])?;
     let rstd = outs
@@ -325,13 +369,7 @@ pub fn reduce(
     };
     let n: usize = axes.iter().map(|&a| x.shape()[a]).product();
     let rows: usize = kept.iter().map(|&a| x.shape()[a]).product();
-    let dtype = x.dtype();
-    let s = spec(vec![block(dtype, n)], vec![block(dtype, 1)]);
-    let k = match r {
-        Reduction::Sum => sum_rows(&s, 1.0, dtype)?,
-        Reduction::Mean => sum_rows(&s, 1.0 / n as f32, dtype)?,
-        Reduction::Amax => amax_rows(&s)?,
-    };
+    let k = reduce_kernel(r, x.dtype(), n)?;
     let flat = moved.reshape(&[rows, n]).expect("same size");
     let out = launch(&k, Device::Cpu, &[&flat])?.remove(0);
     let shape: Vec<usize> = if keepdim {
