@@ -116,18 +116,10 @@ fn child(name: &str, dtype: DType) {
     let shape = KERNELS.iter().find(|k| k.0 == name).unwrap().1;
     let inst = instance(name, shape, dtype);
     let k = &inst.kernel;
-    let inputs: Vec<HostArray> = k
-        .operands
-        .iter()
-        .filter(|o| o.role == tpukit::dsl::Role::Input)
-        .map(|o| {
-            let s: Vec<usize> = o
-                .shape
-                .iter()
-                .map(|d| d.resolve(&inst.bindings).unwrap())
-                .collect();
-            HostArray::from_f64(o.dtype, &s, &vec![0.5; s.iter().product()])
-        })
+    let inputs: Vec<HostArray> = inst
+        .arguments()
+        .into_iter()
+        .map(|(dtype, s)| HostArray::from_f64(dtype, &s, &vec![0.5; s.iter().product()]))
         .collect();
     let refs: Vec<&HostArray> = inputs.iter().collect();
     // What `import tpukit` does in Python: register the shipped bundle and warm up the JIT.

@@ -35,18 +35,10 @@ fn kernels() -> Vec<catalog::Instance> {
 fn child() {
     for inst in kernels() {
         let k = &inst.kernel;
-        let inputs: Vec<HostArray> = k
-            .operands
-            .iter()
-            .filter(|o| o.role == tpukit::dsl::Role::Input)
-            .map(|o| {
-                let shape: Vec<usize> = o
-                    .shape
-                    .iter()
-                    .map(|d| d.resolve(&inst.bindings).unwrap())
-                    .collect();
-                random(&mut rng(1), o.dtype, &shape, -1.0, 1.0).0
-            })
+        let inputs: Vec<HostArray> = inst
+            .arguments()
+            .into_iter()
+            .map(|(dtype, shape)| random(&mut rng(1), dtype, &shape, -1.0, 1.0).0)
             .collect();
         let refs: Vec<&HostArray> = inputs.iter().collect();
         let got = launch(k, Device::Cpu, &refs).unwrap();

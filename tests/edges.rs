@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use tpukit::catalog::{CATALOG, Entry};
-use tpukit::dsl::Role;
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -76,23 +75,17 @@ fn agree(entry: &Entry, shape: &[usize], dtype: DType, seed: u64) {
     let inst = entry.instantiate(shape, dtype).unwrap();
     let k = &inst.kernel;
     let mut r = rng(seed);
-    let inputs: Vec<HostArray> = k
-        .operands
-        .iter()
-        .filter(|o| matches!(o.role, Role::Prefetch | Role::Input))
-        .map(|o| {
-            let dims: Vec<usize> = o
-                .shape
-                .iter()
-                .map(|d| d.resolve(&inst.bindings).unwrap())
-                .collect();
+    let inputs: Vec<HostArray> = inst
+        .arguments()
+        .into_iter()
+        .map(|(dtype, dims)| {
             // Integer operands are indices (row_gather): keep them inside every test shape.
-            let (lo, hi) = if o.dtype.is_float() {
+            let (lo, hi) = if dtype.is_float() {
                 (-2.0, 2.0)
             } else {
                 (0.0, 8.0)
             };
-            random(&mut r, o.dtype, &dims, lo, hi).0
+            random(&mut r, dtype, &dims, lo, hi).0
         })
         .collect();
     let refs: Vec<&HostArray> = inputs.iter().collect();

@@ -8,13 +8,33 @@ pub mod matmul;
 pub mod row_gather;
 pub mod softmax;
 
-use crate::dsl::{Bindings, DType, Error, Kernel, Result};
+use crate::dsl::{Bindings, DType, Error, Kernel, Result, Role};
 
 /// One kernel specialised to one problem: its IR and the values of its symbolic extents.
 #[derive(Clone, Debug)]
 pub struct Instance {
     pub kernel: Kernel,
     pub bindings: Bindings,
+}
+
+impl Instance {
+    /// The dtype and shape of each array `launch` takes for this instance: the prefetch
+    /// operands, then the inputs.
+    pub fn arguments(&self) -> Vec<(DType, Vec<usize>)> {
+        self.kernel
+            .operands
+            .iter()
+            .filter(|o| matches!(o.role, Role::Prefetch | Role::Input))
+            .map(|o| {
+                let shape = o
+                    .shape
+                    .iter()
+                    .map(|d| d.resolve(&self.bindings).expect("bound by the instance"))
+                    .collect();
+                (o.dtype, shape)
+            })
+            .collect()
+    }
 }
 
 /// A shipped kernel and how to instantiate it for a shape and a dtype.

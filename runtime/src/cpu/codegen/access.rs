@@ -171,6 +171,16 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let dtype = self.kernel.operand(id).dtype;
         let base = self.operands[id.0 as usize].base;
         let v = self.read_raw(dtype, base, offset)?;
+        self.register_form(dtype, v)
+    }
+
+    /// A value of `dtype` in its in-memory representation, as a register (the inverse of
+    /// [`memory_form`](Self::memory_form)).
+    pub(super) fn register_form(
+        &self,
+        dtype: DType,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
         let b = &self.b;
         Ok(match dtype {
             DType::BF16 => {

@@ -70,6 +70,19 @@ impl<'ctx> Emitter<'ctx, '_> {
         Ok(self.call_value(decl, &args)?.into_float_value())
     }
 
+    /// `a·b + c` in one rounding (`llvm.fma` on f32).
+    pub fn fma(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>> {
+        let f32t = self.ctx.f32_type().into();
+        Ok(self
+            .intrinsic("llvm.fma", f32t, &[a.into(), b.into(), c.into()])?
+            .into_float_value())
+    }
+
     /// Rounds an f32 register to `dtype`'s precision (a no-op for f32 and non-floats).
     pub fn round(&self, dtype: DType, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         Ok(match dtype {
@@ -169,10 +182,6 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub fn exp(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let f32t = self.ctx.f32_type();
-        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
-            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
-                .map(|v| v.into_float_value())
-        };
         let lo = self.intrinsic(
             "llvm.maxnum",
             f32t.into(),
@@ -185,8 +194,8 @@ impl<'ctx> Emitter<'ctx, '_> {
         let n = self
             .intrinsic("llvm.roundeven", f32t.into(), &[t.into()])?
             .into_float_value();
-        let r = fma(b.build_float_neg(n, "-n")?, self.f32c(0.693_359_4), xc)?;
-        let r = fma(b.build_float_neg(n, "-n")?, self.f32c(-2.121_944_4e-4), r)?;
+        let r = self.fma(b.build_float_neg(n, "-n")?, self.f32c(0.693_359_4), xc)?;
+        let r = self.fma(b.build_float_neg(n, "-n")?, self.f32c(-2.121_944_4e-4), r)?;
         let mut p = self.f32c(1.987_569_1e-4);
         for c in [
             1.398_199_9e-3,
@@ -195,10 +204,10 @@ impl<'ctx> Emitter<'ctx, '_> {
             0.166_666_65,
             0.5,
         ] {
-            p = fma(p, r, self.f32c(c))?;
+            p = self.fma(p, r, self.f32c(c))?;
         }
         let r2 = b.build_float_mul(r, r, "r2")?;
-        let p = fma(p, r2, r)?;
+        let p = self.fma(p, r2, r)?;
         let p = b.build_float_add(p, self.f32c(1.0), "p")?;
         let i32t = self.ctx.i32_type();
         let ni = b.build_float_to_signed_int(n, i32t, "n")?;
@@ -222,10 +231,6 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub fn log(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let (f32t, i32t) = (self.ctx.f32_type(), self.ctx.i32_type());
-        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
-            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
-                .map(|v| v.into_float_value())
-        };
         // Subnormals: scale by 2^23 (and take 23 off the exponent).
         let tiny =
             b.build_float_compare(FloatPredicate::OLT, x, self.f32c(f32::MIN_POSITIVE), "tiny")?;
@@ -264,14 +269,14 @@ impl<'ctx> Emitter<'ctx, '_> {
             -2.499_999_4e-1,
             3.333_333e-1,
         ] {
-            p = fma(p, t, self.f32c(c))?;
+            p = self.fma(p, t, self.f32c(c))?;
         }
         let y = b.build_float_mul(b.build_float_mul(t, z, "tz")?, p, "y")?;
         let ef = b.build_signed_int_to_float(e, f32t, "ef")?;
-        let y = fma(ef, self.f32c(-2.121_944_4e-4), y)?;
-        let y = fma(z, self.f32c(-0.5), y)?;
+        let y = self.fma(ef, self.f32c(-2.121_944_4e-4), y)?;
+        let y = self.fma(z, self.f32c(-0.5), y)?;
         let r = b.build_float_add(t, y, "r")?;
-        let r = fma(ef, self.f32c(0.693_359_4), r)?;
+        let r = self.fma(ef, self.f32c(0.693_359_4), r)?;
         // Special values: only finite positive x took the path above.
         let finite_pos = b.build_and(
             b.build_float_compare(FloatPredicate::OGT, x, self.f32c(0.0), "pos")?,
@@ -291,10 +296,6 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub fn tanh(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let f32t = self.ctx.f32_type();
-        let fma = |a: FloatValue<'ctx>, m: FloatValue<'ctx>, c: FloatValue<'ctx>| {
-            self.intrinsic("llvm.fma", f32t.into(), &[a.into(), m.into(), c.into()])
-                .map(|v| v.into_float_value())
-        };
         let ax = self
             .intrinsic("llvm.fabs", f32t.into(), &[x.into()])?
             .into_float_value();
@@ -306,9 +307,9 @@ impl<'ctx> Emitter<'ctx, '_> {
             1.333_144_2e-1,
             -3.333_328e-1,
         ] {
-            p = fma(p, z, self.f32c(c))?;
+            p = self.fma(p, z, self.f32c(c))?;
         }
-        let small = fma(b.build_float_mul(p, z, "pz")?, x, x)?;
+        let small = self.fma(b.build_float_mul(p, z, "pz")?, x, x)?;
         let e = self.exp(b.build_float_add(ax, ax, "2x")?)?;
         let d = b.build_float_add(e, self.f32c(1.0), "e+1")?;
         let big = b.build_float_sub(

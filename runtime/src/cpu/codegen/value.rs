@@ -346,18 +346,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let t = self.buffer_type(dtype);
         let q = unsafe { self.b.build_in_bounds_gep(t, p, &[at], "q")? };
         let v = self.b.build_load(t, q, "ld")?;
-        Ok(match dtype {
-            DType::Bool => self
-                .b
-                .build_int_compare(
-                    inkwell::IntPredicate::NE,
-                    v.into_int_value(),
-                    self.ctx.i8_type().const_zero(),
-                    "b",
-                )?
-                .into(),
-            _ => v,
-        })
+        // Buffers hold registers as they are, except bools (bytes, as in memory).
+        match dtype {
+            DType::Bool => self.register_form(dtype, v),
+            _ => Ok(v),
+        }
     }
 
     pub(super) fn buffer_store(
