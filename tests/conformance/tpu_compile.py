@@ -8,12 +8,14 @@ pass; the final one (`*-post-finalize-llo.txt`) gives LLO op counts, a static pr
 """
 
 import argparse
+import atexit
 import collections
 import glob
 import json
 import os
 import pathlib
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ class Compiler:
 
     def __init__(self):
         self.dump = tempfile.mkdtemp(prefix="tpukit-mosaic-dump-")
+        atexit.register(shutil.rmtree, self.dump, ignore_errors=True)
         flags = os.environ.get("LIBTPU_INIT_ARGS", "")
         os.environ["LIBTPU_INIT_ARGS"] = (
             f"{flags} --xla_mosaic_dump_to={self.dump}".strip()
