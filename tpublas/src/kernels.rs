@@ -4,6 +4,8 @@
 //! blocks; symbolic extents make each kernel serve every other shape too.
 
 use crate::BlasError;
+use crate::backward::{gelu_backward_kernel, softmax_backward_kernel, threshold_backward_kernel};
+use crate::copies::{cumsum_kernel, transpose_kernel};
 use crate::elementwise::{Binary, Unary, binary_kernel, clamp_kernel, scalar_kernel, where_kernel};
 use crate::matmul::bmm_kernel;
 use crate::rows::{Reduction, layer_norm_kernel, reduce_kernel, rms_norm_kernel, softmax_kernel};
@@ -87,6 +89,32 @@ pub fn kernels(dtype: DType) -> Result<Vec<OpKernel>, BlasError> {
             &rows,
         );
     }
+    push(
+        "tpublas.transpose".into(),
+        transpose_kernel(dtype)?,
+        &bind(&[("m", 300), ("n", 260)]),
+    );
+    push("tpublas.cumsum".into(), cumsum_kernel(dtype, ROW)?, &rows);
+    push(
+        "tpublas.threshold_backward".into(),
+        threshold_backward_kernel(dtype)?,
+        &flat,
+    );
+    push(
+        "tpublas.gelu_backward".into(),
+        gelu_backward_kernel(dtype, false)?,
+        &flat,
+    );
+    push(
+        "tpublas.gelu_tanh_backward".into(),
+        gelu_backward_kernel(dtype, true)?,
+        &flat,
+    );
+    push(
+        "tpublas.softmax_backward".into(),
+        softmax_backward_kernel(dtype, ROW)?,
+        &rows,
+    );
     push(
         "tpublas.bmm".into(),
         bmm_kernel(dtype)?,

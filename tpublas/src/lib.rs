@@ -12,6 +12,8 @@
 //! Every kernel computes in f32 whatever the storage dtype (ATen's "opmath") and rounds once.
 //! [`ops`] lists what exists, by ATen name.
 
+pub mod backward;
+pub mod copies;
 pub mod elementwise;
 mod error;
 mod kernels;
@@ -20,6 +22,8 @@ pub mod matmul;
 mod promote;
 pub mod rows;
 
+pub use backward::{gelu_backward, softmax_backward_data, threshold_backward};
+pub use copies::{cumsum, transpose};
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
 pub use kernels::{OpKernel, kernels};
@@ -49,6 +53,11 @@ pub fn ops() -> Vec<&'static str> {
         "aten.addmm.default",
         "aten.embedding.default",
         "aten.index_select.default",
+        "aten.transpose.int",
+        "aten.cumsum.default",
+        "aten.threshold_backward.default",
+        "aten.gelu_backward.default",
+        "aten._softmax_backward_data.default",
     ]);
     v
 }

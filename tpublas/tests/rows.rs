@@ -214,3 +214,77 @@ fn bad_dims_are_named_errors() {
         .to_string();
     assert!(e.contains("not a suffix"), "{e}");
 }
+
+#[test]
+fn backward_operators() {
+    use tpukit_blas::{gelu_backward, softmax_backward_data, threshold_backward};
+    let mut rng = StdRng::seed_from_u64(4);
+    for dtype in [DType::F32, DType::BF16] {
+        let shape = [11, 300];
+        let (g, gv) = random(&mut rng, dtype, &shape);
+        let (x, xv) = random(&mut rng, dtype, &shape);
+        let got = threshold_backward(&g, &x, 0.25).unwrap();
+        let want: Vec<f64> = gv
+            .iter()
+            .zip(&xv)
+            .map(|(&g, &x)| if x > 0.25 { g } else { 0.0 })
+            .collect();
+        close(&format!("threshold_backward {dtype}"), &got, &want, dtype);
+
+        let phi = |x: f64| (-x * x / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        let cdf = |x: f64| 0.5 * (1.0 + erf(x / 2f64.sqrt()));
+        let got = gelu_backward(&g, &x, false).unwrap();
+        let want: Vec<f64> = gv
+            .iter()
+            .zip(&xv)
+            .map(|(&g, &x)| dtype.round_f64(g * (cdf(x) + x * phi(x))))
+            .collect();
+        close(&format!("gelu_backward {dtype}"), &got, &want, dtype);
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        let got = gelu_backward(&g, &x, true).unwrap();
+        let want: Vec<f64> = gv
+            .iter()
+            .zip(&xv)
+            .map(|(&g, &x)| {
+                let t = (c * (x + 0.044715 * x * x * x)).tanh();
+                dtype.round_f64(
+                    g * (0.5 * (1.0 + t)
+                        + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)),
+                )
+            })
+            .collect();
+        close(&format!("gelu_backward tanh {dtype}"), &got, &want, dtype);
+
+        // y = softmax(x) rows; dx = y (g - sum(g y)).
+        let mut yv = xv.clone();
+        along(&mut yv, &shape, 1, |l| {
+            let m = l.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let s: f64 = l.iter().map(|v| (v - m).exp()).sum();
+            l.iter_mut().for_each(|v| *v = (*v - m).exp() / s);
+        });
+        let yv: Vec<f64> = yv.iter().map(|&v| dtype.round_f64(v)).collect();
+        let y = HostArray::from_f64(dtype, &shape, &yv);
+        let got = softmax_backward_data(&g, &y, -1).unwrap();
+        let mut want = Vec::new();
+        for (gr, yr) in gv.chunks(300).zip(yv.chunks(300)) {
+            let dot: f64 = gr.iter().zip(yr).map(|(a, b)| a * b).sum();
+            want.extend(
+                gr.iter()
+                    .zip(yr)
+                    .map(|(a, b)| dtype.round_f64(b * (a - dot))),
+            );
+        }
+        close(&format!("softmax_backward {dtype}"), &got, &want, dtype);
+    }
+}
+
+fn erf(x: f64) -> f64 {
+    let n = 2000;
+    let h = x / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(x);
+    for i in 1..n {
+        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+}
