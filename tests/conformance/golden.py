@@ -90,6 +90,16 @@ class Deserializer:
                 raise ValueError("the deserialized module does not verify")
         return version, Module(context, module)
 
+    def verify_text(self, text):
+        """Parses readable Mosaic (registered ops only) and verifies it; raises on failure."""
+        ir = self.ir
+        context = self._make_context()
+        self._tpu.register_dialect(context)
+        with context, ir.Location.unknown():
+            module = ir.Module.parse(text)
+            if not module.operation.verify():
+                raise ValueError("the module does not verify")
+
     def serialized_text(self, body_b64):
         """A body's serialized form (`stable_mosaic.*` ops), generic, without locations."""
         ir = self.ir

@@ -11,7 +11,7 @@ import re
 
 import golden
 import pytest
-from conftest import tpukit
+from conftest import ROOT, tpukit
 from test_conformance import DTYPES, SHAPES
 
 
@@ -86,3 +86,16 @@ def test_a_corrupted_body_is_rejected(deserializer, name, shape, old, new, error
 
     with pytest.raises(MLIRError, match=re.escape(error)):
         deserializer.module(bad)
+
+
+SNAPSHOTS = sorted((ROOT / "mosaic-lowering" / "tests" / "snapshots").glob("*.mlir"))
+
+
+def test_there_are_snapshots():
+    assert len(SNAPSHOTS) >= 6
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_lowering_snapshots_verify_under_jaxlib(deserializer, path):
+    """The readable Mosaic pinned by `cargo test -p tpukit-mosaic` is valid tpu-dialect IR."""
+    deserializer.verify_text(path.read_text())
