@@ -25,7 +25,7 @@ use melior::{
         Attribute, Block, Region, RegionLike, Type, attribute::TypeAttribute, r#type::FunctionType,
     },
 };
-use tpukit_dsl::{Kernel, Result, Role};
+use tpukit_dsl::{Kernel, Literal, OpKind, Operand, Result, Role, ValueId, Window};
 
 /// The buffer types of the kernel's operands, in operand order.
 pub fn buffer_types<'c>(
@@ -46,6 +46,34 @@ pub fn buffer_types<'c>(
             types::memref(context, &window_shape(o, global), o.dtype, space)
         })
         .collect()
+}
+
+/// Whether an operand's window is the whole array at every grid step: Pallas's
+/// `has_trivial_window` (block shape equal to the array's, index map yielding literal zeros),
+/// for which it forces `pipeline_mode = #tpu.pipeline_mode<synchronous>` (single buffering).
+pub fn trivial_window(operand: &Operand, global: &[usize]) -> bool {
+    match &operand.window {
+        Window::Whole => true,
+        Window::Blocked(spec) => {
+            let whole = spec.block.iter().zip(global).all(|(b, &n)| b.size() == n);
+            let ops = &spec.index_map.body.ops;
+            let Some(OpKind::Yield { values }) = ops.last().map(|op| &op.kind) else {
+                return false;
+            };
+            let zero = |v: &ValueId| {
+                ops.iter().any(|op| {
+                    op.results.first() == Some(v)
+                        && matches!(
+                            op.kind,
+                            OpKind::Const {
+                                value: Literal::Int(0)
+                            }
+                        )
+                })
+            };
+            whole && values.iter().all(zero)
+        }
+    }
 }
 
 /// `function_type` of a function from `inputs` to `results`.
@@ -127,8 +155,14 @@ pub fn build<'c>(
                     .iter()
                     .map(|n| n.to_string())
                     .collect();
+                // As Pallas: a window that never moves needs one buffer, not two.
+                let pipeline = if trivial_window(o, &shapes.operands[i]) {
+                    "pipeline_mode = #tpu.pipeline_mode<synchronous>, "
+                } else {
+                    ""
+                };
                 format!(
-                    "{{transform_indices = @transform_{t}, window_bounds = array<i64: {}>}}",
+                    "{{{pipeline}transform_indices = @transform_{t}, window_bounds = array<i64: {}>}}",
                     bounds.join(", ")
                 )
             })

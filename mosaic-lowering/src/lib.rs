@@ -17,9 +17,14 @@
 //! and output ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule of a table
 //! ([`rules::RULES`]); an op without a rule is an error naming it and its source line.
 //!
-//! Two deliberate differences from Pallas's text, neither visible to libtpu: VMEM and SMEM
-//! buffers carry no `#tpu.memory_space` (upstream MLIR cannot parse it without the tpu
-//! dialect; Mosaic infers it), and stores are not preceded by Pallas's dead "swap" load.
+//! `tests/conformance/test_golden.py` compares every catalog kernel with the same kernel
+//! written in Pallas, structurally (ignoring locations, SSA names and dead code), and lists
+//! each remaining difference with its reason. None is visible to libtpu's result: stores are
+//! not preceded by Pallas's dead "swap" load; `pl.when` conditions are not widened to i32 and
+//! compared again; float reductions run in f32 (a bf16 max too) and round after, not before,
+//! the keepdims reshape; a rank-1 operand broadcasts to rank 2 in one `vector.broadcast`; a
+//! `+=` loads its target after computing the right-hand side; `num_programs(i) - 1` stays a
+//! subtraction of constants (Mosaic's canonicalizer folds it).
 //!
 //! # Shapes
 //!

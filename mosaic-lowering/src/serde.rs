@@ -12,8 +12,8 @@ use base64::Engine;
 use melior::{
     Context,
     ir::{
-        Attribute, Block, BlockLike, Location, Module, Operation, OperationRef, Region, RegionLike,
-        Value, ValueLike,
+        Attribute, Block, BlockLike, Identifier, Location, Module, Operation, OperationRef, Region,
+        RegionLike, Value, ValueLike,
         bytecode_writer_config::BytecodeWriterConfig,
         operation::{OperationBuilder, OperationLike, OperationMutLike},
     },
@@ -31,7 +31,8 @@ pub fn mangle<'c>(context: &'c Context, module: &Module<'c>, version: i64) -> Re
     let mut values = HashMap::new();
     let mut op = module.body().first_operation();
     while let Some(o) = op {
-        out.body().append_operation(mangle_op(&o, &mut values)?);
+        out.body()
+            .append_operation(mangle_op(context, &o, version, &mut values)?);
         op = o.next_in_block();
     }
     Ok(out)
@@ -44,14 +45,19 @@ fn key(v: mlir_sys::MlirValue) -> usize {
     v.ptr as usize
 }
 
-fn mangle_op<'c>(op: &OperationRef<'c, '_>, values: &mut ValueMap<'c>) -> Result<Operation<'c>> {
+fn mangle_op<'c>(
+    context: &'c Context,
+    op: &OperationRef<'c, '_>,
+    version: i64,
+    values: &mut ValueMap<'c>,
+) -> Result<Operation<'c>> {
     let name = format!(
         "stable_mosaic.{}",
         op.name().as_string_ref().as_str().expect("utf-8")
     );
     let operands: Vec<Val<'c>> = op.operands().map(|v| values[&key(v.to_raw())]).collect();
     let results: Vec<_> = op.results().map(|r| r.r#type()).collect();
-    let attributes: Vec<_> = op.attributes().collect();
+    let attributes = downgrade(context, &name, op.attributes().collect(), version);
     let mut regions = Vec::new();
     for region in op.regions() {
         let copy = Region::new();
@@ -72,7 +78,7 @@ fn mangle_op<'c>(op: &OperationRef<'c, '_>, values: &mut ValueMap<'c>) -> Result
             }
             let mut inner = b.first_operation();
             while let Some(o) = inner {
-                let copied = new.append_operation(mangle_op(&o, values)?);
+                let copied = new.append_operation(mangle_op(context, &o, version, values)?);
                 for (old, newer) in o.results().zip(copied.results()) {
                     // SAFETY: see `emit::Val`.
                     values.insert(key(old.to_raw()), unsafe {
@@ -93,6 +99,32 @@ fn mangle_op<'c>(op: &OperationRef<'c, '_>, values: &mut ValueMap<'c>) -> Result
         .add_regions_vec(regions)
         .build()
         .map_err(|e| Error::new(format!("internal error serializing `{name}`: {e}")))
+}
+
+/// The serde version that gave `tpu.matmul` its `transpose_lhs_hint`.
+const TRANSPOSE_LHS_HINT_VERSION: i64 = 13;
+
+/// An op's attributes as `mosaic-serde{serialize=true target-version=version}` writes them:
+/// below version 13, `tpu.matmul` drops `transpose_lhs_hint` and carries the older
+/// `transpose_lhs = false, transpose_rhs = false` (what jax 0.10.2 writes for version 11).
+fn downgrade<'c>(
+    context: &'c Context,
+    name: &str,
+    attributes: Vec<(Identifier<'c>, Attribute<'c>)>,
+    version: i64,
+) -> Vec<(Identifier<'c>, Attribute<'c>)> {
+    if name != "stable_mosaic.tpu.matmul" || version >= TRANSPOSE_LHS_HINT_VERSION {
+        return attributes;
+    }
+    let mut out: Vec<_> = attributes
+        .into_iter()
+        .filter(|(k, _)| k.as_string_ref().as_str() != Ok("transpose_lhs_hint"))
+        .collect();
+    let no = Attribute::parse(context, "false").expect("a bool attribute");
+    for key in ["transpose_lhs", "transpose_rhs"] {
+        out.push((Identifier::new(context, key), no));
+    }
+    out
 }
 
 /// MLIR bytecode, version 0, of the serialized module.

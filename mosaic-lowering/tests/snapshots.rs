@@ -78,3 +78,219 @@ fn an_unbound_symbol_is_a_clear_error() {
     let err = lower(&add(DType::F32), &Options::default()).unwrap_err();
     assert!(err.to_string().contains("has no binding"), "{err}");
 }
+
+/// The catalog's blocked matmul: an f32 scratch accumulator over an `arbitrary` k axis,
+/// zeroed on the first k step and written out (cast) on the last, both under `when`.
+fn matmul(dtype: DType) -> Kernel {
+    let array = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("m", 128)),
+            GridAxis::parallel(Extent::cdiv("n", 128)),
+            GridAxis::arbitrary(Extent::cdiv("k", 128)),
+        ],
+        inputs: vec![
+            array("m", "k").blocked([128, 128], [grid(0), grid(2)]),
+            array("k", "n").blocked([128, 128], [grid(2), grid(1)]),
+        ],
+        outputs: vec![array("m", "n").blocked([128, 128], [grid(0), grid(1)])],
+        scratch: vec![ArraySpec::new(DType::F32, [128, 128])],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("matmul", &spec).unwrap();
+    let a = b.declare(Role::Input, "a").unwrap();
+    let w = b.declare(Role::Input, "w").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let acc = b.declare(Role::Scratch, "acc").unwrap();
+    let k = b.program_id(2).unwrap();
+    let first = b.compare(CmpOp::Eq, k, 0i32).unwrap();
+    b.when(first, |b| {
+        let zeros = b.splat(0.0f32, DType::F32, &[128, 128])?;
+        b.store(acc, &[], zeros)
+    })
+    .unwrap();
+    let av = b.load(a, &[]).unwrap();
+    let wv = b.load(w, &[]).unwrap();
+    let prod = b.matmul(av, wv).unwrap();
+    let old = b.load(acc, &[]).unwrap();
+    let sum = b.binary(BinaryOp::Add, old, prod).unwrap();
+    b.store(acc, &[], sum).unwrap();
+    let steps = b.num_programs(2).unwrap();
+    let last_step = b.binary(BinaryOp::Sub, steps, 1i32).unwrap();
+    let last = b.compare(CmpOp::Eq, k, last_step).unwrap();
+    b.when(last, |b| {
+        let total = b.load(acc, &[])?;
+        let out = b.cast(total, dtype)?;
+        b.store(o, &[], out)
+    })
+    .unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn matmul_scratch_accumulator_under_when_on_an_arbitrary_axis() {
+    let l = check(
+        "matmul_bf16",
+        &matmul(DType::BF16),
+        &[("m", 256), ("k", 512), ("n", 384)],
+    );
+    let m = &l.mosaic;
+    assert!(m.contains("iteration_bounds = array<i64: 2, 3, 4>"), "{m}");
+    assert!(m.contains(
+        "dimension_semantics = [#tpu.dimension_semantics<parallel>, \
+         #tpu.dimension_semantics<parallel>, #tpu.dimension_semantics<arbitrary>]"
+    ));
+    assert!(m.contains("scratch_operands = 1 : i64"));
+    assert!(m.contains("memref<128x128xf32, #tpu.memory_space<vmem>>) attributes"));
+    assert_eq!(m.matches("scf.if").count(), 2, "one per when");
+    assert_eq!(m.matches("\"tpu.matmul\"").count(), 1);
+    assert!(!m.contains("tpu.iota"), "divisible: no masks");
+    // Readable: today's tpu dialect (jaxlib requires the hint). Serialized for version 11: the
+    // older attributes, as jax 0.10.2 writes them.
+    assert!(m.contains("transpose_lhs_hint = false"));
+    let s = &l.serialized;
+    assert!(
+        s.contains("transpose_lhs = false, transpose_rhs = false"),
+        "{s}"
+    );
+    assert!(!s.contains("transpose_lhs_hint"));
+}
+
+/// Row softmax over blocks of 8 whole rows: a max and a sum reduction.
+fn softmax(dtype: DType) -> Kernel {
+    let rows = ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(256)])
+        .blocked([8, 256], [grid(0), 0.into()]);
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
+        inputs: vec![rows.clone()],
+        outputs: vec![rows],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("softmax", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let v = b.load(x, &[]).unwrap();
+    let max = b.reduce_keepdims(ReduceOp::Max, v, &[-1]).unwrap();
+    let shifted = b.binary(BinaryOp::Sub, v, max).unwrap();
+    let e = b.unary(UnaryOp::Exp, shifted).unwrap();
+    let sum = b.reduce_keepdims(ReduceOp::Sum, e, &[-1]).unwrap();
+    let p = b.binary(BinaryOp::Div, e, sum).unwrap();
+    b.store(o, &[], p).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn softmax_reductions_keep_dims_by_shape_cast() {
+    let l = check("softmax_f32", &softmax(DType::F32), &[("m", 64)]);
+    let m = &l.mosaic;
+    assert!(m.contains("vector.multi_reduction <maximumf>"));
+    assert!(m.contains("vector.multi_reduction <add>"));
+    assert_eq!(m.matches("vector.shape_cast").count(), 2, "keepdims, twice");
+    assert!(m.contains("math.exp"));
+}
+
+/// `o[i, :] = table[idx[i], :]`: the table's index map reads the prefetched indices.
+fn row_gather(dtype: DType) -> Kernel {
+    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("k", 1)),
+            GridAxis::parallel(Extent::cdiv("d", 128)),
+        ],
+        prefetch: vec![ArraySpec::new(DType::I32, ["k"])],
+        inputs: vec![
+            ArraySpec::new(dtype, ["rows", "d"]).blocked(row, [prefetch(0, [grid(0)]), grid(1)]),
+        ],
+        outputs: vec![ArraySpec::new(dtype, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("row_gather", &spec).unwrap();
+    let _idx = b.declare(Role::Prefetch, "idx").unwrap();
+    let table = b.declare(Role::Input, "table").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let v = b.load(table, &[]).unwrap();
+    b.store(o, &[], v).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn row_gather_index_map_reads_the_scalar_prefetch() {
+    let l = check(
+        "row_gather_bf16",
+        &row_gather(DType::BF16),
+        &[("rows", 1000), ("d", 256), ("k", 64)],
+    );
+    let m = &l.mosaic;
+    assert!(m.contains("scalar_prefetch = 1 : i64"));
+    assert!(m.contains("%arg2: memref<64xi32, #tpu.memory_space<smem>>"));
+    // Only the table's transform loads an index; both see the prefetch buffer.
+    let transform_0 = m.split("func.func @transform_0").nth(1).unwrap();
+    let (transform_0, transform_1) = transform_0.split_once("func.func @transform_1").unwrap();
+    assert!(transform_0.contains("memref.load %arg2"));
+    assert!(!transform_1.contains("memref.load"));
+    // Squeezed rows are lifted to (r, 1, c) for the (8, 128) tiling: see tiling.rs.
+    assert!(m.contains("window_bounds = array<i64: 1, 1, 128>"));
+    assert!(
+        l.stablehlo
+            .contains("(tensor<1000x256xbf16>) -> tensor<1000x1x256xbf16>")
+    );
+}
+
+/// A `for` loop carrying an f32 accumulator over four column chunks of the block
+/// (`pl.ds(c * 128, 128)`), then an `if` with a result: doubled on the first grid step.
+fn chunked_sum() -> Kernel {
+    let spec = CallSpec {
+        grid: vec![GridAxis::arbitrary(Extent::cdiv("m", 8))],
+        inputs: vec![
+            ArraySpec::new(DType::BF16, [Dim::sym("m"), Dim::Static(512)])
+                .blocked([8, 512], [grid(0), 0.into()]),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(128)])
+                .blocked([8, 128], [grid(0), 0.into()]),
+        ],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("chunked_sum", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let zeros = b.splat(0.0f32, DType::F32, &[8, 128]).unwrap();
+    let total = b
+        .for_loop(0i32, 4i32, 1i32, &[zeros], |b, c, carried| {
+            let start = b.binary(BinaryOp::Mul, c, 128i32)?;
+            let chunk = b.load(x, &[Ix::Full, Ix::Ds(start.into(), 128)])?;
+            let wide = b.cast(chunk, DType::F32)?;
+            Ok(vec![b.binary(BinaryOp::Add, carried[0], wide)?])
+        })
+        .unwrap()[0];
+    let step = b.program_id(0).unwrap();
+    let first = b.compare(CmpOp::Eq, step, 0i32).unwrap();
+    let out = b
+        .if_else(
+            first,
+            |b| Ok(vec![b.binary(BinaryOp::Mul, total, 2.0f32)?]),
+            |_| Ok(vec![total]),
+        )
+        .unwrap()[0];
+    b.store(o, &[], out).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn for_loop_carries_a_value_and_if_yields_one() {
+    let l = check("chunked_sum", &chunked_sum(), &[("m", 32)]);
+    let m = &l.mosaic;
+    assert_eq!(m.matches("scf.for").count(), 1);
+    assert!(m.contains("iter_args("), "the accumulator is carried: {m}");
+    assert!(m.contains("-> (vector<8x128xf32>)"));
+    assert_eq!(
+        m.matches("scf.yield").count(),
+        3,
+        "loop body and both branches"
+    );
+    assert!(m.contains("scf.if"));
+    assert!(
+        m.contains("arith.index_cast"),
+        "the dynamic start indexes the load"
+    );
+}

@@ -7,6 +7,12 @@ import subprocess
 import pytest
 from tpu_compile import Compiler
 
+# Compile-only: no process owns a TPU here, so several may load libtpu at once (others on this
+# machine run it too; without this a second process fails on /tmp/libtpu_lockfile). And name
+# the accelerator, so that importing jax (Pallas twins) does not make libtpu probe the host.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-4")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = pathlib.Path(os.environ.get("TPUKIT_CLI", ROOT / "target" / "debug" / "tpukit"))
 

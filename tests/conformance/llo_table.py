@@ -1,139 +1,78 @@
 """LLO op counts of tpukit's lowering beside the same kernel written in JAX Pallas.
 
 Both are compiled by libtpu for v5e and v6e; the count is the number of `llo.*` ops in Mosaic's
-final module (`*-post-finalize-llo.txt`), a static proxy for per-step cost. Prints a Markdown
-table for BENCHMARKS.md. Run from the repository root after `cargo build -p tpukit-cli`:
+final module (`*-post-finalize-llo.txt`), a static proxy for per-step cost. The Pallas kernels
+are the twins of `pallas_twins.py` (the golden tests compare them with tpukit's op by op).
+Prints a Markdown table; `--write` also puts it into BENCHMARKS.md between the `llo-bench`
+markers. Run after `cargo build -p tpukit-cli`:
 
-    .venv/bin/python tests/conformance/llo_table.py
+    .venv/bin/python tests/conformance/llo_table.py [--write]
 """
 
-import functools
 import subprocess
 import sys
 
-from conftest import CLI
+import pallas_twins
+from conftest import CLI, ROOT
 from tpu_compile import TOPOLOGIES, Compiler
-
-
-def pallas_kernels(jnp, pl, pltpu, jax):
-    """The catalog kernels written with `pl.pallas_call`: name -> (shape, dtype) -> jitted fn."""
-
-    def add(shape, dtype):
-        (n,) = shape
-
-        def kernel(x, y, o):
-            o[...] = x[...] + y[...]
-
-        spec = pl.BlockSpec((1024,), lambda i: (i,))
-        call = pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct((n,), dtype),
-            grid=(pl.cdiv(n, 1024),),
-            in_specs=[spec, spec],
-            out_specs=spec,
-            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
-        )
-        return call, [(n,), (n,)]
-
-    def softmax(shape, dtype):
-        m, n = shape
-
-        def kernel(x, o):
-            v = x[...]
-            e = jnp.exp(v - v.max(axis=-1, keepdims=True))
-            o[...] = e / e.sum(axis=-1, keepdims=True)
-
-        spec = pl.BlockSpec((8, n), lambda i: (i, 0))
-        call = pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct((m, n), dtype),
-            grid=(pl.cdiv(m, 8),),
-            in_specs=[spec],
-            out_specs=spec,
-            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
-        )
-        return call, [(m, n)]
-
-    def matmul(shape, dtype):
-        m, k, n = shape
-        b = 128
-
-        def kernel(a, w, o, acc):
-            @pl.when(pl.program_id(2) == 0)
-            def _():
-                acc[...] = jnp.zeros_like(acc)
-
-            acc[...] += jnp.dot(a[...], w[...], preferred_element_type=jnp.float32)
-
-            @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-            def _():
-                o[...] = acc[...].astype(o.dtype)
-
-        call = pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct((m, n), dtype),
-            grid=(pl.cdiv(m, b), pl.cdiv(n, b), pl.cdiv(k, b)),
-            in_specs=[
-                pl.BlockSpec((b, b), lambda i, j, kk: (i, kk)),
-                pl.BlockSpec((b, b), lambda i, j, kk: (kk, j)),
-            ],
-            out_specs=pl.BlockSpec((b, b), lambda i, j, kk: (i, j)),
-            scratch_shapes=[pltpu.VMEM((b, b), jnp.float32)],
-            compiler_params=pltpu.CompilerParams(
-                dimension_semantics=("parallel", "parallel", "arbitrary")
-            ),
-        )
-        return call, [(m, k), (k, n)]
-
-    return {"add_vectors": add, "softmax": softmax, "matmul": matmul}
-
 
 CASES = [
     ("add_vectors", (4096,)),
     ("softmax", (64, 256)),
+    ("layer_norm", (64, 384)),
     ("matmul", (256, 512, 256)),
+    ("row_gather", (1000, 256, 64)),
 ]
+DTYPES = ("f32", "bf16")
+
+BEGIN, END = "<!-- llo-bench:begin -->", "<!-- llo-bench:end -->"
 
 
-def pallas_text(make, shape, dtype, jax, jnp):
-    call, arg_shapes = make(shape, dtype)
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in arg_shapes]
+def pallas_text(name, shape, dtype):
+    """The Pallas twin (`pallas_twins.py`) lowered for TPU, as StableHLO text."""
+    import jax
+
+    call, args = pallas_twins.twins()[name](shape, dtype)
     return jax.jit(call).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
 
 
-def main():
-    compiler = Compiler()
-    import jax
-    import jax.numpy as jnp
-    from jax._src.pallas.mosaic import tpu_info
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    # Rank-1 blocks query the chip; there is none on a CPU host (a private API, see the notes).
-    tpu_info.registry["cpu"] = functools.partial(
-        pltpu.get_tpu_info_for_chip, pltpu.ChipVersion.TPU_V5E, 1
-    )
-    kernels = pallas_kernels(jnp, pl, pltpu, jax)
-    print("| kernel | shape | dtype | target | tpukit | Pallas |")
-    print("|---|---|---|---|---:|---:|")
+def rows(compiler):
     for name, shape in CASES:
-        for dtype_name, dtype in (("f32", jnp.float32), ("bf16", jnp.bfloat16)):
+        for dtype in DTYPES:
             shape_text = "x".join(map(str, shape))
             ours = subprocess.run(
-                [str(CLI), "lower", name, "--shape", shape_text, "--dtype", dtype_name],
+                [str(CLI), "lower", name, "--shape", shape_text, "--dtype", dtype],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout
-            theirs = pallas_text(kernels[name], shape, dtype, jax, jnp)
+            theirs = pallas_text(name, shape, dtype)
             for topology in TOPOLOGIES:
                 counts = []
                 for text in (ours, theirs):
                     row = compiler.compile(text, topology)
                     ok = row["ok"] and row["llo_ops"]
                     counts.append(str(row["llo_ops"][0]["total"]) if ok else "fails")
-                cells = [name, shape_text, dtype_name, topology, *counts]
-                print("| " + " | ".join(cells) + " |", flush=True)
+                yield [name, shape_text, dtype, topology, *counts]
+
+
+def main():
+    write = "--write" in sys.argv[1:]
+    lines = [
+        "| kernel | shape | dtype | target | tpukit | Pallas |",
+        "|---|---|---|---|---:|---:|",
+    ]
+    print("\n".join(lines), flush=True)
+    for cells in rows(Compiler()):
+        lines.append("| " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+    if write:
+        path = ROOT / "BENCHMARKS.md"
+        text = path.read_text()
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        path.write_text(f"{head}{BEGIN}\n" + "\n".join(lines) + f"\n{END}{tail}")
+        print(f"wrote the table into {path}")
     return 0
 
 

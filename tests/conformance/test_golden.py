@@ -1,153 +1,330 @@
-"""Golden tests: tpukit's Mosaic for a catalog kernel matches what JAX's Pallas lowering emits
-for the same kernel written with `pl.pallas_call` (the twins in `llo_table.py`).
+"""Golden tests: every catalog kernel against the same kernel written in JAX Pallas.
 
-Both bodies are deserialized with jaxlib (`mosaic-serde`, registered tpu dialect) and compared
-structurally: the kernel function's signature, its Mosaic attributes (dimension semantics,
-iteration bounds, scalar prefetch, scratch operands, window params), every index-map
-function, and the body's op sequence — with constants, dead ops (Pallas loads each output
-before storing it and drops the value) and locations ignored. Shapes divide the blocks
-(Pallas has no defined edge blocks).
+Both are lowered for TPU on this CPU-only host: tpukit by its CLI, Pallas by
+`jax.export(jax.jit(f), platforms=["tpu"])` (jax 0.10.2). Both bodies are deserialized by
+jaxlib's tpu dialect and verified, then compared structurally (`golden.py`): kernel signature,
+attributes and window params with their index maps, and the body's op sequence, modulo
+locations, SSA names, constant placement and dead code.
+
+Where tpukit legitimately differs, the difference is listed below in `ALLOWED`, hunk by hunk,
+with the reason: the body comparison passes only when the diff consists of exactly those hunks,
+so both an unexpected difference and a listed one that went away fail. Shapes divide the blocks
+(Pallas pads edge blocks with unspecified values; tpukit masks them, see `test_edge_*`).
 """
 
+import dataclasses
+import difflib
 import functools
 
+import golden
 import pytest
 from conftest import tpukit
-from llo_table import CASES, pallas_kernels, pallas_text
-from test_jaxlib_verify import body_of
 
-ATTRS = (
-    "dimension_semantics",
-    "iteration_bounds",
-    "scalar_prefetch",
-    "scratch_operands",
-    "window_params",
+# Divisible shapes, one per kernel (tpukit's CLI shape: `tpukit list`).
+SHAPES = {
+    "add_vectors": (4096,),
+    "softmax": (64, 256),
+    "layer_norm": (64, 384),
+    "matmul": (256, 512, 256),
+    "row_gather": (1000, 256, 64),
+}
+# Shapes the blocks do not divide: tpukit masks loads there, Pallas does not.
+EDGE_SHAPES = {
+    "add_vectors": (100003,),
+    "softmax": (1003, 256),
+    "layer_norm": (517, 384),
+    "matmul": (300, 200, 260),
+    "row_gather": (1000, 300, 77),
+}
+DTYPES = ("f32", "bf16")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hunk:
+    """One allowed difference: these Pallas body lines became these tpukit lines."""
+
+    pallas: tuple
+    tpukit: tuple
+    reason: str
+    dtypes: tuple = DTYPES
+
+
+MATMUL_PREDICATE = Hunk(
+    pallas=(
+        "arith.extui(arith.cmpi) -> i32",
+        "arith.cmpi(arith.extui, 0 : i32) -> i1 {predicate=1 : i64}",
+    ),
+    tpukit=(),
+    reason="`pl.when` converts the i1 condition to i32 and compares it with 0 again "
+    "(jax's bool lowering); tpukit branches on the comparison itself",
 )
 
-
-@pytest.fixture(scope="module")
-def jax_env():
-    import jax
-    import jax.numpy as jnp
-    from jax._src.pallas.mosaic import tpu_info
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    # Rank-1 blocks query the chip, and there is none here (see llo_table.py).
-    tpu_info.registry.setdefault(
-        "cpu",
-        functools.partial(pltpu.get_tpu_info_for_chip, pltpu.ChipVersion.TPU_V5E, 1),
-    )
-    return jax, jnp, pallas_kernels(jnp, pl, pltpu, jax)
-
-
-def live_ops(block):
-    """The op names of `block` in order, without constants, returns and dead ops."""
-    names = []
-    for op in block.operations:
-        name = op.operation.name
-        dead = len(op.results) > 0 and all(not list(r.uses) for r in op.results)
-        if name in ("arith.constant", "func.return") or (dead and "store" not in name):
-            continue
-        names.append(name)
-        for region in op.regions:
-            for b in region.blocks:
-                names.extend(f"  {n}" for n in live_ops(b))
-    return names
-
-
-def structure(stablehlo: str) -> dict:
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import tpu
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.passmanager import PassManager
-
-    ctx = jax_mlir.make_ir_context()
-    tpu.register_dialect(ctx)
-    with ctx, ir.Location.unknown():
-        ctx.allow_unregistered_dialects = True
-        module = ir.Module.parse(body_of(stablehlo))
-        PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(
-            module.operation
+ALLOWED = {
+    "add_vectors": [],
+    "row_gather": [],
+    "softmax": [
+        Hunk(
+            pallas=(
+                (
+                    "vector.multi_reduction(vector.load, splat(0xFF80) : vector<8xbf16>)"
+                    " -> vector<8xbf16> {kind=#vector.kind<maximumf>,"
+                    " reduction_dims=array<i64: 1>}"
+                ),
+                "vector.shape_cast(vector.multi_reduction) -> vector<8x1xbf16>",
+            ),
+            tpukit=(
+                "arith.extf(vector.load) -> vector<8x256xf32>",
+                (
+                    "vector.multi_reduction(arith.extf, splat(0xFF800000) : vector<8xf32>)"
+                    " -> vector<8xf32> {kind=#vector.kind<maximumf>,"
+                    " reduction_dims=array<i64: 1>}"
+                ),
+                "arith.truncf(vector.multi_reduction) -> vector<8xbf16>",
+                "vector.shape_cast(arith.truncf) -> vector<8x1xbf16>",
+            ),
+            reason="tpukit reduces every float in f32 (exact for max, rounding once for "
+            "sum); Pallas reduces a bf16 max in bf16. Same values; fewer LLO ops on v6e "
+            "(BENCHMARKS.md)",
+            dtypes=("bf16",),
+        ),
+        Hunk(
+            pallas=(
+                "vector.shape_cast(vector.multi_reduction) -> vector<8x1xf32>",
+                "arith.truncf(vector.shape_cast) -> vector<8x1xbf16>",
+                "vector.broadcast(arith.truncf) -> vector<8x256xbf16>",
+            ),
+            tpukit=(
+                "arith.truncf(vector.multi_reduction) -> vector<8xbf16>",
+                "vector.shape_cast(arith.truncf) -> vector<8x1xbf16>",
+                "vector.broadcast(vector.shape_cast) -> vector<8x256xbf16>",
+            ),
+            reason="keepdims and the cast back to bf16 in the other order: tpukit rounds "
+            "the reduced vector, then reshapes it",
+            dtypes=("bf16",),
+        ),
+    ],
+    "layer_norm": [
+        Hunk(
+            pallas=(
+                "vector.shape_cast(vector.load) -> vector<1x384xf32>",
+                "vector.broadcast(vector.shape_cast) -> vector<16x384xf32>",
+            ),
+            tpukit=("vector.broadcast(vector.load) -> vector<16x384xf32>",),
+            reason=f"{which}: jax broadcasts (n,) to (16, n) through a (1, n) reshape; "
+            "tpukit's vector.broadcast adds the leading dimension itself",
         )
-        funcs = {
-            ir.StringAttr(op.attributes["sym_name"]).value: op
-            for op in module.body.operations
-        }
-        (kernel,) = [f for f in funcs.values() if "window_params" in f.attributes]
-        entry = kernel.regions[0].blocks[0]
-        return {
-            "args": [str(a.type) for a in entry.arguments],
-            "attrs": {
-                k: str(kernel.attributes[k]) for k in ATTRS if k in kernel.attributes
-            },
-            "body": live_ops(entry),
-            "index maps": {
-                name: live_ops(f.regions[0].blocks[0])
-                for name, f in sorted(funcs.items())
-                if f is not kernel
-            },
-        }
-
-
-# Where tpukit's body legitimately differs from Pallas's, op for op, and why. The test fails on
-# any other difference, and on these if they go away (so the list stays true).
-KNOWN = {
-    # bf16 `max`: tpukit reduces in f32 (exact either way) and rounds back; Pallas reduces in
-    # bf16. On v6e this is what makes tpukit's softmax 24 LLO ops to Pallas's 35 (BENCHMARKS.md).
-    # And for the sum, both reduce in f32 and round once: tpukit before the keepdims reshape,
-    # Pallas after it (one swapped pair).
-    ("softmax", "bf16"): {
-        "pallas": [],
-        "tpukit": ["arith.extf", "arith.truncf"],
-        "reordered": True,
-    },
-    "matmul": {
-        # `pl.program_id(2) == 0` is a Python bool in Pallas: cmpi, extui to i32, cmpi again;
-        # tpukit branches on the one cmpi (twice: init and finalize).
-        # Pallas zero-fills the accumulator by broadcasting a scalar 0; tpukit stores a
-        # zero vector constant.
-        "pallas": [
-            "arith.cmpi",
-            "arith.cmpi",
-            "arith.extui",
-            "arith.extui",
-            "vector.broadcast",
-        ],
-        # tpukit computes `num_programs(2) - 1` at run time; Pallas folds the Python int.
-        "tpukit": ["arith.subi"],
-    },
+        for which in ("weight", "bias")
+    ],
+    "matmul": [
+        MATMUL_PREDICATE,
+        Hunk(
+            pallas=("vector.load(arg6, 0 : index, 0 : index) -> vector<128x128xf32>",),
+            tpukit=(),
+            reason="`acc[...] += dot(a, b)`: jax loads the accumulator before the dot, "
+            "tpukit after it (the same load, moved: see the next hunk)",
+        ),
+        Hunk(
+            pallas=(),
+            tpukit=("vector.load(arg6, 0 : index, 0 : index) -> vector<128x128xf32>",),
+            reason="the accumulator load, after the dot",
+        ),
+    ],
 }
 
 
-def difference(a: list, b: list) -> list:
-    """The multiset `a - b`, sorted."""
-    rest = list(b)
-    out = []
-    for x in a:
-        if x.strip() in [y.strip() for y in rest]:
-            rest.remove(next(y for y in rest if y.strip() == x.strip()))
-        else:
-            out.append(x.strip())
-    return sorted(out)
-
-
-@pytest.mark.parametrize(("name", "shape"), CASES)
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_matches_pallas(jax_env, name, shape, dtype):
-    jax, jnp, kernels = jax_env
-    ours = structure(
-        tpukit("lower", name, "--shape", "x".join(map(str, shape)), "--dtype", dtype)
+def matmul_last_step(shape):
+    """The `num_programs(2) - 1` hunk for `shape` (its k grid extent is in the text)."""
+    steps = -(-shape[1] // 128)
+    return Hunk(
+        pallas=(
+            f"arith.cmpi(arg2, {steps - 1} : i32) -> i1 {{predicate=0 : i64}}",
+            *MATMUL_PREDICATE.pallas,
+        ),
+        tpukit=(
+            f"arith.subi({steps} : i32, 1 : i32) -> i32 {{overflowFlags=#arith.overflow<none>}}",
+            "arith.cmpi(arg2, arith.subi) -> i1 {predicate=0 : i64}",
+        ),
+        reason="`num_programs(2) - 1`: jax folds it to a constant, tpukit emits the "
+        "subtraction of two constants (Mosaic's canonicalizer folds it); plus the "
+        "`pl.when` predicate as above",
     )
-    jdtype = {"f32": jnp.float32, "bf16": jnp.bfloat16}[dtype]
-    theirs = structure(pallas_text(kernels[name], shape, jdtype, jax, jnp))
-    for part in ("args", "attrs", "index maps"):
-        assert ours[part] == theirs[part], f"{name} {dtype}: {part} differ"
-    known = KNOWN.get((name, dtype), KNOWN.get(name))
-    if known is None:
-        assert ours["body"] == theirs["body"], f"{name} {dtype}: op sequences differ"
-        return
-    assert difference(ours["body"], theirs["body"]) == sorted(known["tpukit"])
-    assert difference(theirs["body"], ours["body"]) == sorted(known["pallas"])
-    if known.get("reordered"):
-        assert ours["body"] != theirs["body"], "the known reordering went away: drop it"
+
+
+# -- lowering both sides -------------------------------------------------------------------
+
+
+def cli_shape(shape):
+    return "x".join(map(str, shape))
+
+
+@functools.cache
+def tpukit_text(name, shape, dtype):
+    return tpukit("lower", name, "--shape", cli_shape(shape), "--dtype", dtype)
+
+
+@functools.cache
+def pallas_text(name, shape, dtype, variant=None):
+    import jax
+    import pallas_twins
+    from jax import export
+
+    make = pallas_twins.twins()[name]
+    call, args = make(shape, dtype, **dict(variant or ()))
+    return export.export(jax.jit(call), platforms=["tpu"])(*args).mlir_module()
+
+
+@pytest.fixture(scope="session")
+def deserializer():
+    return golden.Deserializer()
+
+
+def kernel_of(deserializer, text, unmask=False):
+    body, _ = golden.body_of(text)
+    return golden.normal_form(*deserializer.module(body), unmask=unmask)
+
+
+# -- the comparison ------------------------------------------------------------------------
+
+
+def line(entry):
+    """One body entry as a line: `name(operands) -> results {attr=value, ...}`."""
+    if len(entry) == 1:
+        return entry[0]
+    name, operands, results, attrs = entry
+    text = f"{name}({', '.join(operands)}) -> {', '.join(results)}".rstrip()
+    if attrs:
+        text += " {" + ", ".join(f"{k}={v}" for k, v in attrs) + "}"
+    return text
+
+
+def body_hunks(pallas, ours):
+    """The non-equal hunks of the two bodies' line sequences, as `(pallas, tpukit)` pairs."""
+    a = [line(e) for e in pallas.body]
+    b = [line(e) for e in ours.body]
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return [
+        (tuple(a[i1:i2]), tuple(b[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def compare(pallas, ours, allowed):
+    """Every difference between two kernels that `allowed` does not list (empty: equal)."""
+    problems = []
+    for field in ("name", "version", "signature", "attributes", "functions"):
+        theirs, mine = getattr(pallas, field), getattr(ours, field)
+        if theirs != mine:
+            problems.append(f"{field}:\n  Pallas: {theirs}\n  tpukit: {mine}")
+    expected = [(h.pallas, h.tpukit) for h in allowed]
+    found = body_hunks(pallas, ours)
+    for hunk in found:
+        if hunk not in expected:
+            problems.append(
+                "unexpected body difference:\n"
+                + "".join(f"  - {x}\n" for x in hunk[0])
+                + "".join(f"  + {x}\n" for x in hunk[1])
+            )
+    for hunk in expected:
+        if hunk not in found:
+            problems.append(f"an allowed difference no longer occurs: {hunk}")
+    if not problems and found != expected:
+        problems.append(f"allowed differences out of order: {found}")
+    return problems
+
+
+def allowed(name, dtype, shape):
+    hunks = ALLOWED[name] + ([matmul_last_step(shape)] if name == "matmul" else [])
+    return [h for h in hunks if dtype in h.dtypes]
+
+
+CASES = [(name, dtype) for name in SHAPES for dtype in DTYPES]
+
+
+def test_every_catalog_kernel_has_a_twin():
+    import pallas_twins
+
+    names = [ln.split()[0] for ln in tpukit("list").splitlines() if ln.strip()]
+    assert sorted(names) == sorted(SHAPES) == sorted(pallas_twins.twins())
+    assert sorted(ALLOWED) == sorted(SHAPES)
+
+
+@pytest.mark.parametrize(("name", "dtype"), CASES)
+def test_mosaic_kernel_matches_pallas(deserializer, name, dtype):
+    shape = SHAPES[name]
+    pallas = kernel_of(deserializer, pallas_text(name, shape, dtype))
+    ours = kernel_of(deserializer, tpukit_text(name, shape, dtype))
+    assert pallas.body, "the Pallas body normalised to nothing"
+    problems = compare(pallas, ours, allowed(name, dtype, shape))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("name", "dtype"), CASES)
+def test_custom_call_matches_pallas(deserializer, name, dtype):
+    """The StableHLO around the kernel: ops, custom call attributes, backend_config."""
+    shape = SHAPES[name]
+    theirs = golden.stablehlo_form(pallas_text(name, shape, dtype))
+    mine = golden.stablehlo_form(tpukit_text(name, shape, dtype))
+    assert mine == theirs
+
+
+# -- the comparison can fail ---------------------------------------------------------------
+
+
+def test_a_different_kernel_does_not_match(deserializer):
+    """softmax's Pallas body against tpukit's layer_norm: everything differs."""
+    pallas = kernel_of(deserializer, pallas_text("softmax", (64, 384), "f32"))
+    ours = kernel_of(deserializer, tpukit_text("layer_norm", (64, 384), "f32"))
+    problems = compare(pallas, ours, [])
+    assert any(p.startswith("name:") for p in problems)
+    assert any(p.startswith("signature:") for p in problems)
+    assert any(p.startswith("unexpected body difference") for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("variant", "field"),
+    [
+        ({"semantics": "arbitrary"}, "attributes:"),  # dimension_semantics
+        ({"op": "sub"}, "unexpected body difference"),  # arith.subf, not addf
+        ({"swap": True}, "unexpected body difference"),  # loads y before x
+        ({"block": 512}, "signature:"),  # memref<512x...>, window_bounds, grid
+    ],
+)
+def test_a_changed_twin_does_not_match(deserializer, variant, field):
+    """One change to the add twin is one reported difference (the compare is not loose)."""
+    shape = SHAPES["add_vectors"]
+    only_field = "block" not in variant  # a change of block size shows everywhere
+    variant = tuple(variant.items())
+    pallas = kernel_of(deserializer, pallas_text("add_vectors", shape, "f32", variant))
+    ours = kernel_of(deserializer, tpukit_text("add_vectors", shape, "f32"))
+    problems = compare(pallas, ours, [])
+    assert problems and problems[0].startswith(field), problems
+    if only_field:
+        assert all(p.startswith(field) for p in problems), problems
+
+
+def test_an_allowed_difference_that_does_not_occur_fails(deserializer):
+    shape = SHAPES["add_vectors"]
+    pallas = kernel_of(deserializer, pallas_text("add_vectors", shape, "f32"))
+    ours = kernel_of(deserializer, tpukit_text("add_vectors", shape, "f32"))
+    problems = compare(pallas, ours, [MATMUL_PREDICATE])
+    hunk = (MATMUL_PREDICATE.pallas, MATMUL_PREDICATE.tpukit)
+    assert problems == [f"an allowed difference no longer occurs: {hunk}"]
+
+
+# -- edge shapes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "dtype"), CASES)
+def test_edge_shapes_differ_only_by_masks(deserializer, name, dtype):
+    """On shapes the blocks do not divide, tpukit's body is Pallas's plus load masks:
+    with every `select(iota mask, load, fill)` read as the load, the comparison is the
+    divisible one (same allowed differences)."""
+    shape = EDGE_SHAPES[name]
+    pallas = kernel_of(deserializer, pallas_text(name, shape, dtype))
+    ours = kernel_of(deserializer, tpukit_text(name, shape, dtype), unmask=True)
+    assert ours.masks > 0, "an edge shape with no masked load"
+    problems = compare(pallas, ours, allowed(name, dtype, shape))
+    assert not problems, "\n".join(problems)
+    # Without unmasking, the masks are a difference.
+    assert compare(pallas, kernel_of(deserializer, tpukit_text(name, shape, dtype)), [])

@@ -1,18 +1,28 @@
-"""tpukit's serialized Mosaic bodies deserialize and verify with jaxlib's own tpu dialect.
+"""tpukit's serialized Mosaic, read back by jaxlib's own tpu dialect and verified.
 
-For every catalog kernel (a divisible and an edge shape, f32 and bf16): take the base64 body
-from the `tpu_custom_call`'s `backend_config` that `tpukit lower` writes, parse it in jaxlib's
-MLIR context, run jaxlib's `mosaic-serde{serialize=false}` pass (what Mosaic does first on a
-TPU: `stable_mosaic.*` ops become registered `tpu`/`vector`/`arith`/… ops, upgraded from the
-body's `stable_mosaic.version`), and run the MLIR verifier with the tpu dialect registered.
+The body in `backend_config` is deserialized exactly as JAX reads Mosaic it did not write
+(`golden.Deserializer`): MLIR bytecode parsed in a context with `jax._src.lib.tpu`'s dialect
+registered, `mosaic-serde{serialize=false}` turning `stable_mosaic.*` ops back into registered
+func/arith/math/vector/scf/memref/tpu ops, then the MLIR verifier, which runs the tpu dialect's
+own op verifiers (`tpu.matmul`, `tpu.vector_store`, `tpu.iota`, ...).
 """
 
-import base64
 import re
 
+import golden
 import pytest
-from conftest import tpukit
+from conftest import ROOT, tpukit
 from test_conformance import DTYPES, SHAPES
+
+
+@pytest.fixture(scope="session")
+def deserializer():
+    return golden.Deserializer()
+
+
+def body(name, shape, dtype="f32"):
+    return golden.body_of(tpukit("lower", name, "--shape", shape, "--dtype", dtype))[0]
+
 
 CASES = [
     (name, shape, dtype)
@@ -22,48 +32,70 @@ CASES = [
 ]
 
 
-def body_of(stablehlo: str) -> bytes:
-    # MLIR prints the JSON's quotes as \22.
-    match = re.search(r"\\22body\\22: \\22([A-Za-z0-9+/=]+)\\22", stablehlo)
-    assert match, "no backend_config body in the module"
-    return base64.b64decode(match.group(1))
-
-
-def deserialize_and_verify(body: bytes) -> str:
-    """The verified body, printed with registered ops; raises if any step fails."""
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import tpu
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.passmanager import PassManager
-
-    ctx = jax_mlir.make_ir_context()
-    tpu.register_dialect(ctx)
-    with ctx, ir.Location.unknown():
-        ctx.allow_unregistered_dialects = (
-            True  # the serialized names, until the pass runs
-        )
-        module = ir.Module.parse(body)
-        PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(
-            module.operation
-        )
-        ctx.allow_unregistered_dialects = False
-        assert module.operation.verify()
-        return str(module)
-
-
 @pytest.mark.parametrize(("name", "shape", "dtype"), CASES)
-def test_body_verifies_with_jaxlib(name, shape, dtype):
-    text = tpukit("lower", name, "--shape", shape, "--dtype", dtype)
-    printed = deserialize_and_verify(body_of(text))
-    ops = printed.replace("stable_mosaic.version", "")
-    assert "stable_mosaic." not in ops, "ops left in serialized form"
-    assert "func.func @" in printed and "tpu.core_type" in printed
-    assert "window_params" in printed and "iteration_bounds" in printed
+def test_jaxlib_deserializes_and_verifies(deserializer, name, shape, dtype):
+    version, module = deserializer.module(body(name, shape, dtype))
+    assert version == 11
+    ops = {op.name for op in golden.walk(module.module.operation)}
+    assert not any(op.startswith("stable_mosaic.") for op in ops), ops
+    assert {"func.func", "func.return", "vector.load", "tpu.vector_store"} <= ops
 
 
-def test_a_damaged_body_is_rejected():
-    text = tpukit("lower", "softmax", "--shape", "64x256", "--dtype", "f32")
-    body = bytearray(body_of(text))
-    body[len(body) // 2] ^= 0xFF
-    with pytest.raises(Exception):  # noqa: B017 - jaxlib raises MLIRError or ValueError
-        deserialize_and_verify(bytes(body))
+# Each corruption is made in the serialized text, where nothing checks it, and must be caught
+# when jaxlib deserializes: by upstream verifiers, by the tpu dialect's, or as an unknown op.
+CORRUPTIONS = [
+    (
+        "softmax",
+        "64x256",
+        "reduction_dims = array<i64: 1>",
+        "reduction_dims = array<i64: 0>",
+        "'vector.multi_reduction' op destination type",
+    ),
+    (
+        "matmul",
+        "256x256x256",
+        "#tpu.dot_dimension_numbers<[1], [0], [0], [1]",
+        "#tpu.dot_dimension_numbers<[1], [1], [0], [0]",
+        "'tpu.matmul' op Illegal: output dim order",
+    ),
+    (
+        "matmul",
+        "256x256x256",
+        "operandSegmentSizes = array<i32: 1, 1, 2, 0>",
+        "operandSegmentSizes = array<i32: 1, 1, 1, 1>",
+        "'tpu.vector_store' op operand #3 must be vector",
+    ),
+    (
+        "add_vectors",
+        "4096",
+        "stable_mosaic.arith.addf",
+        "stable_mosaic.tpu.no_such_op",
+        "unregistered operation 'tpu.no_such_op'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "old", "new", "error"), CORRUPTIONS)
+def test_a_corrupted_body_is_rejected(deserializer, name, shape, old, new, error):
+    text = deserializer.serialized_text(body(name, shape))
+    assert old in text
+    # The untouched text round-trips: the corruption is the only change.
+    deserializer.module(deserializer.body_of_serialized_text(text))
+    bad = deserializer.body_of_serialized_text(text.replace(old, new, 1))
+    from jaxlib.mlir.ir import MLIRError
+
+    with pytest.raises(MLIRError, match=re.escape(error)):
+        deserializer.module(bad)
+
+
+SNAPSHOTS = sorted((ROOT / "mosaic-lowering" / "tests" / "snapshots").glob("*.mlir"))
+
+
+def test_there_are_snapshots():
+    assert len(SNAPSHOTS) >= 6
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_lowering_snapshots_verify_under_jaxlib(deserializer, path):
+    """The readable Mosaic pinned by `cargo test -p tpukit-mosaic` is valid tpu-dialect IR."""
+    deserializer.verify_text(path.read_text())

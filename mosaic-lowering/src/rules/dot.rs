@@ -9,10 +9,6 @@ use crate::{
 };
 use tpukit_dsl::{DType, Literal, Op, OpKind, Result, Type};
 
-/// The serde version that introduced `transpose_lhs_hint` on `tpu.matmul`; older payloads
-/// must not carry it.
-const TRANSPOSE_LHS_HINT_VERSION: i64 = 13;
-
 pub fn dot<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
     let OpKind::Dot { lhs, rhs, dims } = op.kind else {
         unreachable!()
@@ -45,10 +41,12 @@ pub fn dot<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
             "#tpu.dot_dimension_numbers<[{lc}], [{rc}], [{lf}], [{rf}], [0, {lf}, 1, {rf}], [], []>"
         )
     };
-    let mut attributes = vec![("dimension_numbers", em.attr(&numbers)?)];
-    if lw.options.serde_version >= TRANSPOSE_LHS_HINT_VERSION {
-        attributes.push(("transpose_lhs_hint", em.attr("false")?));
-    }
+    // The current tpu dialect requires `transpose_lhs_hint` (jaxlib parses the readable module
+    // only with it); serialization for an older version rewrites it (`serde::downgrade`).
+    let attributes = [
+        ("dimension_numbers", em.attr(&numbers)?),
+        ("transpose_lhs_hint", em.attr("false")?),
+    ];
     let product = em.op1(
         "tpu.matmul",
         &[lw.value(lhs), lw.value(rhs), acc],
