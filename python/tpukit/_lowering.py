@@ -12,15 +12,21 @@ import base64
 import contextlib
 import functools
 import json
+import os
 from dataclasses import dataclass
 
 import jax
 from jax import export
 from jax._src.interpreters import mlir as jax_mlir
+from jax._src import source_info_util
 from jax._src.lib import tpu as jax_tpu
 from jaxlib.mlir import ir
 
 from tpukit._native import UnsupportedError
+
+# JAX records the innermost *user* frame as each op's location; tpukit's own files are not the
+# user's, so an error points at the caller's line (a jnp call, the kernel call), not at ours.
+source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,24 @@ def _tpu_device():
 
 def export_tpu(fn, arg_specs) -> str:
     """StableHLO text of ``fn`` (jitted) lowered for TPU, as ``jax.export`` produces it."""
+    return export_tpu_tree(fn, arg_specs)[0]
+
+
+def export_tpu_tree(fn, arg_specs):
+    """``(StableHLO text, out_tree)`` of ``fn`` (jitted) lowered for TPU: the text as
+    ``jax.export`` produces it, and the pytree structure of the function's results."""
     device = _tpu_device()
     with jax.default_device(device) if device is not None else contextlib.nullcontext():
         exported = export.export(fn, platforms=["tpu"])(*arg_specs)
-    return exported.mlir_module()
+    return exported.mlir_module(), exported.out_tree
+
+
+def generic_module(stablehlo: str) -> str:
+    """A StableHLO module printed generically with its locations, which upstream MLIR parses
+    without the stablehlo dialect (what ``tpukit_mosaic::import::import_stablehlo`` reads)."""
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(stablehlo)
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
 
 
 def _context() -> ir.Context:
