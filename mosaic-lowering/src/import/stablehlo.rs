@@ -12,13 +12,16 @@
 //! Supported: elementwise arithmetic and math, `compare`, `select`, `clamp`, `sign`,
 //! `convert`, splat `constant`, `iota`, `broadcast_in_dim`, `reshape`, `transpose`, `reduce`
 //! (sum, max, min over any dimensions), `dot_general` (any batch/contracting dimensions,
-//! normalised to a 2-D or batched 3-D `dot`), `chlo.erf`, and `func.call` (private functions
-//! JAX outlines are inlined). Anything else is an error naming the op and the Python line.
+//! normalised to a 2-D or batched 3-D `dot`), static unit-stride `slice`, `concatenate` and
+//! edge `pad` (through a whole scratch buffer each: stored, then loaded as a window — the IR
+//! slices refs, not values), `composite` (`chlo.erf` as the IR's erf, others inlined from
+//! their decomposition) and `func.call` (private functions JAX outlines are inlined).
+//! Anything else is an error naming the op and the Python line.
 //! Text arrives as jaxlib prints it (generic form, debug locations), so melior parses it
 //! with the stablehlo ops unregistered and their attributes opaque (read from their text).
 
 use super::rules::Table;
-use super::scope::{Scope, attr, op_name, result_type};
+use super::scope::{Scope, attr, op_key, op_name, result_type};
 use super::text;
 use crate::mosaic_context;
 use melior::ir::{
@@ -26,7 +29,7 @@ use melior::ir::{
     operation::{OperationLike, OperationRef},
 };
 use tpukit_dsl::{
-    ArraySpec, BinaryOp, CallSpec, CmpOp, DType, DotDims, Error, Ix, Kernel, KernelBuilder,
+    Arg, ArraySpec, BinaryOp, CallSpec, CmpOp, DType, DotDims, Error, Ix, Kernel, KernelBuilder,
     Literal, ReduceOp, Result, Role, Type, UnaryOp, ValueId,
 };
 
@@ -60,6 +63,22 @@ fn import_inner(module_text: &str, name: &str) -> Result<Kernel> {
         let t = text::value_ty(&v.r#type().to_string())?;
         spec.outputs.push(ArraySpec::new(t.dtype, t.shape));
     }
+    // Ops that go through memory get a whole scratch buffer each (reused when a function
+    // that holds one is inlined twice: the uses are sequential).
+    let mut through_memory = Vec::new();
+    let mut f = module.body().first_operation();
+    while let Some(o) = f {
+        walk(&o, &mut |x| {
+            if let Some(t) = scratch_type(x) {
+                through_memory.push((op_key(x), t));
+            }
+        });
+        f = o.next_in_block();
+    }
+    for (_, t) in &through_memory {
+        let t = t.clone()?;
+        spec.scratch.push(ArraySpec::new(t.dtype, t.shape));
+    }
     let mut b = KernelBuilder::new(name, &spec)?;
     let mut scope = Scope::default();
     for i in 0..spec.inputs.len() {
@@ -71,12 +90,46 @@ fn import_inner(module_text: &str, name: &str) -> Result<Kernel> {
     let outs = (0..spec.outputs.len())
         .map(|i| b.declare(Role::Output, &format!("out{i}")))
         .collect::<Result<Vec<_>>>()?;
+    for (i, (key, _)) in through_memory.iter().enumerate() {
+        let r = b.declare(Role::Scratch, &format!("scratch{i}"))?;
+        scope.scratch.insert(*key, r);
+    }
     let results = scope.ops(&mut b, block, STABLEHLO)?;
     for (r, v) in outs.into_iter().zip(results) {
         let full = vec![Ix::Full; b.ty(v).rank()];
         b.store(r, &full, v)?;
     }
     b.finish()
+}
+
+/// Calls `f` on `op` and every op nested in its regions.
+fn walk<'c, 'a>(op: &OperationRef<'c, 'a>, f: &mut impl FnMut(&OperationRef<'c, 'a>)) {
+    f(op);
+    for r in op.regions() {
+        let mut blk = r.first_block();
+        while let Some(bl) = blk {
+            let mut o = bl.first_operation();
+            while let Some(x) = o {
+                walk(&x, f);
+                o = x.next_in_block();
+            }
+            blk = bl.next_in_region();
+        }
+    }
+}
+
+/// The scratch buffer an op needs: a slice stores its operand and loads a window, a
+/// concatenation or a pad stores its pieces into its result and loads it whole.
+fn scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Type>> {
+    match op_name(op).as_str() {
+        "stablehlo.slice" => Some(
+            op.operand(0)
+                .map_err(|_| Error::new("a slice without an operand"))
+                .and_then(|v| text::value_ty(&v.r#type().to_string())),
+        ),
+        "stablehlo.concatenate" | "stablehlo.pad" => Some(result_type(op, 0)),
+        _ => None,
+    }
 }
 
 /// The `func.func` called `name` among `first` and the ops after it.
@@ -150,7 +203,9 @@ fn compare(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> 
     let dir = last_word(attr(op, "comparison_direction")?).unwrap_or_default();
     if let Ok(t) = attr(op, "compare_type") {
         let t = last_word(t).unwrap_or_default();
-        if !matches!(t.as_str(), "FLOAT" | "SIGNED" | "NOTYPE") {
+        // UNSIGNED is fine on bools (false < true); other unsigned integers are not imported.
+        let bools = b.ty(s.value(op, 0)?).dtype.is_bool();
+        if !(matches!(t.as_str(), "FLOAT" | "SIGNED" | "NOTYPE") || (bools && t == "UNSIGNED")) {
             return Err(Error::new(format!("unsupported: comparison type `{t}`")));
         }
     }
@@ -412,7 +467,109 @@ fn dot_general(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table)
 
 /// `func.call @f`: the private function JAX outlined, inlined.
 fn call(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, table: &Table) -> Result<()> {
-    let callee = attr(op, "callee")?;
+    inline(s, b, op, &attr(op, "callee")?, table)
+}
+
+/// `stablehlo.composite`: the IR's own op where it has one (`chlo.erf`), else the
+/// decomposition function inlined.
+fn composite(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, table: &Table) -> Result<()> {
+    let name = attr(op, "name")?;
+    let unary = match name.trim_matches('"') {
+        "chlo.erf" => Some(UnaryOp::Erf),
+        "chlo.tanh" => Some(UnaryOp::Tanh),
+        _ => None,
+    };
+    if let (Some(u), 1) = (unary, op.operand_count()) {
+        let v = b.unary(u, s.value(op, 0)?)?;
+        return s.define(op, 0, v);
+    }
+    inline(s, b, op, &attr(op, "decomposition")?, table)
+}
+
+/// A static window of each dimension, `start .. limit` with stride 1: the operand stored
+/// whole into its scratch buffer, the window loaded back.
+fn slice(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
+    let (start, limit) = (dims(op, "start_indices")?, dims(op, "limit_indices")?);
+    if dims(op, "strides")?.iter().any(|&st| st != 1) {
+        return Err(Error::new("unsupported: a strided slice"));
+    }
+    let buf = *s
+        .scratch
+        .get(&op_key(op))
+        .ok_or_else(|| Error::new("no scratch buffer set aside for the slice"))?;
+    let x = s.value(op, 0)?;
+    let full = vec![Ix::Full; start.len()];
+    b.store(buf, &full, x)?;
+    let window: Vec<Ix> = start
+        .iter()
+        .zip(&limit)
+        .map(|(&a, &z)| Ix::Ds(Arg::Lit(Literal::Int(a as i64)), z - a))
+        .collect();
+    let v = b.load(buf, &window)?;
+    s.define(op, 0, v)
+}
+
+/// Pieces stored side by side along `dimension` into the result's scratch buffer, loaded
+/// back whole.
+fn concatenate(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
+    let dim = text::int(&attr(op, "dimension")?)? as usize;
+    let buf = *s
+        .scratch
+        .get(&op_key(op))
+        .ok_or_else(|| Error::new("no scratch buffer set aside for the concatenation"))?;
+    let rank = result_type(op, 0)?.rank();
+    let mut at = 0;
+    for i in 0..op.operand_count() {
+        let x = s.value(op, i)?;
+        let n = b.ty(x).shape[dim];
+        let mut index = vec![Ix::Full; rank];
+        index[dim] = Ix::Ds(Arg::Lit(Literal::Int(at as i64)), n);
+        b.store(buf, &index, x)?;
+        at += n;
+    }
+    let v = b.load(buf, &vec![Ix::Full; rank])?;
+    s.define(op, 0, v)
+}
+
+/// `pad` with non-negative edge padding and no interior padding: the pad value everywhere,
+/// the operand stored at its offset.
+fn pad(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
+    let low = text::int_array(&attr(op, "edge_padding_low")?)?;
+    let high = text::int_array(&attr(op, "edge_padding_high")?)?;
+    let interior = text::int_array(&attr(op, "interior_padding")?)?;
+    if low.iter().chain(&high).any(|&p| p < 0) || interior.iter().any(|&p| p != 0) {
+        return Err(Error::new(
+            "unsupported: a pad with negative or interior padding",
+        ));
+    }
+    let buf = *s
+        .scratch
+        .get(&op_key(op))
+        .ok_or_else(|| Error::new("no scratch buffer set aside for the pad"))?;
+    let to = result_type(op, 0)?;
+    let x = s.value(op, 0)?;
+    let fill = b.broadcast_to(s.value(op, 1)?, &to.shape)?;
+    let full = vec![Ix::Full; to.rank()];
+    b.store(buf, &full, fill)?;
+    let shape = b.ty(x).shape.clone();
+    let index: Vec<Ix> = low
+        .iter()
+        .zip(&shape)
+        .map(|(&l, &n)| Ix::Ds(Arg::Lit(Literal::Int(l)), n))
+        .collect();
+    b.store(buf, &index, x)?;
+    let v = b.load(buf, &full)?;
+    s.define(op, 0, v)
+}
+
+/// The function `callee` (`@name`) of `op`'s module, inlined with `op`'s operands.
+fn inline(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &Op<'_, '_>,
+    callee: &str,
+    table: &Table,
+) -> Result<()> {
     let callee = callee.trim_start_matches('@').trim_matches('"');
     let mut module = op.parent_operation();
     while let Some(m) = module {
@@ -482,6 +639,10 @@ pub const STABLEHLO: &Table = &Table(&[
     ("stablehlo.reduce", reduce),
     ("stablehlo.dot_general", dot_general),
     ("stablehlo.return", terminator),
+    ("stablehlo.slice", slice),
+    ("stablehlo.concatenate", concatenate),
+    ("stablehlo.pad", pad),
+    ("stablehlo.composite", composite),
     ("func.call", call),
     ("func.return", terminator),
 ]);
