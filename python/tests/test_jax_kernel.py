@@ -58,13 +58,3 @@ def test_aliased_output_starts_as_its_input(device):
     x = np.full((8, 128), 1.5, np.float32)
     acc = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
     np.testing.assert_array_equal(accumulate(x, acc, device=device), acc + x)
-
-
-def test_pure_jax_function_without_pallas_call_is_named_unsupported():
-    @pallas.custom_jax_kernel
-    def add(x, y):
-        return jnp.add(x, y)
-
-    x = np.ones((8, 128), np.float32)
-    with pytest.raises(tpukit.UnsupportedError):
-        add(x, x)
