@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import jax
 from jax import export
-from jax._src.interpreters import mlir as jax_mlir
 from jax._src import source_info_util
+from jax._src.interpreters import mlir as jax_mlir
 from jax._src.lib import tpu as jax_tpu
 from jaxlib.mlir import ir
 
