@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-import tpukit
 from tpukit import pallas
 
 
