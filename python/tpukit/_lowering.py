@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 import os
 from dataclasses import dataclass
@@ -41,20 +40,30 @@ class MosaicCall:
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
 
 
-@functools.cache
+# Only compiler facts are asked of libtpu, never a chip, so several processes may load it at
+# once (tests, other users of the machine); without this the second one fails on libtpu's
+# multi-process lockfile, and Pallas then lowers without the TPU device below.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
+_TPU_DEVICE = []
+
+
 def _tpu_device():
     """A device of a compile-only TPU topology (v5e), or None without libtpu.
 
     Pallas asks the *default* device for TPU facts (sublane counts, for 1-D blocks, say),
     which fails on a CPU-only host; lowering with this device as the default answers them.
-    Nothing runs on it.
+    Nothing runs on it. Found once; a failure is not remembered (it may be passing).
     """
-    try:
-        from jax.experimental import topologies
+    if not _TPU_DEVICE:
+        try:
+            from jax.experimental import topologies
 
-        return topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices[0]
-    except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
-        return None
+            desc = topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2")
+            _TPU_DEVICE.append(desc.devices[0])
+        except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
+            return None
+    return _TPU_DEVICE[0]
 
 
 def export_tpu(fn, arg_specs) -> str:
