@@ -31,7 +31,10 @@ __all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel"]
 
 class CompiledKernel:
     """One lowering of a kernel for one signature: JAX's StableHLO, tpukit's kernel, and how
-    outputs alias inputs."""
+    outputs alias inputs. A Pallas call with JAX ops around it in the same function also has a
+    ``prologue`` kernel (the call's operands from the function's arguments) and/or an
+    ``epilogue`` kernel (the function's results from its arguments and the call's results),
+    run before and after it."""
 
     def __init__(self, stablehlo: str, kernel: Kernel, aliases: dict[int, int], n_out: int):
         self.stablehlo = stablehlo
@@ -39,9 +42,18 @@ class CompiledKernel:
         self.aliases = aliases
         self.n_out = n_out
         self.out_tree = None  # the JAX function's result structure, when there is one
+        self.prologue: Kernel | None = None
+        self.epilogue: Kernel | None = None
 
     def run(self, arrays, device):
         """Runs on ``arrays``; aliased outputs start as their input's contents."""
+        operands = launch(self.prologue, *arrays, device=device) if self.prologue else arrays
+        outs = self._run_call(operands, device)
+        if self.epilogue:
+            outs = launch(self.epilogue, *arrays, *outs, device=device)
+        return outs
+
+    def _run_call(self, arrays, device):
         outputs = None
         if self.aliases:
             import numpy as np
@@ -57,15 +69,23 @@ class CompiledKernel:
 
 
 def _import(stablehlo: str, name: str) -> CompiledKernel:
-    """The kernel of a lowered function: its Pallas call's Mosaic body, or, for a function
-    without one, its StableHLO as a single-step kernel over whole arrays."""
-    call = _lowering.mosaic_call(stablehlo)
-    if call is None:
+    """The kernel of a lowered function: its Pallas call's Mosaic body (with the function's
+    other ops as a prologue and an epilogue kernel), or, for a function without one, its
+    StableHLO as a single-step kernel over whole arrays."""
+    stages = _lowering.pallas_stages(stablehlo)
+    if stages is None:
         kernel = import_stablehlo(_lowering.generic_module(stablehlo), name)
         n_out = sum(1 for o in kernel.operands if o[1] == "output")
         return CompiledKernel(stablehlo, kernel, {}, n_out)
+    call = stages.call
     kernel = import_mosaic(call.body, call.operand_types, call.result_types, call.name)
-    return CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
+    compiled = CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
+    if stages.prologue is not None:
+        compiled.prologue = import_stablehlo(stages.prologue, f"{call.name}_prologue")
+    if stages.epilogue is not None:
+        compiled.epilogue = import_stablehlo(stages.epilogue, f"{call.name}_epilogue")
+        compiled.n_out = sum(1 for o in compiled.epilogue.operands if o[1] == "output")
+    return compiled
 
 
 def _kernel_name(name: str) -> str:
