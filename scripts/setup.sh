@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what tpukit needs on a fresh Debian 12 machine, and nothing that is already there:
-# Debian's LLVM/MLIR 22 packages, the Python venv at .venv (numpy, jax[tpu] with libtpu, maturin),
-# the Rust dependencies, and the `tpukit` Python package built from python/ into the venv. Safe to
-# run again: each step checks before it installs, and the package is rebuilt only when its sources
-# changed.
+# Debian's LLVM/MLIR 22 packages, the Python venv at .venv (numpy, jax[tpu] with libtpu, maturin,
+# torch), the Rust dependencies, and the `tpukit` Python package built from python/ into the venv.
+# Safe to run again: each step checks before it installs, and the package is rebuilt only when its
+# sources changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev clang-22
               libzstd-dev libz3-dev libxml2-dev zlib1g-dev)
 PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2")
+# torch for python/tests/test_torch.py: PyPI's default (CUDA) build, which imports and runs on a
+# CPU-only machine with its nvidia-* wheels beside it. ~4.2 GB installed, ~100 s here.
+# TPUKIT_TORCH=0 skips it (the torch tests then skip).
+TORCH_PACKAGE="torch==2.15.0"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
@@ -31,6 +35,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     printf '%s' "$want" > "$stamp"
+fi
+
+torch_stamp=.venv/.tpukit-torch
+if [ "${TPUKIT_TORCH:-1}" != 0 ] && { [ ! -f "$torch_stamp" ] || [ "$(cat "$torch_stamp")" != "$TORCH_PACKAGE" ] \
+    || ! .venv/bin/python -c "import torch" 2>/dev/null; }; then
+    say "installing $TORCH_PACKAGE into .venv (about 4 GB with its CUDA libraries)"
+    .venv/bin/pip install -q --disable-pip-version-check "$TORCH_PACKAGE"
+    printf '%s' "$TORCH_PACKAGE" > "$torch_stamp"
 fi
 
 say "fetching Rust dependencies"

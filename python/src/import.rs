@@ -25,3 +25,17 @@ pub fn import_mosaic(
         .map_err(error::dsl)?;
     Ok(PyKernel { kernel })
 }
+
+/// The kernel of a pure JAX function: `@main` of its StableHLO module (generic text with
+/// locations, as jaxlib prints it), one grid step over whole arrays.
+#[pyfunction]
+pub fn import_stablehlo(module: &str, name: &str) -> PyResult<PyKernel> {
+    let kernel = tpukit_mosaic::import::import_stablehlo(module, name).map_err(error::dsl)?;
+    Ok(PyKernel { kernel })
+}
+
+/// The StableHLO ops a pure JAX function may use.
+#[pyfunction]
+pub fn stablehlo_ops() -> Vec<&'static str> {
+    tpukit_mosaic::import::stablehlo_ops().collect()
+}

@@ -18,6 +18,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;
+    m.add_function(wrap_pyfunction!(import::import_stablehlo, m)?)?;
+    m.add_function(wrap_pyfunction!(import::stablehlo_ops, m)?)?;
     m.add("TpukitError", m.py().get_type::<error::TpukitError>())?;
     m.add(
         "UnsupportedError",

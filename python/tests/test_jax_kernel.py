@@ -60,11 +60,69 @@ def test_aliased_output_starts_as_its_input(device):
     np.testing.assert_array_equal(accumulate(x, acc, device=device), acc + x)
 
 
-def test_pure_jax_function_without_pallas_call_is_named_unsupported():
-    @pallas.custom_jax_kernel
-    def add(x, y):
-        return jnp.add(x, y)
+def double_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
 
-    x = np.ones((8, 128), np.float32)
-    with pytest.raises(tpukit.UnsupportedError):
-        add(x, x)
+
+@pytest.mark.parametrize("device", ["cpu", "interpret"])
+def test_jax_ops_around_a_pallas_call(device):
+    def f(x, m):
+        y = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32))(
+            x.astype(jnp.float32) + 1
+        )
+        return {"masked": jnp.where(m, y, 0.0).astype(jnp.bfloat16), "y": y, "x": x}
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 128)).astype(jnp.bfloat16)
+    m = rng.random((8, 128)) > 0.5
+    kernel = pallas.custom_jax_kernel(f)
+    got = kernel(x, m, device=device)
+    y = (x.astype(np.float32) + 1) * 2
+    want = {"masked": np.where(m, y, 0.0).astype(jnp.bfloat16), "y": y, "x": x}
+    assert set(got) == {"masked", "y", "x"}
+    for key in got:
+        assert got[key].dtype == want[key].dtype, key
+        np.testing.assert_array_equal(
+            got[key].astype(np.float32), np.asarray(want[key]).astype(np.float32), err_msg=key
+        )
+    assert "tpu_custom_call" in kernel.lower(x, m)
+
+
+def test_bool_operands_of_a_pallas_call():
+    def select_kernel(m_ref, x_ref, o_ref):
+        o_ref[...] = jnp.where(m_ref[...], x_ref[...], -x_ref[...])
+
+    @pallas.custom_jax_kernel
+    def select(m, x):
+        return pl.pallas_call(select_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(
+            m, x
+        )
+
+    m = np.arange(8 * 128).reshape(8, 128) % 3 == 0
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    for device in ("cpu", "interpret"):
+        np.testing.assert_array_equal(select(m, x, device=device), np.where(m, x, -x))
+
+
+def test_aliased_pallas_call_after_a_prologue():
+    @pallas.custom_jax_kernel
+    def accumulate_scaled(x, acc):
+        return pl.pallas_call(
+            accumulate_kernel,
+            out_shape=jax.ShapeDtypeStruct(acc.shape, acc.dtype),
+            input_output_aliases={1: 0},
+        )(x * 3.0, acc + 1.0)
+
+    x = np.full((8, 128), 1.5, np.float32)
+    acc = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    np.testing.assert_array_equal(accumulate_scaled(x, acc), acc + 1.0 + x * 3.0)
+
+
+def test_two_pallas_calls_are_refused():
+    @pallas.custom_jax_kernel
+    def twice(x):
+        call = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+        return call(call(x) + 1)
+
+    with pytest.raises(tpukit.UnsupportedError, match="2 Pallas calls"):
+        twice(np.ones((8, 128), np.float32))

@@ -1,7 +1,7 @@
-"""Writes the Mosaic bodies of a few Pallas kernels, as tpukit's Python side hands them to the
-importer, into mosaic-lowering/tests/import/ (the Rust import tests read them).
+"""Writes the Mosaic bodies of a few Pallas kernels and the StableHLO of a few pure JAX functions
+(stablehlo_*.mlir), as tpukit's Python side hands them over, into mosaic-lowering/tests/import/.
 
-Each file starts with two comment lines giving the custom call's operand and result types.
+Each Mosaic file starts with two comment lines giving the custom call's operand and result types.
 Run from the repository root: ``.venv/bin/python python/tools/import_fixtures.py``.
 """
 
@@ -69,8 +69,38 @@ def fixtures():
         sds((4,), jnp.int32), sds((64, 128), f32)]
 
 
+def mlp(x, w, b):
+    return jax.nn.gelu(x @ w + b, approximate=False)
+
+
+def reductions(x):
+    @jax.jit
+    def centre(v):
+        return v - jnp.mean(v, axis=0, keepdims=True)
+
+    c = centre(x)
+    return jnp.max(c, axis=(0, 2)), jnp.concatenate([c[:, :2], c[:, 2:]], axis=1).sum(axis=1)
+
+
+def sort(x):
+    return jnp.sort(x, axis=-1)
+
+
+def stablehlo_fixtures():
+    sds = jax.ShapeDtypeStruct
+    bf16, f32 = jnp.bfloat16, jnp.float32
+    yield "mlp", mlp, [sds((16, 64), bf16), sds((64, 32), bf16), sds((32,), bf16)]
+    yield "reductions", reductions, [sds((4, 6, 128), f32)]
+    yield "sort", sort, [sds((8, 128), f32)]
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
+    for name, fn, specs in stablehlo_fixtures():
+        text = _lowering.generic_module(_lowering.export_tpu(jax.jit(fn), specs))
+        text = text.replace(str(pathlib.Path.cwd()) + "/", "")
+        (OUT / f"stablehlo_{name}.mlir").write_text(text)
+        print("wrote", OUT / f"stablehlo_{name}.mlir")
     for name, fn, specs in fixtures():
         call = _lowering.mosaic_call(_lowering.export_tpu(jax.jit(fn), specs))
         text = (

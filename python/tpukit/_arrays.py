@@ -83,15 +83,16 @@ def kind(x) -> str:
 
 
 def to_numpy(x) -> np.ndarray:
-    """A C-contiguous numpy view or copy of an array of any supported kind."""
+    """A C-contiguous numpy view (no copy: a CPU torch tensor through DLPack) or, where the
+    memory is elsewhere or not contiguous, a copy, of an array of any supported kind."""
     k = kind(x)
     if k == "torch":
         t = x.detach().cpu().contiguous()
         import torch
 
         if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return t.numpy()
+            return np.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
+        return np.from_dlpack(t)
     return np.ascontiguousarray(np.asarray(x))
 
 
@@ -109,16 +110,28 @@ def from_wire(wire) -> np.ndarray:
     return np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape)
 
 
-def to_kind(a: np.ndarray, k: str):
-    """``a`` as an array of kind ``k``."""
+def to_kind(a: np.ndarray, k: str, like=None):
+    """``a`` as an array of kind ``k`` (on ``like``'s torch device, when given). The result
+    shares ``a``'s memory where the kind allows it: ``a`` is a fresh array the runtime
+    returned, so torch tensors are made over it without a copy (through DLPack, a bf16 array
+    through an int16 view), and so are JAX arrays on the CPU."""
     if k == "numpy":
         return a
     if k == "torch":
         import torch
 
         if a.dtype == np.dtype(ml_dtypes.bfloat16):
-            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-        return torch.from_numpy(a.copy())
+            t = torch.from_dlpack(a.view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_dlpack(a)
+        device = getattr(like, "device", None)
+        return t if device is None or device.type == "cpu" else t.to(device)
+    import jax
     import jax.numpy as jnp
 
+    if a.dtype != np.dtype(ml_dtypes.bfloat16) and jax.default_backend() == "cpu":
+        try:
+            return jnp.from_dlpack(a)
+        except Exception:  # noqa: BLE001 - an unaligned buffer, say: copy instead
+            pass
     return jnp.asarray(a)

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
+import os
 from dataclasses import dataclass
 
 import jax
 from jax import export
+from jax._src import source_info_util
 from jax._src.interpreters import mlir as jax_mlir
 from jax._src.lib import tpu as jax_tpu
 from jaxlib.mlir import ir
 
 from tpukit._native import UnsupportedError
 
+# JAX records the innermost *user* frame as each op's location; tpukit's own files are not the
+# user's, so an error points at the caller's line (a jnp call, the kernel call), not at ours.
+source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
 
 @dataclass(frozen=True)
 class MosaicCall:
-    """One ``tpu_custom_call`` that is all of ``@main``: operands are main's arguments in
-    order, results are main's results in order."""
+    """One ``tpu_custom_call``: its kernel, operand and result types, and aliases."""
 
     name: str
     body: str  # the Mosaic module, generic text with debug locations
@@ -35,28 +39,52 @@ class MosaicCall:
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
 
 
-@functools.cache
+# Only compiler facts are asked of libtpu, never a chip, so several processes may load it at
+# once (tests, other users of the machine); without this the second one fails on libtpu's
+# multi-process lockfile, and Pallas then lowers without the TPU device below.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
+_TPU_DEVICE = []
+
+
 def _tpu_device():
     """A device of a compile-only TPU topology (v5e), or None without libtpu.
 
     Pallas asks the *default* device for TPU facts (sublane counts, for 1-D blocks, say),
     which fails on a CPU-only host; lowering with this device as the default answers them.
-    Nothing runs on it.
+    Nothing runs on it. Found once; a failure is not remembered (it may be passing).
     """
-    try:
-        from jax.experimental import topologies
+    if not _TPU_DEVICE:
+        try:
+            from jax.experimental import topologies
 
-        return topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices[0]
-    except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
-        return None
+            desc = topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2")
+            _TPU_DEVICE.append(desc.devices[0])
+        except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
+            return None
+    return _TPU_DEVICE[0]
 
 
 def export_tpu(fn, arg_specs) -> str:
     """StableHLO text of ``fn`` (jitted) lowered for TPU, as ``jax.export`` produces it."""
+    return export_tpu_tree(fn, arg_specs)[0]
+
+
+def export_tpu_tree(fn, arg_specs):
+    """``(StableHLO text, out_tree)`` of ``fn`` (jitted) lowered for TPU: the text as
+    ``jax.export`` produces it, and the pytree structure of the function's results."""
     device = _tpu_device()
     with jax.default_device(device) if device is not None else contextlib.nullcontext():
         exported = export.export(fn, platforms=["tpu"])(*arg_specs)
-    return exported.mlir_module()
+    return exported.mlir_module(), exported.out_tree
+
+
+def generic_module(stablehlo: str) -> str:
+    """A StableHLO module printed generically with its locations, which upstream MLIR parses
+    without the stablehlo dialect (what ``tpukit_mosaic::import::import_stablehlo`` reads)."""
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(stablehlo)
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
 
 
 def _context() -> ir.Context:
@@ -88,62 +116,147 @@ def _op_names(block) -> list[str]:
     return [op.operation.name for op in block.operations]
 
 
-def mosaic_call(stablehlo: str) -> MosaicCall | None:
-    """The single Mosaic call that ``@main`` consists of, or None when main has no
-    ``tpu_custom_call`` at all (a pure JAX function). Anything else — several calls, other
-    ops around one — is an UnsupportedError naming the ops."""
+@dataclass(frozen=True)
+class Stages:
+    """A function around one Pallas call: ``prologue`` computes the call's operands from
+    ``@main``'s arguments, ``epilogue`` main's results from its arguments followed by the
+    call's results (both StableHLO modules printed generically, or None where the call takes
+    main's arguments, or gives main's results, as they are)."""
+
+    prologue: str | None
+    call: MosaicCall
+    epilogue: str | None
+
+
+def _is_pallas_call(op) -> bool:
+    return (
+        op.operation.name == "stablehlo.custom_call"
+        and ir.StringAttr(op.attributes["call_target_name"]).value == "tpu_custom_call"
+    )
+
+
+def _main_block(module: ir.Module):
+    main = _main(module)
+    return main, main.regions[0].blocks[0]
+
+
+def _drop_dead_ops(block, keep) -> None:
+    """Erases the ops of ``block`` whose results are all unused (``keep`` excepted), last
+    first, until none is left: what remains computes what ``keep`` uses."""
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed(list(block.operations)):
+            if op.operation == keep.operation or len(op.results) == 0:
+                continue
+            if all(len(list(r.uses)) == 0 for r in op.results):
+                op.operation.erase()
+                changed = True
+
+
+def _set_signature(main, block, results) -> None:
+    inputs = [a.type for a in block.arguments]
+    main.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(inputs, [r.type for r in results])
+    )
+    for name in ("arg_attrs", "res_attrs"):
+        if name in main.attributes:
+            del main.attributes[name]
+
+
+def _asm(module: ir.Module) -> str:
+    return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def _prologue(stablehlo: str, index: int) -> str:
+    """@main cut to compute the operands of its ``index``-th op (the Pallas call)."""
+    module = ir.Module.parse(stablehlo)
+    main, block = _main_block(module)
+    ops = list(block.operations)
+    call, ret = ops[index], ops[-1]
+    with ir.InsertionPoint(ret), ret.location:
+        new_ret = ir.Operation.create("func.return", operands=list(call.operands))
+    ret.operation.erase()
+    _drop_dead_ops(block, new_ret)
+    _set_signature(main, block, list(new_ret.operands))
+    return _asm(module)
+
+
+def _epilogue(stablehlo: str, index: int) -> str:
+    """@main with the ``index``-th op (the Pallas call) replaced by extra arguments, one per
+    call result, after main's own."""
+    module = ir.Module.parse(stablehlo)
+    main, block = _main_block(module)
+    ops = list(block.operations)
+    call, ret = ops[index], ops[-1]
+    for r in call.results:
+        r.replace_all_uses_with(block.add_argument(r.type, call.location))
+    call.operation.erase()
+    _drop_dead_ops(block, ret)
+    _set_signature(main, block, list(ret.operands))
+    return _asm(module)
+
+
+def pallas_stages(stablehlo: str) -> Stages | None:
+    """The Pallas call in ``@main`` and the StableHLO before and after it, or None when main
+    has no ``tpu_custom_call`` (a pure JAX function). Several Pallas calls are an
+    UnsupportedError."""
     with _context(), ir.Location.unknown():
         module = ir.Module.parse(stablehlo)
-        main = _main(module)
-        block = main.regions[0].blocks[0]
+        _, block = _main_block(module)
         ops = list(block.operations)
-        calls = [
-            op
-            for op in ops
-            if op.operation.name == "stablehlo.custom_call"
-            and ir.StringAttr(op.attributes["call_target_name"]).value == "tpu_custom_call"
-        ]
+        calls = [i for i, op in enumerate(ops) if _is_pallas_call(op)]
         if not calls:
             return None
-        names = _op_names(block)
-        if len(calls) != 1 or len(ops) != 2:
+        if len(calls) != 1:
             raise UnsupportedError(
-                "unsupported: @main must be one Pallas call and nothing else, got ops "
-                + ", ".join(f"`{n}`" for n in names)
+                f"unsupported: {len(calls)} Pallas calls in one function (tpukit imports one)"
             )
-        call, ret = ops
-        args = list(block.arguments)
-        operands = list(call.operands)
-        if len(operands) != len(args) or any(o != a for o, a in zip(operands, args, strict=True)):
-            raise UnsupportedError(
-                "unsupported: the Pallas call's operands are not @main's arguments in order"
-            )
-        results = list(call.results)
-        if list(ret.operands) != results:
-            raise UnsupportedError(
-                "unsupported: @main does not return the Pallas call's results in order"
-            )
-        config = json.loads(ir.StringAttr(call.attributes["backend_config"]).value)
-        body = config["custom_call_config"]["body"]
-        name = (
-            ir.StringAttr(call.attributes["kernel_name"]).value
-            if "kernel_name" in call.attributes
-            else "pallas_kernel"
+        index = calls[0]
+        call, ret = ops[index], ops[-1]
+        args, operands, results = list(block.arguments), list(call.operands), list(call.results)
+        direct_in = len(operands) == len(args) and all(
+            o == a for o, a in zip(operands, args, strict=True)
         )
-        aliases = {}
-        if "output_operand_aliases" in call.attributes:
-            for a in ir.ArrayAttr(call.attributes["output_operand_aliases"]):
-                text = str(a)
-                out = _field(text, "output_tuple_indices")
-                operand = int(text.split("operand_index = ")[1].split(",")[0])
-                aliases[out[0] if out else 0] = operand
-        return MosaicCall(
-            name=name,
-            body=decode_body(body),
-            operand_types=[str(v.type) for v in operands],
-            result_types=[str(v.type) for v in results],
-            aliases=aliases,
+        direct_out = list(ret.operands) == results
+        mosaic = _mosaic_call(call)
+        return Stages(
+            prologue=None if direct_in else _prologue(stablehlo, index),
+            call=mosaic,
+            epilogue=None if direct_out else _epilogue(stablehlo, index),
         )
+
+
+def mosaic_call(stablehlo: str) -> MosaicCall | None:
+    """The Pallas call of ``@main`` (see ``pallas_stages``), or None without one."""
+    stages = pallas_stages(stablehlo)
+    return None if stages is None else stages.call
+
+
+def _mosaic_call(call) -> MosaicCall:
+    """The Mosaic body, types and aliases of a ``tpu_custom_call`` op."""
+    operands, results = list(call.operands), list(call.results)
+    config = json.loads(ir.StringAttr(call.attributes["backend_config"]).value)
+    body = config["custom_call_config"]["body"]
+    name = (
+        ir.StringAttr(call.attributes["kernel_name"]).value
+        if "kernel_name" in call.attributes
+        else "pallas_kernel"
+    )
+    aliases = {}
+    if "output_operand_aliases" in call.attributes:
+        for a in ir.ArrayAttr(call.attributes["output_operand_aliases"]):
+            text = str(a)
+            out = _field(text, "output_tuple_indices")
+            operand = int(text.split("operand_index = ")[1].split(",")[0])
+            aliases[out[0] if out else 0] = operand
+    return MosaicCall(
+        name=name,
+        body=decode_body(body),
+        operand_types=[str(v.type) for v in operands],
+        result_types=[str(v.type) for v in results],
+        aliases=aliases,
+    )
 
 
 def _field(text: str, name: str) -> list[int]:

@@ -30,4 +30,4 @@ def launch(kernel: Kernel, *arrays, device: str = "cpu", outputs=None):
     if outputs is not None:
         out_wires = [_arrays.to_wire(_arrays.to_numpy(a)) for a in outputs]
     results = kernel.launch(device, wires, out_wires)
-    return [_arrays.to_kind(_arrays.from_wire(w), k) for w in results]
+    return [_arrays.to_kind(_arrays.from_wire(w), k, arrays[0]) for w in results]

@@ -23,7 +23,7 @@ import jax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays, _lowering
-from tpukit._native import Kernel, UnsupportedError, import_mosaic
+from tpukit._native import Kernel, import_mosaic, import_stablehlo
 from tpukit.launch import check_device, launch
 
 __all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel"]
@@ -31,16 +31,29 @@ __all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel"]
 
 class CompiledKernel:
     """One lowering of a kernel for one signature: JAX's StableHLO, tpukit's kernel, and how
-    outputs alias inputs."""
+    outputs alias inputs. A Pallas call with JAX ops around it in the same function also has a
+    ``prologue`` kernel (the call's operands from the function's arguments) and/or an
+    ``epilogue`` kernel (the function's results from its arguments and the call's results),
+    run before and after it."""
 
     def __init__(self, stablehlo: str, kernel: Kernel, aliases: dict[int, int], n_out: int):
         self.stablehlo = stablehlo
         self.kernel = kernel
         self.aliases = aliases
         self.n_out = n_out
+        self.out_tree = None  # the JAX function's result structure, when there is one
+        self.prologue: Kernel | None = None
+        self.epilogue: Kernel | None = None
 
     def run(self, arrays, device):
         """Runs on ``arrays``; aliased outputs start as their input's contents."""
+        operands = launch(self.prologue, *arrays, device=device) if self.prologue else arrays
+        outs = self._run_call(operands, device)
+        if self.epilogue:
+            outs = launch(self.epilogue, *arrays, *outs, device=device)
+        return outs
+
+    def _run_call(self, arrays, device):
         outputs = None
         if self.aliases:
             import numpy as np
@@ -55,15 +68,30 @@ class CompiledKernel:
         return launch(self.kernel, *arrays, device=device, outputs=outputs)
 
 
-def _import(stablehlo: str) -> CompiledKernel:
-    call = _lowering.mosaic_call(stablehlo)
-    if call is None:
-        raise UnsupportedError(
-            "unsupported: the lowered function has no Pallas call (pure-JAX functions are not "
-            "imported yet)"
-        )
+def _import(stablehlo: str, name: str) -> CompiledKernel:
+    """The kernel of a lowered function: its Pallas call's Mosaic body (with the function's
+    other ops as a prologue and an epilogue kernel), or, for a function without one, its
+    StableHLO as a single-step kernel over whole arrays."""
+    stages = _lowering.pallas_stages(stablehlo)
+    if stages is None:
+        kernel = import_stablehlo(_lowering.generic_module(stablehlo), name)
+        n_out = sum(1 for o in kernel.operands if o[1] == "output")
+        return CompiledKernel(stablehlo, kernel, {}, n_out)
+    call = stages.call
     kernel = import_mosaic(call.body, call.operand_types, call.result_types, call.name)
-    return CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
+    compiled = CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
+    if stages.prologue is not None:
+        compiled.prologue = import_stablehlo(stages.prologue, f"{call.name}_prologue")
+    if stages.epilogue is not None:
+        compiled.epilogue = import_stablehlo(stages.epilogue, f"{call.name}_epilogue")
+        compiled.n_out = sum(1 for o in compiled.epilogue.operands if o[1] == "output")
+    return compiled
+
+
+def _kernel_name(name: str) -> str:
+    """``name`` as an identifier (``<lambda>`` → ``lambda``)."""
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+    return ident or "jax_kernel"
 
 
 def _signature(arrays) -> tuple:
@@ -121,7 +149,7 @@ class PallasKernel:
                 return pl.pallas_call(self.body, out_shape=out_shape, **self.call_kwargs)(*xs)
 
             specs = [_lowering.shape_dtype(a) for a in args]
-            return _import(_lowering.export_tpu(jax.jit(call), specs))
+            return _import(_lowering.export_tpu(jax.jit(call), specs), _kernel_name(self.__name__))
 
         return single, out_specs, self._cache.get(key, make)
 
@@ -185,7 +213,10 @@ class JaxKernel:
                 a if i in self.static_argnums else _lowering.shape_dtype(a)
                 for i, a in enumerate(args)
             ]
-            return _import(_lowering.export_tpu(self.jitted, specs))
+            stablehlo, out_tree = _lowering.export_tpu_tree(self.jitted, specs)
+            compiled = _import(stablehlo, _kernel_name(self.name))
+            compiled.out_tree = out_tree
+            return compiled
 
         return arrays, self._cache.get(key, make)
 
@@ -199,12 +230,15 @@ class JaxKernel:
     def __call__(self, *args, device: str | None = None):
         arrays, compiled = self._compiled(args)
         outs = compiled.run(arrays, check_device(device or self.device))
-        return outs[0] if compiled.n_out == 1 else tuple(outs)
+        return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
 
 def custom_jax_kernel(jax_fn=None, name=None, static_argnums=(), *, device="cpu", **jit_kwargs):
-    """Wraps a JAX function, including one that calls ``pl.pallas_call``. Usable bare
-    (``@custom_jax_kernel``) or with arguments (``@custom_jax_kernel(static_argnums=(1,))``).
+    """Wraps a JAX function: one that calls ``pl.pallas_call`` (its Mosaic body is imported),
+    or one written with ordinary JAX ops (its StableHLO is imported as one kernel step over
+    whole arrays; see ``tpukit._native.stablehlo_ops()`` for the ops). Results keep the
+    function's structure (an array, a tuple, a dict). Usable bare (``@custom_jax_kernel``) or
+    with arguments (``@custom_jax_kernel(static_argnums=(1,))``).
     """
     if jax_fn is None:
         return lambda fn: JaxKernel(fn, name, static_argnums, jit_kwargs, device)

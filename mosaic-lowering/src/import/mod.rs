@@ -34,15 +34,23 @@
 //! `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input start with `unsupported`.
+//!
+//! # Pure JAX functions
+//!
+//! A JAX function without a Pallas call lowers to plain StableHLO; [`import_stablehlo`]
+//! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
+//! (see [`stablehlo`]).
 
 mod index_map;
 mod kernel_func;
 mod memory_space;
 mod rules;
 mod scope;
+mod stablehlo;
 mod text;
 
 pub use memory_space::MemorySpace;
+pub use stablehlo::{import_stablehlo, supported_ops as stablehlo_ops};
 
 use crate::mosaic_context;
 use melior::ir::{

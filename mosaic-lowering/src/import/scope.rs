@@ -28,6 +28,14 @@ pub struct Scope {
     consts: HashMap<ValueId, Literal>,
     /// What the last terminator (`scf.yield`, `func.return`) gave back.
     pub yielded: Option<Vec<ValueId>>,
+    /// Scratch buffers set aside for particular ops (by [`op_key`]): StableHLO's slices and
+    /// concatenations go through memory, as the IR slices only refs.
+    pub scratch: HashMap<usize, Ref>,
+}
+
+/// An op's identity (stable while its module lives).
+pub fn op_key(op: &OperationRef<'_, '_>) -> usize {
+    op.to_raw().ptr as usize
 }
 
 pub fn key(v: Value<'_, '_>) -> usize {
