@@ -5,7 +5,7 @@
 //! operands broadcast to the block (`broadcast_to([4096])` below spells that block size).
 
 use crate::BlasError;
-use crate::layout::{self, BLOCK, flat, scalar};
+use crate::layout::{self, BLOCK, flat};
 use crate::promote::{promote, served, to};
 use tpukit::dsl::{DType, Kernel};
 use tpukit::prelude::*;
@@ -152,6 +152,33 @@ fn clamp_k(x: In, lo: In, hi: In, o: Out, out: DType) {
         .cast(out);
 }
 
+/// `threshold_backward(grad, x, threshold)`: 0 where `x <= threshold`, else `grad` (so a
+/// NaN `x` passes `grad` through, as in ATen).
+#[tpu_kernel]
+fn threshold_backward_k(g: In, x: In, o: Out, threshold: f32, out: DType) {
+    o[..] = where_(x[..].cast(f32) <= threshold, 0.0, g[..].cast(f32)).cast(out);
+}
+
+/// `gelu_backward(grad, x, approximate='none')`: `grad · (Φ(x) + x·φ(x))`.
+#[tpu_kernel]
+fn gelu_backward_k(g: In, x: In, o: Out, out: DType) {
+    let v = x[..].cast(f32);
+    let cdf = ((v * 0.707_106_77).erf() + 1.0) * 0.5;
+    let pdf = (v * v * -0.5).exp() * 0.398_942_3;
+    o[..] = (g[..].cast(f32) * (cdf + v * pdf)).cast(out);
+}
+
+/// `gelu_backward(grad, x, approximate='tanh')`, ATen's formula.
+#[tpu_kernel]
+fn gelu_tanh_backward_k(g: In, x: In, o: Out, out: DType) {
+    let v = x[..].cast(f32);
+    let t = ((v + v * v * v * 0.044_715) * 0.797_884_6).tanh();
+    let left = v * 0.5;
+    let right = t + 1.0;
+    let dright = left * (1.0 - t * t) * 0.797_884_6 * (v * v * 0.134_145 + 1.0);
+    o[..] = (g[..].cast(f32) * (right * 0.5 + dright)).cast(out);
+}
+
 // --- operators ------------------------------------------------------------------------------
 
 /// ATen's unary pointwise operators.
@@ -189,7 +216,7 @@ impl Unary {
         Unary::Silu,
     ];
 
-    pub fn aten(self) -> &'static str {
+    pub const fn aten(self) -> &'static str {
         match self {
             Unary::Neg => "aten.neg.default",
             Unary::Abs => "aten.abs.default",
@@ -252,7 +279,7 @@ impl Binary {
         Binary::Pow,
     ];
 
-    pub fn aten_tensor(self) -> &'static str {
+    pub const fn aten_tensor(self) -> &'static str {
         match self {
             Binary::Add => "aten.add.Tensor",
             Binary::Sub => "aten.sub.Tensor",
@@ -339,17 +366,7 @@ pub fn binary(
         layout::expand(&x, &shape).expect("broadcast checked"),
         layout::expand(&y, &shape).expect("broadcast checked"),
     );
-    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
-    let a = alpha as f32;
-    let kernel = match op {
-        Binary::Add => add_tt(&spec, a, dtype)?,
-        Binary::Sub => sub_tt(&spec, a, dtype)?,
-        Binary::Mul => mul_tt(&spec, dtype)?,
-        Binary::Div => div_tt(&spec, dtype)?,
-        Binary::Maximum => maximum_tt(&spec, dtype)?,
-        Binary::Minimum => minimum_tt(&spec, dtype)?,
-        Binary::Pow => pow_tt(&spec, dtype)?,
-    };
+    let kernel = binary_kernel(op, dtype, false, alpha)?;
     run(&kernel, &[&x, &y], &shape)
 }
 
@@ -370,17 +387,7 @@ pub fn binary_scalar(
             "alpha is only defined for add and sub",
         ));
     }
-    let dtype = x.dtype();
-    let spec = layout::elementwise(vec![flat(dtype), scalar()], dtype);
-    let a = alpha as f32;
-    let kernel = match op {
-        Binary::Add => add_ts(&spec, a, dtype)?,
-        Binary::Sub => sub_ts(&spec, a, dtype)?,
-        Binary::Mul => mul_ts(&spec, dtype)?,
-        Binary::Div => div_ts(&spec, dtype)?,
-        Binary::Pow => pow_ts(&spec, dtype)?,
-        Binary::Maximum | Binary::Minimum => unreachable!("no Scalar overload"),
-    };
+    let kernel = binary_kernel(op, x.dtype(), true, alpha)?;
     let s = scalar_operand(s);
     let flat_x = layout::flatten(x);
     let out = launch(&kernel, Device::Cpu, &[&flat_x, &s])?.remove(0);
@@ -408,8 +415,7 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
         expand(a, dtype),
         expand(b, dtype),
     );
-    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
-    run(&where_k(&spec, dtype)?, &[&c, &a, &b], &shape)
+    run(&where_kernel(dtype)?, &[&c, &a, &b], &shape)
 }
 
 /// `clamp(x, min, max)` with scalar bounds (`aten.clamp.default`; `None` is unbounded).
@@ -417,11 +423,10 @@ pub fn clamp(x: &HostArray, min: Option<f64>, max: Option<f64>) -> Result<HostAr
     let name = "aten.clamp.default";
     check_dtype(name, x)?;
     let dtype = x.dtype();
-    let spec = layout::elementwise(vec![flat(dtype), scalar(), scalar()], dtype);
     let lo = scalar_operand(min.unwrap_or(f64::NEG_INFINITY));
     let hi = scalar_operand(max.unwrap_or(f64::INFINITY));
     let flat_x = layout::flatten(x);
-    let out = launch(&clamp_k(&spec, dtype)?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
+    let out = launch(&clamp_kernel(dtype)?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
     Ok(layout::unflatten(out, x.shape()))
 }
 
@@ -429,3 +434,101 @@ const _: () = assert!(
     BLOCK == 4096,
     "the kernels above spell the block size as 4096"
 );
+
+/// The backward pointwise operators (same-shape, same-dtype operands).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backward {
+    /// `threshold_backward(grad, x, threshold)` (relu's backward with threshold 0).
+    Threshold,
+    /// `gelu_backward(grad, x, approximate)`.
+    Gelu,
+}
+
+impl Backward {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Backward::Threshold => "aten.threshold_backward.default",
+            Backward::Gelu => "aten.gelu_backward.default",
+        }
+    }
+
+    /// The kernel; `param` is the threshold, or 1 for `approximate='tanh'` gelu.
+    pub fn kernel(self, dtype: DType, param: f64) -> Result<Kernel, BlasError> {
+        let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+        Ok(match self {
+            Backward::Threshold => threshold_backward_k(&spec, param as f32, dtype)?,
+            Backward::Gelu if param != 0.0 => gelu_tanh_backward_k(&spec, dtype)?,
+            Backward::Gelu => gelu_backward_k(&spec, dtype)?,
+        })
+    }
+}
+
+/// `op(grad, x, param)` on same-shape, same-dtype tensors.
+pub fn backward(
+    op: Backward,
+    grad: &HostArray,
+    x: &HostArray,
+    param: f64,
+) -> Result<HostArray, BlasError> {
+    check_dtype(op.aten(), grad)?;
+    check_dtype(op.aten(), x)?;
+    if grad.shape() != x.shape() || grad.dtype() != x.dtype() {
+        return Err(BlasError::new(
+            op.aten(),
+            format!(
+                "grad and input must match: {} {:?} vs {} {:?}",
+                grad.dtype(),
+                grad.shape(),
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    run(&op.kernel(x.dtype(), param)?, &[grad, x], x.shape())
+}
+
+/// The kernel of a binary operator on two tensors (`scalar = false`) or a tensor and a
+/// run-time scalar, with `alpha` for add/sub.
+pub fn binary_kernel(
+    op: Binary,
+    dtype: DType,
+    scalar: bool,
+    alpha: f64,
+) -> Result<Kernel, BlasError> {
+    let a = alpha as f32;
+    if scalar {
+        let spec = layout::elementwise(vec![flat(dtype), layout::scalar()], dtype);
+        return Ok(match op {
+            Binary::Add => add_ts(&spec, a, dtype)?,
+            Binary::Sub => sub_ts(&spec, a, dtype)?,
+            Binary::Mul => mul_ts(&spec, dtype)?,
+            Binary::Div => div_ts(&spec, dtype)?,
+            Binary::Pow => pow_ts(&spec, dtype)?,
+            Binary::Maximum | Binary::Minimum => {
+                return Err(BlasError::new(op.aten_tensor(), "has no Scalar overload"));
+            }
+        });
+    }
+    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+    Ok(match op {
+        Binary::Add => add_tt(&spec, a, dtype)?,
+        Binary::Sub => sub_tt(&spec, a, dtype)?,
+        Binary::Mul => mul_tt(&spec, dtype)?,
+        Binary::Div => div_tt(&spec, dtype)?,
+        Binary::Maximum => maximum_tt(&spec, dtype)?,
+        Binary::Minimum => minimum_tt(&spec, dtype)?,
+        Binary::Pow => pow_tt(&spec, dtype)?,
+    })
+}
+
+/// The kernel of `where.self` with values of `dtype`.
+pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
+    Ok(where_k(&spec, dtype)?)
+}
+
+/// The kernel of `clamp` with run-time scalar bounds.
+pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(dtype), layout::scalar(), layout::scalar()], dtype);
+    Ok(clamp_k(&spec, dtype)?)
+}

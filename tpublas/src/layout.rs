@@ -93,3 +93,39 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         })
         .collect()
 }
+
+/// The inverse permutation of `perm`.
+pub fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+/// `x` as rows for a row kernel over `dims` (sorted, distinct): the other axes first (in
+/// order, collapsed into `m`), then `dims` (collapsed into `n`). Returns the `[m, n]` array
+/// and the permutation applied (identity when `dims` are already the trailing axes, so no
+/// copy is made; otherwise the copy is made on the device by [`crate::copy::permute`]). A
+/// 0-d tensor is one row of one element.
+pub fn to_rows(x: &HostArray, dims: &[usize]) -> Result<(HostArray, Vec<usize>), crate::BlasError> {
+    let rank = x.shape().len();
+    let mut perm: Vec<usize> = (0..rank).filter(|d| !dims.contains(d)).collect();
+    perm.extend(dims);
+    let moved = crate::copy::permute(x, &perm)?;
+    let n: usize = dims.iter().map(|&d| x.shape()[d]).product();
+    let m: usize = x.shape().iter().product::<usize>() / n.max(1);
+    Ok((moved.reshape(&[m, n]).expect("same size"), perm))
+}
+
+/// The inverse of [`to_rows`]: `[m, n]` rows back to a tensor of `shape` whose axes were
+/// permuted by `perm`.
+pub fn from_rows(
+    rows: HostArray,
+    shape: &[usize],
+    perm: &[usize],
+) -> Result<HostArray, crate::BlasError> {
+    let moved: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let t = rows.reshape(&moved).expect("same size");
+    crate::copy::permute(&t, &inverse(perm))
+}

@@ -1,31 +1,33 @@
 //! tpuBLAS: ATen operators written as `#[tpu_kernel]`s, with ATen's semantics, for f32 and
-//! bf16, shape-generic (array extents are symbols bound at launch, edges masked by the IR's
-//! edge-block semantics: one compiled kernel serves every shape).
+//! bf16, shape-generic: array extents are symbols bound at launch and edge blocks are masked
+//! by the IR, so one compiled kernel serves every shape of its layout class.
 //!
-//! This first slice holds the elementwise operators ([`elementwise`]): every ATen pointwise
-//! op runs as one 1-D kernel over the flattened (contiguous) tensor, in blocks of
-//! [`layout::BLOCK`] elements, computing in f32 whatever the storage dtype (ATen's "opmath")
-//! and rounding once. Tensor⊕scalar variants take the scalar as a one-element operand, a run
-//! time value, so a new scalar never means a new kernel. [`ops`] lists what exists, by ATen
-//! name.
+//! [`ops`] lists the operators by ATen name ([`table::Op`]): each has the kernel it lowers to
+//! for a problem shape (`tpukit lower aten.add.Tensor --shape …`) and a host-side `run` on
+//! [`Value`] arguments that presents the host arrays to its kernels (flattening, collapsing
+//! to rows, moving reduced dims last) and launches them on `Device::Cpu`.
+//!
+//! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
+//! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`]),
+//! products ([`matmul`]), gathers ([`indexing`]) and permutation copies ([`copy`]). Row
+//! operators share the `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the
+//! storage dtype (ATen's opmath) and rounds once.
 
+pub mod copy;
 pub mod elementwise;
 mod error;
+pub mod indexing;
 mod layout;
+pub mod matmul;
+pub mod norm;
 mod promote;
+pub mod reduction;
+pub mod rows;
+pub mod softmax;
+pub mod table;
+mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
-
-/// The ATen operators tpuBLAS implements (`aten.<name>.<overload>`).
-pub fn ops() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = Unary::ALL.iter().map(|u| u.aten()).collect();
-    for b in Binary::ALL {
-        v.push(b.aten_tensor());
-        if let Some(s) = b.aten_scalar() {
-            v.push(s);
-        }
-    }
-    v.extend(["aten.where.self", "aten.clamp.default"]);
-    v
-}
+pub use table::{Op, find, ops, run};
+pub use value::Value;

@@ -1,0 +1,75 @@
+//! The row layout every reduction-like operator runs in: the tensor as a 2-D `[m, n]` array
+//! (`m` rows of `n` elements, both symbolic) reduced or normalised along `n`, in windows of
+//! [`BM`] × [`BN`].
+//!
+//! A row operator that needs its row more than once (softmax, norms) runs in *phases*: the
+//! grid is `(cdiv(m, BM) parallel, phases arbitrary, cdiv(n, BN) arbitrary)`; the early
+//! phases accumulate per-row statistics in `[BM, 1]` f32 scratch, the last phase writes the
+//! output. The output's window index along `n` is `j · [phase is last]` so that the window
+//! stays on column block 0 until the last phase starts writing (on a TPU a window is written
+//! back when its index changes: block 0 is only ever left after the last phase wrote it).
+//!
+//! Overhanging columns of the last column block read the input's fill value; kernels that
+//! must not count them either choose the fill (0 for sums, a huge negative for maxima) or
+//! mask with `iota + j·BN < dim(x, 1)`.
+
+use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, IndexExpr, grid};
+
+/// Rows per window: bf16's sublane tile (16), a multiple of f32's (8).
+pub const BM: usize = 16;
+/// Columns per window: four 128-lane vregs.
+pub const BN: usize = 512;
+
+/// Column block index of the windows read in every phase.
+fn col() -> IndexExpr {
+    grid(2)
+}
+
+/// The grid of a row kernel with `phases` passes over each row.
+pub fn phased_grid(phases: usize) -> Vec<GridAxis> {
+    vec![
+        GridAxis::parallel(Extent::cdiv("m", BM)),
+        GridAxis::arbitrary(phases),
+        GridAxis::arbitrary(Extent::cdiv("n", BN)),
+    ]
+}
+
+/// The `[m, n]` input, read in every phase, overhanging columns reading `fill`.
+pub fn input(dtype: DType, fill: f64) -> ArraySpec {
+    ArraySpec::new(dtype, ["m", "n"])
+        .blocked([BM, BN], [grid(0), col()])
+        .fill(fill)
+}
+
+/// The `[m, n]` output, written in the last of `phases` phases.
+pub fn output(dtype: DType, phases: usize) -> ArraySpec {
+    let j = if phases == 1 {
+        col()
+    } else {
+        col() * (grid(1) / (phases as i64 - 1))
+    };
+    ArraySpec::new(dtype, ["m", "n"]).blocked([BM, BN], [grid(0), j])
+}
+
+/// A per-row statistic `[m, 1]` (reduction results, mean, rstd).
+pub fn stat(dtype: DType) -> ArraySpec {
+    ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(1)]).blocked([BM, 1], [grid(0), 0.into()])
+}
+
+/// A per-column vector `[1, n]` (a norm's weight or bias), read in every phase.
+pub fn column_vector(dtype: DType) -> ArraySpec {
+    ArraySpec::new(dtype, [Dim::Static(1), Dim::sym("n")]).blocked(
+        [BlockDim::Blocked(1), BlockDim::Blocked(BN)],
+        [0.into(), col()],
+    )
+}
+
+/// `[BM, 1]` f32 scratch for one per-row running value.
+pub fn acc() -> ArraySpec {
+    ArraySpec::new(DType::F32, [BM, 1])
+}
+
+/// Bindings of a `[m, n]` row problem.
+pub fn bindings(m: usize, n: usize) -> tpukit::dsl::Bindings {
+    [("m".to_string(), m), ("n".to_string(), n)].into()
+}
