@@ -5,6 +5,10 @@
 //! of squared deviations (masked to the row's real columns) are merged into the running
 //! ones with Chan's parallel update, so no `E[x²] − E[x]²` cancellation. Phase 1 writes
 //! `(x − mean) · rstd · w + b` and the per-row `mean` and `rstd`.
+//!
+//! Weight and bias reach the kernel as f32 `[1, n]` rows whatever their dtype (the host
+//! widens them, exactly): Mosaic cannot broadcast a row loaded from a bf16 `[1, n]` window
+//! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32.
 
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
@@ -96,19 +100,19 @@ impl Norm {
         }
     }
 
-    /// The kernel over `[m, n]` rows of `dtype` with a `[1, n]` weight (and bias) of `param`;
+    /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias);
     /// statistics (`[m, 1]`) of `stat`.
-    pub fn kernel(self, dtype: DType, param: DType, stat: DType, eps: f32) -> Result<Kernel> {
+    pub fn kernel(self, dtype: DType, stat: DType, eps: f32) -> Result<Kernel> {
         let mut spec = CallSpec {
             grid: rows::phased_grid(2),
-            inputs: vec![rows::input(dtype, 0.0), rows::column_vector(param)],
+            inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
             outputs: vec![rows::output(dtype, 2), rows::stat(stat)],
             scratch: vec![rows::acc()],
             ..Default::default()
         };
         match self {
             Norm::Layer => {
-                spec.inputs.push(rows::column_vector(param));
+                spec.inputs.push(rows::column_vector(DType::F32));
                 spec.outputs.insert(1, rows::stat(stat));
                 spec.scratch = vec![rows::acc(); 3];
                 layer_norm_rows(&spec, eps, BM, BN, dtype, stat)
@@ -119,7 +123,7 @@ impl Norm {
 
     pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
         Ok(Instance {
-            kernel: self.kernel(dtype, dtype, dtype, 1e-5)?,
+            kernel: self.kernel(dtype, dtype, 1e-5)?,
             bindings: rows::bindings(shape[0], shape[1]),
         })
     }
@@ -175,12 +179,14 @@ impl Norm {
             x.dtype()
         };
         let vector = |t: Option<&HostArray>, fill: f64| match t {
-            Some(t) => t.clone().reshape(&[1, n]).expect("same size"),
-            None => HostArray::from_f64(param, &[1, n], &vec![fill; n]),
+            Some(t) => promote::to(t, DType::F32)
+                .reshape(&[1, n])
+                .expect("same size"),
+            None => HostArray::from_f64(DType::F32, &[1, n], &vec![fill; n]),
         };
         let m = x.shape().iter().product::<usize>() / n.max(1);
         let rows_x = x.clone().reshape(&[m, n]).expect("same size");
-        let k = self.kernel(x.dtype(), param, stat, eps as f32)?;
+        let k = self.kernel(x.dtype(), stat, eps as f32)?;
         let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
         let inputs: Vec<&HostArray> = match self {
             Norm::Layer => vec![&rows_x, &w, &b],

@@ -301,14 +301,14 @@ const OTHERS: [Op; 19] = [
     Op {
         name: "aten.index_select.default",
         about: "gather along a dim, i32 indices prefetched",
-        shape: &["outer", "v", "inner", "k"],
+        shape: &["rows", "inner", "k"],
         instance: |s, d| Gather::IndexSelect.instance(s, d),
         run: |a| Gather::IndexSelect.run(a),
     },
     Op {
         name: "aten.embedding.default",
         about: "rows of a [v, d] table by i32 indices",
-        shape: &["outer", "v", "inner", "k"],
+        shape: &["rows", "inner", "k"],
         instance: |s, d| Gather::Embedding.instance(s, d),
         run: |a| Gather::Embedding.run(a),
     },

@@ -12,7 +12,7 @@ fn shape_for(names: &[&str]) -> Vec<usize> {
         ["m", "n"] => vec![19, 1100],
         ["m", "k", "n"] => vec![70, 150, 130],
         ["b", "m", "k", "n"] => vec![2, 20, 140, 30],
-        ["outer", "v", "inner", "k"] => vec![2, 30, 600, 5],
+        ["rows", "inner", "k"] => vec![30, 600, 5],
         ["a", "b", "c"] => vec![2, 130, 70],
         other => panic!("no test shape for {other:?}"),
     }
@@ -32,8 +32,8 @@ fn interpreter_and_cpu_agree_on_every_operator() {
                     .iter()
                     .map(|d| d.resolve(&inst.bindings).unwrap())
                     .collect();
-                // Prefetched operands are gather indices into extent `v`.
-                let v = inst.bindings["v"] as f64;
+                // Prefetched operands are gather row numbers, below `rows`.
+                let v = inst.bindings["rows"] as f64;
                 inputs.push(random(&mut r, DType::I32, &s, 0.0, v).0);
             }
             for (_, o) in inst.kernel.operands_with_role(Role::Input) {
