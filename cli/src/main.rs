@@ -6,6 +6,9 @@
 //! tpukit bundle build [-o FILE]
 //! ```
 //!
+//! `list` prints the catalog, then a `tpublas:` section with every tpuBLAS operator by ATen
+//! name; `lower` takes either (`tpukit lower aten.add.Tensor --shape 4096`).
+//!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
 //! text as a comment above the StableHLO for reading.
@@ -54,6 +57,16 @@ fn list() -> String {
             e.shape.join("x"),
             dtypes.join(","),
             e.about
+        );
+    }
+    let _ = writeln!(out, "\ntpublas:");
+    for op in tpukit_blas::ops() {
+        let _ = writeln!(
+            out,
+            "{:<36} shape {:<18} dtypes f32,bf16  {}",
+            op.name,
+            op.shape.join("x"),
+            op.about
         );
     }
     out
@@ -113,10 +126,12 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 
 fn lower_command(args: &[String]) -> Result<String, String> {
     let a = parse_lower(args)?;
-    let entry = find(&a.name).ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
-    let instance = entry
-        .instantiate(&a.shape, a.dtype)
-        .map_err(|e| e.to_string())?;
+    let instance = match (find(&a.name), tpukit_blas::find(&a.name)) {
+        (Some(entry), _) => entry.instantiate(&a.shape, a.dtype),
+        (None, Some(op)) => op.instantiate(&a.shape, a.dtype),
+        (None, None) => return Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
+    }
+    .map_err(|e| e.to_string())?;
     let options = Options {
         bindings: instance.bindings,
         ..Options::default()
