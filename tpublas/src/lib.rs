@@ -9,7 +9,7 @@
 //!
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
 //! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`]),
-//! products ([`matmul`]), gathers ([`indexing`]) and permutation copies ([`copy`]). Row
+//! products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]) and permutation copies ([`copy`]). Row
 //! operators share the `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the
 //! storage dtype (ATen's opmath) and rounds once.
 
@@ -23,6 +23,7 @@ pub mod norm;
 mod promote;
 pub mod reduction;
 pub mod rows;
+pub mod scan;
 pub mod softmax;
 pub mod table;
 mod value;

@@ -10,6 +10,7 @@ use crate::indexing::Gather;
 use crate::matmul::Matmul;
 use crate::norm::Norm;
 use crate::reduction::Reduction;
+use crate::scan;
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
 use tpukit::HostArray;
@@ -156,7 +157,7 @@ const SCALAR: [Op; 5] = scalar_ops![
 
 const ROWS: &[&str] = &["m", "n"];
 
-const OTHERS: [Op; 19] = [
+const OTHERS: [Op; 20] = [
     Op {
         name: "aten.where.self",
         about: "cond ? a : b, broadcasting",
@@ -276,6 +277,13 @@ const OTHERS: [Op; 19] = [
         shape: ROWS,
         instance: |s, d| Norm::Rms.instance(s, d),
         run: |a| Norm::Rms.run(a),
+    },
+    Op {
+        name: "aten.cumsum.default",
+        about: "prefix sums along a dim: a triangular dot per block, f32 carry",
+        shape: ROWS,
+        instance: scan::instance,
+        run: scan::run,
     },
     Op {
         name: "aten.mm.default",

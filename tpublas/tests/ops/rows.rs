@@ -303,3 +303,44 @@ fn rms_norm_returns_out_rstd() {
         }
     }
 }
+
+#[test]
+fn cumsum_along_any_dim() {
+    let mut r = rng(17);
+    let cases: [(&[usize], i64); 4] = [
+        (&[1300], 0),
+        (&[5, 1100], 1),
+        (&[40, 3], 0),
+        (&[2, 3, 700], -1),
+    ];
+    for dtype in DTYPES {
+        for (shape, dim) in cases {
+            let (x, xv) = random(&mut r, dtype, shape, -1.0, 1.0);
+            let got = run("aten.cumsum.default", &[x.into(), Value::Int(dim)])
+                .unwrap()
+                .remove(0);
+            let d = ((dim + shape.len() as i64) % shape.len() as i64) as usize;
+            let want = along(shape, d, &xv, |l| {
+                l.iter()
+                    .scan(0.0, |s, v| {
+                        *s += v;
+                        Some(*s)
+                    })
+                    .collect()
+            });
+            let n = shape[d] as f64;
+            let abs = if dtype == DType::F32 {
+                2e-6 * n.sqrt()
+            } else {
+                1e-2 * n.sqrt() / 4.0
+            };
+            close_abs(
+                &format!("cumsum {dtype} {shape:?} dim {dim}"),
+                &got,
+                &want,
+                tol(dtype),
+                abs,
+            );
+        }
+    }
+}
