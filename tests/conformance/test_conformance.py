@@ -30,6 +30,7 @@ BLAS_SHAPES = {
     "bxmxkxn": ["4x128x256x128", "3x100x200x130"],
     "rowsxinnerxk": ["1000x512x64", "1000x300x77"],
     "axbxc": ["2x256x512", "3x300x200"],
+    "rowsxinnerxtotal": ["1024x512x4096", "300x300x1000"],
 }
 
 

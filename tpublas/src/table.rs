@@ -4,6 +4,7 @@
 //! trailing defaults optional).
 
 use crate::BlasError;
+use crate::concat;
 use crate::copy::{self, Permute};
 use crate::elementwise::{self, Backward, Binary, Unary};
 use crate::indexing::Gather;
@@ -157,7 +158,7 @@ const SCALAR: [Op; 5] = scalar_ops![
 
 const ROWS: &[&str] = &["m", "n"];
 
-const OTHERS: [Op; 20] = [
+const OTHERS: [Op; 21] = [
     Op {
         name: "aten.where.self",
         about: "cond ? a : b, broadcasting",
@@ -333,6 +334,13 @@ const OTHERS: [Op; 20] = [
         shape: &["a", "b", "c"],
         instance: copy::instance,
         run: |a| Permute::Transpose.run(a),
+    },
+    Op {
+        name: "aten.cat.default",
+        about: "concatenation as prefetch-driven row scatters into one output",
+        shape: &["rows", "inner", "total"],
+        instance: concat::instance,
+        run: concat::run,
     },
 ];
 

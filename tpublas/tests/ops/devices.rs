@@ -2,8 +2,9 @@
 //! compiled CPU backend, at one shape its blocks do not divide.
 
 use crate::common::*;
+use rand::seq::SliceRandom;
 use tpukit::dsl::{DType, Role};
-use tpukit::{Device, HostArray, launch};
+use tpukit::{Device, HostArray, launch_into};
 
 /// A problem shape per operator-shape kind (every extent off the block sizes).
 fn shape_for(names: &[&str]) -> Vec<usize> {
@@ -14,6 +15,7 @@ fn shape_for(names: &[&str]) -> Vec<usize> {
         ["b", "m", "k", "n"] => vec![2, 20, 140, 30],
         ["rows", "inner", "k"] => vec![30, 600, 5],
         ["a", "b", "c"] => vec![2, 130, 70],
+        ["rows", "inner", "total"] => vec![5, 300, 9],
         other => panic!("no test shape for {other:?}"),
     }
 }
@@ -32,9 +34,11 @@ fn interpreter_and_cpu_agree_on_every_operator() {
                     .iter()
                     .map(|d| d.resolve(&inst.bindings).unwrap())
                     .collect();
-                // Prefetched operands are gather row numbers, below `rows`.
-                let v = inst.bindings["rows"] as f64;
-                inputs.push(random(&mut r, DType::I32, &s, 0.0, v).0);
+                // Prefetched operands are row numbers below `rows`, distinct (a scatter
+                // writing one row twice would race).
+                let mut rows: Vec<f64> = (0..inst.bindings["rows"]).map(|i| i as f64).collect();
+                rows.shuffle(&mut r);
+                inputs.push(HostArray::from_f64(DType::I32, &s, &rows[..s[0]]));
             }
             for (_, o) in inst.kernel.operands_with_role(Role::Input) {
                 let s: Vec<usize> = o
@@ -58,8 +62,23 @@ fn interpreter_and_cpu_agree_on_every_operator() {
                 inputs.push(x);
             }
             let refs: Vec<&HostArray> = inputs.iter().collect();
-            let a = launch(&inst.kernel, Device::Interpret, &refs).unwrap();
-            let b = launch(&inst.kernel, Device::Cpu, &refs).unwrap();
+            // Outputs are allocated from the bindings: some symbols (a scatter's `total`)
+            // appear only in outputs.
+            let outputs: Vec<HostArray> = inst
+                .kernel
+                .operands_with_role(Role::Output)
+                .map(|(_, o)| {
+                    let s: Vec<usize> = o
+                        .shape
+                        .iter()
+                        .map(|d| d.resolve(&inst.bindings).unwrap())
+                        .collect();
+                    HostArray::zeros(o.dtype, &s)
+                })
+                .collect();
+            let (mut a, mut b) = (outputs.clone(), outputs);
+            launch_into(&inst.kernel, Device::Interpret, &refs, &mut a).unwrap();
+            launch_into(&inst.kernel, Device::Cpu, &refs, &mut b).unwrap();
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {
                 let xv = x.to_f64_vec();
                 close(

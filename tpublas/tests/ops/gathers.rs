@@ -122,3 +122,69 @@ fn permute_and_transpose_copies() {
         close(&format!("transpose {dtype}"), &got, &want, 0.0);
     }
 }
+
+#[test]
+fn cat_along_every_dim_promoting_dtypes() {
+    let mut r = rng(34);
+    let bases: [&[usize]; 3] = [&[40], &[3, 130], &[2, 5, 200]];
+    for base in bases {
+        for d in 0..base.len() {
+            for (d0, d1) in [
+                (DType::F32, DType::F32),
+                (DType::BF16, DType::BF16),
+                (DType::BF16, DType::F32),
+            ] {
+                let sizes = [base[d], 1, base[d] + 3];
+                let dtypes = [d0, d1, d0];
+                let mut parts = Vec::new();
+                let mut values = Vec::new();
+                for (&size, &dt) in sizes.iter().zip(&dtypes) {
+                    let mut s = base.to_vec();
+                    s[d] = size;
+                    let (x, xv) = random(&mut r, dt, &s, -5.0, 5.0);
+                    parts.push((s, xv));
+                    values.push(Value::Tensor(x));
+                }
+                values.insert(1, Value::Tensor(HostArray::zeros(DType::F32, &[0])));
+                values.push(Value::Int(d as i64 - base.len() as i64));
+                let got = run("aten.cat.default", &values).unwrap().remove(0);
+                let out = if d0 == DType::F32 || d1 == DType::F32 {
+                    DType::F32
+                } else {
+                    DType::BF16
+                };
+                assert_eq!(got.dtype(), out);
+                let total: usize = sizes.iter().sum();
+                let mut out_shape = base.to_vec();
+                out_shape[d] = total;
+                assert_eq!(got.shape(), out_shape);
+                let want: Vec<f64> = (0..out_shape.iter().product())
+                    .map(|e| {
+                        let mut c = coords(e, &out_shape);
+                        let mut t = 0;
+                        while c[d] >= parts[t].0[d] {
+                            c[d] -= parts[t].0[d];
+                            t += 1;
+                        }
+                        let st = strides(&parts[t].0);
+                        parts[t].1[c.iter().zip(&st).map(|(a, b)| a * b).sum::<usize>()]
+                    })
+                    .collect();
+                close(&format!("cat {base:?} dim {d} {d0}/{d1}"), &got, &want, 0.0);
+            }
+        }
+    }
+    let e = run(
+        "aten.cat.default",
+        &[
+            HostArray::zeros(DType::F32, &[2, 3]).into(),
+            HostArray::zeros(DType::F32, &[2, 4]).into(),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("aten.cat.default") && e.contains("differ outside dim 0"),
+        "{e}"
+    );
+}
