@@ -1,6 +1,12 @@
 //! ATen's pointwise operators: one 1-D kernel each over the flattened tensor, computing in
 //! f32 (bf16 widens, as ATen's opmath does) and rounding once to the result dtype.
 //!
+//! Binary operators whose first operand has the result's shape run the canonical broadcasts
+//! natively: a one-element second operand as a run-time scalar, a trailing part of the shape
+//! (`[b, s, d] + [d]`) as `[m, n] ⊕ [1, n]`, a leading part (`[b, s, d] + [b, s, 1]`) as
+//! `[m, n] ⊕ [m, 1]` (2-D kernels, the same bodies on other call specs, see
+//! `layout::binary`); any other broadcast is materialised on the host first.
+//!
 //! Every kernel's blocks are `layout::BLOCK` (4096) elements; scalars are one-element f32
 //! operands broadcast to the block (`broadcast_to([4096])` below spells that block size).
 
@@ -359,9 +365,39 @@ pub fn binary(
             ),
         )
     })?;
-    let dtype = promote(x.dtype(), y.dtype());
+    // ATen: a 0-d tensor with a dimensioned one does not decide the dtype.
+    let dtype = match (x.shape().is_empty(), y.shape().is_empty()) {
+        (false, true) => x.dtype(),
+        (true, false) => y.dtype(),
+        _ => promote(x.dtype(), y.dtype()),
+    };
     let (x, y) = (to(x, dtype), to(y, dtype));
-    // General broadcasting is materialised on the host; same-shape operands go straight in.
+    // `x` of the result's shape and `y` one of the canonical broadcasts run as they are;
+    // a one-element `y` is a run-time scalar; anything else is materialised on the host.
+    if x.shape() == shape.as_slice() {
+        if y.shape().iter().product::<usize>() == 1
+            && let Ok(k) = binary_kernel(op, dtype, true, alpha)
+        {
+            let s = HostArray::from_f64(DType::F32, &[1], &y.to_f64_vec());
+            let out = launch(&k, Device::Cpu, &[&layout::flatten(&x), &s])?.remove(0);
+            return Ok(layout::unflatten(out, &shape));
+        }
+        if let Some((p, m, n)) = layout::pattern(&shape, y.shape()) {
+            let kernel = broadcast_kernel(op, dtype, p, alpha)?;
+            if p == layout::Pattern::Same {
+                return run(&kernel, &[&x, &y], &shape);
+            }
+            let y_shape = if p == layout::Pattern::Row {
+                [1, n]
+            } else {
+                [m, 1]
+            };
+            let y2 = to(&y, DType::F32).reshape(&y_shape).expect("same size");
+            let x2 = x.reshape(&[m, n]).expect("same size");
+            let out = launch(&kernel, Device::Cpu, &[&x2, &y2])?.remove(0);
+            return Ok(layout::unflatten(out, &shape));
+        }
+    }
     let (x, y) = (
         layout::expand(&x, &shape).expect("broadcast checked"),
         layout::expand(&y, &shape).expect("broadcast checked"),
@@ -509,7 +545,18 @@ pub fn binary_kernel(
             }
         });
     }
-    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+    broadcast_kernel(op, dtype, layout::Pattern::Same, alpha)
+}
+
+/// The kernel of a binary operator on `x` and a `y` broadcast by `pattern`.
+pub fn broadcast_kernel(
+    op: Binary,
+    dtype: DType,
+    pattern: layout::Pattern,
+    alpha: f64,
+) -> Result<Kernel, BlasError> {
+    let spec = layout::binary(pattern, dtype);
+    let a = alpha as f32;
     Ok(match op {
         Binary::Add => add_tt(&spec, a, dtype)?,
         Binary::Sub => sub_tt(&spec, a, dtype)?,
