@@ -344,3 +344,33 @@ fn cumsum_along_any_dim() {
         }
     }
 }
+
+#[test]
+fn layer_norm_mixed_dtypes_give_f32_statistics() {
+    let mut r = rng(18);
+    let (x, xv) = random(&mut r, DType::BF16, &[6, 700], -2.0, 2.0);
+    let (w, wv) = random(&mut r, DType::F32, &[700], 0.5, 1.5);
+    let args = [
+        x.into(),
+        Value::IntList(vec![700]),
+        w.into(),
+        Value::None,
+        1e-5.into(),
+    ];
+    let outs = run("aten.native_layer_norm.default", &args).unwrap();
+    assert_eq!(
+        [outs[0].dtype(), outs[1].dtype(), outs[2].dtype()],
+        [DType::BF16, DType::F32, DType::F32]
+    );
+    let mut want = vec![];
+    for row in xv.chunks(700) {
+        let mu = row.iter().sum::<f64>() / 700.0;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / 700.0;
+        want.extend(
+            row.iter()
+                .zip(&wv)
+                .map(|(v, w)| (v - mu) / (var + 1e-5).sqrt() * w),
+        );
+    }
+    close("mixed layer_norm", &outs[0], &want, tol(DType::BF16));
+}
