@@ -8,7 +8,7 @@
 //! to rows, moving reduced dims last) and launches them on `Device::Cpu`.
 //!
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
-//! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`]),
+//! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`], [`norm_backward`]),
 //! products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]), permutation copies ([`copy`]) and
 //! concatenation ([`concat`]). Row
 //! operators share the `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the
@@ -22,6 +22,7 @@ pub mod indexing;
 mod layout;
 pub mod matmul;
 pub mod norm;
+pub mod norm_backward;
 mod promote;
 pub mod reduction;
 pub mod rows;

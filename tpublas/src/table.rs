@@ -10,6 +10,7 @@ use crate::elementwise::{self, Backward, Binary, Unary};
 use crate::indexing::Gather;
 use crate::matmul::Matmul;
 use crate::norm::Norm;
+use crate::norm_backward;
 use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
@@ -158,7 +159,7 @@ const SCALAR: [Op; 5] = scalar_ops![
 
 const ROWS: &[&str] = &["m", "n"];
 
-const OTHERS: [Op; 21] = [
+const OTHERS: [Op; 22] = [
     Op {
         name: "aten.where.self",
         about: "cond ? a : b, broadcasting",
@@ -278,6 +279,13 @@ const OTHERS: [Op; 21] = [
         shape: ROWS,
         instance: |s, d| Norm::Rms.instance(s, d),
         run: |a| Norm::Rms.run(a),
+    },
+    Op {
+        name: "aten.native_layer_norm_backward.default",
+        about: "(grad_input, grad_weight, grad_bias): a row kernel and a column kernel",
+        shape: ROWS,
+        instance: norm_backward::instance,
+        run: norm_backward::run,
     },
     Op {
         name: "aten.cumsum.default",

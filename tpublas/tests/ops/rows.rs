@@ -374,3 +374,73 @@ fn layer_norm_mixed_dtypes_give_f32_statistics() {
     }
     close("mixed layer_norm", &outs[0], &want, tol(DType::BF16));
 }
+
+#[test]
+fn layer_norm_backward_matches_the_analytic_gradient() {
+    let mut r = rng(19);
+    for dtype in DTYPES {
+        for (shape, norm) in [
+            (&[37usize, 1100][..], &[1100usize][..]),
+            (&[2, 3, 4, 50][..], &[4, 50][..]),
+        ] {
+            let n: usize = norm.iter().product();
+            let (x, xv) = random(&mut r, dtype, shape, -2.0, 2.0);
+            let (g, gv) = random(&mut r, dtype, shape, -1.0, 1.0);
+            let (w, wv) = random(&mut r, dtype, norm, 0.5, 1.5);
+            let norm_list = Value::IntList(norm.iter().map(|&d| d as i64).collect());
+            let fwd = run(
+                "aten.native_layer_norm.default",
+                &[
+                    x.clone().into(),
+                    norm_list.clone(),
+                    w.clone().into(),
+                    Value::None,
+                    1e-5.into(),
+                ],
+            )
+            .unwrap();
+            let (mean, rstd) = (fwd[1].clone(), fwd[2].clone());
+            let (mv, rv) = (mean.to_f64_vec(), rstd.to_f64_vec());
+            let args = [
+                g.into(),
+                x.into(),
+                norm_list,
+                mean.into(),
+                rstd.into(),
+                w.into(),
+                Value::None,
+                Value::None,
+            ];
+            let outs = run("aten.native_layer_norm_backward.default", &args).unwrap();
+            let (mut dx, mut dw, mut db) = (vec![], vec![0.0; n], vec![0.0; n]);
+            for ((xs, gs), (mu, rs)) in xv.chunks(n).zip(gv.chunks(n)).zip(mv.iter().zip(&rv)) {
+                let xhat: Vec<f64> = xs.iter().map(|v| (v - mu) * rs).collect();
+                let gw: Vec<f64> = gs.iter().zip(&wv).map(|(g, w)| g * w).collect();
+                let a = gw.iter().sum::<f64>() / n as f64;
+                let b = gw.iter().zip(&xhat).map(|(g, h)| g * h).sum::<f64>() / n as f64;
+                dx.extend(gw.iter().zip(&xhat).map(|(g, h)| rs * (g - a - h * b)));
+                for j in 0..n {
+                    dw[j] += gs[j] * xhat[j];
+                    db[j] += gs[j];
+                }
+            }
+            let what = format!("layer_norm_backward {dtype} {shape:?}");
+            let m = (xv.len() / n) as f64;
+            let abs = if dtype == DType::F32 {
+                2e-5 * m.sqrt()
+            } else {
+                3e-2 * m.sqrt()
+            };
+            close_abs(
+                &format!("{what} dx"),
+                &outs[0],
+                &dx,
+                tol(dtype) * 4.0,
+                if dtype == DType::F32 { 2e-5 } else { 3e-2 },
+            );
+            assert_eq!(outs[1].shape(), norm);
+            close_abs(&format!("{what} dw"), &outs[1], &dw, tol(dtype) * 4.0, abs);
+            close_abs(&format!("{what} db"), &outs[2], &db, tol(dtype) * 4.0, abs);
+        }
+    }
+}
