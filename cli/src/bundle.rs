@@ -46,8 +46,15 @@ fn jobs() -> Result<Vec<(String, Kernel, Bindings)>, String> {
             let inst = entry.instantiate(shape, dtype).map_err(|e| e.to_string())?;
             jobs.push((format!("{name} {dtype}"), inst.kernel, inst.bindings));
         }
-        for k in tpukit_blas::kernels(dtype).map_err(|e| e.to_string())? {
-            jobs.push((format!("{} {dtype}", k.name), k.kernel, k.bindings));
+        // Each tpuBLAS operator's kernel at a problem size off its blocks (symbolic extents
+        // make it serve every other size; static ones, such as a row length, are part of the
+        // kernel).
+        for op in tpukit_blas::ops() {
+            let shape = vec![300; op.shape.len()];
+            match op.instantiate(&shape, dtype) {
+                Ok(inst) => jobs.push((format!("{} {dtype}", op.name), inst.kernel, inst.bindings)),
+                Err(e) => eprintln!("tpukit: skipping {} {dtype} in the bundle: {e}", op.name),
+            }
         }
     }
     Ok(jobs)

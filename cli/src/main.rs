@@ -6,6 +6,9 @@
 //! tpukit bundle build [-o FILE]
 //! ```
 //!
+//! `list` prints the catalog, then a `tpublas:` section with every tpuBLAS operator by ATen
+//! name; `lower` takes either (`tpukit lower aten.add.Tensor --shape 4096`).
+//!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
 //! text as a comment above the StableHLO for reading.
@@ -45,15 +48,6 @@ fn main() -> ExitCode {
 
 fn list() -> String {
     let mut out = String::new();
-    if let Ok(kernels) = tpukit_blas::kernels(DType::F32) {
-        for k in kernels {
-            let _ = writeln!(
-                out,
-                "{:<24} dtypes f32,bf16  tpuBLAS kernel (lowered at {:?})",
-                k.name, k.bindings
-            );
-        }
-    }
     for e in CATALOG {
         let dtypes: Vec<&str> = e.dtypes.iter().map(|d| d.name()).collect();
         let _ = writeln!(
@@ -63,6 +57,16 @@ fn list() -> String {
             e.shape.join("x"),
             dtypes.join(","),
             e.about
+        );
+    }
+    let _ = writeln!(out, "\ntpublas:");
+    for op in tpukit_blas::ops() {
+        let _ = writeln!(
+            out,
+            "{:<36} shape {:<18} dtypes f32,bf16  {}",
+            op.name,
+            op.shape.join("x"),
+            op.about
         );
     }
     out
@@ -114,7 +118,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
-    if parsed.shape.is_empty() && !parsed.name.starts_with("tpublas.") {
+    if parsed.shape.is_empty() {
         return Err("lower: --shape is required".into());
     }
     Ok(parsed)
@@ -122,26 +126,17 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 
 fn lower_command(args: &[String]) -> Result<String, String> {
     let a = parse_lower(args)?;
-    let (kernel, bindings) = if a.name.starts_with("tpublas.") {
-        // tpuBLAS kernels lower at the problem they are listed with.
-        let k = tpukit_blas::kernels(a.dtype)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .find(|k| k.name == a.name)
-            .ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
-        (k.kernel, k.bindings)
-    } else {
-        let entry = find(&a.name).ok_or(format!("no kernel `{}` (see `tpukit list`)", a.name))?;
-        let instance = entry
-            .instantiate(&a.shape, a.dtype)
-            .map_err(|e| e.to_string())?;
-        (instance.kernel, instance.bindings)
-    };
+    let instance = match (find(&a.name), tpukit_blas::find(&a.name)) {
+        (Some(entry), _) => entry.instantiate(&a.shape, a.dtype),
+        (None, Some(op)) => op.instantiate(&a.shape, a.dtype),
+        (None, None) => return Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
+    }
+    .map_err(|e| e.to_string())?;
     let options = Options {
-        bindings,
+        bindings: instance.bindings,
         ..Options::default()
     };
-    let lowered = lower(&kernel, &options).map_err(|e| e.to_string())?;
+    let lowered = lower(&instance.kernel, &options).map_err(|e| e.to_string())?;
     let text = if a.mosaic {
         lowered.mosaic
     } else if a.text {

@@ -1,6 +1,9 @@
-"""Every catalog kernel, lowered by `tpukit lower`, compiles with libtpu for v5e and v6e.
+"""Every catalog kernel and tpuBLAS operator, lowered by `tpukit lower`, compiles with libtpu
+for v5e and v6e.
 
 Shapes include ones the blocks do not divide (edge blocks, masked loads); dtypes f32 and bf16.
+tpuBLAS operators are listed by `tpukit list` (its `tpublas:` section) and take their shapes
+by the problem-shape kind they declare, so a new operator is covered without editing this file.
 """
 
 import pytest
@@ -18,16 +21,37 @@ SHAPES = {
 DTYPES = ["f32", "bf16"]
 
 
-def listed():
-    return [line.split()[0] for line in tpukit("list").splitlines() if line.strip()]
+# Per tpuBLAS problem-shape kind (`tpukit list` prints it after `shape`): a shape the blocks
+# divide, and one they do not.
+BLAS_SHAPES = {
+    "n": ["8192", "100003"],
+    "mxn": ["64x1024", "1003x1300"],
+    "mxkxn": ["256x512x256", "300x200x260"],
+    "bxmxkxn": ["4x128x256x128", "3x100x200x130"],
+    "rowsxinnerxk": ["1000x512x64", "1000x300x77"],
+    "axbxc": ["2x256x512", "3x300x200"],
+    "rowsxinnerxtotal": ["1024x512x4096", "300x300x1000"],
+}
+
+
+def sections():
+    """`tpukit list` as {"catalog": [(name, shape kind)], "tpublas": [...]}."""
+    out, section = {"catalog": [], "tpublas": []}, "catalog"
+    for line in tpukit("list").splitlines():
+        if line.strip() == "tpublas:":
+            section = "tpublas"
+        elif line.strip():
+            words = line.split()
+            out[section].append((words[0], words[2]))
+    return out
 
 
 def catalog():
-    return [name for name in listed() if not name.startswith("tpublas.")]
+    return [name for name, _ in sections()["catalog"]]
 
 
-def tpublas():
-    return [name for name in listed() if name.startswith("tpublas.")]
+def blas_ops():
+    return sections()["tpublas"]
 
 
 def test_every_catalog_kernel_has_conformance_shapes():
@@ -43,7 +67,22 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "shape", "dtype", "topology"), CASES)
+def test_every_tpublas_shape_kind_has_conformance_shapes():
+    ops = blas_ops()
+    assert ops, "tpukit list has a tpublas section"
+    assert {kind for _, kind in ops} <= set(BLAS_SHAPES)
+
+
+BLAS_CASES = [
+    (name, shape, dtype, topology)
+    for name, kind in blas_ops()
+    for shape in BLAS_SHAPES.get(kind, [])
+    for dtype in DTYPES
+    for topology in TOPOLOGIES
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "dtype", "topology"), CASES + BLAS_CASES)
 def test_compiles_for_tpu(compiler, tmp_path, name, shape, dtype, topology):
     path = tmp_path / f"{name}.mlir"
     tpukit("lower", name, "--shape", shape, "--dtype", dtype, "-o", str(path))
@@ -62,24 +101,3 @@ def test_unknown_kernel_is_a_clear_error():
     done = subprocess.run(args, check=False, capture_output=True, text=True)
     assert done.returncode != 0
     assert "no kernel `nope`" in done.stderr
-
-
-TPUBLAS_CASES = [
-    (name, dtype, topology)
-    for name in tpublas()
-    for dtype in DTYPES
-    for topology in TOPOLOGIES
-]
-
-
-def test_tpublas_is_listed():
-    assert len(tpublas()) >= 30
-
-
-@pytest.mark.parametrize(("name", "dtype", "topology"), TPUBLAS_CASES)
-def test_tpublas_compiles_for_tpu(compiler, tmp_path, name, dtype, topology):
-    """Every tpuBLAS kernel, at its listed (non-divisible) problem size."""
-    path = tmp_path / f"{name}.mlir"
-    tpukit("lower", name, "--dtype", dtype, "-o", str(path))
-    row = compiler.compile(path.read_text(), topology)
-    assert row["ok"], f"{name} {dtype} on {topology}: {row.get('error', row)}"

@@ -1,11 +1,17 @@
 //! ATen's pointwise operators: one 1-D kernel each over the flattened tensor, computing in
 //! f32 (bf16 widens, as ATen's opmath does) and rounding once to the result dtype.
 //!
+//! Binary operators whose first operand has the result's shape run the canonical broadcasts
+//! natively: a one-element second operand as a run-time scalar, a trailing part of the shape
+//! (`[b, s, d] + [d]`) as `[m, n] ⊕ [1, n]`, a leading part (`[b, s, d] + [b, s, 1]`) as
+//! `[m, n] ⊕ [m, 1]` (2-D kernels, the same bodies on other call specs, see
+//! `layout::binary`); any other broadcast is materialised on the host first.
+//!
 //! Every kernel's blocks are `layout::BLOCK` (4096) elements; scalars are one-element f32
 //! operands broadcast to the block (`broadcast_to([4096])` below spells that block size).
 
 use crate::BlasError;
-use crate::layout::{self, BLOCK, flat, scalar};
+use crate::layout::{self, BLOCK, flat};
 use crate::promote::{promote, served, to};
 use tpukit::dsl::{DType, Kernel};
 use tpukit::prelude::*;
@@ -152,6 +158,33 @@ fn clamp_k(x: In, lo: In, hi: In, o: Out, out: DType) {
         .cast(out);
 }
 
+/// `threshold_backward(grad, x, threshold)`: 0 where `x <= threshold`, else `grad` (so a
+/// NaN `x` passes `grad` through, as in ATen).
+#[tpu_kernel]
+fn threshold_backward_k(g: In, x: In, o: Out, threshold: f32, out: DType) {
+    o[..] = where_(x[..].cast(f32) <= threshold, 0.0, g[..].cast(f32)).cast(out);
+}
+
+/// `gelu_backward(grad, x, approximate='none')`: `grad · (Φ(x) + x·φ(x))`.
+#[tpu_kernel]
+fn gelu_backward_k(g: In, x: In, o: Out, out: DType) {
+    let v = x[..].cast(f32);
+    let cdf = ((v * 0.707_106_77).erf() + 1.0) * 0.5;
+    let pdf = (v * v * -0.5).exp() * 0.398_942_3;
+    o[..] = (g[..].cast(f32) * (cdf + v * pdf)).cast(out);
+}
+
+/// `gelu_backward(grad, x, approximate='tanh')`, ATen's formula.
+#[tpu_kernel]
+fn gelu_tanh_backward_k(g: In, x: In, o: Out, out: DType) {
+    let v = x[..].cast(f32);
+    let t = ((v + v * v * v * 0.044_715) * 0.797_884_6).tanh();
+    let left = v * 0.5;
+    let right = t + 1.0;
+    let dright = left * (1.0 - t * t) * 0.797_884_6 * (v * v * 0.134_145 + 1.0);
+    o[..] = (g[..].cast(f32) * (right * 0.5 + dright)).cast(out);
+}
+
 // --- operators ------------------------------------------------------------------------------
 
 /// ATen's unary pointwise operators.
@@ -189,7 +222,7 @@ impl Unary {
         Unary::Silu,
     ];
 
-    pub fn aten(self) -> &'static str {
+    pub const fn aten(self) -> &'static str {
         match self {
             Unary::Neg => "aten.neg.default",
             Unary::Abs => "aten.abs.default",
@@ -252,7 +285,7 @@ impl Binary {
         Binary::Pow,
     ];
 
-    pub fn aten_tensor(self) -> &'static str {
+    pub const fn aten_tensor(self) -> &'static str {
         match self {
             Binary::Add => "aten.add.Tensor",
             Binary::Sub => "aten.sub.Tensor",
@@ -274,47 +307,6 @@ impl Binary {
             Binary::Maximum | Binary::Minimum => return None,
         })
     }
-}
-
-/// The kernel of `op` on two tensors of `dtype` (the same shape).
-pub fn binary_kernel(op: Binary, dtype: DType, alpha: f64) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
-    let a = alpha as f32;
-    Ok(match op {
-        Binary::Add => add_tt(&spec, a, dtype)?,
-        Binary::Sub => sub_tt(&spec, a, dtype)?,
-        Binary::Mul => mul_tt(&spec, dtype)?,
-        Binary::Div => div_tt(&spec, dtype)?,
-        Binary::Maximum => maximum_tt(&spec, dtype)?,
-        Binary::Minimum => minimum_tt(&spec, dtype)?,
-        Binary::Pow => pow_tt(&spec, dtype)?,
-    })
-}
-
-/// The kernel of `op` on a tensor of `dtype` and a run-time scalar.
-pub fn scalar_kernel(op: Binary, dtype: DType, alpha: f64) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(dtype), scalar()], dtype);
-    let a = alpha as f32;
-    Ok(match op {
-        Binary::Add => add_ts(&spec, a, dtype)?,
-        Binary::Sub => sub_ts(&spec, a, dtype)?,
-        Binary::Mul => mul_ts(&spec, dtype)?,
-        Binary::Div => div_ts(&spec, dtype)?,
-        Binary::Pow => pow_ts(&spec, dtype)?,
-        Binary::Maximum | Binary::Minimum => {
-            return Err(BlasError::new(op.aten_tensor(), "has no Scalar overload"));
-        }
-    })
-}
-
-pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
-    Ok(where_k(&spec, dtype)?)
-}
-
-pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(dtype), scalar(), scalar()], dtype);
-    Ok(clamp_k(&spec, dtype)?)
 }
 
 fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
@@ -373,14 +365,45 @@ pub fn binary(
             ),
         )
     })?;
-    let dtype = promote(x.dtype(), y.dtype());
+    // ATen: a 0-d tensor with a dimensioned one does not decide the dtype.
+    let dtype = match (x.shape().is_empty(), y.shape().is_empty()) {
+        (false, true) => x.dtype(),
+        (true, false) => y.dtype(),
+        _ => promote(x.dtype(), y.dtype()),
+    };
     let (x, y) = (to(x, dtype), to(y, dtype));
-    // General broadcasting is materialised on the host; same-shape operands go straight in.
+    // `x` of the result's shape and `y` one of the canonical broadcasts run as they are;
+    // a one-element `y` is a run-time scalar; anything else is materialised on the host.
+    if x.shape() == shape.as_slice() {
+        if y.shape().iter().product::<usize>() == 1
+            && let Ok(k) = binary_kernel(op, dtype, true, alpha)
+        {
+            let s = HostArray::from_f64(DType::F32, &[1], &y.to_f64_vec());
+            let out = launch(&k, Device::Cpu, &[&layout::flatten(&x), &s])?.remove(0);
+            return Ok(layout::unflatten(out, &shape));
+        }
+        if let Some((p, m, n)) = layout::pattern(&shape, y.shape()) {
+            let kernel = broadcast_kernel(op, dtype, p, alpha)?;
+            if p == layout::Pattern::Same {
+                return run(&kernel, &[&x, &y], &shape);
+            }
+            let y_shape = if p == layout::Pattern::Row {
+                [1, n]
+            } else {
+                [m, 1]
+            };
+            let y2 = to(&y, DType::F32).reshape(&y_shape).expect("same size");
+            let x2 = x.reshape(&[m, n]).expect("same size");
+            let out = launch(&kernel, Device::Cpu, &[&x2, &y2])?.remove(0);
+            return Ok(layout::unflatten(out, &shape));
+        }
+    }
     let (x, y) = (
         layout::expand(&x, &shape).expect("broadcast checked"),
         layout::expand(&y, &shape).expect("broadcast checked"),
     );
-    run(&binary_kernel(op, dtype, alpha)?, &[&x, &y], &shape)
+    let kernel = binary_kernel(op, dtype, false, alpha)?;
+    run(&kernel, &[&x, &y], &shape)
 }
 
 /// `op(x, s)` with a Python scalar `s` (no type promotion: the result has `x`'s dtype).
@@ -400,7 +423,7 @@ pub fn binary_scalar(
             "alpha is only defined for add and sub",
         ));
     }
-    let kernel = scalar_kernel(op, x.dtype(), alpha)?;
+    let kernel = binary_kernel(op, x.dtype(), true, alpha)?;
     let s = scalar_operand(s);
     let flat_x = layout::flatten(x);
     let out = launch(&kernel, Device::Cpu, &[&flat_x, &s])?.remove(0);
@@ -435,10 +458,11 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
 pub fn clamp(x: &HostArray, min: Option<f64>, max: Option<f64>) -> Result<HostArray, BlasError> {
     let name = "aten.clamp.default";
     check_dtype(name, x)?;
+    let dtype = x.dtype();
     let lo = scalar_operand(min.unwrap_or(f64::NEG_INFINITY));
     let hi = scalar_operand(max.unwrap_or(f64::INFINITY));
     let flat_x = layout::flatten(x);
-    let out = launch(&clamp_kernel(x.dtype())?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
+    let out = launch(&clamp_kernel(dtype)?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
     Ok(layout::unflatten(out, x.shape()))
 }
 
@@ -446,3 +470,112 @@ const _: () = assert!(
     BLOCK == 4096,
     "the kernels above spell the block size as 4096"
 );
+
+/// The backward pointwise operators (same-shape, same-dtype operands).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backward {
+    /// `threshold_backward(grad, x, threshold)` (relu's backward with threshold 0).
+    Threshold,
+    /// `gelu_backward(grad, x, approximate)`.
+    Gelu,
+}
+
+impl Backward {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Backward::Threshold => "aten.threshold_backward.default",
+            Backward::Gelu => "aten.gelu_backward.default",
+        }
+    }
+
+    /// The kernel; `param` is the threshold, or 1 for `approximate='tanh'` gelu.
+    pub fn kernel(self, dtype: DType, param: f64) -> Result<Kernel, BlasError> {
+        let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+        Ok(match self {
+            Backward::Threshold => threshold_backward_k(&spec, param as f32, dtype)?,
+            Backward::Gelu if param != 0.0 => gelu_tanh_backward_k(&spec, dtype)?,
+            Backward::Gelu => gelu_backward_k(&spec, dtype)?,
+        })
+    }
+}
+
+/// `op(grad, x, param)` on same-shape, same-dtype tensors.
+pub fn backward(
+    op: Backward,
+    grad: &HostArray,
+    x: &HostArray,
+    param: f64,
+) -> Result<HostArray, BlasError> {
+    check_dtype(op.aten(), grad)?;
+    check_dtype(op.aten(), x)?;
+    if grad.shape() != x.shape() || grad.dtype() != x.dtype() {
+        return Err(BlasError::new(
+            op.aten(),
+            format!(
+                "grad and input must match: {} {:?} vs {} {:?}",
+                grad.dtype(),
+                grad.shape(),
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    run(&op.kernel(x.dtype(), param)?, &[grad, x], x.shape())
+}
+
+/// The kernel of a binary operator on two tensors (`scalar = false`) or a tensor and a
+/// run-time scalar, with `alpha` for add/sub.
+pub fn binary_kernel(
+    op: Binary,
+    dtype: DType,
+    scalar: bool,
+    alpha: f64,
+) -> Result<Kernel, BlasError> {
+    let a = alpha as f32;
+    if scalar {
+        let spec = layout::elementwise(vec![flat(dtype), layout::scalar()], dtype);
+        return Ok(match op {
+            Binary::Add => add_ts(&spec, a, dtype)?,
+            Binary::Sub => sub_ts(&spec, a, dtype)?,
+            Binary::Mul => mul_ts(&spec, dtype)?,
+            Binary::Div => div_ts(&spec, dtype)?,
+            Binary::Pow => pow_ts(&spec, dtype)?,
+            Binary::Maximum | Binary::Minimum => {
+                return Err(BlasError::new(op.aten_tensor(), "has no Scalar overload"));
+            }
+        });
+    }
+    broadcast_kernel(op, dtype, layout::Pattern::Same, alpha)
+}
+
+/// The kernel of a binary operator on `x` and a `y` broadcast by `pattern`.
+pub fn broadcast_kernel(
+    op: Binary,
+    dtype: DType,
+    pattern: layout::Pattern,
+    alpha: f64,
+) -> Result<Kernel, BlasError> {
+    let spec = layout::binary(pattern, dtype);
+    let a = alpha as f32;
+    Ok(match op {
+        Binary::Add => add_tt(&spec, a, dtype)?,
+        Binary::Sub => sub_tt(&spec, a, dtype)?,
+        Binary::Mul => mul_tt(&spec, dtype)?,
+        Binary::Div => div_tt(&spec, dtype)?,
+        Binary::Maximum => maximum_tt(&spec, dtype)?,
+        Binary::Minimum => minimum_tt(&spec, dtype)?,
+        Binary::Pow => pow_tt(&spec, dtype)?,
+    })
+}
+
+/// The kernel of `where.self` with values of `dtype`.
+pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
+    Ok(where_k(&spec, dtype)?)
+}
+
+/// The kernel of `clamp` with run-time scalar bounds.
+pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
+    let spec = layout::elementwise(vec![flat(dtype), layout::scalar(), layout::scalar()], dtype);
+    Ok(clamp_k(&spec, dtype)?)
+}

@@ -27,6 +27,74 @@ pub fn elementwise(inputs: Vec<ArraySpec>, out: DType) -> CallSpec {
     }
 }
 
+/// How the second operand of a binary pointwise op meets the first (which has the result's
+/// shape), after collapsing dims: the canonical broadcasts that run without copying.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Same shape: both flattened to `[n]`.
+    Same,
+    /// `[m, n] ⊕ [1, n]`: `y` is a trailing part of the shape (`[b, s, d] + [d]`).
+    Row,
+    /// `[m, n] ⊕ [m, 1]`: `y` is a leading part of the shape (`[b, s, d] + [b, s, 1]`).
+    Column,
+}
+
+/// Rows and columns per window of the 2-D broadcast kernels.
+pub const BROADCAST_BLOCK: [usize; 2] = [16, 512];
+
+/// The call spec of a binary kernel with `pattern`: `x` (of `dtype`) is `[n]` or `[m, n]`;
+/// a broadcast `y` is an f32 row `[1, n]` or column `[m, 1]` (the host widens it: it is
+/// small, and Mosaic cannot broadcast a bf16 row across sublanes).
+pub fn binary(pattern: Pattern, dtype: DType) -> CallSpec {
+    let [bm, bn] = BROADCAST_BLOCK;
+    let tiles = |d: DType| ArraySpec::new(d, ["m", "n"]).blocked([bm, bn], [grid(0), grid(1)]);
+    let y = match pattern {
+        Pattern::Same => return elementwise(vec![flat(dtype), flat(dtype)], dtype),
+        Pattern::Row => ArraySpec::new(DType::F32, [Dim::Static(1), Dim::sym("n")])
+            .blocked([1, bn], [0.into(), grid(1)]),
+        Pattern::Column => ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(1)])
+            .blocked([bm, 1], [grid(0), 0.into()]),
+    };
+    CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("m", bm)),
+            GridAxis::parallel(Extent::cdiv("n", bn)),
+        ],
+        inputs: vec![tiles(dtype), y],
+        outputs: vec![tiles(dtype)],
+        ..Default::default()
+    }
+}
+
+/// The canonical pattern of `x ⊕ y` with `x` of the broadcast shape `out`, and the collapsed
+/// `(m, n)`; `None` when `y` is neither `out`, nor a trailing part, nor a leading part of it
+/// (after dropping its leading 1s).
+pub fn pattern(out: &[usize], y: &[usize]) -> Option<(Pattern, usize, usize)> {
+    let total: usize = out.iter().product();
+    if y == out {
+        return Some((Pattern::Same, 1, total));
+    }
+    let lead = y.iter().take_while(|&&d| d == 1).count();
+    let core = &y[lead..];
+    if core.len() > out.len() {
+        return None;
+    }
+    let split = out.len() - core.len();
+    if out[split..] == *core {
+        let n: usize = core.iter().product();
+        // A one-lane row would waste the window; such `y`s are scalars anyway.
+        return (n > 1).then_some((Pattern::Row, total / n, n));
+    }
+    let head = core.iter().rposition(|&d| d != 1).map_or(0, |p| p + 1);
+    let aligned = &core[..head];
+    let tail_ones = core[head..].len();
+    if core.len() == out.len() && out[..head] == *aligned && tail_ones > 0 {
+        let m: usize = aligned.iter().product();
+        return Some((Pattern::Column, m, total / m.max(1)));
+    }
+    None
+}
+
 /// `x` as a 1-D array of its elements in row-major order.
 pub fn flatten(x: &HostArray) -> HostArray {
     let n = x.shape().iter().product::<usize>();
@@ -94,8 +162,67 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// `shape` as `(rows, n)`: everything but the last dim, and the last dim.
-pub fn rows_of(shape: &[usize]) -> (usize, usize) {
-    let n = *shape.last().expect("rank >= 1");
-    (shape.iter().product::<usize>() / n.max(1), n)
+/// The inverse permutation of `perm`.
+pub fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+/// `x` as rows for a row kernel over `dims` (sorted, distinct): the other axes first (in
+/// order, collapsed into `m`), then `dims` (collapsed into `n`). Returns the `[m, n]` array
+/// and the permutation applied (identity when `dims` are already the trailing axes, so no
+/// copy is made; otherwise the copy is made on the device by [`crate::copy::permute`]). A
+/// 0-d tensor is one row of one element.
+pub fn to_rows(x: &HostArray, dims: &[usize]) -> Result<(HostArray, Vec<usize>), crate::BlasError> {
+    let rank = x.shape().len();
+    let mut perm: Vec<usize> = (0..rank).filter(|d| !dims.contains(d)).collect();
+    perm.extend(dims);
+    let moved = crate::copy::permute(x, &perm)?;
+    let n: usize = dims.iter().map(|&d| x.shape()[d]).product();
+    let m: usize = x.shape().iter().product::<usize>() / n.max(1);
+    Ok((moved.reshape(&[m, n]).expect("same size"), perm))
+}
+
+/// The inverse of [`to_rows`]: `[m, n]` rows back to a tensor of `shape` whose axes were
+/// permuted by `perm`.
+pub fn from_rows(
+    rows: HostArray,
+    shape: &[usize],
+    perm: &[usize],
+) -> Result<HostArray, crate::BlasError> {
+    let moved: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let t = rows.reshape(&moved).expect("same size");
+    crate::copy::permute(&t, &inverse(perm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Pattern, pattern};
+
+    #[test]
+    fn canonical_patterns() {
+        assert_eq!(
+            pattern(&[4, 7, 600], &[4, 7, 600]),
+            Some((Pattern::Same, 1, 16800))
+        );
+        assert_eq!(pattern(&[4, 7, 600], &[600]), Some((Pattern::Row, 28, 600)));
+        assert_eq!(
+            pattern(&[4, 7, 600], &[1, 1, 7, 600]),
+            Some((Pattern::Row, 4, 4200))
+        );
+        assert_eq!(
+            pattern(&[4, 7, 600], &[4, 7, 1]),
+            Some((Pattern::Column, 28, 600))
+        );
+        assert_eq!(
+            pattern(&[4, 7, 600], &[4, 1, 1]),
+            Some((Pattern::Column, 4, 4200))
+        );
+        assert_eq!(pattern(&[4, 7, 600], &[4, 1, 600]), None);
+        assert_eq!(pattern(&[4, 7, 600], &[7, 1]), None);
+        assert_eq!(pattern(&[5, 300], &[1]), None);
+    }
 }

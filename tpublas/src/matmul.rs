@@ -1,155 +1,205 @@
-//! `mm`, `bmm`, `addmm`, `embedding`, `index_select`: the catalog's blocked matmul (f32
-//! accumulation in VMEM-style scratch over an `arbitrary` k axis) and row gather, plus a
-//! batched matmul whose batch dim is squeezed out of the blocks.
+//! The matmul family (`mm`, `bmm`, `addmm`): blocked products with an f32 scratch
+//! accumulator over an `arbitrary` k axis, every extent symbolic. No extent need divide its
+//! block: overhanging parts of the operands read 0 along k, so they add nothing, and the
+//! overhanging rows and columns of the output are never stored.
+//!
+//! `addmm`'s `self` is added in the epilogue, as a `[1, n]` row (a Linear layer's bias:
+//! `self` of shape `[n]` or `[1, n]`) or as a full `[m, n]` operand (anything else that
+//! broadcasts to `[m, n]` is expanded on the host first). With `beta = 0` `self` is ignored,
+//! NaNs included, as in ATen.
 
-use crate::BlasError;
-use crate::elementwise::{Binary, binary, binary_scalar};
-use crate::promote::served;
-use tpukit::catalog;
-use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, Kernel, grid};
+use crate::value::{Args, Value};
+use crate::{BlasError, layout, promote};
+use tpukit::catalog::Instance;
+use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
 use tpukit::prelude::*;
 
-/// Block edge of the matmul kernels.
-pub const BLOCK: usize = 128;
+/// Block extent along m, n and k.
+pub const B: usize = 128;
 
+/// `o = alpha · (a @ b)`, grid `(m, n, k)`; `(b, m, n, k)` with a squeezed batch dim.
 #[tpu_kernel]
-fn bmm_k(a: In, b: In, o: Out, acc: Scratch, out: DType) {
-    if program_id(3) == 0 {
+fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, alpha: f32, k_axis: usize, out: DType) {
+    if program_id(k_axis) == 0 {
         acc[..] = 0.0;
     }
     acc[..] += dot(a[..], b[..]);
-    if program_id(3) == num_programs(3) - 1 {
-        o[..] = acc[..].cast(out);
+    if program_id(k_axis) == num_programs(k_axis) - 1 {
+        o[..] = (acc[..] * alpha).cast(out);
     }
 }
 
-fn check2(op: &str, a: &HostArray, b: &HostArray, rank: usize) -> Result<(), BlasError> {
-    for x in [a, b] {
-        if !served(x.dtype()) || x.shape().len() != rank {
-            return Err(BlasError::new(
-                op,
-                format!(
-                    "takes rank-{rank} f32/bf16 tensors, got {} {:?}",
-                    x.dtype(),
-                    x.shape()
-                ),
-            ));
-        }
+/// `o = beta · c + alpha · (a @ b)` with `c` a `[1, n]` row or an `[m, n]` array.
+#[tpu_kernel]
+fn addmm_kernel(c: In, a: In, b: In, o: Out, acc: Scratch, beta: f32, alpha: f32, out: DType) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
     }
-    if a.dtype() != b.dtype() {
-        return Err(BlasError::new(
-            op,
-            format!("dtypes differ: {} and {}", a.dtype(), b.dtype()),
-        ));
+    acc[..] += dot(a[..], b[..]);
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = (c[..].cast(f32) * beta + acc[..] * alpha).cast(out);
     }
-    let (sa, sb) = (a.shape(), b.shape());
-    if sa[rank - 1] != sb[rank - 2] || (rank == 3 && sa[0] != sb[0]) {
-        return Err(BlasError::new(
-            op,
-            format!("shapes {sa:?} and {sb:?} do not multiply"),
-        ));
-    }
-    Ok(())
 }
 
-/// `aten.mm(a, b)`: `[m, k] @ [k, n]`, f32 accumulation, result in the inputs' dtype.
-pub fn mm(a: &HostArray, b: &HostArray) -> Result<HostArray, BlasError> {
-    check2("aten.mm.default", a, b, 2)?;
-    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
-    let inst = catalog::find("matmul")
-        .expect("the catalog's matmul")
-        .instantiate(&[m, k, n], a.dtype())?;
-    Ok(launch(&inst.kernel, Device::Cpu, &[a, b])?.remove(0))
+fn array(dtype: DType, r: &str, c: &str) -> ArraySpec {
+    ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)])
 }
 
-/// `aten.bmm(a, b)`: `[batch, m, k] @ [batch, k, n]`.
-pub fn bmm(a: &HostArray, b: &HostArray) -> Result<HostArray, BlasError> {
-    check2("aten.bmm.default", a, b, 3)?;
-    Ok(launch(&bmm_kernel(a.dtype())?, Device::Cpu, &[a, b])?.remove(0))
-}
-
-/// The batched matmul kernel: `[b, m, k] @ [b, k, n]` (all symbolic) in 128-blocks.
-pub fn bmm_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let tile = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym("b"), Dim::sym(r), Dim::sym(c)]);
-    let blocks = [
-        BlockDim::Squeezed,
-        BlockDim::Blocked(BLOCK),
-        BlockDim::Blocked(BLOCK),
-    ];
-    let spec = CallSpec {
+/// The `(m, n, k)` grid and the `a`, `b`, `o` specs of a 2-D product.
+fn mm_spec(dtype: DType) -> CallSpec {
+    CallSpec {
         grid: vec![
-            GridAxis::parallel(Extent::cdiv("b", 1)),
-            GridAxis::parallel(Extent::cdiv("m", BLOCK)),
-            GridAxis::parallel(Extent::cdiv("n", BLOCK)),
-            GridAxis::arbitrary(Extent::cdiv("k", BLOCK)),
+            GridAxis::parallel(Extent::cdiv("m", B)),
+            GridAxis::parallel(Extent::cdiv("n", B)),
+            GridAxis::arbitrary(Extent::cdiv("k", B)),
         ],
         inputs: vec![
-            tile("m", "k").blocked(blocks, [grid(0), grid(1), grid(3)]),
-            tile("k", "n").blocked(blocks, [grid(0), grid(3), grid(2)]),
+            array(dtype, "m", "k").blocked([B, B], [grid(0), grid(2)]),
+            array(dtype, "k", "n").blocked([B, B], [grid(2), grid(1)]),
         ],
-        outputs: vec![tile("m", "n").blocked(blocks, [grid(0), grid(1), grid(2)])],
-        scratch: vec![ArraySpec::new(DType::F32, [BLOCK, BLOCK])],
+        outputs: vec![array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)])],
+        scratch: vec![ArraySpec::new(DType::F32, [B, B])],
         ..Default::default()
-    };
-    Ok(bmm_k(&spec, dtype)?)
+    }
 }
 
-/// `aten.addmm(input, a, b, beta, alpha)`: `beta·input + alpha·(a @ b)`, `input`
-/// broadcasting to `[m, n]`.
-pub fn addmm(
-    input: &HostArray,
-    a: &HostArray,
-    b: &HostArray,
-    beta: f64,
-    alpha: f64,
-) -> Result<HostArray, BlasError> {
-    let product = mm(a, b)?;
-    let scaled = if alpha == 1.0 {
-        product
-    } else {
-        binary_scalar(Binary::Mul, &product, alpha, 1.0)?
-    };
-    if beta == 0.0 {
-        return Ok(scaled); // ATen: with beta = 0, `input` is ignored (even NaNs in it).
+/// The batched product: `[b, m, k] @ [b, k, n]`, batch dim squeezed from the windows.
+fn bmm_spec(dtype: DType) -> CallSpec {
+    let block = [
+        BlockDim::Squeezed,
+        BlockDim::Blocked(B),
+        BlockDim::Blocked(B),
+    ];
+    let array3 =
+        |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym("b"), Dim::sym(r), Dim::sym(c)]);
+    CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("b", 1)),
+            GridAxis::parallel(Extent::cdiv("m", B)),
+            GridAxis::parallel(Extent::cdiv("n", B)),
+            GridAxis::arbitrary(Extent::cdiv("k", B)),
+        ],
+        inputs: vec![
+            array3("m", "k").blocked(block, [grid(0), grid(1), grid(3)]),
+            array3("k", "n").blocked(block, [grid(0), grid(3), grid(2)]),
+        ],
+        outputs: vec![array3("m", "n").blocked(block, [grid(0), grid(1), grid(2)])],
+        scratch: vec![ArraySpec::new(DType::F32, [B, B])],
+        ..Default::default()
     }
-    binary(Binary::Add, &scaled, input, beta)
 }
 
-/// `aten.embedding(weight, indices)`: rows of `weight` (`[num, d]`) picked by `indices`
-/// (i32, any shape); the result has shape `indices.shape + [d]`. An index outside
-/// `0..num` is an error naming the kernel and grid step, not a wrong read.
-pub fn embedding(weight: &HostArray, indices: &HostArray) -> Result<HostArray, BlasError> {
-    let op = "aten.embedding.default";
-    if indices.dtype() != DType::I32 || weight.shape().len() != 2 || !served(weight.dtype()) {
-        return Err(BlasError::new(
-            op,
-            format!(
-                "takes a 2-D f32/bf16 weight and i32 indices, got {} {:?} and {} indices",
-                weight.dtype(),
-                weight.shape(),
-                indices.dtype()
-            ),
-        ));
-    }
-    let k: usize = indices.shape().iter().product();
-    let (num, d) = (weight.shape()[0], weight.shape()[1]);
-    let inst = catalog::find("row_gather")
-        .expect("the catalog's row gather")
-        .instantiate(&[num, d, k], weight.dtype())?;
-    let flat = indices.clone().reshape(&[k]).expect("same size");
-    let rows = launch(&inst.kernel, Device::Cpu, &[&flat, weight])?.remove(0);
-    let mut shape = indices.shape().to_vec();
-    shape.push(d);
-    Ok(rows.reshape(&shape).expect("same size"))
+/// How `addmm`'s `self` is presented.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Bias {
+    /// `[1, n]`, read by every row block.
+    Row,
+    /// `[m, n]`.
+    Full,
 }
 
-/// `aten.index_select(x, 0, index)` for 2-D `x`.
-pub fn index_select(x: &HostArray, dim: i64, index: &HostArray) -> Result<HostArray, BlasError> {
-    if dim != 0 || x.shape().len() != 2 || index.shape().len() != 1 {
-        return Err(BlasError::new(
-            "aten.index_select.default",
-            "supports dim 0 of a 2-D tensor with a 1-D index (other dims: not yet)",
-        ));
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Matmul {
+    Mm,
+    Bmm,
+    Addmm,
+}
+
+impl Matmul {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Matmul::Mm => "aten.mm.default",
+            Matmul::Bmm => "aten.bmm.default",
+            Matmul::Addmm => "aten.addmm.default",
+        }
     }
-    embedding(x, index)
+
+    pub fn kernel(self, dtype: DType, bias: Bias, beta: f32, alpha: f32) -> Result<Kernel> {
+        match self {
+            Matmul::Mm => mm_kernel(&mm_spec(dtype), alpha, 2, dtype),
+            Matmul::Bmm => mm_kernel(&bmm_spec(dtype), alpha, 3, dtype),
+            Matmul::Addmm => {
+                let mut spec = mm_spec(dtype);
+                let c = match bias {
+                    Bias::Row => ArraySpec::new(dtype, [Dim::Static(1), Dim::sym("n")])
+                        .blocked([1, B], [0.into(), grid(1)]),
+                    Bias::Full => array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)]),
+                };
+                spec.inputs.insert(0, c);
+                addmm_kernel(&spec, beta, alpha, dtype)
+            }
+        }
+    }
+
+    /// Problem shapes: `m x k x n` (mm, addmm with a row bias), `b x m x k x n` (bmm).
+    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
+        let names: &[&str] = match self {
+            Matmul::Bmm => &["b", "m", "k", "n"],
+            _ => &["m", "k", "n"],
+        };
+        Ok(Instance {
+            kernel: self.kernel(dtype, Bias::Row, 1.0, 1.0)?,
+            bindings: names
+                .iter()
+                .map(|s| s.to_string())
+                .zip(shape.iter().copied())
+                .collect(),
+        })
+    }
+
+    /// `mm(a, b)`, `bmm(a, b)`, `addmm(self, a, b, beta=1, alpha=1)`. Operands must share
+    /// one dtype (as in ATen); the result has it.
+    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+        let a = Args::new(self.aten(), args);
+        let first = usize::from(self == Matmul::Addmm);
+        let (x, y) = (a.tensor(first)?, a.tensor(first + 1)?);
+        for t in [x, y] {
+            promote::check(self.aten(), t)?;
+        }
+        if x.dtype() != y.dtype() {
+            return Err(a.err(format!(
+                "expected both operands to have the same dtype, got {} and {}",
+                x.dtype(),
+                y.dtype()
+            )));
+        }
+        let rank = if self == Matmul::Bmm { 3 } else { 2 };
+        let (xs, ys) = (x.shape(), y.shape());
+        let fits = xs.len() == rank
+            && ys.len() == rank
+            && xs[rank - 1] == ys[rank - 2]
+            && (rank == 2 || xs[0] == ys[0]);
+        if !fits {
+            return Err(a.err(format!("shapes {xs:?} and {ys:?} cannot be multiplied")));
+        }
+        let dtype = x.dtype();
+        let (m, n) = (xs[rank - 2], ys[rank - 1]);
+        let mut out_shape = vec![m, n];
+        if rank == 3 {
+            out_shape.insert(0, xs[0]);
+        }
+        if self != Matmul::Addmm {
+            let k = self.kernel(dtype, Bias::Row, 1.0, 1.0)?;
+            return Ok(vec![launch(&k, Device::Cpu, &[x, y])?.remove(0)]);
+        }
+        let (beta, alpha) = (a.scalar_or(3, 1.0)?, a.scalar_or(4, 1.0)?);
+        if beta == 0.0 {
+            let k = mm_kernel(&mm_spec(dtype), alpha as f32, 2, dtype)?;
+            return Ok(vec![launch(&k, Device::Cpu, &[x, y])?.remove(0)]);
+        }
+        let c = promote::to(a.tensor(0)?, dtype);
+        let (c, bias) = match c.shape() {
+            [cn] | [1, cn] if *cn == n => (c.reshape(&[1, n]).expect("same size"), Bias::Row),
+            s => {
+                let full = layout::expand(&c, &out_shape).ok_or_else(|| {
+                    a.err(format!(
+                        "self of shape {s:?} does not broadcast to {out_shape:?}"
+                    ))
+                })?;
+                (full, Bias::Full)
+            }
+        };
+        let k = self.kernel(dtype, bias, beta as f32, alpha as f32)?;
+        Ok(vec![launch(&k, Device::Cpu, &[&c, x, y])?.remove(0)])
+    }
 }

@@ -25,3 +25,15 @@ pub fn to(x: &HostArray, dtype: DType) -> HostArray {
 pub fn served(d: DType) -> bool {
     matches!(d, DType::F32 | DType::BF16)
 }
+
+/// An error naming `op` unless `x` is a tensor of a dtype tpuBLAS serves.
+pub fn check(op: &str, x: &HostArray) -> Result<(), crate::BlasError> {
+    if served(x.dtype()) {
+        Ok(())
+    } else {
+        Err(crate::BlasError::new(
+            op,
+            format!("tpuBLAS serves f32 and bf16 tensors, got {}", x.dtype()),
+        ))
+    }
+}

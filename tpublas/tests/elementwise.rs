@@ -259,3 +259,52 @@ mod tpukit_blas_ref {
         })
     }
 }
+
+/// The broadcasts that run natively (row, column, scalar-like, 0-d) against the reference,
+/// and a 0-d f32 tensor not promoting a bf16 tensor (ATen's rule for dimensioned operands).
+#[test]
+fn canonical_broadcasts_run_natively() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let shapes: [(&[usize], &[usize]); 6] = [
+        (&[4, 7, 600], &[600]),
+        (&[4, 7, 600], &[1, 7, 600]),
+        (&[4, 7, 600], &[4, 7, 1]),
+        (&[33, 1030], &[33, 1]),
+        (&[5, 300], &[1, 1]),
+        (&[5, 300], &[]),
+    ];
+    for op in Binary::ALL {
+        let alpha = if matches!(op, Binary::Add | Binary::Sub) {
+            1.5
+        } else {
+            1.0
+        };
+        for (dx, dy) in [
+            (DType::F32, DType::F32),
+            (DType::BF16, DType::BF16),
+            (DType::BF16, DType::F32),
+        ] {
+            for (sx, sy) in shapes {
+                let (x, xv) = random(&mut rng, dx, sx, 0.2, 3.0);
+                let (y, yv) = random(&mut rng, dy, sy, 0.5, 2.0);
+                let got = binary(op, &x, &y, alpha).unwrap();
+                let out = if sy.is_empty() {
+                    dx
+                } else if dx == DType::F32 || dy == DType::F32 {
+                    DType::F32
+                } else {
+                    DType::BF16
+                };
+                let want: Vec<f64> = tpukit_blas_ref::broadcast_pairs(sx, sy, sx)
+                    .map(|(i, j)| out.round_f64(reference(op, xv[i], yv[j], alpha)))
+                    .collect();
+                close(
+                    &format!("{} {dx}⊕{dy} {sx:?}⊕{sy:?}", op.aten_tensor()),
+                    &got,
+                    &want,
+                    out,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Normalisations over the trailing dims (`native_layer_norm`, `_fused_rms_norm`) as
+//! two-phase row kernels (see [`crate::rows`]), computing in f32.
+//!
+//! Layer norm's statistics are exact in one pass: each column block's count, mean and sum
+//! of squared deviations (masked to the row's real columns) are merged into the running
+//! ones with Chan's parallel update, so no `E[x²] − E[x]²` cancellation. Phase 1 writes
+//! `(x − mean) · rstd · w + b` and the per-row `mean` and `rstd`.
+//!
+//! Weight and bias reach the kernel as f32 `[1, n]` rows whatever their dtype (the host
+//! widens them, exactly): Mosaic cannot broadcast a row loaded from a bf16 `[1, n]` window
+//! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32.
+
+use crate::rows::{self, BM, BN};
+use crate::value::{Args, Value};
+use crate::{BlasError, layout, promote};
+use tpukit::catalog::Instance;
+use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use tpukit::prelude::*;
+
+#[tpu_kernel]
+fn layer_norm_rows(
+    x: In,
+    w: In,
+    b: In,
+    o: Out,
+    mean_out: Out,
+    rstd_out: Out,
+    cnt: Scratch,
+    mean: Scratch,
+    m2: Scratch,
+    eps: f32,
+    bm: usize,
+    bn: usize,
+    out: DType,
+    stat: DType,
+) {
+    let v = x[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            cnt[..] = 0.0;
+            mean[..] = 0.0;
+            m2[..] = 0.0;
+        }
+        let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
+        let c = valid.cast(f32).sum_keepdims(-1);
+        let mb = v.sum_keepdims(-1) / c;
+        let d = where_(valid, v - mb, 0.0);
+        let n_old = cnt[..];
+        let n_new = n_old + c;
+        let delta = mb - mean[..];
+        mean[..] = mean[..] + delta * c / n_new;
+        m2[..] = m2[..] + (d * d).sum_keepdims(-1) + delta * delta * n_old * c / n_new;
+        cnt[..] = n_new;
+    }
+    if program_id(1) == 1 {
+        let rstd = (m2[..] / cnt[..] + eps).rsqrt();
+        let mu = mean[..];
+        o[..] = ((v - mu) * rstd * w[..].cast(f32) + b[..].cast(f32)).cast(out);
+        mean_out[..] = mu.cast(stat);
+        rstd_out[..] = rstd.cast(stat);
+    }
+}
+
+#[tpu_kernel]
+fn rms_norm_rows(
+    x: In,
+    w: In,
+    o: Out,
+    rstd_out: Out,
+    ss: Scratch,
+    eps: f32,
+    out: DType,
+    stat: DType,
+) {
+    let v = x[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            ss[..] = 0.0;
+        }
+        ss[..] += (v * v).sum_keepdims(-1);
+    }
+    if program_id(1) == 1 {
+        let rstd = (ss[..] / dim(x, 1).cast(f32) + eps).rsqrt();
+        o[..] = (v * rstd * w[..].cast(f32)).cast(out);
+        rstd_out[..] = rstd.cast(stat);
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Norm {
+    Layer,
+    Rms,
+}
+
+impl Norm {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Norm::Layer => "aten.native_layer_norm.default",
+            Norm::Rms => "aten._fused_rms_norm.default",
+        }
+    }
+
+    /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias);
+    /// statistics (`[m, 1]`) of `stat`.
+    pub fn kernel(self, dtype: DType, stat: DType, eps: f32) -> Result<Kernel> {
+        let mut spec = CallSpec {
+            grid: rows::phased_grid(2),
+            inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
+            outputs: vec![rows::output(dtype, 2), rows::stat(stat)],
+            scratch: vec![rows::acc()],
+            ..Default::default()
+        };
+        match self {
+            Norm::Layer => {
+                spec.inputs.push(rows::column_vector(DType::F32));
+                spec.outputs.insert(1, rows::stat(stat));
+                spec.scratch = vec![rows::acc(); 3];
+                layer_norm_rows(&spec, eps, BM, BN, dtype, stat)
+            }
+            Norm::Rms => rms_norm_rows(&spec, eps, dtype, stat),
+        }
+    }
+
+    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
+        Ok(Instance {
+            kernel: self.kernel(dtype, dtype, 1e-5)?,
+            bindings: rows::bindings(shape[0], shape[1]),
+        })
+    }
+
+    /// `native_layer_norm(x, normalized_shape, weight?, bias?, eps)` → `(out, mean, rstd)`;
+    /// `_fused_rms_norm(x, normalized_shape, weight?, eps?)` → `(out, rstd)`. Statistics
+    /// have `x`'s shape with the normalised dims set to 1; they are f32 when `x` is bf16 and
+    /// the weight f32 (ATen's mixed type), else `x`'s dtype. `eps` defaults to the dtype's
+    /// machine epsilon for RMS norm.
+    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+        let a = Args::new(self.aten(), args);
+        let x = a.tensor(0)?;
+        promote::check(self.aten(), x)?;
+        let normalized: Vec<usize> = a
+            .int_list(1)?
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| a.err("negative normalized_shape")))
+            .collect::<std::result::Result<_, _>>()?;
+        let rank = x.shape().len();
+        if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
+            return Err(a.err(format!(
+                "normalized_shape {normalized:?} is not the trailing shape of {:?}",
+                x.shape()
+            )));
+        }
+        let n: usize = normalized.iter().product();
+        let weight = a.opt_tensor(2)?;
+        let (bias, eps) = match self {
+            Norm::Layer => (a.opt_tensor(3)?, a.scalar_or(4, 1e-5)?),
+            Norm::Rms => {
+                let machine = if x.dtype() == DType::BF16 {
+                    0.0078125
+                } else {
+                    f32::EPSILON as f64
+                };
+                (None, a.scalar_or(3, machine)?)
+            }
+        };
+        let param = weight.map_or(x.dtype(), HostArray::dtype);
+        for p in weight.iter().chain(bias.iter()) {
+            promote::check(self.aten(), p)?;
+            if p.shape() != normalized.as_slice() || p.dtype() != param {
+                return Err(a.err(format!(
+                    "weight and bias must be {param} of shape {normalized:?}, got {} {:?}",
+                    p.dtype(),
+                    p.shape()
+                )));
+            }
+        }
+        let stat = if x.dtype() == DType::BF16 && param == DType::F32 {
+            DType::F32
+        } else {
+            x.dtype()
+        };
+        let vector = |t: Option<&HostArray>, fill: f64| match t {
+            Some(t) => promote::to(t, DType::F32)
+                .reshape(&[1, n])
+                .expect("same size"),
+            None => HostArray::from_f64(DType::F32, &[1, n], &vec![fill; n]),
+        };
+        let m = x.shape().iter().product::<usize>() / n.max(1);
+        let rows_x = x.clone().reshape(&[m, n]).expect("same size");
+        let k = self.kernel(x.dtype(), stat, eps as f32)?;
+        let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
+        let inputs: Vec<&HostArray> = match self {
+            Norm::Layer => vec![&rows_x, &w, &b],
+            Norm::Rms => vec![&rows_x, &w],
+        };
+        let outs = launch(&k, Device::Cpu, &inputs)?;
+        let mut stat_shape = x.shape().to_vec();
+        for s in &mut stat_shape[rank - normalized.len()..] {
+            *s = 1;
+        }
+        let mut it = outs.into_iter();
+        let mut result = vec![layout::unflatten(it.next().expect("out"), x.shape())];
+        result.extend(it.map(|s| s.reshape(&stat_shape).expect("same size")));
+        Ok(result)
+    }
+}

@@ -1,0 +1,181 @@
+//! `native_layer_norm_backward` in two kernels, computing in f32:
+//! - a two-phase row kernel (see [`crate::rows`]) for the input gradient: phase 0 sums
+//!   `a = Σ g·w` and `b = Σ g·w·x̂` per row (`x̂ = (x − mean)·rstd`), phase 1 writes
+//!   `dx = rstd · (g·w − a/n − x̂·b/n)`;
+//! - a column kernel for the weight and bias gradients, `dw = Σ_rows g·x̂`, `db = Σ_rows g`:
+//!   grid `(cdiv(n, BN) parallel, cdiv(m, BM) arbitrary)`, `[1, BN]` f32 accumulators.
+//!
+//! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum.
+
+use crate::rows::{self, BM, BN};
+use crate::value::{Args, Value};
+use crate::{BlasError, layout, promote};
+use tpukit::catalog::Instance;
+use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, Result, grid};
+use tpukit::prelude::*;
+
+pub const ATEN: &str = "aten.native_layer_norm_backward.default";
+
+#[tpu_kernel]
+fn layer_norm_dx(
+    g: In,
+    x: In,
+    mean: In,
+    rstd: In,
+    w: In,
+    dx: Out,
+    a: Scratch,
+    b: Scratch,
+    out: DType,
+) {
+    let gw = g[..].cast(f32) * w[..];
+    let r = rstd[..].cast(f32);
+    let xhat = (x[..].cast(f32) - mean[..].cast(f32)) * r;
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            a[..] = 0.0;
+            b[..] = 0.0;
+        }
+        a[..] += gw.sum_keepdims(-1);
+        b[..] += (gw * xhat).sum_keepdims(-1);
+    }
+    if program_id(1) == 1 {
+        let n = dim(x, 1).cast(f32);
+        dx[..] = (r * (gw - a[..] / n - xhat * b[..] / n)).cast(out);
+    }
+}
+
+#[tpu_kernel]
+fn layer_norm_dwdb(
+    g: In,
+    x: In,
+    mean: In,
+    rstd: In,
+    dw: Out,
+    db: Out,
+    sw: Scratch,
+    sb: Scratch,
+    out: DType,
+) {
+    if program_id(1) == 0 {
+        sw[..] = 0.0;
+        sb[..] = 0.0;
+    }
+    let gv = g[..].cast(f32);
+    let xhat = (x[..].cast(f32) - mean[..].cast(f32)) * rstd[..].cast(f32);
+    sw[..] += (gv * xhat).sum_keepdims(0);
+    sb[..] += gv.sum_keepdims(0);
+    if program_id(1) == num_programs(1) - 1 {
+        dw[..] = sw[..].cast(out);
+        db[..] = sb[..].cast(out);
+    }
+}
+
+/// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row.
+pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Kernel> {
+    let spec = CallSpec {
+        grid: rows::phased_grid(2),
+        inputs: vec![
+            rows::input(dtype, 0.0),
+            rows::input(dtype, 0.0),
+            rows::stat(stat),
+            rows::stat(stat),
+            rows::column_vector(DType::F32),
+        ],
+        outputs: vec![rows::output(dtype, 2)],
+        scratch: vec![rows::acc(), rows::acc()],
+        ..Default::default()
+    };
+    layer_norm_dx(&spec, dtype)
+}
+
+/// The weight/bias-gradient kernel; gradients of `param`.
+pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
+    let tiles = |d: DType| ArraySpec::new(d, ["m", "n"]).blocked([BM, BN], [grid(1), grid(0)]);
+    let stat_col =
+        ArraySpec::new(stat, [Dim::sym("m"), Dim::Static(1)]).blocked([BM, 1], [grid(1), 0.into()]);
+    let row = ArraySpec::new(param, [Dim::Static(1), Dim::sym("n")])
+        .blocked([1, BN], [0.into(), grid(0)]);
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("n", BN)),
+            GridAxis::arbitrary(Extent::cdiv("m", BM)),
+        ],
+        inputs: vec![tiles(dtype), tiles(dtype), stat_col.clone(), stat_col],
+        outputs: vec![row.clone(), row],
+        scratch: vec![ArraySpec::new(DType::F32, [1, BN]); 2],
+        ..Default::default()
+    };
+    layer_norm_dwdb(&spec, param)
+}
+
+/// The input-gradient kernel for an `[m, n]` problem (`tpukit lower`).
+pub fn instance(shape: &[usize], dtype: DType) -> Result<Instance> {
+    Ok(Instance {
+        kernel: dx_kernel(dtype, dtype)?,
+        bindings: rows::bindings(shape[0], shape[1]),
+    })
+}
+
+/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?,
+/// bias?, output_mask)` → `(grad_input, grad_weight, grad_bias)`. All three are computed
+/// whatever `output_mask` says; without a weight, the weight is 1 and the last two are
+/// still returned (of `input`'s dtype).
+pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    let a = Args::new(ATEN, args);
+    let (g, x) = (a.tensor(0)?, a.tensor(1)?);
+    let normalized: Vec<usize> = a.int_list(2)?.iter().map(|&d| d.max(0) as usize).collect();
+    let (mean, rstd) = (a.tensor(3)?, a.tensor(4)?);
+    let weight = a.opt_tensor(5)?;
+    for t in [g, x, mean, rstd].into_iter().chain(weight) {
+        promote::check(ATEN, t)?;
+    }
+    let rank = x.shape().len();
+    if g.shape() != x.shape() || g.dtype() != x.dtype() {
+        return Err(a.err("grad_out and input must have one shape and dtype"));
+    }
+    if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
+        return Err(a.err(format!(
+            "normalized_shape {normalized:?} is not the trailing shape of {:?}",
+            x.shape()
+        )));
+    }
+    let n: usize = normalized.iter().product();
+    let m = x.shape().iter().product::<usize>() / n.max(1);
+    if mean.shape().iter().product::<usize>() != m || rstd.dtype() != mean.dtype() {
+        return Err(a.err("mean and rstd must hold one value per normalised row"));
+    }
+    let param = weight.map_or(x.dtype(), HostArray::dtype);
+    let w = match weight {
+        Some(w) => promote::to(w, DType::F32)
+            .reshape(&[1, n])
+            .expect("same size"),
+        None => HostArray::from_f64(DType::F32, &[1, n], &vec![1.0; n]),
+    };
+    let rows_of = |t: &HostArray, c: usize| t.clone().reshape(&[m, c]).expect("same size");
+    let (g2, x2) = (rows_of(g, n), rows_of(x, n));
+    let (mean2, rstd2) = (rows_of(mean, 1), rows_of(rstd, 1));
+    let stat = mean.dtype();
+    let dx = launch(
+        &dx_kernel(x.dtype(), stat)?,
+        Device::Cpu,
+        &[&g2, &x2, &mean2, &rstd2, &w],
+    )?
+    .remove(0);
+    let mut dwdb = launch(
+        &dwdb_kernel(x.dtype(), stat, param)?,
+        Device::Cpu,
+        &[&g2, &x2, &mean2, &rstd2],
+    )?;
+    let db = dwdb
+        .pop()
+        .expect("db")
+        .reshape(&normalized)
+        .expect("same size");
+    let dw = dwdb
+        .pop()
+        .expect("dw")
+        .reshape(&normalized)
+        .expect("same size");
+    Ok(vec![layout::unflatten(dx, x.shape()), dw, db])
+}

@@ -1,0 +1,129 @@
+//! Reductions along dimensions (`sum.dim_IntList`, `mean.dim`, `amax`): one row kernel each
+//! over `[m, n]` (see [`crate::rows`]), accumulating in f32 scratch across column blocks and
+//! writing `[m, 1]` on the last one. Other dimensions are reduced by first moving them last
+//! (a row-major copy, skipped when they already are the trailing dims).
+
+use crate::rows::{self, BM, BN};
+use crate::value::{Args, Value};
+use crate::{BlasError, layout, promote};
+use tpukit::catalog::Instance;
+use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use tpukit::prelude::*;
+
+/// Row sums; overhanging columns read 0.
+#[tpu_kernel]
+fn row_sum(x: In, o: Out, s: Scratch, out: DType) {
+    if program_id(2) == 0 {
+        s[..] = 0.0;
+    }
+    s[..] += x[..].cast(f32).sum_keepdims(-1);
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = s[..].cast(out);
+    }
+}
+
+/// Row means: the sum divided by the run-time row length `dim(x, 1)`.
+#[tpu_kernel]
+fn row_mean(x: In, o: Out, s: Scratch, out: DType) {
+    if program_id(2) == 0 {
+        s[..] = 0.0;
+    }
+    s[..] += x[..].cast(f32).sum_keepdims(-1);
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = (s[..] / dim(x, 1).cast(f32)).cast(out);
+    }
+}
+
+/// Row maxima; overhanging columns read −∞. NaN propagates (`max` is NaN-propagating).
+#[tpu_kernel]
+fn row_max(x: In, o: Out, s: Scratch, lowest: f32, out: DType) {
+    if program_id(2) == 0 {
+        s[..] = lowest;
+    }
+    s[..] = s[..].max(x[..].cast(f32).reduce_max_keepdims(-1));
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = s[..].cast(out);
+    }
+}
+
+const _: () = assert!(BM == 16 && BN == 512);
+
+/// The reductions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Sum,
+    Mean,
+    Amax,
+}
+
+impl Reduction {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Reduction::Sum => "aten.sum.dim_IntList",
+            Reduction::Mean => "aten.mean.dim",
+            Reduction::Amax => "aten.amax.default",
+        }
+    }
+
+    /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`.
+    pub fn kernel(self, dtype: DType, out: DType) -> Result<Kernel> {
+        let fill = if self == Reduction::Amax {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        };
+        let spec = CallSpec {
+            grid: rows::phased_grid(1),
+            inputs: vec![rows::input(dtype, fill)],
+            outputs: vec![rows::stat(out)],
+            scratch: vec![rows::acc()],
+            ..Default::default()
+        };
+        match self {
+            Reduction::Sum => row_sum(&spec, out),
+            Reduction::Mean => row_mean(&spec, out),
+            Reduction::Amax => row_max(&spec, f32::NEG_INFINITY, out),
+        }
+    }
+
+    /// The kernel for an `[m, n]` problem (`tpukit lower`).
+    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
+        Ok(Instance {
+            kernel: self.kernel(dtype, dtype)?,
+            bindings: rows::bindings(shape[0], shape[1]),
+        })
+    }
+
+    /// `op(x, dim, keepdim)`: ATen's `dim` list (empty or absent: every dim), negative dims
+    /// counting from the end. The result keeps `x`'s dtype.
+    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+        let a = Args::new(self.aten(), args);
+        let x = a.tensor(0)?;
+        promote::check(self.aten(), x)?;
+        let rank = x.shape().len();
+        let mut dims: Vec<usize> = match a.opt_int_list(1)? {
+            Some(d) if !d.is_empty() => d
+                .iter()
+                .map(|&d| a.dim(d, rank))
+                .collect::<std::result::Result<_, _>>()?,
+            _ => (0..rank).collect(),
+        };
+        dims.sort();
+        dims.dedup();
+        let keepdim = a.bool_or(2, false)?;
+        if self == Reduction::Amax && dims.iter().any(|&d| x.shape()[d] == 0) {
+            return Err(a.err("cannot reduce over a zero-size dimension"));
+        }
+        let (rows_x, _) = layout::to_rows(x, &dims)?;
+        let k = self.kernel(x.dtype(), x.dtype())?;
+        let out = launch(&k, Device::Cpu, &[&rows_x])?.remove(0);
+        let shape: Vec<usize> = (0..rank)
+            .filter_map(|d| match (dims.contains(&d), keepdim) {
+                (false, _) => Some(x.shape()[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        Ok(vec![out.reshape(&shape).expect("same size")])
+    }
+}

@@ -1,0 +1,171 @@
+//! The softmax family along one dimension (`_softmax`, `_log_softmax`,
+//! `_softmax_backward_data`) as two-phase row kernels (see [`crate::rows`]).
+//!
+//! Softmax keeps a running row maximum `mx` and a running sum `sm` of `exp(x − mx)`,
+//! rescaling the sum when the maximum grows (online softmax), so each row is read twice
+//! whatever its length. The maximum starts at −3e38, not −∞: a column block whose elements
+//! are all −∞ then leaves `sm` at 0 instead of NaN (−∞ − −∞), and a row that is −∞
+//! throughout ends as 0/0 = NaN, as in ATen.
+
+use crate::rows::{self, BM, BN};
+use crate::value::{Args, Value};
+use crate::{BlasError, layout, promote};
+use tpukit::catalog::Instance;
+use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use tpukit::prelude::*;
+
+/// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) / sm`. Overhanging columns
+/// read −∞ and add `exp(−∞) = 0`.
+#[tpu_kernel]
+fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, out: DType) {
+    let v = x[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            mx[..] = -3.0e38;
+            sm[..] = 0.0;
+        }
+        let old = mx[..];
+        let new = old.max(v.reduce_max_keepdims(-1));
+        sm[..] = sm[..] * (old - new).exp() + (v - new).exp().sum_keepdims(-1);
+        mx[..] = new;
+    }
+    if program_id(1) == 1 {
+        o[..] = ((v - mx[..]).exp() / sm[..]).cast(out);
+    }
+}
+
+/// [`softmax_rows`] with phase 1 writing `x − mx − log(sm)`. (A separate kernel, not a host
+/// `bool`: a host value in an `if` condition becomes a run-time branch on a constant.)
+#[tpu_kernel]
+fn log_softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, out: DType) {
+    let v = x[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            mx[..] = -3.0e38;
+            sm[..] = 0.0;
+        }
+        let old = mx[..];
+        let new = old.max(v.reduce_max_keepdims(-1));
+        sm[..] = sm[..] * (old - new).exp() + (v - new).exp().sum_keepdims(-1);
+        mx[..] = new;
+    }
+    if program_id(1) == 1 {
+        o[..] = (v - mx[..] - sm[..].log()).cast(out);
+    }
+}
+
+/// `grad_input = y · (g − Σ g·y)`: phase 0 sums `g·y` (overhangs read 0), phase 1 writes.
+#[tpu_kernel]
+fn softmax_backward_rows(g: In, y: In, o: Out, dot: Scratch, out: DType) {
+    let gv = g[..].cast(f32);
+    let yv = y[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            dot[..] = 0.0;
+        }
+        dot[..] += (gv * yv).sum_keepdims(-1);
+    }
+    if program_id(1) == 1 {
+        o[..] = (yv * (gv - dot[..])).cast(out);
+    }
+}
+
+const _: () = assert!(BM == 16 && BN == 512);
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Softmax {
+    Softmax,
+    LogSoftmax,
+    Backward,
+}
+
+impl Softmax {
+    pub fn aten(self) -> &'static str {
+        match self {
+            Softmax::Softmax => "aten._softmax.default",
+            Softmax::LogSoftmax => "aten._log_softmax.default",
+            Softmax::Backward => "aten._softmax_backward_data.default",
+        }
+    }
+
+    /// The kernel over `[m, n]` rows of `dtype`, output `out`.
+    pub fn kernel(self, dtype: DType, out: DType) -> Result<Kernel> {
+        match self {
+            Softmax::Softmax | Softmax::LogSoftmax => {
+                let spec = CallSpec {
+                    grid: rows::phased_grid(2),
+                    inputs: vec![rows::input(dtype, f64::NEG_INFINITY)],
+                    outputs: vec![rows::output(out, 2)],
+                    scratch: vec![rows::acc(), rows::acc()],
+                    ..Default::default()
+                };
+                if self == Softmax::LogSoftmax {
+                    log_softmax_rows(&spec, out)
+                } else {
+                    softmax_rows(&spec, out)
+                }
+            }
+            Softmax::Backward => {
+                let spec = CallSpec {
+                    grid: rows::phased_grid(2),
+                    inputs: vec![rows::input(dtype, 0.0), rows::input(dtype, 0.0)],
+                    outputs: vec![rows::output(out, 2)],
+                    scratch: vec![rows::acc()],
+                    ..Default::default()
+                };
+                softmax_backward_rows(&spec, out)
+            }
+        }
+    }
+
+    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
+        Ok(Instance {
+            kernel: self.kernel(dtype, dtype)?,
+            bindings: rows::bindings(shape[0], shape[1]),
+        })
+    }
+
+    /// `_softmax(x, dim, half_to_float)`, `_log_softmax(x, dim, half_to_float)`,
+    /// `_softmax_backward_data(grad_output, output, dim, input_dtype)`.
+    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+        let a = Args::new(self.aten(), args);
+        let (inputs, dim_arg) = match self {
+            Softmax::Backward => (vec![a.tensor(0)?, a.tensor(1)?], 2),
+            _ => (vec![a.tensor(0)?], 1),
+        };
+        let x = inputs[0];
+        for t in &inputs {
+            promote::check(self.aten(), t)?;
+            if t.shape() != x.shape() || t.dtype() != x.dtype() {
+                return Err(a.err(format!(
+                    "grad_output and output differ: {} {:?} vs {} {:?}",
+                    x.dtype(),
+                    x.shape(),
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+        }
+        let d = a.dim(a.int(dim_arg)?, x.shape().len())?;
+        let out = match self {
+            Softmax::Backward => x.dtype(),
+            _ if a.bool_or(2, false)? => DType::F32,
+            _ => x.dtype(),
+        };
+        let dims = if x.shape().is_empty() {
+            vec![]
+        } else {
+            vec![d]
+        };
+        let mut perm = Vec::new();
+        let mut rows_in = Vec::new();
+        for t in &inputs {
+            let (r, p) = layout::to_rows(t, &dims)?;
+            rows_in.push(r);
+            perm = p;
+        }
+        let refs: Vec<&HostArray> = rows_in.iter().collect();
+        let o = launch(&self.kernel(x.dtype(), out)?, Device::Cpu, &refs)?.remove(0);
+        Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
+    }
+}
