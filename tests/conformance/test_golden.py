@@ -243,7 +243,6 @@ CASES = [(name, dtype) for name in SHAPES for dtype in DTYPES]
 
 def test_every_catalog_kernel_has_a_twin():
     import pallas_twins
-
     from test_conformance import catalog  # tpuBLAS operators have no twins yet
 
     assert sorted(catalog()) == sorted(SHAPES) == sorted(pallas_twins.twins())
