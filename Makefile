@@ -23,6 +23,7 @@ fmt:
 
 lint:
 	cargo clippy --workspace --all-targets -- -D warnings
+	$(TPUKIT_PYTHON) -m ruff check benches
 
 rust-test:
 	cargo test --workspace
