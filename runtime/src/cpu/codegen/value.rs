@@ -363,10 +363,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let t = self.buffer_type(dtype);
         let q = unsafe { self.b.build_in_bounds_gep(t, p, &[at], "q")? };
         let x = match dtype {
-            DType::Bool => self
-                .b
-                .build_int_z_extend(x.into_int_value(), self.ctx.i8_type(), "b8")?
-                .into(),
+            DType::Bool => self.memory_form(dtype, x)?,
             _ => x,
         };
         self.b.build_store(q, x)?;
