@@ -20,6 +20,7 @@ into tpukit's IR, run on the CPU) and its outputs are copied into the host tenso
 from __future__ import annotations
 
 import math
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -37,6 +38,15 @@ from tpukit.helion._values import DeviceMode, DTensor, jdtype, tdtype, unwrap, w
 from tpukit.helion._where import where, where_tb
 
 _local = threading.local()
+
+# JAX attributes each op to the innermost frame outside its own code; skipping this package's
+# frames too makes tpukit's import errors name the line of the user's kernel.
+try:
+    from jax._src import source_info_util
+
+    source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+except (ImportError, AttributeError):  # pragma: no cover - a JAX without it
+    pass
 
 DEFAULT_INNER_BLOCK = 128
 
@@ -553,23 +563,35 @@ class LaunchPlan:
         self.sizes: dict[int, int] = {}  # block id -> size
 
 
-def _legal_block(requirements, extent, provisional):
-    """Rounds a grid block size up to a TPU-legal tiling of every dimension it blocks."""
-    bs = min(provisional, extent)
+def _legal(bs, requirements, extent) -> bool:
+    """Whether ``bs`` tiles every dimension it blocks legally on TPU (Pallas's rules)."""
     if bs == extent:
-        return bs
-    req = max([r for r, _ in requirements] or [1])
-    bs = cdiv(bs, req) * req
-    return min(bs, extent) if bs >= extent else bs
+        return True
+    for req, rank, bits in requirements:
+        if rank == 1 and req == 128:
+            tiling = 128 * 32 // bits
+            if not (bs % 1024 == 0 or (bs & (bs - 1) == 0 and bs >= tiling)):
+                return False
+        elif bs % req:
+            return False
+    return True
+
+
+def _legal_block(requirements, extent, provisional):
+    """The smallest TPU-legal block size >= ``provisional`` (at most the whole extent)."""
+    bs = max(1, min(provisional, extent))
+    while bs < extent and not _legal(bs, requirements, extent):
+        bs += 1
+    return bs
 
 
 def _default_block(requirements, extent):
-    rank1 = any(r == 128 and rank == 1 for r, rank in requirements)
+    rank1 = any(r == 128 and rank == 1 for r, rank, _ in requirements)
     if rank1:
         d = 1024
-    elif any(r == 128 for r, _ in requirements):
+    elif any(r == 128 for r, _, _ in requirements):
         d = 128
-    elif any(r == 8 for r, _ in requirements):
+    elif any(r == 8 for r, _, _ in requirements):
         d = 32
     elif requirements:
         d = 1
@@ -680,7 +702,7 @@ def _plan(st: CallState, spec: TileSpec, device_fn, env, c0):
                 info.squeezed.append(kind == "grid")
                 if kind == "tile":
                     req = 128 if d == rank - 1 else 8 if d == rank - 2 else 1
-                    requirements[axis].append((req, rank))
+                    requirements[axis].append((req, rank, info.dtype.itemsize * 8))
             else:
                 info.blocked.append(None)
                 info.squeezed.append(False)

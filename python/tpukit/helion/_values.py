@@ -103,7 +103,9 @@ def unwrap(x):
         raise exc.UnsupportedConstruct(
             "a tile used as a value (use `tile.index`, or index a tensor with it)" + where()
         )
-    if isinstance(x, TensorProxy) or _is_host_tensor(x):
+    if isinstance(x, TensorProxy):
+        x._misuse()
+    if _is_host_tensor(x):
         raise HostTensorMisuse(
             "a host tensor used directly in device code (index it with tiles, e.g. `x[tile]`)"
             + where()
@@ -551,11 +553,14 @@ def _host_types():
 
 
 def _qualname(func) -> str:
-    mod = getattr(func, "__module__", None) or ""
     q = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
-    if mod.startswith("torch") and not q.startswith("Tensor"):
-        return f"torch.{q}" if mod in ("torch", "torch._C._VariableFunctions") else f"{mod}.{q}"
-    return q if not q.startswith("_TensorBase") else "Tensor." + q.split(".", 1)[1]
+    mod = getattr(func, "__module__", None) or ""
+    head, _, tail = q.partition(".")
+    if head in ("_VariableFunctionsClass", "_TensorBase", "TensorBase"):
+        return ("torch." if head == "_VariableFunctionsClass" else "Tensor.") + tail
+    if mod.startswith("torch") and "." not in q:
+        return f"{mod}.{q}"
+    return q
 
 
 def _binop(op, swap=False):
