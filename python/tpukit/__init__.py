@@ -23,10 +23,10 @@ __all__ = [
 
 def __getattr__(name):
     # `tpukit.pallas` imports JAX, so it loads on first use rather than with `import tpukit`.
-    if name == "pallas":
+    if name in ("pallas", "helion"):
         import importlib
 
-        return importlib.import_module("tpukit.pallas")
+        return importlib.import_module(f"tpukit.{name}")
     raise AttributeError(f"module 'tpukit' has no attribute {name!r}")
 
 

@@ -1,0 +1,18 @@
+"""Shared by the Helion examples: compare a kernel's result with torch eager."""
+
+from __future__ import annotations
+
+import torch
+
+TOLERANCES = {
+    torch.float32: dict(rtol=1e-4, atol=1e-4),
+    torch.bfloat16: dict(rtol=2e-2, atol=5e-2),
+}
+
+
+def assert_close(actual, expected, what="", **tol):
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    torch.testing.assert_close(
+        actual.float(), expected.float(), msg=lambda m: f"{what}: {m}",
+        **(tol or TOLERANCES.get(expected.dtype, {})),
+    )

@@ -1,0 +1,227 @@
+"""``tpukit.helion``: run Helion programs on tpukit.
+
+Change ``import helion`` / ``import helion.language as hl`` to ``from tpukit import helion`` /
+``import tpukit.helion.language as hl``; the kernel then runs on tpukit's CPU backend
+(``device="cpu"``, compiled through LLVM) or its interpreter (``device="interpret"``), and
+``kernel.lower(*args)`` returns the StableHLO (a Mosaic ``tpu_custom_call`` per device loop)
+that a TPU would run.
+
+How a program is translated:
+
+- The kernel's source is parsed (as Helion does) and each device loop is rewritten into a
+  function (``_rewrite``). Host code (shapes, allocations, ``return``) runs as ordinary
+  Python/PyTorch.
+- Each top-level ``hl.tile``/``hl.grid`` loop becomes one Pallas kernel (``pl.pallas_call``)
+  whose grid has one axis per tiled dimension. Block sizes come from ``config=Config(
+  block_sizes=[…])`` in order of first appearance (``hl.tile`` dimensions without an explicit
+  ``block_size`` and ``hl.register_block_size`` calls, outer loops first); without one, a grid
+  dimension gets 1024 if it tiles the last dimension of a 1-D tensor, 128 the last dimension
+  of a tensor, 32 the second-to-last, 1 otherwise, and a nested loop 128, clipped to the
+  dimension. Block sizes are rounded up to legal TPU tilings (multiples of 8 and 128 on the
+  last two dimensions, or the whole dimension).
+- A tensor dimension that is always indexed by the same grid tile is blocked by it
+  (``BlockSpec``); every other dimension (``:``, nested-loop tiles, ints) is a whole-dimension
+  block sliced in the kernel with ``pl.ds``. Partial last grid tiles use tpukit's edge blocks
+  (reads past the end see 0, writes there are dropped).
+- Nested ``hl.tile`` loops become ``lax.fori_loop`` over whole tiles plus one statically-sized
+  tail tile, carrying the variables the body reassigns (an f32 accumulator from ``hl.zeros``,
+  say).
+- Torch code inside device loops is executed on ``DTensor`` values wrapping the JAX arrays
+  being traced (``_values``): operators, ``torch.*``/``Tensor.*``/``F.*`` functions listed in
+  ``_values.OPS``, views and ``[:, None]`` broadcasting. Anything else raises
+  ``tpukit.helion.exc.UnsupportedConstruct`` naming it and the kernel source line.
+- Shapes and scalar arguments are compile-time constants (``static_shapes=True``); a kernel is
+  traced, lowered and imported once per signature.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Mapping
+
+from tpukit.helion import exc, language
+from tpukit.helion._runtime import CallState, _local, cdiv, next_power_of_2
+from tpukit.helion._where import KERNEL_FILES
+
+__all__ = [
+    "Config",
+    "Kernel",
+    "Settings",
+    "cdiv",
+    "exc",
+    "jit",
+    "kernel",
+    "language",
+    "next_power_of_2",
+]
+
+
+class Config(Mapping):
+    """``helion.Config(block_sizes=[…], …)``: keyword arguments only; unknown keys are kept
+    (``hl.register_tunable`` values). Only ``block_sizes`` and tunables affect tpukit; other
+    keys (``num_warps``, ``pallas_loop_type``, …) are accepted and ignored."""
+
+    def __init__(self, **kwargs):
+        self._d = {k: v for k, v in kwargs.items() if v is not None}
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+    def __repr__(self):
+        return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self._d.items()) + ")"
+
+    @property
+    def block_sizes(self):
+        return self._d.get("block_sizes", [])
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self._d)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        import json
+
+        return cls(**json.loads(text))
+
+    @classmethod
+    def from_dict(cls, d) -> Config:
+        return cls(**dict(d))
+
+
+class Settings:
+    """``helion.Settings(**kw)``: accepted for compatibility; ``device`` ("cpu" or
+    "interpret") is tpukit's own."""
+
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+class BoundKernel:
+    """``kernel.bind(args)``: the kernel for one signature."""
+
+    def __init__(self, kernel, args):
+        self.kernel = kernel
+        self.args = args
+        self.config = kernel.config
+
+    def __call__(self, *args):
+        return self.kernel(*args)
+
+    def lower(self) -> str:
+        return self.kernel.lower(*self.args)
+
+    def run_ref(self, *args):
+        raise exc.HelionError("ref mode is not supported by tpukit.helion")
+
+
+class Kernel:
+    """A Helion kernel run by tpukit (what ``@helion.kernel`` returns)."""
+
+    def __init__(self, fn, *, config=None, configs=None, key=None, device="cpu", **settings):
+        from tpukit.helion import _rewrite
+        from tpukit.launch import check_device
+
+        if config is not None and configs:
+            raise exc.HelionError("Cannot specify both config and configs")
+        if config is not None:
+            configs = [config]
+        self.configs = [c if isinstance(c, Config) else Config(**dict(c)) for c in configs or []]
+        self.config = self.configs[0] if self.configs else Config()
+        settings_obj = settings.pop("settings", None)
+        if settings_obj is not None:
+            settings.update(vars(settings_obj))
+            device = settings.pop("device", device)
+        self.settings = settings
+        self.static_shapes = settings.get("static_shapes", True)
+        self.key = key
+        self.device = check_device(device)
+        self.fn = fn
+        self.name = fn.__name__
+        sig = inspect.signature(fn)
+        for p in sig.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+                raise TypeError(
+                    "Kernel(...) cannot have *args, **kwargs, or keyword-only arguments"
+                )
+        self._rewritten, filename = _rewrite.rewrite(fn)
+        KERNEL_FILES.add(filename)
+        self._plans: dict = {}
+        functools.update_wrapper(self, fn)
+
+    def _run(self, mode, args, kwargs, device=None):
+        args = tuple(a.value if isinstance(a, language.constexpr) else a for a in args)
+        kwargs = {
+            k: (v.value if isinstance(v, language.constexpr) else v) for k, v in kwargs.items()
+        }
+        st = CallState(self, dict(self.config), mode)
+        prev = getattr(_local, "call", None)
+        _local.call = st
+        saved_device = self.device
+        try:
+            if device is not None:
+                from tpukit.launch import check_device
+
+                self.device = check_device(device)
+            result = self._rewritten(*args, **kwargs)
+        finally:
+            _local.call = prev
+            self.device = saved_device
+        return st, result
+
+    def __call__(self, *args, **kwargs):
+        device = kwargs.pop("device", None) if "device" not in self._params() else None
+        if device is not None:
+            self._plans_by_device()
+        return self._run("run", args, kwargs, device)[1]
+
+    def _params(self):
+        return inspect.signature(self.fn).parameters
+
+    def _plans_by_device(self):
+        # plans hold a custom_kernel bound to a device; a different device needs new plans
+        self._plans = {}
+
+    def lower(self, *args, **kwargs) -> str:
+        """The StableHLO text of the kernel's device loops for these arguments (the host code
+        runs, the device loops are lowered but not run); several loops are joined by blank
+        lines."""
+        st, _ = self._run("lower", args, kwargs)
+        return "\n\n".join(st.lowered)
+
+    def block_sizes(self, *args, **kwargs) -> list[int]:
+        """The block sizes used for these arguments, in ``Config.block_sizes`` order."""
+        st, _ = self._run("lower", args, kwargs)
+        return [st.sizes[i] for i in sorted(st.sizes)]
+
+    def bind(self, args) -> BoundKernel:
+        return BoundKernel(self, tuple(args))
+
+    def reset(self):
+        self._plans = {}
+
+    def autotune(self, args, force=True, **options) -> Config:
+        """No autotuning on tpukit: the kernel's (first) config."""
+        return self.config
+
+
+def kernel(fn=None, *, config=None, configs=None, key=None, **settings):
+    """``@helion.kernel`` / ``@helion.kernel(config=…, configs=[…], static_shapes=…, …)``.
+
+    ``configs=[…]`` uses the first (there is no autotuner). ``device="cpu"`` (default) or
+    ``"interpret"`` picks tpukit's backend; other Helion settings are accepted and ignored.
+    """
+    if fn is None:
+        return functools.partial(kernel, config=config, configs=configs, key=key, **settings)
+    return Kernel(fn, config=config, configs=configs, key=key, **settings)
+
+
+jit = kernel

@@ -1,0 +1,311 @@
+"""The Helion front end's one source transformation: device loops become functions.
+
+A Helion kernel is ordinary Python whose ``for … in hl.tile(…)`` / ``hl.grid(…)`` loops are the
+device code. Python cannot hand a loop body to someone else, so the kernel's source is parsed
+(``inspect.getsource``, as Helion itself does) and each device loop is rewritten into a nested
+function plus a call into the runtime:
+
+    for tile_m, tile_n in hl.tile([m, n]):          def _hl_device_0(_hl_idx, *, x, y, out):
+        BODY                                  ->        tile_m, tile_n = _hl_idx
+                                                        BODY'
+                                                    _hl_rt.launch(0, hl.tile([m, n]),
+                                                                  _hl_device_0,
+                                                                  dict(x=x, y=y, out=out))
+
+The outermost device loop becomes a *launch* (one Pallas kernel; its free host variables are
+passed by name so that the runtime can swap host tensors for Pallas refs). A device loop nested
+inside becomes an *inner loop*: a function of the tile and the loop-carried variables (names the
+body assigns that were defined before the loop), run by the runtime as a ``lax.fori_loop``:
+
+    for tile_k in hl.tile(k):                 def _hl_inner_1(_hl_idx, _hl_carry):
+        acc = acc + x[tile_m, tile_k] @ …  ->     tile_k = _hl_idx
+                                                  (acc,) = _hl_carry
+                                                  acc = acc + x[tile_m, tile_k] @ …
+                                                  return (acc,)
+                                              (acc,) = _hl_rt.inner_loop(hl.tile(k), _hl_inner_1,
+                                                                         (acc,))
+
+Line numbers are kept, so errors and tracebacks point at the user's source lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from tpukit.helion import exc
+
+RT = "_hl_rt"
+_LOOP_FUNCS = ("tile", "grid")
+
+
+def is_device_loop(node: ast.AST) -> bool:
+    """``for … in <something>.tile(…)`` / ``tile(…)`` / ``….grid(…)``."""
+    if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
+        return False
+    f = node.iter.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return name in _LOOP_FUNCS
+
+
+def _stored_names(nodes) -> set[str]:
+    out: set[str] = set()
+    for n in nodes:
+        for sub in ast.walk(n):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                out.add(sub.id)
+            elif isinstance(sub, (ast.FunctionDef, ast.Lambda)):
+                pass
+    return out
+
+
+def _loaded_names(nodes) -> set[str]:
+    out: set[str] = set()
+    for n in nodes:
+        for sub in ast.walk(n):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                out.add(sub.id)
+    return out
+
+
+def _function_locals(fn: ast.FunctionDef) -> set[str]:
+    a = fn.args
+    params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    if a.vararg:
+        params.add(a.vararg.arg)
+    if a.kwarg:
+        params.add(a.kwarg.arg)
+    return params | _stored_names(fn.body)
+
+
+def _check_loop(node: ast.For, filename: str) -> None:
+    where = f"{filename}:{node.lineno}"
+    if node.orelse:
+        raise exc.UnsupportedConstruct(f"a device loop's `else:` block (at {where})")
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Break, ast.Continue)) and _owner_loop(node, sub) is node:
+            raise exc.UnsupportedConstruct(
+                f"`{type(sub).__name__.lower()}` in a device loop (at {filename}:{sub.lineno})"
+            )
+        if isinstance(sub, ast.Return):
+            raise exc.UnsupportedConstruct(
+                f"`return` inside a device loop (at {filename}:{sub.lineno})"
+            )
+        if isinstance(sub, (ast.Global, ast.Nonlocal)):
+            raise exc.UnsupportedConstruct(
+                f"`{type(sub).__name__.lower()}` inside a device loop (at {filename}:{sub.lineno})"
+            )
+
+
+def _owner_loop(root: ast.For, target: ast.AST):
+    """The innermost For/While enclosing ``target`` within ``root``."""
+    owner = None
+
+    def visit(n, current):
+        nonlocal owner
+        if n is target:
+            owner = current
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child, n if isinstance(n, (ast.For, ast.While)) and n is not target else current)
+
+    visit(root, root)
+    return owner
+
+
+class _Rewriter:
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.counter = 0
+
+    def _name(self, kind: str) -> str:
+        self.counter += 1
+        return f"_hl_{kind}_{self.counter}"
+
+    # --- host level ---------------------------------------------------------------------
+
+    def host_block(self, stmts, host_locals: set[str]):
+        out = []
+        for s in stmts:
+            if is_device_loop(s):
+                out.extend(self.launch(s, host_locals))
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(getattr(s, field, None), list) and not isinstance(
+                    s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                ):
+                    setattr(s, field, self.host_block(getattr(s, field), host_locals))
+            if isinstance(s, ast.Try):
+                for h in s.handlers:
+                    h.body = self.host_block(h.body, host_locals)
+            out.append(s)
+        return out
+
+    def launch(self, loop: ast.For, host_locals: set[str]):
+        _check_loop(loop, self.filename)
+        name = self._name("device")
+        site = self.counter
+        assigned = _stored_names(loop.body) | _stored_names([loop.target])
+        free = sorted((_loaded_names(loop.body) & host_locals) - assigned)
+        body = [ast.Assign(targets=[loop.target], value=ast.Name("_hl_idx", ast.Load()))]
+        body += self.device_block(loop.body, {"_hl_idx", *free} | _stored_names([loop.target]))
+        fn = ast.FunctionDef(
+            name=name,
+            args=ast.arguments(
+                posonlyargs=[],
+                args=[ast.arg("_hl_idx")],
+                vararg=None,
+                kwonlyargs=[ast.arg(f) for f in free],
+                kw_defaults=[None] * len(free),
+                kwarg=None,
+                defaults=[],
+            ),
+            body=body,
+            decorator_list=[],
+            returns=None,
+        )
+        env = ast.Call(
+            func=ast.Name("dict", ast.Load()),
+            args=[],
+            keywords=[ast.keyword(f, ast.Name(f, ast.Load())) for f in free],
+        )
+        call = ast.Expr(
+            ast.Call(
+                func=ast.Attribute(ast.Name(RT, ast.Load()), "launch", ast.Load()),
+                args=[ast.Constant(site), loop.iter, ast.Name(name, ast.Load()), env],
+                keywords=[],
+            )
+        )
+        for n in (fn, call):
+            ast.copy_location(n, loop)
+        return [fn, call]
+
+    # --- device level -------------------------------------------------------------------
+
+    def device_block(self, stmts, defined: set[str]):
+        """Rewrites nested device loops; ``defined`` grows with the names assigned so far."""
+        out = []
+        for s in stmts:
+            if is_device_loop(s):
+                # names first assigned inside the loop stay local to it (only carried ones,
+                # already defined, live on)
+                out.extend(self.inner(s, defined))
+                continue
+            else:
+                for field in ("body", "orelse"):
+                    if isinstance(getattr(s, field, None), list) and not isinstance(
+                        s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                    ):
+                        setattr(s, field, self.device_block(getattr(s, field), defined))
+                out.append(s)
+            defined |= _stored_names([s])
+        return out
+
+    def inner(self, loop: ast.For, defined: set[str]):
+        _check_loop(loop, self.filename)
+        name = self._name("inner")
+        targets = _stored_names([loop.target])
+        carried = sorted((_stored_names(loop.body) & defined) - targets)
+
+        def tup(ctx):
+            return ast.Tuple([ast.Name(c, ctx()) for c in carried], ctx())
+
+        body = [ast.Assign(targets=[loop.target], value=ast.Name("_hl_idx", ast.Load()))]
+        if carried:
+            unpack = ast.Name("_hl_carry", ast.Load())
+            body.append(ast.Assign(targets=[tup(ast.Store)], value=unpack))
+        body += self.device_block(loop.body, set(defined) | targets)
+        body.append(ast.Return(tup(ast.Load)))
+        fn = ast.FunctionDef(
+            name=name,
+            args=ast.arguments(
+                posonlyargs=[],
+                args=[ast.arg("_hl_idx"), ast.arg("_hl_carry")],
+                vararg=None,
+                kwonlyargs=[],
+                kw_defaults=[],
+                kwarg=None,
+                defaults=[],
+            ),
+            body=body,
+            decorator_list=[],
+            returns=None,
+        )
+        call = ast.Call(
+            func=ast.Attribute(ast.Name(RT, ast.Load()), "inner_loop", ast.Load()),
+            args=[loop.iter, ast.Name(name, ast.Load()), tup(ast.Load)],
+            keywords=[],
+        )
+        stmt = ast.Assign(targets=[tup(ast.Store)], value=call) if carried else ast.Expr(call)
+        for n in (fn, stmt):
+            ast.copy_location(n, loop)
+        return [fn, stmt]
+
+
+def _strip_annotations(fn: ast.FunctionDef) -> None:
+    a = fn.args
+    for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+        if x is not None:
+            x.annotation = None
+    fn.returns = None
+
+
+def rewrite(fn):
+    """The rewritten version of ``fn`` (a plain function with the same signature), compiled
+    against ``fn``'s globals (and a snapshot of its closure)."""
+    try:
+        source = inspect.getsource(fn)
+        filename = inspect.getsourcefile(fn) or "<helion kernel>"
+        _, first_line = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise exc.HelionError(
+            f"kernel `{getattr(fn, '__name__', fn)}`: its source is needed ({e})"
+        ) from None
+    tree = ast.parse(textwrap.dedent(source))
+    ast.increment_lineno(tree, first_line - 1)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise exc.HelionError(f"kernel `{fn.__name__}` must be a plain function (def)")
+    for d in fdef.decorator_list:
+        text = ast.unparse(d)
+        if "kernel" not in text and "jit" not in text:
+            raise exc.HelionError(
+                f"kernel `{fn.__name__}`: the Helion decorator must be the innermost one "
+                f"(found `@{text}` below it)"
+            )
+    fdef.decorator_list = []
+    _strip_annotations(fdef)
+    rw = _Rewriter(filename)
+    fdef.body = rw.host_block(fdef.body, _function_locals(fdef))
+    if rw.counter == 0:
+        raise exc.HelionError(
+            f"kernel `{fn.__name__}` has no `hl.tile`/`hl.grid` loop (nothing runs on the device)"
+        )
+    # A factory binds the runtime module (and, for a kernel defined inside a function, a
+    # snapshot of its closure) as enclosing variables of the rewritten function.
+    freevars = fn.__code__.co_freevars
+    factory = ast.FunctionDef(
+        name="_hl_factory",
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(RT)] + [ast.arg(v) for v in freevars],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
+        ),
+        body=[fdef, ast.Return(ast.Name(fdef.name, ast.Load()))],
+        decorator_list=[],
+        returns=None,
+    )
+    tree.body = [factory]
+    ast.fix_missing_locations(tree)
+    code = compile(tree, filename, "exec")
+    namespace: dict = {}
+    exec(code, fn.__globals__, namespace)  # noqa: S102 - the user's own kernel source
+    from tpukit.helion import _runtime
+
+    cells = [c.cell_contents for c in fn.__closure__ or ()]
+    return namespace["_hl_factory"](_runtime, *cells), filename
