@@ -6,9 +6,10 @@
 //! [`BN`] elements per row (a cat along a trailing dim), `dim` is first moved to the front by
 //! [`crate::copy::permute`], so rows stay long, and moved back after.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
-use crate::{BlasError, copy, layout, promote};
+use crate::{copy, layout, promote};
 use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
 
@@ -41,18 +42,18 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+pub fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("scatter", dtype), || Ok(scatter_rows(&spec(dtype))?))
 }
 
 /// Every kernel for inputs of `dtype`: the scatter, and the transpose that moves a trailing
 /// `dim` to the front.
-pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![kernel(dtype)?, copy::kernel(dtype)?])
 }
 
 /// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere).
-fn cat(parts: &[HostArray], d: usize) -> std::result::Result<HostArray, BlasError> {
+fn cat(parts: &[HostArray], d: usize) -> Result<HostArray> {
     let shape = parts[0].shape().to_vec();
     let inner: usize = shape[d + 1..].iter().product();
     if inner < BN && d > 0 {
@@ -61,7 +62,7 @@ fn cat(parts: &[HostArray], d: usize) -> std::result::Result<HostArray, BlasErro
         let moved: Vec<HostArray> = parts
             .iter()
             .map(|p| copy::permute(p, &perm))
-            .collect::<std::result::Result<_, _>>()?;
+            .collect::<Result<_>>()?;
         let joined = cat(&moved, 0)?;
         return copy::permute(&joined, &layout::inverse(&perm));
     }
@@ -94,7 +95,7 @@ fn cat(parts: &[HostArray], d: usize) -> std::result::Result<HostArray, BlasErro
 /// `cat(tensors, dim=0)`: tensors as consecutive [`Value::Tensor`]s, then optionally the
 /// dim as an int. Dtypes promote (bf16 with f32 gives f32); 1-D empty tensors are skipped,
 /// as ATen's legacy rule says.
-pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(ATEN, args);
     let tensors: Vec<&HostArray> = args
         .iter()

@@ -5,9 +5,10 @@
 //! position p forward by swapping the group of axes before it with the group from it to
 //! the end.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
+use crate::promote;
 use crate::value::{Args, Value};
-use crate::{BlasError, promote};
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim};
 use tpukit::prelude::*;
 
@@ -38,12 +39,12 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+pub fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("transpose", dtype), || Ok(transpose_tiles(&spec(dtype))?))
 }
 
 /// `x` with axes permuted (`out.shape[i] = x.shape[perm[i]]`) on the device.
-pub fn permute(x: &HostArray, perm: &[usize]) -> std::result::Result<HostArray, BlasError> {
+pub fn permute(x: &HostArray, perm: &[usize]) -> Result<HostArray> {
     let mut cur: Vec<usize> = (0..perm.len()).collect();
     let mut t = x.clone();
     if perm.iter().enumerate().all(|(i, &p)| i == p) {
@@ -84,7 +85,7 @@ impl Permute {
     }
 
     /// `permute(x, dims)`, `transpose(x, dim0, dim1)`.
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let x = a.tensor(0)?;
         promote::check(self.aten(), x)?;
@@ -95,7 +96,7 @@ impl Permute {
                 let perm: Vec<usize> = dims
                     .iter()
                     .map(|&d| a.dim(d, rank))
-                    .collect::<std::result::Result<_, _>>()?;
+                    .collect::<Result<_>>()?;
                 let mut seen = perm.clone();
                 seen.sort();
                 if seen != (0..rank).collect::<Vec<_>>() {

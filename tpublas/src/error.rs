@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// What tpuBLAS functions return.
+pub type Result<T, E = BlasError> = std::result::Result<T, E>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlasError {
     pub message: String,

@@ -5,6 +5,7 @@
 //! `[BN]` piece of a row. Indices are checked on the host first: ATen raises on an
 //! out-of-range index, and the index map would otherwise point past the array.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
@@ -38,18 +39,13 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+pub fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("gather", dtype), || Ok(gather_rows(&spec(dtype))?))
 }
 
 /// `index_select(x, dim, index)` on the host arrays: `x` of any rank, `index` i32 of rank
 /// ≤ 1. Returns `x` with `shape[dim] = len(index)`.
-fn select(
-    op: &'static str,
-    x: &HostArray,
-    d: usize,
-    index: &HostArray,
-) -> std::result::Result<HostArray, BlasError> {
+fn select(op: &'static str, x: &HostArray, d: usize, index: &HostArray) -> Result<HostArray> {
     promote::check(op, x)?;
     let idx = index
         .as_i32()
@@ -96,7 +92,7 @@ impl Gather {
 
     /// `index_select(x, dim, index)`; `embedding(weight, indices, …)` → `indices.shape +
     /// [d]` (padding_idx and the other flags only matter to the backward).
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         match self {
             Gather::IndexSelect => {

@@ -36,7 +36,7 @@ pub mod table;
 mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
-pub use error::BlasError;
+pub use error::{BlasError, Result};
 pub use launch::{Prepared, record};
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

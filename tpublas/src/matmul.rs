@@ -9,10 +9,11 @@
 //! scalars (`[1, 1]` f32), so one kernel serves every value. With `beta = 0` `self` is
 //! ignored, NaNs included, as in ATen: the row kernel runs with a zero row instead.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
-use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
+use crate::{layout, promote};
+use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel};
 use tpukit::prelude::*;
 
 /// Block extent along m, n and k.
@@ -116,13 +117,13 @@ impl Matmul {
     }
 
     /// The kernel for operands of `dtype` (`bias` only matters for `addmm`).
-    pub fn kernel(self, dtype: DType, bias: Bias) -> std::result::Result<Prepared, BlasError> {
+    pub fn kernel(self, dtype: DType, bias: Bias) -> Result<Prepared> {
         memo(("matmul", self, dtype, bias), || {
             Ok(self.build(dtype, bias)?)
         })
     }
 
-    fn build(self, dtype: DType, bias: Bias) -> Result<Kernel> {
+    fn build(self, dtype: DType, bias: Bias) -> tpukit::dsl::Result<Kernel> {
         match self {
             Matmul::Mm => mm_kernel(&mm_spec(dtype), 2, dtype),
             Matmul::Bmm => mm_kernel(&bmm_spec(dtype), 3, dtype),
@@ -141,7 +142,7 @@ impl Matmul {
     }
 
     /// Every kernel for operands of `dtype` (`addmm`: a row bias and a full one).
-    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         match self {
             Matmul::Addmm => Ok(vec![
                 self.kernel(dtype, Bias::Row)?,
@@ -153,7 +154,7 @@ impl Matmul {
 
     /// `mm(a, b)`, `bmm(a, b)`, `addmm(self, a, b, beta=1, alpha=1)`. Operands must share
     /// one dtype (as in ATen); the result has it.
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let first = usize::from(self == Matmul::Addmm);
         let (x, y) = (a.tensor(first)?, a.tensor(first + 1)?);

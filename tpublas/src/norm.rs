@@ -11,11 +11,12 @@
 //! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32. `eps`
 //! is a run-time scalar (`[1, 1]` f32), so every `eps` shares one compiled kernel.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
-use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use crate::{layout, promote};
+use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -103,11 +104,11 @@ impl Norm {
 
     /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias) and
     /// a run-time `eps`; statistics (`[m, 1]`) of `stat`.
-    pub fn kernel(self, dtype: DType, stat: DType) -> std::result::Result<Prepared, BlasError> {
+    pub fn kernel(self, dtype: DType, stat: DType) -> Result<Prepared> {
         memo(("norm", self, dtype, stat), || Ok(self.build(dtype, stat)?))
     }
 
-    fn build(self, dtype: DType, stat: DType) -> Result<Kernel> {
+    fn build(self, dtype: DType, stat: DType) -> tpukit::dsl::Result<Kernel> {
         let mut spec = CallSpec {
             grid: rows::phased_grid(2),
             inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
@@ -132,7 +133,7 @@ impl Norm {
 
     /// Every kernel for inputs of `dtype`, one per dtype its statistics can have (see
     /// [`Norm::stat`]).
-    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let mut k = vec![self.kernel(dtype, self.stat(dtype, dtype))?];
         if dtype == DType::BF16 && self == Norm::Layer {
             k.push(self.kernel(dtype, DType::F32)?);
@@ -155,7 +156,7 @@ impl Norm {
     /// `_fused_rms_norm(x, normalized_shape, weight?, eps?)` → `(out, rstd)`. Statistics
     /// have `x`'s shape with the normalised dims set to 1, and the dtype [`Norm::stat`]
     /// gives. RMS norm's `eps` defaults to f32's machine epsilon (ATen's: its opmath type's).
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let x = a.tensor(0)?;
         promote::check(self.aten(), x)?;
@@ -163,7 +164,7 @@ impl Norm {
             .int_list(1)?
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| a.err("negative normalized_shape")))
-            .collect::<std::result::Result<_, _>>()?;
+            .collect::<Result<_>>()?;
         let rank = x.shape().len();
         if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
             return Err(a.err(format!(

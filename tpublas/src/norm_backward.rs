@@ -7,11 +7,12 @@
 //!
 //! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
-use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, Result, grid};
+use crate::{layout, promote};
+use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
 pub const ATEN: &str = "aten.native_layer_norm_backward.default";
@@ -72,13 +73,13 @@ fn layer_norm_dwdb(
 }
 
 /// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row.
-pub fn dx_kernel(dtype: DType, stat: DType) -> std::result::Result<Prepared, BlasError> {
+pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Prepared> {
     memo(("layer_norm_dx", dtype, stat), || {
         Ok(build_dx(dtype, stat)?)
     })
 }
 
-fn build_dx(dtype: DType, stat: DType) -> Result<Kernel> {
+fn build_dx(dtype: DType, stat: DType) -> tpukit::dsl::Result<Kernel> {
     let spec = CallSpec {
         grid: rows::phased_grid(2),
         inputs: vec![
@@ -96,17 +97,13 @@ fn build_dx(dtype: DType, stat: DType) -> Result<Kernel> {
 }
 
 /// The weight/bias-gradient kernel; gradients of `param`.
-pub fn dwdb_kernel(
-    dtype: DType,
-    stat: DType,
-    param: DType,
-) -> std::result::Result<Prepared, BlasError> {
+pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Prepared> {
     memo(("layer_norm_dwdb", dtype, stat, param), || {
         Ok(build_dwdb(dtype, stat, param)?)
     })
 }
 
-fn build_dwdb(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
+fn build_dwdb(dtype: DType, stat: DType, param: DType) -> tpukit::dsl::Result<Kernel> {
     let tiles = |d: DType| ArraySpec::new(d, ["m", "n"]).blocked([BM, BN], [grid(1), grid(0)]);
     let stat_col =
         ArraySpec::new(stat, [Dim::sym("m"), Dim::Static(1)]).blocked([BM, 1], [grid(1), 0.into()]);
@@ -127,7 +124,7 @@ fn build_dwdb(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
 
 /// Every kernel for inputs of `dtype`: both kernels with statistics and parameters of the
 /// input's dtype, and for bf16 inputs also with f32 ones (a forward pass with f32 weights).
-pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     let mut k = vec![dx_kernel(dtype, dtype)?, dwdb_kernel(dtype, dtype, dtype)?];
     if dtype == DType::BF16 {
         k.push(dx_kernel(dtype, DType::F32)?);
@@ -140,7 +137,7 @@ pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
 /// bias?, output_mask)` → `(grad_input, grad_weight, grad_bias)`. All three are computed
 /// whatever `output_mask` says; without a weight, the weight is 1 and the last two are
 /// still returned (of `input`'s dtype).
-pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(ATEN, args);
     let (g, x) = (a.tensor(0)?, a.tensor(1)?);
     let normalized: Vec<usize> = a.int_list(2)?.iter().map(|&d| d.max(0) as usize).collect();

@@ -3,11 +3,12 @@
 //! writing `[m, 1]` on the last one. Other dimensions are reduced by first moving them last
 //! (a row-major copy, skipped when they already are the trailing dims).
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
-use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use crate::{layout, promote};
+use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
 /// Row sums; overhanging columns read 0.
@@ -66,13 +67,13 @@ impl Reduction {
     }
 
     /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`.
-    pub fn kernel(self, dtype: DType, out: DType) -> std::result::Result<Prepared, BlasError> {
+    pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
         memo(("reduction", self, dtype, out), || {
             Ok(self.build(dtype, out)?)
         })
     }
 
-    fn build(self, dtype: DType, out: DType) -> Result<Kernel> {
+    fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
         let fill = if self == Reduction::Amax {
             f64::NEG_INFINITY
         } else {
@@ -94,7 +95,7 @@ impl Reduction {
 
     /// Every kernel for inputs of `dtype`: the row reduction, and the transpose that moves
     /// reduced dims last.
-    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         Ok(vec![
             self.kernel(dtype, dtype)?,
             crate::copy::kernel(dtype)?,
@@ -104,7 +105,7 @@ impl Reduction {
     /// `op(x, dim, keepdim, *, dtype)`: ATen's `dim` list (empty or absent: every dim),
     /// negative dims counting from the end. The result keeps `x`'s dtype, or takes `dtype`
     /// (sum and mean; `x` is converted first, as ATen does).
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let x = a.tensor(0)?;
         promote::check(self.aten(), x)?;
@@ -119,10 +120,7 @@ impl Reduction {
         };
         let rank = x.shape().len();
         let mut dims: Vec<usize> = match a.opt_int_list(1)? {
-            Some(d) if !d.is_empty() => d
-                .iter()
-                .map(|&d| a.dim(d, rank))
-                .collect::<std::result::Result<_, _>>()?,
+            Some(d) if !d.is_empty() => d.iter().map(|&d| a.dim(d, rank)).collect::<Result<_>>()?,
             _ => (0..rank).collect(),
         };
         dims.sort();

@@ -4,10 +4,11 @@
 //! (`tri[i, j] = i ≤ j`), accumulated in f32 (ATen accumulates bf16 in f32 too).
 //! Overhanging columns read 0 and come after every real column, so they change no sum.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
+use crate::{layout, promote};
 use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
@@ -25,11 +26,11 @@ fn cumsum_rows(x: In, o: Out, carry: Scratch, bn: usize, out: DType) {
 pub const ATEN: &str = "aten.cumsum.default";
 
 /// The kernel over `[m, n]` rows of `dtype`.
-pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
-    memo(("cumsum", dtype), || build(dtype))
+pub fn kernel(dtype: DType) -> Result<Prepared> {
+    memo(("cumsum", dtype), || Ok(build(dtype)?))
 }
 
-fn build(dtype: DType) -> std::result::Result<Kernel, BlasError> {
+fn build(dtype: DType) -> tpukit::dsl::Result<Kernel> {
     let spec = CallSpec {
         grid: rows::phased_grid(1),
         inputs: vec![rows::input(dtype, 0.0)],
@@ -37,17 +38,17 @@ fn build(dtype: DType) -> std::result::Result<Kernel, BlasError> {
         scratch: vec![rows::acc()],
         ..Default::default()
     };
-    Ok(cumsum_rows(&spec, BN, dtype)?)
+    cumsum_rows(&spec, BN, dtype)
 }
 
 /// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.
-pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![kernel(dtype)?, crate::copy::kernel(dtype)?])
 }
 
 /// `cumsum(x, dim, dtype=None)`; the result keeps `x`'s dtype (an explicit f32/bf16 `dtype`
 /// argument converts `x` first, as ATen does).
-pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(ATEN, args);
     let x = a.tensor(0)?;
     promote::check(ATEN, x)?;

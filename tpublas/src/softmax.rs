@@ -7,11 +7,12 @@
 //! are all −∞ then leaves `sm` at 0 instead of NaN (−∞ − −∞), and a row that is −∞
 //! throughout ends as 0/0 = NaN, as in ATen.
 
+use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
-use crate::{BlasError, layout, promote};
-use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use crate::{layout, promote};
+use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
 /// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) / sm`. Overhanging columns
@@ -89,14 +90,14 @@ impl Softmax {
     }
 
     /// The kernel over `[m, n]` rows of `dtype`, output `out`.
-    pub fn kernel(self, dtype: DType, out: DType) -> std::result::Result<Prepared, BlasError> {
+    pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
         memo(
             ("softmax", self, dtype, out),
             || Ok(self.build(dtype, out)?),
         )
     }
 
-    fn build(self, dtype: DType, out: DType) -> Result<Kernel> {
+    fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
         match self {
             Softmax::Softmax | Softmax::LogSoftmax => {
                 let spec = CallSpec {
@@ -128,7 +129,7 @@ impl Softmax {
     /// Every kernel for inputs of `dtype`: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
-    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let other = match (self, dtype) {
             (Softmax::Backward, DType::F32) => Some(DType::BF16),
             (Softmax::Softmax | Softmax::LogSoftmax, DType::BF16) => Some(DType::F32),
@@ -144,7 +145,7 @@ impl Softmax {
 
     /// `_softmax(x, dim, half_to_float)`, `_log_softmax(x, dim, half_to_float)`,
     /// `_softmax_backward_data(grad_output, output, dim, input_dtype)`.
-    pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+    pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let (inputs, dim_arg) = match self {
             Softmax::Backward => (vec![a.tensor(0)?, a.tensor(1)?], 2),

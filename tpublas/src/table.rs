@@ -8,6 +8,7 @@
 //! dtype, so a bundle built from the table serves every first call.
 
 use crate::BlasError;
+use crate::Result;
 use crate::concat;
 use crate::copy::{self, Permute};
 use crate::elementwise::{self, Backward, Binary, Unary};
@@ -21,7 +22,7 @@ use crate::scan;
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
 use tpukit::catalog::Instance;
-use tpukit::dsl::{DType, Result};
+use tpukit::dsl::DType;
 use tpukit::{HostArray, Launchable as _};
 
 /// Which code serves an operator: its family, and the member of the family.
@@ -304,7 +305,7 @@ impl Op {
 
     /// Every kernel the operator launches on tensors of `dtype` (f32 or bf16), its main
     /// kernel first.
-    pub fn kernels(&self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+    pub fn kernels(&self, dtype: DType) -> Result<Vec<Prepared>> {
         if !crate::promote::served(dtype) {
             return Err(BlasError::new(
                 &self.name(),
@@ -332,7 +333,7 @@ impl Op {
 
     /// The main kernel for a problem `shape` (one extent per [`Op::shape`] name) and
     /// `dtype`, with the bindings of its symbols (what `tpukit lower` lowers).
-    pub fn instantiate(&self, shape: &[usize], dtype: DType) -> Result<Instance> {
+    pub fn instantiate(&self, shape: &[usize], dtype: DType) -> tpukit::dsl::Result<Instance> {
         let names = self.shape();
         if shape.len() != names.len() {
             return Err(tpukit::dsl::Error::new(format!(
@@ -356,8 +357,8 @@ impl Op {
     }
 
     /// The operator on host arrays (on `Device::Cpu`), arguments in the schema's order.
-    pub fn run(&self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
-        let one = |x: std::result::Result<HostArray, BlasError>| x.map(|x| vec![x]);
+    pub fn run(&self, args: &[Value]) -> Result<Vec<HostArray>> {
+        let one = |x: Result<HostArray>| x.map(|x| vec![x]);
         let name = self.name();
         let a = Args::new(&name, args);
         match self.family {
@@ -449,7 +450,7 @@ pub fn find(name: &str) -> Option<&'static Op> {
 /// Every distinct kernel the operators launch on tensors of `dtype`, each named `OP#I` after
 /// the first operator declaring it (kernel `I` of [`Op::kernels`]), in table order: what
 /// bundles precompile and the conformance suite compiles.
-pub fn kernel_ids(dtype: DType) -> std::result::Result<Vec<(String, Prepared)>, BlasError> {
+pub fn kernel_ids(dtype: DType) -> Result<Vec<(String, Prepared)>> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for op in OPS {
@@ -463,7 +464,7 @@ pub fn kernel_ids(dtype: DType) -> std::result::Result<Vec<(String, Prepared)>, 
 }
 
 /// Runs the operator `name` on `args`.
-pub fn run(name: &str, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+pub fn run(name: &str, args: &[Value]) -> Result<Vec<HostArray>> {
     let op = find(name).ok_or_else(|| BlasError::new(name, "no such tpuBLAS operator"))?;
     op.run(args)
 }

@@ -9,13 +9,15 @@ They run on tpukit's compiled CPU backend; the package ships a bundle with every
 kernels precompiled for this host, so no call waits for a compiler.
 
 With torch installed the operators are also torch custom ops, ``torch.ops.tpublas.<name>``
-(see ``tpukit.tpublas.torch_library``).
+(registered at import, which imports torch; ``TPUKIT_TORCH=0`` skips that, see
+``tpukit.tpublas.torch_library``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import numbers
+import os
 import sys
 from dataclasses import dataclass
 
@@ -206,5 +208,7 @@ def torch_library():
     return _torch.register(_PACKETS)
 
 
-if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+if os.environ.get("TPUKIT_TORCH") != "0" and (
+    "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+):
     torch_library()
