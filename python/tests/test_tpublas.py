@@ -346,17 +346,19 @@ def test_torch_opcheck(op, args):
     torch.library.opcheck(target, args(), test_utils=("test_schema", "test_faketensor"))
 
 
-def test_torch_compile_traces_the_custom_ops():
-    def f(x, w):
-        return torch.ops.tpublas._softmax(torch.ops.tpublas.mm(x, w), 1, False)
+def test_torch_export_and_compile_trace_the_custom_ops():
+    class Model(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.ops.tpublas._softmax(torch.ops.tpublas.mm(x, w), 1, False)
 
     x, w = rand(16, 64), rand(64, 300, seed=1)
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode() as mode:
-        fake = f(mode.from_tensor(x), mode.from_tensor(w))
-    assert fake.shape == (16, 300) and fake.dtype == F32
-    torch.testing.assert_close(f(x, w), torch.softmax(x @ w, 1), rtol=1e-4, atol=1e-5)
+    want = torch.softmax(x @ w, 1)
+    exported = torch.export.export(Model(), (x, w))
+    code = exported.graph_module.code
+    assert "tpublas.mm.default" in code and "tpublas._softmax.default" in code
+    torch.testing.assert_close(exported.module()(x, w), want, rtol=1e-4, atol=1e-5)
+    compiled = torch.compile(Model(), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, w), want, rtol=1e-4, atol=1e-5)
 
 
 # --- the shipped bundle ---------------------------------------------------------------------
