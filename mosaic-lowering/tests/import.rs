@@ -161,3 +161,32 @@ fn call_types_must_match_the_kernel() {
     let e = import_mosaic(&text, &[], &results, "softmax").unwrap_err();
     assert!(e.to_string().contains("buffers"), "{e}");
 }
+
+#[test]
+fn extracts_from_values_become_reshapes_and_picks() {
+    // `x - x[3] - jnp.max(x)`: a row picked out (extract_strided_slice) and a reduction to a
+    // scalar (vector.extract from a vector<1x1x1xf32>).
+    let k = import("extract");
+    let ops = names(&k);
+    // The row: a maximum over dimension 0 where only row 3 is not -inf; the scalar: the
+    // reduction's one element, reshaped.
+    assert_eq!(
+        ops.iter().filter(|n| **n == "reduce_max").count(),
+        2,
+        "{ops:?}"
+    );
+    assert!(ops.contains(&"iota") && ops.contains(&"select"), "{ops:?}");
+    lowers(&k);
+}
+
+#[test]
+fn dynamic_and_wide_value_slices_are_refused_by_name() {
+    let (text, operands, results) = fixture("extract");
+    let wide = text.replacen("sizes = [1, 128]", "sizes = [2, 128]", 1);
+    let e = import_mosaic(&wide, &operands, &results, "extract").unwrap_err();
+    assert_eq!(e.op.as_deref(), Some("vector.extract_strided_slice"));
+    assert!(
+        e.message.starts_with("unsupported: a slice of 2 of 8"),
+        "{e}"
+    );
+}

@@ -67,6 +67,14 @@ def fixtures():
             in_specs=[pl.BlockSpec((16, 128), lambda i, idx: (idx[i], 0))],
             out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0))))(idx, x), [
         sds((4,), jnp.int32), sds((64, 128), f32)]
+    yield "extract", lambda x: pl.pallas_call(
+        extract, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
+
+
+def extract(x_ref, o_ref):
+    # a reduction to a scalar (vector.extract) and a row picked out (extract_strided_slice)
+    x = x_ref[...]
+    o_ref[...] = x - x[3] - jnp.max(x)
 
 
 def mlp(x, w, b):

@@ -14,7 +14,8 @@ use melior::ir::{
 };
 use std::cell::RefCell;
 use tpukit_dsl::{
-    Arg, BinaryOp, CmpOp, DotDims, Error, Ix, KernelBuilder, ReduceOp, Result, UnaryOp, ValueId,
+    Arg, BinaryOp, CmpOp, DType, DotDims, Error, Ix, KernelBuilder, Literal, ReduceOp, Result,
+    UnaryOp, ValueId,
 };
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
@@ -330,6 +331,105 @@ fn multi_reduction(
     s.define(op, 0, v)
 }
 
+/// `vector.extract %v[p0, p1, …]` at constant positions: the element (or sub-vector) of the
+/// leading dimensions at those positions. A position in a dimension of extent 1 is a reshape
+/// (what JAX emits after a reduction to a scalar); any other is picked out exactly by a
+/// maximum over the dimension in which every other element is the dtype's lowest value.
+/// Dynamic positions have no kernel-IR form and are refused.
+fn extract(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    if op.operand_count() > 1 {
+        return Err(Error::new(
+            "unsupported: `vector.extract` at a dynamic position (index a ref instead)",
+        ));
+    }
+    let positions = text::int_array(&attr(op, "static_position")?)?;
+    let mut v = s.value(op, 0)?;
+    let shape = b.ty(v).shape.clone();
+    for (d, &p) in positions.iter().enumerate() {
+        let extent = *shape.get(d).ok_or_else(|| {
+            Error::new(format!(
+                "{} positions for a rank-{} vector",
+                positions.len(),
+                shape.len()
+            ))
+        })?;
+        if p < 0 || p as usize >= extent {
+            return Err(Error::new(format!(
+                "unsupported: `vector.extract` position {p} in a dimension of extent {extent} \
+                 (dynamic positions are refused)"
+            )));
+        }
+        if extent > 1 {
+            v = pick(b, v, d, p)?;
+        }
+    }
+    let v = b.reshape(v, &result_type(op, 0)?.shape)?;
+    s.define(op, 0, v)
+}
+
+/// `vector.extract_strided_slice` (a static slice of a value, as `x[3]` lowers): each
+/// dimension is kept whole or narrowed to one element (picked as [`extract`] does). Wider
+/// slices and strides have no kernel-IR form (the IR slices refs, not values) and are refused.
+fn extract_strided_slice(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let offsets = text::int_list(&attr(op, "offsets")?)?;
+    let sizes = text::int_list(&attr(op, "sizes")?)?;
+    let strides = text::int_list(&attr(op, "strides")?)?;
+    let mut v = s.value(op, 0)?;
+    let shape = b.ty(v).shape.clone();
+    for (d, (&o, &n)) in offsets.iter().zip(&sizes).enumerate() {
+        let extent = shape.get(d).copied().unwrap_or(0) as i64;
+        if strides.get(d).is_some_and(|&st| st != 1) {
+            return Err(Error::new(format!(
+                "unsupported: a strided slice of a value (strides {strides:?})"
+            )));
+        }
+        if n == extent {
+            continue;
+        }
+        if n != 1 {
+            return Err(Error::new(format!(
+                "unsupported: a slice of {n} of {extent} elements of a value (dimension {d}); \
+                 only whole dimensions or single elements can be taken from values: slice the \
+                 ref instead"
+            )));
+        }
+        v = pick(b, v, d, o)?;
+    }
+    let v = b.reshape(v, &result_type(op, 0)?.shape)?;
+    s.define(op, 0, v)
+}
+
+/// Element `p` of dimension `d` of `v`, keeping `d` with extent 1: a maximum over `d` where
+/// every element but the `p`-th is the dtype's lowest value (exact: the maximum of `x` and
+/// values no larger than any `x` is `x`, NaN and -0.0 included).
+fn pick(b: &mut KernelBuilder, v: ValueId, d: usize, p: i64) -> Result<ValueId> {
+    let ty = b.ty(v).clone();
+    let lowest = match ty.dtype {
+        d if d.is_float() => Literal::Float(f64::NEG_INFINITY),
+        DType::I32 => Literal::Int(i32::MIN as i64),
+        DType::I8 => Literal::Int(i8::MIN as i64),
+        other => {
+            return Err(Error::new(format!(
+                "unsupported: `vector.extract` from a {other} vector at a non-unit dimension"
+            )));
+        }
+    };
+    let at = b.iota(DType::I32, &ty.shape, d)?;
+    let here = b.compare(CmpOp::Eq, at, p)?;
+    let masked = b.select(here, v, Arg::Lit(lowest))?;
+    b.reduce_keepdims(ReduceOp::Max, masked, &[d as i64])
+}
+
 /// The seven lists of `#tpu.dot_dimension_numbers<[lc], [rc], [lnc], [rnc], [out], [lb], [rb]>`.
 fn dot_dimension_numbers(a: &str) -> Result<Vec<Vec<i64>>> {
     let mut lists = Vec::new();
@@ -532,6 +632,8 @@ pub const MOSAIC: &Table = &Table(&[
     ("vector.shape_cast", shape_cast),
     ("vector.transpose", transpose),
     ("vector.multi_reduction", multi_reduction),
+    ("vector.extract", extract),
+    ("vector.extract_strided_slice", extract_strided_slice),
     ("tpu.matmul", matmul),
     ("tpu.iota", iota),
     ("tpu.assume_multiple", identity),
