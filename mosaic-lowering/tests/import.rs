@@ -190,3 +190,18 @@ fn dynamic_and_wide_value_slices_are_refused_by_name() {
         "{e}"
     );
 }
+
+#[test]
+fn nan_tests_become_self_comparisons() {
+    // `x != 1.0` and `jnp.isnan(x)`: Pallas lowers both to `cmpf one` (ordered and unequal),
+    // imported as `x == x and 1 == 1 and x != 1` (`x == x` is false only for NaN).
+    let k = import("nan_tests");
+    let ops = names(&k);
+    assert!(ops.iter().filter(|n| **n == "eq").count() >= 4, "{ops:?}");
+    assert!(ops.contains(&"ne") && ops.contains(&"and"), "{ops:?}");
+    lowers(&k);
+    let (text, operands, results) = fixture("nan_tests");
+    let text = text.replacen("predicate = 6 : i64", "predicate = 9 : i64", 1);
+    let e = import_mosaic(&text, &operands, &results, "nan_tests").unwrap_err();
+    assert!(e.message.contains("predicate `ugt`"), "{e}");
+}

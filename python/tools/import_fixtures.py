@@ -69,12 +69,20 @@ def fixtures():
         sds((4,), jnp.int32), sds((64, 128), f32)]
     yield "extract", lambda x: pl.pallas_call(
         extract, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
+    yield "nan_tests", lambda x: pl.pallas_call(
+        nan_tests, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
 
 
 def extract(x_ref, o_ref):
     # a reduction to a scalar (vector.extract) and a row picked out (extract_strided_slice)
     x = x_ref[...]
     o_ref[...] = x - x[3] - jnp.max(x)
+
+
+def nan_tests(x_ref, o_ref):
+    # both lower to `cmpf one` on TPU
+    x = x_ref[...]
+    o_ref[...] = jnp.where(x != 1.0, 1.0, 0.0) + jnp.where(jnp.isnan(x), 10.0, 0.0)
 
 
 def mlp(x, w, b):

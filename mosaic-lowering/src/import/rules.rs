@@ -107,11 +107,10 @@ fn constant(
     s.define(op, 0, v)
 }
 
-/// The comparison of an `arith.cmpi`/`cmpf` predicate, accepting only those whose meaning
-/// (NaN included) is the IR's: ordered float comparisons and `une` for `!=`.
-fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
+/// The name of an `arith.cmpi`/`cmpf` predicate (printed as an integer or an enum case).
+fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
     let raw = attr(op, "predicate")?;
-    let name = match text::int(&raw) {
+    Ok(match text::int(&raw) {
         Ok(n) => {
             let names: &[&str] = if float {
                 &[
@@ -126,8 +125,13 @@ fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
             names.get(n as usize).copied().unwrap_or("?").to_string()
         }
         Err(_) => text::enum_case(&raw)?.to_string(),
-    };
-    Ok(match name.as_str() {
+    })
+}
+
+/// The IR comparison of a predicate whose meaning (NaN included) is the IR's: ordered float
+/// comparisons, and `une` for `!=`.
+fn predicate(name: &str) -> Result<CmpOp> {
+    Ok(match name {
         "eq" | "oeq" => CmpOp::Eq,
         "ne" | "une" => CmpOp::Ne,
         "slt" | "olt" => CmpOp::Lt,
@@ -142,13 +146,37 @@ fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
     })
 }
 
+/// `arith.cmpf`. Besides the IR's own comparisons, the NaN tests Pallas emits: `one`
+/// (ordered and unequal: what Pallas lowers `!=` and `jnp.isnan` to on TPU), `ord` and `uno`,
+/// built from `x == x` (false only for NaN).
 fn cmpf(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(predicate(op, true)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    let (x, y) = (s.value(op, 0)?, s.value(op, 1)?);
+    let name = predicate_name(op, true)?;
+    let v = match name.as_str() {
+        "one" | "ord" | "uno" => {
+            let x_ok = b.compare(CmpOp::Eq, x, x)?;
+            let y_ok = b.compare(CmpOp::Eq, y, y)?;
+            let ordered = b.binary(BinaryOp::And, x_ok, y_ok)?;
+            match name.as_str() {
+                "one" => {
+                    let unequal = b.compare(CmpOp::Ne, x, y)?;
+                    b.binary(BinaryOp::And, ordered, unequal)?
+                }
+                "ord" => ordered,
+                _ => b.unary(UnaryOp::Not, ordered)?,
+            }
+        }
+        other => b.compare(predicate(other)?, x, y)?,
+    };
     s.define(op, 0, v)
 }
 
 fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(predicate(op, false)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    let v = b.compare(
+        predicate(&predicate_name(op, false)?)?,
+        s.value(op, 0)?,
+        s.value(op, 1)?,
+    )?;
     s.define(op, 0, v)
 }
 

@@ -41,7 +41,7 @@ import inspect
 from collections.abc import Mapping
 
 from tpukit.helion import exc, language
-from tpukit.helion._runtime import CallState, _local, cdiv, next_power_of_2
+from tpukit.helion._state import CallState, _local, cdiv, next_power_of_2
 from tpukit.helion._where import KERNEL_FILES
 
 __all__ = [
@@ -196,6 +196,13 @@ class Kernel:
         lines."""
         st, _ = self._run("lower", args, kwargs)
         return "\n\n".join(st.lowered)
+
+    def ir(self, *args, **kwargs) -> list:
+        """tpukit's kernel IR (``tpukit._native.Kernel``) of each device loop for these
+        arguments: what ``device="cpu"``/``"interpret"`` run. ``k.lower()`` of one is tpukit's
+        own Mosaic lowering of it (StableHLO with a ``tpu_custom_call``)."""
+        st, _ = self._run("lower", args, kwargs)
+        return list(st.kernels)
 
     def block_sizes(self, *args, **kwargs) -> list[int]:
         """The block sizes used for these arguments, in ``Config.block_sizes`` order."""

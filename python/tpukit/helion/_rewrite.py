@@ -15,15 +15,16 @@ function plus a call into the runtime:
 The outermost device loop becomes a *launch* (one Pallas kernel; its free host variables are
 passed by name so that the runtime can swap host tensors for Pallas refs). A device loop nested
 inside becomes an *inner loop*: a function of the tile and the loop-carried variables (names the
-body assigns that were defined before the loop), run by the runtime as a ``lax.fori_loop``:
+body assigns that were defined before the loop), run by the runtime as a ``lax.fori_loop``
+(the first argument numbers the loop, for its block size):
 
     for tile_k in hl.tile(k):                 def _hl_inner_1(_hl_idx, _hl_carry):
         acc = acc + x[tile_m, tile_k] @ …  ->     tile_k = _hl_idx
                                                   (acc,) = _hl_carry
                                                   acc = acc + x[tile_m, tile_k] @ …
                                                   return (acc,)
-                                              (acc,) = _hl_rt.inner_loop(hl.tile(k), _hl_inner_1,
-                                                                         (acc,))
+                                              (acc,) = _hl_rt.inner_loop(1, hl.tile(k),
+                                                                         _hl_inner_1, (acc,))
 
 Line numbers are kept, so errors and tracebacks point at the user's source lines.
 """
@@ -234,7 +235,8 @@ class _Rewriter:
         )
         call = ast.Call(
             func=ast.Attribute(ast.Name(RT, ast.Load()), "inner_loop", ast.Load()),
-            args=[loop.iter, ast.Name(name, ast.Load()), tup(ast.Load)],
+            args=[ast.Constant(self.counter), loop.iter, ast.Name(name, ast.Load()),
+                  tup(ast.Load)],
             keywords=[],
         )
         stmt = ast.Assign(targets=[tup(ast.Store)], value=call) if carried else ast.Expr(call)
