@@ -71,6 +71,8 @@ def fixtures():
         extract, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
     yield "nan_tests", lambda x: pl.pallas_call(
         nan_tests, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
+    yield "swap_rows", lambda x: pl.pallas_call(
+        swap_rows, out_shape=sds(x.shape, x.dtype))(x), [sds((2, 8, 128), f32)]
 
 
 def extract(x_ref, o_ref):
@@ -128,6 +130,13 @@ def main():
         text = text.replace(str(pathlib.Path.cwd()) + "/", "")
         (OUT / f"{name}.mlir").write_text(text)
         print("wrote", OUT / f"{name}.mlir")
+
+
+
+def swap_rows(x_ref, o_ref):
+    # each store of a row loads the old row and reshapes it, unused (Pallas's swap)
+    o_ref[0] = x_ref[1] * 2.0
+    o_ref[1] = x_ref[0]
 
 
 if __name__ == "__main__":

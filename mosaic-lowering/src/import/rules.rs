@@ -219,11 +219,11 @@ fn indexers(
         .collect()
 }
 
-/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load whose result is never
-/// used (Pallas emits one before every store, the old value of its "swap") is dropped: loads
-/// have no effects, and a dead load of an output would make it look read.
+/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load nothing depends on (Pallas
+/// emits one before every store, the old value of its "swap", sometimes reshaped) is dropped:
+/// loads have no effects, and a dead load of an output would make it look read.
 fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    if op.result(0).is_ok_and(|r| !has_uses(r.into())) {
+    if results_dead(op) {
         return Ok(());
     }
     let r = s.buffer(op, 0)?;
@@ -233,9 +233,45 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
-fn has_uses(v: Value<'_, '_>) -> bool {
-    // SAFETY: `v` is a live value of the module being imported; the C API only reads it.
-    unsafe { !mlir_sys::mlirOpOperandIsNull(mlir_sys::mlirValueGetFirstUse(v.to_raw())) }
+/// Whether nothing depends on `v`: it has no uses, or is used only by views (`shape_cast`,
+/// `broadcast`) whose results nothing depends on. Pallas's swap (`ref[…] = v`) loads the old
+/// value and reshapes it without using it; neither is imported.
+fn is_dead(v: Value<'_, '_>) -> bool {
+    // SAFETY: `v` is a live value of the module being imported; the C API only reads it and
+    // the values and operations it hands out, all owned by that module.
+    unsafe {
+        let mut use_ = mlir_sys::mlirValueGetFirstUse(v.to_raw());
+        while !mlir_sys::mlirOpOperandIsNull(use_) {
+            let owner = mlir_sys::mlirOpOperandGetOwner(use_);
+            if !is_dead_view(owner) {
+                return false;
+            }
+            use_ = mlir_sys::mlirOpOperandGetNextUse(use_);
+        }
+    }
+    true
+}
+
+/// # Safety
+/// `op` must be a live operation of the module being imported.
+unsafe fn is_dead_view(op: mlir_sys::MlirOperation) -> bool {
+    // SAFETY: per the contract, `op` is live; its name and results are read only.
+    unsafe {
+        let name = mlir_sys::mlirIdentifierStr(mlir_sys::mlirOperationGetName(op));
+        let name = std::slice::from_raw_parts(name.data as *const u8, name.length);
+        let name = name.strip_prefix(b"stable_mosaic.").unwrap_or(name);
+        if name != b"vector.shape_cast" && name != b"vector.broadcast" {
+            return false;
+        }
+        (0..mlir_sys::mlirOperationGetNumResults(op))
+            .all(|i| is_dead(Value::from_raw(mlir_sys::mlirOperationGetResult(op, i))))
+    }
+}
+
+/// Whether every result of `op` is dead (see [`is_dead`]).
+fn results_dead(op: &OperationRef<'_, '_>) -> bool {
+    op.result_count() > 0
+        && (0..op.result_count()).all(|i| op.result(i).is_ok_and(|r| is_dead(r.into())))
 }
 
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
@@ -288,6 +324,9 @@ fn broadcast(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if results_dead(op) {
+        return Ok(());
+    }
     let shape = result_type(op, 0)?.shape;
     let v = b.broadcast_to(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)
@@ -300,6 +339,9 @@ fn shape_cast(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if results_dead(op) {
+        return Ok(());
+    }
     let shape = result_type(op, 0)?.shape;
     let v = b.reshape(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)

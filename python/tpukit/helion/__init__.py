@@ -36,6 +36,7 @@ How a program is translated:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Mapping
@@ -43,12 +44,14 @@ from collections.abc import Mapping
 from tpukit.helion import exc, language
 from tpukit.helion._state import CallState, _local, cdiv, next_power_of_2
 from tpukit.helion._where import KERNEL_FILES
+from tpukit.launch import check_device
 
 __all__ = [
     "Config",
     "Kernel",
     "Settings",
     "cdiv",
+    "device",
     "exc",
     "jit",
     "kernel",
@@ -124,11 +127,14 @@ class BoundKernel:
 
 
 class Kernel:
-    """A Helion kernel run by tpukit (what ``@helion.kernel`` returns)."""
+    """A Helion kernel run by tpukit (what ``@helion.kernel`` returns).
+
+    One plan (and one Pallas kernel, lowered and imported once) per device loop and signature
+    (argument shapes, dtypes and scalar values), cached on the kernel; the compiled code is
+    cached by tpukit's runtime like every other frontend's."""
 
     def __init__(self, fn, *, config=None, configs=None, key=None, device="cpu", **settings):
         from tpukit.helion import _rewrite
-        from tpukit.launch import check_device
 
         if config is not None and configs:
             raise exc.HelionError("Cannot specify both config and configs")
@@ -152,6 +158,7 @@ class Kernel:
                 raise TypeError(
                     "Kernel(...) cannot have *args, **kwargs, or keyword-only arguments"
                 )
+        self._takes_device = "device" in sig.parameters
         self._rewritten, filename = _rewrite.rewrite(fn)
         KERNEL_FILES.add(filename)
         self._plans: dict = {}
@@ -162,40 +169,33 @@ class Kernel:
         kwargs = {
             k: (v.value if isinstance(v, language.constexpr) else v) for k, v in kwargs.items()
         }
-        st = CallState(self, dict(self.config), mode)
+        device = check_device(device or getattr(_local, "device", None) or self.device)
+        st = CallState(self, dict(self.config), mode, device)
         prev = getattr(_local, "call", None)
         _local.call = st
-        saved_device = self.device
         try:
-            if device is not None:
-                from tpukit.launch import check_device
-
-                self.device = check_device(device)
             result = self._rewritten(*args, **kwargs)
         finally:
             _local.call = prev
-            self.device = saved_device
         return st, result
 
     def __call__(self, *args, **kwargs):
-        device = kwargs.pop("device", None) if "device" not in self._params() else None
-        if device is not None:
-            self._plans_by_device()
+        """Runs the kernel. ``device="cpu"``/``"interpret"`` (a keyword tpukit adds, unless the
+        kernel has a parameter of that name) overrides the kernel's device for this call."""
+        device = None if self._takes_device else kwargs.pop("device", None)
         return self._run("run", args, kwargs, device)[1]
 
-    def _params(self):
-        return inspect.signature(self.fn).parameters
-
-    def _plans_by_device(self):
-        # plans hold a custom_kernel bound to a device; a different device needs new plans
-        self._plans = {}
-
     def lower(self, *args, **kwargs) -> str:
-        """The StableHLO text of the kernel's device loops for these arguments (the host code
-        runs, the device loops are lowered but not run); several loops are joined by blank
-        lines."""
+        """The StableHLO of the kernel's device loops for these arguments (the host code runs,
+        the device loops are lowered but not run): one module, or one per device loop joined
+        by blank lines (``stablehlo`` gives them as a list)."""
+        return "\n\n".join(self.stablehlo(*args, **kwargs))
+
+    def stablehlo(self, *args, **kwargs) -> list[str]:
+        """One StableHLO module per device loop, as JAX lowered its Pallas kernel for TPU (a
+        ``tpu_custom_call`` with the Mosaic body), in the order the loops run."""
         st, _ = self._run("lower", args, kwargs)
-        return "\n\n".join(st.lowered)
+        return list(st.lowered)
 
     def ir(self, *args, **kwargs) -> list:
         """tpukit's kernel IR (``tpukit._native.Kernel``) of each device loop for these
@@ -218,6 +218,19 @@ class Kernel:
     def autotune(self, args, force=True, **options) -> Config:
         """No autotuning on tpukit: the kernel's (first) config."""
         return self.config
+
+
+@contextlib.contextmanager
+def device(name: str):
+    """``with helion.device("interpret"):`` runs the kernels called inside on that tpukit
+    device (``"cpu"`` or ``"interpret"``) unless a call names its own (this thread only)."""
+    check_device(name)
+    prev = getattr(_local, "device", None)
+    _local.device = name
+    try:
+        yield
+    finally:
+        _local.device = prev
 
 
 def kernel(fn=None, *, config=None, configs=None, key=None, **settings):

@@ -336,9 +336,10 @@ def _init_outputs(plan, trace, n_axes):
         if info.init == "step":
             copy()
             continue
-        first = jnp.asarray(True)
+        first = None
         for a in info.init_axes:
-            first = first & (pl.program_id(a) == 0)
+            at_start = pl.program_id(a) == 0
+            first = at_start if first is None else first & at_start
         pl.when(first)(copy)
 
 
@@ -464,7 +465,6 @@ def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0):
         input_output_aliases=aliases,
         compiler_params=pltpu.CompilerParams(dimension_semantics=semantics),
         name=st.kernel.name,
-        device=st.kernel.device,
         **call,
     )
 

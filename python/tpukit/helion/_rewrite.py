@@ -26,6 +26,11 @@ body assigns that were defined before the loop), run by the runtime as a ``lax.f
                                               (acc,) = _hl_rt.inner_loop(1, hl.tile(k),
                                                                          _hl_inner_1, (acc,))
 
+An ``if`` in device code becomes two functions of the variables its branches reassign and
+a call ``(a, b) = _hl_rt.device_if(cond, _hl_if_2_then, _hl_if_2_else, (a, b))``: a host
+condition (``if bias is not None``) picks a branch in Python, a device one becomes a
+``lax.cond``.
+
 Line numbers are kept, so errors and tracebacks point at the user's source lines.
 """
 
@@ -185,13 +190,18 @@ class _Rewriter:
     # --- device level -------------------------------------------------------------------
 
     def device_block(self, stmts, defined: set[str]):
-        """Rewrites nested device loops; ``defined`` grows with the names assigned so far."""
+        """Rewrites nested device loops and ``if`` statements; ``defined`` grows with the
+        names assigned so far."""
         out = []
-        for s in stmts:
+        for i, s in enumerate(stmts):
             if is_device_loop(s):
                 # names first assigned inside the loop stay local to it (only carried ones,
                 # already defined, live on)
                 out.extend(self.inner(s, defined))
+                continue
+            if isinstance(s, ast.If) and _branchable(s):
+                out.extend(self.device_if(s, defined, stmts[i + 1 :]))
+                defined |= _stored_names([s])
                 continue
             else:
                 for field in ("body", "orelse"):
@@ -202,6 +212,43 @@ class _Rewriter:
                 out.append(s)
             defined |= _stored_names([s])
         return out
+
+    def device_if(self, node: ast.If, defined: set[str], rest):
+        """``if cond: A else: B`` in device code: both branches become functions of the
+        variables they reassign, run by ``device_if`` (``lax.cond`` for a device condition,
+        plain Python for a host one)."""
+        name = self._name("if")
+        then_names, else_names = _stored_names(node.body), _stored_names(node.orelse)
+        carried = sorted((then_names | else_names) & defined)
+        outputs = carried + sorted((then_names & else_names) - defined)
+        one_sided = ((then_names ^ else_names) - defined) & _loaded_names(rest)
+        if one_sided:
+            raise exc.UnsupportedConstruct(
+                f"`{sorted(one_sided)[0]}` is assigned in only one branch of a device `if` and "
+                f"used after it (at {self.filename}:{node.lineno}); assign it before the `if`"
+            )
+
+        def branch(suffix, stmts):
+            body = []
+            if carried:
+                body.append(ast.Assign(targets=[_names(carried, ast.Store)],
+                                       value=ast.Name("_hl_carry", ast.Load())))
+            body += self.device_block(stmts or [ast.Pass()], set(defined))
+            body.append(ast.Return(_names(outputs, ast.Load)))
+            return _function(f"{name}_{suffix}", ["_hl_carry"], body)
+
+        fns = [branch("then", node.body), branch("else", node.orelse)]
+        call = ast.Call(
+            func=ast.Attribute(ast.Name(RT, ast.Load()), "device_if", ast.Load()),
+            args=[node.test, ast.Name(fns[0].name, ast.Load()),
+                  ast.Name(fns[1].name, ast.Load()), _names(carried, ast.Load)],
+            keywords=[],
+        )
+        stmt = (ast.Assign(targets=[_names(outputs, ast.Store)], value=call) if outputs
+                else ast.Expr(call))
+        for n in (*fns, stmt):
+            ast.copy_location(n, node)
+        return [*fns, stmt]
 
     def inner(self, loop: ast.For, defined: set[str]):
         _check_loop(loop, self.filename)
@@ -243,6 +290,29 @@ class _Rewriter:
         for n in (fn, stmt):
             ast.copy_location(n, loop)
         return [fn, stmt]
+
+
+def _branchable(node: ast.If) -> bool:
+    """Whether an ``if`` can become two functions: no ``break``/``continue`` (of an enclosing
+    Python loop), ``return``, ``yield`` or scope statements in it."""
+    flow = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
+            ast.Nonlocal)
+    return not any(isinstance(sub, flow) for sub in ast.walk(node))
+
+
+def _names(names, ctx) -> ast.Tuple:
+    return ast.Tuple([ast.Name(n, ctx()) for n in names], ctx())
+
+
+def _function(name, params, body) -> ast.FunctionDef:
+    return ast.FunctionDef(
+        name=name,
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
+                           kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=body,
+        decorator_list=[],
+        returns=None,
+    )
 
 
 def _strip_annotations(fn: ast.FunctionDef) -> None:

@@ -46,7 +46,7 @@ try:
 except (ImportError, AttributeError):  # pragma: no cover - a JAX without it
     pass
 
-__all__ = ["CallState", "launch", "inner_loop"]
+__all__ = ["CallState", "device_if", "launch", "inner_loop"]
 
 
 # --- top-level loops ---------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def launch(site, spec, device_fn, env):
         st.kernels.append(wrap_errors(name, lambda: plan.pallas.kernel(*arrays)))
         return
     check_indices(plan, hosts)
-    results = wrap_errors(name, lambda: plan.pallas(*arrays))
+    results = wrap_errors(name, lambda: plan.pallas(*arrays, device=st.device))
     if not isinstance(results, tuple):
         results = (results,)
     for k, r in zip(plan.outputs, results, strict=True):
@@ -257,13 +257,52 @@ def _fori(tile_at, n, body, carry):
     return tuple(DTensor(r, dm) for r, dm in zip(res, dims, strict=True))
 
 
+# --- device `if` ----------------------------------------------------------------------------
+
+
+def device_if(cond, then_fn, else_fn, carry):
+    """``if cond:`` in device code (see ``_rewrite``): a host condition picks a branch here; a
+    device scalar becomes a ``lax.cond`` over the variables the branches reassign (stores in
+    the branches happen only on the branch taken)."""
+    if not isinstance(cond, DTensor):
+        return then_fn(carry) if cond else else_fn(carry)
+    if cond.ndim != 0:
+        raise exc.UnsupportedConstruct(
+            f"a device `if` on a tensor of shape {cond.shape} (use `torch.where` for an "
+            f"elementwise choice){where()}"
+        )
+    init = tuple(_carry_in(c) for c in carry)
+    dims = tuple(c.dims if isinstance(c, DTensor) else None for c in carry)
+    out_dims: list = []
+
+    def branch(fn):
+        def run(ops):
+            out = fn(tuple(DTensor(x, d) for x, d in zip(ops, dims, strict=True)))
+            if not out_dims:
+                out_dims.extend(o.dims if isinstance(o, DTensor) else None for o in out)
+            return tuple(jnp.asarray(_carry_in(o)) for o in out)
+
+        return run
+
+    pred = cond.a if cond.a.dtype == jnp.bool_ else cond.a != 0
+    try:
+        res = lax.cond(pred, branch(then_fn), branch(else_fn), init)
+    except TypeError as e:
+        raise exc.UnsupportedConstruct(
+            f"the branches of a device `if` give variables of different shapes or dtypes "
+            f"({e}){where()}"
+        ) from None
+    return tuple(DTensor(r, d) for r, d in zip(res, out_dims, strict=True))
+
+
 def _carry_in(v):
     if isinstance(v, DTensor):
         return v.a
     if isinstance(v, (int, float, bool)):
         return jnp.asarray(v)
     raise exc.UnsupportedConstruct(
-        f"a loop-carried variable of type {type(v).__name__} in a device loop{where()}"
+        f"a variable of type {type(v).__name__} reassigned in a device loop or device `if` "
+        f"(only device values and numbers can be){where()}"
     )
 
 

@@ -23,6 +23,7 @@ class CallState:
     kernel: object  # the Kernel
     config: dict
     mode: str  # "run" | "lower"
+    device: str = "cpu"  # the tpukit device the device loops run on
     counter: int = 0  # next block-size id (Config.block_sizes index)
     lowered: list = field(default_factory=list)  # StableHLO per device loop (lower mode)
     kernels: list = field(default_factory=list)  # tpukit kernel IR per device loop (lower mode)
