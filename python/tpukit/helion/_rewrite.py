@@ -246,8 +246,12 @@ class _Rewriter:
         )
         stmt = (ast.Assign(targets=[_names(outputs, ast.Store)], value=call) if outputs
                 else ast.Expr(call))
-        for n in (*fns, stmt):
+        for n in fns:
             ast.copy_location(n, node)
+        # the call is on the `if` line (not spanning the branches), so errors point there
+        for n in ast.walk(stmt):
+            if n is stmt or n is call or not hasattr(n, "lineno"):
+                ast.copy_location(n, node.test)
         return [*fns, stmt]
 
     def inner(self, loop: ast.For, defined: set[str]):
