@@ -238,3 +238,18 @@ def test_store_of_the_wrong_shape_names_the_tensor():
 
     with pytest.raises(UnsupportedConstruct, match=rf"storing a value of shape.*`out`.*{HERE}"):
         wrong(torch.randn(8, 128))
+
+
+def test_an_index_tensor_too_large_for_tpu_scalar_prefetch_is_refused_at_lowering():
+    @helion.kernel
+    def lookup(idx, w):
+        out = torch.empty([idx.size(0), w.size(1)], dtype=w.dtype)
+        for t in hl.tile(idx.size(0)):
+            out[t, :] = w[idx[t], :]
+        return out
+
+    idx = torch.zeros(300_000, dtype=torch.int32)
+    w = torch.randn(4, 128)
+    with pytest.raises(HelionError, match=r"index tensor `idx` has 300000 elements.*SMEM"):
+        lookup.stablehlo(idx, w)
+    torch.testing.assert_close(lookup(idx[:1000], w), w[idx[:1000].long()])

@@ -495,6 +495,22 @@ def from_kernel(result, info: HostInfo):
     return a[tuple(slice(0, n) for n in info.shape)]
 
 
+# SMEM holds scalar prefetch: 1 MiB on v5e and v6e, a few KiB of which Mosaic uses itself
+SMEM_INDEX_LIMIT = (1 << 20) - (4 << 10)
+
+
+def check_prefetch_fits(plan, arrays, kernel_name):
+    """Index tensors go to SMEM whole on a TPU; one that cannot fit is an error at lowering
+    (libtpu would fail with RESOURCE_EXHAUSTED). The CPU devices have no such limit."""
+    for key, a in zip(plan.prefetch, arrays, strict=False):
+        if a.nbytes > SMEM_INDEX_LIMIT:
+            raise exc.HelionError(
+                f"kernel `{kernel_name}`: index tensor `{plan.infos[key].name}` has {a.size} "
+                f"elements; as TPU scalar prefetch (SMEM, 1 MiB) it can hold at most "
+                f"{SMEM_INDEX_LIMIT // 4}: split the call"
+            )
+
+
 def check_indices(plan, hosts):
     """Gather and scatter indices must be valid (torch raises for them; a TPU would read or
     write the wrong memory)."""

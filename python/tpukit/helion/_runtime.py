@@ -27,6 +27,7 @@ from tpukit.helion import exc
 from tpukit.helion._plan import (
     DEFAULT_INNER_BLOCK,
     check_indices,
+    check_prefetch_fits,
     from_kernel,
     kernel_arrays,
     make_plan,
@@ -124,6 +125,7 @@ def launch(site, spec, device_fn, env):
     arrays = kernel_arrays(plan, hosts)
     name = st.kernel.name
     if st.mode == "lower":
+        check_prefetch_fits(plan, arrays, name)
         st.lowered.append(wrap_errors(name, lambda: plan.pallas.lower(*arrays)))
         st.kernels.append(wrap_errors(name, lambda: plan.pallas.kernel(*arrays)))
         return
