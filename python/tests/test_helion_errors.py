@@ -253,3 +253,24 @@ def test_an_index_tensor_too_large_for_tpu_scalar_prefetch_is_refused_at_lowerin
     with pytest.raises(HelionError, match=r"index tensor `idx` has 300000 elements.*SMEM"):
         lookup.stablehlo(idx, w)
     torch.testing.assert_close(lookup(idx[:1000], w), w[idx[:1000].long()])
+
+
+def test_loop_level_errors_name_the_loop_line():
+    @helion.kernel(config=helion.Config(block_sizes=[128]))
+    def offset(x):
+        out = torch.zeros_like(x)
+        for t in hl.tile(5, x.size(0)):
+            out[t] = x[t]
+        return out
+
+    with pytest.raises(UnsupportedConstruct, match=rf"begin is not a multiple.*{HERE}.*hl\.tile"):
+        offset(torch.randn(1000))
+
+    @helion.kernel
+    def reads_only(x):
+        for t in hl.tile(x.size(0)):
+            _ = x[t] * 2
+        return x
+
+    with pytest.raises(HelionError, match=rf"stores to no host tensor.*{HERE}"):
+        reads_only(torch.randn(128))

@@ -601,3 +601,16 @@ def test_helpers():
     import tpukit
 
     assert tpukit.helion is helion
+
+
+def test_a_loop_that_reads_no_tensor(device):
+    """Helion's `tile.index` example: the kernel only writes."""
+
+    @helion.kernel
+    def arange(length: int):
+        out = torch.empty(length, dtype=torch.int32)
+        for tile in hl.tile(length):
+            out[tile] = tile.index
+        return out
+
+    torch.testing.assert_close(arange(3000), torch.arange(3000, dtype=torch.int32))

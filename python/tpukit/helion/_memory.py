@@ -177,6 +177,24 @@ def proxy_for(obj):
     return trace.proxy(obj, name=None)
 
 
+def load(tensor, index, extra_mask=None):
+    """``hl.load``: ``tensor[index]`` (masked-off elements read 0)."""
+    p = proxy_for(tensor)
+    return p._trace.load(p._info, index, extra_mask)
+
+
+def store(tensor, index, value, extra_mask=None):
+    """``hl.store``: ``tensor[index] = value`` (masked-off elements keep their value)."""
+    p = proxy_for(tensor)
+    p._trace.store(p._info, index, value, extra_mask)
+
+
+def atomic_add(target, index, value, sem):
+    """``hl.atomic_add``: ``target[index] += value``, returning the previous values."""
+    p = proxy_for(target)
+    return p._trace.atomic_add(p._info, index, value, sem)
+
+
 def is_host_array(x) -> bool:
     try:
         _arrays.kind(x)
@@ -219,6 +237,8 @@ class Trace:
         self.plan = plan
         self.masks = masks
         self.inner_sizes = inner_sizes or {}
+        # (site, dim) -> (static extent, block size) of every inner loop dimension entered
+        self.inner_loops: dict = {}
         self.infos: dict[int, HostInfo] = plan.infos if mode == "emit" else {}
         self.order: list[int] = plan.order if mode == "emit" else []
         self.refs: dict[int, tuple] = {}  # id -> (in_ref, out_ref, prefetch_ref)

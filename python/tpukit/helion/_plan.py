@@ -33,7 +33,7 @@ from tpukit.helion._memory import HostInfo, Trace, is_host_array, logical_dims
 from tpukit.helion._state import _local, cdiv, current_trace
 from tpukit.helion._tiles import GridIndex, Tile, TileSpec
 from tpukit.helion._values import DeviceMode, DTensor
-from tpukit.helion._where import where_tb
+from tpukit.helion._where import where, where_tb
 
 DEFAULT_INNER_BLOCK = 128
 _DYNAMIC_POINTS = ("grid", "dyn", "gather")
@@ -55,6 +55,7 @@ class LaunchPlan:
         self.sources: dict[int, object] = {}  # id -> env name or weakref
         self.sizes: dict[int, int] = {}  # block id -> size
         self.gathers: list = []  # (index key, extent, where): indices to check before a run
+        self.placeholder = False  # a one-element input for a loop that reads no host tensor
 
 
 # --- tracing ---------------------------------------------------------------------------------
@@ -109,7 +110,6 @@ def run_body(trace, device_fn, idx, env):
 def _analyze(st, spec, device_fn, env, c0, sizes, inner_sizes, masks) -> Trace:
     plan = LaunchPlan()
     trace = Trace("analyze", plan, masks=masks, inner_sizes=inner_sizes)
-    trace.inner_loops = {}
 
     def run():
         st.counter = c0
@@ -348,32 +348,15 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
     name = st.kernel.name
     for b in spec.begins + spec.ends:
         if isinstance(b, DTensor):
-            raise exc.UnsupportedConstruct("a top-level device loop with device-value bounds")
+            raise exc.UnsupportedConstruct(
+                f"a top-level device loop with device-value bounds{where()}")
     extents = [e - b for b, e in zip(spec.begins, spec.ends, strict=True)]
     if any(x <= 0 for x in extents):
-        raise exc.HelionError(f"kernel `{name}`: an empty device loop (extents {extents})")
-    n_axes = len(extents)
+        raise exc.HelionError(
+            f"kernel `{name}`: an empty device loop (extents {extents}){where()}")
+    sizes, inner_sizes = _block_sizes(st, spec, device_fn, env, c0, extents)
 
-    # 1. a first look, with provisional block sizes: how is each tensor indexed?
-    provisional = []
-    for i, x in enumerate(extents):
-        bs = spec.block_size(i)
-        provisional.append(min(bs, x) if bs is not None else min(DEFAULT_INNER_BLOCK, x))
-    first = _analyze(st, spec, device_fn, env, c0, provisional, {}, masks=False)
-    for key in first.order:
-        layout(first.infos[key])
-    grid_reqs, inner_reqs = _requirements(first.infos, first.order, n_axes)
-    sizes = []
-    for i, x in enumerate(extents):
-        if spec.kind == "grid":
-            sizes.append(1)
-            continue
-        bs = spec.block_size(i)
-        sizes.append(legal_block(grid_reqs[i], x, bs if bs is not None
-                                 else default_block(grid_reqs[i], x)))
-    inner_sizes = _inner_block_sizes(first, inner_reqs)
-
-    # 2. the final trace: partial tiles known, accesses as the kernel will make them
+    # the final trace: partial tiles known, accesses as the kernel will make them
     final = _analyze(st, spec, device_fn, env, c0, sizes, inner_sizes, masks=True)
     plan = LaunchPlan()
     plan.counter_after = st.counter
@@ -384,7 +367,7 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
             st.sizes[bid] = sizes[i]
     for key in plan.order:
         layout(plan.infos[key])
-    arbitrary = _roles(plan, n_axes)
+    arbitrary = _roles(plan, len(extents))
     for key in plan.order:
         _padding(plan.infos[key])
     plan.prefetch = [k for k in plan.order if plan.infos[k].is_prefetch]
@@ -393,16 +376,36 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
     if not plan.outputs:
         raise exc.HelionError(
             f"kernel `{name}`: a device loop that stores to no host tensor (write results with "
-            f"`out[tile] = …`)"
+            f"`out[tile] = …`){where()}"
         )
-    if not plan.prefetch and not plan.inputs:
-        # Pallas needs no inputs, but tpukit launches want one array to know the result kind
-        raise exc.UnsupportedConstruct(
-            f"kernel `{name}`: a device loop that reads no host tensor"
-        )
+    # a loop that reads nothing (`out[tile] = tile.index`) gets a one-element placeholder
+    # input: a launch needs an array to run on
+    plan.placeholder = not plan.prefetch and not plan.inputs
     _sources(plan, env)
     plan.pallas = _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0)
     return plan
+
+
+def _block_sizes(st, spec, device_fn, env, c0, extents):
+    """The TPU-legal block sizes of the grid axes and of the inner loop dimensions, from a
+    first trace with provisional sizes (which shows what each tile indexes)."""
+    provisional = []
+    for i, x in enumerate(extents):
+        bs = spec.block_size(i)
+        provisional.append(min(bs, x) if bs is not None else min(DEFAULT_INNER_BLOCK, x))
+    first = _analyze(st, spec, device_fn, env, c0, provisional, {}, masks=False)
+    for key in first.order:
+        layout(first.infos[key])
+    grid_reqs, inner_reqs = _requirements(first.infos, first.order, len(extents))
+    sizes = []
+    for i, x in enumerate(extents):
+        if spec.kind == "grid":
+            sizes.append(1)
+            continue
+        bs = spec.block_size(i)
+        bs = bs if bs is not None else default_block(grid_reqs[i], x)
+        sizes.append(legal_block(grid_reqs[i], x, bs))
+    return sizes, _inner_block_sizes(first, inner_reqs)
 
 
 def _sources(plan, env):
@@ -426,11 +429,13 @@ def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0):
     if None in offsets:
         raise exc.UnsupportedConstruct(
             f"kernel `{st.kernel.name}`: a top-level loop whose begin is not a multiple of its "
-            f"block size"
+            f"block size {sizes}{where()}"
         )
     in_specs = [_block_spec(plan.infos[k], sizes, offsets, n_axes) for k in plan.inputs]
+    if plan.placeholder:
+        in_specs.append(pl.BlockSpec((1,), lambda *_: (0,)))
     out_specs = [_block_spec(plan.infos[k], sizes, offsets, n_axes) for k in plan.outputs]
-    n_pre, n_in = len(plan.prefetch), len(plan.inputs)
+    n_pre, n_in = len(plan.prefetch), len(in_specs)
     aliases = {n_pre + plan.inputs.index(k): j for j, k in enumerate(plan.outputs)
                if k in plan.inputs}
     semantics = tuple("arbitrary" if a in arbitrary else "parallel" for a in range(n_axes))
@@ -477,7 +482,8 @@ def kernel_arrays(plan, hosts):
     (cast, padded and reshaped to the kernel's layout)."""
     pre = [np.ascontiguousarray(_arrays.to_numpy(hosts[k])).reshape(-1).astype(np.int32)
            for k in plan.prefetch]
-    return pre + [to_kernel(hosts[k], plan.infos[k]) for k in plan.inputs]
+    placeholder = [np.zeros(1, np.int32)] if plan.placeholder else []
+    return pre + [to_kernel(hosts[k], plan.infos[k]) for k in plan.inputs] + placeholder
 
 
 def to_kernel(obj, info: HostInfo):
@@ -514,10 +520,10 @@ def check_prefetch_fits(plan, arrays, kernel_name):
 def check_indices(plan, hosts):
     """Gather and scatter indices must be valid (torch raises for them; a TPU would read or
     write the wrong memory)."""
-    for key, extent, where in plan.gathers:
+    for key, extent, line in plan.gathers:
         idx = _arrays.to_numpy(hosts[key])
         if idx.size and (idx.min() < 0 or idx.max() >= extent):
             bad = idx[(idx < 0) | (idx >= extent)].reshape(-1)[0]
             raise exc.HelionError(
-                f"index {int(bad)} is out of range for a dimension of size {extent}{where}"
+                f"index {int(bad)} is out of range for a dimension of size {extent}{line}"
             )

@@ -183,8 +183,8 @@ class _Rewriter:
                 keywords=[],
             )
         )
-        for n in (fn, call):
-            ast.copy_location(n, loop)
+        ast.copy_location(fn, loop)
+        _at_header(call, loop.iter)
         return [fn, call]
 
     # --- device level -------------------------------------------------------------------
@@ -248,10 +248,7 @@ class _Rewriter:
                 else ast.Expr(call))
         for n in fns:
             ast.copy_location(n, node)
-        # the call is on the `if` line (not spanning the branches), so errors point there
-        for n in ast.walk(stmt):
-            if n is stmt or n is call or not hasattr(n, "lineno"):
-                ast.copy_location(n, node.test)
+        _at_header(stmt, node.test)
         return [*fns, stmt]
 
     def inner(self, loop: ast.For, defined: set[str]):
@@ -291,9 +288,17 @@ class _Rewriter:
             keywords=[],
         )
         stmt = ast.Assign(targets=[tup(ast.Store)], value=call) if carried else ast.Expr(call)
-        for n in (fn, stmt):
-            ast.copy_location(n, loop)
+        ast.copy_location(fn, loop)
+        _at_header(stmt, loop.iter)
         return [fn, stmt]
+
+
+def _at_header(stmt: ast.stmt, header: ast.expr) -> None:
+    """Puts a runtime call made for a loop or an ``if`` on the line of its header (``for … in
+    hl.tile(…)``, ``if cond``), not spanning its body, so that errors point there."""
+    for n in ast.walk(stmt):
+        if n is stmt or not hasattr(n, "lineno") or n.lineno is None:
+            ast.copy_location(n, header)
 
 
 def _branchable(node: ast.If) -> bool:

@@ -208,8 +208,7 @@ def _inner_block(trace, site, spec, d, extent):
     else:
         bs = spec.block_size(d)
         bs = max(1, min(bs if bs is not None else DEFAULT_INNER_BLOCK, extent))
-    if hasattr(trace, "inner_loops"):
-        trace.inner_loops[key] = (extent, bs)
+    trace.inner_loops[key] = (extent, bs)
     if spec.ids[d] is not None:
         current_call().sizes[spec.ids[d]] = bs
     return key, bs

@@ -13,10 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tpukit.helion import _ops
+from tpukit.helion import _memory, _ops
 from tpukit.helion import _state as _st
 from tpukit.helion import exc as _exc
-from tpukit.helion._memory import proxy_for as _proxy_for
 from tpukit.helion._tiles import Tile, TileSpec, make_spec
 from tpukit.helion._values import DTensor as _DTensor
 from tpukit.helion._values import as_dtensor as _as_dtensor
@@ -131,15 +130,13 @@ def _index(index):
 def load(tensor, index, extra_mask=None, eviction_policy=None) -> _DTensor:
     """``tensor[index]``; with ``extra_mask``, masked-off elements read 0."""
     _st.device_only("load")
-    p = _proxy_for(tensor)
-    return p._trace.load(p._info, _index(index), extra_mask)
+    return _memory.load(tensor, _index(index), extra_mask)
 
 
 def store(tensor, index, value, extra_mask=None) -> None:
     """``tensor[index] = value``; with ``extra_mask``, masked-off elements keep their value."""
     _st.device_only("store")
-    p = _proxy_for(tensor)
-    p._trace.store(p._info, _index(index), value, extra_mask)
+    _memory.store(tensor, _index(index), value, extra_mask)
 
 
 def atomic_add(target, index, value, sem="relaxed") -> _DTensor:
@@ -152,8 +149,7 @@ def atomic_add(target, index, value, sem="relaxed") -> _DTensor:
     row, so repeated indices accumulate. ``sem`` is accepted and checked; a TPU core runs
     the grid steps in order, so every order is sequential."""
     _st.device_only("atomic_add")
-    p = _proxy_for(target)
-    return p._trace.atomic_add(p._info, _index(index), value, sem)
+    return _memory.atomic_add(target, _index(index), value, sem)
 
 
 # --- reductions and views --------------------------------------------------------------------
