@@ -614,3 +614,25 @@ def test_a_loop_that_reads_no_tensor(device):
         return out
 
     torch.testing.assert_close(arange(3000), torch.arange(3000, dtype=torch.int32))
+
+
+def test_cached_plans_serve_new_tensors_and_keep_none_alive():
+    import gc
+    import weakref
+
+    @helion.kernel
+    def double(x):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.size(0)):
+            out[t] = x[t] * 2
+        return out
+
+    first = torch.randn(3000)
+    close(double(first), first * 2)
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None, "the cached plan keeps the first call's tensor alive"
+    second = torch.randn(3000)
+    close(double(second), second * 2)
+    assert len(double._plans) == 1

@@ -71,10 +71,11 @@ class HostInfo:
     """A host tensor used by a device loop: what the analysis saw, then how the plan lays it
     out for the kernel (``_plan.layout``)."""
 
-    obj: object
+    obj: object  # the tensor, while the loop is planned and traced (then released)
     name: str
     shape: tuple
     dtype: np.dtype
+    key: int = 0  # id() of the tensor of the call that planned the loop
     accesses: list = field(default_factory=list)
     value_used: bool = False  # an index vector loaded from it was used as a value
     # decided by the plan, per logical dimension:
@@ -252,7 +253,7 @@ class Trace:
                     f"host tensor {name or ''} was not seen while analysing the kernel"
                 )
             info = HostInfo(obj, name or f"captured_{len(self.infos)}", tuple(obj.shape),
-                            host_dtype(obj))
+                            host_dtype(obj), key)
             self.infos[key] = info
             self.order.append(key)
         return TensorProxy(info, self)
@@ -461,13 +462,13 @@ class Trace:
     # --- emission ----------------------------------------------------------------------------
 
     def _in_ref(self, info, from_output=False):
-        in_ref, out_ref, _ = self.refs[id(info.obj)]
+        in_ref, out_ref, _ = self.refs[info.key]
         if out_ref is not None and (from_output or info.init is not None or in_ref is None):
             return out_ref
         return in_ref
 
     def _out_ref(self, info):
-        return self.refs[id(info.obj)][1]
+        return self.refs[info.key][1]
 
     def _read(self, info, entries, shape, from_output=False):
         ref = self._in_ref(info, from_output)
@@ -531,7 +532,7 @@ class Trace:
         """The ``r``-th index of an index vector, read from the prefetched (flattened) index
         tensor; rows past the end of a partial tile read the last index (always valid)."""
         info = source.info
-        pref = self.refs[id(info.obj)][2]
+        pref = self.refs[info.key][2]
         flat = 0
         strides = np.cumprod((1,) + info.shape[::-1])[::-1][1:]
         for d, e in enumerate(logical_dims(source.entries)):

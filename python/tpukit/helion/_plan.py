@@ -56,6 +56,14 @@ class LaunchPlan:
         self.sizes: dict[int, int] = {}  # block id -> size
         self.gathers: list = []  # (index key, extent, where): indices to check before a run
         self.placeholder = False  # a one-element input for a loop that reads no host tensor
+        self.env = None  # the loop's free variables, for tracing its kernel (then released)
+
+    def release_tensors(self):
+        """Drops the references to the tensors of the call that made the plan, once its
+        kernel is traced: a cached plan must not keep a caller's tensors alive."""
+        for info in self.infos.values():
+            info.obj = None
+        self.env = None
 
 
 # --- tracing ---------------------------------------------------------------------------------
@@ -254,8 +262,8 @@ def _roles(plan: LaunchPlan, n_axes) -> set:
             for d, e in enumerate(logical_dims(acc.entries)):
                 if e[0] == "gather":
                     src = e[1].source.info
-                    prefetch.add(id(src.obj))
-                    plan.gathers.append((id(src.obj), plan.infos[key].shape[d], acc.where))
+                    prefetch.add(src.key)
+                    plan.gathers.append((src.key, plan.infos[key].shape[d], acc.where))
     arbitrary: set = set()
     for key in plan.order:
         info = plan.infos[key]
@@ -382,7 +390,8 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
     # input: a launch needs an array to run on
     plan.placeholder = not plan.prefetch and not plan.inputs
     _sources(plan, env)
-    plan.pallas = _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0)
+    plan.env = env
+    plan.pallas = _pallas_call(st, spec, plan, extents, arbitrary, device_fn, c0)
     return plan
 
 
@@ -421,7 +430,7 @@ def _sources(plan, env):
             plan.sources[key] = weakref.ref(plan.infos[key].obj)
 
 
-def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0):
+def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, c0):
     sizes = plan.grid_sizes
     n_axes = len(extents)
     grid = tuple(cdiv(x, bs) for x, bs in zip(extents, sizes, strict=True))
@@ -452,7 +461,7 @@ def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, env, c0):
         _init_outputs(plan, emit, n_axes)
         st.counter = c0
         tiles = grid_tiles(spec, sizes, "emit", masks=True)
-        run_body(emit, device_fn, loop_index(spec, tiles), env)
+        run_body(emit, device_fn, loop_index(spec, tiles), plan.env)
 
     out_shapes = tuple(
         jax.ShapeDtypeStruct(plan.infos[k].kshape, plan.infos[k].dtype) for k in plan.outputs

@@ -88,7 +88,8 @@ def _host_arrays(plan, env):
 
 
 def _current_plan(st, site, spec, device_fn, env):
-    """The plan of this loop for these arguments (cached on the kernel) and the host tensors."""
+    """The plan of this loop for these arguments, the host tensors, and whether the plan is
+    new (cached on the kernel once its kernel is traced: see ``launch``)."""
     c0 = st.counter
     key = (
         site,
@@ -99,18 +100,19 @@ def _current_plan(st, site, spec, device_fn, env):
         tuple(spec.explicit),
         tuple(sorted((k, _key_of(v)) for k, v in env.items())),
     )
-    cache = st.kernel._plans
-    plan = cache.get(key)
+    plan = st.kernel._plans.get(key)
     hosts = _host_arrays(plan, env) if plan is not None else None
-    if hosts is None or any(tuple(hosts[k].shape) != plan.infos[k].shape for k in plan.order):
+    fresh = hosts is None or any(
+        tuple(hosts[k].shape) != plan.infos[k].shape for k in plan.order
+    )
+    if fresh:
         before = dict(st.sizes)
         plan = make_plan(st, spec, device_fn, env, c0)
         plan.sizes = {k: v for k, v in st.sizes.items() if before.get(k) != v}
-        cache[key] = plan
         hosts = _host_arrays(plan, env)
     st.counter = plan.counter_after
     st.sizes.update(plan.sizes)
-    return plan, hosts
+    return key, plan, hosts, fresh
 
 
 def launch(site, spec, device_fn, env):
@@ -121,16 +123,22 @@ def launch(site, spec, device_fn, env):
             f"kernel `{st.kernel.name}`: a device loop must iterate over `hl.tile(...)` or "
             f"`hl.grid(...)`, got {type(spec).__name__}"
         )
-    plan, hosts = _current_plan(st, site, spec, device_fn, env)
+    key, plan, hosts, fresh = _current_plan(st, site, spec, device_fn, env)
     arrays = kernel_arrays(plan, hosts)
     name = st.kernel.name
     if st.mode == "lower":
         check_prefetch_fits(plan, arrays, name)
         st.lowered.append(wrap_errors(name, lambda: plan.pallas.lower(*arrays)))
         st.kernels.append(wrap_errors(name, lambda: plan.pallas.kernel(*arrays)))
+    else:
+        check_indices(plan, hosts)
+        results = wrap_errors(name, lambda: plan.pallas(*arrays, device=st.device))
+    if fresh:
+        # the kernel is traced (with this call's tensors): the plan no longer needs them
+        plan.release_tensors()
+        st.kernel._plans[key] = plan
+    if st.mode == "lower":
         return
-    check_indices(plan, hosts)
-    results = wrap_errors(name, lambda: plan.pallas(*arrays, device=st.device))
     if not isinstance(results, tuple):
         results = (results,)
     for k, r in zip(plan.outputs, results, strict=True):

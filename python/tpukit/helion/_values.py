@@ -23,7 +23,6 @@ import math
 import sys
 from collections import namedtuple
 
-import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -259,15 +258,6 @@ def unwrap(x):
 def _is_host_tensor(x) -> bool:
     torch = _torch()
     return isinstance(x, np.ndarray) or (torch is not None and isinstance(x, torch.Tensor))
-
-
-def wrap(a, dims=None):
-    """A ``DTensor`` of a JAX array (lists/tuples elementwise); other values unchanged."""
-    if isinstance(a, (tuple, list)):
-        return type(a)(wrap(v) for v in a)
-    if isinstance(a, (jax.Array, np.ndarray)) or hasattr(a, "aval"):
-        return DTensor(a, dims)
-    return a
 
 
 def as_dtensor(x) -> DTensor:
