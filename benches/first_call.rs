@@ -83,7 +83,7 @@ fn build_bundle(path: &Path) {
             name: inst.kernel.name.clone(),
             ir_hash: inst.kernel.structural_hash().to_string(),
             artifact: cpu::compile_artifact(&inst.kernel, &host, options).unwrap(),
-            tpu_module: None,
+            tpu: None,
         })
         .collect();
     bundle::write(path, &host, &entries).unwrap();

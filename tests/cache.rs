@@ -154,6 +154,18 @@ fn racing_processes_lose_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A TPU artifact as `tpukit bundle build` stores it (the bytes are opaque to the bundle).
+fn tpu_artifact(bindings: &tpukit::dsl::Bindings) -> bundle::TpuArtifact {
+    bundle::TpuArtifact {
+        bindings: bindings.clone(),
+        module: "module @jit_kernel {}".into(),
+        executables: vec![
+            ("v5e:2x2".into(), vec![5; 3000]),
+            ("v6e:2x2".into(), vec![6; 2000]),
+        ],
+    }
+}
+
 /// A bundle of every child kernel, built for `target`.
 fn build_bundle(path: &Path, target: &HostTarget) {
     let host = HostTarget::detect();
@@ -167,11 +179,15 @@ fn build_bundle(path: &Path, target: &HostTarget) {
                 name: k.name.clone(),
                 ir_hash: k.structural_hash().to_string(),
                 artifact: cpu::compile_artifact(&k, &host, options).unwrap(),
-                tpu_module: None,
+                tpu: Some(tpu_artifact(&inst.bindings)),
             }
         })
         .collect();
     bundle::write(path, target, &entries).unwrap();
+}
+
+fn tpu_bytes(t: &bundle::TpuArtifact) -> usize {
+    t.module.len() + t.executables.iter().map(|(_, b)| b.len()).sum::<usize>()
 }
 
 #[test]
@@ -203,11 +219,34 @@ fn bundles_serve_first_calls_and_bad_ones_are_refused() {
 
     let damaged_entry = dir.join("damaged-entry.tpkb");
     let mut bytes = std::fs::read(&good).unwrap();
-    let last = bytes.len() - 100;
-    bytes[last] ^= 0x01; // inside the last entry's object code
+    // Inside the last entry's object code, before its TPU module and executables.
+    let last = bytes.len() - 100 - tpu_bytes(&tpu_artifact(&kernels()[0].bindings));
+    bytes[last] ^= 0x01;
     std::fs::write(&damaged_entry, &bytes).unwrap();
     let s = children(1, &[("TPUKIT_BUNDLE", &damaged_entry)])[0];
     assert_eq!(s[0] + s[2], n, "a damaged entry is compiled instead: {s:?}");
     assert!(s[0] >= 1, "the damaged entry was not served: {s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bundles_keep_tpu_artifacts_and_inspect_checks_every_checksum() {
+    let dir = temp_dir("inspect");
+    let path = dir.join("host.tpkb");
+    build_bundle(&path, &HostTarget::detect());
+    let info = bundle::inspect(&path).unwrap();
+    assert_eq!(info.entries.len(), kernels().len());
+    for (e, inst) in info.entries.iter().zip(kernels()) {
+        assert_eq!(e.ir_hash, inst.kernel.structural_hash().to_string());
+        assert!(e.object_bytes > 0);
+        assert_eq!(e.tpu.as_ref(), Some(&tpu_artifact(&inst.bindings)));
+    }
+    // The last bytes of the file are the last entry's v6e executable.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = bundle::inspect(&path).unwrap_err();
+    assert!(err.contains("checksum mismatch"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,14 +1,18 @@
 //! `tpukit bundle build|inspect`: precompiled kernels for this host, in one file.
 //!
-//! `build` compiles every shipped kernel (each catalog entry at its bundle shapes and every
-//! tpuBLAS kernel, f32 and bf16) for the host CPU, lowers it to its StableHLO/Mosaic module, and writes a bundle the
-//! runtime loads with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::cpu::bundle`).
+//! `build` compiles every shipped kernel — each catalog entry at its bundle shapes, and every
+//! kernel every tpuBLAS operator declares, f32 and bf16 — for the host CPU, lowers it to its
+//! StableHLO/Mosaic module, and, where libtpu is installed, compiles that module for v5e and
+//! v6e (through `python -m tpukit.tpu`, with `TPUKIT_PYTHON` or `python3`). The runtime loads
+//! the bundle with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::cpu::bundle`); the Python
+//! package loads the one it ships at import.
 
-use std::io::Write as _;
-use std::path::Path;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 use tpukit::catalog::find;
-use tpukit::dsl::{Bindings, DType, Kernel};
+use tpukit::dsl::{Bindings, DType, Fit, Kernel};
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
 use tpukit_mosaic::{Options, lower};
 
@@ -23,81 +27,263 @@ const BUNDLED: &[(&str, &[usize])] = &[
     ("row_gather", &[1000, 256, 64]),
 ];
 
+/// The TPU topologies bundles carry executables for.
+const TOPOLOGIES: &[&str] = &["v5e:2x2", "v6e:2x2"];
+
+const USAGE: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu] | tpukit bundle inspect FILE";
+
 pub fn command(args: &[String]) -> Result<String, String> {
     match args.first().map(String::as_str) {
         Some("build") => {
-            let out = match args.get(1).map(String::as_str) {
-                Some("-o") => args.get(2).ok_or("-o needs a file")?.clone(),
-                None => "tpukit-host.tpkb".to_string(),
-                Some(other) => return Err(format!("bundle build: unknown option `{other}`")),
-            };
-            build(Path::new(&out))
+            let mut out = PathBuf::from("tpukit-host.tpkb");
+            let mut tpu = true;
+            let mut it = args[1..].iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "-o" => out = it.next().ok_or("-o needs a file")?.into(),
+                    "--no-tpu" => tpu = false,
+                    other => return Err(format!("bundle build: unknown option `{other}`")),
+                }
+            }
+            build(&out, tpu)
         }
-        _ => Err("usage: tpukit bundle build [-o FILE]".into()),
+        Some("inspect") => match args.get(1) {
+            Some(path) => inspect(Path::new(path)),
+            None => Err(USAGE.into()),
+        },
+        _ => Err(USAGE.into()),
     }
 }
 
-/// Every kernel to bundle: (name, kernel, bindings to lower it with).
-fn jobs() -> Result<Vec<(String, Kernel, Bindings)>, String> {
+/// One kernel to bundle, with the bindings its TPU module is lowered for.
+struct Job {
+    name: String,
+    kernel: Kernel,
+    bindings: Bindings,
+}
+
+/// Every kernel to bundle, each once.
+fn jobs() -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
     for dtype in [DType::F32, DType::BF16] {
         for &(name, shape) in BUNDLED {
             let entry = find(name).ok_or(format!("no catalog kernel `{name}`"))?;
             let inst = entry.instantiate(shape, dtype).map_err(|e| e.to_string())?;
-            jobs.push((format!("{name} {dtype}"), inst.kernel, inst.bindings));
+            jobs.push(Job {
+                name: format!("{name} {dtype}"),
+                kernel: inst.kernel,
+                bindings: inst.bindings,
+            });
         }
-        // Each tpuBLAS operator's kernel at a problem size off its blocks (symbolic extents
-        // make it serve every other size; static ones, such as a row length, are part of the
-        // kernel).
-        for op in tpukit_blas::ops() {
-            let shape = vec![300; op.shape.len()];
-            match op.instantiate(&shape, dtype) {
-                Ok(inst) => jobs.push((format!("{} {dtype}", op.name), inst.kernel, inst.bindings)),
-                Err(e) => eprintln!("tpukit: skipping {} {dtype} in the bundle: {e}", op.name),
-            }
+        // Each kernel a tpuBLAS operator may launch; its CPU code serves every shape, its
+        // TPU module is lowered at sample extents (a TPU kernel is specialised to shapes).
+        for (id, kernel) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
+            jobs.push(Job {
+                name: format!("{id} {} {dtype}", kernel.name),
+                bindings: kernel.sample_bindings(Fit::Divisible),
+                kernel,
+            });
         }
     }
     Ok(jobs)
 }
 
-fn build(path: &Path) -> Result<String, String> {
+fn build(path: &Path, tpu: bool) -> Result<String, String> {
     let host = HostTarget::detect();
     let options = cpu::options_for(&host, false);
     let jobs = jobs()?;
     let mut entries = Vec::new();
-    for (i, (name, kernel, bindings)) in jobs.iter().enumerate() {
+    for (i, job) in jobs.iter().enumerate() {
         let clock = Instant::now();
-        let artifact = cpu::compile_artifact(kernel, &host, options).map_err(|e| e.to_string())?;
-        let lowered = lower(
-            kernel,
-            &Options {
-                bindings: bindings.clone(),
-                ..Options::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        let artifact =
+            cpu::compile_artifact(&job.kernel, &host, options).map_err(|e| e.to_string())?;
+        let options_tpu = Options {
+            bindings: job.bindings.clone(),
+            ..Options::default()
+        };
+        let lowered = lower(&job.kernel, &options_tpu).map_err(|e| format!("{}: {e}", job.name))?;
         entries.push(bundle::BundleEntry {
-            key: CacheKey::new(kernel, &host, options),
-            name: name.clone(),
-            ir_hash: kernel.structural_hash().to_string(),
+            key: CacheKey::new(&job.kernel, &host, options),
+            name: job.name.clone(),
+            ir_hash: job.kernel.structural_hash().to_string(),
             artifact,
-            tpu_module: Some(lowered.stablehlo),
+            tpu: Some(bundle::TpuArtifact {
+                bindings: job.bindings.clone(),
+                module: lowered.stablehlo,
+                executables: Vec::new(),
+            }),
         });
-        eprint!(
-            "\r[{}/{}] {name}: compiled and lowered in {:.0?}        ",
-            i + 1,
-            jobs.len(),
+        let what = format!(
+            "{}: compiled and lowered in {:.0?}",
+            job.name,
             clock.elapsed()
         );
-        let _ = std::io::stderr().flush();
+        progress(i + 1, jobs.len(), &what);
     }
-    eprintln!();
+    let tpu_note = if tpu {
+        match tpu_executables(&mut entries) {
+            Ok(n) => format!(", {n} TPU executables ({})", TOPOLOGIES.join(", ")),
+            Err(e) => {
+                eprintln!("tpukit: no TPU executables in the bundle: {e}");
+                String::new()
+            }
+        }
+    } else {
+        String::new()
+    };
     bundle::write(path, &host, &entries).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(format!(
-        "wrote {} kernels for {} ({}) to {}\n",
+        "wrote {} kernels for {} ({}){tpu_note} to {}\n",
         entries.len(),
         host.cpu,
         host.triple,
         path.display()
     ))
+}
+
+/// Shows `[done/total] what`: rewritten in place on a terminal, else a line every 10%.
+fn progress(done: usize, total: usize, what: &str) {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r{:<100.100}", format!("[{done}/{total}] {what}"));
+        if done == total {
+            eprintln!();
+        }
+        let _ = std::io::stderr().flush();
+    } else if done == total || done.is_multiple_of(total.div_ceil(10)) {
+        eprintln!("[{done}/{total}] {what}");
+    }
+}
+
+/// Compiles every entry's TPU module with libtpu for [`TOPOLOGIES`] (one Python process,
+/// `python -m tpukit.tpu`) and adds the executables. Returns how many were added; an error
+/// says why none could be (no Python, no libtpu). A module libtpu rejects is reported and
+/// bundled without executables.
+fn tpu_executables(entries: &mut [bundle::BundleEntry]) -> Result<usize, String> {
+    let dir = std::env::temp_dir().join(format!("tpukit-bundle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let result = compile_in(&dir, entries);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn compile_in(dir: &Path, entries: &mut [bundle::BundleEntry]) -> Result<usize, String> {
+    let mut files = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let file = dir.join(format!("{i:05}.mlir"));
+        let module = e.tpu.as_ref().map_or("", |t| t.module.as_str());
+        std::fs::write(&file, module).map_err(|e| e.to_string())?;
+        files.push(file);
+    }
+    let python = std::env::var("TPUKIT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = Command::new(&python);
+    cmd.args(["-m", "tpukit.tpu", "--out"]).arg(dir);
+    for t in TOPOLOGIES {
+        cmd.args(["--topology", t]);
+    }
+    let mut child = cmd
+        .args(&files)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    let total = files.len() * TOPOLOGIES.len();
+    let mut done = 0;
+    let mut failures = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        done += 1;
+        if line.contains("\"ok\": false") {
+            failures.push(line);
+        }
+        progress(done, total, "compiled for TPU with libtpu");
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if done == 0 || output.status.code() == Some(2) {
+        let why = failures.first().cloned().unwrap_or_else(|| {
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or("no output")
+                .to_string()
+        });
+        return Err(format!("{python} -m tpukit.tpu: {why}"));
+    }
+    for f in &failures {
+        eprintln!("tpukit: libtpu rejected a bundled module: {f}");
+    }
+    let mut added = 0;
+    for (e, file) in entries.iter_mut().zip(&files) {
+        let Some(tpu) = e.tpu.as_mut() else { continue };
+        for t in TOPOLOGIES {
+            let exe = dir.join(format!(
+                "{}.{}.tpu",
+                file.file_stem().expect("a file").to_string_lossy(),
+                t.replace(':', "-")
+            ));
+            if let Ok(bytes) = std::fs::read(&exe) {
+                tpu.executables.push((t.to_string(), bytes));
+                added += 1;
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// `tpukit bundle inspect FILE`: the bundle's target and entries, every checksum checked.
+fn inspect(path: &Path) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let info = bundle::inspect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let host = HostTarget::detect();
+    let usable = (
+        info.triple.as_str(),
+        info.cpu.as_str(),
+        info.features.as_str(),
+    ) == (
+        host.triple.as_str(),
+        host.cpu.as_str(),
+        host.features.as_str(),
+    ) && info.version == env!("CARGO_PKG_VERSION");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: tpukit {}, {} `{}`, {} kernels ({} on this host)",
+        path.display(),
+        info.version,
+        info.triple,
+        info.cpu,
+        info.entries.len(),
+        if usable { "usable" } else { "not usable" }
+    );
+    for e in &info.entries {
+        let tpu = match &e.tpu {
+            None => "no TPU module".to_string(),
+            Some(t) => {
+                let bindings: Vec<String> =
+                    t.bindings.iter().map(|(s, v)| format!("{s}={v}")).collect();
+                let exes: Vec<String> = t
+                    .executables
+                    .iter()
+                    .map(|(topology, b)| format!("{topology} {} KiB", b.len() / 1024))
+                    .collect();
+                format!(
+                    "TPU module {} KiB at {}; executables: {}",
+                    t.module.len() / 1024,
+                    bindings.join(","),
+                    if exes.is_empty() {
+                        "none".into()
+                    } else {
+                        exes.join(", ")
+                    }
+                )
+            }
+        };
+        let _ = writeln!(
+            out,
+            "  {:<58} object {:>4} KiB  {tpu}",
+            e.name,
+            e.object_bytes / 1024
+        );
+    }
+    Ok(out)
 }

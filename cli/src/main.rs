@@ -2,12 +2,18 @@
 //!
 //! ```text
 //! tpukit list
+//! tpukit kernels [--dtype bf16]
 //! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
-//! tpukit bundle build [-o FILE]
+//! tpukit lower OP#I [--fit divisible|edge] [--dtype bf16] [...]
+//! tpukit bundle build [-o FILE] [--no-tpu]
+//! tpukit bundle inspect FILE
 //! ```
 //!
 //! `list` prints the catalog, then a `tpublas:` section with every tpuBLAS operator by ATen
-//! name; `lower` takes either (`tpukit lower aten.add.Tensor --shape 4096`).
+//! name; `lower` takes either (`tpukit lower aten.add.Tensor --shape 4096`). `kernels` lists
+//! every distinct kernel the tpuBLAS operators launch for a dtype, as `OP#I` (kernel `I` of
+//! the operator's declared kernels); `lower OP#I` lowers one at sample extents (see
+//! `Kernel::sample_bindings`) — what the conformance suite compiles.
 //!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
@@ -16,19 +22,23 @@
 mod bundle;
 
 use std::{fmt::Write as _, process::ExitCode};
-use tpukit::catalog::{CATALOG, find};
-use tpukit::dsl::DType;
+use tpukit::catalog::{CATALOG, Instance, find};
+use tpukit::dsl::{DType, Fit};
 use tpukit_mosaic::{Options, lower};
 
 const USAGE: &str = "usage:
   tpukit list
+  tpukit kernels [--dtype f32|bf16]
   tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
-  tpukit bundle build [-o FILE]";
+  tpukit lower OP#I [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
+  tpukit bundle build [-o FILE] [--no-tpu]
+  tpukit bundle inspect FILE";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("list") => Ok(list()),
+        Some("kernels") => kernels_command(&args[1..]),
         Some("lower") => lower_command(&args[1..]),
         Some("bundle") => bundle::command(&args[1..]),
         Some("-h" | "--help") => Ok(format!("{USAGE}\n")),
@@ -64,18 +74,33 @@ fn list() -> String {
         let _ = writeln!(
             out,
             "{:<36} shape {:<18} dtypes f32,bf16  {}",
-            op.name,
-            op.shape.join("x"),
+            op.name(),
+            op.shape().join("x"),
             op.about
         );
     }
     out
 }
 
+/// `tpukit kernels [--dtype D]`: every distinct tpuBLAS kernel for `D`, as `OP#I NAME`.
+fn kernels_command(args: &[String]) -> Result<String, String> {
+    let dtype = match args {
+        [] => DType::F32,
+        [flag, d] if flag == "--dtype" => DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?,
+        _ => return Err(USAGE.to_string()),
+    };
+    let mut out = String::new();
+    for (id, kernel) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
+        let _ = writeln!(out, "{id} {}", kernel.name);
+    }
+    Ok(out)
+}
+
 /// The parsed arguments of `tpukit lower`.
 struct LowerArgs {
     name: String,
     shape: Vec<usize>,
+    fit: Fit,
     dtype: DType,
     text: bool,
     mosaic: bool,
@@ -91,6 +116,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
     let mut parsed = LowerArgs {
         name,
         shape: Vec::new(),
+        fit: Fit::Edge,
         dtype: DType::F32,
         text: false,
         mosaic: false,
@@ -112,26 +138,58 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
                 let d = value()?;
                 parsed.dtype = DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?
             }
+            "--fit" => {
+                parsed.fit = match value()?.as_str() {
+                    "divisible" => Fit::Divisible,
+                    "edge" => Fit::Edge,
+                    other => return Err(format!("--fit is divisible or edge, not `{other}`")),
+                }
+            }
             "--text" => parsed.text = true,
             "--mosaic" => parsed.mosaic = true,
             "-o" | "--output" => parsed.output = Some(value()?.clone()),
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
-    if parsed.shape.is_empty() {
+    if parsed.shape.is_empty() && !parsed.name.contains('#') {
         return Err("lower: --shape is required".into());
     }
     Ok(parsed)
 }
 
-fn lower_command(args: &[String]) -> Result<String, String> {
-    let a = parse_lower(args)?;
-    let instance = match (find(&a.name), tpukit_blas::find(&a.name)) {
+/// The kernel `lower` lowers, with the bindings of its symbols: a catalog kernel or an
+/// operator's main kernel at a problem shape, or kernel `OP#I` at sample extents.
+fn resolve(a: &LowerArgs) -> Result<Instance, String> {
+    if let Some((op, i)) = a.name.split_once('#') {
+        let op = tpukit_blas::find(op).ok_or(format!("no tpuBLAS operator `{op}`"))?;
+        let i: usize = i
+            .parse()
+            .map_err(|_| format!("bad kernel number in `{}`", a.name))?;
+        let mut kernels = op.kernels(a.dtype).map_err(|e| e.to_string())?;
+        if i >= kernels.len() {
+            return Err(format!(
+                "{} has {} kernels for {}, not {}",
+                op.name(),
+                kernels.len(),
+                a.dtype,
+                i + 1
+            ));
+        }
+        let kernel = kernels.swap_remove(i);
+        let bindings = kernel.sample_bindings(a.fit);
+        return Ok(Instance { kernel, bindings });
+    }
+    match (find(&a.name), tpukit_blas::find(&a.name)) {
         (Some(entry), _) => entry.instantiate(&a.shape, a.dtype),
         (None, Some(op)) => op.instantiate(&a.shape, a.dtype),
         (None, None) => return Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())
+}
+
+fn lower_command(args: &[String]) -> Result<String, String> {
+    let a = parse_lower(args)?;
+    let instance = resolve(&a)?;
     let options = Options {
         bindings: instance.bindings,
         ..Options::default()

@@ -41,6 +41,7 @@ mod loc;
 pub mod markers;
 mod op;
 mod print;
+mod sample;
 mod shape;
 mod spec;
 mod types;
@@ -57,6 +58,7 @@ pub use op::{
     Start, UnaryOp, ValueId, binary_result, unary_result,
 };
 pub use print::{PrintOptions, print_kernel};
+pub use sample::Fit;
 pub use shape::{Bindings, Dim, Extent};
 pub use spec::{ArraySpec, Blocking, CallSpec, IndexBinOp, IndexExpr, grid, prefetch};
 pub use types::Type;

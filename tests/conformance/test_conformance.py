@@ -1,9 +1,11 @@
-"""Every catalog kernel and tpuBLAS operator, lowered by `tpukit lower`, compiles with libtpu
-for v5e and v6e.
+"""Every catalog kernel and every tpuBLAS kernel, lowered by `tpukit lower`, compiles with
+libtpu for v5e and v6e.
 
 Shapes include ones the blocks do not divide (edge blocks, masked loads); dtypes f32 and bf16.
-tpuBLAS operators are listed by `tpukit list` (its `tpublas:` section) and take their shapes
-by the problem-shape kind they declare, so a new operator is covered without editing this file.
+tpuBLAS kernels are listed by `tpukit kernels` — every distinct kernel any operator may
+launch (broadcast forms, scalar forms, mixed-dtype statistics, the transposes that move dims)
+— and lowered at sample extents that fit their blocks and that do not, so a new operator or
+kernel is covered without editing this file.
 """
 
 import pytest
@@ -19,19 +21,6 @@ SHAPES = {
     "row_gather": ["1000x256x64", "1000x300x77"],
 }
 DTYPES = ["f32", "bf16"]
-
-
-# Per tpuBLAS problem-shape kind (`tpukit list` prints it after `shape`): a shape the blocks
-# divide, and one they do not.
-BLAS_SHAPES = {
-    "n": ["8192", "100003"],
-    "mxn": ["64x1024", "1003x1300"],
-    "mxkxn": ["256x512x256", "300x200x260"],
-    "bxmxkxn": ["4x128x256x128", "3x100x200x130"],
-    "rowsxinnerxk": ["1000x512x64", "1000x300x77"],
-    "axbxc": ["2x256x512", "3x300x200"],
-    "rowsxinnerxtotal": ["1024x512x4096", "300x300x1000"],
-}
 
 
 def sections():
@@ -50,10 +39,6 @@ def catalog():
     return [name for name, _ in sections()["catalog"]]
 
 
-def blas_ops():
-    return sections()["tpublas"]
-
-
 def test_every_catalog_kernel_has_conformance_shapes():
     assert sorted(catalog()) == sorted(SHAPES)
 
@@ -67,29 +52,39 @@ CASES = [
 ]
 
 
-def test_every_tpublas_shape_kind_has_conformance_shapes():
-    ops = blas_ops()
-    assert ops, "tpukit list has a tpublas section"
-    assert {kind for _, kind in ops} <= set(BLAS_SHAPES)
+def blas_kernels(dtype):
+    """`tpukit kernels --dtype D`: the ids (`OP#I`) of every distinct tpuBLAS kernel."""
+    return [line.split()[0] for line in tpukit("kernels", "--dtype", dtype).splitlines()]
 
 
 BLAS_CASES = [
-    (name, shape, dtype, topology)
-    for name, kind in blas_ops()
-    for shape in BLAS_SHAPES.get(kind, [])
+    (kernel, fit, dtype, topology)
     for dtype in DTYPES
+    for kernel in blas_kernels(dtype)
+    for fit in ("divisible", "edge")
     for topology in TOPOLOGIES
 ]
 
 
-@pytest.mark.parametrize(("name", "shape", "dtype", "topology"), CASES + BLAS_CASES)
-def test_compiles_for_tpu(compiler, tmp_path, name, shape, dtype, topology):
-    path = tmp_path / f"{name}.mlir"
-    tpukit("lower", name, "--shape", shape, "--dtype", dtype, "-o", str(path))
+def compiles(compiler, path, topology):
     result = compiler.compile(path.read_text(), topology)
     assert result["ok"], result.get("error")
     assert len(result["llo_ops"]) == 1, "one Mosaic kernel per module"
     assert result["llo_ops"][0]["total"] > 0
+
+
+@pytest.mark.parametrize(("name", "shape", "dtype", "topology"), CASES)
+def test_compiles_for_tpu(compiler, tmp_path, name, shape, dtype, topology):
+    path = tmp_path / f"{name}.mlir"
+    tpukit("lower", name, "--shape", shape, "--dtype", dtype, "-o", str(path))
+    compiles(compiler, path, topology)
+
+
+@pytest.mark.parametrize(("kernel", "fit", "dtype", "topology"), BLAS_CASES)
+def test_tpublas_kernel_compiles_for_tpu(compiler, tmp_path, kernel, fit, dtype, topology):
+    path = tmp_path / "kernel.mlir"
+    tpukit("lower", kernel, "--fit", fit, "--dtype", dtype, "-o", str(path))
+    compiles(compiler, path, topology)
 
 
 def test_unknown_kernel_is_a_clear_error():

@@ -8,7 +8,6 @@
 
 use crate::value::{Args, Value};
 use crate::{BlasError, copy, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -45,16 +44,10 @@ pub fn kernel(dtype: DType) -> Result<Kernel> {
     scatter_rows(&spec(dtype))
 }
 
-/// Problem shape `rows x inner x total`: one input's rows scattered into `total` rows.
-pub fn instance(shape: &[usize], dtype: DType) -> Result<Instance> {
-    Ok(Instance {
-        kernel: kernel(dtype)?,
-        bindings: ["rows", "inner", "total"]
-            .iter()
-            .map(|s| s.to_string())
-            .zip(shape.iter().copied())
-            .collect(),
-    })
+/// Every kernel for inputs of `dtype`: the scatter, and the transpose that moves a trailing
+/// `dim` to the front.
+pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+    Ok(vec![kernel(dtype)?, copy::kernel(dtype)?])
 }
 
 /// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere).
@@ -90,7 +83,7 @@ fn cat(parts: &[HostArray], d: usize) -> std::result::Result<HostArray, BlasErro
                 .clone()
                 .reshape(&[outer * size, inner])
                 .expect("same size");
-            launch_into(&k, Device::Cpu, &[&dest, &rows], &mut out)?;
+            crate::launch::into(&k, &[&dest, &rows], &mut out)?;
         }
         offset += size;
     }

@@ -7,7 +7,6 @@
 
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -42,18 +41,6 @@ pub fn kernel(dtype: DType) -> Result<Kernel> {
     transpose_tiles(&spec(dtype))
 }
 
-/// Problem shape `a x b x c`.
-pub fn instance(shape: &[usize], dtype: DType) -> Result<Instance> {
-    Ok(Instance {
-        kernel: kernel(dtype)?,
-        bindings: ["a", "b", "c"]
-            .iter()
-            .map(|s| s.to_string())
-            .zip(shape.iter().copied())
-            .collect(),
-    })
-}
-
 /// `x` with axes permuted (`out.shape[i] = x.shape[perm[i]]`) on the device.
 pub fn permute(x: &HostArray, perm: &[usize]) -> std::result::Result<HostArray, BlasError> {
     let mut cur: Vec<usize> = (0..perm.len()).collect();
@@ -73,7 +60,7 @@ pub fn permute(x: &HostArray, perm: &[usize]) -> std::result::Result<HostArray, 
         }
         let (a, b, c) = (size(&cur[..p]), size(&cur[p..q]), size(&cur[q..]));
         let x3 = t.reshape(&[a, b, c]).expect("same size");
-        t = launch(&k, Device::Cpu, &[&x3])?.remove(0);
+        t = crate::launch::one(&k, &[&x3])?;
         let moved: Vec<usize> = cur[q..].iter().chain(&cur[p..q]).copied().collect();
         cur.splice(p.., moved);
     }

@@ -7,11 +7,15 @@
 //! `[m, n] ⊕ [m, 1]` (2-D kernels, the same bodies on other call specs, see
 //! `layout::binary`); any other broadcast is materialised on the host first.
 //!
-//! Every kernel's blocks are `layout::BLOCK` (4096) elements; scalars are one-element f32
-//! operands broadcast to the block (`broadcast_to([4096])` below spells that block size).
+//! Operator arguments that are numbers (`alpha`, a Python scalar, `clamp`'s bounds,
+//! `threshold`) are run-time operands — one-element f32 arrays (`layout::scalar`) — never
+//! constants of the IR, so one compiled kernel serves every value and a bundle holds it.
+//!
+//! Every kernel's blocks are `layout::BLOCK` (4096) elements; scalars broadcast to the block
+//! (`broadcast_to([4096])` below spells that block size).
 
 use crate::BlasError;
-use crate::layout::{self, BLOCK, flat};
+use crate::layout::{self, BLOCK, Pattern, flat};
 use crate::promote::{promote, served, to};
 use tpukit::dsl::{DType, Kernel};
 use tpukit::prelude::*;
@@ -85,13 +89,13 @@ fn silu(x: In, o: Out, out: DType) {
 }
 
 #[tpu_kernel]
-fn add_tt(x: In, y: In, o: Out, alpha: f32, out: DType) {
-    o[..] = (x[..].cast(f32) + y[..].cast(f32) * alpha).cast(out);
+fn add_tt(x: In, y: In, alpha: In, o: Out, out: DType) {
+    o[..] = (x[..].cast(f32) + y[..].cast(f32) * alpha[..]).cast(out);
 }
 
 #[tpu_kernel]
-fn sub_tt(x: In, y: In, o: Out, alpha: f32, out: DType) {
-    o[..] = (x[..].cast(f32) - y[..].cast(f32) * alpha).cast(out);
+fn sub_tt(x: In, y: In, alpha: In, o: Out, out: DType) {
+    o[..] = (x[..].cast(f32) - y[..].cast(f32) * alpha[..]).cast(out);
 }
 
 #[tpu_kernel]
@@ -120,13 +124,13 @@ fn pow_tt(x: In, y: In, o: Out, out: DType) {
 }
 
 #[tpu_kernel]
-fn add_ts(x: In, s: In, o: Out, alpha: f32, out: DType) {
-    o[..] = (x[..].cast(f32) + s[..].broadcast_to([4096]) * alpha).cast(out);
+fn add_ts(x: In, s: In, o: Out, out: DType) {
+    o[..] = (x[..].cast(f32) + s[..].broadcast_to([4096])).cast(out);
 }
 
 #[tpu_kernel]
-fn sub_ts(x: In, s: In, o: Out, alpha: f32, out: DType) {
-    o[..] = (x[..].cast(f32) - s[..].broadcast_to([4096]) * alpha).cast(out);
+fn sub_ts(x: In, s: In, o: Out, out: DType) {
+    o[..] = (x[..].cast(f32) - s[..].broadcast_to([4096])).cast(out);
 }
 
 #[tpu_kernel]
@@ -161,8 +165,9 @@ fn clamp_k(x: In, lo: In, hi: In, o: Out, out: DType) {
 /// `threshold_backward(grad, x, threshold)`: 0 where `x <= threshold`, else `grad` (so a
 /// NaN `x` passes `grad` through, as in ATen).
 #[tpu_kernel]
-fn threshold_backward_k(g: In, x: In, o: Out, threshold: f32, out: DType) {
-    o[..] = where_(x[..].cast(f32) <= threshold, 0.0, g[..].cast(f32)).cast(out);
+fn threshold_backward_k(g: In, x: In, threshold: In, o: Out, out: DType) {
+    let t = threshold[..].broadcast_to([4096]);
+    o[..] = where_(x[..].cast(f32) <= t, 0.0, g[..].cast(f32)).cast(out);
 }
 
 /// `gelu_backward(grad, x, approximate='none')`: `grad · (Φ(x) + x·φ(x))`.
@@ -258,6 +263,17 @@ impl Unary {
         };
         Ok(build(&spec, dtype)?)
     }
+
+    /// Every kernel the operator launches for tensors of `dtype` (`gelu` has two forms).
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+        match self {
+            Unary::Gelu | Unary::GeluTanh => Ok(vec![
+                Unary::Gelu.kernel(dtype)?,
+                Unary::GeluTanh.kernel(dtype)?,
+            ]),
+            op => Ok(vec![op.kernel(dtype)?]),
+        }
+    }
 }
 
 /// ATen's binary pointwise operators (Tensor and Scalar overloads).
@@ -307,6 +323,44 @@ impl Binary {
             Binary::Maximum | Binary::Minimum => return None,
         })
     }
+
+    /// Whether the operator scales its second operand by `alpha`.
+    fn has_alpha(self) -> bool {
+        matches!(self, Binary::Add | Binary::Sub)
+    }
+
+    /// The patterns of `y` the operator has kernels for: a run-time scalar only where ATen has
+    /// a Scalar overload.
+    fn patterns(self) -> Vec<Pattern> {
+        let mut p = vec![Pattern::Same, Pattern::Row, Pattern::Column];
+        if self.aten_scalar().is_some() {
+            p.push(Pattern::Scalar);
+        }
+        p
+    }
+
+    /// Every kernel of the operator for tensors of `dtype`, one per pattern of `y`.
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+        self.patterns()
+            .into_iter()
+            .map(|p| binary_kernel(self, dtype, p))
+            .collect()
+    }
+
+    /// The kernels of the Scalar overload.
+    pub fn scalar_kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+        Ok(vec![binary_kernel(self, dtype, Pattern::Scalar)?])
+    }
+
+    /// `alpha · y` as the kernel sees a scalar `y`: both rounded to f32 and multiplied in f32,
+    /// as ATen's opmath does it per element (so folding it on the host changes no bit).
+    fn fold_alpha(self, y: f64, alpha: f64) -> f64 {
+        if self.has_alpha() {
+            f64::from(alpha as f32 * y as f32)
+        } else {
+            y
+        }
+    }
 }
 
 fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
@@ -320,16 +374,22 @@ fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
     }
 }
 
+fn check_alpha(op: Binary, name: &'static str, alpha: f64) -> Result<(), BlasError> {
+    if alpha != 1.0 && !op.has_alpha() {
+        return Err(BlasError::new(
+            name,
+            "alpha is only defined for add and sub",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs an elementwise kernel on flattened inputs; the output takes `shape`.
 fn run(kernel: &Kernel, inputs: &[&HostArray], shape: &[usize]) -> Result<HostArray, BlasError> {
     let flat: Vec<HostArray> = inputs.iter().map(|x| layout::flatten(x)).collect();
     let refs: Vec<&HostArray> = flat.iter().collect();
-    let out = launch(kernel, Device::Cpu, &refs)?.remove(0);
+    let out = crate::launch::one(kernel, &refs)?;
     Ok(layout::unflatten(out, shape))
-}
-
-fn scalar_operand(x: f64) -> HostArray {
-    HostArray::from_f64(DType::F32, &[1], &[x])
 }
 
 /// `op(x)`.
@@ -349,12 +409,7 @@ pub fn binary(
     let name = op.aten_tensor();
     check_dtype(name, x)?;
     check_dtype(name, y)?;
-    if alpha != 1.0 && !matches!(op, Binary::Add | Binary::Sub) {
-        return Err(BlasError::new(
-            name,
-            "alpha is only defined for add and sub",
-        ));
-    }
+    check_alpha(op, name, alpha)?;
     let shape = layout::broadcast_shape(x.shape(), y.shape()).ok_or_else(|| {
         BlasError::new(
             name,
@@ -373,28 +428,28 @@ pub fn binary(
     };
     let (x, y) = (to(x, dtype), to(y, dtype));
     // `x` of the result's shape and `y` one of the canonical broadcasts run as they are;
-    // a one-element `y` is a run-time scalar; anything else is materialised on the host.
+    // anything else is materialised on the host.
     if x.shape() == shape.as_slice() {
-        if y.shape().iter().product::<usize>() == 1
-            && let Ok(k) = binary_kernel(op, dtype, true, alpha)
-        {
-            let s = HostArray::from_f64(DType::F32, &[1], &y.to_f64_vec());
-            let out = launch(&k, Device::Cpu, &[&layout::flatten(&x), &s])?.remove(0);
-            return Ok(layout::unflatten(out, &shape));
+        let one_element = y.shape().iter().product::<usize>() == 1;
+        if one_element && op.aten_scalar().is_some() {
+            let s = op.fold_alpha(y.to_f64_vec()[0], alpha);
+            let k = binary_kernel(op, dtype, Pattern::Scalar)?;
+            return run(&k, &[&x, &scalar(s)], &shape);
         }
         if let Some((p, m, n)) = layout::pattern(&shape, y.shape()) {
-            let kernel = broadcast_kernel(op, dtype, p, alpha)?;
-            if p == layout::Pattern::Same {
-                return run(&kernel, &[&x, &y], &shape);
-            }
-            let y_shape = if p == layout::Pattern::Row {
-                [1, n]
-            } else {
-                [m, 1]
+            let kernel = binary_kernel(op, dtype, p)?;
+            let (x2, y2) = match p {
+                Pattern::Row => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[1, n])),
+                Pattern::Column => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[m, 1])),
+                _ => (x.reshape(&[m * n]), y.reshape(&[m * n])),
             };
-            let y2 = to(&y, DType::F32).reshape(&y_shape).expect("same size");
-            let x2 = x.reshape(&[m, n]).expect("same size");
-            let out = launch(&kernel, Device::Cpu, &[&x2, &y2])?.remove(0);
+            let (x2, y2) = (x2.expect("same size"), y2.expect("same size"));
+            let alpha = layout::scalar_operand(alpha, x2.shape().len());
+            let mut inputs = vec![&x2, &y2];
+            if op.has_alpha() {
+                inputs.push(&alpha);
+            }
+            let out = crate::launch::one(&kernel, &inputs)?;
             return Ok(layout::unflatten(out, &shape));
         }
     }
@@ -402,8 +457,18 @@ pub fn binary(
         layout::expand(&x, &shape).expect("broadcast checked"),
         layout::expand(&y, &shape).expect("broadcast checked"),
     );
-    let kernel = binary_kernel(op, dtype, false, alpha)?;
-    run(&kernel, &[&x, &y], &shape)
+    let kernel = binary_kernel(op, dtype, Pattern::Same)?;
+    let alpha = scalar(alpha);
+    let mut inputs = vec![&x, &y];
+    if op.has_alpha() {
+        inputs.push(&alpha);
+    }
+    run(&kernel, &inputs, &shape)
+}
+
+/// A one-element f32 operand of a flat kernel.
+fn scalar(x: f64) -> HostArray {
+    layout::scalar_operand(x, 1)
 }
 
 /// `op(x, s)` with a Python scalar `s` (no type promotion: the result has `x`'s dtype).
@@ -417,17 +482,9 @@ pub fn binary_scalar(
         .aten_scalar()
         .ok_or_else(|| BlasError::new(op.aten_tensor(), "has no Scalar overload"))?;
     check_dtype(name, x)?;
-    if alpha != 1.0 && !matches!(op, Binary::Add | Binary::Sub) {
-        return Err(BlasError::new(
-            name,
-            "alpha is only defined for add and sub",
-        ));
-    }
-    let kernel = binary_kernel(op, x.dtype(), true, alpha)?;
-    let s = scalar_operand(s);
-    let flat_x = layout::flatten(x);
-    let out = launch(&kernel, Device::Cpu, &[&flat_x, &s])?.remove(0);
-    Ok(layout::unflatten(out, x.shape()))
+    check_alpha(op, name, alpha)?;
+    let kernel = binary_kernel(op, x.dtype(), Pattern::Scalar)?;
+    run(&kernel, &[x, &scalar(op.fold_alpha(s, alpha))], x.shape())
 }
 
 /// `where(cond, a, b)` (`aten.where.self`), broadcasting all three.
@@ -456,14 +513,10 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
 
 /// `clamp(x, min, max)` with scalar bounds (`aten.clamp.default`; `None` is unbounded).
 pub fn clamp(x: &HostArray, min: Option<f64>, max: Option<f64>) -> Result<HostArray, BlasError> {
-    let name = "aten.clamp.default";
-    check_dtype(name, x)?;
-    let dtype = x.dtype();
-    let lo = scalar_operand(min.unwrap_or(f64::NEG_INFINITY));
-    let hi = scalar_operand(max.unwrap_or(f64::INFINITY));
-    let flat_x = layout::flatten(x);
-    let out = launch(&clamp_kernel(dtype)?, Device::Cpu, &[&flat_x, &lo, &hi])?.remove(0);
-    Ok(layout::unflatten(out, x.shape()))
+    check_dtype("aten.clamp.default", x)?;
+    let lo = scalar(min.unwrap_or(f64::NEG_INFINITY));
+    let hi = scalar(max.unwrap_or(f64::INFINITY));
+    run(&clamp_kernel(x.dtype())?, &[x, &lo, &hi], x.shape())
 }
 
 const _: () = assert!(
@@ -476,35 +529,52 @@ const _: () = assert!(
 pub enum Backward {
     /// `threshold_backward(grad, x, threshold)` (relu's backward with threshold 0).
     Threshold,
-    /// `gelu_backward(grad, x, approximate)`.
+    /// `gelu_backward(grad, x, approximate='none')`.
     Gelu,
+    /// `gelu_backward(grad, x, approximate='tanh')`.
+    GeluTanh,
 }
 
 impl Backward {
     pub fn aten(self) -> &'static str {
         match self {
             Backward::Threshold => "aten.threshold_backward.default",
-            Backward::Gelu => "aten.gelu_backward.default",
+            Backward::Gelu | Backward::GeluTanh => "aten.gelu_backward.default",
         }
     }
 
-    /// The kernel; `param` is the threshold, or 1 for `approximate='tanh'` gelu.
-    pub fn kernel(self, dtype: DType, param: f64) -> Result<Kernel, BlasError> {
-        let spec = layout::elementwise(vec![flat(dtype), flat(dtype)], dtype);
+    /// The kernel (`threshold_backward`'s takes the threshold as a run-time scalar).
+    pub fn kernel(self, dtype: DType) -> Result<Kernel, BlasError> {
+        let mut inputs = vec![flat(dtype), flat(dtype)];
+        if self == Backward::Threshold {
+            inputs.push(layout::scalar(1));
+        }
+        let spec = layout::elementwise(inputs, dtype);
         Ok(match self {
-            Backward::Threshold => threshold_backward_k(&spec, param as f32, dtype)?,
-            Backward::Gelu if param != 0.0 => gelu_tanh_backward_k(&spec, dtype)?,
+            Backward::Threshold => threshold_backward_k(&spec, dtype)?,
             Backward::Gelu => gelu_backward_k(&spec, dtype)?,
+            Backward::GeluTanh => gelu_tanh_backward_k(&spec, dtype)?,
         })
+    }
+
+    /// Every kernel the operator launches for tensors of `dtype`.
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+        match self {
+            Backward::Threshold => Ok(vec![self.kernel(dtype)?]),
+            Backward::Gelu | Backward::GeluTanh => Ok(vec![
+                Backward::Gelu.kernel(dtype)?,
+                Backward::GeluTanh.kernel(dtype)?,
+            ]),
+        }
     }
 }
 
-/// `op(grad, x, param)` on same-shape, same-dtype tensors.
+/// `op(grad, x)` on same-shape, same-dtype tensors; `threshold` is `threshold_backward`'s.
 pub fn backward(
     op: Backward,
     grad: &HostArray,
     x: &HostArray,
-    param: f64,
+    threshold: f64,
 ) -> Result<HostArray, BlasError> {
     check_dtype(op.aten(), grad)?;
     check_dtype(op.aten(), x)?;
@@ -520,51 +590,34 @@ pub fn backward(
             ),
         ));
     }
-    run(&op.kernel(x.dtype(), param)?, &[grad, x], x.shape())
-}
-
-/// The kernel of a binary operator on two tensors (`scalar = false`) or a tensor and a
-/// run-time scalar, with `alpha` for add/sub.
-pub fn binary_kernel(
-    op: Binary,
-    dtype: DType,
-    scalar: bool,
-    alpha: f64,
-) -> Result<Kernel, BlasError> {
-    let a = alpha as f32;
-    if scalar {
-        let spec = layout::elementwise(vec![flat(dtype), layout::scalar()], dtype);
-        return Ok(match op {
-            Binary::Add => add_ts(&spec, a, dtype)?,
-            Binary::Sub => sub_ts(&spec, a, dtype)?,
-            Binary::Mul => mul_ts(&spec, dtype)?,
-            Binary::Div => div_ts(&spec, dtype)?,
-            Binary::Pow => pow_ts(&spec, dtype)?,
-            Binary::Maximum | Binary::Minimum => {
-                return Err(BlasError::new(op.aten_tensor(), "has no Scalar overload"));
-            }
-        });
+    let t = scalar(threshold);
+    let mut inputs = vec![grad, x];
+    if op == Backward::Threshold {
+        inputs.push(&t);
     }
-    broadcast_kernel(op, dtype, layout::Pattern::Same, alpha)
+    run(&op.kernel(x.dtype())?, &inputs, x.shape())
 }
 
-/// The kernel of a binary operator on `x` and a `y` broadcast by `pattern`.
-pub fn broadcast_kernel(
-    op: Binary,
-    dtype: DType,
-    pattern: layout::Pattern,
-    alpha: f64,
-) -> Result<Kernel, BlasError> {
-    let spec = layout::binary(pattern, dtype);
-    let a = alpha as f32;
-    Ok(match op {
-        Binary::Add => add_tt(&spec, a, dtype)?,
-        Binary::Sub => sub_tt(&spec, a, dtype)?,
-        Binary::Mul => mul_tt(&spec, dtype)?,
-        Binary::Div => div_tt(&spec, dtype)?,
-        Binary::Maximum => maximum_tt(&spec, dtype)?,
-        Binary::Minimum => minimum_tt(&spec, dtype)?,
-        Binary::Pow => pow_tt(&spec, dtype)?,
+/// The kernel of a binary operator on `x` and a `y` presented by `pattern` (see
+/// [`layout::binary`]); add and sub also take `alpha` as a run-time scalar, except with a
+/// scalar `y`, which the host has already multiplied by it.
+pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Kernel, BlasError> {
+    let unsupported = || BlasError::new(op.aten_tensor(), "has no Scalar overload");
+    let spec = layout::binary(pattern, dtype, op.has_alpha());
+    Ok(match (op, pattern) {
+        (Binary::Add, Pattern::Scalar) => add_ts(&spec, dtype)?,
+        (Binary::Sub, Pattern::Scalar) => sub_ts(&spec, dtype)?,
+        (Binary::Mul, Pattern::Scalar) => mul_ts(&spec, dtype)?,
+        (Binary::Div, Pattern::Scalar) => div_ts(&spec, dtype)?,
+        (Binary::Pow, Pattern::Scalar) => pow_ts(&spec, dtype)?,
+        (Binary::Maximum | Binary::Minimum, Pattern::Scalar) => return Err(unsupported()),
+        (Binary::Add, _) => add_tt(&spec, dtype)?,
+        (Binary::Sub, _) => sub_tt(&spec, dtype)?,
+        (Binary::Mul, _) => mul_tt(&spec, dtype)?,
+        (Binary::Div, _) => div_tt(&spec, dtype)?,
+        (Binary::Maximum, _) => maximum_tt(&spec, dtype)?,
+        (Binary::Minimum, _) => minimum_tt(&spec, dtype)?,
+        (Binary::Pow, _) => pow_tt(&spec, dtype)?,
     })
 }
 
@@ -576,6 +629,9 @@ pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
 
 /// The kernel of `clamp` with run-time scalar bounds.
 pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(dtype), layout::scalar(), layout::scalar()], dtype);
+    let spec = layout::elementwise(
+        vec![flat(dtype), layout::scalar(1), layout::scalar(1)],
+        dtype,
+    );
     Ok(clamp_k(&spec, dtype)?)
 }

@@ -7,7 +7,6 @@
 
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -70,7 +69,7 @@ fn select(
         .flat_map(|o| idx.iter().map(move |&i| (o * v) as f64 + i as f64))
         .collect();
     let rows = HostArray::from_f64(DType::I32, &[outer * k], &rows);
-    let out = launch(&kernel(x.dtype())?, Device::Cpu, &[&rows, &x2])?.remove(0);
+    let out = crate::launch::one(&kernel(x.dtype())?, &[&rows, &x2])?;
     let mut out_shape = shape.to_vec();
     if out_shape.is_empty() {
         out_shape.push(k);
@@ -92,19 +91,6 @@ impl Gather {
             Gather::IndexSelect => "aten.index_select.default",
             Gather::Embedding => "aten.embedding.default",
         }
-    }
-
-    /// Problem shape `rows x inner x k`: `k` rows of `inner` gathered from `rows`.
-    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        let names = ["rows", "inner", "k"];
-        Ok(Instance {
-            kernel: kernel(dtype)?,
-            bindings: names
-                .iter()
-                .map(|s| s.to_string())
-                .zip(shape.iter().copied())
-                .collect(),
-        })
     }
 
     /// `index_select(x, dim, index)`; `embedding(weight, indices, …)` → `indices.shape +

@@ -12,9 +12,16 @@ pub fn flat(dtype: DType) -> ArraySpec {
     ArraySpec::new(dtype, [Dim::sym("n")]).blocked([BLOCK], [grid(0)])
 }
 
-/// A run-time scalar: one f32, read whole by every step.
-pub fn scalar() -> ArraySpec {
-    ArraySpec::new(DType::F32, [1usize])
+/// A run-time scalar of a kernel whose values have `rank` dims: one f32 (shape `[1]`, or
+/// `[1, 1]` for 2-D kernels, so it broadcasts without a rank change), read whole by every
+/// step. Operator arguments that are numbers reach kernels this way, never as IR constants.
+pub fn scalar(rank: usize) -> ArraySpec {
+    ArraySpec::new(DType::F32, vec![1usize; rank])
+}
+
+/// The host array for a [`scalar`] operand holding `x` (rounded to f32).
+pub fn scalar_operand(x: f64, rank: usize) -> HostArray {
+    HostArray::from_f64(DType::F32, &vec![1; rank], &[x])
 }
 
 /// The call spec of an elementwise kernel over `n` elements.
@@ -33,6 +40,8 @@ pub fn elementwise(inputs: Vec<ArraySpec>, out: DType) -> CallSpec {
 pub enum Pattern {
     /// Same shape: both flattened to `[n]`.
     Same,
+    /// One element: a run-time [`scalar`] (f32).
+    Scalar,
     /// `[m, n] ⊕ [1, n]`: `y` is a trailing part of the shape (`[b, s, d] + [d]`).
     Row,
     /// `[m, n] ⊕ [m, 1]`: `y` is a leading part of the shape (`[b, s, d] + [b, s, 1]`).
@@ -44,12 +53,23 @@ pub const BROADCAST_BLOCK: [usize; 2] = [16, 512];
 
 /// The call spec of a binary kernel with `pattern`: `x` (of `dtype`) is `[n]` or `[m, n]`;
 /// a broadcast `y` is an f32 row `[1, n]` or column `[m, 1]` (the host widens it: it is
-/// small, and Mosaic cannot broadcast a bf16 row across sublanes).
-pub fn binary(pattern: Pattern, dtype: DType) -> CallSpec {
+/// small, and Mosaic cannot broadcast a bf16 row across sublanes), or an f32 [`scalar`].
+/// With `alpha`, a run-time scalar follows `y` (except for a scalar `y`: the host folds
+/// `alpha` into it).
+pub fn binary(pattern: Pattern, dtype: DType, alpha: bool) -> CallSpec {
     let [bm, bn] = BROADCAST_BLOCK;
     let tiles = |d: DType| ArraySpec::new(d, ["m", "n"]).blocked([bm, bn], [grid(0), grid(1)]);
+    let with_alpha = |mut inputs: Vec<ArraySpec>, rank: usize| {
+        if alpha {
+            inputs.push(scalar(rank));
+        }
+        inputs
+    };
     let y = match pattern {
-        Pattern::Same => return elementwise(vec![flat(dtype), flat(dtype)], dtype),
+        Pattern::Scalar => return elementwise(vec![flat(dtype), scalar(1)], dtype),
+        Pattern::Same => {
+            return elementwise(with_alpha(vec![flat(dtype), flat(dtype)], 1), dtype);
+        }
         Pattern::Row => ArraySpec::new(DType::F32, [Dim::Static(1), Dim::sym("n")])
             .blocked([1, bn], [0.into(), grid(1)]),
         Pattern::Column => ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(1)])
@@ -60,7 +80,7 @@ pub fn binary(pattern: Pattern, dtype: DType) -> CallSpec {
             GridAxis::parallel(Extent::cdiv("m", bm)),
             GridAxis::parallel(Extent::cdiv("n", bn)),
         ],
-        inputs: vec![tiles(dtype), y],
+        inputs: with_alpha(vec![tiles(dtype), y], 2),
         outputs: vec![tiles(dtype)],
         ..Default::default()
     }

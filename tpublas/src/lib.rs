@@ -1,24 +1,28 @@
 //! tpuBLAS: ATen operators written as `#[tpu_kernel]`s, with ATen's semantics, for f32 and
 //! bf16, shape-generic: array extents are symbols bound at launch and edge blocks are masked
-//! by the IR, so one compiled kernel serves every shape of its layout class.
+//! by the IR, so one compiled kernel serves every shape of its layout class. Numbers among
+//! the arguments (`alpha`, `beta`, `eps`, a Python scalar, a threshold) are run-time
+//! operands, so they do not make new kernels either.
 //!
-//! [`ops`] lists the operators by ATen name ([`table::Op`]): each has the kernel it lowers to
-//! for a problem shape (`tpukit lower aten.add.Tensor --shape …`) and a host-side `run` on
-//! [`Value`] arguments that presents the host arrays to its kernels (flattening, collapsing
-//! to rows, moving reduced dims last) and launches them on `Device::Cpu`.
+//! [`ops`] lists the operators by their ATen schema ([`Op`]): each declares every kernel
+//! it may launch ([`Op::kernels`], what bundles precompile and the conformance suite
+//! compiles — [`kernel_ids`] names them) and has a host-side `run` on [`Value`] arguments
+//! that presents the host arrays to its kernels (flattening, collapsing to rows, moving
+//! reduced dims last) and launches them on `Device::Cpu`.
 //!
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
-//! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`], [`norm_backward`]),
-//! products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]), permutation copies ([`copy`]) and
-//! concatenation ([`concat`]). Row
-//! operators share the `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the
-//! storage dtype (ATen's opmath) and rounds once.
+//! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`],
+//! [`norm_backward`]), products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]),
+//! permutation copies ([`copy`]) and concatenation ([`concat`]). Row operators share the
+//! `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the storage dtype
+//! (ATen's opmath) and rounds once.
 
 pub mod concat;
 pub mod copy;
 pub mod elementwise;
 mod error;
 pub mod indexing;
+mod launch;
 mod layout;
 pub mod matmul;
 pub mod norm;
@@ -33,5 +37,6 @@ mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
-pub use table::{Op, find, ops, run};
+pub use launch::record;
+pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

@@ -5,39 +5,39 @@
 //!
 //! `addmm`'s `self` is added in the epilogue, as a `[1, n]` row (a Linear layer's bias:
 //! `self` of shape `[n]` or `[1, n]`) or as a full `[m, n]` operand (anything else that
-//! broadcasts to `[m, n]` is expanded on the host first). With `beta = 0` `self` is ignored,
-//! NaNs included, as in ATen.
+//! broadcasts to `[m, n]` is expanded on the host first). `beta` and `alpha` are run-time
+//! scalars (`[1, 1]` f32), so one kernel serves every value. With `beta = 0` `self` is
+//! ignored, NaNs included, as in ATen: the row kernel runs with a zero row instead.
 
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
 use tpukit::prelude::*;
 
 /// Block extent along m, n and k.
 pub const B: usize = 128;
 
-/// `o = alpha · (a @ b)`, grid `(m, n, k)`; `(b, m, n, k)` with a squeezed batch dim.
+/// `o = a @ b`, grid `(m, n, k)`; `(b, m, n, k)` with a squeezed batch dim.
 #[tpu_kernel]
-fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, alpha: f32, k_axis: usize, out: DType) {
+fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, k_axis: usize, out: DType) {
     if program_id(k_axis) == 0 {
         acc[..] = 0.0;
     }
     acc[..] += dot(a[..], b[..]);
     if program_id(k_axis) == num_programs(k_axis) - 1 {
-        o[..] = (acc[..] * alpha).cast(out);
+        o[..] = acc[..].cast(out);
     }
 }
 
 /// `o = beta · c + alpha · (a @ b)` with `c` a `[1, n]` row or an `[m, n]` array.
 #[tpu_kernel]
-fn addmm_kernel(c: In, a: In, b: In, o: Out, acc: Scratch, beta: f32, alpha: f32, out: DType) {
+fn addmm_kernel(c: In, a: In, b: In, beta: In, alpha: In, o: Out, acc: Scratch, out: DType) {
     if program_id(2) == 0 {
         acc[..] = 0.0;
     }
     acc[..] += dot(a[..], b[..]);
     if program_id(2) == num_programs(2) - 1 {
-        o[..] = (c[..].cast(f32) * beta + acc[..] * alpha).cast(out);
+        o[..] = (c[..].cast(f32) * beta[..] + acc[..] * alpha[..]).cast(out);
     }
 }
 
@@ -114,10 +114,11 @@ impl Matmul {
         }
     }
 
-    pub fn kernel(self, dtype: DType, bias: Bias, beta: f32, alpha: f32) -> Result<Kernel> {
+    /// The kernel for operands of `dtype` (`bias` only matters for `addmm`).
+    pub fn kernel(self, dtype: DType, bias: Bias) -> Result<Kernel> {
         match self {
-            Matmul::Mm => mm_kernel(&mm_spec(dtype), alpha, 2, dtype),
-            Matmul::Bmm => mm_kernel(&bmm_spec(dtype), alpha, 3, dtype),
+            Matmul::Mm => mm_kernel(&mm_spec(dtype), 2, dtype),
+            Matmul::Bmm => mm_kernel(&bmm_spec(dtype), 3, dtype),
             Matmul::Addmm => {
                 let mut spec = mm_spec(dtype);
                 let c = match bias {
@@ -126,25 +127,21 @@ impl Matmul {
                     Bias::Full => array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)]),
                 };
                 spec.inputs.insert(0, c);
-                addmm_kernel(&spec, beta, alpha, dtype)
+                spec.inputs.extend([layout::scalar(2), layout::scalar(2)]);
+                addmm_kernel(&spec, dtype)
             }
         }
     }
 
-    /// Problem shapes: `m x k x n` (mm, addmm with a row bias), `b x m x k x n` (bmm).
-    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        let names: &[&str] = match self {
-            Matmul::Bmm => &["b", "m", "k", "n"],
-            _ => &["m", "k", "n"],
-        };
-        Ok(Instance {
-            kernel: self.kernel(dtype, Bias::Row, 1.0, 1.0)?,
-            bindings: names
-                .iter()
-                .map(|s| s.to_string())
-                .zip(shape.iter().copied())
-                .collect(),
-        })
+    /// Every kernel for operands of `dtype` (`addmm`: a row bias and a full one).
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+        match self {
+            Matmul::Addmm => Ok(vec![
+                self.kernel(dtype, Bias::Row)?,
+                self.kernel(dtype, Bias::Full)?,
+            ]),
+            _ => Ok(vec![self.kernel(dtype, Bias::Row)?]),
+        }
     }
 
     /// `mm(a, b)`, `bmm(a, b)`, `addmm(self, a, b, beta=1, alpha=1)`. Operands must share
@@ -179,16 +176,13 @@ impl Matmul {
             out_shape.insert(0, xs[0]);
         }
         if self != Matmul::Addmm {
-            let k = self.kernel(dtype, Bias::Row, 1.0, 1.0)?;
-            return Ok(vec![launch(&k, Device::Cpu, &[x, y])?.remove(0)]);
+            let k = self.kernel(dtype, Bias::Row)?;
+            return Ok(vec![crate::launch::one(&k, &[x, y])?]);
         }
         let (beta, alpha) = (a.scalar_or(3, 1.0)?, a.scalar_or(4, 1.0)?);
-        if beta == 0.0 {
-            let k = mm_kernel(&mm_spec(dtype), alpha as f32, 2, dtype)?;
-            return Ok(vec![launch(&k, Device::Cpu, &[x, y])?.remove(0)]);
-        }
         let c = promote::to(a.tensor(0)?, dtype);
         let (c, bias) = match c.shape() {
+            _ if beta == 0.0 => (HostArray::zeros(dtype, &[1, n]), Bias::Row),
             [cn] | [1, cn] if *cn == n => (c.reshape(&[1, n]).expect("same size"), Bias::Row),
             s => {
                 let full = layout::expand(&c, &out_shape).ok_or_else(|| {
@@ -199,7 +193,11 @@ impl Matmul {
                 (full, Bias::Full)
             }
         };
-        let k = self.kernel(dtype, bias, beta as f32, alpha as f32)?;
-        Ok(vec![launch(&k, Device::Cpu, &[&c, x, y])?.remove(0)])
+        let k = self.kernel(dtype, bias)?;
+        let (beta, alpha) = (
+            layout::scalar_operand(beta, 2),
+            layout::scalar_operand(alpha, 2),
+        );
+        Ok(vec![crate::launch::one(&k, &[&c, x, y, &beta, &alpha])?])
     }
 }

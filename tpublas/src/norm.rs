@@ -8,12 +8,12 @@
 //!
 //! Weight and bias reach the kernel as f32 `[1, n]` rows whatever their dtype (the host
 //! widens them, exactly): Mosaic cannot broadcast a row loaded from a bf16 `[1, n]` window
-//! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32.
+//! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32. `eps`
+//! is a run-time scalar (`[1, 1]` f32), so every `eps` shares one compiled kernel.
 
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -22,13 +22,13 @@ fn layer_norm_rows(
     x: In,
     w: In,
     b: In,
+    eps: In,
     o: Out,
     mean_out: Out,
     rstd_out: Out,
     cnt: Scratch,
     mean: Scratch,
     m2: Scratch,
-    eps: f32,
     bm: usize,
     bn: usize,
     out: DType,
@@ -53,7 +53,7 @@ fn layer_norm_rows(
         cnt[..] = n_new;
     }
     if program_id(1) == 1 {
-        let rstd = (m2[..] / cnt[..] + eps).rsqrt();
+        let rstd = (m2[..] / cnt[..] + eps[..]).rsqrt();
         let mu = mean[..];
         o[..] = ((v - mu) * rstd * w[..].cast(f32) + b[..].cast(f32)).cast(out);
         mean_out[..] = mu.cast(stat);
@@ -65,10 +65,10 @@ fn layer_norm_rows(
 fn rms_norm_rows(
     x: In,
     w: In,
+    eps: In,
     o: Out,
     rstd_out: Out,
     ss: Scratch,
-    eps: f32,
     out: DType,
     stat: DType,
 ) {
@@ -80,7 +80,7 @@ fn rms_norm_rows(
         ss[..] += (v * v).sum_keepdims(-1);
     }
     if program_id(1) == 1 {
-        let rstd = (ss[..] / dim(x, 1).cast(f32) + eps).rsqrt();
+        let rstd = (ss[..] / dim(x, 1).cast(f32) + eps[..]).rsqrt();
         o[..] = (v * rstd * w[..].cast(f32)).cast(out);
         rstd_out[..] = rstd.cast(stat);
     }
@@ -100,9 +100,9 @@ impl Norm {
         }
     }
 
-    /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias);
-    /// statistics (`[m, 1]`) of `stat`.
-    pub fn kernel(self, dtype: DType, stat: DType, eps: f32) -> Result<Kernel> {
+    /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias) and
+    /// a run-time `eps`; statistics (`[m, 1]`) of `stat`.
+    pub fn kernel(self, dtype: DType, stat: DType) -> Result<Kernel> {
         let mut spec = CallSpec {
             grid: rows::phased_grid(2),
             inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
@@ -113,19 +113,26 @@ impl Norm {
         match self {
             Norm::Layer => {
                 spec.inputs.push(rows::column_vector(DType::F32));
+                spec.inputs.push(layout::scalar(2));
                 spec.outputs.insert(1, rows::stat(stat));
                 spec.scratch = vec![rows::acc(); 3];
-                layer_norm_rows(&spec, eps, BM, BN, dtype, stat)
+                layer_norm_rows(&spec, BM, BN, dtype, stat)
             }
-            Norm::Rms => rms_norm_rows(&spec, eps, dtype, stat),
+            Norm::Rms => {
+                spec.inputs.push(layout::scalar(2));
+                rms_norm_rows(&spec, dtype, stat)
+            }
         }
     }
 
-    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        Ok(Instance {
-            kernel: self.kernel(dtype, dtype, 1e-5)?,
-            bindings: rows::bindings(shape[0], shape[1]),
-        })
+    /// Every kernel for inputs of `dtype`: statistics of the input's dtype, and f32
+    /// statistics for bf16 inputs with f32 weights (ATen's mixed type).
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+        let mut k = vec![self.kernel(dtype, dtype)?];
+        if dtype == DType::BF16 {
+            k.push(self.kernel(dtype, DType::F32)?);
+        }
+        Ok(k)
     }
 
     /// `native_layer_norm(x, normalized_shape, weight?, bias?, eps)` → `(out, mean, rstd)`;
@@ -186,13 +193,14 @@ impl Norm {
         };
         let m = x.shape().iter().product::<usize>() / n.max(1);
         let rows_x = x.clone().reshape(&[m, n]).expect("same size");
-        let k = self.kernel(x.dtype(), stat, eps as f32)?;
+        let k = self.kernel(x.dtype(), stat)?;
         let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
+        let eps = layout::scalar_operand(eps, 2);
         let inputs: Vec<&HostArray> = match self {
-            Norm::Layer => vec![&rows_x, &w, &b],
-            Norm::Rms => vec![&rows_x, &w],
+            Norm::Layer => vec![&rows_x, &w, &b, &eps],
+            Norm::Rms => vec![&rows_x, &w, &eps],
         };
-        let outs = launch(&k, Device::Cpu, &inputs)?;
+        let outs = crate::launch::all(&k, &inputs)?;
         let mut stat_shape = x.shape().to_vec();
         for s in &mut stat_shape[rank - normalized.len()..] {
             *s = 1;

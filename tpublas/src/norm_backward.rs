@@ -10,7 +10,6 @@
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, Result, grid};
 use tpukit::prelude::*;
 
@@ -109,12 +108,15 @@ pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
     layer_norm_dwdb(&spec, param)
 }
 
-/// The input-gradient kernel for an `[m, n]` problem (`tpukit lower`).
-pub fn instance(shape: &[usize], dtype: DType) -> Result<Instance> {
-    Ok(Instance {
-        kernel: dx_kernel(dtype, dtype)?,
-        bindings: rows::bindings(shape[0], shape[1]),
-    })
+/// Every kernel for inputs of `dtype`: both kernels with statistics and parameters of the
+/// input's dtype, and for bf16 inputs also with f32 ones (a forward pass with f32 weights).
+pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+    let mut k = vec![dx_kernel(dtype, dtype)?, dwdb_kernel(dtype, dtype, dtype)?];
+    if dtype == DType::BF16 {
+        k.push(dx_kernel(dtype, DType::F32)?);
+        k.push(dwdb_kernel(dtype, DType::F32, DType::F32)?);
+    }
+    Ok(k)
 }
 
 /// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?,
@@ -156,15 +158,12 @@ pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
     let (g2, x2) = (rows_of(g, n), rows_of(x, n));
     let (mean2, rstd2) = (rows_of(mean, 1), rows_of(rstd, 1));
     let stat = mean.dtype();
-    let dx = launch(
+    let dx = crate::launch::one(
         &dx_kernel(x.dtype(), stat)?,
-        Device::Cpu,
         &[&g2, &x2, &mean2, &rstd2, &w],
-    )?
-    .remove(0);
-    let mut dwdb = launch(
+    )?;
+    let mut dwdb = crate::launch::all(
         &dwdb_kernel(x.dtype(), stat, param)?,
-        Device::Cpu,
         &[&g2, &x2, &mean2, &rstd2],
     )?;
     let db = dwdb

@@ -6,7 +6,6 @@
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -86,20 +85,31 @@ impl Reduction {
         }
     }
 
-    /// The kernel for an `[m, n]` problem (`tpukit lower`).
-    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        Ok(Instance {
-            kernel: self.kernel(dtype, dtype)?,
-            bindings: rows::bindings(shape[0], shape[1]),
-        })
+    /// Every kernel for inputs of `dtype`: the row reduction, and the transpose that moves
+    /// reduced dims last.
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+        Ok(vec![
+            self.kernel(dtype, dtype)?,
+            crate::copy::kernel(dtype)?,
+        ])
     }
 
-    /// `op(x, dim, keepdim)`: ATen's `dim` list (empty or absent: every dim), negative dims
-    /// counting from the end. The result keeps `x`'s dtype.
+    /// `op(x, dim, keepdim, *, dtype)`: ATen's `dim` list (empty or absent: every dim),
+    /// negative dims counting from the end. The result keeps `x`'s dtype, or takes `dtype`
+    /// (sum and mean; `x` is converted first, as ATen does).
     pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
         let a = Args::new(self.aten(), args);
         let x = a.tensor(0)?;
         promote::check(self.aten(), x)?;
+        let converted;
+        let x = match a.opt_dtype(3)? {
+            Some(_) if self == Reduction::Amax => return Err(a.err("takes no dtype")),
+            Some(d) => {
+                converted = promote::to(x, d);
+                &converted
+            }
+            None => x,
+        };
         let rank = x.shape().len();
         let mut dims: Vec<usize> = match a.opt_int_list(1)? {
             Some(d) if !d.is_empty() => d
@@ -116,7 +126,7 @@ impl Reduction {
         }
         let (rows_x, _) = layout::to_rows(x, &dims)?;
         let k = self.kernel(x.dtype(), x.dtype())?;
-        let out = launch(&k, Device::Cpu, &[&rows_x])?.remove(0);
+        let out = crate::launch::one(&k, &[&rows_x])?;
         let shape: Vec<usize> = (0..rank)
             .filter_map(|d| match (dims.contains(&d), keepdim) {
                 (false, _) => Some(x.shape()[d]),

@@ -68,8 +68,3 @@ pub fn column_vector(dtype: DType) -> ArraySpec {
 pub fn acc() -> ArraySpec {
     ArraySpec::new(DType::F32, [BM, 1])
 }
-
-/// Bindings of a `[m, n]` row problem.
-pub fn bindings(m: usize, n: usize) -> tpukit::dsl::Bindings {
-    [("m".to_string(), m), ("n".to_string(), n)].into()
-}

@@ -7,7 +7,6 @@
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -36,11 +35,9 @@ pub fn kernel(dtype: DType) -> Result<Kernel> {
     cumsum_rows(&spec, BN, dtype)
 }
 
-pub fn instance(shape: &[usize], dtype: DType) -> Result<Instance> {
-    Ok(Instance {
-        kernel: kernel(dtype)?,
-        bindings: rows::bindings(shape[0], shape[1]),
-    })
+/// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.
+pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+    Ok(vec![kernel(dtype)?, crate::copy::kernel(dtype)?])
 }
 
 /// `cumsum(x, dim, dtype=None)`; the result keeps `x`'s dtype (an explicit f32/bf16 `dtype`
@@ -50,12 +47,9 @@ pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
     let x = a.tensor(0)?;
     promote::check(ATEN, x)?;
     let d = a.dim(a.int(1)?, x.shape().len())?;
-    let x = match a.str_or(2, "")? {
-        "" => x.clone(),
-        name => match DType::parse(name) {
-            Some(t @ (DType::F32 | DType::BF16)) => promote::to(x, t),
-            _ => return Err(a.err(format!("unsupported dtype `{name}`"))),
-        },
+    let x = match a.opt_dtype(2)? {
+        Some(t) => promote::to(x, t),
+        None => x.clone(),
     };
     let dims = if x.shape().is_empty() {
         vec![]
@@ -63,7 +57,7 @@ pub fn run(args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
         vec![d]
     };
     let (r, perm) = layout::to_rows(&x, &dims)?;
-    let o = launch(&kernel(x.dtype())?, Device::Cpu, &[&r])?.remove(0);
+    let o = crate::launch::one(&kernel(x.dtype())?, &[&r])?;
     Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
 }
 

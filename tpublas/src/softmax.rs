@@ -10,7 +10,6 @@
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::catalog::Instance;
 use tpukit::dsl::{CallSpec, DType, Kernel, Result};
 use tpukit::prelude::*;
 
@@ -118,11 +117,21 @@ impl Softmax {
         }
     }
 
-    pub fn instance(self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        Ok(Instance {
-            kernel: self.kernel(dtype, dtype)?,
-            bindings: rows::bindings(shape[0], shape[1]),
-        })
+    /// Every kernel for inputs of `dtype`: output of the same dtype, the other float dtype
+    /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
+    /// gradients and returns bf16), and the transpose that moves `dim` last.
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+        let other = match (self, dtype) {
+            (Softmax::Backward, DType::F32) => Some(DType::BF16),
+            (Softmax::Softmax | Softmax::LogSoftmax, DType::BF16) => Some(DType::F32),
+            _ => None,
+        };
+        let mut k = vec![self.kernel(dtype, dtype)?];
+        if let Some(out) = other {
+            k.push(self.kernel(dtype, out)?);
+        }
+        k.push(crate::copy::kernel(dtype)?);
+        Ok(k)
     }
 
     /// `_softmax(x, dim, half_to_float)`, `_log_softmax(x, dim, half_to_float)`,
@@ -148,7 +157,7 @@ impl Softmax {
         }
         let d = a.dim(a.int(dim_arg)?, x.shape().len())?;
         let out = match self {
-            Softmax::Backward => x.dtype(),
+            Softmax::Backward => a.opt_dtype(3)?.unwrap_or(x.dtype()),
             _ if a.bool_or(2, false)? => DType::F32,
             _ => x.dtype(),
         };
@@ -165,7 +174,7 @@ impl Softmax {
             perm = p;
         }
         let refs: Vec<&HostArray> = rows_in.iter().collect();
-        let o = launch(&self.kernel(x.dtype(), out)?, Device::Cpu, &refs)?.remove(0);
+        let o = crate::launch::one(&self.kernel(x.dtype(), out)?, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }
 }

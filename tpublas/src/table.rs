@@ -1,7 +1,11 @@
-//! The operator table: every ATen operator tpuBLAS implements, by its ATen name, with the
-//! kernel it lowers to for a problem shape (what `tpukit lower` and the libtpu conformance
-//! suite compile) and its host-side `run` on [`Value`] arguments (ATen's argument order,
-//! trailing defaults optional).
+//! The operator table: every ATen operator tpuBLAS implements, by its ATen schema, with the
+//! kernels it launches (what bundles precompile, `tpukit lower` lowers and the libtpu
+//! conformance suite compiles) and its host-side `run` on [`Value`] arguments in the
+//! schema's order.
+//!
+//! Invariant (tested by recording launches, see [`crate::launch::record`]): every kernel an
+//! operator's `run` launches for f32 or bf16 tensors is one of [`Op::kernels`] for that
+//! dtype, so a bundle built from the table serves every first call.
 
 use crate::BlasError;
 use crate::concat;
@@ -19,352 +23,411 @@ use tpukit::HostArray;
 use tpukit::catalog::Instance;
 use tpukit::dsl::{DType, Kernel, Result};
 
-/// One ATen operator.
-pub struct Op {
-    /// `aten.<name>.<overload>`.
-    pub name: &'static str,
-    pub about: &'static str,
-    /// The meaning of each extent of the problem shape [`Op::instance`] takes.
-    pub shape: &'static [&'static str],
-    /// The operator's (main) kernel for a problem shape and dtype.
-    pub instance: fn(&[usize], DType) -> Result<Instance>,
-    /// The operator on host arrays (runs on `Device::Cpu`).
-    pub run: fn(&[Value]) -> std::result::Result<Vec<HostArray>, BlasError>,
+/// Which code serves an operator: its family, and the member of the family.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Family {
+    Unary(Unary),
+    /// The Tensor overloads of a binary operator.
+    Binary(Binary),
+    /// The Scalar overloads (a Python number as the second operand).
+    Scalar(Binary),
+    Where,
+    Clamp,
+    Backward(Backward),
+    Reduction(Reduction),
+    Softmax(Softmax),
+    Norm(Norm),
+    NormBackward,
+    Cumsum,
+    Matmul(Matmul),
+    Gather(Gather),
+    Permute(Permute),
+    Cat,
 }
 
+/// One ATen operator.
+pub struct Op {
+    /// ATen's schema (`add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`):
+    /// the operator's name and overload, and the order, types and defaults of the arguments
+    /// [`Op::run`] takes. Frontends bind their callers' arguments with it (the Python
+    /// package, `torch.library`).
+    pub schema: &'static str,
+    pub about: &'static str,
+    pub family: Family,
+}
+
+const fn op(schema: &'static str, family: Family, about: &'static str) -> Op {
+    Op {
+        schema,
+        about,
+        family,
+    }
+}
+
+use Family as F;
+
+const OPS: &[Op] = &[
+    op("neg(Tensor self) -> Tensor", F::Unary(Unary::Neg), "-x"),
+    op("abs(Tensor self) -> Tensor", F::Unary(Unary::Abs), "|x|"),
+    op("exp(Tensor self) -> Tensor", F::Unary(Unary::Exp), "e^x"),
+    op("log(Tensor self) -> Tensor", F::Unary(Unary::Log), "ln x"),
+    op("sqrt(Tensor self) -> Tensor", F::Unary(Unary::Sqrt), "√x"),
+    op(
+        "rsqrt(Tensor self) -> Tensor",
+        F::Unary(Unary::Rsqrt),
+        "1/√x",
+    ),
+    op(
+        "tanh(Tensor self) -> Tensor",
+        F::Unary(Unary::Tanh),
+        "tanh x",
+    ),
+    op(
+        "sigmoid(Tensor self) -> Tensor",
+        F::Unary(Unary::Sigmoid),
+        "1/(1+e^-x)",
+    ),
+    op(
+        "relu(Tensor self) -> Tensor",
+        F::Unary(Unary::Relu),
+        "max(x, 0)",
+    ),
+    op(
+        "silu(Tensor self) -> Tensor",
+        F::Unary(Unary::Silu),
+        "x·sigmoid(x)",
+    ),
+    op(
+        "gelu(Tensor self, *, str approximate='none') -> Tensor",
+        F::Unary(Unary::Gelu),
+        "x·Φ(x), or its tanh approximation",
+    ),
+    op(
+        "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        F::Binary(Binary::Add),
+        "x + alpha·y, broadcasting, f32 ⊕ bf16 → f32",
+    ),
+    op(
+        "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        F::Binary(Binary::Sub),
+        "x − alpha·y, broadcasting, f32 ⊕ bf16 → f32",
+    ),
+    op(
+        "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+        F::Binary(Binary::Mul),
+        "x·y, broadcasting",
+    ),
+    op(
+        "div.Tensor(Tensor self, Tensor other) -> Tensor",
+        F::Binary(Binary::Div),
+        "x / y, broadcasting",
+    ),
+    op(
+        "maximum(Tensor self, Tensor other) -> Tensor",
+        F::Binary(Binary::Maximum),
+        "NaN-propagating max, broadcasting",
+    ),
+    op(
+        "minimum(Tensor self, Tensor other) -> Tensor",
+        F::Binary(Binary::Minimum),
+        "NaN-propagating min, broadcasting",
+    ),
+    op(
+        "pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+        F::Binary(Binary::Pow),
+        "x^y, broadcasting",
+    ),
+    op(
+        "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        F::Scalar(Binary::Add),
+        "x + alpha·s, s a run-time scalar",
+    ),
+    op(
+        "sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        F::Scalar(Binary::Sub),
+        "x − alpha·s, s a run-time scalar",
+    ),
+    op(
+        "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Scalar(Binary::Mul),
+        "x·s, s a run-time scalar",
+    ),
+    op(
+        "div.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Scalar(Binary::Div),
+        "x / s, s a run-time scalar",
+    ),
+    op(
+        "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+        F::Scalar(Binary::Pow),
+        "x^s, s a run-time scalar",
+    ),
+    op(
+        "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+        F::Where,
+        "cond ? a : b, broadcasting",
+    ),
+    op(
+        "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+        F::Clamp,
+        "clamp(x, min?, max?) with run-time scalar bounds",
+    ),
+    op(
+        "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+        F::Backward(Backward::Threshold),
+        "grad where x > threshold, else 0",
+    ),
+    op(
+        "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor",
+        F::Backward(Backward::Gelu),
+        "gelu's derivative times grad",
+    ),
+    op(
+        "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+        F::Reduction(Reduction::Sum),
+        "sum over dims (f32 accumulation), keepdim",
+    ),
+    op(
+        "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+        F::Reduction(Reduction::Mean),
+        "mean over dims (f32 accumulation), keepdim",
+    ),
+    op(
+        "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+        F::Reduction(Reduction::Amax),
+        "max over dims, keepdim",
+    ),
+    op(
+        "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+        F::Softmax(Softmax::Softmax),
+        "online softmax along a dim, two passes per row",
+    ),
+    op(
+        "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+        F::Softmax(Softmax::LogSoftmax),
+        "online log-softmax along a dim, two passes per row",
+    ),
+    op(
+        "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+        F::Softmax(Softmax::Backward),
+        "y·(g − Σ g·y) along a dim",
+    ),
+    op(
+        "native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+        F::Norm(Norm::Layer),
+        "(out, mean, rstd), one-pass Chan statistics in f32",
+    ),
+    op(
+        "_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)",
+        F::Norm(Norm::Rms),
+        "(out, rstd) in f32",
+    ),
+    op(
+        "native_layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+        F::NormBackward,
+        "(grad_input, grad_weight, grad_bias): a row kernel and a column kernel",
+    ),
+    op(
+        "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+        F::Cumsum,
+        "prefix sums along a dim: a triangular dot per block, f32 carry",
+    ),
+    op(
+        "mm(Tensor self, Tensor mat2) -> Tensor",
+        F::Matmul(Matmul::Mm),
+        "blocked matmul, f32 scratch accumulator",
+    ),
+    op(
+        "bmm(Tensor self, Tensor mat2) -> Tensor",
+        F::Matmul(Matmul::Bmm),
+        "batched blocked matmul",
+    ),
+    op(
+        "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+        F::Matmul(Matmul::Addmm),
+        "beta·self + alpha·(a @ b); self a row bias or a full array",
+    ),
+    op(
+        "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+        F::Gather(Gather::IndexSelect),
+        "gather along a dim, indices prefetched",
+    ),
+    op(
+        "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+        F::Gather(Gather::Embedding),
+        "rows of a [v, d] table by indices",
+    ),
+    op(
+        "permute(Tensor self, int[] dims) -> Tensor",
+        F::Permute(Permute::Permute),
+        "materialised permutation: ≤ rank−1 batched tile transposes",
+    ),
+    op(
+        "transpose.int(Tensor self, int dim0, int dim1) -> Tensor",
+        F::Permute(Permute::Transpose),
+        "materialised transpose of two dims",
+    ),
+    op(
+        "cat(Tensor[] tensors, int dim=0) -> Tensor",
+        F::Cat,
+        "concatenation as prefetch-driven row scatters into one output",
+    ),
+];
+
 impl Op {
-    /// The kernel for `shape` (one extent per [`Op::shape`] name) and `dtype`.
+    /// `aten.<name>.<overload>` (`.default` when the schema names none).
+    pub fn name(&self) -> String {
+        let head = &self.schema[..self.schema.find('(').expect("a schema has arguments")];
+        if head.contains('.') {
+            format!("aten.{head}")
+        } else {
+            format!("aten.{head}.default")
+        }
+    }
+
+    /// The meaning of each extent of the problem shape [`Op::instantiate`] takes: the
+    /// symbols of the operator's main kernel.
+    pub fn shape(&self) -> &'static [&'static str] {
+        match self.family {
+            F::Reduction(_) | F::Softmax(_) | F::Norm(_) | F::NormBackward | F::Cumsum => {
+                &["m", "n"]
+            }
+            F::Matmul(Matmul::Bmm) => &["b", "m", "k", "n"],
+            F::Matmul(_) => &["m", "k", "n"],
+            F::Gather(_) => &["rows", "inner", "k"],
+            F::Permute(_) => &["a", "b", "c"],
+            F::Cat => &["rows", "inner", "total"],
+            _ => &["n"],
+        }
+    }
+
+    /// Every kernel the operator launches on tensors of `dtype` (f32 or bf16), its main
+    /// kernel first.
+    pub fn kernels(&self, dtype: DType) -> Result<Vec<Kernel>> {
+        if !crate::promote::served(dtype) {
+            return Err(tpukit::dsl::Error::new(format!(
+                "{} has no {dtype} variant (tpuBLAS serves f32 and bf16)",
+                self.name()
+            )));
+        }
+        let blas = |k: std::result::Result<Vec<Kernel>, BlasError>| {
+            k.map_err(|e| tpukit::dsl::Error::new(e.message))
+        };
+        match self.family {
+            F::Unary(u) => blas(u.kernels(dtype)),
+            F::Binary(b) => blas(b.kernels(dtype)),
+            F::Scalar(b) => blas(b.scalar_kernels(dtype)),
+            F::Where => blas(elementwise::where_kernel(dtype).map(|k| vec![k])),
+            F::Clamp => blas(elementwise::clamp_kernel(dtype).map(|k| vec![k])),
+            F::Backward(b) => blas(b.kernels(dtype)),
+            F::Reduction(r) => r.kernels(dtype),
+            F::Softmax(s) => s.kernels(dtype),
+            F::Norm(n) => n.kernels(dtype),
+            F::NormBackward => norm_backward::kernels(dtype),
+            F::Cumsum => scan::kernels(dtype),
+            F::Matmul(m) => m.kernels(dtype),
+            F::Gather(_) => Ok(vec![crate::indexing::kernel(dtype)?]),
+            F::Permute(_) => Ok(vec![copy::kernel(dtype)?]),
+            F::Cat => concat::kernels(dtype),
+        }
+    }
+
+    /// The main kernel for a problem `shape` (one extent per [`Op::shape`] name) and
+    /// `dtype`, with the bindings of its symbols (what `tpukit lower` lowers).
     pub fn instantiate(&self, shape: &[usize], dtype: DType) -> Result<Instance> {
-        if shape.len() != self.shape.len() {
+        let names = self.shape();
+        if shape.len() != names.len() {
             return Err(tpukit::dsl::Error::new(format!(
                 "{} takes a shape {} ({} extents), got {} extents",
-                self.name,
-                self.shape.join("x"),
-                self.shape.len(),
+                self.name(),
+                names.join("x"),
+                names.len(),
                 shape.len()
             )));
         }
-        if !matches!(dtype, DType::F32 | DType::BF16) {
-            return Err(tpukit::dsl::Error::new(format!(
-                "{} has no {dtype} variant",
-                self.name
-            )));
-        }
-        (self.instance)(shape, dtype)
+        let kernel = self.kernels(dtype)?.remove(0);
+        let bindings = names
+            .iter()
+            .map(|s| s.to_string())
+            .zip(shape.iter().copied())
+            .collect();
+        Ok(Instance { kernel, bindings })
     }
-}
 
-fn flat(kernel: std::result::Result<Kernel, BlasError>, shape: &[usize]) -> Result<Instance> {
-    Ok(Instance {
-        kernel: kernel.map_err(|e| tpukit::dsl::Error::new(e.message))?,
-        bindings: [("n".to_string(), shape[0])].into(),
-    })
-}
-
-fn one(
-    x: std::result::Result<HostArray, BlasError>,
-) -> std::result::Result<Vec<HostArray>, BlasError> {
-    x.map(|x| vec![x])
-}
-
-fn unary(op: Unary, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
-    let a = Args::new(op.aten(), args);
-    let op = match (op, a.str_or(1, "none")?) {
-        (Unary::Gelu, "tanh") => Unary::GeluTanh,
-        (Unary::Gelu, "none") => Unary::Gelu,
-        (Unary::Gelu, other) => return Err(a.err(format!("unknown approximate='{other}'"))),
-        (op, _) => op,
-    };
-    one(elementwise::unary(op, a.tensor(0)?))
-}
-
-fn binary(op: Binary, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
-    let a = Args::new(op.aten_tensor(), args);
-    one(elementwise::binary(
-        op,
-        a.tensor(0)?,
-        a.tensor(1)?,
-        a.scalar_or(2, 1.0)?,
-    ))
-}
-
-fn binary_scalar(op: Binary, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
-    let a = Args::new(op.aten_scalar().unwrap_or(op.aten_tensor()), args);
-    let s = a.scalar_or(1, f64::NAN)?;
-    if args.len() < 2 {
-        return Err(a.err("the scalar operand is missing"));
-    }
-    one(elementwise::binary_scalar(
-        op,
-        a.tensor(0)?,
-        s,
-        a.scalar_or(2, 1.0)?,
-    ))
-}
-
-macro_rules! unary_ops {
-    ($($variant:ident: $about:literal),* $(,)?) => {[$(
-        Op {
-            name: Unary::$variant.aten(),
-            about: $about,
-            shape: &["n"],
-            instance: |s, d| flat(Unary::$variant.kernel(d), s),
-            run: |a| unary(Unary::$variant, a),
-        }
-    ),*]};
-}
-
-macro_rules! binary_ops {
-    ($($variant:ident: $about:literal),* $(,)?) => {[$(
-        Op {
-            name: Binary::$variant.aten_tensor(),
-            about: $about,
-            shape: &["n"],
-            instance: |s, d| flat(elementwise::binary_kernel(Binary::$variant, d, false, 1.0), s),
-            run: |a| binary(Binary::$variant, a),
-        }
-    ),*]};
-}
-
-macro_rules! scalar_ops {
-    ($($variant:ident: $name:literal),* $(,)?) => {[$(
-        Op {
-            name: $name,
-            about: "tensor ⊕ Python scalar (a run-time operand), no promotion",
-            shape: &["n"],
-            instance: |s, d| flat(elementwise::binary_kernel(Binary::$variant, d, true, 1.0), s),
-            run: |a| binary_scalar(Binary::$variant, a),
-        }
-    ),*]};
-}
-
-const UNARY: [Op; 11] = unary_ops![
-    Neg: "-x", Abs: "|x|", Exp: "e^x", Log: "ln x", Sqrt: "√x", Rsqrt: "1/√x", Tanh: "tanh x",
-    Sigmoid: "1/(1+e^-x)", Relu: "max(x, 0)", Silu: "x·sigmoid(x)",
-    Gelu: "x·Φ(x); approximate='tanh' as a string argument",
-];
-
-const BINARY: [Op; 7] = binary_ops![
-    Add: "x + alpha·y, broadcasting, f32 ⊕ bf16 → f32",
-    Sub: "x − alpha·y, broadcasting, f32 ⊕ bf16 → f32",
-    Mul: "x·y, broadcasting", Div: "x / y, broadcasting",
-    Maximum: "NaN-propagating max, broadcasting", Minimum: "NaN-propagating min, broadcasting",
-    Pow: "x^y, broadcasting",
-];
-
-const SCALAR: [Op; 5] = scalar_ops![
-    Add: "aten.add.Scalar", Sub: "aten.sub.Scalar", Mul: "aten.mul.Scalar",
-    Div: "aten.div.Scalar", Pow: "aten.pow.Tensor_Scalar",
-];
-
-const ROWS: &[&str] = &["m", "n"];
-
-const OTHERS: [Op; 22] = [
-    Op {
-        name: "aten.where.self",
-        about: "cond ? a : b, broadcasting",
-        shape: &["n"],
-        instance: |s, d| flat(elementwise::where_kernel(d), s),
-        run: |a| {
-            let g = Args::new("aten.where.self", a);
-            one(elementwise::where_(
-                g.tensor(0)?,
-                g.tensor(1)?,
-                g.tensor(2)?,
-            ))
-        },
-    },
-    Op {
-        name: "aten.clamp.default",
-        about: "clamp(x, min?, max?) with run-time scalar bounds",
-        shape: &["n"],
-        instance: |s, d| flat(elementwise::clamp_kernel(d), s),
-        run: |a| {
-            let g = Args::new("aten.clamp.default", a);
-            one(elementwise::clamp(
-                g.tensor(0)?,
-                g.opt_scalar(1)?,
-                g.opt_scalar(2)?,
-            ))
-        },
-    },
-    Op {
-        name: "aten.threshold_backward.default",
-        about: "grad where x > threshold, else 0",
-        shape: &["n"],
-        instance: |s, d| flat(Backward::Threshold.kernel(d, 0.0), s),
-        run: |a| {
-            let g = Args::new("aten.threshold_backward.default", a);
-            let t = g.scalar_or(2, 0.0)?;
-            one(elementwise::backward(
+    /// The operator on host arrays (on `Device::Cpu`), arguments in the schema's order.
+    pub fn run(&self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
+        let one = |x: std::result::Result<HostArray, BlasError>| x.map(|x| vec![x]);
+        let name = self.name();
+        let a = Args::new(&name, args);
+        match self.family {
+            F::Unary(u) => {
+                let u = match (u, a.str_or(1, "none")?) {
+                    (Unary::Gelu, "tanh") => Unary::GeluTanh,
+                    (Unary::Gelu, "none") => Unary::Gelu,
+                    (Unary::Gelu, other) => {
+                        return Err(a.err(format!("unknown approximate='{other}'")));
+                    }
+                    (u, _) => u,
+                };
+                one(elementwise::unary(u, a.tensor(0)?))
+            }
+            F::Binary(b) => one(elementwise::binary(
+                b,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.scalar_or(2, 1.0)?,
+            )),
+            F::Scalar(b) => {
+                if args.len() < 2 || args[1] == Value::None {
+                    return Err(a.err("the scalar operand is missing"));
+                }
+                one(elementwise::binary_scalar(
+                    b,
+                    a.tensor(0)?,
+                    a.scalar_or(1, f64::NAN)?,
+                    a.scalar_or(2, 1.0)?,
+                ))
+            }
+            F::Where => one(elementwise::where_(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+            )),
+            F::Clamp => one(elementwise::clamp(
+                a.tensor(0)?,
+                a.opt_scalar(1)?,
+                a.opt_scalar(2)?,
+            )),
+            F::Backward(Backward::Threshold) => one(elementwise::backward(
                 Backward::Threshold,
-                g.tensor(0)?,
-                g.tensor(1)?,
-                t,
-            ))
-        },
-    },
-    Op {
-        name: "aten.gelu_backward.default",
-        about: "gelu's derivative times grad; approximate 'none' or 'tanh'",
-        shape: &["n"],
-        instance: |s, d| flat(Backward::Gelu.kernel(d, 0.0), s),
-        run: |a| {
-            let g = Args::new("aten.gelu_backward.default", a);
-            let tanh = match g.str_or(2, "none")? {
-                "none" => 0.0,
-                "tanh" => 1.0,
-                other => return Err(g.err(format!("unknown approximate='{other}'"))),
-            };
-            one(elementwise::backward(
-                Backward::Gelu,
-                g.tensor(0)?,
-                g.tensor(1)?,
-                tanh,
-            ))
-        },
-    },
-    Op {
-        name: "aten.sum.dim_IntList",
-        about: "sum over dims (f32 accumulation), keepdim",
-        shape: ROWS,
-        instance: |s, d| Reduction::Sum.instance(s, d),
-        run: |a| Reduction::Sum.run(a),
-    },
-    Op {
-        name: "aten.mean.dim",
-        about: "mean over dims (f32 accumulation), keepdim",
-        shape: ROWS,
-        instance: |s, d| Reduction::Mean.instance(s, d),
-        run: |a| Reduction::Mean.run(a),
-    },
-    Op {
-        name: "aten.amax.default",
-        about: "max over dims, keepdim",
-        shape: ROWS,
-        instance: |s, d| Reduction::Amax.instance(s, d),
-        run: |a| Reduction::Amax.run(a),
-    },
-    Op {
-        name: "aten._softmax.default",
-        about: "online softmax along a dim, two passes per row",
-        shape: ROWS,
-        instance: |s, d| Softmax::Softmax.instance(s, d),
-        run: |a| Softmax::Softmax.run(a),
-    },
-    Op {
-        name: "aten._log_softmax.default",
-        about: "online log-softmax along a dim, two passes per row",
-        shape: ROWS,
-        instance: |s, d| Softmax::LogSoftmax.instance(s, d),
-        run: |a| Softmax::LogSoftmax.run(a),
-    },
-    Op {
-        name: "aten._softmax_backward_data.default",
-        about: "y·(g − Σ g·y) along a dim",
-        shape: ROWS,
-        instance: |s, d| Softmax::Backward.instance(s, d),
-        run: |a| Softmax::Backward.run(a),
-    },
-    Op {
-        name: "aten.native_layer_norm.default",
-        about: "(out, mean, rstd), one-pass Chan statistics in f32",
-        shape: ROWS,
-        instance: |s, d| Norm::Layer.instance(s, d),
-        run: |a| Norm::Layer.run(a),
-    },
-    Op {
-        name: "aten._fused_rms_norm.default",
-        about: "(out, rstd) in f32",
-        shape: ROWS,
-        instance: |s, d| Norm::Rms.instance(s, d),
-        run: |a| Norm::Rms.run(a),
-    },
-    Op {
-        name: "aten.native_layer_norm_backward.default",
-        about: "(grad_input, grad_weight, grad_bias): a row kernel and a column kernel",
-        shape: ROWS,
-        instance: norm_backward::instance,
-        run: norm_backward::run,
-    },
-    Op {
-        name: "aten.cumsum.default",
-        about: "prefix sums along a dim: a triangular dot per block, f32 carry",
-        shape: ROWS,
-        instance: scan::instance,
-        run: scan::run,
-    },
-    Op {
-        name: "aten.mm.default",
-        about: "blocked matmul, f32 scratch accumulator",
-        shape: &["m", "k", "n"],
-        instance: |s, d| Matmul::Mm.instance(s, d),
-        run: |a| Matmul::Mm.run(a),
-    },
-    Op {
-        name: "aten.bmm.default",
-        about: "batched blocked matmul",
-        shape: &["b", "m", "k", "n"],
-        instance: |s, d| Matmul::Bmm.instance(s, d),
-        run: |a| Matmul::Bmm.run(a),
-    },
-    Op {
-        name: "aten.addmm.default",
-        about: "beta·self + alpha·(a @ b); self a row bias or a full array",
-        shape: &["m", "k", "n"],
-        instance: |s, d| Matmul::Addmm.instance(s, d),
-        run: |a| Matmul::Addmm.run(a),
-    },
-    Op {
-        name: "aten.index_select.default",
-        about: "gather along a dim, i32 indices prefetched",
-        shape: &["rows", "inner", "k"],
-        instance: |s, d| Gather::IndexSelect.instance(s, d),
-        run: |a| Gather::IndexSelect.run(a),
-    },
-    Op {
-        name: "aten.embedding.default",
-        about: "rows of a [v, d] table by i32 indices",
-        shape: &["rows", "inner", "k"],
-        instance: |s, d| Gather::Embedding.instance(s, d),
-        run: |a| Gather::Embedding.run(a),
-    },
-    Op {
-        name: "aten.permute.default",
-        about: "materialised permutation: ≤ rank−1 batched tile transposes",
-        shape: &["a", "b", "c"],
-        instance: copy::instance,
-        run: |a| Permute::Permute.run(a),
-    },
-    Op {
-        name: "aten.transpose.int",
-        about: "materialised transpose of two dims",
-        shape: &["a", "b", "c"],
-        instance: copy::instance,
-        run: |a| Permute::Transpose.run(a),
-    },
-    Op {
-        name: "aten.cat.default",
-        about: "concatenation as prefetch-driven row scatters into one output",
-        shape: &["rows", "inner", "total"],
-        instance: concat::instance,
-        run: concat::run,
-    },
-];
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.scalar_or(2, 0.0)?,
+            )),
+            F::Backward(_) => {
+                let form = match a.str_or(2, "none")? {
+                    "none" => Backward::Gelu,
+                    "tanh" => Backward::GeluTanh,
+                    other => return Err(a.err(format!("unknown approximate='{other}'"))),
+                };
+                one(elementwise::backward(form, a.tensor(0)?, a.tensor(1)?, 0.0))
+            }
+            F::Reduction(r) => r.run(args),
+            F::Softmax(s) => s.run(args),
+            F::Norm(n) => n.run(args),
+            F::NormBackward => norm_backward::run(args),
+            F::Cumsum => scan::run(args),
+            F::Matmul(m) => m.run(args),
+            F::Gather(g) => g.run(args),
+            F::Permute(p) => p.run(args),
+            F::Cat => concat::run(args),
+        }
+    }
+}
 
 /// Every operator, by family.
-pub fn ops() -> Vec<&'static Op> {
-    static ALL: std::sync::OnceLock<Vec<Op>> = std::sync::OnceLock::new();
-    ALL.get_or_init(|| {
-        let mut v: Vec<Op> = Vec::new();
-        v.extend(UNARY);
-        v.extend(BINARY);
-        v.extend(SCALAR);
-        v.extend(OTHERS);
-        v
-    })
-    .iter()
-    .collect()
+pub fn ops() -> &'static [Op] {
+    OPS
 }
 
 /// The operator called `name` (`aten.add.Tensor`; the `aten.` prefix and a `.default`
@@ -379,11 +442,43 @@ pub fn find(name: &str) -> Option<&'static Op> {
         }
     };
     let want = full(name);
-    ops().into_iter().find(|o| full(o.name) == want)
+    OPS.iter().find(|o| full(&o.name()) == want)
+}
+
+/// Every distinct kernel the operators launch on tensors of `dtype`, each named `OP#I` after
+/// the first operator declaring it (kernel `I` of [`Op::kernels`]), in table order: what
+/// bundles precompile and the conformance suite compiles.
+pub fn kernel_ids(dtype: DType) -> Result<Vec<(String, Kernel)>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for op in OPS {
+        for (i, kernel) in op.kernels(dtype)?.into_iter().enumerate() {
+            if seen.insert(kernel.structural_hash()) {
+                out.push((format!("{}#{i}", op.name()), kernel));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs the operator `name` on `args`.
 pub fn run(name: &str, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
     let op = find(name).ok_or_else(|| BlasError::new(name, "no such tpuBLAS operator"))?;
-    (op.run)(args)
+    op.run(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_schemas() {
+        assert_eq!(find("add.Tensor").unwrap().name(), "aten.add.Tensor");
+        assert_eq!(find("aten.neg").unwrap().name(), "aten.neg.default");
+        assert_eq!(find("_softmax").unwrap().shape(), ["m", "n"]);
+        let mut names: Vec<String> = OPS.iter().map(Op::name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), OPS.len(), "operator names are unique");
+    }
 }

@@ -4,6 +4,7 @@
 
 use crate::BlasError;
 use tpukit::HostArray;
+use tpukit::dsl::DType;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -56,12 +57,12 @@ impl From<&str> for Value {
 
 /// Positional access to an operator's arguments; missing trailing arguments take defaults.
 pub struct Args<'a> {
-    pub op: &'static str,
+    pub op: &'a str,
     pub values: &'a [Value],
 }
 
 impl<'a> Args<'a> {
-    pub fn new(op: &'static str, values: &'a [Value]) -> Args<'a> {
+    pub fn new(op: &'a str, values: &'a [Value]) -> Args<'a> {
         Args { op, values }
     }
 
@@ -139,6 +140,21 @@ impl<'a> Args<'a> {
             None => Ok(default),
             Some(Value::Str(s)) => Ok(s),
             Some(other) => Err(self.err(format!("argument {i} must be a string, got {other:?}"))),
+        }
+    }
+
+    /// An optional dtype (ATen's `ScalarType?`, passed by name: `"f32"`, `"bf16"`), one of
+    /// those tpuBLAS serves.
+    pub fn opt_dtype(&self, i: usize) -> Result<Option<DType>, BlasError> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Str(name)) => match DType::parse(name) {
+                Some(d) if crate::promote::served(d) => Ok(Some(d)),
+                _ => Err(self.err(format!(
+                    "argument {i}: unsupported dtype `{name}` (tpuBLAS serves f32 and bf16)"
+                ))),
+            },
+            Some(other) => Err(self.err(format!("argument {i} must be a dtype, got {other:?}"))),
         }
     }
 

@@ -155,7 +155,7 @@ pub(crate) fn open<'a>(magic: &[u8; 4], bytes: &'a [u8]) -> Result<&'a [u8], Str
 pub(crate) const HEADER: usize = 4 + 4 + 32 + 8;
 
 /// Version of every on-disk format here; bump it when any layout changes.
-pub(crate) const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -2,13 +2,19 @@
 //! nothing.
 //!
 //! A bundle is built for one host target (`tpukit bundle build`) and holds, per kernel, its
-//! [`CacheKey`], its name and IR hash, its [`Artifact`] (object code) and optionally its
-//! StableHLO/Mosaic module (the TPU artifact). Layout:
+//! [`CacheKey`], its name and IR hash, its [`Artifact`] (object code, which serves every
+//! shape: extents are run-time values) and, where it was lowered, its TPU artifact: the
+//! StableHLO module with the Mosaic `tpu_custom_call` for one binding of its symbols (a TPU
+//! kernel is specialised to its shapes) and the executables libtpu compiled from it, per
+//! topology. Layout:
 //!
 //! ```text
-//! "TPKB" | format u32 | index: sealed (checksummed) | entries...
+//! "TPKB" | format u32 | index: sealed (checksummed) | blobs...
 //! index: tpukit version, triple, cpu, features, count, then per entry:
-//!        key, name, ir hash, artifact offset/len/sha256, tpu module offset/len
+//!        key, name, ir hash, artifact blob,
+//!        tpu module blob, bindings (count, then symbol and value each),
+//!        executables (count, then topology and blob each)
+//! blob:  offset, length, SHA-256 (of bytes in the blob area after the index)
 //! ```
 //!
 //! `TPUKIT_BUNDLE` (paths separated by `:`) names the bundles to load at first use, and
@@ -16,7 +22,7 @@
 //! memory-mapped and only their index is read (and checked) when loaded; an entry's bytes are
 //! checksummed when the entry is first used. A bundle for another target or tpukit
 //! version, or with a bad checksum, is refused with a message on stderr, and the runtime
-//! compiles instead.
+//! compiles instead. [`inspect`] reads a whole bundle and checks every checksum.
 
 use super::artifact::{self, Artifact, Reader, Writer};
 use super::cache::{CacheKey, warn_once};
@@ -27,6 +33,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use tpukit_dsl::Bindings;
 
 const MAGIC: &[u8; 4] = b"TPKB";
 
@@ -36,8 +43,24 @@ pub struct BundleEntry {
     pub name: String,
     pub ir_hash: String,
     pub artifact: Artifact,
-    /// The StableHLO module with the kernel's `tpu_custom_call` (text), if lowered.
-    pub tpu_module: Option<String>,
+    pub tpu: Option<TpuArtifact>,
+}
+
+/// A kernel lowered for a TPU: the StableHLO module (text) for `bindings`, and the
+/// executables libtpu compiled from it, as `(topology, serialized executable)`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TpuArtifact {
+    pub bindings: Bindings,
+    pub module: String,
+    pub executables: Vec<(String, Vec<u8>)>,
+}
+
+/// Appends `bytes` to the blob area and records where in the index, with their checksum.
+fn blob(index: &mut Writer, blobs: &mut Writer, bytes: &[u8]) {
+    index.u64(blobs.0.len() as u64);
+    index.u64(bytes.len() as u64);
+    index.0.extend_from_slice(&Sha256::digest(bytes));
+    blobs.0.extend_from_slice(bytes);
 }
 
 /// Writes a bundle of `entries` for `target` to `path` (atomically: temp file + rename).
@@ -50,39 +73,182 @@ pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::
     index.str(&target.features);
     index.u64(entries.len() as u64);
     for e in entries {
-        let art = e.artifact.encode();
         index.str(&e.key.0);
         index.str(&e.name);
         index.str(&e.ir_hash);
-        index.u64(blobs.0.len() as u64);
-        index.u64(art.len() as u64);
-        index.0.extend_from_slice(&Sha256::digest(&art));
-        blobs.0.extend_from_slice(&art);
-        let module = e.tpu_module.as_deref().unwrap_or("").as_bytes();
-        index.u64(blobs.0.len() as u64);
-        index.u64(module.len() as u64);
-        blobs.0.extend_from_slice(module);
+        blob(&mut index, &mut blobs, &e.artifact.encode());
+        let tpu = e.tpu.clone().unwrap_or_default();
+        blob(&mut index, &mut blobs, tpu.module.as_bytes());
+        index.u64(tpu.bindings.len() as u64);
+        for (sym, value) in &tpu.bindings {
+            index.str(sym);
+            index.u64(*value as u64);
+        }
+        index.u64(tpu.executables.len() as u64);
+        for (topology, exe) in &tpu.executables {
+            index.str(topology);
+            blob(&mut index, &mut blobs, exe);
+        }
     }
     let mut out = artifact::seal(MAGIC, &index.0);
     out.extend_from_slice(&blobs.0);
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, &out)?;
     std::fs::rename(&tmp, path)
 }
 
-/// One entry of a loaded bundle's index.
-struct Slot {
-    bundle: usize,
+/// Where a blob lies in the blob area, and its checksum.
+#[derive(Copy, Clone, Debug)]
+struct Blob {
     offset: usize,
     len: usize,
     sha: [u8; 32],
 }
 
-/// The loaded bundles: their mapped bytes (entries start after the index) and an index of
-/// every entry by key.
+impl Blob {
+    fn read(r: &mut Reader<'_>) -> Result<Blob, String> {
+        let (offset, len) = (r.u64()? as usize, r.u64()? as usize);
+        let sha = r.take(32)?.try_into().expect("32 bytes");
+        Ok(Blob { offset, len, sha })
+    }
+
+    /// The blob's bytes in `blobs`, if they are there and intact.
+    fn bytes<'a>(&self, blobs: &'a [u8]) -> Result<&'a [u8], String> {
+        let bytes = blobs
+            .get(self.offset..self.offset.saturating_add(self.len))
+            .ok_or("an entry lies past the end of the file")?;
+        if Sha256::digest(bytes).as_slice() != self.sha {
+            return Err("checksum mismatch (the entry is corrupt)".into());
+        }
+        Ok(bytes)
+    }
+}
+
+/// One entry of a bundle's index.
+struct IndexEntry {
+    key: CacheKey,
+    name: String,
+    ir_hash: String,
+    artifact: Blob,
+    module: Blob,
+    bindings: Bindings,
+    executables: Vec<(String, Blob)>,
+}
+
+/// A bundle's header and index, read from its checksummed index.
+struct Index {
+    version: String,
+    triple: String,
+    cpu: String,
+    features: String,
+    entries: Vec<IndexEntry>,
+    /// Where the blob area starts in the file.
+    blobs_at: usize,
+}
+
+fn read_index(bytes: &[u8]) -> Result<Index, String> {
+    let body = artifact::open(MAGIC, bytes)?;
+    let mut r = Reader(body);
+    let (version, triple, cpu, features) = (r.str()?, r.str()?, r.str()?, r.str()?);
+    let mut entries = Vec::new();
+    for _ in 0..r.u64()? {
+        let (key, name, ir_hash) = (CacheKey(r.str()?), r.str()?, r.str()?);
+        let (artifact, module) = (Blob::read(&mut r)?, Blob::read(&mut r)?);
+        let mut bindings = Bindings::new();
+        for _ in 0..r.u64()? {
+            bindings.insert(r.str()?, r.u64()? as usize);
+        }
+        let mut executables = Vec::new();
+        for _ in 0..r.u64()? {
+            executables.push((r.str()?, Blob::read(&mut r)?));
+        }
+        entries.push(IndexEntry {
+            key,
+            name,
+            ir_hash,
+            artifact,
+            module,
+            bindings,
+            executables,
+        });
+    }
+    Ok(Index {
+        version,
+        triple,
+        cpu,
+        features,
+        entries,
+        blobs_at: artifact::HEADER + body.len(),
+    })
+}
+
+/// What [`inspect`] reports of one entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryInfo {
+    pub name: String,
+    pub key: CacheKey,
+    pub ir_hash: String,
+    pub object_bytes: usize,
+    /// The TPU artifact, if the kernel was lowered.
+    pub tpu: Option<TpuArtifact>,
+}
+
+/// What [`inspect`] reports of a bundle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BundleInfo {
+    pub version: String,
+    pub triple: String,
+    pub cpu: String,
+    pub features: String,
+    pub entries: Vec<EntryInfo>,
+}
+
+/// Reads the bundle at `path` whole, checking every checksum (whatever target it was built
+/// for): what `tpukit bundle inspect` prints.
+pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let index = read_index(&bytes)?;
+    let blobs = &bytes[index.blobs_at..];
+    let mut entries = Vec::new();
+    for e in index.entries {
+        let what = |m: String| format!("entry `{}`: {m}", e.name);
+        let object_bytes = Artifact::decode(e.artifact.bytes(blobs).map_err(what)?)
+            .map_err(what)?
+            .object
+            .len();
+        let module = String::from_utf8(e.module.bytes(blobs).map_err(what)?.to_vec())
+            .map_err(|_| what("the TPU module is not UTF-8".into()))?;
+        let mut executables = Vec::new();
+        for (topology, blob) in &e.executables {
+            executables.push((topology.clone(), blob.bytes(blobs).map_err(what)?.to_vec()));
+        }
+        let tpu = (!module.is_empty()).then_some(TpuArtifact {
+            bindings: e.bindings,
+            module,
+            executables,
+        });
+        entries.push(EntryInfo {
+            name: e.name,
+            key: e.key,
+            ir_hash: e.ir_hash,
+            object_bytes,
+            tpu,
+        });
+    }
+    Ok(BundleInfo {
+        version: index.version,
+        triple: index.triple,
+        cpu: index.cpu,
+        features: index.features,
+        entries,
+    })
+}
+
+/// The loaded bundles: their mapped bytes (and where their blob area starts), and every
+/// entry's object code by key.
 struct Loaded {
     maps: Vec<(Mmap, usize)>,
-    slots: HashMap<CacheKey, Slot>,
+    slots: HashMap<CacheKey, (usize, Blob)>,
 }
 
 /// The loaded bundles, starting with those `TPUKIT_BUNDLE` names (read once, at first use).
@@ -128,18 +294,20 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     // SAFETY: bundles are written once (temp file + rename) and never modified in place.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| e.to_string())?;
-    let index = artifact::open(MAGIC, &map)?;
-    let blobs_at = artifact::HEADER + index.len();
-    let mut r = Reader(index);
-    let version = r.str()?;
-    if version != env!("CARGO_PKG_VERSION") {
+    let index = read_index(&map)?;
+    if index.version != env!("CARGO_PKG_VERSION") {
         return Err(format!(
-            "built by tpukit {version}, this is tpukit {}",
+            "built by tpukit {}, this is tpukit {}",
+            index.version,
             env!("CARGO_PKG_VERSION")
         ));
     }
-    let (triple, cpu, features) = (r.str()?, r.str()?, r.str()?);
-    if (triple.as_str(), cpu.as_str(), features.as_str())
+    let built_for = (
+        index.triple.as_str(),
+        index.cpu.as_str(),
+        index.features.as_str(),
+    );
+    if built_for
         != (
             host.triple.as_str(),
             host.cpu.as_str(),
@@ -147,49 +315,35 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
         )
     {
         return Err(format!(
-            "built for {triple} `{cpu}` (or other CPU features); this host is {} `{}`",
-            host.triple, host.cpu
+            "built for {} `{}` (or other CPU features); this host is {} `{}`",
+            index.triple, index.cpu, host.triple, host.cpu
         ));
     }
     let bundle = l.maps.len();
-    for _ in 0..r.u64()? {
-        let key = CacheKey(r.str()?);
-        let (_name, _ir) = (r.str()?, r.str()?);
-        let (offset, len) = (r.u64()? as usize, r.u64()? as usize);
-        let sha: [u8; 32] = r.take(32)?.try_into().expect("32 bytes");
-        let (_module_at, _module_len) = (r.u64()?, r.u64()?);
-        if blobs_at + offset + len > map.len() {
-            return Err(format!("entry {} lies past the end of the file", key.0));
+    let blobs_len = map.len() - index.blobs_at;
+    for e in index.entries {
+        if e.artifact.offset.saturating_add(e.artifact.len) > blobs_len {
+            return Err(format!("entry {} lies past the end of the file", e.key.0));
         }
-        l.slots.insert(
-            key,
-            Slot {
-                bundle,
-                offset,
-                len,
-                sha,
-            },
-        );
+        l.slots.insert(e.key, (bundle, e.artifact));
     }
-    l.maps.push((map, blobs_at));
+    l.maps.push((map, index.blobs_at));
     Ok(())
 }
 
 /// The artifact for `key` from a loaded bundle, if one holds it intact.
 pub(crate) fn lookup(key: &CacheKey) -> Option<Artifact> {
     let l = loaded();
-    if l.slots.is_empty() {
-        return None;
+    let (bundle, blob) = *l.slots.get(key)?;
+    let (map, blobs_at) = &l.maps[bundle];
+    match blob.bytes(&map[*blobs_at..]).and_then(Artifact::decode) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            warn_once(&format!(
+                "tpukit: bundle entry {} is unusable ({e}); compiling instead",
+                key.0
+            ));
+            None
+        }
     }
-    let slot = l.slots.get(key)?;
-    let (map, blobs_at) = &l.maps[slot.bundle];
-    let bytes = &map[blobs_at + slot.offset..blobs_at + slot.offset + slot.len];
-    if Sha256::digest(bytes).as_slice() != slot.sha {
-        warn_once(&format!(
-            "tpukit: bundle entry {} is corrupt (checksum); compiling instead",
-            key.0
-        ));
-        return None;
-    }
-    Artifact::decode(bytes).ok()
 }

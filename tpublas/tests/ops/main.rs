@@ -4,6 +4,7 @@
 //! backend; and argument errors that name the operator.
 
 mod common;
+mod declared;
 mod devices;
 mod errors;
 mod gathers;

@@ -187,7 +187,12 @@ fn softmax_backward_data() {
         for (shape, dim) in [(&[17usize, 1200][..], 1i64), (&[40, 3, 9][..], 0)] {
             let (g, gv) = random(&mut r, dtype, shape, -1.0, 1.0);
             let (y, yv) = random(&mut r, dtype, shape, 0.0, 0.01);
-            let args = [g.into(), y.into(), Value::Int(dim), Value::Int(0)];
+            let args = [
+                g.into(),
+                y.into(),
+                Value::Int(dim),
+                Value::Str(dtype.name().into()),
+            ];
             let got = run("aten._softmax_backward_data.default", &args)
                 .unwrap()
                 .remove(0);

@@ -1,0 +1,213 @@
+//! The invariant bundles rest on: every kernel an operator launches is one it declares
+//! (`Op::kernels`), for calls that take every path through its host code (broadcast
+//! patterns, scalars, moved dims, mixed dtypes, optional arguments).
+
+use crate::common::*;
+use std::collections::HashSet;
+use tpukit::HostArray;
+use tpukit::dsl::{DType, KernelHash};
+use tpukit_blas::{Value, find, record};
+
+fn t(dtype: DType, shape: &[usize]) -> Value {
+    let mut r = rng(shape.iter().sum::<usize>() as u64);
+    random(&mut r, dtype, shape, 0.5, 1.5).0.into()
+}
+
+fn bools(shape: &[usize]) -> Value {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (i % 3 == 0) as u8 as f64).collect();
+    HostArray::from_f64(DType::Bool, shape, &v).into()
+}
+
+fn ints(values: &[f64]) -> Value {
+    HostArray::from_f64(DType::I32, &[values.len()], values).into()
+}
+
+fn dims(d: &[i64]) -> Value {
+    Value::IntList(d.to_vec())
+}
+
+/// Calls of every operator, for tensors of `d` (`o` is the other float dtype).
+fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
+    let o = if d == DType::F32 {
+        DType::BF16
+    } else {
+        DType::F32
+    };
+    let x = || t(d, &[3, 600]);
+    let mut c: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for name in [
+        "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu",
+    ] {
+        c.push((name, vec![x()]));
+    }
+    c.push(("gelu", vec![x(), "tanh".into()]));
+    for name in [
+        "add.Tensor",
+        "sub.Tensor",
+        "mul.Tensor",
+        "div.Tensor",
+        "maximum",
+        "minimum",
+        "pow.Tensor_Tensor",
+    ] {
+        for y in [
+            t(d, &[3, 600]),    // same shape
+            t(d, &[600]),       // a row
+            t(d, &[3, 1]),      // a column
+            t(d, &[1]),         // one element
+            t(d, &[]),          // 0-d
+            t(o, &[3, 600]),    // promoted
+            t(d, &[2, 1, 600]), // other broadcasts are materialised
+        ] {
+            c.push((name, vec![x(), y]));
+        }
+    }
+    c.push(("add.Tensor", vec![x(), t(d, &[600]), Value::Scalar(2.0)]));
+    c.push(("sub.Tensor", vec![x(), t(d, &[3, 1]), Value::Int(3)]));
+    c.push(("add.Tensor", vec![x(), t(d, &[1]), Value::Scalar(-0.5)]));
+    for name in [
+        "add.Scalar",
+        "sub.Scalar",
+        "mul.Scalar",
+        "div.Scalar",
+        "pow.Tensor_Scalar",
+    ] {
+        c.push((name, vec![x(), Value::Scalar(2.5)]));
+    }
+    c.push(("add.Scalar", vec![x(), Value::Scalar(2.5), Value::Int(2)]));
+    c.push(("where.self", vec![bools(&[3, 600]), x(), t(d, &[600])]));
+    c.push(("where.self", vec![bools(&[3, 1]), x(), t(o, &[3, 600])]));
+    c.push(("clamp", vec![x(), Value::Scalar(0.7), Value::None]));
+    c.push(("clamp", vec![x(), Value::None, Value::Scalar(1.2)]));
+    c.push(("threshold_backward", vec![x(), x(), Value::Scalar(0.9)]));
+    c.push(("gelu_backward", vec![x(), x()]));
+    c.push(("gelu_backward", vec![x(), x(), "tanh".into()]));
+    for name in ["sum.dim_IntList", "mean.dim", "amax"] {
+        for ds in [&[-1][..], &[0], &[0, 2], &[]] {
+            c.push((name, vec![t(d, &[2, 3, 130]), dims(ds), true.into()]));
+        }
+    }
+    for name in ["sum.dim_IntList", "mean.dim"] {
+        let to = Value::Str(o.name().into());
+        c.push((name, vec![x(), dims(&[1]), false.into(), to]));
+    }
+    for name in ["_softmax", "_log_softmax"] {
+        for dim in [-1, 0] {
+            for half_to_float in [false, d == DType::BF16] {
+                c.push((name, vec![x(), Value::Int(dim), half_to_float.into()]));
+            }
+        }
+    }
+    for dim in [1, 0] {
+        let y = t(d, &[3, 600]);
+        c.push((
+            "_softmax_backward_data",
+            vec![x(), y.clone(), Value::Int(dim), Value::Str(d.name().into())],
+        ));
+        if d == DType::F32 {
+            let bf16 = Value::Str("bf16".into());
+            c.push((
+                "_softmax_backward_data",
+                vec![x(), y, Value::Int(dim), bf16],
+            ));
+        }
+    }
+    let n = || dims(&[600]);
+    c.push((
+        "native_layer_norm",
+        vec![x(), n(), t(d, &[600]), t(d, &[600]), Value::Scalar(1e-6)],
+    ));
+    c.push((
+        "native_layer_norm",
+        vec![x(), n(), Value::None, Value::None, Value::Scalar(1e-5)],
+    ));
+    c.push((
+        "native_layer_norm",
+        vec![
+            x(),
+            n(),
+            t(DType::F32, &[600]),
+            t(DType::F32, &[600]),
+            Value::Scalar(1e-5),
+        ],
+    ));
+    c.push(("_fused_rms_norm", vec![x(), n(), t(d, &[600]), Value::None]));
+    c.push((
+        "_fused_rms_norm",
+        vec![x(), n(), t(DType::F32, &[600]), Value::Scalar(1e-6)],
+    ));
+    for stat in [d, DType::F32] {
+        let (mean, rstd) = (t(stat, &[3, 1]), t(stat, &[3, 1]));
+        let args = vec![x(), x(), n(), mean, rstd, t(stat, &[600]), t(stat, &[600])];
+        c.push(("native_layer_norm_backward", args));
+    }
+    for dim in [1, 0] {
+        c.push(("cumsum", vec![x(), Value::Int(dim)]));
+    }
+    c.push((
+        "cumsum",
+        vec![x(), Value::Int(1), Value::Str(o.name().into())],
+    ));
+    c.push(("mm", vec![t(d, &[30, 20]), t(d, &[20, 10])]));
+    c.push(("bmm", vec![t(d, &[2, 30, 20]), t(d, &[2, 20, 10])]));
+    let (a, b) = (|| t(d, &[30, 20]), || t(d, &[20, 10]));
+    c.push(("addmm", vec![t(d, &[10]), a(), b()]));
+    c.push((
+        "addmm",
+        vec![
+            t(d, &[30, 10]),
+            a(),
+            b(),
+            Value::Scalar(0.5),
+            Value::Scalar(2.0),
+        ],
+    ));
+    c.push((
+        "addmm",
+        vec![
+            t(d, &[30, 1]),
+            a(),
+            b(),
+            Value::Scalar(0.0),
+            Value::Scalar(2.0),
+        ],
+    ));
+    c.push((
+        "index_select",
+        vec![x(), Value::Int(1), ints(&[5.0, 0.0, 599.0])],
+    ));
+    c.push(("index_select", vec![x(), Value::Int(0), ints(&[2.0, 2.0])]));
+    c.push(("embedding", vec![t(d, &[10, 300]), ints(&[9.0, 0.0, 3.0])]));
+    c.push(("permute", vec![t(d, &[2, 3, 130]), dims(&[2, 0, 1])]));
+    c.push(("transpose.int", vec![x(), Value::Int(0), Value::Int(1)]));
+    c.push(("cat", vec![x(), t(d, &[2, 600]), Value::Int(0)]));
+    c.push(("cat", vec![t(d, &[3, 6]), t(d, &[3, 2]), Value::Int(1)]));
+    c
+}
+
+#[test]
+fn every_kernel_an_operator_launches_is_declared() {
+    let mut untested: HashSet<String> = tpukit_blas::ops().iter().map(|o| o.name()).collect();
+    for d in DTYPES {
+        for (name, args) in calls(d) {
+            let op = find(name).unwrap_or_else(|| panic!("no operator {name}"));
+            let declared: HashSet<KernelHash> = DTYPES
+                .iter()
+                .flat_map(|&d| op.kernels(d).unwrap())
+                .map(|k| k.structural_hash())
+                .collect();
+            let (result, launched) = record(|| op.run(&args));
+            result.unwrap_or_else(|e| panic!("{name} {d}: {e}"));
+            assert!(!launched.is_empty(), "{name} {d} launched nothing");
+            for (kernel, hash) in launched {
+                assert!(
+                    declared.contains(&hash),
+                    "{name} on {d} launched `{kernel}`, which it does not declare"
+                );
+            }
+            untested.remove(&op.name());
+        }
+    }
+    assert!(untested.is_empty(), "no calls of {untested:?}");
+}
