@@ -636,3 +636,22 @@ def test_cached_plans_serve_new_tensors_and_keep_none_alive():
     second = torch.randn(3000)
     close(double(second), second * 2)
     assert len(double._plans) == 1
+
+
+@pytest.mark.parametrize("n", [256, 200])
+def test_attributes_of_inner_tiles_within_a_tile(device, n):
+    @helion.kernel(config=helion.Config(block_sizes=[64, 16]))
+    def inner_attrs(x):
+        m = x.size(0)
+        info = torch.empty([m, 3], dtype=torch.int32)
+        for t in hl.tile(m):
+            for u in hl.tile(t.begin, t.end):  # rows: 16 is a legal TPU block for them
+                col = hl.arange(3)[None, :]
+                info[u, :] = torch.where(col == 0, u.id, torch.where(col == 1, u.count, u.begin))
+        return info
+
+    x = torch.randn(n, 8)
+    assert inner_attrs.block_sizes(x) == [64, 16]
+    i = torch.arange(n, dtype=torch.int32)
+    expected = torch.stack([i // 16, torch.full([n], 4, dtype=torch.int32), i // 16 * 16], 1)
+    torch.testing.assert_close(inner_attrs(x), expected)

@@ -33,7 +33,7 @@ from tpukit.helion._plan import (
     make_plan,
     wrap_errors,
 )
-from tpukit.helion._state import CallState, current_call, current_trace
+from tpukit.helion._state import CallState, cdiv, current_call, current_trace
 from tpukit.helion._tiles import GridIndex, Tile, TileBound, TileSpec
 from tpukit.helion._values import DTensor, unwrap
 from tpukit.helion._where import where
@@ -232,7 +232,7 @@ def _inner_dim(site, spec, d, body, carry):
 
     def make(start, size):
         t = Tile(start, size, bs, range_begin, range_end, key=key, partial=partial,
-                 window_end=window_end)
+                 window_end=window_end, count=cdiv(extent, bs))
         return GridIndex(jnp.asarray(start, jnp.int32), t) if spec.kind == "grid" else t
 
     if trace.mode == "analyze":

@@ -126,7 +126,7 @@ class Tile:
     """
 
     def __init__(self, begin, size, block_size, range_begin, range_end, *, axis=None, key=None,
-                 partial=False, window_end=None):
+                 partial=False, window_end=None, count=None):
         self._begin = begin
         self.size = size
         self.block_size = block_size
@@ -137,6 +137,7 @@ class Tile:
         self.partial = partial
         # the largest `begin + size` of any tile of the loop (static): how far accesses reach
         self.window_end = range_end if window_end is None else window_end
+        self._count = cdiv(range_end - range_begin, block_size) if count is None else count
 
     @property
     def begin(self):
@@ -159,8 +160,9 @@ class Tile:
 
     @property
     def count(self):
-        """The number of tiles of the loop (a Python int)."""
-        return cdiv(self.range_end - self.range_begin, self.block_size)
+        """The number of tiles of the loop (a Python int; for ``tile(t.begin, t.end)`` the
+        number in a whole tile ``t``)."""
+        return self._count
 
     def positions(self):
         return jnp.asarray(self._begin, jnp.int32) + lax.iota(jnp.int32, self.size)
