@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tpukit needs on a fresh Debian 12 machine, and nothing that is already there:
 # Debian's LLVM/MLIR 22 packages, the Python venv at .venv (numpy, jax[tpu] with libtpu, maturin,
-# torch), the Rust dependencies, and the `tpukit` Python package built from python/ into the venv.
+# torch), the Rust dependencies, the `tpukit` Python package built from python/ into the venv,
+# and the kernel bundle the package ships (every shipped kernel precompiled for this host).
 # Safe to run again: each step checks before it installs, and the package is rebuilt only when its
 # sources changed.
 set -euo pipefail
@@ -54,7 +55,7 @@ export MLIR_SYS_220_PREFIX="${MLIR_SYS_220_PREFIX:-/usr/lib/llvm-22}"
 export LLVM_SYS_221_PREFIX="${LLVM_SYS_221_PREFIX:-/usr/lib/llvm-22}"
 export TABLEGEN_220_PREFIX="${TABLEGEN_220_PREFIX:-/usr/lib/llvm-22}"
 pkg_stamp=.venv/.tpukit-python
-pkg_hash="$(find python kernel-dsl kernel-macros mosaic-lowering runtime src Cargo.toml Cargo.lock \
+pkg_hash="$(find python kernel-dsl kernel-macros mosaic-lowering runtime src tpublas cli Cargo.toml Cargo.lock \
     -path python/tests -prune -o -type f \( -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name Cargo.lock \) -print \
     | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$pkg_stamp" ] || [ "$(cat "$pkg_stamp")" != "$pkg_hash" ] \
@@ -65,5 +66,16 @@ if [ ! -f "$pkg_stamp" ] || [ "$(cat "$pkg_stamp")" != "$pkg_hash" ] \
     # optimises dependencies, see Cargo.toml), so `make test` builds the Rust code once.
     (cd python && VIRTUAL_ENV="$PWD/../.venv" ../.venv/bin/maturin develop -q)
     printf '%s' "$pkg_hash" > "$pkg_stamp"
+    rm -f python/tpukit/host.tpkb
+fi
+
+# The bundle `import tpukit` loads: every catalog and tpuBLAS kernel compiled for this host's
+# CPU, with its StableHLO/Mosaic module compiled by libtpu for v5e and v6e. Rebuilt with the
+# package, or when this machine cannot use it (another CPU).
+bundle=python/tpukit/host.tpkb
+if [ ! -f "$bundle" ] || ! target/debug/tpukit bundle inspect "$bundle" 2>/dev/null | head -1 | grep -q "(usable"; then
+    say "precompiling the kernel bundle ($bundle)"
+    cargo build -q -p tpukit-cli
+    TPUKIT_PYTHON=.venv/bin/python target/debug/tpukit bundle build -o "$bundle"
 fi
 say "ready"

@@ -17,7 +17,8 @@ pub use tpukit_dsl as dsl;
 pub use tpukit_macros::tpu_kernel;
 pub use tpukit_runtime as runtime;
 pub use tpukit_runtime::{
-    Device, HostArray, LaunchOptions, launch, launch_into, launch_into_with, launch_with,
+    Device, HostArray, LaunchOptions, Launchable, Prepared, launch, launch_into, launch_into_with,
+    launch_with,
 };
 
 /// What a kernel file needs: the macro, call-spec types, dtypes, and the launch API.
@@ -28,6 +29,7 @@ pub mod prelude {
     };
     pub use crate::tpu_kernel;
     pub use crate::{
-        Device, HostArray, LaunchOptions, launch, launch_into, launch_into_with, launch_with,
+        Device, HostArray, LaunchOptions, Launchable, Prepared, launch, launch_into,
+        launch_into_with, launch_with,
     };
 }

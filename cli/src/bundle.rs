@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+use tpukit::Launchable as _;
 use tpukit::catalog::find;
 use tpukit::dsl::{Bindings, DType, Fit, Kernel};
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
@@ -77,7 +78,8 @@ fn jobs() -> Result<Vec<Job>, String> {
         }
         // Each kernel a tpuBLAS operator may launch; its CPU code serves every shape, its
         // TPU module is lowered at sample extents (a TPU kernel is specialised to shapes).
-        for (id, kernel) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
+        for (id, prepared) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
+            let kernel = prepared.kernel().clone();
             jobs.push(Job {
                 name: format!("{id} {} {dtype}", kernel.name),
                 bindings: kernel.sample_bindings(Fit::Divisible),

@@ -22,6 +22,7 @@
 mod bundle;
 
 use std::{fmt::Write as _, process::ExitCode};
+use tpukit::Launchable as _;
 use tpukit::catalog::{CATALOG, Instance, find};
 use tpukit::dsl::{DType, Fit};
 use tpukit_mosaic::{Options, lower};
@@ -91,7 +92,7 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
     };
     let mut out = String::new();
     for (id, kernel) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
-        let _ = writeln!(out, "{id} {}", kernel.name);
+        let _ = writeln!(out, "{id} {}", kernel.kernel().name);
     }
     Ok(out)
 }
@@ -165,7 +166,7 @@ fn resolve(a: &LowerArgs) -> Result<Instance, String> {
         let i: usize = i
             .parse()
             .map_err(|_| format!("bad kernel number in `{}`", a.name))?;
-        let mut kernels = op.kernels(a.dtype).map_err(|e| e.to_string())?;
+        let kernels = op.kernels(a.dtype).map_err(|e| e.to_string())?;
         if i >= kernels.len() {
             return Err(format!(
                 "{} has {} kernels for {}, not {}",
@@ -175,7 +176,7 @@ fn resolve(a: &LowerArgs) -> Result<Instance, String> {
                 i + 1
             ));
         }
-        let kernel = kernels.swap_remove(i);
+        let kernel = kernels[i].kernel().clone();
         let bindings = kernel.sample_bindings(a.fit);
         return Ok(Instance { kernel, bindings });
     }

@@ -1,17 +1,32 @@
-//! Arrays across the boundary: Python hands over `(dtype, shape, bytes)` triples of row-major,
-//! little-endian element data (what `numpy.ascontiguousarray(x).tobytes()` gives) and gets
-//! the same back. Plain bytes keep the native side free of numpy's C API and its versions;
-//! `tpukit/_arrays.py` does the numpy, torch and jax conversions.
+//! Arrays across the boundary, in *wire form*: `(dtype name, shape, data)` with row-major,
+//! little-endian element data.
+//!
+//! - In, `data` is any object exporting a C-contiguous byte buffer (the Python side passes
+//!   `numpy_array.reshape(-1).view(np.uint8)`): its bytes are copied once, straight into the
+//!   host array's storage.
+//! - Out, `data` is a [`Buffer`] owning the host array and exporting its bytes, so
+//!   `numpy.frombuffer(data, dtype)` views them without a copy.
+//!
+//! Plain buffers keep the native side free of numpy's C API and its versions;
+//! `tpukit/_arrays.py` does the numpy, torch and JAX conversions.
 
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyByteArray;
+use std::ffi::{c_int, c_void};
 use tpukit::HostArray;
 use tpukit_dsl::{DType, bf16, f16};
 
 use crate::error::TpukitError;
 
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "wire data is little-endian and copied as is"
+);
+
 /// `(dtype name, shape, data)`: the wire form of one array.
-pub type Wire<'py> = (String, Vec<usize>, Bound<'py, PyByteArray>);
+pub type Wire<'py> = (String, Vec<usize>, Bound<'py, PyAny>);
 
 /// The dtype called `name` (`f32`, `bf16`, `f16`, `i32`, `i8`, `bool`).
 pub fn dtype(name: &str) -> PyResult<DType> {
@@ -20,6 +35,21 @@ pub fn dtype(name: &str) -> PyResult<DType> {
             "unsupported dtype `{name}` (tpukit supports f32, bf16, f16, i32, i8, bool)"
         ))
     })
+}
+
+/// The elements of `bytes` as a `Vec<T>`: one copy. `T` is a plain number type whose every
+/// bit pattern is a value, so any bytes are valid.
+fn elements<T: Copy>(bytes: &[u8]) -> Vec<T> {
+    let n = bytes.len() / size_of::<T>();
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: `v` has room for `n` elements, i.e. `bytes.len()` bytes (a multiple of the
+    // element size, checked by the caller); every bit pattern is a valid `T`, so the
+    // elements are initialised once copied.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, bytes.len());
+        v.set_len(n);
+    }
+    v
 }
 
 /// Builds a host array from row-major little-endian bytes.
@@ -36,47 +66,93 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
     }
     let shape = ndarray::IxDyn(shape);
     macro_rules! build {
-        ($variant:ident, $t:ty, $size:expr, $conv:expr) => {{
-            let v: Vec<$t> = data.chunks_exact($size).map($conv).collect();
-            HostArray::$variant(ndarray::ArrayD::from_shape_vec(shape, v).expect("length checked"))
-        }};
+        ($variant:ident, $v:expr) => {
+            HostArray::$variant(
+                ndarray::ArcArray::from_shape_vec(shape, $v).expect("length checked"),
+            )
+        };
     }
     Ok(match dtype {
-        DType::F32 => build!(F32, f32, 4, |c| f32::from_le_bytes(c.try_into().unwrap())),
-        DType::BF16 => build!(BF16, bf16, 2, |c| bf16::from_bits(u16::from_le_bytes(
-            c.try_into().unwrap()
-        ))),
-        DType::F16 => build!(F16, f16, 2, |c| f16::from_bits(u16::from_le_bytes(
-            c.try_into().unwrap()
-        ))),
-        DType::I32 => build!(I32, i32, 4, |c| i32::from_le_bytes(c.try_into().unwrap())),
-        DType::I8 => build!(I8, i8, 1, |c| c[0] as i8),
-        DType::Bool => build!(Bool, bool, 1, |c| c[0] != 0),
+        DType::F32 => build!(F32, elements::<f32>(data)),
+        DType::BF16 => build!(BF16, elements::<bf16>(data)),
+        DType::F16 => build!(F16, elements::<f16>(data)),
+        DType::I32 => build!(I32, elements::<i32>(data)),
+        DType::I8 => build!(I8, elements::<i8>(data)),
+        // Any non-zero byte is true (a bool is one byte, 0 or 1, in Rust).
+        DType::Bool => build!(Bool, data.iter().map(|&b| b != 0).collect()),
     })
 }
 
-/// The row-major little-endian bytes of a host array.
-pub fn to_bytes(a: &HostArray) -> Vec<u8> {
-    macro_rules! bytes {
-        ($a:expr, $f:expr) => {
-            $a.as_standard_layout().iter().flat_map($f).collect()
-        };
+/// The host array a wire triple describes (its data copied once).
+pub fn from_wire((name, shape, data): &Wire<'_>) -> PyResult<HostArray> {
+    let buffer = PyBuffer::<u8>::get(data)?;
+    if !buffer.is_c_contiguous() {
+        return Err(TpukitError::new_err(
+            "array data must be a C-contiguous byte buffer",
+        ));
     }
-    match a {
-        HostArray::F32(a) => bytes!(a, |x: &f32| x.to_le_bytes()),
-        HostArray::BF16(a) => bytes!(a, |x: &bf16| x.to_bits().to_le_bytes()),
-        HostArray::F16(a) => bytes!(a, |x: &f16| x.to_bits().to_le_bytes()),
-        HostArray::I32(a) => bytes!(a, |x: &i32| x.to_le_bytes()),
-        HostArray::I8(a) => bytes!(a, |x: &i8| x.to_le_bytes()),
-        HostArray::Bool(a) => bytes!(a, |x: &bool| [*x as u8]),
-    }
+    // SAFETY: the buffer is C-contiguous and held (and so alive and unmoved) until dropped
+    // below; the GIL is held, so no Python code mutates it while it is read.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) };
+    let array = from_bytes(dtype(name)?, shape, bytes);
+    drop(buffer);
+    array
 }
 
-/// A host array in wire form.
-pub fn to_wire<'py>(py: Python<'py>, a: &HostArray) -> Wire<'py> {
-    (
-        a.dtype().name().to_string(),
-        a.shape().to_vec(),
-        PyByteArray::new(py, &to_bytes(a)),
-    )
+/// A host array in wire form: no copy, the bytes are exported by a [`Buffer`].
+pub fn to_wire<'py>(py: Python<'py>, mut a: HostArray) -> PyResult<Wire<'py>> {
+    a.make_standard_layout();
+    let (name, shape) = (a.dtype().name().to_string(), a.shape().to_vec());
+    Ok((name, shape, Bound::new(py, Buffer { array: a })?.into_any()))
+}
+
+/// A host array's storage, exported as a writable, C-contiguous byte buffer (format `B`):
+/// `numpy.frombuffer(buffer, dtype)` gives an array over it, which keeps the buffer alive.
+#[pyclass(module = "tpukit._native")]
+pub struct Buffer {
+    /// Row-major contiguous (made so when the buffer is created).
+    array: HostArray,
+}
+
+#[pymethods]
+impl Buffer {
+    /// # Safety
+    /// Called by Python's buffer protocol with a valid `view`.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        _flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no view to fill"));
+        }
+        let (ptr, len) = {
+            let mut this = slf.borrow_mut();
+            (this.array.data_ptr_mut(), this.array.size_bytes())
+        };
+        // SAFETY: `view` is valid (checked non-null, provided by Python); the data lives as
+        // long as this object, which the view owns a reference to (`obj`), and does not move
+        // (the host array is never reallocated after construction). A one-dimensional byte
+        // buffer needs no shape or strides beyond `len` and `itemsize`.
+        unsafe {
+            (*view).obj = slf.into_any().into_ptr();
+            (*view).buf = ptr as *mut c_void;
+            (*view).len = len as isize;
+            (*view).readonly = 0;
+            (*view).itemsize = 1;
+            (*view).format = c"B".as_ptr() as *mut _;
+            (*view).ndim = 1;
+            (*view).shape = &mut (*view).len;
+            (*view).strides = &mut (*view).itemsize;
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// The number of bytes.
+    fn __len__(&self) -> usize {
+        self.array.size_bytes()
+    }
 }

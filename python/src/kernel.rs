@@ -81,7 +81,7 @@ impl PyKernel {
             }
         });
         let outs = result.map_err(error::runtime)?;
-        Ok(outs.iter().map(|a| array::to_wire(py, a)).collect())
+        outs.into_iter().map(|a| array::to_wire(py, a)).collect()
     }
 
     /// Lowers the kernel to a StableHLO module with a Mosaic `tpu_custom_call`, every symbol
@@ -107,13 +107,5 @@ impl PyKernel {
 }
 
 fn host_arrays(wires: &[Wire<'_>]) -> PyResult<Vec<HostArray>> {
-    wires
-        .iter()
-        .map(|(dtype, shape, data)| {
-            let dtype = array::dtype(dtype)?;
-            // SAFETY: the bytes are copied out before any Python code can run again.
-            let bytes = unsafe { data.as_bytes() };
-            array::from_bytes(dtype, shape, bytes)
-        })
-        .collect()
+    wires.iter().map(|w| array::from_wire(w)).collect()
 }

@@ -1,6 +1,8 @@
 """Arrays in and out: numpy, torch and JAX arrays to the native wire form and back.
 
-The wire form is ``(dtype name, shape, bytes)`` with row-major little-endian data. Results
+The wire form is ``(dtype name, shape, data)`` with row-major little-endian data: going in,
+``data`` is a byte view of a C-contiguous numpy array (the native side copies it once);
+coming out, it is a native buffer that ``numpy.frombuffer`` views without a copy. Results
 come back as the caller's kind of array (the kind of the first array argument).
 """
 
@@ -97,15 +99,17 @@ def to_numpy(x) -> np.ndarray:
 
 
 def to_wire(x: np.ndarray):
-    """``(dtype name, shape, bytearray)`` of a numpy array."""
+    """``(dtype name, shape, byte view)`` of a numpy array (no copy when it is C-contiguous
+    and little-endian)."""
     a = np.ascontiguousarray(x)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
-    return (dtype_name(a.dtype), list(a.shape), bytearray(a.tobytes()))
+    return (dtype_name(a.dtype), list(a.shape), a.reshape(-1).view(np.uint8))
 
 
 def from_wire(wire) -> np.ndarray:
-    """The numpy array of a wire triple (owning its data, writable)."""
+    """The numpy array of a wire triple: a writable view of the native result, which it keeps
+    alive."""
     name, shape, data = wire
     return np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape)
 

@@ -1,18 +1,24 @@
 //! Host arrays: what callers pass in and get back, one ndarray per element type.
+//!
+//! Storage is shared and copy-on-write (`ArcArray`): cloning an array, or reshaping a
+//! row-major one, copies no elements — hosts reshape and pass arrays around a lot (flattened
+//! for a 1-D kernel, viewed as rows) — and writing through [`HostArray::data_ptr_mut`] first
+//! makes the storage unique, so a kernel's output never writes into an array shared with
+//! anything else.
 
 use half::{bf16, f16};
-use ndarray::{ArrayD, Dimension, IxDyn};
+use ndarray::{ArcArray, ArrayD, Dimension, IxDyn};
 use tpukit_dsl::DType;
 
 /// A row-major array on the host.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostArray {
-    F32(ArrayD<f32>),
-    BF16(ArrayD<bf16>),
-    F16(ArrayD<f16>),
-    I32(ArrayD<i32>),
-    I8(ArrayD<i8>),
-    Bool(ArrayD<bool>),
+    F32(ArcArray<f32, IxDyn>),
+    BF16(ArcArray<bf16, IxDyn>),
+    F16(ArcArray<f16, IxDyn>),
+    I32(ArcArray<i32, IxDyn>),
+    I8(ArcArray<i8, IxDyn>),
+    Bool(ArcArray<bool, IxDyn>),
 }
 
 macro_rules! per_dtype {
@@ -46,19 +52,20 @@ macro_rules! element {
     ($($t:ty => $variant:ident, $as_ref:ident, $into:ident);* $(;)?) => {$(
         impl<D: Dimension> From<ndarray::Array<$t, D>> for HostArray {
             fn from(a: ndarray::Array<$t, D>) -> HostArray {
-                HostArray::$variant(a.into_dyn())
+                HostArray::$variant(a.into_dyn().into_shared())
             }
         }
         impl HostArray {
-            pub fn $as_ref(&self) -> Option<&ArrayD<$t>> {
+            pub fn $as_ref(&self) -> Option<&ArcArray<$t, IxDyn>> {
                 match self {
                     HostArray::$variant(a) => Some(a),
                     _ => None,
                 }
             }
+            /// The elements as an owned array (a copy only if the storage is shared).
             pub fn $into(self) -> Option<ArrayD<$t>> {
                 match self {
-                    HostArray::$variant(a) => Some(a),
+                    HostArray::$variant(a) => Some(a.into_owned()),
                     _ => None,
                 }
             }
@@ -94,12 +101,12 @@ impl HostArray {
     pub fn zeros(dtype: DType, shape: &[usize]) -> HostArray {
         let shape = IxDyn(shape);
         match dtype {
-            DType::F32 => HostArray::F32(ArrayD::zeros(shape)),
-            DType::BF16 => HostArray::BF16(ArrayD::from_elem(shape, bf16::ZERO)),
-            DType::F16 => HostArray::F16(ArrayD::from_elem(shape, f16::ZERO)),
-            DType::I32 => HostArray::I32(ArrayD::zeros(shape)),
-            DType::I8 => HostArray::I8(ArrayD::zeros(shape)),
-            DType::Bool => HostArray::Bool(ArrayD::from_elem(shape, false)),
+            DType::F32 => HostArray::F32(ArcArray::zeros(shape)),
+            DType::BF16 => HostArray::BF16(ArcArray::from_elem(shape, bf16::ZERO)),
+            DType::F16 => HostArray::F16(ArcArray::from_elem(shape, f16::ZERO)),
+            DType::I32 => HostArray::I32(ArcArray::zeros(shape)),
+            DType::I8 => HostArray::I8(ArcArray::zeros(shape)),
+            DType::Bool => HostArray::Bool(ArcArray::from_elem(shape, false)),
         }
     }
 
@@ -119,32 +126,34 @@ impl HostArray {
     pub fn from_f64(dtype: DType, shape: &[usize], data: &[f64]) -> HostArray {
         let shape = IxDyn(shape);
         let a = match dtype {
-            DType::F32 => ArrayD::from_shape_vec(shape, data.iter().map(|&x| x as f32).collect())
+            DType::F32 => ArcArray::from_shape_vec(shape, data.iter().map(|&x| x as f32).collect())
                 .map(HostArray::F32),
             DType::BF16 => {
-                ArrayD::from_shape_vec(shape, data.iter().map(|&x| bf16::from_f64(x)).collect())
+                ArcArray::from_shape_vec(shape, data.iter().map(|&x| bf16::from_f64(x)).collect())
                     .map(HostArray::BF16)
             }
             DType::F16 => {
-                ArrayD::from_shape_vec(shape, data.iter().map(|&x| f16::from_f64(x)).collect())
+                ArcArray::from_shape_vec(shape, data.iter().map(|&x| f16::from_f64(x)).collect())
                     .map(HostArray::F16)
             }
-            DType::I32 => ArrayD::from_shape_vec(
+            DType::I32 => ArcArray::from_shape_vec(
                 shape,
                 data.iter()
                     .map(|&x| DType::I32.cast_f64_to_int(x) as i32)
                     .collect(),
             )
             .map(HostArray::I32),
-            DType::I8 => ArrayD::from_shape_vec(
+            DType::I8 => ArcArray::from_shape_vec(
                 shape,
                 data.iter()
                     .map(|&x| DType::I8.cast_f64_to_int(x) as i8)
                     .collect(),
             )
             .map(HostArray::I8),
-            DType::Bool => ArrayD::from_shape_vec(shape, data.iter().map(|&x| x != 0.0).collect())
-                .map(HostArray::Bool),
+            DType::Bool => {
+                ArcArray::from_shape_vec(shape, data.iter().map(|&x| x != 0.0).collect())
+                    .map(HostArray::Bool)
+            }
         };
         a.expect("data length matches the shape")
     }
@@ -163,33 +172,39 @@ impl HostArray {
     }
 
     /// Makes the storage row-major contiguous (a no-op when it is).
-    pub(crate) fn make_standard_layout(&mut self) {
+    pub fn make_standard_layout(&mut self) {
         per_dtype!(self, a => if !a.is_standard_layout() {
-            *a = a.as_standard_layout().into_owned();
+            *a = a.as_standard_layout().into_owned().into_shared();
         })
     }
 
     /// The address of the first element (row-major contiguous storage assumed).
-    pub(crate) fn data_ptr(&self) -> *const u8 {
+    pub fn data_ptr(&self) -> *const u8 {
         per_dtype!(self, a => a.as_ptr() as *const u8)
     }
 
-    pub(crate) fn data_ptr_mut(&mut self) -> *mut u8 {
+    /// [`HostArray::data_ptr`], for writing: the storage is made unique first (copied if
+    /// it is shared with another array).
+    pub fn data_ptr_mut(&mut self) -> *mut u8 {
         per_dtype!(self, a => a.as_mut_ptr() as *mut u8)
+    }
+
+    /// The size of the elements in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.shape().iter().product::<usize>() * self.dtype().size_bytes()
     }
 }
 
 impl HostArray {
     /// The same elements (row-major) in a new shape of the same size; `None` if the sizes
     /// differ. No copy when the storage is already row-major contiguous.
-    pub fn reshape(self, shape: &[usize]) -> Option<HostArray> {
+    pub fn reshape(mut self, shape: &[usize]) -> Option<HostArray> {
         if shape.iter().product::<usize>() != self.shape().iter().product::<usize>() {
             return None;
         }
+        self.make_standard_layout();
         let shape = IxDyn(shape);
         Some(per_dtype_map!(self, a => a
-            .as_standard_layout()
-            .into_owned()
             .into_shape_with_order(shape)
             .expect("sizes match")))
     }
@@ -202,6 +217,7 @@ impl HostArray {
         per_dtype_map!(self.clone(), a => a
             .permuted_axes(axes)
             .as_standard_layout()
-            .into_owned())
+            .into_owned()
+            .into_shared())
     }
 }

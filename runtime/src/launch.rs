@@ -1,13 +1,13 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
-use crate::{Device, HostArray, LaunchOptions, RuntimeError, cpu, interpret};
+use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError, cpu, interpret};
 use tpukit_dsl::{Bindings, Dim, Kernel, Role};
 
-/// Runs `kernel` on `device` with `inputs` (the prefetch operands, then the inputs, in kernel
-/// order) and returns new outputs, zero-filled before the kernel runs. Options come from the
-/// environment ([`LaunchOptions::from_env`]).
-pub fn launch(
-    kernel: &Kernel,
+/// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
+/// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
+/// before the kernel runs. Options come from the environment ([`LaunchOptions::from_env`]).
+pub fn launch<K: Launchable + ?Sized>(
+    kernel: &K,
     device: Device,
     inputs: &[&HostArray],
 ) -> Result<Vec<HostArray>, RuntimeError> {
@@ -15,16 +15,18 @@ pub fn launch(
 }
 
 /// [`launch`] with explicit options.
-pub fn launch_with(
-    kernel: &Kernel,
+pub fn launch_with<K: Launchable + ?Sized>(
+    kernel: &K,
     device: Device,
     inputs: &[&HostArray],
     options: LaunchOptions,
 ) -> Result<Vec<HostArray>, RuntimeError> {
-    let bindings = bind(kernel, inputs, &[])?;
+    kernel.verify()?;
+    let k = kernel.kernel();
+    let bindings = bind(k, inputs, &[])?;
     let mut outputs = Vec::new();
-    for (_, o) in kernel.operands_with_role(Role::Output) {
-        let shape = resolve(kernel, &o.shape, &bindings, &o.name)?;
+    for (_, o) in k.operands_with_role(Role::Output) {
+        let shape = resolve(k, &o.shape, &bindings, &o.name)?;
         outputs.push(HostArray::zeros(o.dtype, &shape));
     }
     run(kernel, device, inputs, &mut outputs, &bindings, options)?;
@@ -32,8 +34,8 @@ pub fn launch_with(
 }
 
 /// Runs `kernel` writing into caller-provided `outputs` (whose shapes also bind symbols).
-pub fn launch_into(
-    kernel: &Kernel,
+pub fn launch_into<K: Launchable + ?Sized>(
+    kernel: &K,
     device: Device,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
@@ -42,29 +44,31 @@ pub fn launch_into(
 }
 
 /// [`launch_into`] with explicit options.
-pub fn launch_into_with(
-    kernel: &Kernel,
+pub fn launch_into_with<K: Launchable + ?Sized>(
+    kernel: &K,
     device: Device,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
     options: LaunchOptions,
 ) -> Result<(), RuntimeError> {
+    kernel.verify()?;
     let refs: Vec<&HostArray> = outputs.iter().collect();
-    let bindings = bind(kernel, inputs, &refs)?;
+    let bindings = bind(kernel.kernel(), inputs, &refs)?;
     run(kernel, device, inputs, outputs, &bindings, options)
 }
 
-fn run(
-    kernel: &Kernel,
+fn run<K: Launchable + ?Sized>(
+    kernel: &K,
     device: Device,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
     bindings: &Bindings,
     options: LaunchOptions,
 ) -> Result<(), RuntimeError> {
+    let k = kernel.kernel();
     match device {
-        Device::Interpret => interpret::run(kernel, bindings, inputs, outputs),
-        Device::Cpu => cpu::run(kernel, bindings, inputs, outputs, options.debug),
+        Device::Interpret => interpret::run(k, bindings, inputs, outputs),
+        Device::Cpu => cpu::run(k, kernel.hash(), bindings, inputs, outputs, options.debug),
     }
 }
 
@@ -86,13 +90,12 @@ fn resolve(
         .collect()
 }
 
-/// Checks the arrays against the kernel's operands and binds every symbol.
+/// Checks the arrays against the (verified) kernel's operands and binds every symbol.
 fn bind(
     kernel: &Kernel,
     inputs: &[&HostArray],
     outputs: &[&HostArray],
 ) -> Result<Bindings, RuntimeError> {
-    tpukit_dsl::verify(kernel)?;
     let err = |m: String| RuntimeError::new(&kernel.name, m);
     let mut given: Vec<(&tpukit_dsl::Operand, &HostArray)> = Vec::new();
     let ins: Vec<_> = kernel

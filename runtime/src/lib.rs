@@ -11,8 +11,10 @@ mod device;
 mod error;
 mod interpret;
 mod launch;
+mod prepared;
 
 pub use array::HostArray;
 pub use device::{Device, LaunchOptions};
 pub use error::RuntimeError;
 pub use launch::{launch, launch_into, launch_into_with, launch_with};
+pub use prepared::{Launchable, Prepared};

@@ -6,9 +6,10 @@
 //! [`BN`] elements per row (a cat along a trailing dim), `dim` is first moved to the front by
 //! [`crate::copy::permute`], so rows stay long, and moved back after.
 
+use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, copy, layout, promote};
-use tpukit::dsl::{BlockDim, CallSpec, DType, Kernel, Result};
+use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
 
 /// Elements per window along a row (1-D bf16 windows of 512 do not compile; see
@@ -40,13 +41,13 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> Result<Kernel> {
-    scatter_rows(&spec(dtype))
+pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+    memo(("scatter", dtype), || Ok(scatter_rows(&spec(dtype))?))
 }
 
 /// Every kernel for inputs of `dtype`: the scatter, and the transpose that moves a trailing
 /// `dim` to the front.
-pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
     Ok(vec![kernel(dtype)?, copy::kernel(dtype)?])
 }
 

@@ -5,9 +5,10 @@
 //! position p forward by swapping the group of axes before it with the group from it to
 //! the end.
 
+use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
-use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
+use tpukit::dsl::{BlockDim, CallSpec, DType, Dim};
 use tpukit::prelude::*;
 
 /// Tile extent of the transpose.
@@ -37,8 +38,8 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> Result<Kernel> {
-    transpose_tiles(&spec(dtype))
+pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+    memo(("transpose", dtype), || Ok(transpose_tiles(&spec(dtype))?))
 }
 
 /// `x` with axes permuted (`out.shape[i] = x.shape[perm[i]]`) on the device.

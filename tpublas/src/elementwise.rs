@@ -15,6 +15,7 @@
 //! (`broadcast_to([4096])` below spells that block size).
 
 use crate::BlasError;
+use crate::launch::{Prepared, memo};
 use crate::layout::{self, BLOCK, Pattern, flat};
 use crate::promote::{promote, served, to};
 use tpukit::dsl::{DType, Kernel};
@@ -245,7 +246,11 @@ impl Unary {
     }
 
     /// The kernel for tensors of `dtype`.
-    pub fn kernel(self, dtype: DType) -> Result<Kernel, BlasError> {
+    pub fn kernel(self, dtype: DType) -> Result<Prepared, BlasError> {
+        memo(("unary", self, dtype), || self.build(dtype))
+    }
+
+    fn build(self, dtype: DType) -> Result<Kernel, BlasError> {
         let spec = layout::elementwise(vec![flat(dtype)], dtype);
         let build = match self {
             Unary::Neg => neg,
@@ -265,7 +270,7 @@ impl Unary {
     }
 
     /// Every kernel the operator launches for tensors of `dtype` (`gelu` has two forms).
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
         match self {
             Unary::Gelu | Unary::GeluTanh => Ok(vec![
                 Unary::Gelu.kernel(dtype)?,
@@ -340,7 +345,7 @@ impl Binary {
     }
 
     /// Every kernel of the operator for tensors of `dtype`, one per pattern of `y`.
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
         self.patterns()
             .into_iter()
             .map(|p| binary_kernel(self, dtype, p))
@@ -348,7 +353,7 @@ impl Binary {
     }
 
     /// The kernels of the Scalar overload.
-    pub fn scalar_kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+    pub fn scalar_kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
         Ok(vec![binary_kernel(self, dtype, Pattern::Scalar)?])
     }
 
@@ -385,7 +390,7 @@ fn check_alpha(op: Binary, name: &'static str, alpha: f64) -> Result<(), BlasErr
 }
 
 /// Runs an elementwise kernel on flattened inputs; the output takes `shape`.
-fn run(kernel: &Kernel, inputs: &[&HostArray], shape: &[usize]) -> Result<HostArray, BlasError> {
+fn run(kernel: &Prepared, inputs: &[&HostArray], shape: &[usize]) -> Result<HostArray, BlasError> {
     let flat: Vec<HostArray> = inputs.iter().map(|x| layout::flatten(x)).collect();
     let refs: Vec<&HostArray> = flat.iter().collect();
     let out = crate::launch::one(kernel, &refs)?;
@@ -544,7 +549,11 @@ impl Backward {
     }
 
     /// The kernel (`threshold_backward`'s takes the threshold as a run-time scalar).
-    pub fn kernel(self, dtype: DType) -> Result<Kernel, BlasError> {
+    pub fn kernel(self, dtype: DType) -> Result<Prepared, BlasError> {
+        memo(("backward", self, dtype), || self.build(dtype))
+    }
+
+    fn build(self, dtype: DType) -> Result<Kernel, BlasError> {
         let mut inputs = vec![flat(dtype), flat(dtype)];
         if self == Backward::Threshold {
             inputs.push(layout::scalar(1));
@@ -558,7 +567,7 @@ impl Backward {
     }
 
     /// Every kernel the operator launches for tensors of `dtype`.
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>, BlasError> {
+    pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
         match self {
             Backward::Threshold => Ok(vec![self.kernel(dtype)?]),
             Backward::Gelu | Backward::GeluTanh => Ok(vec![
@@ -601,7 +610,13 @@ pub fn backward(
 /// The kernel of a binary operator on `x` and a `y` presented by `pattern` (see
 /// [`layout::binary`]); add and sub also take `alpha` as a run-time scalar, except with a
 /// scalar `y`, which the host has already multiplied by it.
-pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Kernel, BlasError> {
+pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Prepared, BlasError> {
+    memo(("binary", op, dtype, pattern), || {
+        build_binary(op, dtype, pattern)
+    })
+}
+
+fn build_binary(op: Binary, dtype: DType, pattern: Pattern) -> Result<Kernel, BlasError> {
     let unsupported = || BlasError::new(op.aten_tensor(), "has no Scalar overload");
     let spec = layout::binary(pattern, dtype, op.has_alpha());
     Ok(match (op, pattern) {
@@ -622,16 +637,18 @@ pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Kerne
 }
 
 /// The kernel of `where.self` with values of `dtype`.
-pub fn where_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
-    Ok(where_k(&spec, dtype)?)
+pub fn where_kernel(dtype: DType) -> Result<Prepared, BlasError> {
+    memo(("where", dtype), || {
+        let spec = layout::elementwise(vec![flat(DType::Bool), flat(dtype), flat(dtype)], dtype);
+        Ok(where_k(&spec, dtype)?)
+    })
 }
 
 /// The kernel of `clamp` with run-time scalar bounds.
-pub fn clamp_kernel(dtype: DType) -> Result<Kernel, BlasError> {
-    let spec = layout::elementwise(
-        vec![flat(dtype), layout::scalar(1), layout::scalar(1)],
-        dtype,
-    );
-    Ok(clamp_k(&spec, dtype)?)
+pub fn clamp_kernel(dtype: DType) -> Result<Prepared, BlasError> {
+    memo(("clamp", dtype), || {
+        let scalar = layout::scalar(1);
+        let spec = layout::elementwise(vec![flat(dtype), scalar.clone(), scalar], dtype);
+        Ok(clamp_k(&spec, dtype)?)
+    })
 }

@@ -5,9 +5,10 @@
 //! `[BN]` piece of a row. Indices are checked on the host first: ATen raises on an
 //! out-of-range index, and the index map would otherwise point past the array.
 
+use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
-use tpukit::dsl::{BlockDim, CallSpec, DType, Kernel, Result};
+use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
 
 /// Elements per window along `inner`. Not 512: Mosaic cannot mask the edge of a 1-D bf16
@@ -37,8 +38,8 @@ fn spec(dtype: DType) -> CallSpec {
     }
 }
 
-pub fn kernel(dtype: DType) -> Result<Kernel> {
-    gather_rows(&spec(dtype))
+pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+    memo(("gather", dtype), || Ok(gather_rows(&spec(dtype))?))
 }
 
 /// `index_select(x, dim, index)` on the host arrays: `x` of any rank, `index` i32 of rank

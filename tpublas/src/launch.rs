@@ -1,4 +1,5 @@
-//! How tpuBLAS launches its kernels: on `Device::Cpu`, through one place that can also
+//! How tpuBLAS makes and launches its kernels: each kernel is built, verified and hashed
+//! once per process ([`memo`]), and launched on `Device::Cpu` through one place that can also
 //! record what it launched.
 //!
 //! Recording is how the tests check the invariant bundles rely on: every kernel an operator
@@ -8,17 +9,42 @@
 
 use crate::BlasError;
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, OnceLock};
 use tpukit::dsl::{Kernel, KernelHash};
 use tpukit::prelude::*;
+
+/// A kernel ready to launch many times.
+pub type Prepared = Arc<tpukit::Prepared>;
+
+/// The kernel `build` makes, prepared once per process for `recipe`: the constructor's name
+/// and arguments (`("softmax", Softmax::Softmax, dtype, out)`), which must decide the kernel.
+/// Building, verifying and hashing a kernel costs up to a few hundred microseconds, more than
+/// launching a small one.
+pub(crate) fn memo(
+    recipe: impl Debug,
+    build: impl FnOnce() -> Result<Kernel, BlasError>,
+) -> Result<Prepared, BlasError> {
+    static MADE: OnceLock<Mutex<HashMap<String, Prepared>>> = OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    let key = format!("{recipe:?}");
+    if let Some(k) = made.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(k.clone());
+    }
+    let k = Arc::new(tpukit::Prepared::new(build()?)?);
+    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(made.entry(key).or_insert(k).clone())
+}
 
 thread_local! {
     static RECORDED: RefCell<Option<Vec<(String, KernelHash)>>> = const { RefCell::new(None) };
 }
 
-fn note(kernel: &Kernel) {
+fn note(kernel: &Prepared) {
     RECORDED.with(|r| {
         if let Some(seen) = r.borrow_mut().as_mut() {
-            seen.push((kernel.name.clone(), kernel.structural_hash()));
+            seen.push((kernel.kernel().name.clone(), kernel.hash()));
         }
     });
 }
@@ -33,22 +59,22 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, KernelHash)>) {
 }
 
 /// Runs `kernel` on `inputs` and returns its outputs.
-pub(crate) fn all(kernel: &Kernel, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
+pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
-    Ok(launch(kernel, Device::Cpu, inputs)?)
+    Ok(launch(&**kernel, Device::Cpu, inputs)?)
 }
 
 /// Runs a kernel with one output and returns it.
-pub(crate) fn one(kernel: &Kernel, inputs: &[&HostArray]) -> Result<HostArray, BlasError> {
+pub(crate) fn one(kernel: &Prepared, inputs: &[&HostArray]) -> Result<HostArray, BlasError> {
     Ok(all(kernel, inputs)?.remove(0))
 }
 
 /// Runs `kernel` writing into `outputs` (which keep what the kernel does not store).
 pub(crate) fn into(
-    kernel: &Kernel,
+    kernel: &Prepared,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
 ) -> Result<(), BlasError> {
     note(kernel);
-    Ok(launch_into(kernel, Device::Cpu, inputs, outputs)?)
+    Ok(launch_into(&**kernel, Device::Cpu, inputs, outputs)?)
 }

@@ -37,6 +37,6 @@ mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::BlasError;
-pub use launch::record;
+pub use launch::{Prepared, record};
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

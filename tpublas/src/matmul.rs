@@ -9,6 +9,7 @@
 //! scalars (`[1, 1]` f32), so one kernel serves every value. With `beta = 0` `self` is
 //! ignored, NaNs included, as in ATen: the row kernel runs with a zero row instead.
 
+use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel, Result};
@@ -115,7 +116,13 @@ impl Matmul {
     }
 
     /// The kernel for operands of `dtype` (`bias` only matters for `addmm`).
-    pub fn kernel(self, dtype: DType, bias: Bias) -> Result<Kernel> {
+    pub fn kernel(self, dtype: DType, bias: Bias) -> std::result::Result<Prepared, BlasError> {
+        memo(("matmul", self, dtype, bias), || {
+            Ok(self.build(dtype, bias)?)
+        })
+    }
+
+    fn build(self, dtype: DType, bias: Bias) -> Result<Kernel> {
         match self {
             Matmul::Mm => mm_kernel(&mm_spec(dtype), 2, dtype),
             Matmul::Bmm => mm_kernel(&bmm_spec(dtype), 3, dtype),
@@ -134,7 +141,7 @@ impl Matmul {
     }
 
     /// Every kernel for operands of `dtype` (`addmm`: a row bias and a full one).
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
         match self {
             Matmul::Addmm => Ok(vec![
                 self.kernel(dtype, Bias::Row)?,

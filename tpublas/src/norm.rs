@@ -11,6 +11,7 @@
 //! across sublanes ("Not implemented: Sublane broadcast"), even after a cast to f32. `eps`
 //! is a run-time scalar (`[1, 1]` f32), so every `eps` shares one compiled kernel.
 
+use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
@@ -102,7 +103,11 @@ impl Norm {
 
     /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias) and
     /// a run-time `eps`; statistics (`[m, 1]`) of `stat`.
-    pub fn kernel(self, dtype: DType, stat: DType) -> Result<Kernel> {
+    pub fn kernel(self, dtype: DType, stat: DType) -> std::result::Result<Prepared, BlasError> {
+        memo(("norm", self, dtype, stat), || Ok(self.build(dtype, stat)?))
+    }
+
+    fn build(self, dtype: DType, stat: DType) -> Result<Kernel> {
         let mut spec = CallSpec {
             grid: rows::phased_grid(2),
             inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
@@ -125,21 +130,31 @@ impl Norm {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: statistics of the input's dtype, and f32
-    /// statistics for bf16 inputs with f32 weights (ATen's mixed type).
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
-        let mut k = vec![self.kernel(dtype, dtype)?];
-        if dtype == DType::BF16 {
+    /// Every kernel for inputs of `dtype`, one per dtype its statistics can have (see
+    /// [`Norm::stat`]).
+    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
+        let mut k = vec![self.kernel(dtype, self.stat(dtype, dtype))?];
+        if dtype == DType::BF16 && self == Norm::Layer {
             k.push(self.kernel(dtype, DType::F32)?);
         }
         Ok(k)
     }
 
+    /// The dtype of the statistics for inputs of `x` and parameters of `param`, as ATen's:
+    /// layer norm's are the input's, or f32 for bf16 inputs with f32 weights (its mixed
+    /// type); RMS norm's are always f32 (its opmath type).
+    fn stat(self, x: DType, param: DType) -> DType {
+        match self {
+            Norm::Rms => DType::F32,
+            Norm::Layer if x == DType::BF16 && param == DType::F32 => DType::F32,
+            Norm::Layer => x,
+        }
+    }
+
     /// `native_layer_norm(x, normalized_shape, weight?, bias?, eps)` → `(out, mean, rstd)`;
     /// `_fused_rms_norm(x, normalized_shape, weight?, eps?)` → `(out, rstd)`. Statistics
-    /// have `x`'s shape with the normalised dims set to 1; they are f32 when `x` is bf16 and
-    /// the weight f32 (ATen's mixed type), else `x`'s dtype. `eps` defaults to the dtype's
-    /// machine epsilon for RMS norm.
+    /// have `x`'s shape with the normalised dims set to 1, and the dtype [`Norm::stat`]
+    /// gives. RMS norm's `eps` defaults to f32's machine epsilon (ATen's: its opmath type's).
     pub fn run(self, args: &[Value]) -> std::result::Result<Vec<HostArray>, BlasError> {
         let a = Args::new(self.aten(), args);
         let x = a.tensor(0)?;
@@ -160,14 +175,7 @@ impl Norm {
         let weight = a.opt_tensor(2)?;
         let (bias, eps) = match self {
             Norm::Layer => (a.opt_tensor(3)?, a.scalar_or(4, 1e-5)?),
-            Norm::Rms => {
-                let machine = if x.dtype() == DType::BF16 {
-                    0.0078125
-                } else {
-                    f32::EPSILON as f64
-                };
-                (None, a.scalar_or(3, machine)?)
-            }
+            Norm::Rms => (None, a.scalar_or(3, f32::EPSILON as f64)?),
         };
         let param = weight.map_or(x.dtype(), HostArray::dtype);
         for p in weight.iter().chain(bias.iter()) {
@@ -180,11 +188,7 @@ impl Norm {
                 )));
             }
         }
-        let stat = if x.dtype() == DType::BF16 && param == DType::F32 {
-            DType::F32
-        } else {
-            x.dtype()
-        };
+        let stat = self.stat(x.dtype(), param);
         let vector = |t: Option<&HostArray>, fill: f64| match t {
             Some(t) => promote::to(t, DType::F32)
                 .reshape(&[1, n])

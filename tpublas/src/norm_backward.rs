@@ -7,6 +7,7 @@
 //!
 //! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum.
 
+use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
@@ -71,7 +72,13 @@ fn layer_norm_dwdb(
 }
 
 /// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row.
-pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Kernel> {
+pub fn dx_kernel(dtype: DType, stat: DType) -> std::result::Result<Prepared, BlasError> {
+    memo(("layer_norm_dx", dtype, stat), || {
+        Ok(build_dx(dtype, stat)?)
+    })
+}
+
+fn build_dx(dtype: DType, stat: DType) -> Result<Kernel> {
     let spec = CallSpec {
         grid: rows::phased_grid(2),
         inputs: vec![
@@ -89,7 +96,17 @@ pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Kernel> {
 }
 
 /// The weight/bias-gradient kernel; gradients of `param`.
-pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
+pub fn dwdb_kernel(
+    dtype: DType,
+    stat: DType,
+    param: DType,
+) -> std::result::Result<Prepared, BlasError> {
+    memo(("layer_norm_dwdb", dtype, stat, param), || {
+        Ok(build_dwdb(dtype, stat, param)?)
+    })
+}
+
+fn build_dwdb(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
     let tiles = |d: DType| ArraySpec::new(d, ["m", "n"]).blocked([BM, BN], [grid(1), grid(0)]);
     let stat_col =
         ArraySpec::new(stat, [Dim::sym("m"), Dim::Static(1)]).blocked([BM, 1], [grid(1), 0.into()]);
@@ -110,7 +127,7 @@ pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Kernel> {
 
 /// Every kernel for inputs of `dtype`: both kernels with statistics and parameters of the
 /// input's dtype, and for bf16 inputs also with f32 ones (a forward pass with f32 weights).
-pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
     let mut k = vec![dx_kernel(dtype, dtype)?, dwdb_kernel(dtype, dtype, dtype)?];
     if dtype == DType::BF16 {
         k.push(dx_kernel(dtype, DType::F32)?);

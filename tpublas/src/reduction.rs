@@ -3,6 +3,7 @@
 //! writing `[m, 1]` on the last one. Other dimensions are reduced by first moving them last
 //! (a row-major copy, skipped when they already are the trailing dims).
 
+use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
@@ -65,7 +66,13 @@ impl Reduction {
     }
 
     /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`.
-    pub fn kernel(self, dtype: DType, out: DType) -> Result<Kernel> {
+    pub fn kernel(self, dtype: DType, out: DType) -> std::result::Result<Prepared, BlasError> {
+        memo(("reduction", self, dtype, out), || {
+            Ok(self.build(dtype, out)?)
+        })
+    }
+
+    fn build(self, dtype: DType, out: DType) -> Result<Kernel> {
         let fill = if self == Reduction::Amax {
             f64::NEG_INFINITY
         } else {
@@ -87,7 +94,7 @@ impl Reduction {
 
     /// Every kernel for inputs of `dtype`: the row reduction, and the transpose that moves
     /// reduced dims last.
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
         Ok(vec![
             self.kernel(dtype, dtype)?,
             crate::copy::kernel(dtype)?,

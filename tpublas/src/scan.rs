@@ -4,10 +4,11 @@
 //! (`tri[i, j] = i ≤ j`), accumulated in f32 (ATen accumulates bf16 in f32 too).
 //! Overhanging columns read 0 and come after every real column, so they change no sum.
 
+use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
-use tpukit::dsl::{CallSpec, DType, Kernel, Result};
+use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -24,7 +25,11 @@ fn cumsum_rows(x: In, o: Out, carry: Scratch, bn: usize, out: DType) {
 pub const ATEN: &str = "aten.cumsum.default";
 
 /// The kernel over `[m, n]` rows of `dtype`.
-pub fn kernel(dtype: DType) -> Result<Kernel> {
+pub fn kernel(dtype: DType) -> std::result::Result<Prepared, BlasError> {
+    memo(("cumsum", dtype), || build(dtype))
+}
+
+fn build(dtype: DType) -> std::result::Result<Kernel, BlasError> {
     let spec = CallSpec {
         grid: rows::phased_grid(1),
         inputs: vec![rows::input(dtype, 0.0)],
@@ -32,11 +37,11 @@ pub fn kernel(dtype: DType) -> Result<Kernel> {
         scratch: vec![rows::acc()],
         ..Default::default()
     };
-    cumsum_rows(&spec, BN, dtype)
+    Ok(cumsum_rows(&spec, BN, dtype)?)
 }
 
 /// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.
-pub fn kernels(dtype: DType) -> Result<Vec<Kernel>> {
+pub fn kernels(dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
     Ok(vec![kernel(dtype)?, crate::copy::kernel(dtype)?])
 }
 

@@ -7,6 +7,7 @@
 //! are all −∞ then leaves `sm` at 0 instead of NaN (−∞ − −∞), and a row that is −∞
 //! throughout ends as 0/0 = NaN, as in ATen.
 
+use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{BlasError, layout, promote};
@@ -88,7 +89,14 @@ impl Softmax {
     }
 
     /// The kernel over `[m, n]` rows of `dtype`, output `out`.
-    pub fn kernel(self, dtype: DType, out: DType) -> Result<Kernel> {
+    pub fn kernel(self, dtype: DType, out: DType) -> std::result::Result<Prepared, BlasError> {
+        memo(
+            ("softmax", self, dtype, out),
+            || Ok(self.build(dtype, out)?),
+        )
+    }
+
+    fn build(self, dtype: DType, out: DType) -> Result<Kernel> {
         match self {
             Softmax::Softmax | Softmax::LogSoftmax => {
                 let spec = CallSpec {
@@ -120,7 +128,7 @@ impl Softmax {
     /// Every kernel for inputs of `dtype`: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
-    pub fn kernels(self, dtype: DType) -> Result<Vec<Kernel>> {
+    pub fn kernels(self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
         let other = match (self, dtype) {
             (Softmax::Backward, DType::F32) => Some(DType::BF16),
             (Softmax::Softmax | Softmax::LogSoftmax, DType::BF16) => Some(DType::F32),

@@ -12,6 +12,7 @@ use crate::concat;
 use crate::copy::{self, Permute};
 use crate::elementwise::{self, Backward, Binary, Unary};
 use crate::indexing::Gather;
+use crate::launch::Prepared;
 use crate::matmul::Matmul;
 use crate::norm::Norm;
 use crate::norm_backward;
@@ -19,9 +20,9 @@ use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
-use tpukit::HostArray;
 use tpukit::catalog::Instance;
-use tpukit::dsl::{DType, Kernel, Result};
+use tpukit::dsl::{DType, Result};
+use tpukit::{HostArray, Launchable as _};
 
 /// Which code serves an operator: its family, and the member of the family.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -303,23 +304,20 @@ impl Op {
 
     /// Every kernel the operator launches on tensors of `dtype` (f32 or bf16), its main
     /// kernel first.
-    pub fn kernels(&self, dtype: DType) -> Result<Vec<Kernel>> {
+    pub fn kernels(&self, dtype: DType) -> std::result::Result<Vec<Prepared>, BlasError> {
         if !crate::promote::served(dtype) {
-            return Err(tpukit::dsl::Error::new(format!(
-                "{} has no {dtype} variant (tpuBLAS serves f32 and bf16)",
-                self.name()
-            )));
+            return Err(BlasError::new(
+                &self.name(),
+                format!("has no {dtype} variant (tpuBLAS serves f32 and bf16)"),
+            ));
         }
-        let blas = |k: std::result::Result<Vec<Kernel>, BlasError>| {
-            k.map_err(|e| tpukit::dsl::Error::new(e.message))
-        };
         match self.family {
-            F::Unary(u) => blas(u.kernels(dtype)),
-            F::Binary(b) => blas(b.kernels(dtype)),
-            F::Scalar(b) => blas(b.scalar_kernels(dtype)),
-            F::Where => blas(elementwise::where_kernel(dtype).map(|k| vec![k])),
-            F::Clamp => blas(elementwise::clamp_kernel(dtype).map(|k| vec![k])),
-            F::Backward(b) => blas(b.kernels(dtype)),
+            F::Unary(u) => u.kernels(dtype),
+            F::Binary(b) => b.kernels(dtype),
+            F::Scalar(b) => b.scalar_kernels(dtype),
+            F::Where => Ok(vec![elementwise::where_kernel(dtype)?]),
+            F::Clamp => Ok(vec![elementwise::clamp_kernel(dtype)?]),
+            F::Backward(b) => b.kernels(dtype),
             F::Reduction(r) => r.kernels(dtype),
             F::Softmax(s) => s.kernels(dtype),
             F::Norm(n) => n.kernels(dtype),
@@ -345,7 +343,10 @@ impl Op {
                 shape.len()
             )));
         }
-        let kernel = self.kernels(dtype)?.remove(0);
+        let main = self
+            .kernels(dtype)
+            .map_err(|e| tpukit::dsl::Error::new(e.message))?;
+        let kernel = main[0].kernel().clone();
         let bindings = names
             .iter()
             .map(|s| s.to_string())
@@ -448,12 +449,12 @@ pub fn find(name: &str) -> Option<&'static Op> {
 /// Every distinct kernel the operators launch on tensors of `dtype`, each named `OP#I` after
 /// the first operator declaring it (kernel `I` of [`Op::kernels`]), in table order: what
 /// bundles precompile and the conformance suite compiles.
-pub fn kernel_ids(dtype: DType) -> Result<Vec<(String, Kernel)>> {
+pub fn kernel_ids(dtype: DType) -> std::result::Result<Vec<(String, Prepared)>, BlasError> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for op in OPS {
         for (i, kernel) in op.kernels(dtype)?.into_iter().enumerate() {
-            if seen.insert(kernel.structural_hash()) {
+            if seen.insert(kernel.hash()) {
                 out.push((format!("{}#{i}", op.name()), kernel));
             }
         }

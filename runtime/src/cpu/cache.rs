@@ -24,7 +24,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tpukit_dsl::Kernel;
+use tpukit_dsl::{Kernel, KernelHash};
 
 /// The identity of a compiled kernel (hex SHA-256).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +32,11 @@ pub struct CacheKey(pub String);
 
 impl CacheKey {
     pub fn new(kernel: &Kernel, target: &HostTarget, options: CodegenOptions) -> CacheKey {
+        CacheKey::from_hash(kernel.structural_hash(), target, options)
+    }
+
+    /// The key of a kernel whose structural hash is `hash`.
+    pub fn from_hash(hash: KernelHash, target: &HostTarget, options: CodegenOptions) -> CacheKey {
         let (major, minor, patch) = inkwell::support::get_llvm_version();
         let text = format!(
             "tpukit-cpu {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {}\nkernel {}\n",
@@ -41,7 +46,7 @@ impl CacheKey {
             target.features,
             options.debug,
             options.vector_lanes,
-            kernel.structural_hash(),
+            hash,
         );
         CacheKey(format!("{:x}", Sha256::digest(text.as_bytes())))
     }

@@ -12,7 +12,7 @@ use inkwell::targets::FileType;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tpukit_dsl::Kernel;
+use tpukit_dsl::{Kernel, KernelHash};
 
 /// A kernel compiled for the host and linked into the process.
 pub struct Compiled {
@@ -121,25 +121,27 @@ pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
 
 type Slot = Arc<OnceLock<Result<Arc<Compiled>, RuntimeError>>>;
 
-/// The compiled kernel for `(kernel, debug)`: from memory, a bundle, the disk cache or the
-/// compiler (see [`cache`]). Concurrent callers asking for the same kernel wait for one
-/// compilation.
-pub(crate) fn cached(kernel: &Kernel, debug: bool) -> Result<Arc<Compiled>, RuntimeError> {
+/// The compiled kernel for `(kernel, debug)`, `hash` being the kernel's structural hash: from
+/// memory, a bundle, the disk cache or the compiler (see [`cache`]). Concurrent callers
+/// asking for the same kernel wait for one compilation.
+pub(crate) fn cached(
+    kernel: &Kernel,
+    hash: KernelHash,
+    debug: bool,
+) -> Result<Arc<Compiled>, RuntimeError> {
     static MEMORY: OnceLock<Mutex<HashMap<(tpukit_dsl::KernelHash, bool), Slot>>> = OnceLock::new();
     let slot = {
         let mut map = MEMORY
             .get_or_init(Default::default)
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        map.entry((kernel.structural_hash(), debug))
-            .or_default()
-            .clone()
+        map.entry((hash, debug)).or_default().clone()
     };
     slot.get_or_init(|| {
         let clock = std::time::Instant::now();
         let target = HostTarget::detect();
         let options = options_for(&target, debug);
-        let key = CacheKey::new(kernel, &target, options);
+        let key = CacheKey::from_hash(hash, &target, options);
         let keyed_at = clock.elapsed();
         let artifact = cache::artifact(&key, || compile_artifact(kernel, &target, options))?;
         let found_at = clock.elapsed();

@@ -49,9 +49,15 @@ fn jit() -> Result<&'static Mutex<Jit>, String> {
 }
 
 /// Creates the process's JIT now rather than at the first kernel's first call (the Python
-/// package does this at import, so a first call served from a bundle only links).
+/// package does this at import, so a first call served from a bundle only links), and
+/// resolves the process symbols kernels call through it once, which sets up the lookup
+/// machinery every later link uses.
 pub(crate) fn warm_up() -> Result<(), String> {
-    jit().map(|_| ())
+    let jit = jit()?.lock().unwrap_or_else(|e| e.into_inner());
+    let mut address: LLVMOrcExecutorAddress = 0;
+    let name = CString::new("memcpy").expect("no NUL");
+    // SAFETY: a plain lookup; its error is consumed.
+    unsafe { check(LLVMOrcLLJITLookup(jit.0, &mut address, name.as_ptr())) }
 }
 
 /// Links `object` into the process and returns the address of its symbol `entry`.

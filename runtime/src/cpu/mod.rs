@@ -21,11 +21,12 @@ pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
 
-/// Prepares the compiled backend ahead of the first launch: reads the host target and
-/// creates the JIT that links kernels into the process (about a millisecond, otherwise paid
-/// by the first call).
+/// Prepares the compiled backend ahead of the first launch: reads the host target, creates
+/// the JIT that links kernels into the process, and starts the worker threads (together
+/// about a millisecond, otherwise paid by the first call).
 pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
+    rayon::broadcast(|_| ());
     jit::warm_up().map_err(|m| RuntimeError {
         message: format!("tpukit cpu: {m}"),
     })
@@ -34,17 +35,19 @@ pub fn warm_up() -> Result<(), RuntimeError> {
 use crate::{HostArray, RuntimeError};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
-use tpukit_dsl::{Bindings, Kernel, Role, Semantics};
+use tpukit_dsl::{Bindings, Kernel, KernelHash, Role, Semantics};
 
-/// Runs `kernel` compiled for the host, writing `outputs` in place.
+/// Runs `kernel` (whose structural hash is `hash`) compiled for the host, writing `outputs`
+/// in place.
 pub(crate) fn run(
     kernel: &Kernel,
+    hash: KernelHash,
     bindings: &Bindings,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
     debug: bool,
 ) -> Result<(), RuntimeError> {
-    let compiled = compile::cached(kernel, debug)?;
+    let compiled = compile::cached(kernel, hash, debug)?;
     let grid: Vec<i64> = kernel
         .grid
         .iter()

@@ -1,0 +1,52 @@
+//! tpuBLAS from Python: the operator table and running an operator on wire-form arrays.
+
+use pyo3::prelude::*;
+use tpukit_blas::Value;
+
+use crate::array::{self, Wire};
+use crate::error::TpukitError;
+
+/// `(name, schema, about)` of every operator (`aten.add.Tensor`, ATen's schema, a summary).
+#[pyfunction]
+pub fn tpublas_ops() -> Vec<(String, &'static str, &'static str)> {
+    tpukit_blas::ops()
+        .iter()
+        .map(|op| (op.name(), op.schema, op.about))
+        .collect()
+}
+
+/// Runs the operator `name` on `args`, given in its schema's order as `(kind, value)` pairs:
+/// `tensor` (a wire triple), `float`, `int`, `ints` (a list), `bool`, `str` (also dtype
+/// names), `none`. Returns the results in wire form.
+#[pyfunction]
+pub fn tpublas_run<'py>(
+    py: Python<'py>,
+    name: &str,
+    args: Vec<(String, Bound<'py, PyAny>)>,
+) -> PyResult<Vec<Wire<'py>>> {
+    let values = args
+        .iter()
+        .map(|(kind, v)| value(kind, v))
+        .collect::<PyResult<Vec<Value>>>()?;
+    let results = py
+        .detach(|| tpukit_blas::run(name, &values))
+        .map_err(|e| TpukitError::new_err(e.message))?;
+    results.into_iter().map(|a| array::to_wire(py, a)).collect()
+}
+
+fn value(kind: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    Ok(match kind {
+        "tensor" => Value::Tensor(array::from_wire(&v.extract::<Wire<'_>>()?)?),
+        "float" => Value::Scalar(v.extract()?),
+        "int" => Value::Int(v.extract()?),
+        "ints" => Value::IntList(v.extract()?),
+        "bool" => Value::Bool(v.extract()?),
+        "str" => Value::Str(v.extract()?),
+        "none" => Value::None,
+        other => {
+            return Err(TpukitError::new_err(format!(
+                "unknown argument kind `{other}`"
+            )));
+        }
+    })
+}

@@ -1,0 +1,210 @@
+"""tpuBLAS from Python: ATen operators as precompiled tpukit kernels.
+
+Operators are called as in ``torch.ops.aten``: ``tpublas.add(x, y, alpha=2)`` picks the
+overload from the arguments (``add.Tensor`` or ``add.Scalar``), ``tpublas.add.Tensor(x, y)``
+names one. Arguments follow each operator's ATen schema (``tpublas.ops()`` lists them);
+tensors may be numpy arrays, torch tensors or JAX arrays (f32 or bf16; index tensors int32,
+or int64 when every index fits in int32), and results come back as the first tensor's kind.
+They run on tpukit's compiled CPU backend; the package ships a bundle with every operator's
+kernels precompiled for this host, so no call waits for a compiler.
+
+With torch installed the operators are also torch custom ops, ``torch.ops.tpublas.<name>``
+(see ``tpukit.tpublas.torch_library``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import numbers
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpukit import _arrays, _native
+from tpukit.tpublas import _schema
+
+__all__ = ["OpInfo", "Operator", "Packet", "ops", "torch_library"]
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One operator: ``name`` (``aten.add.Tensor``), ATen ``schema``, and what it computes."""
+
+    name: str
+    schema: str
+    about: str
+
+
+def ops() -> list[OpInfo]:
+    """Every tpuBLAS operator."""
+    return [OpInfo(*row) for row in _native.tpublas_ops()]
+
+
+def _is_array(x) -> bool:
+    try:
+        _arrays.kind(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _index_dtype(a: np.ndarray, qualified: str) -> np.ndarray:
+    """int64 indices narrowed to int32 (tpukit's index type) when every one fits."""
+    if a.dtype == np.int64:
+        if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
+            raise _native.TpukitError(f"{qualified}: an index does not fit in int32")
+        return a.astype(np.int32)
+    return a
+
+
+class Operator:
+    """One overload of an operator (``aten.add.Tensor``): binds a call to its schema,
+    converts the arguments, runs it natively."""
+
+    def __init__(self, info: OpInfo):
+        self.info = info
+        self.schema = _schema.parse(info.schema)
+        self.__name__ = info.name
+        self.__doc__ = f"{info.schema}\n\n{info.about}"
+
+    def __repr__(self):
+        return f"<tpublas {self.info.name}>"
+
+    def accepts(self, args, kwargs) -> bool:
+        """Whether the call fits this overload: arity, names, and tensors where the schema
+        has tensors and numbers where it has scalars."""
+        try:
+            values = _schema.bind(self.schema, args, kwargs, self.info.name)
+        except TypeError:
+            return False
+        for a, v in zip(self.schema.arguments, values, strict=True):
+            if v is None:
+                continue
+            if a.type == "Tensor" and not a.list and not _is_array(v):
+                return False
+            if a.type == "Scalar" and not isinstance(v, numbers.Number):
+                return False
+        return True
+
+    def __call__(self, *args, **kwargs):
+        name = self.info.name
+        values = _schema.bind(self.schema, args, kwargs, name)
+        native, first = [], None
+        for a, v in zip(self.schema.arguments, values, strict=True):
+            for kind, x, array in _convert(a, v, name):
+                native.append((kind, x))
+                if first is None and array is not None:
+                    first = array
+        results = _native.tpublas_run(name, native)
+        k = _arrays.kind(first) if first is not None else "numpy"
+        out = [_arrays.to_kind(_arrays.from_wire(w), k, first) for w in results]
+        return out[0] if self.schema.results == 1 else tuple(out)
+
+
+def _convert(a: _schema.Argument, v, qualified: str):
+    """The native ``(kind, value, original array or None)`` triples of one argument."""
+    what = f"{qualified}: argument {a.name!r} ({a})"
+    if v is None:
+        if not a.optional:
+            raise TypeError(f"{what} may not be None")
+        return [("none", None, None)]
+    if a.type == "Tensor":
+        arrays = v if a.list else [v]
+        if a.list and not isinstance(v, (list, tuple)):
+            raise TypeError(f"{what} must be a list of tensors")
+        out = []
+        for x in arrays:
+            if not _is_array(x):
+                raise TypeError(f"{what} must be a tensor, got {type(x).__name__}")
+            wire = _arrays.to_wire(_index_dtype(_arrays.to_numpy(x), qualified))
+            out.append(("tensor", wire, x))
+        return out
+    if a.type == "ScalarType":
+        return [("str", v if isinstance(v, str) else _arrays.dtype_name(v), None)]
+    if a.list:
+        items = [v] if isinstance(v, numbers.Integral) else list(v)
+        if a.type == "bool":  # `bool[3] output_mask`, passed as 0/1
+            return [("ints", [int(bool(i)) for i in items], None)]
+        return [("ints", [_integer(i, what) for i in items], None)]
+    if a.type in ("int", "SymInt"):
+        return [("int", _integer(v, what), None)]
+    if a.type == "bool":
+        return [("bool", bool(v), None)]
+    if a.type == "str":
+        if not isinstance(v, str):
+            raise TypeError(f"{what} must be a string")
+        return [("str", v, None)]
+    if a.type in ("Scalar", "float"):
+        if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+            return [("int", int(v), None)]
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"{what} must be a number, got {type(v).__name__}")
+        return [("float", float(v), None)]
+    raise TypeError(f"{what}: unsupported argument type")
+
+
+def _integer(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{what} must be an int, got {v!r}")
+    return int(v)
+
+
+class Packet:
+    """All overloads of one operator name (``tpublas.add``): calling it picks the first
+    overload the arguments fit; ``packet.Tensor`` is one overload."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+        self._overloads: dict[str, Operator] = {}
+
+    def _add(self, op: Operator):
+        self._overloads[op.schema.overload] = op
+        self.__doc__ = "\n\n".join(o.__doc__ for o in self._overloads.values())
+
+    def overloads(self) -> list[str]:
+        return list(self._overloads)
+
+    def __getattr__(self, overload):
+        try:
+            return self.__dict__["_overloads"][overload]
+        except KeyError:
+            raise AttributeError(f"tpublas.{self.__name__} has no overload {overload!r}") from None
+
+    def __call__(self, *args, **kwargs):
+        for op in self._overloads.values():
+            if op.accepts(args, kwargs):
+                return op(*args, **kwargs)
+        if len(self._overloads) == 1:
+            return next(iter(self._overloads.values()))(*args, **kwargs)  # its own error
+        schemas = "; ".join(o.info.schema for o in self._overloads.values())
+        raise TypeError(f"tpublas.{self.__name__}: no overload takes these arguments ({schemas})")
+
+    def __repr__(self):
+        return f"<tpublas {self.__name__} ({', '.join(self._overloads)})>"
+
+
+def _packets() -> dict[str, Packet]:
+    packets: dict[str, Packet] = {}
+    for info in ops():
+        op = Operator(info)
+        packets.setdefault(op.schema.name, Packet(op.schema.name))._add(op)
+    return packets
+
+
+_PACKETS = _packets()
+globals().update(_PACKETS)
+__all__ += sorted(_PACKETS)
+
+
+def torch_library():
+    """Registers every operator as a torch custom op, ``torch.ops.tpublas.<name>.<overload>``,
+    with a CPU kernel (tpuBLAS) and a fake kernel (ATen's own operator on fake tensors, for
+    tracing and ``torch.compile``). Done at import when torch is installed; safe to repeat."""
+    from tpukit.tpublas import _torch
+
+    return _torch.register(_PACKETS)
+
+
+if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+    torch_library()
