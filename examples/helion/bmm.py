@@ -26,7 +26,7 @@ def bmm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:  # noqa: N803 - Helio
 def check(b: int, m: int, k: int, n: int, dtype=torch.float32) -> None:
     from _check import assert_close
 
-    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-1)
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-1)
     x = torch.randn([b, m, k], dtype=dtype)
     y = torch.randn([b, k, n], dtype=dtype)
     assert_close(bmm(x, y), x @ y, "bmm", **tol)

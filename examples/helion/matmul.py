@@ -46,7 +46,7 @@ def matmul_dot(x: Tensor, y: Tensor) -> Tensor:
 def check(m: int, k: int, n: int, dtype=torch.float32) -> None:
     from _check import assert_close
 
-    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-1)
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-1)
     x = torch.randn([m, k], dtype=dtype)
     y = torch.randn([k, n], dtype=dtype)
     bias = torch.randn([n], dtype=dtype)

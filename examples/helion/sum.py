@@ -21,9 +21,9 @@ def check(m: int, n: int, dtype=torch.float32) -> None:
     from _check import assert_close
 
     x = torch.randn([m, n], dtype=dtype)
-    assert_close(sum_kernel(x), x.sum(-1), "sum", rtol=2e-2, atol=1e-1) if (
-        dtype == torch.bfloat16
-    ) else assert_close(sum_kernel(x), x.sum(-1), "sum")
+    # a bf16 sum of n elements is rounded once (f32 accumulation); torch rounds likewise
+    tol = dict(rtol=1e-2, atol=1e-1) if dtype == torch.bfloat16 else {}
+    assert_close(sum_kernel(x), x.sum(-1), "sum", **tol)
 
 
 def main() -> None:

@@ -161,3 +161,60 @@ fn call_types_must_match_the_kernel() {
     let e = import_mosaic(&text, &[], &results, "softmax").unwrap_err();
     assert!(e.to_string().contains("buffers"), "{e}");
 }
+
+#[test]
+fn extracts_from_values_become_reshapes_and_picks() {
+    // `x - x[3] - jnp.max(x)`: a row picked out (extract_strided_slice) and a reduction to a
+    // scalar (vector.extract from a vector<1x1x1xf32>).
+    let k = import("extract");
+    let ops = names(&k);
+    // The row: a maximum over dimension 0 where only row 3 is not -inf; the scalar: the
+    // reduction's one element, reshaped.
+    assert_eq!(
+        ops.iter().filter(|n| **n == "reduce_max").count(),
+        2,
+        "{ops:?}"
+    );
+    assert!(ops.contains(&"iota") && ops.contains(&"select"), "{ops:?}");
+    lowers(&k);
+}
+
+#[test]
+fn dynamic_and_wide_value_slices_are_refused_by_name() {
+    let (text, operands, results) = fixture("extract");
+    let wide = text.replacen("sizes = [1, 128]", "sizes = [2, 128]", 1);
+    let e = import_mosaic(&wide, &operands, &results, "extract").unwrap_err();
+    assert_eq!(e.op.as_deref(), Some("vector.extract_strided_slice"));
+    assert!(
+        e.message.starts_with("unsupported: a slice of 2 of 8"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nan_tests_become_self_comparisons() {
+    // `x != 1.0` and `jnp.isnan(x)`: Pallas lowers both to `cmpf one` (ordered and unequal),
+    // imported as `x == x and 1 == 1 and x != 1` (`x == x` is false only for NaN).
+    let k = import("nan_tests");
+    let ops = names(&k);
+    assert!(ops.iter().filter(|n| **n == "eq").count() >= 4, "{ops:?}");
+    assert!(ops.contains(&"ne") && ops.contains(&"and"), "{ops:?}");
+    lowers(&k);
+    let (text, operands, results) = fixture("nan_tests");
+    let text = text.replacen("predicate = 6 : i64", "predicate = 9 : i64", 1);
+    let e = import_mosaic(&text, &operands, &results, "nan_tests").unwrap_err();
+    assert!(e.message.contains("predicate `ugt`"), "{e}");
+}
+
+#[test]
+fn reshaped_dead_loads_of_swaps_are_dropped() {
+    // `o_ref[0] = v`: Pallas loads the old row, reshapes it, and uses neither. Importing them
+    // would make the output look read (and its lowering alias it).
+    let k = import("swap_rows");
+    let reads_output = k.body.body.ops.iter().any(|op| {
+        matches!(op.kind, OpKind::Load { operand, .. } if k.operand(operand).role == Role::Output)
+    });
+    assert!(!reads_output, "{}", print_kernel(&k, Default::default()));
+    assert_eq!(names(&k).iter().filter(|n| **n == "store").count(), 2);
+    lowers(&k);
+}

@@ -67,6 +67,24 @@ def fixtures():
             in_specs=[pl.BlockSpec((16, 128), lambda i, idx: (idx[i], 0))],
             out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0))))(idx, x), [
         sds((4,), jnp.int32), sds((64, 128), f32)]
+    yield "extract", lambda x: pl.pallas_call(
+        extract, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
+    yield "nan_tests", lambda x: pl.pallas_call(
+        nan_tests, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
+    yield "swap_rows", lambda x: pl.pallas_call(
+        swap_rows, out_shape=sds(x.shape, x.dtype))(x), [sds((2, 8, 128), f32)]
+
+
+def extract(x_ref, o_ref):
+    # a reduction to a scalar (vector.extract) and a row picked out (extract_strided_slice)
+    x = x_ref[...]
+    o_ref[...] = x - x[3] - jnp.max(x)
+
+
+def nan_tests(x_ref, o_ref):
+    # both lower to `cmpf one` on TPU
+    x = x_ref[...]
+    o_ref[...] = jnp.where(x != 1.0, 1.0, 0.0) + jnp.where(jnp.isnan(x), 10.0, 0.0)
 
 
 def mlp(x, w, b):
@@ -112,6 +130,13 @@ def main():
         text = text.replace(str(pathlib.Path.cwd()) + "/", "")
         (OUT / f"{name}.mlir").write_text(text)
         print("wrote", OUT / f"{name}.mlir")
+
+
+
+def swap_rows(x_ref, o_ref):
+    # each store of a row loads the old row and reshapes it, unused (Pallas's swap)
+    o_ref[0] = x_ref[1] * 2.0
+    o_ref[1] = x_ref[0]
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@
 //! `window_params` with their `@transform_i` index maps ([`index_map`]), scratch. The body
 //! is imported op by op through [`rules::MOSAIC`]: arith and math, `vector.load`,
 //! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
-//! `shape_cast`, `transpose`, `multi_reduction`, `tpu.matmul`, `tpu.iota`, `scf.for` and
-//! `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` and
+//! `extract_strided_slice` at constant positions (single elements or whole dimensions),
+//! `tpu.matmul`, `tpu.iota`, `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input start with `unsupported`.
 //!

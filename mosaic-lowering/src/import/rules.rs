@@ -14,7 +14,8 @@ use melior::ir::{
 };
 use std::cell::RefCell;
 use tpukit_dsl::{
-    Arg, BinaryOp, CmpOp, DotDims, Error, Ix, KernelBuilder, ReduceOp, Result, UnaryOp, ValueId,
+    Arg, BinaryOp, CmpOp, DType, DotDims, Error, Ix, KernelBuilder, Literal, ReduceOp, Result,
+    UnaryOp, ValueId,
 };
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
@@ -106,11 +107,10 @@ fn constant(
     s.define(op, 0, v)
 }
 
-/// The comparison of an `arith.cmpi`/`cmpf` predicate, accepting only those whose meaning
-/// (NaN included) is the IR's: ordered float comparisons and `une` for `!=`.
-fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
+/// The name of an `arith.cmpi`/`cmpf` predicate (printed as an integer or an enum case).
+fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
     let raw = attr(op, "predicate")?;
-    let name = match text::int(&raw) {
+    Ok(match text::int(&raw) {
         Ok(n) => {
             let names: &[&str] = if float {
                 &[
@@ -125,8 +125,13 @@ fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
             names.get(n as usize).copied().unwrap_or("?").to_string()
         }
         Err(_) => text::enum_case(&raw)?.to_string(),
-    };
-    Ok(match name.as_str() {
+    })
+}
+
+/// The IR comparison of a predicate whose meaning (NaN included) is the IR's: ordered float
+/// comparisons, and `une` for `!=`.
+fn predicate(name: &str) -> Result<CmpOp> {
+    Ok(match name {
         "eq" | "oeq" => CmpOp::Eq,
         "ne" | "une" => CmpOp::Ne,
         "slt" | "olt" => CmpOp::Lt,
@@ -141,13 +146,37 @@ fn predicate(op: &OperationRef<'_, '_>, float: bool) -> Result<CmpOp> {
     })
 }
 
+/// `arith.cmpf`. Besides the IR's own comparisons, the NaN tests Pallas emits: `one`
+/// (ordered and unequal: what Pallas lowers `!=` and `jnp.isnan` to on TPU), `ord` and `uno`,
+/// built from `x == x` (false only for NaN).
 fn cmpf(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(predicate(op, true)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    let (x, y) = (s.value(op, 0)?, s.value(op, 1)?);
+    let name = predicate_name(op, true)?;
+    let v = match name.as_str() {
+        "one" | "ord" | "uno" => {
+            let x_ok = b.compare(CmpOp::Eq, x, x)?;
+            let y_ok = b.compare(CmpOp::Eq, y, y)?;
+            let ordered = b.binary(BinaryOp::And, x_ok, y_ok)?;
+            match name.as_str() {
+                "one" => {
+                    let unequal = b.compare(CmpOp::Ne, x, y)?;
+                    b.binary(BinaryOp::And, ordered, unequal)?
+                }
+                "ord" => ordered,
+                _ => b.unary(UnaryOp::Not, ordered)?,
+            }
+        }
+        other => b.compare(predicate(other)?, x, y)?,
+    };
     s.define(op, 0, v)
 }
 
 fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(predicate(op, false)?, s.value(op, 0)?, s.value(op, 1)?)?;
+    let v = b.compare(
+        predicate(&predicate_name(op, false)?)?,
+        s.value(op, 0)?,
+        s.value(op, 1)?,
+    )?;
     s.define(op, 0, v)
 }
 
@@ -190,11 +219,11 @@ fn indexers(
         .collect()
 }
 
-/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load whose result is never
-/// used (Pallas emits one before every store, the old value of its "swap") is dropped: loads
-/// have no effects, and a dead load of an output would make it look read.
+/// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load nothing depends on (Pallas
+/// emits one before every store, the old value of its "swap", sometimes reshaped) is dropped:
+/// loads have no effects, and a dead load of an output would make it look read.
 fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    if op.result(0).is_ok_and(|r| !has_uses(r.into())) {
+    if results_dead(op) {
         return Ok(());
     }
     let r = s.buffer(op, 0)?;
@@ -204,9 +233,45 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
-fn has_uses(v: Value<'_, '_>) -> bool {
-    // SAFETY: `v` is a live value of the module being imported; the C API only reads it.
-    unsafe { !mlir_sys::mlirOpOperandIsNull(mlir_sys::mlirValueGetFirstUse(v.to_raw())) }
+/// Whether nothing depends on `v`: it has no uses, or is used only by views (`shape_cast`,
+/// `broadcast`) whose results nothing depends on. Pallas's swap (`ref[…] = v`) loads the old
+/// value and reshapes it without using it; neither is imported.
+fn is_dead(v: Value<'_, '_>) -> bool {
+    // SAFETY: `v` is a live value of the module being imported; the C API only reads it and
+    // the values and operations it hands out, all owned by that module.
+    unsafe {
+        let mut use_ = mlir_sys::mlirValueGetFirstUse(v.to_raw());
+        while !mlir_sys::mlirOpOperandIsNull(use_) {
+            let owner = mlir_sys::mlirOpOperandGetOwner(use_);
+            if !is_dead_view(owner) {
+                return false;
+            }
+            use_ = mlir_sys::mlirOpOperandGetNextUse(use_);
+        }
+    }
+    true
+}
+
+/// # Safety
+/// `op` must be a live operation of the module being imported.
+unsafe fn is_dead_view(op: mlir_sys::MlirOperation) -> bool {
+    // SAFETY: per the contract, `op` is live; its name and results are read only.
+    unsafe {
+        let name = mlir_sys::mlirIdentifierStr(mlir_sys::mlirOperationGetName(op));
+        let name = std::slice::from_raw_parts(name.data as *const u8, name.length);
+        let name = name.strip_prefix(b"stable_mosaic.").unwrap_or(name);
+        if name != b"vector.shape_cast" && name != b"vector.broadcast" {
+            return false;
+        }
+        (0..mlir_sys::mlirOperationGetNumResults(op))
+            .all(|i| is_dead(Value::from_raw(mlir_sys::mlirOperationGetResult(op, i))))
+    }
+}
+
+/// Whether every result of `op` is dead (see [`is_dead`]).
+fn results_dead(op: &OperationRef<'_, '_>) -> bool {
+    op.result_count() > 0
+        && (0..op.result_count()).all(|i| op.result(i).is_ok_and(|r| is_dead(r.into())))
 }
 
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
@@ -259,6 +324,9 @@ fn broadcast(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if results_dead(op) {
+        return Ok(());
+    }
     let shape = result_type(op, 0)?.shape;
     let v = b.broadcast_to(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)
@@ -271,6 +339,9 @@ fn shape_cast(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if results_dead(op) {
+        return Ok(());
+    }
     let shape = result_type(op, 0)?.shape;
     let v = b.reshape(s.value(op, 0)?, &shape)?;
     s.define(op, 0, v)
@@ -328,6 +399,105 @@ fn multi_reduction(
         b.binary(combine, r, acc)?
     };
     s.define(op, 0, v)
+}
+
+/// `vector.extract %v[p0, p1, …]` at constant positions: the element (or sub-vector) of the
+/// leading dimensions at those positions. A position in a dimension of extent 1 is a reshape
+/// (what JAX emits after a reduction to a scalar); any other is picked out exactly by a
+/// maximum over the dimension in which every other element is the dtype's lowest value.
+/// Dynamic positions have no kernel-IR form and are refused.
+fn extract(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    if op.operand_count() > 1 {
+        return Err(Error::new(
+            "unsupported: `vector.extract` at a dynamic position (index a ref instead)",
+        ));
+    }
+    let positions = text::int_array(&attr(op, "static_position")?)?;
+    let mut v = s.value(op, 0)?;
+    let shape = b.ty(v).shape.clone();
+    for (d, &p) in positions.iter().enumerate() {
+        let extent = *shape.get(d).ok_or_else(|| {
+            Error::new(format!(
+                "{} positions for a rank-{} vector",
+                positions.len(),
+                shape.len()
+            ))
+        })?;
+        if p < 0 || p as usize >= extent {
+            return Err(Error::new(format!(
+                "unsupported: `vector.extract` position {p} in a dimension of extent {extent} \
+                 (dynamic positions are refused)"
+            )));
+        }
+        if extent > 1 {
+            v = pick(b, v, d, p)?;
+        }
+    }
+    let v = b.reshape(v, &result_type(op, 0)?.shape)?;
+    s.define(op, 0, v)
+}
+
+/// `vector.extract_strided_slice` (a static slice of a value, as `x[3]` lowers): each
+/// dimension is kept whole or narrowed to one element (picked as [`extract`] does). Wider
+/// slices and strides have no kernel-IR form (the IR slices refs, not values) and are refused.
+fn extract_strided_slice(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let offsets = text::int_list(&attr(op, "offsets")?)?;
+    let sizes = text::int_list(&attr(op, "sizes")?)?;
+    let strides = text::int_list(&attr(op, "strides")?)?;
+    let mut v = s.value(op, 0)?;
+    let shape = b.ty(v).shape.clone();
+    for (d, (&o, &n)) in offsets.iter().zip(&sizes).enumerate() {
+        let extent = shape.get(d).copied().unwrap_or(0) as i64;
+        if strides.get(d).is_some_and(|&st| st != 1) {
+            return Err(Error::new(format!(
+                "unsupported: a strided slice of a value (strides {strides:?})"
+            )));
+        }
+        if n == extent {
+            continue;
+        }
+        if n != 1 {
+            return Err(Error::new(format!(
+                "unsupported: a slice of {n} of {extent} elements of a value (dimension {d}); \
+                 only whole dimensions or single elements can be taken from values: slice the \
+                 ref instead"
+            )));
+        }
+        v = pick(b, v, d, o)?;
+    }
+    let v = b.reshape(v, &result_type(op, 0)?.shape)?;
+    s.define(op, 0, v)
+}
+
+/// Element `p` of dimension `d` of `v`, keeping `d` with extent 1: a maximum over `d` where
+/// every element but the `p`-th is the dtype's lowest value (exact: the maximum of `x` and
+/// values no larger than any `x` is `x`, NaN and -0.0 included).
+fn pick(b: &mut KernelBuilder, v: ValueId, d: usize, p: i64) -> Result<ValueId> {
+    let ty = b.ty(v).clone();
+    let lowest = match ty.dtype {
+        d if d.is_float() => Literal::Float(f64::NEG_INFINITY),
+        DType::I32 => Literal::Int(i32::MIN as i64),
+        DType::I8 => Literal::Int(i8::MIN as i64),
+        other => {
+            return Err(Error::new(format!(
+                "unsupported: `vector.extract` from a {other} vector at a non-unit dimension"
+            )));
+        }
+    };
+    let at = b.iota(DType::I32, &ty.shape, d)?;
+    let here = b.compare(CmpOp::Eq, at, p)?;
+    let masked = b.select(here, v, Arg::Lit(lowest))?;
+    b.reduce_keepdims(ReduceOp::Max, masked, &[d as i64])
 }
 
 /// The seven lists of `#tpu.dot_dimension_numbers<[lc], [rc], [lnc], [rnc], [out], [lb], [rb]>`.
@@ -532,6 +702,8 @@ pub const MOSAIC: &Table = &Table(&[
     ("vector.shape_cast", shape_cast),
     ("vector.transpose", transpose),
     ("vector.multi_reduction", multi_reduction),
+    ("vector.extract", extract),
+    ("vector.extract_strided_slice", extract_strided_slice),
     ("tpu.matmul", matmul),
     ("tpu.iota", iota),
     ("tpu.assume_multiple", identity),

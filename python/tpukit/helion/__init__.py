@@ -2,53 +2,78 @@
 
 Change ``import helion`` / ``import helion.language as hl`` to ``from tpukit import helion`` /
 ``import tpukit.helion.language as hl``; the kernel then runs on tpukit's CPU backend
-(``device="cpu"``, compiled through LLVM) or its interpreter (``device="interpret"``), and
-``kernel.lower(*args)`` returns the StableHLO (a Mosaic ``tpu_custom_call`` per device loop)
-that a TPU would run.
+(``device="cpu"``, compiled through LLVM, the default) or its interpreter
+(``device="interpret"``): per call (``kernel(x, device="interpret")``), per kernel
+(``@helion.kernel(device=…)``) or for a block of code (``with helion.device("interpret"):``).
+For a TPU, ``kernel.stablehlo(*args)`` gives the StableHLO module of each device loop (a Mosaic
+``tpu_custom_call``, what JAX lowered; ``kernel.lower`` joins them) and ``kernel.ir(*args)``
+the kernel IR tpukit runs (``.lower()`` of one is tpukit's own Mosaic lowering of it). Both
+compile with libtpu for v5e and v6e (tests/conformance/test_helion.py).
 
 How a program is translated:
 
-- The kernel's source is parsed (as Helion does) and each device loop is rewritten into a
-  function (``_rewrite``). Host code (shapes, allocations, ``return``) runs as ordinary
-  Python/PyTorch.
+- The kernel's source is parsed (as Helion does): each device loop, and each ``if`` in device
+  code, is rewritten into functions (``_rewrite``). Host code (shapes, allocations, ``return``)
+  runs as ordinary Python/PyTorch.
 - Each top-level ``hl.tile``/``hl.grid`` loop becomes one Pallas kernel (``pl.pallas_call``)
-  whose grid has one axis per tiled dimension. Block sizes come from ``config=Config(
-  block_sizes=[…])`` in order of first appearance (``hl.tile`` dimensions without an explicit
-  ``block_size`` and ``hl.register_block_size`` calls, outer loops first); without one, a grid
-  dimension gets 1024 if it tiles the last dimension of a 1-D tensor, 128 the last dimension
-  of a tensor, 32 the second-to-last, 1 otherwise, and a nested loop 128, clipped to the
-  dimension. Block sizes are rounded up to legal TPU tilings (multiples of 8 and 128 on the
-  last two dimensions, or the whole dimension).
-- A tensor dimension that is always indexed by the same grid tile is blocked by it
-  (``BlockSpec``); every other dimension (``:``, nested-loop tiles, ints) is a whole-dimension
-  block sliced in the kernel with ``pl.ds``. Partial last grid tiles use tpukit's edge blocks
-  (reads past the end see 0, writes there are dropped).
-- Nested ``hl.tile`` loops become ``lax.fori_loop`` over whole tiles plus one statically-sized
-  tail tile, carrying the variables the body reassigns (an f32 accumulator from ``hl.zeros``,
-  say).
-- Torch code inside device loops is executed on ``DTensor`` values wrapping the JAX arrays
-  being traced (``_values``): operators, ``torch.*``/``Tensor.*``/``F.*`` functions listed in
-  ``_values.OPS``, views and ``[:, None]`` broadcasting. Anything else raises
+  whose grid has one axis per tiled dimension (``_runtime``, ``_plan``). Nested ``hl.tile``
+  loops become ``lax.fori_loop`` over whole tiles plus one statically-sized tail tile,
+  carrying the variables the body reassigns; ``hl.grid`` loops are tiles of one element; a
+  device ``if`` on a device scalar becomes ``lax.cond``.
+- Block sizes come from ``config=Config(block_sizes=[…])`` in order of first appearance
+  (``hl.tile`` dimensions without an explicit ``block_size`` and ``hl.register_block_size``
+  calls, outer loops first). Without one, a grid dimension gets 1024 if it tiles the last
+  dimension of a 1-D tensor, 128 the last dimension of a tensor, 32 the second-to-last, 1 a
+  leading one; a nested loop gets 128; ``register_block_size(n)`` gives ``min(128,
+  next_power_of_2(n))``; all clipped to the dimension. Every block size is then rounded up to a
+  legal TPU tiling of the dimensions it indexes (a multiple of 128 on a last dimension, of 8
+  on the one before, or the whole dimension), nested loops' too: Mosaic must prove their
+  dynamic slice starts aligned. ``configs=[…]`` uses the first (there is no autotuner);
+  ``hl.register_tunable`` reads ``Config(name=…)``, else the fragment's default.
+- Layouts (``_plan``): a tensor dimension always indexed by the same grid tile is blocked by it
+  (``BlockSpec``); any other is whole and sliced in the kernel. Tensors both read and written
+  (``hl.atomic_add``, stores with ``extra_mask``, read-after-write) start their output block
+  from their input block; when grid steps revisit the same block, their axes run in order
+  (``arbitrary``) and the block stays in VMEM between consecutive visits, or the whole tensor
+  does when the visits are not consecutive: atomics are exact. Index tensors of gathers and
+  scatters (``w[idx[tile], :]``) go to scalar prefetch (SMEM, at most about 256K int32
+  indices on v5e/v6e); rows are moved one at a time.
+- Partial tiles (``_values``): the last tile of a range its block size does not divide reads
+  past the end; those elements are never written back and never counted — every value knows
+  which of its dimensions come from a partial tile, and reductions, scans, matmul
+  contractions and ``hl.reduce`` replace those elements by their identity first (Helion's
+  "reduction operations know to ignore the invalid elements").
+- Torch code inside device loops runs on ``DTensor`` values wrapping the JAX arrays being
+  traced (``_ops``): operators, the ``torch.*``/``Tensor.*``/``F.*`` functions of
+  ``_ops.ELEMENTWISE`` and ``_ops.STRUCTURAL`` (reductions, softmax, var/mean, cumsum,
+  mm/addmm/bmm/baddbmm/matmul/``@``, views, casts, ``torch.where``, factories), and
+  ``[:, None]`` broadcasting. Anything else — a torch function, an ``hl`` API tpukit does not
+  translate, data-dependent loops, a gather along the last dimension — raises
   ``tpukit.helion.exc.UnsupportedConstruct`` naming it and the kernel source line.
-- Shapes and scalar arguments are compile-time constants (``static_shapes=True``); a kernel is
-  traced, lowered and imported once per signature.
+- Shapes and scalar arguments are compile-time constants (``static_shapes`` is accepted but
+  every signature is its own specialization); a device loop is traced, lowered and imported
+  once per signature and config, then cached on the kernel; compiled code is cached by the
+  runtime.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Mapping
 
 from tpukit.helion import exc, language
-from tpukit.helion._runtime import CallState, _local, cdiv, next_power_of_2
+from tpukit.helion._state import CallState, _local, cdiv, next_power_of_2
 from tpukit.helion._where import KERNEL_FILES
+from tpukit.launch import check_device
 
 __all__ = [
     "Config",
     "Kernel",
     "Settings",
     "cdiv",
+    "device",
     "exc",
     "jit",
     "kernel",
@@ -124,11 +149,14 @@ class BoundKernel:
 
 
 class Kernel:
-    """A Helion kernel run by tpukit (what ``@helion.kernel`` returns)."""
+    """A Helion kernel run by tpukit (what ``@helion.kernel`` returns).
+
+    One plan (and one Pallas kernel, lowered and imported once) per device loop and signature
+    (argument shapes, dtypes and scalar values), cached on the kernel; the compiled code is
+    cached by tpukit's runtime like every other frontend's."""
 
     def __init__(self, fn, *, config=None, configs=None, key=None, device="cpu", **settings):
         from tpukit.helion import _rewrite
-        from tpukit.launch import check_device
 
         if config is not None and configs:
             raise exc.HelionError("Cannot specify both config and configs")
@@ -152,6 +180,7 @@ class Kernel:
                 raise TypeError(
                     "Kernel(...) cannot have *args, **kwargs, or keyword-only arguments"
                 )
+        self._takes_device = "device" in sig.parameters
         self._rewritten, filename = _rewrite.rewrite(fn)
         KERNEL_FILES.add(filename)
         self._plans: dict = {}
@@ -162,40 +191,40 @@ class Kernel:
         kwargs = {
             k: (v.value if isinstance(v, language.constexpr) else v) for k, v in kwargs.items()
         }
-        st = CallState(self, dict(self.config), mode)
+        device = check_device(device or getattr(_local, "device", None) or self.device)
+        st = CallState(self, dict(self.config), mode, device)
         prev = getattr(_local, "call", None)
         _local.call = st
-        saved_device = self.device
         try:
-            if device is not None:
-                from tpukit.launch import check_device
-
-                self.device = check_device(device)
             result = self._rewritten(*args, **kwargs)
         finally:
             _local.call = prev
-            self.device = saved_device
         return st, result
 
     def __call__(self, *args, **kwargs):
-        device = kwargs.pop("device", None) if "device" not in self._params() else None
-        if device is not None:
-            self._plans_by_device()
+        """Runs the kernel. ``device="cpu"``/``"interpret"`` (a keyword tpukit adds, unless the
+        kernel has a parameter of that name) overrides the kernel's device for this call."""
+        device = None if self._takes_device else kwargs.pop("device", None)
         return self._run("run", args, kwargs, device)[1]
 
-    def _params(self):
-        return inspect.signature(self.fn).parameters
-
-    def _plans_by_device(self):
-        # plans hold a custom_kernel bound to a device; a different device needs new plans
-        self._plans = {}
-
     def lower(self, *args, **kwargs) -> str:
-        """The StableHLO text of the kernel's device loops for these arguments (the host code
-        runs, the device loops are lowered but not run); several loops are joined by blank
-        lines."""
+        """The StableHLO of the kernel's device loops for these arguments (the host code runs,
+        the device loops are lowered but not run): one module, or one per device loop joined
+        by blank lines (``stablehlo`` gives them as a list)."""
+        return "\n\n".join(self.stablehlo(*args, **kwargs))
+
+    def stablehlo(self, *args, **kwargs) -> list[str]:
+        """One StableHLO module per device loop, as JAX lowered its Pallas kernel for TPU (a
+        ``tpu_custom_call`` with the Mosaic body), in the order the loops run."""
         st, _ = self._run("lower", args, kwargs)
-        return "\n\n".join(st.lowered)
+        return list(st.lowered)
+
+    def ir(self, *args, **kwargs) -> list:
+        """tpukit's kernel IR (``tpukit._native.Kernel``) of each device loop for these
+        arguments: what ``device="cpu"``/``"interpret"`` run. ``k.lower()`` of one is tpukit's
+        own Mosaic lowering of it (StableHLO with a ``tpu_custom_call``)."""
+        st, _ = self._run("lower", args, kwargs)
+        return list(st.kernels)
 
     def block_sizes(self, *args, **kwargs) -> list[int]:
         """The block sizes used for these arguments, in ``Config.block_sizes`` order."""
@@ -211,6 +240,19 @@ class Kernel:
     def autotune(self, args, force=True, **options) -> Config:
         """No autotuning on tpukit: the kernel's (first) config."""
         return self.config
+
+
+@contextlib.contextmanager
+def device(name: str):
+    """``with helion.device("interpret"):`` runs the kernels called inside on that tpukit
+    device (``"cpu"`` or ``"interpret"``) unless a call names its own (this thread only)."""
+    check_device(name)
+    prev = getattr(_local, "device", None)
+    _local.device = name
+    try:
+        yield
+    finally:
+        _local.device = prev
 
 
 def kernel(fn=None, *, config=None, configs=None, key=None, **settings):

@@ -15,15 +15,21 @@ function plus a call into the runtime:
 The outermost device loop becomes a *launch* (one Pallas kernel; its free host variables are
 passed by name so that the runtime can swap host tensors for Pallas refs). A device loop nested
 inside becomes an *inner loop*: a function of the tile and the loop-carried variables (names the
-body assigns that were defined before the loop), run by the runtime as a ``lax.fori_loop``:
+body assigns that were defined before the loop), run by the runtime as a ``lax.fori_loop``
+(the first argument numbers the loop, for its block size):
 
     for tile_k in hl.tile(k):                 def _hl_inner_1(_hl_idx, _hl_carry):
         acc = acc + x[tile_m, tile_k] @ …  ->     tile_k = _hl_idx
                                                   (acc,) = _hl_carry
                                                   acc = acc + x[tile_m, tile_k] @ …
                                                   return (acc,)
-                                              (acc,) = _hl_rt.inner_loop(hl.tile(k), _hl_inner_1,
-                                                                         (acc,))
+                                              (acc,) = _hl_rt.inner_loop(1, hl.tile(k),
+                                                                         _hl_inner_1, (acc,))
+
+An ``if`` in device code becomes two functions of the variables its branches reassign and
+a call ``(a, b) = _hl_rt.device_if(cond, _hl_if_2_then, _hl_if_2_else, (a, b))``: a host
+condition (``if bias is not None``) picks a branch in Python, a device one becomes a
+``lax.cond``.
 
 Line numbers are kept, so errors and tracebacks point at the user's source lines.
 """
@@ -177,20 +183,25 @@ class _Rewriter:
                 keywords=[],
             )
         )
-        for n in (fn, call):
-            ast.copy_location(n, loop)
+        ast.copy_location(fn, loop)
+        _at_header(call, loop.iter)
         return [fn, call]
 
     # --- device level -------------------------------------------------------------------
 
     def device_block(self, stmts, defined: set[str]):
-        """Rewrites nested device loops; ``defined`` grows with the names assigned so far."""
+        """Rewrites nested device loops and ``if`` statements; ``defined`` grows with the
+        names assigned so far."""
         out = []
-        for s in stmts:
+        for i, s in enumerate(stmts):
             if is_device_loop(s):
                 # names first assigned inside the loop stay local to it (only carried ones,
                 # already defined, live on)
                 out.extend(self.inner(s, defined))
+                continue
+            if isinstance(s, ast.If) and _branchable(s):
+                out.extend(self.device_if(s, defined, stmts[i + 1 :]))
+                defined |= _stored_names([s])
                 continue
             else:
                 for field in ("body", "orelse"):
@@ -201,6 +212,44 @@ class _Rewriter:
                 out.append(s)
             defined |= _stored_names([s])
         return out
+
+    def device_if(self, node: ast.If, defined: set[str], rest):
+        """``if cond: A else: B`` in device code: both branches become functions of the
+        variables they reassign, run by ``device_if`` (``lax.cond`` for a device condition,
+        plain Python for a host one)."""
+        name = self._name("if")
+        then_names, else_names = _stored_names(node.body), _stored_names(node.orelse)
+        carried = sorted((then_names | else_names) & defined)
+        outputs = carried + sorted((then_names & else_names) - defined)
+        one_sided = ((then_names ^ else_names) - defined) & _loaded_names(rest)
+        if one_sided:
+            raise exc.UnsupportedConstruct(
+                f"`{sorted(one_sided)[0]}` is assigned in only one branch of a device `if` and "
+                f"used after it (at {self.filename}:{node.lineno}); assign it before the `if`"
+            )
+
+        def branch(suffix, stmts):
+            body = []
+            if carried:
+                body.append(ast.Assign(targets=[_names(carried, ast.Store)],
+                                       value=ast.Name("_hl_carry", ast.Load())))
+            body += self.device_block(stmts or [ast.Pass()], set(defined))
+            body.append(ast.Return(_names(outputs, ast.Load)))
+            return _function(f"{name}_{suffix}", ["_hl_carry"], body)
+
+        fns = [branch("then", node.body), branch("else", node.orelse)]
+        call = ast.Call(
+            func=ast.Attribute(ast.Name(RT, ast.Load()), "device_if", ast.Load()),
+            args=[node.test, ast.Name(fns[0].name, ast.Load()),
+                  ast.Name(fns[1].name, ast.Load()), _names(carried, ast.Load)],
+            keywords=[],
+        )
+        stmt = (ast.Assign(targets=[_names(outputs, ast.Store)], value=call) if outputs
+                else ast.Expr(call))
+        for n in fns:
+            ast.copy_location(n, node)
+        _at_header(stmt, node.test)
+        return [*fns, stmt]
 
     def inner(self, loop: ast.For, defined: set[str]):
         _check_loop(loop, self.filename)
@@ -234,13 +283,45 @@ class _Rewriter:
         )
         call = ast.Call(
             func=ast.Attribute(ast.Name(RT, ast.Load()), "inner_loop", ast.Load()),
-            args=[loop.iter, ast.Name(name, ast.Load()), tup(ast.Load)],
+            args=[ast.Constant(self.counter), loop.iter, ast.Name(name, ast.Load()),
+                  tup(ast.Load)],
             keywords=[],
         )
         stmt = ast.Assign(targets=[tup(ast.Store)], value=call) if carried else ast.Expr(call)
-        for n in (fn, stmt):
-            ast.copy_location(n, loop)
+        ast.copy_location(fn, loop)
+        _at_header(stmt, loop.iter)
         return [fn, stmt]
+
+
+def _at_header(stmt: ast.stmt, header: ast.expr) -> None:
+    """Puts a runtime call made for a loop or an ``if`` on the line of its header (``for … in
+    hl.tile(…)``, ``if cond``), not spanning its body, so that errors point there."""
+    for n in ast.walk(stmt):
+        if n is stmt or not hasattr(n, "lineno") or n.lineno is None:
+            ast.copy_location(n, header)
+
+
+def _branchable(node: ast.If) -> bool:
+    """Whether an ``if`` can become two functions: no ``break``/``continue`` (of an enclosing
+    Python loop), ``return``, ``yield`` or scope statements in it."""
+    flow = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
+            ast.Nonlocal)
+    return not any(isinstance(sub, flow) for sub in ast.walk(node))
+
+
+def _names(names, ctx) -> ast.Tuple:
+    return ast.Tuple([ast.Name(n, ctx()) for n in names], ctx())
+
+
+def _function(name, params, body) -> ast.FunctionDef:
+    return ast.FunctionDef(
+        name=name,
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
+                           kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=body,
+        decorator_list=[],
+        returns=None,
+    )
 
 
 def _strip_annotations(fn: ast.FunctionDef) -> None:

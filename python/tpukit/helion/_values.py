@@ -3,22 +3,29 @@
 Inside ``hl.tile`` loops a Helion program calls torch operators on tiles of tensors. Here those
 values are ``DTensor``s, each wrapping a JAX array that is being traced into a Pallas kernel
 body. ``DTensor`` implements the torch operators, methods and ``__torch_function__`` for the
-torch functions listed in ``_TORCH_FUNCS``; a ``TorchFunctionMode`` (``DeviceMode``) is active
-while a device loop is traced, so torch factory functions (``torch.zeros``, …) and host tensors
-captured in closures are handled too. Anything else is an ``UnsupportedConstruct`` naming the
-torch function and the kernel source line.
+torch functions ``_ops`` implements; a ``TorchFunctionMode`` (``DeviceMode``) is active while a
+device loop is traced, so torch factory functions (``torch.zeros``, …) and host tensors captured
+in closures are handled too. Anything else is an ``UnsupportedConstruct`` naming the torch
+function and the kernel source line.
+
+Partial tiles. A ``DTensor`` knows, per dimension, the *partial* tile that indexes it (``dims``:
+a ``Tile`` whose last tile may extend past the loop's end, else None). Helion defines that
+"reduction operations know to ignore the invalid elements" of such a tile, so every reduction,
+scan and matmul contraction over such a dimension first replaces the elements past the end by
+the operation's identity (``mask_axes``); elementwise operations keep the tiles of their
+operands, views move them with their dimension. A reshape that merges or splits a partially
+tiled dimension makes it ``MIXED``: reducing over it is refused rather than computed wrongly.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections import namedtuple
 
-import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
-from jax import lax
 
 from tpukit.helion import exc
 from tpukit.helion._where import where
@@ -79,11 +86,143 @@ def tdtype(dtype):
     return table.get(d, d)
 
 
-_LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
-
-
-def _is_float(d) -> bool:
+def is_float(d) -> bool:
     return jnp.issubdtype(d, jnp.floating)
+
+
+def lowest(dtype):
+    """The smallest value of ``dtype`` (-inf for floats): the identity of a maximum."""
+    d = np.dtype(dtype)
+    if is_float(d):
+        return -np.inf
+    if d == np.bool_:
+        return False
+    return np.iinfo(d).min
+
+
+def highest(dtype):
+    """The largest value of ``dtype`` (+inf for floats): the identity of a minimum."""
+    d = np.dtype(dtype)
+    if is_float(d):
+        return np.inf
+    if d == np.bool_:
+        return True
+    return np.iinfo(d).max
+
+
+# --- partial-tile dimensions -----------------------------------------------------------------
+
+
+class _Mixed:
+    """A dimension that a reshape made out of a partial tile and other elements."""
+
+    def __repr__(self):
+        return "MIXED"
+
+
+MIXED = _Mixed()
+
+
+def _normal_dims(dims, ndim):
+    if dims is None:
+        return (None,) * ndim
+    dims = tuple(dims)
+    if len(dims) != ndim:
+        raise exc.HelionError(f"internal: {len(dims)} tile dims for a rank-{ndim} value")
+    return dims
+
+
+def merge_dims(shape, *values) -> tuple:
+    """The partial tiles of an elementwise result of ``shape`` from its operands (numpy
+    broadcasting: a dimension keeps an operand's tile where that operand spans it)."""
+    out = [None] * len(shape)
+    for v in values:
+        if not isinstance(v, DTensor):
+            continue
+        off = len(shape) - len(v.dims)
+        if off < 0:
+            continue
+        for i, (t, n) in enumerate(zip(v.dims, v.shape, strict=True)):
+            if t is not None and out[off + i] is None and n == shape[off + i]:
+                out[off + i] = t
+    return tuple(out)
+
+
+def reduce_dims(dims, axes, keepdim) -> tuple:
+    """The dims of a reduction's result: reduced axes dropped (or kept, untiled)."""
+    if keepdim:
+        return tuple(None if i in axes else t for i, t in enumerate(dims))
+    return tuple(t for i, t in enumerate(dims) if i not in axes)
+
+
+def reshape_dims(in_shape, dims, out_shape) -> tuple:
+    """The dims after a reshape: a dimension carried over unchanged keeps its tile; one made by
+    merging or splitting dimensions is ``MIXED`` when any of them had a partial tile."""
+    out = [None] * len(out_shape)
+    if all(t is None for t in dims):
+        return tuple(out)
+    i = j = 0
+    while i < len(in_shape) and j < len(out_shape):
+        if in_shape[i] == 1 and out_shape[j] != 1:
+            i += 1
+            continue
+        if out_shape[j] == 1 and in_shape[i] != 1:
+            j += 1
+            continue
+        group_in, group_out = [i], [j]
+        pi, pj = in_shape[i], out_shape[j]
+        i, j = i + 1, j + 1
+        while pi != pj and i <= len(in_shape) and j <= len(out_shape):
+            if pi < pj and i < len(in_shape):
+                pi *= in_shape[i]
+                group_in.append(i)
+                i += 1
+            elif pj < pi and j < len(out_shape):
+                pj *= out_shape[j]
+                group_out.append(j)
+                j += 1
+            else:
+                break
+        if len(group_in) == 1 and len(group_out) == 1:
+            out[group_out[0]] = dims[group_in[0]]
+        elif any(dims[k] is not None for k in group_in):
+            for k in group_out:
+                out[k] = MIXED
+    return tuple(out)
+
+
+def mask_axes(x, axes, fill, what: str, a=None):
+    """``x``'s array (or ``a``, an array of ``x``'s shape computed from it) with the elements
+    past the end of partial tiles along ``axes`` replaced by ``fill`` (the identity of the
+    reduction ``what`` about to run over them)."""
+    if not isinstance(x, DTensor):
+        return x if a is None else a
+    a = x.a if a is None else a
+    mask = None
+    for ax in axes:
+        t = x.dims[ax]
+        if t is None:
+            continue
+        if t is MIXED:
+            raise exc.UnsupportedConstruct(
+                f"{what} over a dimension that a reshape made from a partial tile (the loop's "
+                f"range is not a multiple of the block size) and other elements; reduce before "
+                f"reshaping, or choose a block size that divides the range{where()}"
+            )
+        v = t.valid_along(a.shape, ax)
+        mask = v if mask is None else (mask & v)
+    if mask is None:
+        return a
+    return jnp.where(mask, a, jnp.asarray(fill, a.dtype))
+
+
+def valid_count(x, axes):
+    """How many valid elements ``axes`` of ``x`` hold together (an int, or a traced int32)."""
+    n = 1
+    for ax in axes:
+        t = x.dims[ax] if isinstance(x, DTensor) else None
+        n = n * (t.valid_count() if t is not None and t is not MIXED else x.shape[ax])
+    return n
 
 
 # --- values ------------------------------------------------------------------------------
@@ -97,7 +236,8 @@ def unwrap(x):
     """JAX array (or Python scalar) of a device value; lists/tuples elementwise."""
     if isinstance(x, DTensor):
         return x.a
-    from tpukit.helion._runtime import TensorProxy, Tile
+    from tpukit.helion._memory import TensorProxy
+    from tpukit.helion._tiles import Tile
 
     if isinstance(x, Tile):
         raise exc.UnsupportedConstruct(
@@ -120,471 +260,35 @@ def _is_host_tensor(x) -> bool:
     return isinstance(x, np.ndarray) or (torch is not None and isinstance(x, torch.Tensor))
 
 
-def wrap(a):
-    if isinstance(a, (tuple, list)):
-        return type(a)(wrap(v) for v in a)
-    if isinstance(a, (jax.Array, np.ndarray)) or hasattr(a, "aval"):
-        return DTensor(a)
-    return a
-
-
-def _dim(d, ndim):
-    return d + ndim if d < 0 else d
-
-
-def _dims(dim, ndim):
-    if dim is None or dim == () or dim == []:
-        return tuple(range(ndim))
-    if isinstance(dim, (list, tuple)):
-        return tuple(_dim(d, ndim) for d in dim)
-    return (_dim(dim, ndim),)
-
-
-def _acc(a):
-    """Reductions accumulate low-precision floats in f32 (as torch does)."""
-    return a.astype(jnp.float32) if a.dtype in _LOW else a
-
-
-def _reduce(fn, a, dim=None, keepdim=False, dtype=None):
-    dims = _dims(dim, a.ndim)
-    out_dtype = jdtype(dtype) if dtype is not None else a.dtype
-    r = fn(_acc(a), axis=dims, keepdims=keepdim)
-    return r.astype(out_dtype)
-
-
-def _sum(x, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.sum, x, dim, keepdim, dtype)
-
-
-def _mean(x, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.mean, x, dim, keepdim, dtype)
-
-
-def _amax(x, dim=(), keepdim=False):
-    return jnp.max(x, axis=_dims(dim, x.ndim), keepdims=keepdim)
-
-
-def _amin(x, dim=(), keepdim=False):
-    return jnp.min(x, axis=_dims(dim, x.ndim), keepdims=keepdim)
-
-
-def _argmax(x, dim=None, keepdim=False):
-    if dim is None:
-        return jnp.argmax(x.reshape(-1)).astype(jnp.int32)
-    return jnp.argmax(x, axis=_dim(dim, x.ndim), keepdims=keepdim).astype(jnp.int32)
-
-
-def _argmin(x, dim=None, keepdim=False):
-    if dim is None:
-        return jnp.argmin(x.reshape(-1)).astype(jnp.int32)
-    return jnp.argmin(x, axis=_dim(dim, x.ndim), keepdims=keepdim).astype(jnp.int32)
-
-
-def _max(x, dim=None, keepdim=False):
-    if isinstance(dim, (jax.Array, DTensor)) or hasattr(dim, "dtype"):
-        return jnp.maximum(x, dim)
-    if dim is None:
-        return jnp.max(x)
-    return (_amax(x, dim, keepdim), _argmax(x, dim, keepdim))
-
-
-def _min(x, dim=None, keepdim=False):
-    if isinstance(dim, (jax.Array, DTensor)) or hasattr(dim, "dtype"):
-        return jnp.minimum(x, dim)
-    if dim is None:
-        return jnp.min(x)
-    return (_amin(x, dim, keepdim), _argmin(x, dim, keepdim))
-
-
-def _var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    c = 1 if correction is None and unbiased in (None, True) else (correction or 0)
-    xf = _acc(x)
-    dims = _dims(dim, x.ndim)
-    mean = jnp.mean(xf, axis=dims, keepdims=True)
-    n = math.prod(x.shape[d] for d in dims)
-    v = jnp.sum((xf - mean) ** 2, axis=dims, keepdims=keepdim) / max(n - c, 0)
-    return v.astype(x.dtype)
-
-
-def _var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    v = _var(x, dim, unbiased, keepdim, correction=correction)
-    return (v, _mean(x, dim, keepdim))
-
-
-def _std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return jnp.sqrt(_var(x, dim, unbiased, keepdim, correction=correction))
-
-
-def _softmax(x, dim=None, dtype=None, *, _stacklevel=3):
-    d = x.dtype if dtype is None else jdtype(dtype)
-    xf = _acc(x.astype(d))
-    m = jnp.max(xf, axis=dim, keepdims=True)
-    e = jnp.exp(xf - m)
-    return (e / jnp.sum(e, axis=dim, keepdims=True)).astype(d)
-
-
-def _log_softmax(x, dim=None, dtype=None, *, _stacklevel=3):
-    d = x.dtype if dtype is None else jdtype(dtype)
-    xf = _acc(x.astype(d))
-    m = jnp.max(xf, axis=dim, keepdims=True)
-    s = xf - m
-    return (s - jnp.log(jnp.sum(jnp.exp(s), axis=dim, keepdims=True))).astype(d)
-
-
-def _logsumexp(x, dim, keepdim=False):
-    xf = _acc(x)
-    m = jnp.max(xf, axis=_dims(dim, x.ndim), keepdims=True)
-    r = jnp.log(jnp.sum(jnp.exp(xf - m), axis=_dims(dim, x.ndim), keepdims=True)) + m
-    if not keepdim:
-        r = jnp.squeeze(r, axis=_dims(dim, x.ndim))
-    return r.astype(x.dtype)
-
-
-def _promote(*arrays):
-    return jnp.result_type(*arrays)
-
-
-def matmul_f32(a, b):
-    """``a @ b`` (2-D, or 3-D batched) accumulated in f32 (ints: in int32)."""
-    acc = jnp.int32 if jnp.issubdtype(a.dtype, jnp.integer) else jnp.float32
-    if a.ndim == 2 and b.ndim == 2:
-        return jnp.dot(a, b, preferred_element_type=acc)
-    if a.ndim == 3 and b.ndim == 3:
-        if a.shape[0] == 1 and b.shape[0] == 1:
-            return jnp.dot(a[0], b[0], preferred_element_type=acc)[None]
-        return lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=acc)
-    raise exc.UnsupportedConstruct(
-        f"matmul of {a.ndim}-D by {b.ndim}-D values (2-D or batched 3-D only){where()}"
-    )
-
-
-def _matmul(a, b):
-    return matmul_f32(a, b).astype(_promote(a, b))
-
-
-def _addmm(inp, m1, m2, *, beta=1, alpha=1):
-    prod = matmul_f32(m1, m2)
-    if alpha != 1:
-        prod = prod * alpha
-    base = inp.astype(prod.dtype)
-    if beta != 1:
-        base = base * beta
-    out_dtype = inp.dtype if inp.dtype == np.dtype(np.float32) else _promote(inp, m1, m2)
-    return (base + prod).astype(out_dtype)
-
-
-def _clamp(x, min=None, max=None):  # noqa: A002 - torch's names
-    if min is not None:
-        x = jnp.maximum(x, min)
-    if max is not None:
-        x = jnp.minimum(x, max)
-    return x
-
-
-def _to(x, *args, **kwargs):
-    dtype = kwargs.get("dtype")
-    for a in args:
-        if isinstance(a, DTensor) or isinstance(a, jax.Array):
-            dtype = a.dtype
-        elif not isinstance(a, (str,)) and not _is_device(a):
-            dtype = a
-    if dtype is None:
+def as_dtensor(x) -> DTensor:
+    """``x`` as a ``DTensor`` (Python and numpy scalars become 0-d arrays)."""
+    if isinstance(x, DTensor):
         return x
-    return x.astype(jdtype(dtype))
-
-
-def _is_device(a) -> bool:
-    torch = _torch()
-    return torch is not None and isinstance(a, torch.device)
-
-
-def _reshape(x, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-        shape = tuple(shape[0])
-    return jnp.reshape(x, tuple(_size(s) for s in shape))
-
-
-def _size(s):
-    from tpukit.helion._runtime import Tile
-
-    if isinstance(s, Tile):
-        return s.block_size
-    return int(s)
-
-
-def _shape_arg(shape):
-    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-        shape = tuple(shape[0])
-    return tuple(_size(s) for s in shape)
-
-
-def _permute(x, *dims):
-    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
-        dims = tuple(dims[0])
-    return jnp.transpose(x, dims)
-
-
-def _transpose(x, d0, d1):
-    return jnp.swapaxes(x, d0, d1)
-
-
-def _t(x):
-    return x.T
-
-
-def _expand(x, *shape):
-    shape = _shape_arg(shape)
-    shape = tuple(x.shape[i - (len(shape) - x.ndim)] if s == -1 else s for i, s in enumerate(shape))
-    return jnp.broadcast_to(x, shape)
-
-
-def _squeeze(x, dim=None):
-    if dim is None:
-        return jnp.squeeze(x)
-    dims = tuple(d for d in _dims(dim, x.ndim) if x.shape[d] == 1)
-    return jnp.squeeze(x, axis=dims) if dims else x
-
-
-def _flatten(x, start_dim=0, end_dim=-1):
-    s, e = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
-    shape = x.shape[:s] + (math.prod(x.shape[s : e + 1]),) + x.shape[e + 1 :]
-    return x.reshape(shape)
-
-
-def _where_op(cond, a=None, b=None):
-    if a is None:
-        raise exc.UnsupportedConstruct("torch.where(cond) with one argument" + where())
-    return jnp.where(cond, a, b)
-
-
-def _gelu(x, approximate="none"):
-    return jax.nn.gelu(x, approximate=approximate == "tanh")
-
-
-def _full_like(x, value, *, dtype=None, **_):
-    return jnp.full(x.shape, value, jdtype(dtype) if dtype is not None else x.dtype)
-
-
-def _zeros_like(x, *, dtype=None, **_):
-    return _full_like(x, 0, dtype=dtype)
-
-
-def _ones_like(x, *, dtype=None, **_):
-    return _full_like(x, 1, dtype=dtype)
-
-
-def _factory(value):
-    def make(*shape, dtype=None, device=None, layout=None, requires_grad=False, **_):
-        d = jdtype(dtype) if dtype is not None else np.dtype(np.float32)
-        return jnp.full(_shape_arg(shape), value, d)
-
-    return make
-
-
-def _full(shape, fill_value, *, dtype=None, **_):
-    d = jdtype(dtype) if dtype is not None else (
-        np.dtype(np.float32) if isinstance(fill_value, float) else np.dtype(np.int32)
-    )
-    return jnp.full(_shape_arg((shape,)), fill_value, d)
-
-
-def _arange(*args, dtype=None, **_):
-    ints = [int(a) for a in args]
-    d = jdtype(dtype) if dtype is not None else np.dtype(np.int32)
-    return jnp.arange(*ints, dtype=d)
-
-
-def _cat(tensors, dim=0):
-    return jnp.concatenate(list(tensors), axis=dim)
-
-
-def _stack(tensors, dim=0):
-    return jnp.stack(list(tensors), axis=dim)
-
-
-def _masked_fill(x, mask, value):
-    return jnp.where(mask, jnp.asarray(value, x.dtype), x)
-
-
-def _div(a, b, *, rounding_mode=None):
-    if rounding_mode is None:
-        return jnp.true_divide(a, b)
-    if rounding_mode == "floor":
-        return jnp.floor_divide(a, b)
-    return jnp.trunc(jnp.true_divide(a, b)).astype(_promote(a, b))
-
-
-def _add(a, b, *, alpha=1):
-    return a + (b * alpha if alpha != 1 else b)
-
-
-def _sub(a, b, *, alpha=1):
-    return a - (b * alpha if alpha != 1 else b)
-
-
-def _rsqrt(x):
-    return lax.rsqrt(x)
-
-
-def _cumsum(x, dim, *, dtype=None):
-    r = jnp.cumsum(_acc(x), axis=_dim(dim, x.ndim))
-    return r.astype(jdtype(dtype) if dtype is not None else x.dtype)
-
-
-def _split_dtype_method(dtype):
-    return lambda x: x.astype(dtype)
-
-
-# name -> implementation on JAX arrays. The torch functions of the same name (``torch.name``,
-# ``torch.Tensor.name``, ``torch.nn.functional.name``, ``torch.special.name``) map to it.
-OPS = {
-    # unary
-    "exp": jnp.exp, "exp2": jnp.exp2, "log": jnp.log, "log2": jnp.log2, "log1p": jnp.log1p,
-    "expm1": jnp.expm1, "sqrt": jnp.sqrt, "rsqrt": _rsqrt, "sin": jnp.sin, "cos": jnp.cos,
-    "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu, "abs": jnp.abs,
-    "neg": jnp.negative, "negative": jnp.negative, "reciprocal": jnp.reciprocal,
-    "floor": jnp.floor, "ceil": jnp.ceil, "round": jnp.round, "trunc": jnp.trunc,
-    "erf": jax.scipy.special.erf, "square": jnp.square, "silu": jax.nn.silu, "gelu": _gelu,
-    "logical_not": jnp.logical_not, "sign": jnp.sign, "isnan": jnp.isnan,
-    "bitwise_not": jnp.bitwise_not,
-    # binary and ternary
-    "add": _add, "sub": _sub, "subtract": _sub, "mul": jnp.multiply, "multiply": jnp.multiply,
-    "div": _div, "divide": _div, "true_divide": jnp.true_divide,
-    "floor_divide": jnp.floor_divide, "maximum": jnp.maximum, "minimum": jnp.minimum,
-    "pow": jnp.power, "remainder": jnp.remainder, "fmod": jnp.fmod, "eq": jnp.equal,
-    "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
-    "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
-    "bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
-    "bitwise_xor": jnp.bitwise_xor, "where": _where_op, "clamp": _clamp, "clip": _clamp,
-    "masked_fill": _masked_fill, "lerp": lambda a, b, w: a + w * (b - a),
-    # reductions
-    "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "max": _max, "min": _min,
-    "argmax": _argmax, "argmin": _argmin, "var": _var, "var_mean": _var_mean, "std": _std,
-    "softmax": _softmax, "log_softmax": _log_softmax, "logsumexp": _logsumexp,
-    "cumsum": _cumsum,
-    # matmul
-    "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "addmm": _addmm, "baddbmm": _addmm,
-    # shapes and dtypes
-    "reshape": _reshape, "view": _reshape, "permute": _permute, "transpose": _transpose,
-    "t": _t, "expand": _expand, "broadcast_to": _expand, "squeeze": _squeeze,
-    "unsqueeze": lambda x, d: jnp.expand_dims(x, _dim(d, x.ndim + 1)), "flatten": _flatten,
-    "contiguous": lambda x, **_: x, "clone": lambda x, **_: x, "detach": lambda x: x,
-    "to": _to, "type_as": lambda x, o: x.astype(o.dtype),
-    "float": _split_dtype_method(jnp.float32), "bfloat16": _split_dtype_method(jnp.bfloat16),
-    "half": _split_dtype_method(jnp.float16), "int": _split_dtype_method(jnp.int32),
-    "long": _split_dtype_method(jnp.int32), "bool": _split_dtype_method(jnp.bool_),
-    "expand_as": lambda x, o: jnp.broadcast_to(x, o.shape),
-    "zeros_like": _zeros_like, "ones_like": _ones_like, "full_like": _full_like,
-    "empty_like": _zeros_like, "cat": _cat, "concat": _cat, "stack": _stack,
-    # factories (reached through DeviceMode)
-    "zeros": _factory(0), "ones": _factory(1), "empty": _factory(0), "full": _full,
-    "arange": _arange,
-}
-
-# torch functions that are harmless on host values inside device code (sizes, dtypes)
-_HOST_OK = {"size", "dim", "numel", "stride", "promote_types", "result_type", "__get__",
-            "is_floating_point", "element_size", "get_device", "ndimension"}
-
-
-def _torch_funcs():
-    """torch function object -> (name, implementation); built on first use."""
-    global _TORCH_FUNCS
-    if _TORCH_FUNCS is None:
-        torch = _torch()
-        table = {}
-        if torch is not None:
-            for name, impl in OPS.items():
-                for ns in (torch, torch.Tensor, torch.nn.functional, torch.special):
-                    f = getattr(ns, name, None)
-                    if f is not None and callable(f):
-                        table[f] = (name, impl)
-            for name in ("__getitem__", "__setitem__"):
-                table[getattr(torch.Tensor, name)] = (name, None)
-        _TORCH_FUNCS = table
-    return _TORCH_FUNCS
-
-
-_TORCH_FUNCS = None
-
-
-def _call(name, impl, args, kwargs):
-    try:
-        out = impl(*unwrap(list(args)), **{k: unwrap(v) for k, v in kwargs.items()})
-    except exc.HelionError:
-        raise
-    except TypeError as e:
-        raise exc.UnsupportedConstruct(f"`{name}` with these arguments ({e}){where()}") from None
-    return wrap(out)
-
-
-def _contains(x, types) -> bool:
-    if isinstance(x, types):
-        return True
-    if isinstance(x, (list, tuple)):
-        return any(_contains(v, types) for v in x)
-    if isinstance(x, dict):
-        return any(_contains(v, types) for v in x.values())
-    return False
-
-
-def torch_function(func, args, kwargs):
-    """The device meaning of a torch function call seen inside a device loop."""
-    from tpukit.helion._runtime import TensorProxy, Tile, proxy_for
-
-    kwargs = kwargs or {}
-    entry = _torch_funcs().get(func)
-    name = getattr(func, "__name__", str(func))
-    if entry is not None and entry[0] in ("__getitem__", "__setitem__"):
-        host, *rest = args
-        p = proxy_for(host)
-        return getattr(p, entry[0])(*rest)
-    device_args = _contains((args, kwargs), (DTensor, Tile, TensorProxy))
-    if entry is not None and (device_args or entry[0] in ("zeros", "ones", "empty", "full",
-                                                          "arange")):
-        return _call(entry[0], entry[1], args, kwargs)
-    if not device_args and (name in _HOST_OK or not _contains((args, kwargs), _host_types())):
-        return func(*args, **kwargs)
-    raise exc.UnsupportedConstruct(f"torch function `{_qualname(func)}` in device code{where()}")
-
-
-def _host_types():
-    torch = _torch()
-    return (np.ndarray, torch.Tensor) if torch is not None else (np.ndarray,)
-
-
-def _qualname(func) -> str:
-    q = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
-    mod = getattr(func, "__module__", None) or ""
-    head, _, tail = q.partition(".")
-    if head in ("_VariableFunctionsClass", "_TensorBase", "TensorBase"):
-        return ("torch." if head == "_VariableFunctionsClass" else "Tensor.") + tail
-    if mod.startswith("torch") and "." not in q:
-        return f"{mod}.{q}"
-    return q
+    return DTensor(jnp.asarray(unwrap(x)))
 
 
 def _binop(op, swap=False):
     def method(self, other):
-        if isinstance(other, DTensor):
-            o = other.a
-        elif isinstance(other, (int, float, bool)):
-            o = other
-        elif isinstance(other, (jax.Array, np.generic)):
-            o = other
-        else:
-            o = unwrap(other)
-        return DTensor(op(o, self.a) if swap else op(self.a, o))
+        o = other if isinstance(other, (int, float, bool)) else unwrap(other)
+        r = op(o, self.a) if swap else op(self.a, o)
+        return DTensor(r, merge_dims(r.shape, self, other))
 
     return method
 
 
+Result = namedtuple("Result", ["values", "indices"])
+"""What ``torch.max(x, dim)`` and friends return (``.values``, ``.indices``, unpackable)."""
+
+
 class DTensor:
-    """A device value (a tile of data) in a traced Helion device loop."""
+    """A device value (a tile of data) in a traced Helion device loop: a JAX array ``a`` and,
+    per dimension, the partial tile indexing it (``dims``; see the module docs)."""
 
-    __slots__ = ("a",)
+    __slots__ = ("a", "dims")
 
-    def __init__(self, a):
+    def __init__(self, a, dims=None):
         self.a = a
+        self.dims = _normal_dims(dims, getattr(a, "ndim", 0))
 
     # torch protocol: torch.exp(d), F.softmax(d, dim=-1), …
     @classmethod
@@ -602,15 +306,16 @@ class DTensor:
 
     @property
     def ndim(self):
-        return self.a.ndim
+        return len(self.shape)
 
     @property
     def T(self):  # noqa: N802 - torch's name
-        return DTensor(self.a.T)
+        return DTensor(self.a.T, self.dims[::-1])
 
     @property
     def mT(self):  # noqa: N802
-        return DTensor(jnp.swapaxes(self.a, -1, -2))
+        d = self.dims
+        return DTensor(jnp.swapaxes(self.a, -1, -2), d[:-2] + (d[-1], d[-2]))
 
     @property
     def device(self):
@@ -621,13 +326,13 @@ class DTensor:
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self):
-        return self.a.ndim
+        return self.ndim
 
     def numel(self):
-        return math.prod(self.a.shape)
+        return math.prod(self.shape)
 
     def __len__(self):
-        return self.a.shape[0]
+        return self.shape[0]
 
     def __repr__(self):
         return f"DTensor(shape={self.shape}, dtype={self.a.dtype})"
@@ -674,8 +379,6 @@ class DTensor:
     __rmod__ = _binop(jnp.remainder, swap=True)
     __pow__ = _binop(jnp.power)
     __rpow__ = _binop(jnp.power, swap=True)
-    __matmul__ = _binop(_matmul)
-    __rmatmul__ = _binop(_matmul, swap=True)
     __and__ = _binop(jnp.logical_and)
     __rand__ = _binop(jnp.logical_and, swap=True)
     __or__ = _binop(jnp.logical_or)
@@ -686,27 +389,40 @@ class DTensor:
     __gt__ = _binop(jnp.greater)
     __ge__ = _binop(jnp.greater_equal)
     __eq__ = _binop(jnp.equal)  # type: ignore[assignment]
-    __ne__ = _binop(jnp.not_equal)  # type: ignore[assignment]
+    __ne__ = _binop(lambda a, b: jnp.logical_not(jnp.equal(a, b)))  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
 
+    def __matmul__(self, other):
+        from tpukit.helion._ops import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from tpukit.helion._ops import matmul
+
+        return matmul(other, self)
+
     def __neg__(self):
-        return DTensor(-self.a)
+        return DTensor(-self.a, self.dims)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return DTensor(jnp.abs(self.a))
+        return DTensor(jnp.abs(self.a), self.dims)
 
     def __invert__(self):
         a = self.a
-        return DTensor(jnp.logical_not(a) if a.dtype == jnp.bool_ else jnp.bitwise_not(a))
+        return DTensor(jnp.logical_not(a) if a.dtype == jnp.bool_ else jnp.bitwise_not(a),
+                       self.dims)
 
     def __getattr__(self, name):
-        impl = OPS.get(name)
+        from tpukit.helion._ops import lookup
+
+        impl = lookup(name)
         if impl is None:
             raise exc.UnsupportedConstruct(f"method `Tensor.{name}` in device code{where()}")
-        return lambda *args, **kwargs: _call(name, impl, (self, *args), kwargs)
+        return lambda *args, **kwargs: call(name, (self, *args), kwargs)
 
     # in-place forms rebind (values are immutable; `acc += x` is `acc = acc + x`)
     def __iadd__(self, o):
@@ -722,10 +438,50 @@ class DTensor:
         return self / o
 
 
-def subscript(value: DTensor, index):
-    """``value[index]`` for a device value: slices, ``None``, ``...`` and ints."""
-    from tpukit.helion._runtime import Tile
+class IndexVector(DTensor):
+    """A 1-D vector of indices loaded straight from a host tensor (``idx[tile]``), which can
+    index another host tensor (a gather or scatter through scalar prefetch, ``_memory``).
 
+    ``source`` says where it was loaded from. Reading ``a`` (using it as a value rather than as
+    an index) records that on the source, so that the plan also passes the index tensor as a
+    regular input; a vector only used as an index has no value in the emitted kernel."""
+
+    __slots__ = ("_arr", "source", "_shape", "_dtype")
+
+    def __init__(self, a, dims, source, shape, dtype):
+        self.source = source
+        self._shape = tuple(shape)
+        self._dtype = np.dtype(dtype)
+        self._arr = a
+        self.dims = _normal_dims(dims, len(self._shape))
+
+    @property
+    def a(self):
+        self.source.info.value_used = True
+        if self._arr is None:
+            raise exc.HelionError(
+                "internal: an index vector used as a value was not loaded" + where()
+            )
+        return self._arr
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return tdtype(self._dtype)
+
+    def retyped(self):
+        """The same indices (a cast between integer types does not change an index)."""
+        return IndexVector(self._arr, self.dims, self.source, self._shape, self._dtype)
+
+
+def subscript(value, index):
+    """``value[index]`` for a device value: slices, ``None``, ``...`` and ints."""
+    from tpukit.helion._tiles import Tile
+
+    value = as_dtensor(value)
     items = index if isinstance(index, tuple) else (index,)
     for it in items:
         if isinstance(it, (DTensor, Tile)) or (isinstance(it, slice) and any(
@@ -735,7 +491,141 @@ def subscript(value: DTensor, index):
                 "indexing a device value with a tile or a tensor (hl.subscript with dynamic "
                 "indices)" + where()
             )
-    return DTensor(value.a[items if isinstance(index, tuple) else index])
+    out = value.a[items if isinstance(index, tuple) else index]
+    return DTensor(out, _subscript_dims(value, items))
+
+
+def _subscript_dims(value, items) -> tuple:
+    dims, d, out = value.dims, 0, []
+    explicit = sum(1 for it in items if it is not None and it is not Ellipsis)
+    for it in items:
+        if it is None:
+            out.append(None)
+        elif it is Ellipsis:
+            n = len(dims) - explicit
+            out.extend(dims[d : d + n])
+            d += n
+        elif isinstance(it, slice):
+            whole = it.indices(value.shape[d]) == (0, value.shape[d], 1)
+            out.append(dims[d] if whole else (MIXED if dims[d] is not None else None))
+            d += 1
+        else:  # an int: the dimension goes away
+            d += 1
+    out.extend(dims[d:])
+    return tuple(out)
+
+
+# --- torch functions -----------------------------------------------------------------------
+
+# torch functions that are harmless on host values inside device code (sizes, dtypes)
+_HOST_OK = {"size", "dim", "numel", "stride", "promote_types", "result_type", "__get__",
+            "is_floating_point", "element_size", "get_device", "ndimension"}
+_FACTORIES = ("zeros", "ones", "empty", "full", "arange")
+_INT_CASTS = ("to", "long", "int", "type_as")
+
+
+def _torch_funcs():
+    """torch function object -> name (for the names ``_ops`` implements); built on first use."""
+    global _TORCH_FUNCS
+    if _TORCH_FUNCS is None:
+        from tpukit.helion._ops import names
+
+        torch = _torch()
+        table = {}
+        if torch is not None:
+            for name in names():
+                for ns in (torch, torch.Tensor, torch.nn.functional, torch.special):
+                    f = getattr(ns, name, None)
+                    if f is not None and callable(f):
+                        table[f] = name
+            for name in ("__getitem__", "__setitem__"):
+                table[getattr(torch.Tensor, name)] = name
+        _TORCH_FUNCS = table
+    return _TORCH_FUNCS
+
+
+_TORCH_FUNCS = None
+
+
+def call(name, args, kwargs):
+    """Runs the device implementation of torch function/method ``name``."""
+    from tpukit.helion._ops import lookup
+
+    if name in _INT_CASTS and args and isinstance(args[0], IndexVector):
+        kept = _index_cast(name, args, kwargs)
+        if kept is not None:
+            return kept
+    impl = lookup(name)
+    try:
+        return impl(*args, **kwargs)
+    except exc.HelionError:
+        raise
+    except TypeError as e:
+        raise exc.UnsupportedConstruct(f"`{name}` with these arguments ({e}){where()}") from None
+
+
+def _index_cast(name, args, kwargs):
+    """An integer cast of an index vector stays an index vector (the same indices)."""
+    if name in ("long", "int"):
+        return args[0].retyped()
+    target = kwargs.get("dtype")
+    for a in args[1:]:
+        if not isinstance(a, str) and not _is_device(a):
+            target = a.dtype if isinstance(a, DTensor) else a
+    if target is not None and jnp.issubdtype(jdtype(target), jnp.integer):
+        return args[0].retyped()
+    return None
+
+
+def _is_device(a) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(a, torch.device)
+
+
+def _contains(x, types) -> bool:
+    if isinstance(x, types):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_contains(v, types) for v in x)
+    if isinstance(x, dict):
+        return any(_contains(v, types) for v in x.values())
+    return False
+
+
+def torch_function(func, args, kwargs):
+    """The device meaning of a torch function call seen inside a device loop."""
+    from tpukit.helion._memory import TensorProxy, proxy_for
+    from tpukit.helion._tiles import Tile
+
+    kwargs = kwargs or {}
+    name = _torch_funcs().get(func)
+    if name in ("__getitem__", "__setitem__"):
+        host, *rest = args
+        p = proxy_for(host)
+        return getattr(p, name)(*rest)
+    device_args = _contains((args, kwargs), (DTensor, Tile, TensorProxy))
+    if name is not None and (device_args or name in _FACTORIES):
+        return call(name, args, kwargs)
+    fname = getattr(func, "__name__", str(func))
+    if not device_args and (fname in _HOST_OK or not _contains((args, kwargs), _host_types())):
+        return func(*args, **kwargs)
+    raise exc.UnsupportedConstruct(f"torch function `{_qualname(func)}` in device code{where()}")
+
+
+def _host_types():
+    torch = _torch()
+    return (np.ndarray, torch.Tensor) if torch is not None else (np.ndarray,)
+
+
+def _qualname(func) -> str:
+    q = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    mod = getattr(func, "__module__", None) or ""
+    head, _, tail = q.partition(".")
+    if head in ("_VariableFunctionsClass", "_TensorBase", "TensorBase"):
+        return ("torch." if head == "_VariableFunctionsClass" else "Tensor.") + tail
+    if mod.startswith("torch") and "." not in q:
+        return f"{mod}.{q}"
+    return q
 
 
 class DeviceMode:

@@ -6,17 +6,26 @@ See ``tpukit/helion/__init__.py`` for how programs are translated and what is su
 
 from __future__ import annotations
 
+import inspect
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from tpukit.helion import _runtime as _rt
+from tpukit.helion import _memory, _ops
+from tpukit.helion import _state as _st
 from tpukit.helion import exc as _exc
-from tpukit.helion._runtime import Tile, TileSpec
+from tpukit.helion._tiles import Tile, TileSpec, make_spec
 from tpukit.helion._values import DTensor as _DTensor
-from tpukit.helion._values import _shape_arg, jdtype, matmul_f32, unwrap, wrap
+from tpukit.helion._values import as_dtensor as _as_dtensor
+from tpukit.helion._values import jdtype as _jdtype
+from tpukit.helion._values import lowest as _lowest
+from tpukit.helion._values import mask_axes as _mask_axes
+from tpukit.helion._values import merge_dims as _merge_dims
+from tpukit.helion._values import reduce_dims as _reduce_dims
 from tpukit.helion._values import subscript as _subscript
+from tpukit.helion._values import unwrap as _unwrap
 from tpukit.helion._where import where as _where
 
 __all__ = [
@@ -49,14 +58,14 @@ def tile(begin_or_end, end_or_none=None, /, block_size=None) -> TileSpec:
     block_size=…)``. The outermost loop is the Pallas grid; nested loops run in the kernel.
     A tile without ``block_size`` takes the next entry of ``Config.block_sizes`` (order of
     first appearance), else a default (see the package docs)."""
-    return _rt.make_spec("tile", begin_or_end, end_or_none, block_size)
+    return make_spec("tile", begin_or_end, end_or_none, block_size)
 
 
 def grid(begin_or_end, end_or_none=None, /, step=None) -> TileSpec:
     """``for i in hl.grid(n)``: scalar indices (a tile of block size 1)."""
     if step not in (None, 1):
         raise _exc.UnsupportedConstruct(f"hl.grid with step={step}{_where()}")
-    return _rt.make_spec("grid", begin_or_end, end_or_none, None)
+    return make_spec("grid", begin_or_end, end_or_none, None)
 
 
 def static_range(begin_or_end, end_or_none=None, step=1):
@@ -70,21 +79,23 @@ def static_range(begin_or_end, end_or_none=None, step=1):
 
 
 def zeros(shape, dtype=None, device=None) -> _DTensor:
-    """A device tensor of zeros; sizes may be tiles (their block size)."""
+    """A device tensor of zeros; sizes may be tiles (the extent they index)."""
+    _st.device_only("zeros")
     return full(shape, 0, dtype)
 
 
 def full(shape, value, dtype=None, device=None) -> _DTensor:
-    _rt.device_only("full")
-    d = jdtype(dtype) if dtype is not None else np.dtype(np.float32)
-    return _DTensor(jnp.full(_shape_arg((shape,)), unwrap(value), d))
+    """A device tensor filled with ``value`` (f32 unless ``dtype`` says otherwise)."""
+    _st.device_only("full")
+    sizes, dims = _ops.shape_and_dims((shape,))
+    d = _jdtype(dtype) if dtype is not None else np.dtype(np.float32)
+    return _DTensor(jnp.full(sizes, _unwrap(value), d), dims)
 
 
 def arange(*args, dtype=None, device=None) -> _DTensor:
-    _rt.device_only("arange")
-    ints = [int(a) for a in args]
-    d = jdtype(dtype) if dtype is not None else np.dtype(np.int32)
-    return _DTensor(jnp.arange(*ints, dtype=d))
+    """``[begin, end)`` with static bounds (int32 unless ``dtype`` says otherwise)."""
+    _st.device_only("arange")
+    return _ops.arange(*args, dtype=dtype)
 
 
 # --- matmul --------------------------------------------------------------------------------
@@ -93,68 +104,156 @@ def arange(*args, dtype=None, device=None) -> _DTensor:
 def dot(mat1, mat2, acc=None, out_dtype=None) -> _DTensor:
     """``mat1 @ mat2`` accumulated in f32 (int8: int32), plus ``acc`` if given. The result has
     ``acc``'s dtype, else ``out_dtype``, else the inputs' promoted dtype (int8: int32)."""
-    _rt.device_only("dot")
-    a, b = unwrap(mat1), unwrap(mat2)
-    prod = matmul_f32(a, b)
+    _st.device_only("dot")
+    prod, dims = _ops.product(mat1, mat2)
     if acc is not None:
-        c = unwrap(acc)
-        return _DTensor((c.astype(prod.dtype) + prod).astype(c.dtype))
+        c = _as_dtensor(acc)
+        r = (c.a.astype(prod.dtype) + prod).astype(c.a.dtype)
+        return _DTensor(r, _merge_dims(r.shape, c, _DTensor(prod, dims)))
+    a, b = _unwrap(mat1), _unwrap(mat2)
     if out_dtype is not None:
-        d = jdtype(out_dtype)
+        d = _jdtype(out_dtype)
     elif jnp.issubdtype(a.dtype, jnp.integer):
         d = jnp.int32
     else:
         d = jnp.result_type(a, b)
-    return _DTensor(prod.astype(d))
+    return _DTensor(prod.astype(d), dims)
 
 
 # --- memory --------------------------------------------------------------------------------
 
 
-def _proxy(tensor):
-    if isinstance(tensor, _rt.TensorProxy):
-        return tensor
-    return _rt.proxy_for(tensor)
+def _index(index):
+    return tuple(index) if isinstance(index, (list, tuple)) else (index,)
 
 
 def load(tensor, index, extra_mask=None, eviction_policy=None) -> _DTensor:
     """``tensor[index]``; with ``extra_mask``, masked-off elements read 0."""
-    _rt.device_only("load")
-    v = _proxy(tensor)[tuple(index)]
-    if extra_mask is not None:
-        v = _DTensor(jnp.where(unwrap(extra_mask), v.a, jnp.zeros((), v.a.dtype)))
-    return v
+    _st.device_only("load")
+    return _memory.load(tensor, _index(index), extra_mask)
 
 
 def store(tensor, index, value, extra_mask=None) -> None:
-    """``tensor[index] = value``; ``extra_mask`` is not supported yet."""
-    _rt.device_only("store")
-    if extra_mask is not None:
-        raise _exc.UnsupportedConstruct(f"hl.store with extra_mask{_where()}")
-    _proxy(tensor)[tuple(index)] = value
+    """``tensor[index] = value``; with ``extra_mask``, masked-off elements keep their value."""
+    _st.device_only("store")
+    _memory.store(tensor, _index(index), value, extra_mask)
 
 
-def atomic_add(target, index, value, sem="relaxed"):
-    raise _exc.UnsupportedConstruct(f"hl.atomic_add (not translated yet){_where()}")
+def atomic_add(target, index, value, sem="relaxed") -> _DTensor:
+    """``target[index] += value``, returning the values ``target[index]`` held before.
+
+    Correct when several grid steps add into the same elements: the plan runs the grid axes
+    along which ``target``'s block is revisited in order (``arbitrary``), keeping the block
+    in VMEM between consecutive visits, or the whole tensor when the visits are not
+    consecutive (see ``_plan``). An index tensor (``target[idx[tile], :]``) scatters row by
+    row, so repeated indices accumulate. ``sem`` is accepted and checked; a TPU core runs
+    the grid steps in order, so every order is sequential."""
+    _st.device_only("atomic_add")
+    return _memory.atomic_add(target, _index(index), value, sem)
 
 
 # --- reductions and views --------------------------------------------------------------------
 
 
 def reduce(combine_fn, input_tensor, dim=None, other=0, keep_dims=False):
-    raise _exc.UnsupportedConstruct(
-        f"hl.reduce with a custom combine function (not translated yet; torch reductions such "
-        f"as sum/amax/mean work directly){_where()}"
-    )
+    """Reduces ``input_tensor`` (or a tuple of same-shaped tensors) along ``dim`` (all
+    dimensions when None) with the associative, commutative ``combine_fn``.
+
+    ``combine_fn(a, b)`` combines elementwise; for a tuple input it takes two tuples (or the
+    elements unpacked: ``combine_fn(a0, a1, b0, b1)``) and returns a tuple. Elements past the
+    end of a partial tile count as ``other`` (one value, or one per tensor). There is no
+    general reduction in Mosaic: the elements along ``dim`` are combined one after the other
+    in a ``fori_loop`` (each picked out exactly by a masked maximum), which costs ``n`` steps
+    over the reduced value for a dimension of ``n`` elements."""
+    _st.device_only("reduce")
+    multi = isinstance(input_tensor, (tuple, list))
+    xs = [_as_dtensor(x) for x in (input_tensor if multi else [input_tensor])]
+    others = list(other) if isinstance(other, (tuple, list)) else [other] * len(xs)
+    if len(others) != len(xs):
+        raise _exc.HelionError(
+            f"hl.reduce: {len(others)} `other` values for {len(xs)} tensors{_where()}"
+        )
+    if any(x.shape != xs[0].shape for x in xs):
+        raise _exc.UnsupportedConstruct(
+            f"hl.reduce of tensors with different shapes {[x.shape for x in xs]}{_where()}"
+        )
+    combine = _combiner(combine_fn, len(xs), multi)
+    ndim = xs[0].ndim
+    axes = tuple(range(ndim)) if dim is None else (dim + ndim if dim < 0 else dim,)
+    arrays = [_mask_axes(x, axes, o, "hl.reduce") for x, o in zip(xs, others, strict=True)]
+    for ax in sorted(axes, reverse=True):
+        arrays = _reduce_axis(combine, arrays, ax)
+    dims = _reduce_dims(xs[0].dims, axes, True)
+    if not keep_dims:
+        arrays = [jnp.squeeze(a, axis=axes) for a in arrays]
+        dims = _reduce_dims(xs[0].dims, axes, False)
+    outs = [_DTensor(a.astype(x.a.dtype), dims) for a, x in zip(arrays, xs, strict=True)]
+    return tuple(outs) if multi else outs[0]
+
+
+def _combiner(combine_fn, n, multi):
+    """``combine(left, right)`` on lists of ``n`` DTensors, whichever form ``combine_fn``
+    takes (tensors, two tuples, or the elements unpacked)."""
+    try:
+        params = inspect.signature(combine_fn).parameters.values()
+        positional = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                         p.POSITIONAL_OR_KEYWORD))
+    except (TypeError, ValueError):
+        positional = 2
+    unpacked = multi and positional == 2 * n and n > 1
+
+    def combine(left, right):
+        if not multi:
+            out = combine_fn(left[0], right[0])
+        elif unpacked:
+            out = combine_fn(*left, *right)
+        else:
+            out = combine_fn(tuple(left), tuple(right))
+        out = list(out) if multi else [out]
+        if len(out) != n:
+            raise _exc.HelionError(
+                f"hl.reduce: the combine function returned {len(out)} values for {n} tensors"
+                f"{_where()}"
+            )
+        return out
+
+    return combine
+
+
+def _reduce_axis(combine, arrays, axis):
+    """Combines the elements of ``arrays`` along ``axis`` in order (keeping it, extent 1)."""
+    n = arrays[0].shape[axis]
+
+    def element(i):
+        return [_DTensor(_pick(a, axis, i)) for a in arrays]
+
+    acc = [x.a for x in element(0)]
+    if n == 1:
+        return acc
+
+    def step(i, carry):
+        out = combine([_DTensor(c) for c in carry], element(i))
+        return tuple(jnp.asarray(_unwrap(o)).astype(c.dtype) for o, c in
+                     zip(out, carry, strict=True))
+
+    return list(lax.fori_loop(1, n, step, tuple(acc)))
+
+
+def _pick(a, axis, i):
+    """Element ``i`` (dynamic) of ``a`` along ``axis`` (kept, extent 1): a maximum in which
+    every other element is the lowest value (exact, NaN included)."""
+    wide = a.astype(jnp.int32) if a.dtype == jnp.bool_ else a
+    at = lax.broadcasted_iota(jnp.int32, a.shape, axis) == i
+    masked = jnp.where(at, wide, jnp.asarray(_lowest(wide.dtype), wide.dtype))
+    r = jnp.max(masked, axis=axis, keepdims=True)
+    return r.astype(a.dtype)
 
 
 def cumsum(input_tensor, dim, reverse=False):
-    _rt.device_only("cumsum")
-    a = unwrap(input_tensor)
-    if reverse:
-        a = jnp.flip(a, dim)
-    r = jnp.cumsum(a, axis=dim)
-    return wrap(jnp.flip(r, dim) if reverse else r)
+    """Inclusive prefix sums along ``dim`` (``reverse``: suffix sums) of a float tensor; see
+    ``_ops.cumsum`` for how (and its one caveat with infinities)."""
+    _st.device_only("cumsum")
+    return _ops.cumsum(input_tensor, dim, reverse=reverse)
 
 
 def subscript(tensor, index):
@@ -167,21 +266,21 @@ def subscript(tensor, index):
 
 def register_block_size(min_or_max, max_or_none=None, /) -> int:
     """A block size shared by several loops: the next ``Config.block_sizes`` entry, else
-    ``min(128, max)``."""
+    ``min(128, next_power_of_2(max))``."""
     mx = min_or_max if max_or_none is None else max_or_none
     mn = 1 if max_or_none is None else int(min_or_max)
-    bid = _rt.allocate_block_id()
-    v = _rt.configured_block(bid)
+    bid = _st.allocate_block_id()
+    v = _st.configured_block(bid)
     if v is None:
-        v = min(128, _rt.next_power_of_2(int(mx)))
+        v = min(128, _st.next_power_of_2(int(mx)))
     v = max(int(v), mn)
-    _rt.current_call().sizes[bid] = v
+    _st.current_call().sizes[bid] = v
     return v
 
 
 def register_tunable(name, fragment):
     """The config's value for ``name`` (``Config(name=…)``), else the fragment's default."""
-    cfg = _rt.current_call().config
+    cfg = _st.current_call().config
     if name in cfg:
         return cfg[name]
     from tpukit.helion.autotuner import default_of
@@ -201,3 +300,20 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
     Every scalar argument is a compile-time constant here."""
 
     value: object
+
+
+# Helion APIs tpukit does not translate: using one is an error naming it (not an
+# AttributeError that looks like a typo).
+_NOT_SUPPORTED = {
+    "associative_scan", "cumprod", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
+    "atomic_max", "atomic_min", "atomic_cas", "barrier", "jagged_tile", "rand", "rand4x",
+    "randint", "split", "join", "dot_scaled", "inline_asm_elementwise", "inline_triton",
+    "triton_kernel", "device_print", "signal", "wait", "stacktensor_like", "StackTensor",
+    "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
+}
+
+
+def __getattr__(name):
+    if name in _NOT_SUPPORTED:
+        raise _exc.UnsupportedConstruct(f"`hl.{name}` is not supported by tpukit.helion{_where()}")
+    raise AttributeError(f"module 'tpukit.helion.language' has no attribute {name!r}")

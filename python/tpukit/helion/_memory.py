@@ -1,0 +1,635 @@
+"""Host tensors seen from device code: indexing records accesses, then emits ref reads/writes.
+
+Device code indexes host tensors (``x[tile_m, :]``, ``out[tile] = v``, ``hl.atomic_add``). Each
+top-level device loop is traced by a ``Trace``:
+
+* in ``analyze`` mode (under ``jax.eval_shape``) an access only records how each dimension is
+  indexed (an ``Access``; ``_plan`` decides blocks, roles and layouts from them) and returns a
+  value of the right shape;
+* in ``emit`` mode (inside the Pallas kernel body) an access reads or writes the tensor's ref
+  as the plan laid it out (``HostInfo``: padding, inserted unit dimensions, blocks).
+
+Index entries, one per indexed dimension: ``("tile", Tile)``, ``("grid", Tile)`` (a
+``hl.grid`` index: one element), ``("full",)``, ``("slice", a, b)``, ``("int", i)``,
+``("dyn", DTensor)`` (a device scalar), ``("gather", IndexVector)`` (a vector of indices loaded
+from another host tensor) and ``("new",)`` (``None``: a new unit dimension).
+
+Semantics kept from Helion: elements of a partial tile past the end are not written, and
+never observed: every value carries its partial tiles (``DTensor.dims``) and every operation
+that combines elements along a dimension (reductions, scans, matmul contractions,
+``hl.reduce``) first replaces them by its identity, so loads need no mask (Helion's
+``other=0``; on a TPU those elements of an edge block are unspecified). A load with
+``extra_mask`` reads 0 where the mask is false and a store with it leaves those elements
+unchanged; ``hl.atomic_add`` adds into the target and returns the values it held. Gathers and
+scatters read their indices from scalar prefetch (SMEM), one row at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+
+from tpukit import _arrays
+from tpukit.helion import exc
+from tpukit.helion._state import current_trace
+from tpukit.helion._tiles import GridIndex, Tile
+from tpukit.helion._values import DTensor, IndexVector, is_float, lowest, unwrap
+from tpukit.helion._where import where
+
+ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+
+
+@dataclass
+class Access:
+    """One indexing of a host tensor: ``kind`` is ``load``, ``index`` (a load whose value
+    indexes another tensor), ``store`` or ``rmw`` (reads then writes: ``hl.atomic_add``, a
+    store with ``extra_mask``)."""
+
+    entries: list
+    kind: str
+    where: str
+
+
+@dataclass
+class IndexSource:
+    """Where an ``IndexVector`` came from: ``info[entries]``, whose one tile entry (at logical
+    dimension ``dim``) is ``tile``."""
+
+    info: HostInfo
+    entries: list
+    tile: Tile
+    dim: int
+
+
+@dataclass
+class HostInfo:
+    """A host tensor used by a device loop: what the analysis saw, then how the plan lays it
+    out for the kernel (``_plan.layout``)."""
+
+    obj: object  # the tensor, while the loop is planned and traced (then released)
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    key: int = 0  # id() of the tensor of the call that planned the loop
+    accesses: list = field(default_factory=list)
+    value_used: bool = False  # an index vector loaded from it was used as a value
+    # decided by the plan, per logical dimension:
+    pad: tuple = ()  # padded extent (>= shape)
+    units: tuple = ()  # unit dimensions inserted after it (0, 1 or 2)
+    blocked: tuple = ()  # the grid axis blocking it, or None
+    squeezed: tuple = ()  # blocked by a hl.grid axis (no block dimension)
+    # roles
+    is_input: bool = False
+    is_output: bool = False
+    is_prefetch: bool = False
+    init: str | None = None  # how an input+output block starts: "step" | "first"
+    init_axes: tuple = ()  # for "first": the grid axes whose first step initialises it
+
+    @property
+    def kshape(self) -> tuple:
+        """The shape of the array the kernel gets (padded, with the unit dimensions)."""
+        out = []
+        for n, u in zip(self.pad, self.units, strict=True):
+            out.append(n)
+            out.extend([1] * u)
+        return tuple(out)
+
+
+class TensorProxy:
+    """A host tensor (torch tensor / numpy array) as device code sees it: indexing it with
+    tiles loads and stores blocks."""
+
+    def __init__(self, info: HostInfo, trace):
+        self._info = info
+        self._trace = trace
+
+    @property
+    def shape(self):
+        return self._info.obj.shape
+
+    @property
+    def dtype(self):
+        return getattr(self._info.obj, "dtype", None)
+
+    @property
+    def ndim(self):
+        return len(self._info.shape)
+
+    @property
+    def device(self):
+        return getattr(self._info.obj, "device", "cpu")
+
+    def size(self, dim=None):
+        s = self._info.obj.shape
+        return tuple(s) if dim is None else s[dim]
+
+    def dim(self):
+        return len(self._info.shape)
+
+    def stride(self, dim=None):
+        return self._info.obj.stride(dim) if dim is not None else self._info.obj.stride()
+
+    def numel(self):
+        return math.prod(self._info.shape)
+
+    def __getitem__(self, index):
+        return self._trace.load(self._info, index)
+
+    def __setitem__(self, index, value):
+        self._trace.store(self._info, index, value)
+
+    def __repr__(self):
+        return f"TensorProxy({self._info.name}, shape={self._info.shape})"
+
+    def __getattr__(self, name):
+        raise exc.UnsupportedConstruct(
+            f"`{self._info.name}.{name}` on a host tensor in device code (load a tile first, "
+            f"e.g. `{self._info.name}[tile]`){where()}"
+        )
+
+    def _misuse(self, *_):
+        raise exc.UnsupportedConstruct(
+            f"host tensor `{self._info.name}` used directly in device code (index it with "
+            f"tiles, e.g. `{self._info.name}[tile]`){where()}"
+        )
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misuse
+    __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = _misuse
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from tpukit.helion._values import torch_function
+
+        return torch_function(func, args, kwargs)
+
+
+def proxy_for(obj):
+    """The proxy of a host tensor met in device code (a closure, a global, ``hl.load``)."""
+    if isinstance(obj, TensorProxy):
+        return obj
+    trace = current_trace()
+    if trace is None:
+        raise exc.NotInsideKernel("host tensor indexed with a tile outside a device loop")
+    return trace.proxy(obj, name=None)
+
+
+def load(tensor, index, extra_mask=None):
+    """``hl.load``: ``tensor[index]`` (masked-off elements read 0)."""
+    p = proxy_for(tensor)
+    return p._trace.load(p._info, index, extra_mask)
+
+
+def store(tensor, index, value, extra_mask=None):
+    """``hl.store``: ``tensor[index] = value`` (masked-off elements keep their value)."""
+    p = proxy_for(tensor)
+    p._trace.store(p._info, index, value, extra_mask)
+
+
+def atomic_add(target, index, value, sem):
+    """``hl.atomic_add``: ``target[index] += value``, returning the previous values."""
+    p = proxy_for(target)
+    return p._trace.atomic_add(p._info, index, value, sem)
+
+
+def is_host_array(x) -> bool:
+    try:
+        _arrays.kind(x)
+        return True
+    except TypeError:
+        return False
+
+
+def host_dtype(obj) -> np.dtype:
+    """The dtype a host tensor has in the kernel (int64 travels as int32)."""
+    d = _arrays.numpy_dtype(obj.dtype)
+    if d == np.dtype(np.int64):
+        return np.dtype(np.int32)  # TPUs have no int64: indices travel as int32
+    if d == np.dtype(np.float64):
+        raise exc.HelionError(
+            "float64 tensors are not supported on TPU (tpukit supports "
+            f"{_arrays.SUPPORTED}; int64 is converted to int32)"
+        )
+    _arrays.dtype_name(d)
+    return d
+
+
+def _is_point(e) -> bool:
+    return e[0] in ("int", "grid", "dyn")
+
+
+def logical_dims(entries):
+    """The entries that index a dimension of the tensor (all but ``("new",)``)."""
+    return [e for e in entries if e[0] != "new"]
+
+
+class Trace:
+    """One trace of a device loop: ``analyze`` (records accesses) or ``emit`` (Pallas refs).
+
+    ``masks`` says whether partial tiles are masked (off in the first analysis, whose block
+    sizes are provisional); ``inner_sizes`` are the plan's inner-loop block sizes."""
+
+    def __init__(self, mode, plan, *, masks=True, inner_sizes=None):
+        self.mode = mode
+        self.plan = plan
+        self.masks = masks
+        self.inner_sizes = inner_sizes or {}
+        # (site, dim) -> (static extent, block size) of every inner loop dimension entered
+        self.inner_loops: dict = {}
+        self.infos: dict[int, HostInfo] = plan.infos if mode == "emit" else {}
+        self.order: list[int] = plan.order if mode == "emit" else []
+        self.refs: dict[int, tuple] = {}  # id -> (in_ref, out_ref, prefetch_ref)
+
+    def proxy(self, obj, name):
+        key = id(obj)
+        info = self.infos.get(key)
+        if info is None:
+            if self.mode == "emit":
+                raise exc.HelionError(
+                    f"host tensor {name or ''} was not seen while analysing the kernel"
+                )
+            info = HostInfo(obj, name or f"captured_{len(self.infos)}", tuple(obj.shape),
+                            host_dtype(obj), key)
+            self.infos[key] = info
+            self.order.append(key)
+        return TensorProxy(info, self)
+
+    # --- index entries -----------------------------------------------------------------------
+
+    def entries(self, info: HostInfo, index) -> list:
+        items = index if isinstance(index, tuple) else (index,)
+        flat = []
+        for it in items:
+            if isinstance(it, (tuple, list)) and all(isinstance(t, Tile) for t in it):
+                flat.extend(it)
+            else:
+                flat.append(it)
+        rank = len(info.shape)
+        used = sum(1 for it in flat if it is not None and it is not Ellipsis)
+        if used > rank:
+            raise exc.UnsupportedConstruct(
+                f"too many indices for `{info.name}` of rank {rank}{where()}"
+            )
+        out = []
+        for it in flat:
+            d = len(logical_dims(out))
+            if it is Ellipsis:
+                out.extend([("full",)] * (rank - used))
+                used = rank
+            elif it is None:
+                out.append(("new",))
+            else:
+                out.append(self._entry(info, it, d))
+        out.extend([("full",)] * (rank - len(logical_dims(out))))
+        if sum(1 for e in out if e[0] == "gather") > 1:
+            raise exc.UnsupportedConstruct(
+                f"indexing `{info.name}` with several index tensors (one gather per access)"
+                f"{where()}"
+            )
+        return out
+
+    def _entry(self, info, it, d):
+        if isinstance(it, Tile):
+            return ("tile", it)
+        if isinstance(it, GridIndex):
+            return ("grid", it.tile)
+        if isinstance(it, slice):
+            return self._slice_entry(info, it, d)
+        if isinstance(it, (int, np.integer)):
+            return ("int", int(it) % info.shape[d])
+        if isinstance(it, IndexVector):
+            if d == len(info.shape) - 1:
+                raise exc.UnsupportedConstruct(
+                    f"a gather along the last dimension of `{info.name}` (index a leading "
+                    f"dimension; TPUs move rows, not lanes){where()}"
+                )
+            return ("gather", it)
+        if isinstance(it, DTensor) and it.ndim == 0:
+            return ("dyn", it)
+        if isinstance(it, DTensor):
+            raise exc.UnsupportedConstruct(
+                f"indexing `{info.name}` with a computed tensor of indices (a gather needs the "
+                f"indices loaded directly from a host tensor, e.g. `{info.name}[idx[tile]]`)"
+                f"{where()}"
+            )
+        raise exc.UnsupportedConstruct(f"index {type(it).__name__} on `{info.name}`{where()}")
+
+    @staticmethod
+    def _slice_entry(info, it, d):
+        if it == slice(None):
+            return ("full",)
+        if all(isinstance(v, (int, type(None))) for v in (it.start, it.stop)) and (
+            it.step in (None, 1)
+        ):
+            a, b, _ = it.indices(info.shape[d])
+            return ("slice", a, b)
+        raise exc.UnsupportedConstruct(
+            f"slice {it} indexing `{info.name}` (static slices only){where()}"
+        )
+
+    @staticmethod
+    def value_shape(info, entries, with_new=True) -> tuple:
+        """The shape of ``info[entries]`` (numpy rules; a gather's rows in its place)."""
+        shape, d = [], 0
+        for e in entries:
+            k = e[0]
+            if k == "new":
+                if with_new:
+                    shape.append(1)
+                continue
+            if k == "tile":
+                shape.append(e[1].size)
+            elif k == "gather":
+                shape.append(e[1].shape[0])
+            elif k == "full":
+                shape.append(info.shape[d])
+            elif k == "slice":
+                shape.append(e[2] - e[1])
+            d += 1
+        return tuple(shape)
+
+    def _value_dims(self, entries, with_new=True) -> tuple:
+        """The partial tiles of ``info[entries]``'s dimensions."""
+        dims = []
+        for e in entries:
+            k = e[0]
+            if k == "new" and with_new:
+                dims.append(None)
+            elif k == "tile":
+                dims.append(e[1] if e[1].partial else None)
+            elif k == "gather":
+                t = e[1].source.tile
+                dims.append(t if t.partial else None)
+            elif k in ("full", "slice"):
+                dims.append(None)
+        return tuple(dims)
+
+    # --- accesses ------------------------------------------------------------------------------
+
+    def _record(self, info, entries, kind):
+        if self.mode == "analyze":
+            info.accesses.append(Access(entries, kind, where()))
+
+    def load(self, info: HostInfo, index, extra_mask=None):
+        entries = self.entries(info, index)
+        shape = self.value_shape(info, entries)
+        dims = self._value_dims(entries)
+        source = self._index_source(info, entries, shape, extra_mask)
+        self._record(info, entries, "index" if source is not None else "load")
+        if self.mode == "analyze":
+            a = jnp.zeros(shape, info.dtype)
+            if source is not None:
+                return IndexVector(a, dims, source, shape, info.dtype)
+            return DTensor(a, dims)
+        if source is not None and not info.is_input:
+            # only ever used to index: it lives in SMEM (scalar prefetch), not in VMEM
+            return IndexVector(None, dims, source, shape, info.dtype)
+        if any(e[0] == "gather" for e in entries):
+            v = self._gather(info, entries, shape)
+        else:
+            v = self._read(info, entries, shape)
+        if extra_mask is not None:
+            v = jnp.where(unwrap(extra_mask), v, jnp.zeros((), v.dtype))
+        if source is not None:
+            return IndexVector(v, dims, source, shape, info.dtype)
+        return DTensor(v, dims)
+
+    def _index_source(self, info, entries, shape, extra_mask):
+        """An ``IndexSource`` when ``info[entries]`` can serve as gather indices: an integer
+        vector indexed by one tile, every other dimension by a single element."""
+        tiles = [(d, e[1]) for d, e in enumerate(logical_dims(entries)) if e[0] == "tile"]
+        points = all(e[0] in ("tile", "int", "grid", "dyn") for e in logical_dims(entries))
+        if (len(shape) != 1 or len(tiles) != 1 or not points or extra_mask is not None
+                or not np.issubdtype(info.dtype, np.integer)):
+            return None
+        d, t = tiles[0]
+        return IndexSource(info, entries, t, d)
+
+    def store(self, info: HostInfo, index, value, extra_mask=None):
+        entries = self.entries(info, index)
+        v = self._store_value(info, entries, value)
+        kind = "store" if extra_mask is None else "rmw"
+        self._record(info, entries, kind)
+        if self.mode == "analyze":
+            return
+        if any(e[0] == "gather" for e in entries):
+            self._scatter(info, entries, v, lambda old, new: new, extra_mask)
+            return
+        if extra_mask is not None:
+            old = self._read(info, entries, v.shape, from_output=True)
+            v = jnp.where(jnp.broadcast_to(unwrap(extra_mask), v.shape), v, old)
+        self._write(info, entries, v)
+
+    def atomic_add(self, info: HostInfo, index, value, sem):
+        if sem not in ATOMIC_SEMANTICS:
+            raise exc.HelionError(
+                f"hl.atomic_add: sem={sem!r} (expected one of {', '.join(ATOMIC_SEMANTICS)})"
+                f"{where()}"
+            )
+        entries = self.entries(info, index)
+        v = self._store_value(info, entries, value)
+        self._record(info, entries, "rmw")
+        shape = v.shape
+        dims = self._value_dims(entries, with_new=False)
+        if self.mode == "analyze":
+            return DTensor(jnp.zeros(shape, info.dtype), dims)
+        if any(e[0] == "gather" for e in entries):
+            old = self._scatter(info, entries, v, _add_in_dtype, None)
+        else:
+            old = self._read(info, entries, shape, from_output=True)
+            self._write(info, entries, _add_in_dtype(old, v))
+        return DTensor(old, dims)
+
+    def _store_value(self, info, entries, value):
+        """``value`` as an array of ``info``'s dtype and the access's shape (broadcast)."""
+        shape = self.value_shape(info, entries, with_new=False)
+        v = value.a if isinstance(value, DTensor) else jnp.asarray(unwrap(value), info.dtype)
+        if v.ndim > len(shape) and math.prod(v.shape) == math.prod(shape):
+            v = jnp.reshape(v, shape)
+        try:
+            v = jnp.broadcast_to(v, shape)
+        except ValueError:
+            raise exc.UnsupportedConstruct(
+                f"storing a value of shape {tuple(v.shape)} into `{info.name}` indexed as "
+                f"{tuple(shape)}{where()}"
+            ) from None
+        return v.astype(info.dtype)
+
+    # --- emission ----------------------------------------------------------------------------
+
+    def _in_ref(self, info, from_output=False):
+        in_ref, out_ref, _ = self.refs[info.key]
+        if out_ref is not None and (from_output or info.init is not None or in_ref is None):
+            return out_ref
+        return in_ref
+
+    def _out_ref(self, info):
+        return self.refs[info.key][1]
+
+    def _read(self, info, entries, shape, from_output=False):
+        ref = self._in_ref(info, from_output)
+        kidx, _ = self.kernel_index(info, entries)
+        return jnp.reshape(ref[kidx], shape)
+
+    def _write(self, info, entries, v):
+        kidx, kshape = self.kernel_index(info, entries)
+        self._out_ref(info)[kidx] = jnp.reshape(v, kshape)
+
+    def kernel_index(self, info, entries, point=None):
+        """The ref index of ``info[entries]`` in the kernel's layout, and the shape it gives.
+
+        Blocked dimensions take the whole block (a squeezed one nothing); others are sliced
+        with ``pl.ds`` from the tensor's start. Inserted unit dimensions are taken whole, so
+        no access reads a scalar from VMEM; a static element of the last dimension is a slice
+        of one. ``point`` replaces a gather entry by that (row) index."""
+        kidx, kshape = [], []
+        ldims = logical_dims(entries)
+        last = len(info.kshape) - 1
+        kpos = 0
+        for d, e in enumerate(ldims):
+            self._index_dim(info, d, e, point, kpos == last, kidx, kshape)
+            for _ in range(info.units[d]):
+                kidx.append(slice(None))
+                kshape.append(1)
+            kpos += 1 + info.units[d]
+        return tuple(kidx), tuple(kshape)
+
+    def _index_dim(self, info, d, e, point, is_last, kidx, kshape):
+        k = e[0]
+        if info.blocked[d] is not None:
+            if not info.squeezed[d]:
+                kidx.append(slice(None))
+                kshape.append(e[1].size)
+            return
+        if k == "tile":
+            kidx.append(pl.ds(e[1]._begin, e[1].size))
+            kshape.append(e[1].size)
+        elif k == "full":
+            kidx.append(slice(0, info.shape[d]))
+            kshape.append(info.shape[d])
+        elif k == "slice":
+            kidx.append(slice(e[1], e[2]))
+            kshape.append(e[2] - e[1])
+        elif k == "int" and is_last:
+            kidx.append(pl.ds(e[1], 1))
+            kshape.append(1)
+        elif k == "int":
+            kidx.append(e[1])
+        elif k == "grid":
+            kidx.append(jnp.asarray(e[1]._begin, jnp.int32))
+        elif k == "dyn":
+            kidx.append(e[1].a.astype(jnp.int32))
+        elif k == "gather":
+            kidx.append(point)
+
+    # --- gathers and scatters ------------------------------------------------------------------
+
+    def _index_at(self, source: IndexSource, r):
+        """The ``r``-th index of an index vector, read from the prefetched (flattened) index
+        tensor; rows past the end of a partial tile read the last index (always valid)."""
+        info = source.info
+        pref = self.refs[info.key][2]
+        flat = 0
+        strides = np.cumprod((1,) + info.shape[::-1])[::-1][1:]
+        for d, e in enumerate(logical_dims(source.entries)):
+            if e[0] == "tile":
+                pos = jnp.asarray(e[1]._begin, jnp.int32) + r
+            elif e[0] == "int":
+                pos = e[1]
+            elif e[0] == "grid":
+                pos = jnp.asarray(e[1]._begin, jnp.int32)
+            else:  # dyn
+                pos = e[1].a.astype(jnp.int32)
+            flat = flat + pos * int(strides[d])
+        n = math.prod(info.shape)
+        return pref[jnp.clip(flat, 0, n - 1)]
+
+    @staticmethod
+    def _rows_layout(shape, entries):
+        """(position of the gathered dimension in the value, the value's shape with the
+        gathered dimension first)."""
+        pos = 0
+        for e in entries:
+            if e[0] == "gather":
+                break
+            if e[0] not in ("int", "grid", "dyn"):
+                pos += 1
+        rows = (shape[pos],) + shape[:pos] + shape[pos + 1 :]
+        return pos, rows
+
+    def _gather(self, info, entries, shape):
+        """``info[…, idx[t], …]``: one row per index, read in a loop (indices from SMEM) and
+        assembled with selects (values have no dynamic insert); rows in 32 bits, as Mosaic
+        moves single rows of packed types only along leading dimensions."""
+        gather = next(e for e in entries if e[0] == "gather")
+        source = gather[1].source
+        pos, rows_shape = self._rows_layout(shape, entries)
+        wide = _wide(info.dtype)
+        ref = self._in_ref(info)
+        row_shape = (1,) + rows_shape[1:]
+
+        def step(r, acc):
+            i = self._index_at(source, r)
+            kidx, _ = self.kernel_index(info, entries, point=i)
+            row = jnp.reshape(ref[kidx], row_shape).astype(wide)
+            at = lax.broadcasted_iota(jnp.int32, rows_shape, 0) == r
+            return jnp.where(at, row, acc)
+
+        acc = lax.fori_loop(0, rows_shape[0], step, jnp.zeros(rows_shape, wide))
+        return jnp.moveaxis(acc, 0, pos).astype(info.dtype) if pos else acc.astype(info.dtype)
+
+    def _scatter(self, info, entries, v, combine, extra_mask):
+        """``info[…, idx[t], …] = combine(old, v)`` one row at a time, in index order (so
+        repeated indices accumulate, as atomics must); returns the old rows. Rows past the end
+        of a partial tile and rows ``extra_mask`` turns off write back what they read."""
+        gather = next(e for e in entries if e[0] == "gather")
+        source = gather[1].source
+        pos, rows_shape = self._rows_layout(v.shape, entries)
+        wide = _wide(info.dtype)
+        rows = jnp.moveaxis(v, pos, 0).astype(wide) if pos else v.astype(wide)
+        keep = source.tile.valid_along(rows_shape, 0) if source.tile.partial else None
+        if extra_mask is not None:
+            m = jnp.broadcast_to(unwrap(extra_mask), v.shape)
+            m = jnp.moveaxis(m, pos, 0) if pos else m
+            keep = m if keep is None else m & keep
+        ref = self._out_ref(info)
+        row_shape = (1,) + rows_shape[1:]
+
+        def step(r, olds):
+            i = self._index_at(source, r)
+            kidx, kshape = self.kernel_index(info, entries, point=i)
+            old = jnp.reshape(ref[kidx], row_shape)
+            new = _pick_row(rows, r).astype(info.dtype)
+            new = combine(old, new)
+            if keep is not None:
+                new = jnp.where(_pick_row(keep.astype(jnp.int32), r) > 0, new, old)
+            ref[kidx] = jnp.reshape(new, kshape)
+            at = lax.broadcasted_iota(jnp.int32, rows_shape, 0) == r
+            return jnp.where(at, old.astype(wide), olds)
+
+        olds = lax.fori_loop(0, rows_shape[0], step, jnp.zeros(rows_shape, wide))
+        return (jnp.moveaxis(olds, 0, pos) if pos else olds).astype(info.dtype)
+
+
+def _wide(dtype):
+    """The 32-bit type rows of ``dtype`` travel in (f32 for floats, i32 otherwise)."""
+    return jnp.float32 if is_float(dtype) else jnp.int32
+
+
+def _pick_row(rows, r):
+    """Row ``r`` (dynamic) of ``rows``, keeping a leading dimension of 1: a maximum over the
+    rows in which every other row is the lowest value (exact, NaN included)."""
+    at = lax.broadcasted_iota(jnp.int32, rows.shape, 0) == r
+    masked = jnp.where(at, rows, jnp.asarray(lowest(rows.dtype), rows.dtype))
+    return jnp.max(masked, axis=0, keepdims=True)
+
+
+def _add_in_dtype(old, new):
+    """``old + new`` rounded to ``old``'s dtype (low-precision floats add in f32)."""
+    if is_float(old.dtype):
+        return (old.astype(jnp.float32) + new.astype(jnp.float32)).astype(old.dtype)
+    return old + new.astype(old.dtype)
