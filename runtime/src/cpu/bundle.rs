@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use tpukit_dsl::Bindings;
+use tpukit_dsl::{Bindings, KernelHash};
 
 const MAGIC: &[u8; 4] = b"TPKB";
 
@@ -263,6 +263,8 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
 struct Loaded {
     maps: Vec<(Mmap, usize)>,
     slots: HashMap<CacheKey, (usize, Blob)>,
+    /// The kernel hash and key of the [`WARM_UP`] entry, if a bundle has one.
+    warm_up: Option<(KernelHash, CacheKey)>,
 }
 
 /// The loaded bundles, starting with those `TPUKIT_BUNDLE` names (read once, at first use).
@@ -273,6 +275,7 @@ fn loaded() -> MutexGuard<'static, Loaded> {
             let mut l = Loaded {
                 maps: Vec::new(),
                 slots: HashMap::new(),
+                warm_up: None,
             };
             let paths = std::env::var_os("TPUKIT_BUNDLE").unwrap_or_default();
             for path in std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()) {
@@ -338,10 +341,37 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
         if e.artifact.offset.saturating_add(e.artifact.len) > blobs_len {
             return Err(format!("entry {} lies past the end of the file", e.key.0));
         }
+        if e.name == WARM_UP
+            && let Some(hash) = parse_hash(&e.ir_hash)
+        {
+            l.warm_up = Some((hash, e.key.clone()));
+        }
         l.slots.insert(e.key, (bundle, e.artifact));
     }
     l.maps.push((map, index.blobs_at));
     Ok(())
+}
+
+fn parse_hash(hex: &str) -> Option<KernelHash> {
+    let mut bytes = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(KernelHash(bytes))
+}
+
+/// The name of the entry `tpukit bundle build` adds for [`crate::cpu::warm_up`] to link: a
+/// trivial kernel no caller uses, whose first link sets up the JIT's linking layer (about
+/// 0.1 ms a first call would otherwise pay) without giving any real kernel a head start.
+pub const WARM_UP: &str = "warm-up";
+
+/// The [`WARM_UP`] entry of the loaded bundles, as `(kernel hash, artifact)`.
+pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
+    let (hash, key) = loaded().warm_up.clone()?;
+    Some((hash, lookup(&key)?))
 }
 
 /// The artifact for `key` from a loaded bundle, if one holds it intact.
