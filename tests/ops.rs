@@ -385,6 +385,31 @@ pub fn reductions_broadcasts_transposes_and_iota(device: Device) {
 }
 
 #[tpu_kernel]
+fn transposed(x: In, o: Out) {
+    o[..] = x[..].t() * 2.0 + iota(i32, [21, 37], 0).cast(f32);
+}
+
+/// A store of a transposed value runs in tiles on the CPU: shapes off the tile size (21x37,
+/// 16-element tiles) must still write every element once, from the right source element.
+pub fn transposed_stores_off_the_tiles(device: Device) {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [37usize, 21])],
+        outputs: vec![ArraySpec::new(DType::F32, [21usize, 37])],
+        ..Default::default()
+    };
+    let k = transposed(&spec).unwrap();
+    let (x, xv) = random(&mut rng(9), DType::F32, &[37, 21], -2.0, 2.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let want: Vec<f64> = (0..21 * 37)
+        .map(|e| {
+            let (i, j) = (e / 37, e % 37);
+            DType::F32.round_f64(xv[j * 21 + i] * 2.0 + i as f64)
+        })
+        .collect();
+    assert_close("2·xᵀ + iota", &out[0].to_f64_vec(), &want, 0.0);
+}
+
+#[tpu_kernel]
 fn dots(a: In, b: In, ab: Out, abt: Out) {
     ab[..] = dot(a[..], b[..]);
     abt[..] = dot_t(a[..], b[..].t());
@@ -622,7 +647,8 @@ macro_rules! device_tests {
             device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
                 elementwise_binary,
                 integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
-                reductions_broadcasts_transposes_and_iota, dot_accumulates_in_f32, batched_dot,
+                reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
+                dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,
                 scalar_prefetch_drives_the_index_map, scratch_persists_across_an_arbitrary_axis);
         }
