@@ -176,6 +176,22 @@ impl<'ctx> Emitter<'ctx, '_> {
         Ok(self.round(dtype, r)?.into())
     }
 
+    /// `c[0]·t^(n-1) + … + c[n-1]`, by Horner's rule with fused multiply-adds.
+    fn horner(&self, t: FloatValue<'ctx>, c: &[f32]) -> Result<FloatValue<'ctx>> {
+        let mut p = self.f32c(c[0]);
+        for &ci in &c[1..] {
+            p = self.fma(p, t, self.f32c(ci))?;
+        }
+        Ok(p)
+    }
+
+    fn fabs(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let f32t = self.ctx.f32_type().into();
+        Ok(self
+            .intrinsic("llvm.fabs", f32t, &[x.into()])?
+            .into_float_value())
+    }
+
     /// `e^x` in f32, inline so loops over it vectorise: Cody–Waite range reduction to
     /// `x = n·ln2 + r`, a degree-6 polynomial for `e^r`, and `2^n` applied in two halves so
     /// results down to the smallest subnormal are exact in exponent. Max error ≈ 2 ULP.
@@ -196,16 +212,17 @@ impl<'ctx> Emitter<'ctx, '_> {
             .into_float_value();
         let r = self.fma(b.build_float_neg(n, "-n")?, self.f32c(0.693_359_4), xc)?;
         let r = self.fma(b.build_float_neg(n, "-n")?, self.f32c(-2.121_944_4e-4), r)?;
-        let mut p = self.f32c(1.987_569_1e-4);
-        for c in [
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            0.166_666_65,
-            0.5,
-        ] {
-            p = self.fma(p, r, self.f32c(c))?;
-        }
+        let p = self.horner(
+            r,
+            &[
+                1.987_569_1e-4,
+                1.398_199_9e-3,
+                8.333_452e-3,
+                4.166_579_6e-2,
+                0.166_666_65,
+                0.5,
+            ],
+        )?;
         let r2 = b.build_float_mul(r, r, "r2")?;
         let p = self.fma(p, r2, r)?;
         let p = b.build_float_add(p, self.f32c(1.0), "p")?;
@@ -258,19 +275,20 @@ impl<'ctx> Emitter<'ctx, '_> {
         let m = b.build_select(low, m2, m, "m1")?.into_float_value();
         let t = b.build_float_sub(m, self.f32c(1.0), "t")?;
         let z = b.build_float_mul(t, t, "z")?;
-        let mut p = self.f32c(7.037_683_6e-2);
-        for c in [
-            -1.151_461e-1,
-            1.167_699_9e-1,
-            -1.242_014_1e-1,
-            1.424_932_3e-1,
-            -1.666_805_8e-1,
-            2.000_071_4e-1,
-            -2.499_999_4e-1,
-            3.333_333e-1,
-        ] {
-            p = self.fma(p, t, self.f32c(c))?;
-        }
+        let p = self.horner(
+            t,
+            &[
+                7.037_683_6e-2,
+                -1.151_461e-1,
+                1.167_699_9e-1,
+                -1.242_014_1e-1,
+                1.424_932_3e-1,
+                -1.666_805_8e-1,
+                2.000_071_4e-1,
+                -2.499_999_4e-1,
+                3.333_333e-1,
+            ],
+        )?;
         let y = b.build_float_mul(b.build_float_mul(t, z, "tz")?, p, "y")?;
         let ef = b.build_signed_int_to_float(e, f32t, "ef")?;
         let y = self.fma(ef, self.f32c(-2.121_944_4e-4), y)?;
@@ -300,14 +318,19 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub fn erf(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let f32t = self.ctx.f32_type();
-        let ax = self
-            .intrinsic("llvm.fabs", f32t.into(), &[x.into()])?
-            .into_float_value();
+        let ax = self.fabs(x)?;
         let z = b.build_float_mul(x, x, "z")?;
-        let mut series = self.f32c(-1.0 / 1320.0);
-        for c in [1.0 / 216.0, -1.0 / 42.0, 1.0 / 10.0, -1.0 / 3.0, 1.0] {
-            series = self.fma(series, z, self.f32c(c))?;
-        }
+        let series = self.horner(
+            z,
+            &[
+                -1.0 / 1320.0,
+                1.0 / 216.0,
+                -1.0 / 42.0,
+                1.0 / 10.0,
+                -1.0 / 3.0,
+                1.0,
+            ],
+        )?;
         let two_over_sqrt_pi = self.f32c(std::f32::consts::FRAC_2_SQRT_PI);
         let small = b.build_float_mul(
             b.build_float_mul(x, two_over_sqrt_pi, "x.c")?,
@@ -316,20 +339,21 @@ impl<'ctx> Emitter<'ctx, '_> {
         )?;
         let d = self.fma(ax, self.f32c(0.5), self.f32c(1.0))?;
         let t = b.build_float_div(self.f32c(1.0), d, "t")?;
-        let mut p = self.f32c(0.170_872_77);
-        for c in [
-            -0.822_152_23,
-            1.488_515_9,
-            -1.135_204,
-            0.278_868_07,
-            -0.186_288_06,
-            0.096_784_18,
-            0.374_091_96,
-            1.000_023_7,
-            -1.265_512_2,
-        ] {
-            p = self.fma(p, t, self.f32c(c))?;
-        }
+        let p = self.horner(
+            t,
+            &[
+                0.170_872_77,
+                -0.822_152_23,
+                1.488_515_9,
+                -1.135_204,
+                0.278_868_07,
+                -0.186_288_06,
+                0.096_784_18,
+                0.374_091_96,
+                1.000_023_7,
+                -1.265_512_2,
+            ],
+        )?;
         let e = self.exp(b.build_float_sub(p, z, "p-z")?)?;
         let erfc = b.build_float_mul(t, e, "erfc")?;
         let large = b.build_float_sub(self.f32c(1.0), erfc, "1-erfc")?;
@@ -346,19 +370,18 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub fn tanh(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let f32t = self.ctx.f32_type();
-        let ax = self
-            .intrinsic("llvm.fabs", f32t.into(), &[x.into()])?
-            .into_float_value();
+        let ax = self.fabs(x)?;
         let z = b.build_float_mul(x, x, "z")?;
-        let mut p = self.f32c(-5.704_988_7e-3);
-        for c in [
-            2.063_908_8e-2,
-            -5.373_971_6e-2,
-            1.333_144_2e-1,
-            -3.333_328e-1,
-        ] {
-            p = self.fma(p, z, self.f32c(c))?;
-        }
+        let p = self.horner(
+            z,
+            &[
+                -5.704_988_7e-3,
+                2.063_908_8e-2,
+                -5.373_971_6e-2,
+                1.333_144_2e-1,
+                -3.333_328e-1,
+            ],
+        )?;
         let small = self.fma(b.build_float_mul(p, z, "pz")?, x, x)?;
         let e = self.exp(b.build_float_add(ax, ax, "2x")?)?;
         let d = b.build_float_add(e, self.f32c(1.0), "e+1")?;
