@@ -4,6 +4,7 @@ use super::value::{Env, Val, get};
 use super::{Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
+use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, OperandId, Start, ValueId, Window};
 
@@ -215,9 +216,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         base: PointerValue<'ctx>,
         offset: IntValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>> {
-        let t = self.mem_type(dtype);
-        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
-        Ok(self.b.build_load(t, q, "m")?)
+        self.load_at(self.mem_type(dtype), base, offset)
     }
 
     /// Stores a value in memory representation at `offset` from `base`.
@@ -228,9 +227,34 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         offset: IntValue<'ctx>,
         m: BasicValueEnum<'ctx>,
     ) -> Result<()> {
-        let t = self.mem_type(dtype);
+        self.store_at(self.mem_type(dtype), base, offset, m)
+    }
+
+    /// Loads the element of type `t` at `offset` (in elements) from `base`.
+    pub(super) fn load_at(
+        &self,
+        t: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        // SAFETY (of the generated code): every offset is checked against its array or
+        // buffer before the access (see `check_access`, `Report`) or is in range by
+        // construction (loop nests over static buffer shapes).
         let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
-        self.b.build_store(q, m)?;
+        Ok(self.b.build_load(t, q, "m")?)
+    }
+
+    /// Stores `v`, of type `t`, at `offset` (in elements) from `base`.
+    pub(super) fn store_at(
+        &self,
+        t: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<()> {
+        // SAFETY: as for `load_at`.
+        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
+        self.b.build_store(q, v)?;
         Ok(())
     }
 
