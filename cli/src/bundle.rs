@@ -298,7 +298,7 @@ fn inspect(path: &Path) -> Result<String, String> {
         };
         let _ = writeln!(
             out,
-            "  {:<58} object {:>4} KiB  {tpu}",
+            "  {:<58}  object {:>4} KiB  {tpu}",
             e.name,
             e.object_bytes / 1024
         );
