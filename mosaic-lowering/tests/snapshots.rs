@@ -6,21 +6,33 @@ use std::path::PathBuf;
 use tpukit_dsl::*;
 use tpukit_mosaic::{Options, lower};
 
-fn check(name: &str, kernel: &Kernel, bindings: &[(&str, usize)]) -> tpukit_mosaic::Lowered {
-    let options = Options {
+fn options(bindings: &[(&str, usize)]) -> Options {
+    Options {
         bindings: bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         ..Options::default()
-    };
-    let lowered = lower(kernel, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
-    let path = dir.join(format!("{name}.mlir"));
+    }
+}
+
+fn check(name: &str, kernel: &Kernel, bindings: &[(&str, usize)]) -> tpukit_mosaic::Lowered {
+    let lowered = lower(kernel, &options(bindings)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    pin(&format!("{name}.mlir"), &lowered.mosaic);
+    pin(&format!("{name}.stablehlo.mlir"), &lowered.stablehlo);
+    lowered
+}
+
+/// Compares `text` with `tests/snapshots/FILE` (or rewrites it with `UPDATE_SNAPSHOTS`).
+/// `NAME.mlir` is the Mosaic module to review; `NAME.stablehlo.mlir` the StableHLO module
+/// around it, which `tests/conformance/test_snapshots.py` compiles with libtpu.
+fn pin(file: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(file);
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &lowered.mosaic).unwrap();
+        std::fs::write(&path, text).unwrap();
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
-    assert_eq!(lowered.mosaic, expected, "snapshot {name} changed");
-    lowered
+    assert_eq!(text, expected, "snapshot {file} changed");
 }
 
 fn rows(dtype: DType, block: [usize; 2]) -> ArraySpec {
