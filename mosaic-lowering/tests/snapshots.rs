@@ -306,3 +306,52 @@ fn for_loop_carries_a_value_and_if_yields_one() {
         "the dynamic start indexes the load"
     );
 }
+
+/// One f32 input and output of `m` rows of 128, in blocks of 8 rows.
+fn row_blocks() -> CallSpec {
+    let rows = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(128)])
+        .blocked([8, 128], [grid(0), 0.into()]);
+    CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
+        inputs: vec![rows.clone()],
+        outputs: vec![rows],
+        ..Default::default()
+    }
+}
+
+/// `if flag { o = x * 2 } else { o = x }` with `flag` a bool known when the kernel is built (a
+/// `#[tpu_kernel]` bool host parameter), then `where(!flag, x, o)`: scalar i1 constants, a
+/// scalar `not` and a scalar condition broadcast.
+fn bool_flag(flag: bool) -> Kernel {
+    let mut b = KernelBuilder::new("bool_flag", &row_blocks()).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let xv = b.load(x, &[]).unwrap();
+    let y = b
+        .if_else(
+            flag,
+            |b| Ok(vec![b.binary(BinaryOp::Mul, xv, 2.0f32)?]),
+            |_| Ok(vec![xv]),
+        )
+        .unwrap()[0];
+    let flag = b.constant(flag, Type::scalar(DType::Bool));
+    let off = b.unary(UnaryOp::Not, flag).unwrap();
+    let y = b.select(off, xv, y).unwrap();
+    b.store(o, &[], y).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn a_bool_constant_is_an_i1_attribute() {
+    let l = check("bool_flag", &bool_flag(true), &[("m", 16)]);
+    let m = &l.mosaic;
+    assert!(m.contains("arith.constant true"), "{m}");
+    assert!(m.contains("scf.if %true"), "{m}");
+    assert!(m.contains("vector.broadcast %"), "{m}");
+    let off = lower(&bool_flag(false), &options(&[("m", 16)])).unwrap();
+    assert!(
+        off.mosaic.contains("arith.constant false"),
+        "{}",
+        off.mosaic
+    );
+}
