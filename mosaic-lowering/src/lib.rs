@@ -36,7 +36,9 @@
 //! Shapes need not divide the block. Loads from an edge block read the operand's `fill` value
 //! beyond the array ([`edge`]: an iota mask and a select, emitted only along dimensions the
 //! block does not divide); stores beyond the array are dropped by Mosaic's pipeline, which
-//! writes a partial edge block back only up to the array's end.
+//! writes a partial edge block back only up to the array's end. Mosaic has no rank-1
+//! `tpu.iota` (`iota rank below 2D unsupported`), so the positions of a 1-D access (and the
+//! IR's rank-1 `iota`) come from a 2-D iota and a `vector.shape_cast`.
 //!
 //! # Import
 //!

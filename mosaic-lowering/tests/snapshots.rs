@@ -355,3 +355,67 @@ fn a_bool_constant_is_an_i1_attribute() {
         off.mosaic
     );
 }
+
+/// `o = x + 1` over 1-D blocks of exactly 128 elements on 200: the edge block's load is
+/// masked, with positions from a 2-D iota (Mosaic has no 1-D `tpu.iota`).
+fn add_one_1d() -> Kernel {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![ArraySpec::new(DType::F32, ["n"]).blocked([128], [grid(0)])],
+        outputs: vec![ArraySpec::new(DType::F32, ["n"]).blocked([128], [grid(0)])],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("add_one_1d", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let xv = b.load(x, &[]).unwrap();
+    let y = b.binary(BinaryOp::Add, xv, 1.0f32).unwrap();
+    b.store(o, &[], y).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn a_1d_edge_block_of_128_is_masked_with_a_2d_iota() {
+    let l = check("add_one_1d_edges", &add_one_1d(), &[("n", 200)]);
+    let m = &l.mosaic;
+    let iotas: Vec<&str> = m.lines().filter(|l| l.contains("tpu.iota")).collect();
+    assert_eq!(iotas.len(), 1, "one masked dim: {m}");
+    assert!(iotas[0].contains("() -> vector<1x128xi32>"), "{}", iotas[0]);
+    assert!(
+        m.contains("vector.shape_cast %2 : vector<1x128xi32> to vector<128xi32>"),
+        "{m}"
+    );
+}
+
+/// The IR's rank-1 `iota`, of 256 (two rows of lanes) and of 300 (not whole lanes), written
+/// out as f32: built from 2-D iotas as edge masks are.
+fn iota_1d() -> Kernel {
+    let spec = CallSpec {
+        outputs: vec![
+            ArraySpec::new(DType::F32, [256]),
+            ArraySpec::new(DType::F32, [300]),
+        ],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("iota_1d", &spec).unwrap();
+    for (name, n) in [("o256", 256), ("o300", 300)] {
+        let o = b.declare(Role::Output, name).unwrap();
+        let i = b.iota(DType::I32, &[n], 0).unwrap();
+        let i = b.cast(i, DType::F32).unwrap();
+        b.store(o, &[], i).unwrap();
+    }
+    b.finish().unwrap()
+}
+
+#[test]
+fn a_rank_1_iota_is_built_from_a_2d_one() {
+    let l = check("iota_1d", &iota_1d(), &[]);
+    let m = &l.mosaic;
+    for line in m.lines().filter(|l| l.contains("tpu.iota")) {
+        assert!(
+            line.contains("vector<2x128xi32>") || line.contains("vector<1x300xi32>"),
+            "{line}"
+        );
+    }
+    assert_eq!(m.matches("vector.shape_cast").count(), 2, "{m}");
+}

@@ -65,20 +65,12 @@ READS_OUTPUT = (
     "without kernel arguments or window_params for them: libtpu says `Wrong number of "
     "window_params`"
 )
-IOTA_1D = (
-    "tpukit's Mosaic lowering masks the edge block of a 1-D operand whose block is exactly 128 "
-    "elements (the f32 bias, 150 columns in blocks of 128) with a 1-D `tpu.iota`, which Mosaic "
-    "rejects (`iota rank below 2D unsupported`); mosaic-lowering/src/edge.rs builds the 2-D "
-    "form only for more than 128 elements"
-)
 
 
 def tpukit_lowering_gap(name, shape, dtype):
     """Why tpukit's own lowering of this case does not compile yet (None: it does)."""
     if name.startswith("matmul_split_k"):
         return READS_OUTPUT
-    if name == "matmul_epilogue" and dtype == "f32" and shape[2] % 128:
-        return IOTA_1D
     return None
 
 

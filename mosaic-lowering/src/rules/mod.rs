@@ -11,7 +11,7 @@ pub(crate) mod elementwise;
 mod grid;
 mod memory;
 mod reduce;
-mod shape;
+pub(crate) mod shape;
 
 use crate::{
     emit::{Emitter, Val},
