@@ -4,7 +4,9 @@ with libtpu for v5e and v6e.
 ``cargo test -p tpukit-mosaic --test snapshots`` pins, for each kernel it builds, the Mosaic
 module (``NAME.mlir``, to review) and the StableHLO module around it (``NAME.stablehlo.mlir``,
 the serialized body in its ``tpu_custom_call``). Compiling the pinned StableHLO here checks
-what the lowering emits today, including for kernels no catalog kernel is like.
+what the lowering emits today for cases no catalog kernel has: a kernel that reads its output
+(its initial contents copied in on the first step of each visit of a block), a 1-D edge block
+of exactly 128 elements, scalar bool constants.
 """
 
 import pathlib

@@ -9,7 +9,7 @@ mod control;
 mod dot;
 pub(crate) mod elementwise;
 mod grid;
-mod memory;
+pub(crate) mod memory;
 mod reduce;
 pub(crate) mod shape;
 
