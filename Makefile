@@ -48,7 +48,10 @@ pytest: setup
 
 test: setup fmt lint rust-test examples conformance pytest
 
-# tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run; rewrites the CPU
-# section of BENCHMARKS.md. Not part of `make test`: benchmarks are not timed tests.
+# tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
+# operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's
+# compile; rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
+# not timed tests.
 bench: setup
 	$(TPUKIT_PYTHON) benches/compare.py --write
+	$(TPUKIT_PYTHON) benches/tpublas.py --write

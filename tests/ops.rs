@@ -41,12 +41,13 @@ fn unary_all(
 }
 
 #[tpu_kernel]
-fn transcendental(x: In, exp: Out, log: Out, tanh: Out, sig: Out) {
+fn transcendental(x: In, exp: Out, log: Out, tanh: Out, sig: Out, erf: Out) {
     let v = x[..];
     exp[..] = v.exp();
     log[..] = v.log();
     tanh[..] = v.tanh();
     sig[..] = v.sigmoid();
+    erf[..] = v.erf();
 }
 
 /// Special and extreme values, where inline approximations go wrong first: zeros, infinities,
@@ -87,11 +88,16 @@ pub fn transcendentals_at_special_values(device: Device) {
         0.70710677,
         0.70710683,
         std::f64::consts::SQRT_2,
+        0.4999,
+        0.5001,
+        -0.5001,
+        3.9,
+        -5.5,
     ];
     let n = xs.len();
     let spec = CallSpec {
         inputs: vec![ArraySpec::new(DType::F32, [n])],
-        outputs: vec![ArraySpec::new(DType::F32, [n]); 4],
+        outputs: vec![ArraySpec::new(DType::F32, [n]); 5],
         ..Default::default()
     };
     let k = transcendental(&spec).unwrap();
@@ -99,11 +105,12 @@ pub fn transcendentals_at_special_values(device: Device) {
     let x = HostArray::from_f64(DType::F32, &[n], &data);
     let out = launch(&k, device, &[&x]).unwrap();
     type F = fn(f64) -> f64;
-    let refs: [(&str, F); 4] = [
+    let refs: [(&str, F); 5] = [
         ("exp", f64::exp),
         ("log", f64::ln),
         ("tanh", f64::tanh),
         ("sigmoid", |x| 1.0 / (1.0 + (-x).exp())),
+        ("erf", libm::erf),
     ];
     for ((name, f), o) in refs.iter().zip(&out) {
         let got = o.to_f64_vec();
@@ -161,6 +168,9 @@ pub fn elementwise_unary(device: Device) {
 }
 
 /// erf by its Taylor series (|x| ≤ 3 here), independent of any libm.
+///
+/// (`transcendentals_at_special_values` uses libm's `erf` in f64 instead, for all ranges: the
+/// backends' f32 `erf` is an approximation of their own, so libm is independent of it.)
 fn erf_reference(x: f64) -> f64 {
     let (mut term, mut sum, mut k) = (x, x, 0.0);
     while term.abs() > 1e-17 * sum.abs().max(1e-300) {
@@ -372,6 +382,31 @@ pub fn reductions_broadcasts_transposes_and_iota(device: Device) {
     assert_close("reduce_min_keepdims", &out[1].to_f64_vec(), &cols, 0.0);
     assert_close("transpose + iota", &out[2].to_f64_vec(), &tr, 0.0);
     assert_close("where over iota < dim", &out[3].to_f64_vec(), &masked, 0.0);
+}
+
+#[tpu_kernel]
+fn transposed(x: In, o: Out) {
+    o[..] = x[..].t() * 2.0 + iota(i32, [21, 37], 0).cast(f32);
+}
+
+/// A store of a transposed value runs in tiles on the CPU: shapes off the tile size (21x37,
+/// 16-element tiles) must still write every element once, from the right source element.
+pub fn transposed_stores_off_the_tiles(device: Device) {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [37usize, 21])],
+        outputs: vec![ArraySpec::new(DType::F32, [21usize, 37])],
+        ..Default::default()
+    };
+    let k = transposed(&spec).unwrap();
+    let (x, xv) = random(&mut rng(9), DType::F32, &[37, 21], -2.0, 2.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let want: Vec<f64> = (0..21 * 37)
+        .map(|e| {
+            let (i, j) = (e / 37, e % 37);
+            DType::F32.round_f64(xv[j * 21 + i] * 2.0 + i as f64)
+        })
+        .collect();
+    assert_close("2·xᵀ + iota", &out[0].to_f64_vec(), &want, 0.0);
 }
 
 #[tpu_kernel]
@@ -612,7 +647,8 @@ macro_rules! device_tests {
             device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
                 elementwise_binary,
                 integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
-                reductions_broadcasts_transposes_and_iota, dot_accumulates_in_f32, batched_dot,
+                reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
+                dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,
                 scalar_prefetch_drives_the_index_map, scratch_persists_across_an_arbitrary_axis);
         }

@@ -14,6 +14,7 @@ use std::time::Instant;
 use tpukit::Launchable as _;
 use tpukit::catalog::find;
 use tpukit::dsl::{Bindings, DType, Fit, Kernel};
+use tpukit::prelude::{ArraySpec, CallSpec, tpu_kernel};
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
 use tpukit_mosaic::{Options, lower};
 
@@ -63,9 +64,24 @@ struct Job {
     bindings: Bindings,
 }
 
+/// The bundle's warm-up entry (see `bundle::WARM_UP`): a copy of one element.
+#[tpu_kernel]
+fn warm_up(x: In, o: Out) {
+    o[..] = x[..];
+}
+
 /// Every kernel to bundle, each once.
 fn jobs() -> Result<Vec<Job>, String> {
-    let mut jobs = Vec::new();
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [1usize])],
+        outputs: vec![ArraySpec::new(DType::F32, [1usize])],
+        ..Default::default()
+    };
+    let mut jobs = vec![Job {
+        name: bundle::WARM_UP.to_string(),
+        kernel: warm_up(&spec).map_err(|e| e.to_string())?,
+        bindings: Bindings::new(),
+    }];
     for dtype in [DType::F32, DType::BF16] {
         for &(name, shape) in BUNDLED {
             let entry = find(name).ok_or(format!("no catalog kernel `{name}`"))?;
@@ -282,7 +298,7 @@ fn inspect(path: &Path) -> Result<String, String> {
         };
         let _ = writeln!(
             out,
-            "  {:<58} object {:>4} KiB  {tpu}",
+            "  {:<58}  object {:>4} KiB  {tpu}",
             e.name,
             e.object_bytes / 1024
         );

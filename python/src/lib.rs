@@ -26,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import::stablehlo_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_run, m)?)?;
+    m.add_function(wrap_pyfunction!(tpublas::tpublas_warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;

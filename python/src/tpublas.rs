@@ -15,6 +15,12 @@ pub fn tpublas_ops() -> Vec<(String, &'static str, &'static str)> {
         .collect()
 }
 
+/// Warms up the code that builds operators' kernels (see `tpukit_blas::warm_up`).
+#[pyfunction]
+pub fn tpublas_warm_up() -> PyResult<()> {
+    tpukit_blas::warm_up().map_err(|e| TpukitError::new_err(e.message))
+}
+
 /// Runs the operator `name` on `args`, given in its schema's order as `(kind, value)` pairs:
 /// `tensor` (a wire triple), `float`, `int`, `ints` (a list), `bool`, `str` (also dtype
 /// names), `none`. Returns the results in wire form.

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, OnceLock};
-use tpukit::dsl::{Kernel, KernelHash};
+use tpukit::dsl::{DType, Kernel, KernelHash};
 use tpukit::prelude::*;
 
 /// A kernel ready to launch many times.
@@ -47,6 +47,12 @@ fn note(kernel: &Prepared) {
             seen.push((kernel.kernel().name.clone(), kernel.hash()));
         }
     });
+}
+
+/// Builds, verifies and hashes one small kernel, so the first call of an operator does not
+/// also pay for the first use of that code in the process (about 0.15 ms).
+pub fn warm_up() -> Result<(), BlasError> {
+    crate::Unary::Neg.kernel(DType::F32).map(drop)
 }
 
 /// Runs `f` and returns its result with the `(name, structural hash)` of every kernel it

@@ -37,6 +37,6 @@ mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::{BlasError, Result};
-pub use launch::{Prepared, record};
+pub use launch::{Prepared, record, warm_up};
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

@@ -27,28 +27,43 @@ fn col() -> IndexExpr {
 
 /// The grid of a row kernel with `phases` passes over each row.
 pub fn phased_grid(phases: usize) -> Vec<GridAxis> {
+    phased_grid_by(phases, BN)
+}
+
+/// [`phased_grid`] with windows of `bn` columns.
+pub fn phased_grid_by(phases: usize, bn: usize) -> Vec<GridAxis> {
     vec![
         GridAxis::parallel(Extent::cdiv("m", BM)),
         GridAxis::arbitrary(phases),
-        GridAxis::arbitrary(Extent::cdiv("n", BN)),
+        GridAxis::arbitrary(Extent::cdiv("n", bn)),
     ]
 }
 
 /// The `[m, n]` input, read in every phase, overhanging columns reading `fill`.
 pub fn input(dtype: DType, fill: f64) -> ArraySpec {
+    input_by(dtype, fill, BN)
+}
+
+/// [`input`] in windows of `bn` columns.
+pub fn input_by(dtype: DType, fill: f64, bn: usize) -> ArraySpec {
     ArraySpec::new(dtype, ["m", "n"])
-        .blocked([BM, BN], [grid(0), col()])
+        .blocked([BM, bn], [grid(0), col()])
         .fill(fill)
 }
 
 /// The `[m, n]` output, written in the last of `phases` phases.
 pub fn output(dtype: DType, phases: usize) -> ArraySpec {
+    output_by(dtype, phases, BN)
+}
+
+/// [`output`] in windows of `bn` columns.
+pub fn output_by(dtype: DType, phases: usize, bn: usize) -> ArraySpec {
     let j = if phases == 1 {
         col()
     } else {
         col() * (grid(1) / (phases as i64 - 1))
     };
-    ArraySpec::new(dtype, ["m", "n"]).blocked([BM, BN], [grid(0), j])
+    ArraySpec::new(dtype, ["m", "n"]).blocked([BM, bn], [grid(0), j])
 }
 
 /// A per-row statistic `[m, 1]` (reduction results, mean, rstd).

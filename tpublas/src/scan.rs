@@ -3,10 +3,13 @@
 //! block the prefix sums are one `dot` with the upper-triangular ones matrix
 //! (`tri[i, j] = i ≤ j`), accumulated in f32 (ATen accumulates bf16 in f32 too).
 //! Overhanging columns read 0 and come after every real column, so they change no sum.
+//!
+//! Blocks are [`SCAN_BN`] = 128 columns wide, not the rows layout's 512: the triangular dot
+//! costs `BN` multiply-adds per element, and 128 is one MXU tile on a TPU.
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
-use crate::rows::{self, BM, BN};
+use crate::rows::{self, BM};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
 use tpukit::dsl::{CallSpec, DType, Kernel};
@@ -25,6 +28,9 @@ fn cumsum_rows(x: In, o: Out, carry: Scratch, bn: usize, out: DType) {
 
 pub const ATEN: &str = "aten.cumsum.default";
 
+/// Columns per window.
+pub const SCAN_BN: usize = 128;
+
 /// The kernel over `[m, n]` rows of `dtype`.
 pub fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("cumsum", dtype), || Ok(build(dtype)?))
@@ -32,13 +38,13 @@ pub fn kernel(dtype: DType) -> Result<Prepared> {
 
 fn build(dtype: DType) -> tpukit::dsl::Result<Kernel> {
     let spec = CallSpec {
-        grid: rows::phased_grid(1),
-        inputs: vec![rows::input(dtype, 0.0)],
-        outputs: vec![rows::output(dtype, 1)],
+        grid: rows::phased_grid_by(1, SCAN_BN),
+        inputs: vec![rows::input_by(dtype, 0.0, SCAN_BN)],
+        outputs: vec![rows::output_by(dtype, 1, SCAN_BN)],
         scratch: vec![rows::acc()],
         ..Default::default()
     };
-    cumsum_rows(&spec, BN, dtype)
+    cumsum_rows(&spec, SCAN_BN, dtype)
 }
 
 /// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.

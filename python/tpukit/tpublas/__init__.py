@@ -196,6 +196,7 @@ def _packets() -> dict[str, Packet]:
 
 _PACKETS = _packets()
 globals().update(_PACKETS)
+_native.tpublas_warm_up()
 __all__ += sorted(_PACKETS)
 
 

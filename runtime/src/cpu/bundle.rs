@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! "TPKB" | format u32 | index: sealed (checksummed) | blobs...
-//! index: tpukit version, triple, cpu, features, count, then per entry:
+//! index: tpukit version, code generator fingerprint, triple, cpu, features, count, then per entry:
 //!        key, name, ir hash, artifact blob,
 //!        tpu module blob, bindings (count, then symbol and value each),
 //!        executables (count, then topology and blob each)
@@ -33,9 +33,16 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use tpukit_dsl::Bindings;
+use tpukit_dsl::{Bindings, KernelHash};
 
 const MAGIC: &[u8; 4] = b"TPKB";
+
+/// The tpukit version and code generator fingerprint this runtime writes into bundles and
+/// requires of the bundles it loads.
+pub const BUILT_BY: (&str, &str) = (
+    env!("CARGO_PKG_VERSION"),
+    env!("TPUKIT_CODEGEN_FINGERPRINT"),
+);
 
 /// One kernel to put in a bundle.
 pub struct BundleEntry {
@@ -67,7 +74,8 @@ fn blob(index: &mut Writer, blobs: &mut Writer, bytes: &[u8]) {
 pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::io::Result<()> {
     let mut blobs = Writer::default();
     let mut index = Writer::default();
-    index.str(env!("CARGO_PKG_VERSION"));
+    index.str(BUILT_BY.0);
+    index.str(BUILT_BY.1);
     index.str(&target.triple);
     index.str(&target.cpu);
     index.str(&target.features);
@@ -138,6 +146,7 @@ struct IndexEntry {
 /// A bundle's header and index, read from its checksummed index.
 struct Index {
     version: String,
+    codegen: String,
     triple: String,
     cpu: String,
     features: String,
@@ -149,7 +158,8 @@ struct Index {
 fn read_index(bytes: &[u8]) -> Result<Index, String> {
     let body = artifact::open(MAGIC, bytes)?;
     let mut r = Reader(body);
-    let (version, triple, cpu, features) = (r.str()?, r.str()?, r.str()?, r.str()?);
+    let (version, codegen) = (r.str()?, r.str()?);
+    let (triple, cpu, features) = (r.str()?, r.str()?, r.str()?);
     let mut entries = Vec::new();
     for _ in 0..r.u64()? {
         let (key, name, ir_hash) = (CacheKey(r.str()?), r.str()?, r.str()?);
@@ -174,6 +184,7 @@ fn read_index(bytes: &[u8]) -> Result<Index, String> {
     }
     Ok(Index {
         version,
+        codegen,
         triple,
         cpu,
         features,
@@ -197,6 +208,8 @@ pub struct EntryInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BundleInfo {
     pub version: String,
+    /// The fingerprint of the code generator that compiled the entries.
+    pub codegen: String,
     pub triple: String,
     pub cpu: String,
     pub features: String,
@@ -237,6 +250,7 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
     }
     Ok(BundleInfo {
         version: index.version,
+        codegen: index.codegen,
         triple: index.triple,
         cpu: index.cpu,
         features: index.features,
@@ -249,6 +263,8 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
 struct Loaded {
     maps: Vec<(Mmap, usize)>,
     slots: HashMap<CacheKey, (usize, Blob)>,
+    /// The kernel hash and key of the [`WARM_UP`] entry, if a bundle has one.
+    warm_up: Option<(KernelHash, CacheKey)>,
 }
 
 /// The loaded bundles, starting with those `TPUKIT_BUNDLE` names (read once, at first use).
@@ -259,6 +275,7 @@ fn loaded() -> MutexGuard<'static, Loaded> {
             let mut l = Loaded {
                 maps: Vec::new(),
                 slots: HashMap::new(),
+                warm_up: None,
             };
             let paths = std::env::var_os("TPUKIT_BUNDLE").unwrap_or_default();
             for path in std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()) {
@@ -295,11 +312,10 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     // SAFETY: bundles are written once (temp file + rename) and never modified in place.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| e.to_string())?;
     let index = read_index(&map)?;
-    if index.version != env!("CARGO_PKG_VERSION") {
+    if (index.version.as_str(), index.codegen.as_str()) != BUILT_BY {
         return Err(format!(
-            "built by tpukit {}, this is tpukit {}",
-            index.version,
-            env!("CARGO_PKG_VERSION")
+            "built by tpukit {} (code generator {}), this is tpukit {} (code generator {})",
+            index.version, index.codegen, BUILT_BY.0, BUILT_BY.1
         ));
     }
     let built_for = (
@@ -325,10 +341,37 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
         if e.artifact.offset.saturating_add(e.artifact.len) > blobs_len {
             return Err(format!("entry {} lies past the end of the file", e.key.0));
         }
+        if e.name == WARM_UP
+            && let Some(hash) = parse_hash(&e.ir_hash)
+        {
+            l.warm_up = Some((hash, e.key.clone()));
+        }
         l.slots.insert(e.key, (bundle, e.artifact));
     }
     l.maps.push((map, index.blobs_at));
     Ok(())
+}
+
+fn parse_hash(hex: &str) -> Option<KernelHash> {
+    let mut bytes = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(KernelHash(bytes))
+}
+
+/// The name of the entry `tpukit bundle build` adds for [`crate::cpu::warm_up`] to link: a
+/// trivial kernel no caller uses, whose first link sets up the JIT's linking layer (about
+/// 0.1 ms a first call would otherwise pay) without giving any real kernel a head start.
+pub const WARM_UP: &str = "warm-up";
+
+/// The [`WARM_UP`] entry of the loaded bundles, as `(kernel hash, artifact)`.
+pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
+    let (hash, key) = loaded().warm_up.clone()?;
+    Some((hash, lookup(&key)?))
 }
 
 /// The artifact for `key` from a loaded bundle, if one holds it intact.

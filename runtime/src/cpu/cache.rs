@@ -2,8 +2,10 @@
 //! disk cache, the compiler.
 //!
 //! **Key.** A [`CacheKey`] is the SHA-256 of everything that decides the machine code: the
-//! kernel's structural hash (its printed IR, locations excluded), tpukit's version, LLVM's
-//! version, the target (triple, CPU name, feature string) and the codegen options. The
+//! kernel's structural hash (its printed IR, locations excluded), tpukit's version, a
+//! fingerprint of the code generator's sources (`build.rs`: a changed generator never gets
+//! code an older one compiled), LLVM's version, the target (triple, CPU name, feature string)
+//! and the codegen options. The
 //! environment is accounted for explicitly: `TPUKIT_DEBUG` sets an option (hashed);
 //! `TPUKIT_DUMP_LLVM` and `TPUKIT_TIMINGS` only print diagnostics and `TPUKIT_CACHE_DIR` and
 //! `TPUKIT_BUNDLE` only say where to look (all ignored). Array shapes are not in the key: a
@@ -39,8 +41,9 @@ impl CacheKey {
     pub fn from_hash(hash: KernelHash, target: &HostTarget, options: CodegenOptions) -> CacheKey {
         let (major, minor, patch) = inkwell::support::get_llvm_version();
         let text = format!(
-            "tpukit-cpu {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {}\nkernel {}\n",
+            "tpukit-cpu {} codegen {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {}\nkernel {}\n",
             env!("CARGO_PKG_VERSION"),
+            env!("TPUKIT_CODEGEN_FINGERPRINT"),
             target.triple,
             target.cpu,
             target.features,

@@ -121,6 +121,26 @@ pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
 
 type Slot = Arc<OnceLock<Result<Arc<Compiled>, RuntimeError>>>;
 
+/// The in-process cache of compiled kernels, by structural hash and debug mode.
+fn memory() -> std::sync::MutexGuard<'static, HashMap<(KernelHash, bool), Slot>> {
+    static MEMORY: OnceLock<Mutex<HashMap<(KernelHash, bool), Slot>>> = OnceLock::new();
+    MEMORY
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Links `artifact`, the (non-debug) compiled form of the kernel whose structural hash is
+/// `hash`, and keeps it in the in-process cache, as its first launch would.
+pub(crate) fn preload(hash: KernelHash, artifact: Artifact) {
+    let slot = memory().entry((hash, false)).or_default().clone();
+    slot.get_or_init(|| {
+        link(artifact)
+            .map(Arc::new)
+            .map_err(|m| RuntimeError::new("warm-up", m))
+    });
+}
+
 /// The compiled kernel for `(kernel, debug)`, `hash` being the kernel's structural hash: from
 /// memory, a bundle, the disk cache or the compiler (see [`cache`]). Concurrent callers
 /// asking for the same kernel wait for one compilation.
@@ -129,14 +149,7 @@ pub(crate) fn cached(
     hash: KernelHash,
     debug: bool,
 ) -> Result<Arc<Compiled>, RuntimeError> {
-    static MEMORY: OnceLock<Mutex<HashMap<(tpukit_dsl::KernelHash, bool), Slot>>> = OnceLock::new();
-    let slot = {
-        let mut map = MEMORY
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        map.entry((hash, debug)).or_default().clone()
-    };
+    let slot = memory().entry((hash, debug)).or_default().clone();
     slot.get_or_init(|| {
         let clock = std::time::Instant::now();
         let target = HostTarget::detect();

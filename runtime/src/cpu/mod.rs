@@ -22,15 +22,20 @@ pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
 
 /// Prepares the compiled backend ahead of the first launch: reads the host target, creates
-/// the JIT that links kernels into the process, and starts the worker threads (together
-/// about a millisecond, otherwise paid by the first call).
+/// the JIT that links kernels into the process, starts the worker threads, brings the
+/// allocator to its steady state, and links the loaded bundles' warm-up kernel (see
+/// [`bundle::WARM_UP`]). A few milliseconds, otherwise paid by the first calls.
 pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
     rayon::broadcast(|_| ());
     warm_allocator();
     jit::warm_up().map_err(|m| RuntimeError {
         message: format!("tpukit cpu: {m}"),
-    })
+    })?;
+    if let Some((hash, artifact)) = bundle::warm_up_entry() {
+        compile::preload(hash, artifact);
+    }
+    Ok(())
 }
 
 /// Brings the allocator to the state the first large arrays would bring it to, so the first

@@ -1,11 +1,12 @@
 //! Loads and stores through refs: element addresses and access checks.
 
-use super::value::{Env, get};
+use super::value::{Env, Val, get};
 use super::{Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
+use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
-use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, OperandId, Start, Window};
+use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, OperandId, Start, ValueId, Window};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// The start of each indexer, as i64.
@@ -153,7 +154,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.check_access(env, *operand, index)?;
         let shape = f.ty(*value).shape.clone();
         let dtype = self.kernel.operand(*operand).dtype;
-        self.nest(&shape, &mut |e, idx| {
+        let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
             let v = e.elem(f, env, *value, idx)?;
             let offset = e.address(env, *operand, index, idx)?;
             match mask {
@@ -163,7 +164,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     e.when(keep, &mut |e| e.write(*operand, offset, dtype, v))
                 }
             }
-        })
+        };
+        if reads_transposed(f, env, *value) {
+            self.tiled_nest(&shape, TRANSPOSE_TILE, &mut each)
+        } else {
+            self.nest(&shape, &mut each)
+        }
     }
 
     /// Reads the element at `offset` from the ref's base into a register.
@@ -210,9 +216,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         base: PointerValue<'ctx>,
         offset: IntValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>> {
-        let t = self.mem_type(dtype);
-        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
-        Ok(self.b.build_load(t, q, "m")?)
+        self.load_at(self.mem_type(dtype), base, offset)
     }
 
     /// Stores a value in memory representation at `offset` from `base`.
@@ -223,9 +227,34 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         offset: IntValue<'ctx>,
         m: BasicValueEnum<'ctx>,
     ) -> Result<()> {
-        let t = self.mem_type(dtype);
+        self.store_at(self.mem_type(dtype), base, offset, m)
+    }
+
+    /// Loads the element of type `t` at `offset` (in elements) from `base`.
+    pub(super) fn load_at(
+        &self,
+        t: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        // SAFETY (of the generated code): every offset is checked against its array or
+        // buffer before the access (see `check_access`, `Report`) or is in range by
+        // construction (loop nests over static buffer shapes).
         let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
-        self.b.build_store(q, m)?;
+        Ok(self.b.build_load(t, q, "m")?)
+    }
+
+    /// Stores `v`, of type `t`, at `offset` (in elements) from `base`.
+    pub(super) fn store_at(
+        &self,
+        t: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+        v: BasicValueEnum<'ctx>,
+    ) -> Result<()> {
+        // SAFETY: as for `load_at`.
+        let q = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "a")? };
+        self.b.build_store(q, v)?;
         Ok(())
     }
 
@@ -265,4 +294,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             _ => v,
         })
     }
+}
+
+/// Rows and columns of the tiles a store runs in when its value reads a transpose: 16 f32
+/// rows of 64 bytes, one cache line each, fit L1 with room to spare.
+const TRANSPOSE_TILE: usize = 16;
+
+/// Whether computing `v` element by element reads a value (or array) with its last two
+/// dimensions swapped: through lazily computed ops, down to the first materialised ones.
+fn reads_transposed(f: &Func, env: &Env<'_, '_>, v: ValueId) -> bool {
+    let Some(Val::Lazy(op)) = env[v.0 as usize] else {
+        return false;
+    };
+    if let OpKind::Transpose { perm, .. } = &op.kind {
+        let r = perm.len();
+        if r >= 2 && (perm[r - 1] != r - 1 || perm[r - 2] != r - 2) {
+            return true;
+        }
+    }
+    f.ty(v).shape.len() >= 2
+        && op
+            .kind
+            .operands()
+            .into_iter()
+            .any(|x| reads_transposed(f, env, x))
 }

@@ -49,6 +49,46 @@ impl<'ctx> Emitter<'ctx, '_> {
         self.nest_from(shape, &mut idx, body)
     }
 
+    /// Emits a loop nest over a static `shape` of rank ≥ 2 whose last two dimensions run in
+    /// `tile`×`tile` tiles (row-major within and across tiles), calling `body` with the
+    /// multi-index: a transposed read then touches `tile` rows of its source per tile, which
+    /// stay in L1, where a row-major nest would stride through a whole source column.
+    pub fn tiled_nest(
+        &mut self,
+        shape: &[usize],
+        tile: usize,
+        body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>]) -> Result<()>,
+    ) -> Result<()> {
+        let r = shape.len();
+        let (rows, cols) = (shape[r - 2], shape[r - 1]);
+        let tiles = [rows.div_ceil(tile), cols.div_ceil(tile)];
+        self.nest(&shape[..r - 2], &mut |e, outer| {
+            e.nest(&tiles, &mut |e, t| {
+                let extent = |e: &Self, t: IntValue<'ctx>, n: usize| -> Result<_> {
+                    let lo = e.b.build_int_mul(t, e.i64(tile as i64), "tile.lo")?;
+                    let end = e.b.build_int_add(lo, e.i64(tile as i64), "tile.end")?;
+                    let hi = e.min_i64(end, e.i64(n as i64))?;
+                    Ok((lo, hi))
+                };
+                let (r0, r1) = extent(e, t[0], rows)?;
+                let (c0, c1) = extent(e, t[1], cols)?;
+                e.counted(r0, r1, &mut |e, i| {
+                    e.counted(c0, c1, &mut |e, j| {
+                        let mut idx = outer.to_vec();
+                        idx.extend([i, j]);
+                        body(e, &idx)
+                    })
+                })
+            })
+        })
+    }
+
+    /// `min(a, b)` of two i64 values.
+    pub fn min_i64(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>> {
+        let lt = self.b.build_int_compare(IntPredicate::SLT, a, b, "lt")?;
+        Ok(self.b.build_select(lt, a, b, "min")?.into_int_value())
+    }
+
     fn nest_from(
         &mut self,
         shape: &[usize],

@@ -343,9 +343,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         p: PointerValue<'ctx>,
         at: IntValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>> {
-        let t = self.buffer_type(dtype);
-        let q = unsafe { self.b.build_in_bounds_gep(t, p, &[at], "q")? };
-        let v = self.b.build_load(t, q, "ld")?;
+        let v = self.load_at(self.buffer_type(dtype), p, at)?;
         // Buffers hold registers as they are, except bools (bytes, as in memory).
         match dtype {
             DType::Bool => self.register_form(dtype, v),
@@ -360,14 +358,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         at: IntValue<'ctx>,
         x: BasicValueEnum<'ctx>,
     ) -> Result<()> {
-        let t = self.buffer_type(dtype);
-        let q = unsafe { self.b.build_in_bounds_gep(t, p, &[at], "q")? };
         let x = match dtype {
             DType::Bool => self.memory_form(dtype, x)?,
             _ => x,
         };
-        self.b.build_store(q, x)?;
-        Ok(())
+        self.store_at(self.buffer_type(dtype), p, at, x)
     }
 
     /// A scalar slot in the entry block (promoted to a register by LLVM's mem2reg).
