@@ -9,9 +9,10 @@
 //!     operand_layouts = [dense<[1, 0]> : tensor<2xindex>, …], result_layouts = […]}
 //! ```
 //!
-//! Layouts are row-major. Scratch is not an operand. When outputs are aliased
-//! ([`crate::Options::alias_outputs`]), `@main` also takes each output's initial contents, and
-//! `output_operand_aliases` makes the custom call write into them.
+//! Layouts are row-major. Scratch is not an operand. For each output that starts as the
+//! caller's buffer ([`crate::initial`]), `@main` also takes the output's initial contents,
+//! passed to the custom call after the inputs, and `output_operand_aliases` makes the custom
+//! call write the output into them.
 
 use crate::{Shapes, emit::Emitter, types};
 use melior::{
@@ -32,6 +33,24 @@ fn layout(rank: usize) -> String {
     }
 }
 
+/// The `output_operand_aliases` entry making the custom call write output operand `output`
+/// into its operand `operand_index`. As JAX writes it: the result's tuple index only when the
+/// call has several results.
+fn alias(outputs: &[usize], output: &usize, operand_index: usize) -> String {
+    let tuple = if outputs.len() > 1 {
+        let k = outputs
+            .iter()
+            .position(|o| o == output)
+            .expect("an aliased output is an output");
+        format!("[{k}]")
+    } else {
+        "[]".into()
+    };
+    format!(
+        "#stablehlo.output_operand_alias<output_tuple_indices = {tuple}, operand_index = {operand_index}, operand_tuple_indices = []>"
+    )
+}
+
 /// Quotes `s` as an MLIR string literal.
 fn quote(s: &str) -> String {
     let mut out = String::from("\"");
@@ -48,7 +67,8 @@ fn quote(s: &str) -> String {
 }
 
 /// `kernel` and `shapes` are what the kernel sees (after [`crate::tiling`]); `@main` takes and
-/// returns arrays of the caller's `shapes`, reshaped where they differ.
+/// returns arrays of the caller's `shapes`, reshaped where they differ. `initial` lists the
+/// outputs (operand indices) whose initial contents `@main` takes.
 pub fn build<'c>(
     context: &'c Context,
     kernel: &Kernel,
@@ -56,7 +76,7 @@ pub fn build<'c>(
     shapes: &Shapes,
     kernel_name: &str,
     backend_config: &str,
-    alias_outputs: bool,
+    initial: &[usize],
 ) -> Result<Module<'c>> {
     let mut module = Module::new(Location::unknown(context));
     let em = Emitter::new(context, &module.body());
@@ -75,9 +95,7 @@ pub fn build<'c>(
     let mut operands: Vec<usize> = ids(Role::Prefetch).chain(ids(Role::Input)).collect();
     let outputs: Vec<usize> = ids(Role::Output).collect();
     let first_alias = operands.len();
-    if alias_outputs {
-        operands.extend(&outputs);
-    }
+    operands.extend(initial);
     let operand_types: Vec<String> = operands.iter().map(|&i| caller_tensor(i)).collect();
     let result_types: Vec<String> = outputs.iter().map(|&i| caller_tensor(i)).collect();
 
@@ -121,16 +139,11 @@ pub fn build<'c>(
         ("operand_layouts", body.attr(&layouts(&operands))?),
         ("result_layouts", body.attr(&layouts(&outputs))?),
     ];
-    if alias_outputs {
-        let several = outputs.len() > 1;
-        let aliases: Vec<String> = (0..outputs.len())
-            .map(|k| {
-                let tuple = if several { format!("[{k}]") } else { "[]".into() };
-                format!(
-                    "#stablehlo.output_operand_alias<output_tuple_indices = {tuple}, operand_index = {}, operand_tuple_indices = []>",
-                    first_alias + k
-                )
-            })
+    if !initial.is_empty() {
+        let aliases: Vec<String> = initial
+            .iter()
+            .enumerate()
+            .map(|(k, i)| alias(&outputs, i, first_alias + k))
             .collect();
         attributes.push((
             "output_operand_aliases",

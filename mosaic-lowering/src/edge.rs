@@ -18,7 +18,7 @@
 use crate::{
     emit::{Emitter, Val},
     lowering::{FuncLowering, Terminator},
-    rules::elementwise::cmpi,
+    rules::{elementwise::cmpi, shape::iota_positions},
     shapes::overhangs,
 };
 use tpukit_dsl::{DType, OperandId, Result, Start, Type, Window};
@@ -70,7 +70,7 @@ pub fn in_bounds<'c>(
         if let Some(s) = start {
             base = em.op1("arith.addi", &[base, s], em.ty("i32")?, &[])?;
         }
-        let iota = iota(em, sizes, d)?;
+        let iota = iota_positions(em, sizes, d)?;
         let base = em.op1("vector.broadcast", &[base], vector, &[])?;
         let position = em.op1("arith.addi", &[iota, base], vector, &[])?;
         let extent = em.constant(
@@ -90,37 +90,3 @@ pub fn in_bounds<'c>(
     }
     Ok(mask)
 }
-
-/// `tpu.iota` along `dim` of a `sizes` i32 vector. Mosaic's iota needs rank 2, so a rank-1
-/// iota of `n = r * 128` elements is built as `row * 128 + lane` over `r x 128` and reshaped.
-fn iota<'c>(em: &Emitter<'c>, sizes: &[usize], dim: usize) -> Result<Val<'c>> {
-    let along = |shape: &[usize], d: usize| -> Result<Val<'c>> {
-        em.op1(
-            "tpu.iota",
-            &[],
-            em.ty(&crate::types::vector(shape, "i32"))?,
-            &[("dimensions", em.attr(&format!("array<i32: {d}>"))?)],
-        )
-    };
-    match sizes {
-        [n] if n.is_multiple_of(LANES) && *n > LANES => {
-            let tile = [n / LANES, LANES];
-            let tile_ty = crate::types::vector(&tile, "i32");
-            let row = along(&tile, 0)?;
-            let lanes = em.constant(&format!("dense<{LANES}>"), &tile_ty)?;
-            let row = em.op1("arith.muli", &[row, lanes], em.ty(&tile_ty)?, &[])?;
-            let lane = along(&tile, 1)?;
-            let flat = em.op1("arith.addi", &[row, lane], em.ty(&tile_ty)?, &[])?;
-            em.op1(
-                "vector.shape_cast",
-                &[flat],
-                em.ty(&crate::types::vector(sizes, "i32"))?,
-                &[],
-            )
-        }
-        _ => along(sizes, dim),
-    }
-}
-
-/// Lanes of a TPU vector register.
-const LANES: usize = 128;

@@ -11,10 +11,16 @@
 //! operands get a window of the full shape placed by a transform returning zeros (what
 //! `pallas_call` does for an operand without a `BlockSpec`). A kernel without a grid has no
 //! `iteration_bounds` and no `window_params`.
+//!
+//! Outputs that start as the caller's buffer ([`crate::initial`]) add one windowed argument
+//! each, for their initial contents, between the inputs and the outputs: the custom call
+//! passes those contents after the inputs, and Mosaic pairs the function's buffers with the
+//! custom call's operands, then its results, in order.
 
 use crate::{
     Options, Shapes,
     emit::{Emitter, Val},
+    initial,
     lowering::{FuncLowering, Terminator},
     shapes::window_shape,
     types::{self, MemorySpace},
@@ -85,23 +91,71 @@ pub fn function_type<'c>(
     TypeAttribute::new(FunctionType::new(context, inputs, results).into()).into()
 }
 
-/// The operands that get a window (and a `@transform_i`), in signature order.
-pub fn windowed(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
-    (0..kernel.operands.len())
-        .filter(|&i| matches!(kernel.operands[i].role, Role::Input | Role::Output))
+/// A buffer argument of the kernel function.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    /// Operand `i` itself.
+    Operand(usize),
+    /// The initial contents of output operand `i` ([`crate::initial`]): a buffer with the
+    /// output's shape, dtype and window.
+    Initial(usize),
 }
 
-/// Appends the kernel function to `module_body`.
+impl Buffer {
+    /// The operand whose shape, dtype and window the buffer has.
+    pub fn operand(self) -> usize {
+        match self {
+            Buffer::Operand(i) | Buffer::Initial(i) => i,
+        }
+    }
+}
+
+/// The kernel function's buffer arguments in signature order: scalar prefetch, inputs, the
+/// initial contents of each output in `initial` (in that order), outputs, scratch — the
+/// custom call's operands, then its results, then scratch, as Mosaic pairs them.
+pub fn buffers(kernel: &Kernel, initial: &[usize]) -> Vec<Buffer> {
+    let role = |r| {
+        kernel
+            .operands_with_role(r)
+            .map(|(id, _)| Buffer::Operand(id.0 as usize))
+    };
+    role(Role::Prefetch)
+        .chain(role(Role::Input))
+        .chain(initial.iter().map(|&i| Buffer::Initial(i)))
+        .chain(role(Role::Output))
+        .chain(role(Role::Scratch))
+        .collect()
+}
+
+/// The buffers that get a window (a `window_params` entry and a `@transform_i`, numbered in
+/// this order): inputs, initial contents and outputs.
+pub fn windowed(kernel: &Kernel, initial: &[usize]) -> Vec<Buffer> {
+    buffers(kernel, initial)
+        .into_iter()
+        .filter(|b| {
+            matches!(
+                kernel.operands[b.operand()].role,
+                Role::Input | Role::Output
+            )
+        })
+        .collect()
+}
+
+/// Appends the kernel function to `module_body`. `initial` lists the outputs that start as
+/// the caller's buffer ([`crate::initial::outputs`]).
 pub fn build<'c>(
     context: &'c Context,
     module_body: &Block<'c>,
     kernel: &Kernel,
     shapes: &Shapes,
     options: &Options,
+    initial: &[usize],
 ) -> Result<()> {
     let outer = Emitter::new(context, module_body);
+    let operand_types = buffer_types(context, kernel, shapes)?;
+    let buffers = buffers(kernel, initial);
     let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
-    arg_types.extend(buffer_types(context, kernel, shapes)?);
+    arg_types.extend(buffers.iter().map(|b| operand_types[b.operand()]));
     let block = Block::new(
         &arg_types
             .iter()
@@ -110,10 +164,17 @@ pub fn build<'c>(
     );
     let em = Emitter::new(context, &block);
     let grid: Vec<Val<'c>> = (0..kernel.grid.len()).map(|i| em.argument(i)).collect();
-    let refs: Vec<Option<Val<'c>>> = (0..kernel.operands.len())
-        .map(|i| Some(em.argument(kernel.grid.len() + i)))
-        .collect();
+    let mut refs: Vec<Option<Val<'c>>> = vec![None; kernel.operands.len()];
+    let mut initial_refs = Vec::new();
+    for (k, b) in buffers.iter().enumerate() {
+        let arg = em.argument(kernel.grid.len() + k);
+        match *b {
+            Buffer::Operand(i) => refs[i] = Some(arg),
+            Buffer::Initial(i) => initial_refs.push((i, arg)),
+        }
+    }
     let mut lowering = FuncLowering::new(kernel, &kernel.body, shapes, options, grid, refs);
+    initial::copy_in(&lowering, &em, &initial_refs)?;
     lowering.lower_region(em, &kernel.body.body, &[], Terminator::Return)?;
     let region = Region::new();
     region.append_block(block);
@@ -147,9 +208,11 @@ pub fn build<'c>(
             "iteration_bounds",
             outer.attr(&format!("array<i64: {}>", bounds.join(", ")))?,
         ));
-        let params: Vec<String> = windowed(kernel)
+        let params: Vec<String> = windowed(kernel, initial)
+            .into_iter()
             .enumerate()
-            .map(|(t, i)| {
+            .map(|(t, b)| {
+                let i = b.operand();
                 let o = &kernel.operands[i];
                 let bounds: Vec<String> = window_shape(o, &shapes.operands[i])
                     .iter()

@@ -11,11 +11,12 @@
 //! # The Mosaic module
 //!
 //! As Pallas emits it (jax 0.10.2): one kernel function with the grid indices (i32), scalar
-//! prefetch, inputs, outputs and scratch as arguments and the attributes
+//! prefetch, inputs, outputs and scratch as arguments (and, before the outputs, the initial
+//! contents of outputs that need them: see [Outputs](#outputs)) and the attributes
 //! `dimension_semantics`, `iteration_bounds`, `scalar_prefetch`, `scratch_operands`,
-//! `tpu.core_type` and `window_params`, plus one `@transform_i` index-map function per input
-//! and output ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule of a table
-//! ([`rules::RULES`]); an op without a rule is an error naming it and its source line.
+//! `tpu.core_type` and `window_params`, plus one `@transform_i` index-map function per
+//! windowed argument ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule of a
+//! table ([`rules::RULES`]); an op without a rule is an error naming it and its source line.
 //!
 //! `tests/conformance/test_golden.py` compares every catalog kernel with the same kernel
 //! written in Pallas, structurally (ignoring locations, SSA names and dead code), and lists
@@ -36,7 +37,28 @@
 //! Shapes need not divide the block. Loads from an edge block read the operand's `fill` value
 //! beyond the array ([`edge`]: an iota mask and a select, emitted only along dimensions the
 //! block does not divide); stores beyond the array are dropped by Mosaic's pipeline, which
-//! writes a partial edge block back only up to the array's end.
+//! writes a partial edge block back only up to the array's end. Mosaic has no rank-1
+//! `tpu.iota` (`iota rank below 2D unsupported`), so the positions of a 1-D access (and the
+//! IR's rank-1 `iota`) come from a 2-D iota and a `vector.shape_cast`.
+//!
+//! # Outputs
+//!
+//! Mosaic never copies an output window in from HBM, even when the output is aliased. An
+//! output the body loads from, or stores to under a mask (or every output, with
+//! [`Options::alias_outputs`]), therefore gets its initial contents as an extra custom-call
+//! operand aliased to it, windowed like it, and copied into its window on the first step of
+//! each visit of a block ([`initial`]). Where the IR and the TPU still differ:
+//!
+//! - an output block the grid revisits after visiting another one in between may start the
+//!   later visit from its contents before the earlier visit: Mosaic's pipeline does not
+//!   order the earlier visit's write-back before the later visit's fetch (a Pallas kernel
+//!   accumulating into an output block needs consecutive visits too). Steps along a
+//!   `parallel` axis split across TensorCores (v4, v5p) are such revisits when they share an
+//!   output block;
+//! - an output that is neither read nor stored under a mask, without `alias_outputs`, starts
+//!   undefined as in Pallas: elements of a visited block the body leaves unwritten are
+//!   undefined afterwards (the IR keeps the caller's values), and so are blocks the grid never
+//!   visits.
 //!
 //! # Import
 //!
@@ -56,6 +78,7 @@ pub mod custom_call;
 pub mod edge;
 mod emit;
 pub mod import;
+pub mod initial;
 pub mod kernel_func;
 mod lowering;
 pub mod mosaic_module;
@@ -72,7 +95,7 @@ pub use options::{DEFAULT_SERDE_VERSION, Options};
 pub use shapes::Shapes;
 
 use melior::ir::operation::{OperationLike, OperationPrintingFlags};
-use tpukit_dsl::{Kernel, OpKind, Region, Result, Role};
+use tpukit_dsl::{Kernel, Result};
 
 /// Everything one lowering produces.
 #[derive(Clone, Debug)]
@@ -93,13 +116,13 @@ pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     tpukit_dsl::verify(kernel)?;
     let caller_shapes = Shapes::of(kernel, &options.bindings)?;
     let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
+    let initial = initial::outputs(kernel, options.alias_outputs);
     let context = mosaic_context();
-    let module = mosaic_module::build(&context, kernel, shapes, options)?;
+    let module = mosaic_module::build(&context, kernel, shapes, options, &initial)?;
     let serialized = serde::mangle(&context, &module, options.serde_version)?;
     let body = serde::bytecode(&serialized)?;
     let config = backend_config::backend_config(&serde::base64(&body));
     let name = options.kernel_name.as_deref().unwrap_or(&kernel.name);
-    let alias = options.alias_outputs || reads_outputs(kernel, &kernel.body.body);
     let stablehlo = custom_call::build(
         &context,
         kernel,
@@ -107,7 +130,7 @@ pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
         shapes,
         name,
         &config,
-        alias,
+        &initial,
     )?;
     mosaic_module::verify(&context, &stablehlo)?;
     Ok(Lowered {
@@ -119,14 +142,5 @@ pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
         body,
         backend_config: config,
         stablehlo: stablehlo.as_operation().to_string(),
-    })
-}
-
-/// Whether the body loads from an output anywhere (then outputs must start as the caller's).
-fn reads_outputs(kernel: &Kernel, region: &Region) -> bool {
-    region.ops.iter().any(|op| {
-        let reads = matches!(op.kind, OpKind::Load { operand, .. }
-            if kernel.operand(operand).role == Role::Output);
-        reads || op.kind.regions().iter().any(|r| reads_outputs(kernel, r))
     })
 }

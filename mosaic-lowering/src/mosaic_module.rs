@@ -13,12 +13,14 @@ use tpukit_dsl::{Error, Kernel, Result};
 
 /// Builds the Mosaic module of `kernel` (readable form: `vector.load`, `tpu.matmul`, …) and
 /// runs MLIR's verifier on it, so malformed IR stops here with the verifier's message rather
-/// than inside libtpu.
+/// than inside libtpu. `initial` lists the outputs that start as the caller's buffer
+/// ([`crate::initial::outputs`]).
 pub fn build<'c>(
     context: &'c Context,
     kernel: &Kernel,
     shapes: &Shapes,
     options: &Options,
+    initial: &[usize],
 ) -> Result<Module<'c>> {
     let mut module = Module::new(Location::unknown(context));
     module.as_operation_mut().set_attribute(
@@ -26,8 +28,8 @@ pub fn build<'c>(
         melior::ir::Attribute::parse(context, &format!("{} : i64", options.serde_version))
             .expect("an i64 attribute"),
     );
-    kernel_func::build(context, &module.body(), kernel, shapes, options)?;
-    transform::build_all(context, &module.body(), kernel, shapes, options)?;
+    kernel_func::build(context, &module.body(), kernel, shapes, options, initial)?;
+    transform::build_all(context, &module.body(), kernel, shapes, options, initial)?;
     verify(context, &module).map_err(|e| e.in_kernel(&kernel.name))?;
     Ok(module)
 }

@@ -14,10 +14,11 @@ pub struct Options {
     pub serde_version: i64,
     /// The custom call's `kernel_name` (default: the kernel's name).
     pub kernel_name: Option<String>,
-    /// Whether `@main` passes each output's initial contents to the kernel (aliased with
-    /// `output_operand_aliases`), so outputs start as the caller's buffers as the IR says.
-    /// Without it outputs start undefined, as in Pallas. Kernels that read an output always
-    /// alias.
+    /// Whether `@main` passes every output's initial contents to the kernel (aliased with
+    /// `output_operand_aliases` and copied into the output's window, see
+    /// [`crate::initial`]), so outputs start as the caller's buffers as the IR says. Without
+    /// it only outputs the body loads from or stores to under a mask do; the others start
+    /// undefined, as in Pallas.
     pub alias_outputs: bool,
 }
 

@@ -15,13 +15,15 @@ use melior::{
 };
 use tpukit_dsl::{Kernel, Result, Role, Window};
 
-/// Appends `@transform_0 …` to `module_body`.
+/// Appends `@transform_0 …` to `module_body`, one per windowed buffer
+/// ([`crate::kernel_func::windowed`]; an output's initial contents move with the output).
 pub fn build_all<'c>(
     context: &'c Context,
     module_body: &Block<'c>,
     kernel: &Kernel,
     shapes: &Shapes,
     options: &Options,
+    initial: &[usize],
 ) -> Result<()> {
     if kernel.grid.is_empty() {
         return Ok(());
@@ -34,7 +36,11 @@ pub fn build_all<'c>(
         .collect();
     let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
     arg_types.extend(prefetch.iter().map(|&i| buffers[i]));
-    for (t, i) in windowed(kernel).enumerate() {
+    for (t, i) in windowed(kernel, initial)
+        .into_iter()
+        .map(|b| b.operand())
+        .enumerate()
+    {
         let rank = shapes.operands[i].len();
         let block = Block::new(
             &arg_types

@@ -85,10 +85,14 @@ pub fn tensor(shape: &[usize], dtype: DType) -> String {
     format!("tensor<{}{}>", dims(shape), memory_element(dtype))
 }
 
-/// A float or integer constant of `dtype`, as an MLIR attribute literal.
+/// A float or integer constant of `dtype`, as an MLIR attribute literal (followed by
+/// `: type`, or inside `dense<…>`).
+///
+/// Bools are spelled `1` and `0`: `1 : i1` is the `i1` integer attribute MLIR prints as `true`,
+/// whereas `true : i1` does not parse (the keyword `true` is already a typed attribute).
 pub fn literal(value: tpukit_dsl::Literal, dtype: DType) -> String {
     match dtype {
-        DType::Bool => (value.as_i64() != 0).to_string(),
+        DType::Bool => u8::from(value.as_i64() != 0).to_string(),
         d if d.is_int() => d.wrap_int(value.as_i64()).to_string(),
         d => {
             let x = d.round_f64(value.as_f64());

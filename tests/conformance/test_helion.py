@@ -6,10 +6,9 @@ Two lowerings of each kernel are compiled:
 * ``jax``: what ``kernel.stablehlo(...)`` returns — the StableHLO JAX produced from the Pallas
   kernel tpukit.helion translated the program into (what a TPU would run);
 * ``tpukit``: tpukit's own Mosaic lowering (``Kernel.lower``) of the kernel IR tpukit imported
-  from it and runs on the CPU (``kernel.ir(...)``).
-
-The two differ where tpukit's lowering has known gaps (``tpukit_lowering_gap``): those cases
-are strict xfails, so a fix shows up as an unexpected pass.
+  from it and runs on the CPU (``kernel.ir(...)``) — including kernels that read their output
+  (``hl.atomic_add`` in split-K matmul) and 1-D edge blocks of exactly 128 elements (the f32
+  bias of ``matmul_epilogue`` on 150 columns).
 """
 
 import functools
@@ -58,29 +57,6 @@ FUNCTIONS = {"layer_norm_no_bias": "layer_norm", "matmul_epilogue": "matmul",
 CONFIGS = {"matmul_split_k": {"split_k": 4}, "matmul_split_k_epilogue": {"split_k": 4}}
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-
-READS_OUTPUT = (
-    "tpukit's Mosaic lowering of a kernel that reads an output (hl.atomic_add reads the block "
-    "it adds into) gives the custom call the outputs' initial contents as extra operands, "
-    "without kernel arguments or window_params for them: libtpu says `Wrong number of "
-    "window_params`"
-)
-IOTA_1D = (
-    "tpukit's Mosaic lowering masks the edge block of a 1-D operand whose block is exactly 128 "
-    "elements (the f32 bias, 150 columns in blocks of 128) with a 1-D `tpu.iota`, which Mosaic "
-    "rejects (`iota rank below 2D unsupported`); mosaic-lowering/src/edge.rs builds the 2-D "
-    "form only for more than 128 elements"
-)
-
-
-def tpukit_lowering_gap(name, shape, dtype):
-    """Why tpukit's own lowering of this case does not compile yet (None: it does)."""
-    if name.startswith("matmul_split_k"):
-        return READS_OUTPUT
-    if name == "matmul_epilogue" and dtype == "f32" and shape[2] % 128:
-        return IOTA_1D
-    return None
-
 
 def _randn(shape, dtype):
     return torch.randn(shape).to(dtype)
@@ -143,11 +119,9 @@ for _name, (_, _, _shapes) in KERNELS.items():
     for _shape in _shapes:
         for _dtype in DTYPES:
             for _path in ("jax", "tpukit"):
-                gap = tpukit_lowering_gap(_name, _shape, _dtype) if _path == "tpukit" else None
-                marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
                 for _topology in TOPOLOGIES:
                     CASES.append(pytest.param(
-                        _name, _shape, _dtype, _path, _topology, marks=marks,
+                        _name, _shape, _dtype, _path, _topology,
                         id=f"{_name}-{'x'.join(map(str, _shape))}-{_dtype}-{_path}-{_topology}",
                     ))
 

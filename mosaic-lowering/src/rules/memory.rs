@@ -243,12 +243,25 @@ pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
         }
         m => (v, m),
     };
+    vector_store(em, v, buffer, &a.indices, mask)?;
+    Ok(Vec::new())
+}
+
+/// `tpu.vector_store %buffer[indices], %v [masked %mask] {strides = array<i32>}`, as Pallas
+/// writes a ref (unstrided, not accumulating).
+pub(crate) fn vector_store<'c>(
+    em: &Emitter<'c>,
+    v: Val<'c>,
+    buffer: Val<'c>,
+    indices: &[Val<'c>],
+    mask: Option<Val<'c>>,
+) -> Result<()> {
     let mut operands = vec![v, buffer];
-    operands.extend(&a.indices);
+    operands.extend(indices);
     operands.extend(mask);
     let segments = format!(
         "array<i32: 1, 1, {}, {}>",
-        a.indices.len(),
+        indices.len(),
         mask.is_some() as usize
     );
     em.op(
@@ -261,7 +274,7 @@ pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
             ("strides", em.attr("array<i32>")?),
         ],
     )?;
-    Ok(Vec::new())
+    Ok(())
 }
 
 fn is_32_bit(dtype: DType) -> bool {

@@ -9,9 +9,9 @@ mod control;
 mod dot;
 pub(crate) mod elementwise;
 mod grid;
-mod memory;
+pub(crate) mod memory;
 mod reduce;
-mod shape;
+pub(crate) mod shape;
 
 use crate::{
     emit::{Emitter, Val},

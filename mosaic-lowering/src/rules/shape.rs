@@ -92,12 +92,47 @@ pub fn iota<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     let v = if to.is_scalar() {
         splat(em, Literal::Int(0), &positions)?
     } else {
-        em.op1(
-            "tpu.iota",
-            &[],
-            em.ty(&types::value(&positions))?,
-            &[("dimensions", em.attr(&format!("array<i32: {dim}>"))?)],
-        )?
+        iota_positions(em, &to.shape, dim)?
     };
     Ok(vec![convert(em, v, &positions, to.dtype)?])
 }
+
+/// The positions along `dim` of a `sizes` i32 vector: `tpu.iota`.
+///
+/// Mosaic's iota needs rank 2 or more (`iota rank below 2D unsupported`), so a rank-1 iota is
+/// built from a rank-2 one and reshaped with `vector.shape_cast`: `n = r * 128` elements with
+/// `r > 1` as `row * 128 + lane` over `r x 128` (the shape a 1-D vector of whole lanes is laid
+/// out in), any other `n` — 128 itself, or one that is not a multiple of 128 — as the lane
+/// iota of `1 x n`.
+pub(crate) fn iota_positions<'c>(em: &Emitter<'c>, sizes: &[usize], dim: usize) -> Result<Val<'c>> {
+    let along = |shape: &[usize], d: usize| -> Result<Val<'c>> {
+        em.op1(
+            "tpu.iota",
+            &[],
+            em.ty(&types::vector(shape, "i32"))?,
+            &[("dimensions", em.attr(&format!("array<i32: {d}>"))?)],
+        )
+    };
+    let flat = match *sizes {
+        [n] if n.is_multiple_of(LANES) && n > LANES => {
+            let tile = [n / LANES, LANES];
+            let tile_ty = types::vector(&tile, "i32");
+            let row = along(&tile, 0)?;
+            let lanes = em.constant(&format!("dense<{LANES}>"), &tile_ty)?;
+            let row = em.op1("arith.muli", &[row, lanes], em.ty(&tile_ty)?, &[])?;
+            let lane = along(&tile, 1)?;
+            em.op1("arith.addi", &[row, lane], em.ty(&tile_ty)?, &[])?
+        }
+        [n] => along(&[1, n], 1)?,
+        _ => return along(sizes, dim),
+    };
+    em.op1(
+        "vector.shape_cast",
+        &[flat],
+        em.ty(&types::vector(sizes, "i32"))?,
+        &[],
+    )
+}
+
+/// Lanes of a TPU vector register.
+const LANES: usize = 128;
