@@ -45,24 +45,6 @@ pub fn import_op(
     })
 }
 
-macro_rules! binary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.binary(BinaryOp::$op, s.value(op, 0)?, s.value(op, 1)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
-macro_rules! unary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.unary(UnaryOp::$op, s.value(op, 0)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
 /// Converts to the result's element type (every `arith` cast the IR's `cast` covers).
 fn cast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let to = result_type(op, 0)?.dtype;

@@ -152,24 +152,6 @@ fn find_func<'c, 'a>(
 /// An MLIR op (short, so each rule's signature fits a line).
 type Op<'c, 'a> = OperationRef<'c, 'a>;
 
-macro_rules! binary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.binary(BinaryOp::$op, s.value(op, 0)?, s.value(op, 1)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
-macro_rules! unary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.unary(UnaryOp::$op, s.value(op, 0)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
 fn terminator(s: &mut Scope, _: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
     let values = (0..op.operand_count())
         .map(|i| s.value(op, i))
