@@ -15,10 +15,10 @@ use crate::{layout, promote};
 use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
-/// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) / sm`. Overhanging columns
-/// read −∞ and add `exp(−∞) = 0`.
+/// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) / sm`, or with `log`,
+/// `x − mx − log(sm)`. Overhanging columns read −∞ and add `exp(−∞) = 0`.
 #[tpu_kernel]
-fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, out: DType) {
+fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, out: DType) {
     let v = x[..].cast(f32);
     if program_id(1) == 0 {
         if program_id(2) == 0 {
@@ -31,27 +31,11 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, out: DType) {
         mx[..] = new;
     }
     if program_id(1) == 1 {
-        o[..] = ((v - mx[..]).exp() / sm[..]).cast(out);
-    }
-}
-
-/// [`softmax_rows`] with phase 1 writing `x − mx − log(sm)`. (A separate kernel, not a host
-/// `bool`: a host value in an `if` condition becomes a run-time branch on a constant.)
-#[tpu_kernel]
-fn log_softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, out: DType) {
-    let v = x[..].cast(f32);
-    if program_id(1) == 0 {
-        if program_id(2) == 0 {
-            mx[..] = -3.0e38;
-            sm[..] = 0.0;
+        if log {
+            o[..] = (v - mx[..] - sm[..].log()).cast(out);
+        } else {
+            o[..] = ((v - mx[..]).exp() / sm[..]).cast(out);
         }
-        let old = mx[..];
-        let new = old.max(v.reduce_max_keepdims(-1));
-        sm[..] = sm[..] * (old - new).exp() + (v - new).exp().sum_keepdims(-1);
-        mx[..] = new;
-    }
-    if program_id(1) == 1 {
-        o[..] = (v - mx[..] - sm[..].log()).cast(out);
     }
 }
 
@@ -107,11 +91,7 @@ impl Softmax {
                     scratch: vec![rows::acc(), rows::acc()],
                     ..Default::default()
                 };
-                if self == Softmax::LogSoftmax {
-                    log_softmax_rows(&spec, out)
-                } else {
-                    softmax_rows(&spec, out)
-                }
+                softmax_rows(&spec, self == Softmax::LogSoftmax, out)
             }
             Softmax::Backward => {
                 let spec = CallSpec {
