@@ -18,62 +18,40 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 
-TOPOLOGIES = ("v5e:2x2", "v6e:2x2")
+from tpukit.tpu import TOPOLOGIES
+from tpukit.tpu import Compiler as Client
+
+__all__ = ["TOPOLOGIES", "Compiler", "llo_op_count"]
+
+# Where Mosaic writes its modules. libtpu reads its flags once, when it is first loaded, so they
+# are set when this module is imported (conftest.py imports it before any test imports JAX).
+DUMP = tempfile.mkdtemp(prefix="tpukit-mosaic-dump-")
+atexit.register(shutil.rmtree, DUMP, ignore_errors=True)
+os.environ["LIBTPU_INIT_ARGS"] = (
+    f"{os.environ.get('LIBTPU_INIT_ARGS', '')} --xla_mosaic_dump_to={DUMP}".strip()
+)
 
 
 class Compiler:
-    """One compile-only TPU device per topology; jax is imported once, on first use."""
+    """libtpu's compile-only client (`tpukit.tpu`), with Mosaic dumping its final LLO module
+    per kernel into `DUMP`, which `compile` counts."""
 
     def __init__(self):
-        self.dump = tempfile.mkdtemp(prefix="tpukit-mosaic-dump-")
-        atexit.register(shutil.rmtree, self.dump, ignore_errors=True)
-        flags = os.environ.get("LIBTPU_INIT_ARGS", "")
-        os.environ["LIBTPU_INIT_ARGS"] = (
-            f"{flags} --xla_mosaic_dump_to={self.dump}".strip()
-        )
-        # Names the accelerator so libtpu does not probe the host for one.
-        os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-4")
-        from jax._src.interpreters import mlir as jax_mlir
-        from jax._src.lib import xla_client
-        from jax.experimental import topologies
-        from jaxlib.mlir import ir
-
-        self._ir, self._context, self._xc = ir, jax_mlir.make_ir_context, xla_client
-        self._topologies = topologies
-        self._devices = {}
-
-    def device(self, topology):
-        if topology not in self._devices:
-            desc = self._topologies.get_topology_desc(
-                platform="tpu", topology_name=topology
-            )
-            self._devices[topology] = desc.devices[0]
-        return self._devices[topology]
+        self.dump = DUMP
+        self._client = Client()
 
     def compile(self, text, topology):
-        """Compiles StableHLO `text`; returns a dict with `ok`, `error`, `llo_ops` (per kernel)."""
-        dev = self.device(topology)
+        """Compiles StableHLO `text`; returns a dict with `ok`, `error`, `compile_ms`,
+        `executable_bytes` and `llo_ops` (one count per Mosaic kernel)."""
         before = set(glob.glob(os.path.join(self.dump, "*")))
-        row = {"topology": topology, "device_kind": dev.device_kind, "ok": False}
-        try:
-            with self._context(), self._ir.Location.unknown():
-                module = self._ir.Module.parse(text)
-                t0 = time.perf_counter()
-                exe = dev.client.compile(
-                    module,
-                    executable_devices=self._xc.DeviceList((dev,)),
-                    compile_options=self._xc.CompileOptions(),
-                )
-                row["compile_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
-            row["executable_bytes"] = len(exe.serialize())
-            row["ok"] = True
-        except Exception as e:  # noqa: BLE001 -- libtpu's message is the useful part
-            row["error"] = str(e).strip()[:2000] or type(e).__name__
-        finals = sorted(
-            set(glob.glob(os.path.join(self.dump, "*post-finalize-llo.txt"))) - before
-        )
+        c = self._client.compile(text, topology)
+        row = {"topology": topology, "ok": c.ok}
+        if c.ok:
+            row.update(compile_ms=c.compile_ms, executable_bytes=len(c.executable))
+        else:
+            row["error"] = c.error
+        finals = sorted(set(glob.glob(os.path.join(self.dump, "*post-finalize-llo.txt"))) - before)
         row["llo_ops"] = [llo_op_count(pathlib.Path(f).read_text()) for f in finals]
         return row
 
