@@ -4,6 +4,11 @@
 
 use std::path::PathBuf;
 use tpukit_dsl::*;
+
+/// The kernels the kernel-dsl tests build (`add`, …), shared as a file.
+#[path = "../../kernel-dsl/tests/common/mod.rs"]
+mod dsl_kernels;
+use dsl_kernels::add;
 use tpukit_mosaic::{Options, initial, lower};
 
 fn options(bindings: &[(&str, usize)]) -> Options {
@@ -33,33 +38,6 @@ fn pin(file: &str, text: &str) {
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
     assert_eq!(text, expected, "snapshot {file} changed");
-}
-
-fn rows(dtype: DType, block: [usize; 2]) -> ArraySpec {
-    ArraySpec::new(dtype, [Dim::sym("m"), Dim::sym("n")]).blocked(block, [grid(0), grid(1)])
-}
-
-/// `o = x + y` over a 2-D grid of (8, 128) blocks.
-fn add(dtype: DType) -> Kernel {
-    let spec = CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("m", 8)),
-            GridAxis::parallel(Extent::cdiv("n", 128)),
-        ],
-        inputs: vec![rows(dtype, [8, 128]), rows(dtype, [8, 128])],
-        outputs: vec![rows(dtype, [8, 128])],
-        ..Default::default()
-    };
-    let mut b = KernelBuilder::new("add", &spec).unwrap();
-    let x = b.declare(Role::Input, "x").unwrap();
-    let y = b.declare(Role::Input, "y").unwrap();
-    let o = b.declare(Role::Output, "o").unwrap();
-    b.set_loc(Some(Loc::new("add.rs", 3, 5)));
-    let xv = b.load(x, &[]).unwrap();
-    let yv = b.load(y, &[]).unwrap();
-    let s = b.binary(BinaryOp::Add, xv, yv).unwrap();
-    b.store(o, &[], s).unwrap();
-    b.finish().unwrap()
 }
 
 #[test]
