@@ -1,42 +1,46 @@
 //! Every elementwise operator against an f64 reference written from ATen's definition, on
 //! random shapes (ranks 1–3, sizes that do not divide the 4096-element block), f32 and bf16.
 
-use rand::{Rng, SeedableRng, rngs::StdRng};
+#[path = "ops/common/mod.rs"]
+mod common;
+
+use common::{random, rng};
+use rand::Rng;
 use tpukit::HostArray;
 use tpukit::dsl::DType;
 use tpukit_blas::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 
-fn random(
-    rng: &mut StdRng,
-    dtype: DType,
-    shape: &[usize],
-    lo: f64,
-    hi: f64,
-) -> (HostArray, Vec<f64>) {
-    let n = shape.iter().product();
-    let data: Vec<f64> = (0..n)
-        .map(|_| dtype.round_f64(rng.random_range(lo..hi)))
-        .collect();
-    (HostArray::from_f64(dtype, shape, &data), data)
-}
-
 const SHAPES: [&[usize]; 4] = [&[5000], &[3, 1700], &[2, 7, 301], &[4096]];
 const DTYPES: [DType; 2] = [DType::F32, DType::BF16];
 
-/// One rounding of an f32-computed result: a few f32 ULPs, or bf16's 2^-8 (×2 for the
-/// inputs' own rounding), relative, absolute near zero.
-fn tol(dtype: DType) -> f64 {
-    if dtype == DType::F32 { 4e-6 } else { 1.6e-2 }
-}
-
+/// Asserts `got` has `dtype` and matches `want` within one rounding of an f32-computed
+/// result (relative, absolute near zero).
 #[track_caller]
 fn close(what: &str, got: &HostArray, want: &[f64], dtype: DType) {
     assert_eq!(got.dtype(), dtype, "{what}: dtype");
-    let rel = tol(dtype);
-    for (i, (g, w)) in got.to_f64_vec().iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rel * (1.0 + w.abs());
-        assert!(ok, "{what}: element {i}: got {g}, want {w}");
-    }
+    common::close(what, got, want, common::tol(dtype));
+}
+
+/// `binary(op, x, y, alpha)` on random operands of the given dtypes and shapes, against the
+/// f64 reference broadcast to `out`'s shape and rounded once to its dtype.
+#[track_caller]
+fn check_binary(
+    rng: &mut rand::rngs::StdRng,
+    op: Binary,
+    alpha: f64,
+    (dx, sx): (DType, &[usize]),
+    (dy, sy): (DType, &[usize]),
+    (out, so): (DType, &[usize]),
+) {
+    let (x, xv) = random(rng, dx, sx, 0.2, 3.0);
+    let (y, yv) = random(rng, dy, sy, 0.5, 2.0);
+    let got = binary(op, &x, &y, alpha).unwrap();
+    assert_eq!(got.shape(), so);
+    let want: Vec<f64> = tpukit_blas_ref::broadcast_pairs(sx, sy, so)
+        .map(|(i, j)| out.round_f64(reference(op, xv[i], yv[j], alpha)))
+        .collect();
+    let what = format!("{} {dx}⊕{dy} {sx:?}⊕{sy:?}", op.aten_tensor());
+    close(&what, &got, &want, out);
 }
 
 fn erf(x: f64) -> f64 {
@@ -82,7 +86,7 @@ fn unary_operators() {
         ),
         (Unary::Silu, |x| x / (1.0 + (-x).exp()), -6.0, 6.0),
     ];
-    let mut rng = StdRng::seed_from_u64(1);
+    let mut rng = rng(1);
     for (op, f, lo, hi) in cases {
         for dtype in DTYPES {
             for shape in SHAPES {
@@ -115,7 +119,7 @@ fn reference(op: Binary, x: f64, y: f64, alpha: f64) -> f64 {
 
 #[test]
 fn binary_operators_broadcast_and_promote() {
-    let mut rng = StdRng::seed_from_u64(2);
+    let mut rng = rng(2);
     // (x shape, y shape, broadcast shape)
     let shapes: [(&[usize], &[usize], &[usize]); 4] = [
         (&[3, 1700], &[3, 1700], &[3, 1700]),
@@ -135,24 +139,12 @@ fn binary_operators_broadcast_and_promote() {
             (DType::BF16, DType::F32),
         ] {
             for (sx, sy, so) in shapes {
-                let (x, xv) = random(&mut rng, dx, sx, 0.2, 3.0);
-                let (y, yv) = random(&mut rng, dy, sy, 0.5, 2.0);
-                let got = binary(op, &x, &y, alpha).unwrap();
-                assert_eq!(got.shape(), so);
                 let out = if dx == DType::F32 || dy == DType::F32 {
                     DType::F32
                 } else {
                     DType::BF16
                 };
-                let want: Vec<f64> = tpukit_blas_ref::broadcast_pairs(sx, sy, so)
-                    .map(|(i, j)| out.round_f64(reference(op, xv[i], yv[j], alpha)))
-                    .collect();
-                close(
-                    &format!("{} {dx}⊕{dy} {sx:?}⊕{sy:?}", op.aten_tensor()),
-                    &got,
-                    &want,
-                    out,
-                );
+                check_binary(&mut rng, op, alpha, (dx, sx), (dy, sy), (out, so));
             }
         }
     }
@@ -160,7 +152,7 @@ fn binary_operators_broadcast_and_promote() {
 
 #[test]
 fn scalar_operators_keep_the_tensor_dtype() {
-    let mut rng = StdRng::seed_from_u64(3);
+    let mut rng = rng(3);
     for op in [
         Binary::Add,
         Binary::Sub,
@@ -189,7 +181,7 @@ fn scalar_operators_keep_the_tensor_dtype() {
 
 #[test]
 fn where_and_clamp() {
-    let mut rng = StdRng::seed_from_u64(4);
+    let mut rng = rng(4);
     for dtype in DTYPES {
         let (x, xv) = random(&mut rng, dtype, &[7, 1001], -3.0, 3.0);
         let (y, yv) = random(&mut rng, dtype, &[1001], -3.0, 3.0);
@@ -264,7 +256,7 @@ mod tpukit_blas_ref {
 /// and a 0-d f32 tensor not promoting a bf16 tensor (ATen's rule for dimensioned operands).
 #[test]
 fn canonical_broadcasts_run_natively() {
-    let mut rng = StdRng::seed_from_u64(5);
+    let mut rng = rng(5);
     let shapes: [(&[usize], &[usize]); 6] = [
         (&[4, 7, 600], &[600]),
         (&[4, 7, 600], &[1, 7, 600]),
@@ -285,9 +277,6 @@ fn canonical_broadcasts_run_natively() {
             (DType::BF16, DType::F32),
         ] {
             for (sx, sy) in shapes {
-                let (x, xv) = random(&mut rng, dx, sx, 0.2, 3.0);
-                let (y, yv) = random(&mut rng, dy, sy, 0.5, 2.0);
-                let got = binary(op, &x, &y, alpha).unwrap();
                 let out = if sy.is_empty() {
                     dx
                 } else if dx == DType::F32 || dy == DType::F32 {
@@ -295,15 +284,7 @@ fn canonical_broadcasts_run_natively() {
                 } else {
                     DType::BF16
                 };
-                let want: Vec<f64> = tpukit_blas_ref::broadcast_pairs(sx, sy, sx)
-                    .map(|(i, j)| out.round_f64(reference(op, xv[i], yv[j], alpha)))
-                    .collect();
-                close(
-                    &format!("{} {dx}⊕{dy} {sx:?}⊕{sy:?}", op.aten_tensor()),
-                    &got,
-                    &want,
-                    out,
-                );
+                check_binary(&mut rng, op, alpha, (dx, sx), (dy, sy), (out, sx));
             }
         }
     }
