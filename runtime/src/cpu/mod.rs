@@ -27,7 +27,6 @@ pub use target::HostTarget;
 /// [`bundle::WARM_UP`]). A few milliseconds, otherwise paid by the first calls.
 pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
-    rayon::broadcast(|_| ());
     warm_allocator();
     jit::warm_up().map_err(|m| RuntimeError {
         message: format!("tpukit cpu: {m}"),
@@ -41,14 +40,22 @@ pub fn warm_up() -> Result<(), RuntimeError> {
 /// Brings the allocator to the state the first large arrays would bring it to, so the first
 /// launch does not pay for it. glibc's malloc serves large blocks from fresh `mmap`s (every
 /// page faulted in on first touch, returned at `free`) until a large block is freed; then it
-/// raises its mmap threshold to that block's size and serves such blocks from its heap,
-/// which it keeps. So: free one 24 MiB block (never touched: costs no page; glibc's dynamic
-/// threshold stops at 32 MiB), then touch and free 16 MiB of heap, which later arrays reuse
-/// without faults (about 2 ms once, here).
+/// raises its (process-wide) mmap threshold to that block's size and serves such blocks from
+/// the allocating thread's heap, which keeps them. So: free one 24 MiB block (never touched:
+/// costs no page; glibc's dynamic threshold stops at 32 MiB), then touch and free some heap
+/// in this thread (16 MiB: arrays are allocated here) and in each worker (4 MiB: their
+/// kernels' workspace and scratch), which later blocks reuse without faults (about 3 ms once,
+/// here).
 fn warm_allocator() {
     drop(std::hint::black_box(Vec::<u8>::with_capacity(24 << 20)));
-    let mut heap = std::hint::black_box(Vec::<u8>::with_capacity(16 << 20));
-    heap.resize(16 << 20, 1);
+    touch_heap(16 << 20);
+    rayon::broadcast(|_| touch_heap(4 << 20));
+}
+
+/// Touches and frees `bytes` of this thread's heap.
+fn touch_heap(bytes: usize) {
+    let mut heap = std::hint::black_box(Vec::<u8>::with_capacity(bytes));
+    heap.resize(bytes, 1);
     drop(std::hint::black_box(heap));
 }
 
