@@ -69,7 +69,8 @@ def check(name, args, kwargs=None, reference_args=None, tol=None):
         assert g.dtype == like.dtype, f"{what}: dtype {g.dtype}, ATen gives {like.dtype}"
         assert g.shape == like.shape, f"{what}: shape {tuple(g.shape)} != {tuple(like.shape)}"
         rtol, atol = tol or TOL[g.dtype]
-        torch.testing.assert_close(g.double(), w.double(), rtol=rtol, atol=atol, msg=what)
+        torch.testing.assert_close(g.double(), w.double(), rtol=rtol, atol=atol, msg=what,
+                                   equal_nan=True)
     return got
 
 
@@ -243,6 +244,41 @@ def test_gathers_copies_and_cat(dtype):
     check("transpose.int", (x, 0, 1))
     check("cat", ([x, rand(2, 600, dtype=dtype, seed=1)], 0))
     check("cat", ([rand(3, 6, dtype=dtype), rand(3, 2, dtype=F32, seed=1)], -1))
+
+
+EMPTY = [
+    ("neg", lambda e: (e,)),
+    ("add.Tensor", lambda e: (e, e)),
+    ("add.Tensor", lambda e: (e, rand(5))),
+    ("mul.Scalar", lambda e: (e, 2.0)),
+    ("sum.dim_IntList", lambda e: (e, [0])),
+    ("sum.dim_IntList", lambda e: (e, [1], True)),
+    ("mean.dim", lambda e: (e, [0])),
+    ("amax", lambda e: (e, [1])),
+    ("_softmax", lambda e: (e, 1, False)),
+    ("_softmax", lambda e: (e, 0, False)),
+    ("_log_softmax", lambda e: (e, -1, False)),
+    ("native_layer_norm", lambda e: (e, [5], None, None, 1e-5)),
+    ("cumsum", lambda e: (e, 0)),
+    ("cumsum", lambda e: (e, 1)),
+    ("mm", lambda e: (e, rand(5, 3))),
+    ("mm", lambda e: (rand(3, 0), rand(0, 4))),
+    ("addmm", lambda e: (rand(4), rand(3, 0), rand(0, 4))),
+    ("index_select", lambda e: (e, 1, torch.tensor([4, 0]))),
+    ("embedding", lambda e: (rand(7, 3), torch.zeros(0, dtype=torch.int64))),
+    ("transpose.int", lambda e: (e, 0, 1)),
+    ("permute", lambda e: (e, [1, 0])),
+    ("cat", lambda e: ([e, rand(2, 5)], 0)),
+    ("where.self", lambda e: (e > 0, e, e)),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), EMPTY, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EMPTY)])
+def test_empty_tensors_as_aten(name, args):
+    """Zero-size dims anywhere (an empty reduced dim sums to 0 and means NaN, as in ATen)."""
+    check(name, args(torch.zeros(0, 5)))
+    if name in ("sum.dim_IntList", "mean.dim", "cumsum", "_softmax"):
+        check(name, args(torch.zeros(5, 0)))
 
 
 # --- array kinds, dispatch, errors ---------------------------------------------------------

@@ -202,7 +202,11 @@ pub fn to_rows(x: &HostArray, dims: &[usize]) -> Result<(HostArray, Vec<usize>),
     perm.extend(dims);
     let moved = crate::copy::permute(x, &perm)?;
     let n: usize = dims.iter().map(|&d| x.shape()[d]).product();
-    let m: usize = x.shape().iter().product::<usize>() / n.max(1);
+    // The kept dims' product, not size / n: with an empty reduced dim there are still rows.
+    let m: usize = perm[..rank - dims.len()]
+        .iter()
+        .map(|&d| x.shape()[d])
+        .product();
     Ok((moved.reshape(&[m, n]).expect("same size"), perm))
 }
 

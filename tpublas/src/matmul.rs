@@ -201,6 +201,13 @@ impl Matmul {
                 (full, Bias::Full)
             }
         };
+        if xs[1] == 0 {
+            // An empty product: no k step runs, so no epilogue adds `beta · self`; the result
+            // is that alone (rounded once, as the kernel would).
+            let full = layout::expand(&c, &out_shape).expect("a row or the output's shape");
+            let v: Vec<f64> = full.to_f64_vec().iter().map(|&c| c * beta).collect();
+            return Ok(vec![HostArray::from_f64(dtype, &out_shape, &v)]);
+        }
         let k = self.kernel(dtype, bias)?;
         let (beta, alpha) = (
             layout::scalar_operand(beta, 2),

@@ -131,7 +131,11 @@ impl Reduction {
         }
         let (rows_x, _) = layout::to_rows(x, &dims)?;
         let k = self.kernel(x.dtype(), x.dtype())?;
-        let out = crate::launch::one(&k, &[&rows_x])?;
+        let mut out = crate::launch::one(&k, &[&rows_x])?;
+        if rows_x.shape()[1] == 0 && self == Reduction::Mean {
+            // No column block ran: the sum is 0, the mean 0/0 = NaN (as in ATen).
+            out = HostArray::from_f64(x.dtype(), out.shape(), &vec![f64::NAN; out.shape()[0]]);
+        }
         let shape: Vec<usize> = (0..rank)
             .filter_map(|d| match (dims.contains(&d), keepdim) {
                 (false, _) => Some(x.shape()[d]),
