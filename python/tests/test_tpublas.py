@@ -273,7 +273,8 @@ EMPTY = [
 ]
 
 
-@pytest.mark.parametrize(("name", "args"), EMPTY, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EMPTY)])
+@pytest.mark.parametrize(("name", "args"), EMPTY, ids=[f"{n}-{i}" for i, (n, _) in
+                                                        enumerate(EMPTY)])
 def test_empty_tensors_as_aten(name, args):
     """Zero-size dims anywhere (an empty reduced dim sums to 0 and means NaN, as in ATen)."""
     check(name, args(torch.zeros(0, 5)))
