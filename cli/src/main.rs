@@ -20,6 +20,7 @@
 //! text as a comment above the StableHLO for reading.
 
 mod bundle;
+mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
 use tpukit::Launchable as _;
