@@ -13,6 +13,9 @@ setup:
 demo: setup
 	cargo build --release --examples -p tpukit -p tpukit-cli
 	@for e in $(EXAMPLES); do echo; echo "== $$e =="; cargo run -q --release --example $$e || exit 1; done
+	@echo; echo "== from Python: tpuBLAS operators (precompiled) and a Helion program, against torch =="
+	$(TPUKIT_PYTHON) examples/tpublas.py
+	cd examples/helion && $(TPUKIT_PYTHON) softmax.py
 	@echo; echo "== softmax for a TPU: lowered by tpukit, compiled by libtpu (no TPU needed) =="
 	@mkdir -p target/demo
 	cargo run -q --release -p tpukit-cli -- lower softmax --shape 1024x512 --dtype bf16 -o target/demo/softmax.mlir
@@ -23,7 +26,7 @@ fmt:
 
 lint:
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(TPUKIT_PYTHON) -m ruff check benches
+	$(TPUKIT_PYTHON) -m ruff check benches examples
 
 rust-test:
 	cargo test --workspace

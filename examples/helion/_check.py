@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 TOLERANCES = {
-    torch.float32: dict(rtol=1e-4, atol=1e-4),
-    torch.bfloat16: dict(rtol=1e-2, atol=5e-2),
+    torch.float32: {"rtol": 1e-4, "atol": 1e-4},
+    torch.bfloat16: {"rtol": 1e-2, "atol": 5e-2},
 }
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 
 
 # static_shapes=True gives a performance boost for matmuls
 @helion.kernel(static_shapes=True)
-def bmm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:  # noqa: N803 - Helion's names
+def bmm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     # A: [B, M, K], B: [B, K, N], Out: [B, M, N]   # dense bmm
     b, m, k = A.size()
     b, k, n = B.size()
@@ -26,7 +25,7 @@ def bmm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:  # noqa: N803 - Helio
 def check(b: int, m: int, k: int, n: int, dtype=torch.float32) -> None:
     from _check import assert_close
 
-    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-1)
+    tol = {"rtol": 1e-4, "atol": 1e-3} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-1}
     x = torch.randn([b, m, k], dtype=dtype)
     y = torch.randn([b, k, n], dtype=dtype)
     assert_close(bmm(x, y), x @ y, "bmm", **tol)

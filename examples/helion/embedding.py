@@ -8,7 +8,6 @@ change from the Helion program is the two imports.
 from __future__ import annotations
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 

@@ -4,7 +4,6 @@ grid step, statistics in f32, optional bias."""
 from __future__ import annotations
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 

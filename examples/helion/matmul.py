@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
-
 import tpukit.helion.language as hl
+from torch import Tensor
 from tpukit import helion
 
 
@@ -46,7 +45,7 @@ def matmul_dot(x: Tensor, y: Tensor) -> Tensor:
 def check(m: int, k: int, n: int, dtype=torch.float32) -> None:
     from _check import assert_close
 
-    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-1)
+    tol = {"rtol": 1e-4, "atol": 1e-3} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-1}
     x = torch.randn([m, k], dtype=dtype)
     y = torch.randn([k, n], dtype=dtype)
     bias = torch.randn([n], dtype=dtype)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 from tpukit.helion.autotuner import PowerOfTwoFragment
@@ -53,7 +52,7 @@ def check(m: int, k: int, n: int, dtype=torch.float32, split_k: int = 4) -> None
     kernel = helion.kernel(matmul_split_k.fn, config=helion.Config(split_k=split_k))
     # each split's partial sum is rounded to the output's dtype when it is added: bf16 gets
     # Helion's own tolerance for this example
-    tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1e-2, atol=1.0)
+    tol = {"rtol": 1e-4, "atol": 1e-3} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1.0}
     x = torch.randn([m, k], dtype=dtype)
     y = torch.randn([k, n], dtype=dtype)
     assert_close(kernel(x, y), x @ y, "matmul_split_k", **tol)

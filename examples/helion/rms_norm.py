@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 

@@ -4,7 +4,6 @@ the decomposed one-pass form, and the two-pass (online) form with a nested tile 
 from __future__ import annotations
 
 import torch
-
 import tpukit.helion.language as hl
 from tpukit import helion
 
