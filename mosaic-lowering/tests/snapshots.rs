@@ -416,7 +416,16 @@ fn accumulate() -> Kernel {
         ],
         ..Default::default()
     };
-    let mut b = KernelBuilder::new("accumulate", &spec).unwrap();
+    add_into_output("accumulate", &spec, false)
+}
+
+/// `o[..] += x[..]` on `spec`'s windows: a kernel that reads its output. With `prefetched`,
+/// a scalar-prefetch operand (`idx`) comes first.
+fn add_into_output(name: &str, spec: &CallSpec, prefetched: bool) -> Kernel {
+    let mut b = KernelBuilder::new(name, spec).unwrap();
+    if prefetched {
+        b.declare(Role::Prefetch, "idx").unwrap();
+    }
     let x = b.declare(Role::Input, "x").unwrap();
     let o = b.declare(Role::Output, "o").unwrap();
     let old = b.load(o, &[]).unwrap();
@@ -524,15 +533,7 @@ fn scatter_add() -> Kernel {
         ],
         ..Default::default()
     };
-    let mut b = KernelBuilder::new("scatter_add", &spec).unwrap();
-    let _idx = b.declare(Role::Prefetch, "idx").unwrap();
-    let x = b.declare(Role::Input, "x").unwrap();
-    let o = b.declare(Role::Output, "o").unwrap();
-    let old = b.load(o, &[]).unwrap();
-    let xv = b.load(x, &[]).unwrap();
-    let sum = b.binary(BinaryOp::Add, old, xv).unwrap();
-    b.store(o, &[], sum).unwrap();
-    b.finish().unwrap()
+    add_into_output("scatter_add", &spec, true)
 }
 
 #[test]
