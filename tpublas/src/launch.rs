@@ -32,7 +32,17 @@ pub(crate) fn memo(
     if let Some(k) = made.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(k.clone());
     }
-    let k = Arc::new(tpukit::Prepared::new(build()?)?);
+    let clock = std::time::Instant::now();
+    let kernel = build()?;
+    let built = clock.elapsed();
+    let k = Arc::new(tpukit::Prepared::new(kernel)?);
+    if std::env::var_os("TPUKIT_TIMINGS").is_some() {
+        eprintln!(
+            "tpublas: `{}`: built in {built:?}, verified and hashed in {:?}",
+            k.kernel().name,
+            clock.elapsed() - built
+        );
+    }
     let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
     Ok(made.entry(key).or_insert(k).clone())
 }
