@@ -176,26 +176,20 @@ pub(crate) fn progress(done: usize, total: usize, what: &str) {
 fn inspect(path: &Path) -> Result<String, String> {
     use std::fmt::Write as _;
     let info = bundle::inspect(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let host = HostTarget::detect();
-    let usable = (
-        info.triple.as_str(),
-        info.cpu.as_str(),
-        info.features.as_str(),
-    ) == (
-        host.triple.as_str(),
-        host.cpu.as_str(),
-        host.features.as_str(),
-    ) && info.version == env!("CARGO_PKG_VERSION");
+    let h = &info.header;
+    let usable = match h.refusal(&HostTarget::detect()) {
+        None => "usable on this host".to_string(),
+        Some(why) => format!("not usable on this host: {why}"),
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}: tpukit {}, {} `{}`, {} kernels ({} on this host)",
+        "{}: tpukit {}, {} `{}`, {} kernels ({usable})",
         path.display(),
-        info.version,
-        info.triple,
-        info.cpu,
+        h.version,
+        h.triple,
+        h.cpu,
         info.entries.len(),
-        if usable { "usable" } else { "not usable" }
     );
     for e in &info.entries {
         let tpu = match &e.tpu {

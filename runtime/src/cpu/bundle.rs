@@ -143,13 +143,41 @@ struct IndexEntry {
     executables: Vec<(String, Blob)>,
 }
 
+/// Who built a bundle, and for which target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub version: String,
+    /// The fingerprint of the code generator that compiled the entries.
+    pub codegen: String,
+    pub triple: String,
+    pub cpu: String,
+    pub features: String,
+}
+
+impl Header {
+    /// Why this process cannot use a bundle with this header on `host`, if it cannot: built
+    /// by another tpukit or code generator ([`BUILT_BY`]), or for another target.
+    pub fn refusal(&self, host: &HostTarget) -> Option<String> {
+        if (self.version.as_str(), self.codegen.as_str()) != BUILT_BY {
+            return Some(format!(
+                "built by tpukit {} (code generator {}), this is tpukit {} (code generator {})",
+                self.version, self.codegen, BUILT_BY.0, BUILT_BY.1
+            ));
+        }
+        let built_for = (&self.triple, &self.cpu, &self.features);
+        if built_for != (&host.triple, &host.cpu, &host.features) {
+            return Some(format!(
+                "built for {} `{}` (or other CPU features); this host is {} `{}`",
+                self.triple, self.cpu, host.triple, host.cpu
+            ));
+        }
+        None
+    }
+}
+
 /// A bundle's header and index, read from its checksummed index.
 struct Index {
-    version: String,
-    codegen: String,
-    triple: String,
-    cpu: String,
-    features: String,
+    header: Header,
     entries: Vec<IndexEntry>,
     /// Where the blob area starts in the file.
     blobs_at: usize,
@@ -158,8 +186,13 @@ struct Index {
 fn read_index(bytes: &[u8]) -> Result<Index, String> {
     let body = artifact::open(MAGIC, bytes)?;
     let mut r = Reader(body);
-    let (version, codegen) = (r.str()?, r.str()?);
-    let (triple, cpu, features) = (r.str()?, r.str()?, r.str()?);
+    let header = Header {
+        version: r.str()?,
+        codegen: r.str()?,
+        triple: r.str()?,
+        cpu: r.str()?,
+        features: r.str()?,
+    };
     let mut entries = Vec::new();
     for _ in 0..r.u64()? {
         let (key, name, ir_hash) = (CacheKey(r.str()?), r.str()?, r.str()?);
@@ -183,11 +216,7 @@ fn read_index(bytes: &[u8]) -> Result<Index, String> {
         });
     }
     Ok(Index {
-        version,
-        codegen,
-        triple,
-        cpu,
-        features,
+        header,
         entries,
         blobs_at: artifact::HEADER + body.len(),
     })
@@ -207,12 +236,7 @@ pub struct EntryInfo {
 /// What [`inspect`] reports of a bundle.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BundleInfo {
-    pub version: String,
-    /// The fingerprint of the code generator that compiled the entries.
-    pub codegen: String,
-    pub triple: String,
-    pub cpu: String,
-    pub features: String,
+    pub header: Header,
     pub entries: Vec<EntryInfo>,
 }
 
@@ -249,11 +273,7 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
         });
     }
     Ok(BundleInfo {
-        version: index.version,
-        codegen: index.codegen,
-        triple: index.triple,
-        cpu: index.cpu,
-        features: index.features,
+        header: index.header,
         entries,
     })
 }
@@ -312,28 +332,8 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     // SAFETY: bundles are written once (temp file + rename) and never modified in place.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| e.to_string())?;
     let index = read_index(&map)?;
-    if (index.version.as_str(), index.codegen.as_str()) != BUILT_BY {
-        return Err(format!(
-            "built by tpukit {} (code generator {}), this is tpukit {} (code generator {})",
-            index.version, index.codegen, BUILT_BY.0, BUILT_BY.1
-        ));
-    }
-    let built_for = (
-        index.triple.as_str(),
-        index.cpu.as_str(),
-        index.features.as_str(),
-    );
-    if built_for
-        != (
-            host.triple.as_str(),
-            host.cpu.as_str(),
-            host.features.as_str(),
-        )
-    {
-        return Err(format!(
-            "built for {} `{}` (or other CPU features); this host is {} `{}`",
-            index.triple, index.cpu, host.triple, host.cpu
-        ));
+    if let Some(why) = index.header.refusal(host) {
+        return Err(why);
     }
     let bundle = l.maps.len();
     let blobs_len = map.len() - index.blobs_at;
