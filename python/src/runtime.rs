@@ -15,8 +15,8 @@ pub fn register_bundle(path: &str) -> bool {
     cpu::bundle::register(Path::new(path))
 }
 
-/// Reads the host target and creates the JIT (about a millisecond otherwise paid by the
-/// first call).
+/// Prepares the compiled backend ahead of the first launch (host target, JIT, worker
+/// threads, allocator, the bundles' warm-up kernel; see `tpukit::runtime::cpu::warm_up`).
 #[pyfunction]
 pub fn warm_up() -> PyResult<()> {
     cpu::warm_up().map_err(error::runtime)
