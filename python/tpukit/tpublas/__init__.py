@@ -76,22 +76,30 @@ class Operator:
     def accepts(self, args, kwargs) -> bool:
         """Whether the call fits this overload: arity, names, and tensors where the schema
         has tensors and numbers where it has scalars."""
+        return self._fit(args, kwargs) is not None
+
+    def _fit(self, args, kwargs) -> list | None:
+        """The call's values bound to the schema (see ``_schema.bind``) if it fits this
+        overload (see ``accepts``), else None."""
         try:
             values = _schema.bind(self.schema, args, kwargs, self.info.name)
         except TypeError:
-            return False
+            return None
         for a, v in zip(self.schema.arguments, values, strict=True):
             if v is None:
                 continue
             if a.type == "Tensor" and not a.list and not _is_array(v):
-                return False
+                return None
             if a.type == "Scalar" and not isinstance(v, numbers.Number):
-                return False
-        return True
+                return None
+        return values
 
     def __call__(self, *args, **kwargs):
+        return self._run(_schema.bind(self.schema, args, kwargs, self.info.name))
+
+    def _run(self, values: list):
+        """Runs the overload on the call's bound values."""
         name = self.info.name
-        values = _schema.bind(self.schema, args, kwargs, name)
         native, first = [], None
         for a, v in zip(self.schema.arguments, values, strict=True):
             for kind, x, array in _convert(a, v, name):
@@ -175,8 +183,9 @@ class Packet:
 
     def __call__(self, *args, **kwargs):
         for op in self._overloads.values():
-            if op.accepts(args, kwargs):
-                return op(*args, **kwargs)
+            values = op._fit(args, kwargs)
+            if values is not None:
+                return op._run(values)
         if len(self._overloads) == 1:
             return next(iter(self._overloads.values()))(*args, **kwargs)  # its own error
         schemas = "; ".join(o.info.schema for o in self._overloads.values())
