@@ -62,8 +62,8 @@
 //!
 //! # Import
 //!
-//! [`import`] goes the other way: the Mosaic bodies JAX Pallas emits become kernel IR, so real
-//! Pallas kernels run on tpukit's CPU backends.
+//! The crate `tpukit-import` (`importer/`) goes the other way: the Mosaic bodies JAX Pallas
+//! emits become kernel IR, so real Pallas kernels run on tpukit's CPU backends.
 //!
 //! # Serialized form
 //!
@@ -77,7 +77,6 @@ mod context;
 pub mod custom_call;
 pub mod edge;
 mod emit;
-pub mod import;
 pub mod initial;
 pub mod kernel_func;
 mod lowering;

@@ -1,4 +1,4 @@
-//! Importing what JAX lowered (see `tpukit_mosaic::import` and `tpukit/_lowering.py`).
+//! Importing what JAX lowered (see `tpukit_import` and `tpukit/_lowering.py`).
 
 use pyo3::prelude::*;
 
@@ -17,12 +17,12 @@ pub fn import_mosaic(
     let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
         types
             .iter()
-            .map(|t| tpukit_mosaic::import::tensor_type(t).map_err(error::dsl))
+            .map(|t| tpukit_import::tensor_type(t).map_err(error::dsl))
             .collect()
     };
     let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
-    let kernel = tpukit_mosaic::import::import_mosaic(body, &operands, &results, name)
-        .map_err(error::dsl)?;
+    let kernel =
+        tpukit_import::import_mosaic(body, &operands, &results, name).map_err(error::dsl)?;
     Ok(PyKernel { kernel })
 }
 
@@ -30,12 +30,12 @@ pub fn import_mosaic(
 /// locations, as jaxlib prints it), one grid step over whole arrays.
 #[pyfunction]
 pub fn import_stablehlo(module: &str, name: &str) -> PyResult<PyKernel> {
-    let kernel = tpukit_mosaic::import::import_stablehlo(module, name).map_err(error::dsl)?;
+    let kernel = tpukit_import::import_stablehlo(module, name).map_err(error::dsl)?;
     Ok(PyKernel { kernel })
 }
 
 /// The StableHLO ops a pure JAX function may use.
 #[pyfunction]
 pub fn stablehlo_ops() -> Vec<&'static str> {
-    tpukit_mosaic::import::stablehlo_ops().collect()
+    tpukit_import::stablehlo_ops().collect()
 }

@@ -1,5 +1,5 @@
 """Writes the Mosaic bodies of a few Pallas kernels and the StableHLO of a few pure JAX functions
-(stablehlo_*.mlir), as tpukit's Python side hands them over, into mosaic-lowering/tests/import/.
+(stablehlo_*.mlir), as tpukit's Python side hands them over, into importer/tests/import/.
 
 Each Mosaic file starts with two comment lines giving the custom call's operand and result types.
 Run from the repository root: ``.venv/bin/python python/tools/import_fixtures.py``.
@@ -15,7 +15,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from tpukit import _lowering
 
-OUT = pathlib.Path("mosaic-lowering/tests/import")
+OUT = pathlib.Path("importer/tests/import")
 
 
 def softmax(x_ref, o_ref):

@@ -3,7 +3,7 @@
 Everything here needs jaxlib, which is why it lives in Python: jaxlib has the tpu dialect, so
 it can read the MLIR bytecode of a ``tpu_custom_call`` body (whose memref types carry
 ``#tpu.memory_space<…>``, which upstream MLIR cannot parse) and print it as generic text. The
-native importer takes it from there (``tpukit_mosaic::import``).
+native importer takes it from there (``tpukit_import``).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def export_tpu_tree(fn, arg_specs):
 
 def generic_module(stablehlo: str) -> str:
     """A StableHLO module printed generically with its locations, which upstream MLIR parses
-    without the stablehlo dialect (what ``tpukit_mosaic::import::import_stablehlo`` reads)."""
+    without the stablehlo dialect (what ``tpukit_import::import_stablehlo`` reads)."""
     with _context(), ir.Location.unknown():
         module = ir.Module.parse(stablehlo)
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)

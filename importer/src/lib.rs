@@ -16,7 +16,7 @@
 //! which has the tpu dialect and is present wherever JAX lowered the kernel, turns the
 //! bytecode into generic text (`tpukit/_lowering.py`); here [`memory_space::rewrite`] replaces
 //! each memory space by an integer memory space (lossless: [`MemorySpace`] reads it back), and
-//! melior parses the result in [`crate::mosaic_context`]. The body stays in its serialized
+//! melior parses the result in [`tpukit_mosaic::mosaic_context`]. The body stays in its serialized
 //! form (`stable_mosaic.*` op names): every op is then unregistered, so all attributes are
 //! plain, version-independent entries of its attribute dictionary, and no upstream verifier
 //! second-guesses Mosaic's ops. Other tpu attributes (`#tpu.dimension_semantics<…>`,
@@ -73,7 +73,6 @@ mod text;
 pub use memory_space::MemorySpace;
 pub use stablehlo::{import_stablehlo, supported_ops as stablehlo_ops};
 
-use crate::mosaic_context;
 use melior::ir::{
     BlockLike, Module, RegionLike,
     operation::{OperationLike, OperationRef},
@@ -81,6 +80,7 @@ use melior::ir::{
 use scope::{Scope, Val, attr, op_name};
 use std::{cell::RefCell, collections::HashMap, rc::Rc};
 use tpukit_dsl::{Error, Kernel, KernelBuilder, Result, Role, Type};
+use tpukit_mosaic::mosaic_context;
 
 /// Parses a printed tensor type (`tensor<16x128xf32>`) into a kernel-IR type.
 pub fn tensor_type(s: &str) -> Result<Type> {

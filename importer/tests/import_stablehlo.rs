@@ -4,7 +4,7 @@
 //! arrays; unsupported ops fail with an error naming the op and the Python line.
 
 use tpukit_dsl::{DType, Kernel, OpKind, Region, Role, Window};
-use tpukit_mosaic::import::{import_stablehlo, stablehlo_ops};
+use tpukit_import::{import_stablehlo, stablehlo_ops};
 
 fn fixture(name: &str) -> String {
     let path = format!(

@@ -6,7 +6,7 @@
 use tpukit_dsl::{
     BlockDim, DType, Extent, Kernel, OpKind, Region, Role, Semantics, Type, Window, print_kernel,
 };
-use tpukit_mosaic::import::{import_mosaic, tensor_type};
+use tpukit_import::{import_mosaic, tensor_type};
 
 /// A fixture: its body and the custom call's operand and result types (first two lines).
 fn fixture(name: &str) -> (String, Vec<Type>, Vec<Type>) {

@@ -23,7 +23,6 @@
 use super::rules::Table;
 use super::scope::{Scope, attr, op_key, op_name, result_type};
 use super::text;
-use crate::mosaic_context;
 use melior::ir::{
     BlockLike, RegionLike, ValueLike,
     operation::{OperationLike, OperationRef},
@@ -32,6 +31,7 @@ use tpukit_dsl::{
     Arg, ArraySpec, BinaryOp, CallSpec, CmpOp, DType, DotDims, Error, Ix, Kernel, KernelBuilder,
     Literal, ReduceOp, Result, Role, Type, UnaryOp, ValueId,
 };
+use tpukit_mosaic::mosaic_context;
 
 /// Imports `@main` of a StableHLO module (generic text, as `tpukit/_lowering.py` prints it)
 /// as a single-step kernel called `name` with whole-array inputs and outputs.
