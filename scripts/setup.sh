@@ -55,7 +55,7 @@ export MLIR_SYS_220_PREFIX="${MLIR_SYS_220_PREFIX:-/usr/lib/llvm-22}"
 export LLVM_SYS_221_PREFIX="${LLVM_SYS_221_PREFIX:-/usr/lib/llvm-22}"
 export TABLEGEN_220_PREFIX="${TABLEGEN_220_PREFIX:-/usr/lib/llvm-22}"
 pkg_stamp=.venv/.tpukit-python
-pkg_hash="$(find python kernel-dsl kernel-macros mosaic-lowering importer runtime src tpublas cli Cargo.toml Cargo.lock \
+pkg_hash="$(find python kernel-dsl kernel-macros mosaic-lowering importer catalog runtime src tpublas cli Cargo.toml Cargo.lock \
     -path python/tests -prune -o -type f \( -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name Cargo.lock \) -print \
     | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$pkg_stamp" ] || [ "$(cat "$pkg_stamp")" != "$pkg_hash" ] \

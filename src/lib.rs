@@ -4,15 +4,12 @@
 //! - [`dsl`]: the kernel IR, its builder and call specs (`tpukit-dsl`);
 //! - [`tpu_kernel`]: the attribute macro that turns a Rust function into an IR builder;
 //! - [`runtime`]: host arrays and [`launch`] on a [`Device`] (`tpukit-runtime`);
-//! - [`catalog`]: the kernels tpukit ships, each with the call spec it is launched with.
+//! - [`catalog`]: the kernels tpukit ships, each with the call spec it is launched with
+//!   (`tpukit-catalog`).
 //!
 //! `use tpukit::prelude::*;` brings in what kernels and their call sites need.
 
-// `#[tpu_kernel]` names the facade as `::tpukit`, also inside it (the catalog).
-extern crate self as tpukit;
-
-pub mod catalog;
-
+pub use tpukit_catalog as catalog;
 pub use tpukit_dsl as dsl;
 pub use tpukit_macros::tpu_kernel;
 pub use tpukit_runtime as runtime;

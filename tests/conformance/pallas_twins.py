@@ -1,6 +1,6 @@
 """The catalog kernels written in JAX Pallas, one `pl.pallas_call` per kernel.
 
-Each twin mirrors its tpukit kernel (`src/catalog/*.rs`): same function name (so the Mosaic
+Each twin mirrors its tpukit kernel (`catalog/src/*.rs`): same function name (so the Mosaic
 kernel functions share their `sym_name`), grid, BlockSpecs, dimension semantics, scratch and
 scalar prefetch. `TWINS[name](shape, dtype)` returns `(call, args)`: the `pallas_call` and the
 `jax.ShapeDtypeStruct`s it is lowered with. Shapes are tpukit's CLI shapes (`tpukit list`).

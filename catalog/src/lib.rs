@@ -2,6 +2,20 @@
 //! launched with; [`CATALOG`] lists them for tools (`tpukit list`, `tpukit lower`), and the
 //! examples run them.
 
+// `#[tpu_kernel]` names the DSL as `::tpukit::dsl` (the facade's path to it); here that is
+// this crate, which re-exports the DSL under that name.
+extern crate self as tpukit;
+#[doc(hidden)]
+pub use tpukit_dsl as dsl;
+
+/// What the kernel files need: the macro and the call-spec types.
+mod prelude {
+    pub use crate::dsl::{
+        ArraySpec, BlockDim, CallSpec, DType, Dim, Extent, GridAxis, grid, prefetch,
+    };
+    pub use tpukit_macros::tpu_kernel;
+}
+
 pub mod add_vectors;
 pub mod layer_norm;
 pub mod matmul;
