@@ -1,15 +1,32 @@
 //! Lowering filetests: each kernel's Mosaic text is pinned in `tests/snapshots/NAME.mlir`.
 //! `UPDATE_SNAPSHOTS=1 cargo test -p tpukit-mosaic` rewrites them; review the diff.
 //! One test binary on purpose: each one links MLIR statically.
+//!
+//! The catalog's kernels are the real ones (`tpukit-catalog`, which links neither LLVM nor
+//! the runtime); the kernels built here cover what no catalog kernel has.
 
 use std::path::PathBuf;
+use tpukit_catalog::Instance;
 use tpukit_dsl::*;
-
-/// The kernels the kernel-dsl tests build (`add`, …), shared as a file.
-#[path = "../../kernel-dsl/tests/common/mod.rs"]
-mod dsl_kernels;
-use dsl_kernels::add;
 use tpukit_mosaic::{Options, initial, lower};
+
+/// The catalog kernel `name` for a problem `shape` and `dtype`.
+fn catalog(name: &str, shape: &[usize], dtype: DType) -> Instance {
+    tpukit_catalog::find(name)
+        .unwrap_or_else(|| panic!("no catalog kernel `{name}`"))
+        .instantiate(shape, dtype)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Lowers and pins a catalog instance (see [`check`]).
+fn check_instance(name: &str, instance: &Instance) -> tpukit_mosaic::Lowered {
+    let bindings: Vec<(&str, usize)> = instance
+        .bindings
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    check(name, &instance.kernel, &bindings)
+}
 
 fn options(bindings: &[(&str, usize)]) -> Options {
     Options {
@@ -41,8 +58,11 @@ fn pin(file: &str, text: &str) {
 }
 
 #[test]
-fn add_divisible_has_no_masks() {
-    let l = check("add_f32", &add(DType::F32), &[("m", 32), ("n", 256)]);
+fn a_divisible_shape_has_no_masks() {
+    let l = check_instance(
+        "add_vectors_f32",
+        &catalog("add_vectors", &[4096], DType::F32),
+    );
     assert!(!l.mosaic.contains("tpu.iota"));
     assert!(
         l.backend_config
@@ -52,77 +72,33 @@ fn add_divisible_has_no_masks() {
 }
 
 #[test]
-fn add_edge_blocks_mask_loads_with_the_fill_value() {
-    // 30 rows and 200 columns: both grid axes end in a partial block.
-    let l = check("add_f32_edges", &add(DType::F32), &[("m", 30), ("n", 200)]);
+fn edge_blocks_mask_loads_with_the_fill_value() {
+    // m = 300, k = 200, n = 260: every grid axis ends in a partial block, so both operands'
+    // loads are masked along both of their dims (the scratch accumulator's are not).
+    let l = check_instance(
+        "matmul_f32_edges",
+        &catalog("matmul", &[300, 200, 260], DType::F32),
+    );
     assert_eq!(
         l.mosaic.matches("\"tpu.iota\"").count(),
         4,
         "two masked dims per load"
     );
-    assert!(l.mosaic.contains("iteration_bounds = array<i64: 4, 2>"));
+    assert!(l.mosaic.contains("iteration_bounds = array<i64: 3, 3, 2>"));
 }
 
 #[test]
 fn an_unbound_symbol_is_a_clear_error() {
-    let err = lower(&add(DType::F32), &Options::default()).unwrap_err();
+    let add = catalog("add_vectors", &[4096], DType::F32).kernel;
+    let err = lower(&add, &Options::default()).unwrap_err();
     assert!(err.to_string().contains("has no binding"), "{err}");
-}
-
-/// The catalog's blocked matmul: an f32 scratch accumulator over an `arbitrary` k axis,
-/// zeroed on the first k step and written out (cast) on the last, both under `when`.
-fn matmul(dtype: DType) -> Kernel {
-    let array = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
-    let spec = CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("m", 128)),
-            GridAxis::parallel(Extent::cdiv("n", 128)),
-            GridAxis::arbitrary(Extent::cdiv("k", 128)),
-        ],
-        inputs: vec![
-            array("m", "k").blocked([128, 128], [grid(0), grid(2)]),
-            array("k", "n").blocked([128, 128], [grid(2), grid(1)]),
-        ],
-        outputs: vec![array("m", "n").blocked([128, 128], [grid(0), grid(1)])],
-        scratch: vec![ArraySpec::new(DType::F32, [128, 128])],
-        ..Default::default()
-    };
-    let mut b = KernelBuilder::new("matmul", &spec).unwrap();
-    let a = b.declare(Role::Input, "a").unwrap();
-    let w = b.declare(Role::Input, "w").unwrap();
-    let o = b.declare(Role::Output, "o").unwrap();
-    let acc = b.declare(Role::Scratch, "acc").unwrap();
-    let k = b.program_id(2).unwrap();
-    let first = b.compare(CmpOp::Eq, k, 0i32).unwrap();
-    b.when(first, |b| {
-        let zeros = b.splat(0.0f32, DType::F32, &[128, 128])?;
-        b.store(acc, &[], zeros)
-    })
-    .unwrap();
-    let av = b.load(a, &[]).unwrap();
-    let wv = b.load(w, &[]).unwrap();
-    let prod = b.matmul(av, wv).unwrap();
-    let old = b.load(acc, &[]).unwrap();
-    let sum = b.binary(BinaryOp::Add, old, prod).unwrap();
-    b.store(acc, &[], sum).unwrap();
-    let steps = b.num_programs(2).unwrap();
-    let last_step = b.binary(BinaryOp::Sub, steps, 1i32).unwrap();
-    let last = b.compare(CmpOp::Eq, k, last_step).unwrap();
-    b.when(last, |b| {
-        let total = b.load(acc, &[])?;
-        let out = b.cast(total, dtype)?;
-        b.store(o, &[], out)
-    })
-    .unwrap();
-    b.finish().unwrap()
 }
 
 #[test]
 fn matmul_scratch_accumulator_under_when_on_an_arbitrary_axis() {
-    let l = check(
+    let l = check_instance(
         "matmul_bf16",
-        &matmul(DType::BF16),
-        &[("m", 256), ("k", 512), ("n", 384)],
+        &catalog("matmul", &[256, 512, 384], DType::BF16),
     );
     let m = &l.mosaic;
     assert!(m.contains("iteration_bounds = array<i64: 2, 3, 4>"), "{m}");
@@ -146,32 +122,9 @@ fn matmul_scratch_accumulator_under_when_on_an_arbitrary_axis() {
     assert!(!s.contains("transpose_lhs_hint"));
 }
 
-/// Row softmax over blocks of 8 whole rows: a max and a sum reduction.
-fn softmax(dtype: DType) -> Kernel {
-    let rows = ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(256)])
-        .blocked([8, 256], [grid(0), 0.into()]);
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
-        inputs: vec![rows.clone()],
-        outputs: vec![rows],
-        ..Default::default()
-    };
-    let mut b = KernelBuilder::new("softmax", &spec).unwrap();
-    let x = b.declare(Role::Input, "x").unwrap();
-    let o = b.declare(Role::Output, "o").unwrap();
-    let v = b.load(x, &[]).unwrap();
-    let max = b.reduce_keepdims(ReduceOp::Max, v, &[-1]).unwrap();
-    let shifted = b.binary(BinaryOp::Sub, v, max).unwrap();
-    let e = b.unary(UnaryOp::Exp, shifted).unwrap();
-    let sum = b.reduce_keepdims(ReduceOp::Sum, e, &[-1]).unwrap();
-    let p = b.binary(BinaryOp::Div, e, sum).unwrap();
-    b.store(o, &[], p).unwrap();
-    b.finish().unwrap()
-}
-
 #[test]
 fn softmax_reductions_keep_dims_by_shape_cast() {
-    let l = check("softmax_f32", &softmax(DType::F32), &[("m", 64)]);
+    let l = check_instance("softmax_f32", &catalog("softmax", &[64, 256], DType::F32));
     let m = &l.mosaic;
     assert!(m.contains("vector.multi_reduction <maximumf>"));
     assert!(m.contains("vector.multi_reduction <add>"));
@@ -179,36 +132,11 @@ fn softmax_reductions_keep_dims_by_shape_cast() {
     assert!(m.contains("math.exp"));
 }
 
-/// `o[i, :] = table[idx[i], :]`: the table's index map reads the prefetched indices.
-fn row_gather(dtype: DType) -> Kernel {
-    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
-    let spec = CallSpec {
-        grid: vec![
-            GridAxis::parallel(Extent::cdiv("k", 1)),
-            GridAxis::parallel(Extent::cdiv("d", 128)),
-        ],
-        prefetch: vec![ArraySpec::new(DType::I32, ["k"])],
-        inputs: vec![
-            ArraySpec::new(dtype, ["rows", "d"]).blocked(row, [prefetch(0, [grid(0)]), grid(1)]),
-        ],
-        outputs: vec![ArraySpec::new(dtype, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
-        ..Default::default()
-    };
-    let mut b = KernelBuilder::new("row_gather", &spec).unwrap();
-    let _idx = b.declare(Role::Prefetch, "idx").unwrap();
-    let table = b.declare(Role::Input, "table").unwrap();
-    let o = b.declare(Role::Output, "o").unwrap();
-    let v = b.load(table, &[]).unwrap();
-    b.store(o, &[], v).unwrap();
-    b.finish().unwrap()
-}
-
 #[test]
 fn row_gather_index_map_reads_the_scalar_prefetch() {
-    let l = check(
+    let l = check_instance(
         "row_gather_bf16",
-        &row_gather(DType::BF16),
-        &[("rows", 1000), ("d", 256), ("k", 64)],
+        &catalog("row_gather", &[1000, 256, 64], DType::BF16),
     );
     let m = &l.mosaic;
     assert!(m.contains("scalar_prefetch = 1 : i64"));
@@ -483,13 +411,13 @@ fn an_output_the_body_reads_starts_as_the_callers_buffer() {
 
 #[test]
 fn outputs_start_as_the_callers_buffer_only_when_needed() {
-    let add = add(DType::F32);
+    let add = catalog("add_vectors", &[4096], DType::F32).kernel;
     let accumulate = accumulate();
     let o = |k: &Kernel| k.operands.len() - 1;
     assert_eq!(initial::outputs(&add, false), Vec::<usize>::new());
     assert_eq!(initial::outputs(&add, true), vec![o(&add)]);
     assert_eq!(initial::outputs(&accumulate, false), vec![o(&accumulate)]);
-    let plain = lower(&add, &options(&[("m", 32), ("n", 256)])).unwrap();
+    let plain = lower(&add, &options(&[("n", 4096)])).unwrap();
     assert!(!plain.stablehlo.contains("output_operand_aliases"));
     assert!(!plain.mosaic.contains("scf.if"));
 }
