@@ -4,11 +4,34 @@
 mod common;
 
 use common::*;
+use tpukit::dsl::ErrorKind;
 use tpukit::prelude::*;
+use tpukit::runtime::RuntimeError;
 
+/// An error that says what kind of failure it is.
+trait Kinded: std::fmt::Display {
+    fn kind(&self) -> ErrorKind;
+}
+
+impl Kinded for tpukit::dsl::Error {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl Kinded for RuntimeError {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+/// Checks that `r` failed with an error of `kind` whose message mentions every one of
+/// `parts`.
 #[track_caller]
-fn fails<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>, parts: &[&str]) {
-    let e = r.expect_err("expected an error").to_string();
+fn fails<T: std::fmt::Debug, E: Kinded>(r: Result<T, E>, kind: ErrorKind, parts: &[&str]) {
+    let e = r.expect_err("expected an error");
+    assert_eq!(e.kind(), kind, "{e}");
+    let e = e.to_string();
     for p in parts {
         assert!(e.contains(p), "error {e:?} does not mention {p:?}");
     }
@@ -34,6 +57,7 @@ pub fn index_map_pointing_past_the_array(device: Device) {
     let x = HostArray::zeros(DType::F32, &[16, 128]);
     fails(
         launch(&k, device, &[&x]),
+        ErrorKind::Bounds,
         &[
             "kernel `copy`",
             "index map of input `x`",
@@ -64,6 +88,7 @@ pub fn dynamic_slice_outside_the_block(device: Device) {
     let x = HostArray::zeros(DType::F32, &[8, 128]);
     fails(
         launch(&k, device, &[&x]),
+        ErrorKind::Bounds,
         &[
             "kernel `window`",
             "op `load` at tests/errors.rs:",
@@ -79,19 +104,23 @@ pub fn wrong_arrays_are_refused(device: Device) {
     let x = HostArray::zeros(DType::F32, &[16, 128]);
     fails(
         launch(&k, device, &[]),
+        ErrorKind::Invalid,
         &["kernel `copy`", "takes 1 input arrays", "got 0"],
     );
     fails(
         launch(&k, device, &[&HostArray::zeros(DType::BF16, &[16, 128])]),
+        ErrorKind::DType,
         &["input `x` must be f32, got a bf16 array"],
     );
     fails(
         launch(&k, device, &[&HostArray::zeros(DType::F32, &[16])]),
+        ErrorKind::Shape,
         &["input `x` must have rank 2, got shape [16]"],
     );
     let mut outs = vec![HostArray::zeros(DType::F32, &[16, 100])];
     fails(
         launch_into(&k, device, &[&x], &mut outs),
+        ErrorKind::Shape,
         &["output `o` has shape [16, 100] but `n` is bound to 128 by input `x`"],
     );
 }
@@ -114,6 +143,7 @@ fn build_errors_point_at_the_users_line() {
         .expect("the body of `mixes`");
     fails(
         mixes(&spec),
+        ErrorKind::DType,
         &[
             "kernel `mixes`",
             "op `add`",
@@ -127,6 +157,7 @@ fn build_errors_point_at_the_users_line() {
     };
     fails(
         mixes(&too_few),
+        ErrorKind::Invalid,
         &[
             "kernel `mixes`",
             "parameter `o` is output #0 but the call spec gives 0 output operand(s)",
@@ -170,10 +201,12 @@ pub fn errors_inside_loops_name_the_inner_op(device: Device) {
     };
     let k = overruns(&spec).unwrap();
     let x = HostArray::zeros(DType::F32, &[8, 256]);
-    let e = launch(&k, device, &[&x]).unwrap_err().to_string();
-    assert_eq!(e.matches("kernel `overruns`").count(), 1, "{e}");
+    let e = launch(&k, device, &[&x]).unwrap_err();
+    let message = e.to_string();
+    assert_eq!(message.matches("kernel `overruns`").count(), 1, "{e}");
     fails::<(), _>(
         Err(e),
+        ErrorKind::Bounds,
         &[
             "op `load` at tests/errors.rs:",
             "slice 256..384 of dim 1 is outside the array of `x` (extent 256)",
@@ -187,6 +220,7 @@ fn debug_mode_reports_an_out_of_bounds_index_map() {
     let x = HostArray::zeros(DType::F32, &[16, 128]);
     fails(
         launch_with(&k, Device::Cpu, &[&x], LaunchOptions { debug: true }),
+        ErrorKind::Bounds,
         &[
             "kernel `copy`",
             "index map of input `x`",

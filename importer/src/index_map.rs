@@ -11,7 +11,7 @@ use melior::ir::{
     operation::{OperationLike, OperationRef},
 };
 use std::collections::HashMap;
-use tpukit_dsl::{Error, IndexBinOp, IndexExpr, Result};
+use tpukit_dsl::{Error, ErrorKind, IndexBinOp, IndexExpr, Result};
 
 /// The block indices `transform` computes, as expressions of the grid indices (its first
 /// `grid_rank` arguments) and the prefetch operands (the rest).
@@ -75,6 +75,7 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
             other => {
                 return Err(
                     Error::op(other, format!("unsupported: op in index map {map_name}"))
+                        .with_kind(ErrorKind::Unsupported)
                         .at(text::loc(&o.location().to_string()).as_ref()),
                 );
             }

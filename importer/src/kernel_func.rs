@@ -45,7 +45,7 @@ pub fn signature(
         .zip(&semantics)
         .map(|(&n, &s)| {
             if n < 0 {
-                return Err(Error::new("unsupported: a dynamic grid extent"));
+                return Err(Error::unsupported("a dynamic grid extent"));
             }
             Ok(GridAxis {
                 extent: Extent::Static(n as usize),
@@ -110,8 +110,8 @@ pub fn signature(
         let index = if role == Role::Input { k } else { k - n_inputs };
         let (ty, space) = memref(n_prefetch + k)?;
         if let MemorySpace::Other(name) = space {
-            return Err(Error::new(format!(
-                "unsupported: {what} {index} lives in memory space `{name}` (only VMEM and \
+            return Err(Error::unsupported(format!(
+                "{what} {index} lives in memory space `{name}` (only VMEM and \
                  SMEM operands are imported)"
             )));
         }
@@ -168,9 +168,7 @@ fn semantics(list: &str, rank: usize) -> Result<Vec<Semantics>> {
         .map(|s| match text::enum_case(s)? {
             "parallel" => Ok(Semantics::Parallel),
             "arbitrary" => Ok(Semantics::Arbitrary),
-            other => Err(Error::new(format!(
-                "unsupported: dimension semantics `{other}`"
-            ))),
+            other => Err(Error::unsupported(format!("dimension semantics `{other}`"))),
         })
         .collect::<Result<_>>()?;
     if out.len() != rank {

@@ -34,7 +34,7 @@
 //! `extract_strided_slice` at constant positions (single elements or whole dimensions),
 //! `tpu.matmul`, `tpu.iota`, `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
-//! about unsupported input start with `unsupported`.
+//! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
 //! # Pure JAX functions
 //!

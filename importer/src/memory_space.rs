@@ -63,8 +63,8 @@ pub fn rewrite(text: &str) -> Result<String> {
             .chars()
             .take_while(|c| c.is_alphanumeric() || matches!(c, '!' | '.' | '_'))
             .collect();
-        return Err(Error::new(format!(
-            "unsupported: the Mosaic body uses the type `{name}` (DMA semaphores: kernels with \
+        return Err(Error::unsupported(format!(
+            "the Mosaic body uses the type `{name}` (DMA semaphores: kernels with \
              manual copies, memory_space=ANY, are not imported)"
         )));
     }
@@ -82,7 +82,7 @@ pub fn rewrite(text: &str) -> Result<String> {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, c)| *c)
-            .ok_or_else(|| Error::new(format!("unsupported: memory space `{name}`")))?;
+            .ok_or_else(|| Error::unsupported(format!("memory space `{name}`")))?;
         out.push_str(&format!(", {code}"));
         rest = &after[end + 1..];
     }

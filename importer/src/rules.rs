@@ -14,8 +14,8 @@ use melior::ir::{
 };
 use std::cell::RefCell;
 use tpukit_dsl::{
-    Arg, BinaryOp, CmpOp, DType, DotDims, Error, Ix, KernelBuilder, Literal, ReduceOp, Result,
-    UnaryOp, ValueId,
+    Arg, BinaryOp, CmpOp, DType, DotDims, Error, ErrorKind, Ix, KernelBuilder, Literal, ReduceOp,
+    Result, UnaryOp, ValueId,
 };
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
@@ -34,7 +34,9 @@ pub fn import_op(
     b.set_loc(loc.clone());
     let Some((_, rule)) = table.0.iter().find(|(n, _)| *n == name) else {
         return Err(
-            Error::op(&name, "unsupported: tpukit has no import rule for this op").at(loc.as_ref()),
+            Error::op(&name, "unsupported: tpukit has no import rule for this op")
+                .with_kind(ErrorKind::Unsupported)
+                .at(loc.as_ref()),
         );
     };
     rule(s, b, op, table).map_err(|mut e| {
@@ -121,8 +123,8 @@ fn predicate(name: &str) -> Result<CmpOp> {
         "sgt" | "ogt" => CmpOp::Gt,
         "sge" | "oge" => CmpOp::Ge,
         other => {
-            return Err(Error::new(format!(
-                "unsupported: comparison predicate `{other}`"
+            return Err(Error::unsupported(format!(
+                "comparison predicate `{other}`"
             )));
         }
     })
@@ -274,12 +276,12 @@ fn tpu_vector_store(
     _: &Table,
 ) -> Result<()> {
     if attr_opt(op, "add").is_some_and(|a| a.starts_with("true")) {
-        return Err(Error::new("unsupported: accumulating store (`add = true`)"));
+        return Err(Error::unsupported("accumulating store (`add = true`)"));
     }
     if let Some(st) = attr_opt(op, "strides")
         && !text::int_array(&st)?.is_empty()
     {
-        return Err(Error::new(format!("unsupported: strided store ({st})")));
+        return Err(Error::unsupported(format!("strided store ({st})")));
     }
     let segments = text::int_array(&attr(op, "operandSegmentSizes")?)?;
     let [1, 1, n, m] = segments[..] else {
@@ -362,7 +364,7 @@ fn multi_reduction(
         "maximumf" | "maxsi" => (ReduceOp::Max, BinaryOp::Max, f64::NEG_INFINITY),
         "minimumf" | "minsi" => (ReduceOp::Min, BinaryOp::Min, f64::INFINITY),
         other => {
-            return Err(Error::new(format!("unsupported: reduction kind `{other}`")));
+            return Err(Error::unsupported(format!("reduction kind `{other}`")));
         }
     };
     let dims = text::int_array(&attr(op, "reduction_dims")?)?;
@@ -395,8 +397,8 @@ fn extract(
     _: &Table,
 ) -> Result<()> {
     if op.operand_count() > 1 {
-        return Err(Error::new(
-            "unsupported: `vector.extract` at a dynamic position (index a ref instead)",
+        return Err(Error::unsupported(
+            "`vector.extract` at a dynamic position (index a ref instead)",
         ));
     }
     let positions = text::int_array(&attr(op, "static_position")?)?;
@@ -411,8 +413,8 @@ fn extract(
             ))
         })?;
         if p < 0 || p as usize >= extent {
-            return Err(Error::new(format!(
-                "unsupported: `vector.extract` position {p} in a dimension of extent {extent} \
+            return Err(Error::unsupported(format!(
+                "`vector.extract` position {p} in a dimension of extent {extent} \
                  (dynamic positions are refused)"
             )));
         }
@@ -441,16 +443,16 @@ fn extract_strided_slice(
     for (d, (&o, &n)) in offsets.iter().zip(&sizes).enumerate() {
         let extent = shape.get(d).copied().unwrap_or(0) as i64;
         if strides.get(d).is_some_and(|&st| st != 1) {
-            return Err(Error::new(format!(
-                "unsupported: a strided slice of a value (strides {strides:?})"
+            return Err(Error::unsupported(format!(
+                "a strided slice of a value (strides {strides:?})"
             )));
         }
         if n == extent {
             continue;
         }
         if n != 1 {
-            return Err(Error::new(format!(
-                "unsupported: a slice of {n} of {extent} elements of a value (dimension {d}); \
+            return Err(Error::unsupported(format!(
+                "a slice of {n} of {extent} elements of a value (dimension {d}); \
                  only whole dimensions or single elements can be taken from values: slice the \
                  ref instead"
             )));
@@ -471,8 +473,8 @@ fn pick(b: &mut KernelBuilder, v: ValueId, d: usize, p: i64) -> Result<ValueId> 
         DType::I32 => Literal::Int(i32::MIN as i64),
         DType::I8 => Literal::Int(i8::MIN as i64),
         other => {
-            return Err(Error::new(format!(
-                "unsupported: `vector.extract` from a {other} vector at a non-unit dimension"
+            return Err(Error::unsupported(format!(
+                "`vector.extract` from a {other} vector at a non-unit dimension"
             )));
         }
     };
@@ -523,8 +525,8 @@ fn matmul(
                     }
                 }
                 _ => {
-                    return Err(Error::new(format!(
-                        "unsupported: matmul dimension numbers {dn} (2-D, unbatched only)"
+                    return Err(Error::unsupported(format!(
+                        "matmul dimension numbers {dn} (2-D, unbatched only)"
                     )));
                 }
             }
@@ -554,9 +556,7 @@ fn iota(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
         None => vec![text::int(&attr(op, "dimension")?)?],
     };
     let [dim] = dims[..] else {
-        return Err(Error::new(format!(
-            "unsupported: iota over dimensions {dims:?}"
-        )));
+        return Err(Error::unsupported(format!("iota over dimensions {dims:?}")));
     };
     let v = b.iota(ty.dtype, &ty.shape, dim as usize)?;
     s.define(op, 0, v)
@@ -622,8 +622,8 @@ fn scf_while(
     _: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    Err(Error::new(
-        "unsupported: `scf.while` (a data-dependent loop, e.g. lax.while_loop) has no kernel-IR \
+    Err(Error::unsupported(
+        "`scf.while` (a data-dependent loop, e.g. lax.while_loop) has no kernel-IR \
          form; use lax.fori_loop with static or scalar bounds",
     ))
 }

@@ -188,7 +188,7 @@ fn compare(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> 
         // UNSIGNED is fine on bools (false < true); other unsigned integers are not imported.
         let bools = b.ty(s.value(op, 0)?).dtype.is_bool();
         if !(matches!(t.as_str(), "FLOAT" | "SIGNED" | "NOTYPE") || (bools && t == "UNSIGNED")) {
-            return Err(Error::new(format!("unsupported: comparison type `{t}`")));
+            return Err(Error::unsupported(format!("comparison type `{t}`")));
         }
     }
     let cmp = match dir.as_str() {
@@ -199,8 +199,8 @@ fn compare(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> 
         "GT" => CmpOp::Gt,
         "GE" => CmpOp::Ge,
         other => {
-            return Err(Error::new(format!(
-                "unsupported: comparison direction `{other}`"
+            return Err(Error::unsupported(format!(
+                "comparison direction `{other}`"
             )));
         }
     };
@@ -314,8 +314,8 @@ fn transpose(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -
 /// unless it is that op's identity.
 fn reduce(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
     if op.operand_count() != 2 {
-        return Err(Error::new(format!(
-            "unsupported: a reduction of {} arrays at once (argmax-style reductions)",
+        return Err(Error::unsupported(format!(
+            "a reduction of {} arrays at once (argmax-style reductions)",
             op.operand_count() / 2
         )));
     }
@@ -335,8 +335,8 @@ fn reduce(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> R
         ["stablehlo.maximum", "stablehlo.return"] => ReduceOp::Max,
         ["stablehlo.minimum", "stablehlo.return"] => ReduceOp::Min,
         _ => {
-            return Err(Error::new(format!(
-                "unsupported: a reduction whose body is {} (sum, max and min are imported)",
+            return Err(Error::unsupported(format!(
+                "a reduction whose body is {} (sum, max and min are imported)",
                 names
                     .iter()
                     .map(|n| format!("`{n}`"))
@@ -348,7 +348,7 @@ fn reduce(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> R
     let x = s.value(op, 0)?;
     let dtype = b.ty(x).dtype;
     if dtype.is_bool() {
-        return Err(Error::new("unsupported: a reduction of bools"));
+        return Err(Error::unsupported("a reduction of bools"));
     }
     let axes: Vec<i64> = dims(op, "dimensions")?
         .into_iter()
@@ -473,7 +473,7 @@ fn composite(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, table: &Tabl
 fn slice(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
     let (start, limit) = (dims(op, "start_indices")?, dims(op, "limit_indices")?);
     if dims(op, "strides")?.iter().any(|&st| st != 1) {
-        return Err(Error::new("unsupported: a strided slice"));
+        return Err(Error::unsupported("a strided slice"));
     }
     let buf = *s
         .scratch
@@ -520,8 +520,8 @@ fn pad(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Resu
     let high = text::int_array(&attr(op, "edge_padding_high")?)?;
     let interior = text::int_array(&attr(op, "interior_padding")?)?;
     if low.iter().chain(&high).any(|&p| p < 0) || interior.iter().any(|&p| p != 0) {
-        return Err(Error::new(
-            "unsupported: a pad with negative or interior padding",
+        return Err(Error::unsupported(
+            "a pad with negative or interior padding",
         ));
     }
     let buf = *s

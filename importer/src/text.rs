@@ -28,7 +28,7 @@ pub fn element(s: &str) -> Result<DType> {
         "i32" | "index" | "ui32" | "si32" => DType::I32,
         "i8" | "si8" => DType::I8,
         "i1" => DType::Bool,
-        other => return Err(Error::new(format!("unsupported: element type `{other}`"))),
+        other => return Err(Error::unsupported(format!("element type `{other}`"))),
     })
 }
 
@@ -40,8 +40,8 @@ fn dims_and_element(s: &str) -> Result<(Vec<usize>, &str)> {
         .into_iter()
         .map(|d| {
             d.trim().parse::<usize>().map_err(|_| {
-                Error::new(format!(
-                    "unsupported: extent `{d}` in `{s}` (dynamic shapes are not imported)"
+                Error::unsupported(format!(
+                    "extent `{d}` in `{s}` (dynamic shapes are not imported)"
                 ))
             })
         })
@@ -76,7 +76,7 @@ pub fn ty(s: &str) -> Result<Ty> {
                 .chars()
                 .all(|c| c.is_ascii_digit())
         {
-            return Err(Error::new(format!("unsupported: memref layout in `{s}`")));
+            return Err(Error::unsupported(format!("memref layout in `{s}`")));
         }
         let (dims, e) = dims_and_element(shaped)?;
         return Ok(Ty::MemRef {
@@ -150,8 +150,8 @@ pub fn literal(s: &str, dtype: DType) -> Result<Literal> {
             let end = rest.find('>').ok_or_else(|| bad("a dense attribute", s))?;
             let v = &rest[..end];
             if v.starts_with('[') || v.starts_with('"') {
-                return Err(Error::new(format!(
-                    "unsupported: a constant that is not a splat (`{}`)",
+                return Err(Error::unsupported(format!(
+                    "a constant that is not a splat (`{}`)",
                     truncate(s)
                 )));
             }
@@ -234,6 +234,7 @@ pub fn loc(s: &str) -> Option<tpukit_dsl::Loc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tpukit_dsl::ErrorKind;
 
     #[test]
     fn types() {
@@ -253,11 +254,9 @@ mod tests {
             ty("tensor<bf16>").unwrap(),
             Ty::Tensor(Type::scalar(DType::BF16))
         );
-        assert!(
-            ty("vector<?x128xf32>")
-                .unwrap_err()
-                .message
-                .starts_with("unsupported")
+        assert_eq!(
+            ty("vector<?x128xf32>").unwrap_err().kind,
+            ErrorKind::Unsupported
         );
         assert!(ty("f64").unwrap_err().message.contains("`f64`"));
     }

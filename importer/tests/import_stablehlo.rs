@@ -3,7 +3,7 @@
 //! `python/tools/import_fixtures.py` with jax 0.10.2). Each becomes one grid step over whole
 //! arrays; unsupported ops fail with an error naming the op and the Python line.
 
-use tpukit_dsl::{DType, Kernel, OpKind, Region, Role, Window};
+use tpukit_dsl::{DType, ErrorKind, Kernel, OpKind, Region, Role, Window};
 use tpukit_import::{import_stablehlo, stablehlo_ops};
 
 fn fixture(name: &str) -> String {
@@ -88,6 +88,7 @@ fn unsupported_op_is_named_with_its_python_line() {
     let message = e.to_string();
     assert!(message.contains("stablehlo.sort"), "{message}");
     assert!(message.contains("unsupported"), "{message}");
+    assert_eq!(e.kind, ErrorKind::Unsupported);
     assert!(
         message.contains("python/tools/import_fixtures.py:"),
         "no Python line in {message}"

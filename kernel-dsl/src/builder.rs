@@ -7,9 +7,9 @@
 //! verifier once more.
 
 use crate::{
-    BinaryOp, BlockSpec, CallSpec, CmpOp, DType, DotDims, Error, Func, GridAxis, IndexBinOp,
-    IndexExpr, Indexer, Kernel, Literal, Loc, Op, OpKind, Operand, OperandId, ReduceOp, Region,
-    Result, Role, Start, Type, UnaryOp, ValueId, Window, bail_op,
+    BinaryOp, BlockSpec, CallSpec, CmpOp, DType, DotDims, Error, ErrorKind, Func, GridAxis,
+    IndexBinOp, IndexExpr, Indexer, Kernel, Literal, Loc, Op, OpKind, Operand, OperandId, ReduceOp,
+    Region, Result, Role, Start, Type, UnaryOp, ValueId, Window, bail_op,
 };
 
 /// An input to a builder method: an SSA value or a literal that takes its dtype from context.
@@ -255,7 +255,7 @@ impl KernelBuilder {
             kernel: Some(self.name.clone()),
             op: op.map(str::to_string),
             loc: self.loc.clone(),
-            message,
+            ..Error::new(message)
         }
     }
 
@@ -297,10 +297,12 @@ impl KernelBuilder {
         let v = self.value_like(value.into(), &Type::new(dtype, shape))?;
         if self.ty(v).dtype != dtype {
             let t = self.ty(v).clone();
-            return Err(self.err(
-                Some("broadcast"),
-                format!("a {t} value cannot fill a {dtype} array: cast it first"),
-            ));
+            return Err(self
+                .err(
+                    Some("broadcast"),
+                    format!("a {t} value cannot fill a {dtype} array: cast it first"),
+                )
+                .with_kind(ErrorKind::DType));
         }
         self.broadcast_to(v, shape)
     }
@@ -332,7 +334,9 @@ impl KernelBuilder {
     fn literal_dtype(&self, lit: Literal, like: Option<DType>) -> Result<DType> {
         Ok(match (lit, like) {
             (Literal::Float(x), Some(d)) if !d.is_float() => {
-                return Err(self.err(None, format!("float literal {x} used with a {d} value")));
+                return Err(self
+                    .err(None, format!("float literal {x} used with a {d} value"))
+                    .with_kind(ErrorKind::DType));
             }
             (_, Some(d)) => d,
             (Literal::Float(_), None) => DType::F32,
@@ -346,7 +350,9 @@ impl KernelBuilder {
         let v = self.value(a, Some(DType::I32))?;
         let t = self.ty(v);
         if t != &Type::scalar(DType::I32) {
-            return Err(self.err(None, format!("{what} must be an i32 scalar, got {t}")));
+            return Err(self
+                .err(None, format!("{what} must be an i32 scalar, got {t}"))
+                .with_kind(ErrorKind::DType));
         }
         Ok(v)
     }
@@ -396,14 +402,16 @@ impl KernelBuilder {
         let ref_shape = o.ref_shape();
         let name = o.name.clone();
         if index.len() > ref_shape.len() {
-            return Err(self.err(
-                Some(op),
-                format!(
-                    "{} indices for ref `{name}` of rank {}",
-                    index.len(),
-                    ref_shape.len()
-                ),
-            ));
+            return Err(self
+                .err(
+                    Some(op),
+                    format!(
+                        "{} indices for ref `{name}` of rank {}",
+                        index.len(),
+                        ref_shape.len()
+                    ),
+                )
+                .with_kind(ErrorKind::Shape));
         }
         let mut out = Vec::new();
         let mut shape = Vec::new();
@@ -505,13 +513,15 @@ impl KernelBuilder {
         let vt = self.ty(value).clone();
         if vt.dtype != dtype {
             let name = self.operands[r.0.0 as usize].name.clone();
-            return Err(self.err(
-                Some("store"),
-                format!(
-                    "storing a {} value into {dtype} ref `{name}`: cast it first",
-                    vt.dtype
-                ),
-            ));
+            return Err(self
+                .err(
+                    Some("store"),
+                    format!(
+                        "storing a {} value into {dtype} ref `{name}`: cast it first",
+                        vt.dtype
+                    ),
+                )
+                .with_kind(ErrorKind::DType));
         }
         let value = self.broadcast_to(value, &shape)?;
         let mask = match mask {
@@ -556,19 +566,22 @@ impl KernelBuilder {
         };
         let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
         if ta.dtype != tb.dtype {
-            return Err(self.err(
-                Some(op),
-                format!(
-                    "operands have different dtypes {} and {}: cast one of them",
-                    ta.dtype, tb.dtype
-                ),
-            ));
+            return Err(self
+                .err(
+                    Some(op),
+                    format!(
+                        "operands have different dtypes {} and {}: cast one of them",
+                        ta.dtype, tb.dtype
+                    ),
+                )
+                .with_kind(ErrorKind::DType));
         }
         let shape = broadcast_shapes(&ta.shape, &tb.shape).ok_or_else(|| {
             self.err(
                 Some(op),
                 format!("shapes {:?} and {:?} do not broadcast", ta.shape, tb.shape),
             )
+            .with_kind(ErrorKind::Shape)
         })?;
         Ok((self.broadcast_to(a, &shape)?, self.broadcast_to(b, &shape)?))
     }
@@ -609,6 +622,7 @@ impl KernelBuilder {
                     ct.shape, vt.shape
                 ),
             )
+            .with_kind(ErrorKind::Shape)
         })?;
         let cond = self.broadcast_to(cond, &shape)?;
         let on_true = self.broadcast_to(t, &shape)?;
@@ -852,10 +866,12 @@ impl KernelBuilder {
         let cond = self.value(cond, Some(DType::Bool))?;
         if self.ty(cond) != &Type::scalar(DType::Bool) {
             let t = self.ty(cond).clone();
-            return Err(self.err(
-                Some("if"),
-                format!("condition must be a bool scalar, got {t}"),
-            ));
+            return Err(self
+                .err(
+                    Some("if"),
+                    format!("condition must be a bool scalar, got {t}"),
+                )
+                .with_kind(ErrorKind::DType));
         }
         let loc = self.loc.clone();
         self.f.open.push(Region::default());

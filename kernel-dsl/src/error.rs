@@ -1,11 +1,59 @@
-//! The one error type of kernel construction and verification.
+//! The one error type of kernel construction and verification, and the kinds of failure
+//! every tpukit error type carries.
 
 use crate::Loc;
 use std::fmt;
 
+/// What kind of failure an error reports, so that callers tell failures apart without reading
+/// messages: the Python package raises one exception class per kind. Every tpukit error type
+/// (this crate's [`Error`], the runtime's and tpuBLAS's) carries one.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A malformed kernel or call: a verification failure, an unknown name, a bad argument
+    /// value. What no other kind describes.
+    #[default]
+    Invalid,
+    /// The input uses an op or feature tpukit does not support (an op without an import or
+    /// lowering rule, a memory space, a dynamic shape); the message names it.
+    Unsupported,
+    /// Shapes do not fit: ranks, extents, broadcasting, symbols bound twice or not at all.
+    Shape,
+    /// A dtype is wrong where it is used, or not one the operation serves.
+    DType,
+    /// An access outside an array or a block while the kernel runs: an index map, a dynamic
+    /// slice, a gather index.
+    Bounds,
+    /// A bug in tpukit itself (an invariant that does not hold, a compiler failure on a
+    /// verified kernel, a panic caught at a boundary), never the caller's input.
+    Internal,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Invalid,
+        ErrorKind::Unsupported,
+        ErrorKind::Shape,
+        ErrorKind::DType,
+        ErrorKind::Bounds,
+        ErrorKind::Internal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Shape => "shape",
+            ErrorKind::DType => "dtype",
+            ErrorKind::Bounds => "bounds",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
 /// What went wrong, naming the kernel, the op and the user's source line where known.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Error {
+    pub kind: ErrorKind,
     pub kernel: Option<String>,
     pub op: Option<String>,
     pub loc: Option<Loc>,
@@ -17,6 +65,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub fn new(message: impl Into<String>) -> Error {
         Error {
+            kind: ErrorKind::Invalid,
             kernel: None,
             op: None,
             loc: None,
@@ -29,6 +78,17 @@ impl Error {
             op: Some(op.to_string()),
             ..Error::new(message)
         }
+    }
+
+    /// An [`ErrorKind::Unsupported`] error: `message` names what is not supported, and is
+    /// shown after `unsupported: `.
+    pub fn unsupported(message: impl fmt::Display) -> Error {
+        Error::new(format!("unsupported: {message}")).with_kind(ErrorKind::Unsupported)
+    }
+
+    pub fn with_kind(mut self, kind: ErrorKind) -> Error {
+        self.kind = kind;
+        self
     }
 
     pub fn in_kernel(mut self, kernel: &str) -> Error {

@@ -49,7 +49,7 @@ mod verify;
 
 pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
 pub use dtype::DType;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;
 pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
 pub use loc::Loc;

@@ -13,7 +13,7 @@ use melior::{
         ValueLike, operation::OperationBuilder, operation::OperationLike,
     },
 };
-use tpukit_dsl::{Error, Result};
+use tpukit_dsl::{Error, ErrorKind, Result};
 
 /// An SSA value of the module under construction.
 ///
@@ -94,7 +94,10 @@ impl<'c> Emitter<'c> {
             .add_attributes(&attributes)
             .add_regions_vec(regions)
             .build()
-            .map_err(|e| Error::new(format!("internal error building `{name}`: {e}")))?;
+            .map_err(|e| {
+                Error::new(format!("internal error building `{name}`: {e}"))
+                    .with_kind(ErrorKind::Internal)
+            })?;
         let op = self.block.append_operation(op);
         Ok(op
             .results()
@@ -105,8 +108,10 @@ impl<'c> Emitter<'c> {
 
     /// An attribute written as MLIR text (`array<i64: 4>`, `#tpu.core_type<tc>`, …).
     pub fn attr(&self, text: &str) -> Result<Attribute<'c>> {
-        Attribute::parse(self.context, text)
-            .ok_or_else(|| Error::new(format!("internal error: bad attribute `{text}`")))
+        Attribute::parse(self.context, text).ok_or_else(|| {
+            Error::new(format!("internal error: bad attribute `{text}`"))
+                .with_kind(ErrorKind::Internal)
+        })
     }
 
     /// A type written as MLIR text (`vector<8x128xf32>`, `memref<4xi32>`, …).
@@ -132,6 +137,7 @@ impl<'c> Emitter<'c> {
 }
 
 pub fn parse_type<'c>(context: &'c Context, text: &str) -> Result<Type<'c>> {
-    Type::parse(context, text)
-        .ok_or_else(|| Error::new(format!("internal error: bad type `{text}`")))
+    Type::parse(context, text).ok_or_else(|| {
+        Error::new(format!("internal error: bad type `{text}`")).with_kind(ErrorKind::Internal)
+    })
 }

@@ -8,7 +8,7 @@ use crate::{
 };
 use melior::ir::{Block, Location, Region, RegionLike, Type};
 use std::collections::HashMap;
-use tpukit_dsl::{Error, Func, Kernel, Loc, Op, OpKind, Result, ValueId};
+use tpukit_dsl::{Error, ErrorKind, Func, Kernel, Loc, Op, OpKind, Result, ValueId};
 
 /// What ends a lowered region.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -110,6 +110,7 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
                 name,
                 "has no Mosaic lowering rule (the TPU backend does not support it)",
             )
+            .with_kind(ErrorKind::Unsupported)
         })?;
         rule(self, em, op)
     }

@@ -9,7 +9,7 @@ use melior::{
     },
 };
 use std::{cell::RefCell, rc::Rc};
-use tpukit_dsl::{Error, Kernel, Result};
+use tpukit_dsl::{Error, ErrorKind, Kernel, Result};
 
 /// Builds the Mosaic module of `kernel` (readable form: `vector.load`, `tpu.matmul`, …) and
 /// runs MLIR's verifier on it, so malformed IR stops here with the verifier's message rather
@@ -51,6 +51,7 @@ pub fn verify(context: &Context, module: &Module) -> Result<()> {
         Err(Error::new(format!(
             "the Mosaic module does not verify: {}",
             messages.borrow().join("; ")
-        )))
+        ))
+        .with_kind(ErrorKind::Internal))
     }
 }

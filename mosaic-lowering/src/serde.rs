@@ -19,7 +19,7 @@ use melior::{
     },
 };
 use std::collections::HashMap;
-use tpukit_dsl::{Error, Result};
+use tpukit_dsl::{Error, ErrorKind, Result};
 
 /// The module in its serialized form (`stable_mosaic.*` op names).
 pub fn mangle<'c>(context: &'c Context, module: &Module<'c>, version: i64) -> Result<Module<'c>> {
@@ -98,7 +98,10 @@ fn mangle_op<'c>(
         .add_attributes(&attributes)
         .add_regions_vec(regions)
         .build()
-        .map_err(|e| Error::new(format!("internal error serializing `{name}`: {e}")))
+        .map_err(|e| {
+            Error::new(format!("internal error serializing `{name}`: {e}"))
+                .with_kind(ErrorKind::Internal)
+        })
 }
 
 /// The serde version that gave `tpu.matmul` its `transpose_lhs_hint`.
@@ -134,7 +137,10 @@ pub fn bytecode(module: &Module) -> Result<Vec<u8>> {
     module
         .as_operation()
         .write_bytecode_with_config(&config)
-        .map_err(|e| Error::new(format!("cannot write the Mosaic bytecode: {e}")))
+        .map_err(|e| {
+            Error::new(format!("cannot write the Mosaic bytecode: {e}"))
+                .with_kind(ErrorKind::Internal)
+        })
 }
 
 /// Standard base64 with padding, as `base64.b64encode`.

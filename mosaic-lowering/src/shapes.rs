@@ -6,7 +6,7 @@
 //! are specialised to those extents. One IR kernel serves every binding; each binding gets its
 //! own Mosaic module.
 
-use tpukit_dsl::{Bindings, BlockDim, Error, Kernel, Operand, Result, Window};
+use tpukit_dsl::{Bindings, BlockDim, Error, ErrorKind, Kernel, Operand, Result, Window};
 
 /// The concrete extents of one kernel under one binding of its symbols.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +25,7 @@ impl Shapes {
                 "{what} is symbolic and has no binding (bound: {:?})",
                 bindings.keys().collect::<Vec<_>>()
             ))
+            .with_kind(ErrorKind::Shape)
             .in_kernel(&kernel.name)
         };
         let operands = kernel

@@ -8,7 +8,7 @@ use melior::{
     Context,
     ir::{Attribute, Type as MlirType, r#type::MemRefType},
 };
-use tpukit_dsl::{DType, Error, Result, Type};
+use tpukit_dsl::{DType, Error, ErrorKind, Result, Type};
 
 /// The element type of a value of `dtype`.
 pub fn element(dtype: DType) -> &'static str {
@@ -73,8 +73,10 @@ pub fn memref<'c>(
         MemorySpace::Vmem => "vmem",
         MemorySpace::Smem => "smem",
     };
-    let space = Attribute::parse(context, &format!("#tpu.memory_space<{name}>"))
-        .ok_or_else(|| Error::new("internal error: bad memory space"))?;
+    let space =
+        Attribute::parse(context, &format!("#tpu.memory_space<{name}>")).ok_or_else(|| {
+            Error::new("internal error: bad memory space").with_kind(ErrorKind::Internal)
+        })?;
     let element = crate::emit::parse_type(context, memory_element(dtype))?;
     let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     Ok(MemRefType::new(element, &dims, None, Some(space)).into())

@@ -11,23 +11,35 @@ pub enum Device {
     Cpu,
 }
 
+impl Device {
+    /// Every device, the default (what a launch that names none uses) first.
+    pub const ALL: [Device; 2] = [Device::Cpu, Device::Interpret];
+
+    /// The device's name, as `FromStr` reads it and the Python package spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Interpret => "interpret",
+            Device::Cpu => "cpu",
+        }
+    }
+}
+
 impl FromStr for Device {
     type Err = String;
     fn from_str(s: &str) -> Result<Device, String> {
-        match s {
-            "interpret" => Ok(Device::Interpret),
-            "cpu" => Ok(Device::Cpu),
-            other => Err(format!("unknown device `{other}` (known: interpret, cpu)")),
-        }
+        Device::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Device::ALL.iter().map(|d| d.name()).collect();
+                format!("unknown device `{s}` (known: {})", known.join(", "))
+            })
     }
 }
 
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Device::Interpret => "interpret",
-            Device::Cpu => "cpu",
-        })
+        f.write_str(self.name())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
 use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError, cpu, interpret};
-use tpukit_dsl::{Bindings, Dim, Kernel, Role};
+use tpukit_dsl::{Bindings, Dim, ErrorKind, Kernel, Role};
 
 /// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
 /// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
@@ -85,6 +85,7 @@ fn resolve(
                     &kernel.name,
                     format!("symbol `{d}` of `{operand}` is not bound by any array given"),
                 )
+                .with_kind(ErrorKind::Shape)
             })
         })
         .collect()
@@ -96,7 +97,7 @@ fn bind(
     inputs: &[&HostArray],
     outputs: &[&HostArray],
 ) -> Result<Bindings, RuntimeError> {
-    let err = |m: String| RuntimeError::new(&kernel.name, m);
+    let err = |kind, m: String| RuntimeError::new(&kernel.name, m).with_kind(kind);
     let mut given: Vec<(&tpukit_dsl::Operand, &HostArray)> = Vec::new();
     let ins: Vec<_> = kernel
         .operands
@@ -104,11 +105,14 @@ fn bind(
         .filter(|o| matches!(o.role, Role::Prefetch | Role::Input))
         .collect();
     if inputs.len() != ins.len() {
-        return Err(err(format!(
-            "takes {} input arrays (prefetch operands, then inputs), got {}",
-            ins.len(),
-            inputs.len()
-        )));
+        return Err(err(
+            ErrorKind::Invalid,
+            format!(
+                "takes {} input arrays (prefetch operands, then inputs), got {}",
+                ins.len(),
+                inputs.len()
+            ),
+        ));
     }
     given.extend(ins.into_iter().zip(inputs.iter().copied()));
     if !outputs.is_empty() {
@@ -118,11 +122,14 @@ fn bind(
             .filter(|o| o.role == Role::Output)
             .collect();
         if outputs.len() != outs.len() {
-            return Err(err(format!(
-                "has {} outputs, got {} output arrays",
-                outs.len(),
-                outputs.len()
-            )));
+            return Err(err(
+                ErrorKind::Invalid,
+                format!(
+                    "has {} outputs, got {} output arrays",
+                    outs.len(),
+                    outputs.len()
+                ),
+            ));
         }
         given.extend(outs.into_iter().zip(outputs.iter().copied()));
     }
@@ -131,34 +138,39 @@ fn bind(
     for (o, a) in given {
         let what = format!("{} `{}`", o.role.name(), o.name);
         if a.dtype() != o.dtype {
-            return Err(err(format!(
-                "{what} must be {}, got a {} array",
-                o.dtype,
-                a.dtype()
-            )));
+            return Err(err(
+                ErrorKind::DType,
+                format!("{what} must be {}, got a {} array", o.dtype, a.dtype()),
+            ));
         }
         if a.shape().len() != o.shape.len() {
-            return Err(err(format!(
-                "{what} must have rank {}, got shape {:?}",
-                o.shape.len(),
-                a.shape()
-            )));
+            return Err(err(
+                ErrorKind::Shape,
+                format!(
+                    "{what} must have rank {}, got shape {:?}",
+                    o.shape.len(),
+                    a.shape()
+                ),
+            ));
         }
         for (d, (dim, &n)) in o.shape.iter().zip(a.shape()).enumerate() {
             match dim {
                 Dim::Static(s) if *s != n => {
-                    return Err(err(format!(
-                        "{what} has shape {:?}, but dim {d} must be {s}",
-                        a.shape()
-                    )));
+                    return Err(err(
+                        ErrorKind::Shape,
+                        format!("{what} has shape {:?}, but dim {d} must be {s}", a.shape()),
+                    ));
                 }
                 Dim::Sym(sym) => match bindings.get(sym) {
                     Some(&b) if b != n => {
-                        return Err(err(format!(
-                            "{what} has shape {:?} but `{sym}` is bound to {b} by {}",
-                            a.shape(),
-                            bound_by[sym]
-                        )));
+                        return Err(err(
+                            ErrorKind::Shape,
+                            format!(
+                                "{what} has shape {:?} but `{sym}` is bound to {b} by {}",
+                                a.shape(),
+                                bound_by[sym]
+                            ),
+                        ));
                     }
                     Some(_) => {}
                     None => {
@@ -172,9 +184,10 @@ fn bind(
     }
     for sym in kernel.symbols() {
         if !bindings.contains_key(&sym) {
-            return Err(err(format!(
-                "symbol `{sym}` is not bound by any array given"
-            )));
+            return Err(err(
+                ErrorKind::Shape,
+                format!("symbol `{sym}` is not bound by any array given"),
+            ));
         }
     }
     Ok(bindings)

@@ -10,6 +10,7 @@ use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{copy, layout, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
 
@@ -126,10 +127,12 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
         let s = t.shape();
         let same = s.len() == rank && (0..rank).all(|i| i == d || s[i] == first.shape()[i]);
         if !same {
-            return Err(a.err(format!(
-                "shapes {:?} and {s:?} differ outside dim {d}",
-                first.shape()
-            )));
+            return Err(a
+                .err(format!(
+                    "shapes {:?} and {s:?} differ outside dim {d}",
+                    first.shape()
+                ))
+                .with_kind(ErrorKind::Shape));
         }
     }
     let dtype = kept

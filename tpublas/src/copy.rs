@@ -9,6 +9,7 @@ use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::promote;
 use crate::value::{Args, Value};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim};
 use tpukit::prelude::*;
 
@@ -100,7 +101,9 @@ impl Permute {
                 let mut seen = perm.clone();
                 seen.sort();
                 if seen != (0..rank).collect::<Vec<_>>() {
-                    return Err(a.err(format!("{dims:?} is not a permutation of {rank} dims")));
+                    return Err(a
+                        .err(format!("{dims:?} is not a permutation of {rank} dims"))
+                        .with_kind(ErrorKind::Shape));
                 }
                 perm
             }

@@ -18,6 +18,7 @@ use crate::BlasError;
 use crate::launch::{Prepared, memo};
 use crate::layout::{self, BLOCK, Pattern, flat};
 use crate::promote::{promote, served, to};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{DType, Kernel};
 use tpukit::prelude::*;
 
@@ -375,7 +376,8 @@ fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
         Err(BlasError::new(
             op,
             format!("tpuBLAS serves f32 and bf16 tensors, got {}", x.dtype()),
-        ))
+        )
+        .with_kind(ErrorKind::DType))
     }
 }
 
@@ -424,6 +426,7 @@ pub fn binary(
                 y.shape()
             ),
         )
+        .with_kind(ErrorKind::Shape)
     })?;
     // ATen: a 0-d tensor with a dimensioned one does not decide the dtype.
     let dtype = match (x.shape().is_empty(), y.shape().is_empty()) {
@@ -499,13 +502,16 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
         return Err(BlasError::new(
             name,
             format!("the condition must be bool, got {}", cond.dtype()),
-        ));
+        )
+        .with_kind(ErrorKind::DType));
     }
     check_dtype(name, a)?;
     check_dtype(name, b)?;
     let shape = layout::broadcast_shape(cond.shape(), a.shape())
         .and_then(|s| layout::broadcast_shape(&s, b.shape()))
-        .ok_or_else(|| BlasError::new(name, "shapes do not broadcast"))?;
+        .ok_or_else(|| {
+            BlasError::new(name, "shapes do not broadcast").with_kind(ErrorKind::Shape)
+        })?;
     let dtype = promote(a.dtype(), b.dtype());
     let expand = |x: &HostArray, d| layout::expand(&to(x, d), &shape).expect("broadcast checked");
     let (c, a, b) = (

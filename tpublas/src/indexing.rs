@@ -9,6 +9,7 @@ use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{BlasError, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
 
@@ -47,16 +48,17 @@ pub fn kernel(dtype: DType) -> Result<Prepared> {
 /// ≤ 1. Returns `x` with `shape[dim] = len(index)`.
 fn select(op: &'static str, x: &HostArray, d: usize, index: &HostArray) -> Result<HostArray> {
     promote::check(op, x)?;
-    let idx = index
-        .as_i32()
-        .ok_or_else(|| BlasError::new(op, format!("indices must be i32, got {}", index.dtype())))?;
+    let idx = index.as_i32().ok_or_else(|| {
+        BlasError::new(op, format!("indices must be i32, got {}", index.dtype()))
+            .with_kind(ErrorKind::DType)
+    })?;
     let shape = x.shape();
     let v = shape.get(d).copied().unwrap_or(1);
     if let Some(bad) = idx.iter().find(|&&i| i < 0 || i as usize >= v) {
-        return Err(BlasError::new(
-            op,
-            format!("index {bad} is out of range for size {v}"),
-        ));
+        return Err(
+            BlasError::new(op, format!("index {bad} is out of range for size {v}"))
+                .with_kind(ErrorKind::Bounds),
+        );
     }
     let outer: usize = shape[..d.min(shape.len())].iter().product();
     let inner: usize = shape.get(d + 1..).map_or(1, |s| s.iter().product());
@@ -100,14 +102,16 @@ impl Gather {
                 let d = a.dim(a.int(1)?, x.shape().len())?;
                 let index = a.tensor(2)?;
                 if index.shape().len() > 1 {
-                    return Err(a.err("index must be a vector"));
+                    return Err(a.err("index must be a vector").with_kind(ErrorKind::Shape));
                 }
                 Ok(vec![select(self.aten(), x, d, index)?])
             }
             Gather::Embedding => {
                 let (w, indices) = (a.tensor(0)?, a.tensor(1)?);
                 if w.shape().len() != 2 {
-                    return Err(a.err(format!("weight must be 2-D, got {:?}", w.shape())));
+                    return Err(a
+                        .err(format!("weight must be 2-D, got {:?}", w.shape()))
+                        .with_kind(ErrorKind::Shape));
                 }
                 let n = indices.shape().iter().product();
                 let flat = indices.clone().reshape(&[n]).expect("same size");

@@ -13,6 +13,7 @@ use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{BlockDim, CallSpec, DType, Dim, Kernel};
 use tpukit::prelude::*;
 
@@ -162,11 +163,13 @@ impl Matmul {
             promote::check(self.aten(), t)?;
         }
         if x.dtype() != y.dtype() {
-            return Err(a.err(format!(
-                "expected both operands to have the same dtype, got {} and {}",
-                x.dtype(),
-                y.dtype()
-            )));
+            return Err(a
+                .err(format!(
+                    "expected both operands to have the same dtype, got {} and {}",
+                    x.dtype(),
+                    y.dtype()
+                ))
+                .with_kind(ErrorKind::DType));
         }
         let rank = if self == Matmul::Bmm { 3 } else { 2 };
         let (xs, ys) = (x.shape(), y.shape());
@@ -175,7 +178,9 @@ impl Matmul {
             && xs[rank - 1] == ys[rank - 2]
             && (rank == 2 || xs[0] == ys[0]);
         if !fits {
-            return Err(a.err(format!("shapes {xs:?} and {ys:?} cannot be multiplied")));
+            return Err(a
+                .err(format!("shapes {xs:?} and {ys:?} cannot be multiplied"))
+                .with_kind(ErrorKind::Shape));
         }
         let dtype = x.dtype();
         let (m, n) = (xs[rank - 2], ys[rank - 1]);
@@ -197,6 +202,7 @@ impl Matmul {
                     a.err(format!(
                         "self of shape {s:?} does not broadcast to {out_shape:?}"
                     ))
+                    .with_kind(ErrorKind::Shape)
                 })?;
                 (full, Bias::Full)
             }

@@ -16,6 +16,7 @@ use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
@@ -167,10 +168,12 @@ impl Norm {
             .collect::<Result<_>>()?;
         let rank = x.shape().len();
         if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
-            return Err(a.err(format!(
-                "normalized_shape {normalized:?} is not the trailing shape of {:?}",
-                x.shape()
-            )));
+            return Err(a
+                .err(format!(
+                    "normalized_shape {normalized:?} is not the trailing shape of {:?}",
+                    x.shape()
+                ))
+                .with_kind(ErrorKind::Shape));
         }
         let n: usize = normalized.iter().product();
         let weight = a.opt_tensor(2)?;

@@ -12,6 +12,7 @@ use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
@@ -151,10 +152,12 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
         return Err(a.err("grad_out and input must have one shape and dtype"));
     }
     if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
-        return Err(a.err(format!(
-            "normalized_shape {normalized:?} is not the trailing shape of {:?}",
-            x.shape()
-        )));
+        return Err(a
+            .err(format!(
+                "normalized_shape {normalized:?} is not the trailing shape of {:?}",
+                x.shape()
+            ))
+            .with_kind(ErrorKind::Shape));
     }
     let n: usize = normalized.iter().product();
     let m = x.shape().iter().product::<usize>() / n.max(1);

@@ -2,6 +2,7 @@
 
 use tpukit::HostArray;
 use tpukit::dsl::DType;
+use tpukit::dsl::ErrorKind;
 
 /// The result dtype of a binary op on tensors of `a` and `b` (f32 wins; Python scalars never
 /// promote, so tensor⊕scalar keeps the tensor's dtype).
@@ -34,6 +35,7 @@ pub fn check(op: &str, x: &HostArray) -> Result<(), crate::BlasError> {
         Err(crate::BlasError::new(
             op,
             format!("tpuBLAS serves f32 and bf16 tensors, got {}", x.dtype()),
-        ))
+        )
+        .with_kind(ErrorKind::DType))
     }
 }

@@ -8,6 +8,7 @@ use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
+use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
@@ -127,7 +128,9 @@ impl Reduction {
         dims.dedup();
         let keepdim = a.bool_or(2, false)?;
         if self == Reduction::Amax && dims.iter().any(|&d| x.shape()[d] == 0) {
-            return Err(a.err("cannot reduce over a zero-size dimension"));
+            return Err(a
+                .err("cannot reduce over a zero-size dimension")
+                .with_kind(ErrorKind::Shape));
         }
         let (rows_x, _) = layout::to_rows(x, &dims)?;
         let k = self.kernel(x.dtype(), x.dtype())?;

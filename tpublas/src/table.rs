@@ -23,6 +23,7 @@ use crate::softmax::Softmax;
 use crate::value::{Args, Value};
 use tpukit::catalog::Instance;
 use tpukit::dsl::DType;
+use tpukit::dsl::ErrorKind;
 use tpukit::{HostArray, Launchable as _};
 
 /// Which code serves an operator: its family, and the member of the family.
@@ -310,7 +311,8 @@ impl Op {
             return Err(BlasError::new(
                 &self.name(),
                 format!("has no {dtype} variant (tpuBLAS serves f32 and bf16)"),
-            ));
+            )
+            .with_kind(ErrorKind::DType));
         }
         match self.family {
             F::Unary(u) => u.kernels(dtype),

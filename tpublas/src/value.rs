@@ -5,6 +5,7 @@
 use crate::BlasError;
 use tpukit::HostArray;
 use tpukit::dsl::DType;
+use tpukit::dsl::ErrorKind;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -150,9 +151,11 @@ impl<'a> Args<'a> {
             None => Ok(None),
             Some(Value::Str(name)) => match DType::parse(name) {
                 Some(d) if crate::promote::served(d) => Ok(Some(d)),
-                _ => Err(self.err(format!(
-                    "argument {i}: unsupported dtype `{name}` (tpuBLAS serves f32 and bf16)"
-                ))),
+                _ => Err(self
+                    .err(format!(
+                        "argument {i}: unsupported dtype `{name}` (tpuBLAS serves f32 and bf16)"
+                    ))
+                    .with_kind(ErrorKind::DType)),
             },
             Some(other) => Err(self.err(format!("argument {i} must be a dtype, got {other:?}"))),
         }
@@ -163,9 +166,11 @@ impl<'a> Args<'a> {
         let r = rank.max(1) as i64;
         let n = if d < 0 { d + r } else { d };
         if n < 0 || n >= r {
-            return Err(self.err(format!(
-                "dim {d} is out of range for a tensor of rank {rank}"
-            )));
+            return Err(self
+                .err(format!(
+                    "dim {d} is out of range for a tensor of rank {rank}"
+                ))
+                .with_kind(ErrorKind::Shape));
         }
         Ok(n as usize)
     }

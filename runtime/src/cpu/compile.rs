@@ -12,7 +12,7 @@ use inkwell::targets::FileType;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tpukit_dsl::{Kernel, KernelHash};
+use tpukit_dsl::{ErrorKind, Kernel, KernelHash};
 
 /// A kernel compiled for the host and linked into the process.
 pub struct Compiled {
@@ -55,11 +55,9 @@ pub fn compile_artifact(
     let clock = std::time::Instant::now();
     let ctx = Context::create();
     let emitted = codegen::emit(&ctx, kernel, &entry, options)
-        .map_err(|e| RuntimeError::new(&kernel.name, e.message))?;
+        .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
     let emitted_at = clock.elapsed();
-    let machine = target
-        .machine()
-        .map_err(|m| RuntimeError::new(&kernel.name, m))?;
+    let machine = target.machine().map_err(|m| internal(&kernel.name, m))?;
     let module = emitted.module;
     module.set_triple(&machine.get_triple());
     module.set_data_layout(&machine.get_target_data().get_data_layout());
@@ -72,14 +70,14 @@ pub fn compile_artifact(
     passes.set_loop_interleaving(false);
     module
         .run_passes("default<O3>", &machine, passes)
-        .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM passes: {e}")))?;
+        .map_err(|e| internal(&kernel.name, format!("LLVM passes: {e}")))?;
     let optimised_at = clock.elapsed();
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
         eprintln!("{}", module.print_to_string().to_string());
     }
     let object = machine
         .write_to_memory_buffer(&module, FileType::Object)
-        .map_err(|e| RuntimeError::new(&kernel.name, format!("LLVM codegen: {e}")))?
+        .map_err(|e| internal(&kernel.name, format!("LLVM codegen: {e}")))?
         .as_slice()
         .to_vec();
     if std::env::var_os("TPUKIT_TIMINGS").is_some() {
@@ -111,12 +109,18 @@ pub fn link(artifact: Artifact) -> Result<Compiled, String> {
     })
 }
 
+/// A failure of the compiler or the linker on a verified kernel: a bug in tpukit, or an
+/// unusable LLVM, never the kernel's fault.
+fn internal(kernel: &str, message: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::new(kernel, message).with_kind(ErrorKind::Internal)
+}
+
 /// Compiles `kernel` for the host and links it, bypassing every cache (what the compile-
 /// latency benchmark measures).
 pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
     let target = HostTarget::detect();
     let artifact = compile_artifact(kernel, &target, options_for(&target, debug))?;
-    link(artifact).map_err(|m| RuntimeError::new(&kernel.name, m))
+    link(artifact).map_err(|m| internal(&kernel.name, m))
 }
 
 type Slot = Arc<OnceLock<Result<Arc<Compiled>, RuntimeError>>>;
@@ -137,7 +141,7 @@ pub(crate) fn preload(hash: KernelHash, artifact: Artifact) {
     slot.get_or_init(|| {
         link(artifact)
             .map(Arc::new)
-            .map_err(|m| RuntimeError::new("warm-up", m))
+            .map_err(|m| internal("warm-up", m))
     });
 }
 
@@ -160,7 +164,7 @@ pub(crate) fn cached(
         let found_at = clock.elapsed();
         let compiled = link(artifact)
             .map(Arc::new)
-            .map_err(|m| RuntimeError::new(&kernel.name, m));
+            .map_err(|m| internal(&kernel.name, m));
         if std::env::var_os("TPUKIT_TIMINGS").is_some() {
             eprintln!(
                 "tpukit cpu: `{}`: key {keyed_at:?}, artifact {:?}, link {:?}",

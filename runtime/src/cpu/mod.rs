@@ -29,6 +29,7 @@ pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
     warm_allocator();
     jit::warm_up().map_err(|m| RuntimeError {
+        kind: ErrorKind::Internal,
         message: format!("tpukit cpu: {m}"),
     })?;
     if let Some((hash, artifact)) = bundle::warm_up_entry() {
@@ -62,7 +63,7 @@ fn touch_heap(bytes: usize) {
 use crate::{HostArray, RuntimeError};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
-use tpukit_dsl::{Bindings, Kernel, KernelHash, Role, Semantics};
+use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
 
 /// Runs `kernel` (whose structural hash is `hash`) compiled for the host, writing `outputs`
 /// in place.
@@ -230,7 +231,7 @@ fn describe(
             .unwrap_or_default();
         format!("op `{}`{at}", site.name)
     });
-    let message = match s[field::CODE] {
+    let (kind, message) = match s[field::CODE] {
         code::WINDOW => {
             let id = s[field::SUBJECT] as usize;
             let o = &kernel.operands[id];
@@ -238,11 +239,12 @@ fn describe(
             let shape = &dims[first..first + o.shape.len()];
             let n = o.shape.len().min(field::MAX_BLOCKS);
             let blocks = &s[field::BLOCKS..field::BLOCKS + n];
-            format!(
+            let message = format!(
                 "the index map of {} `{}` at grid point {point:?} gives block index {blocks:?}: its window starts at element {value} of dim {dim}, outside the array of shape {shape:?}",
                 o.role.name(),
                 o.name,
-            )
+            );
+            (ErrorKind::Bounds, message)
         }
         code::ACCESS => {
             let size = s[field::SIZE];
@@ -262,15 +264,25 @@ fn describe(
                 }
                 None => ("ref", "?"),
             };
-            format!(
+            let message = format!(
                 "{op} in grid step {point:?}: {range} of dim {dim} is outside the {what} of `{name}` (extent {extent})"
-            )
+            );
+            (ErrorKind::Bounds, message)
         }
-        code::ELEMENT => format!(
-            "{op} in grid step {point:?}: element offset {value} is outside the array ({extent} elements)"
+        code::ELEMENT => (
+            ErrorKind::Bounds,
+            format!(
+                "{op} in grid step {point:?}: element offset {value} is outside the array ({extent} elements)"
+            ),
         ),
-        code::STEP => format!("{op} in grid step {point:?}: loop step {value} is not positive"),
-        other => format!("failed with unknown status {other}"),
+        code::STEP => (
+            ErrorKind::Invalid,
+            format!("{op} in grid step {point:?}: loop step {value} is not positive"),
+        ),
+        other => (
+            ErrorKind::Internal,
+            format!("failed with unknown status {other}"),
+        ),
     };
-    RuntimeError::new(&kernel.name, message)
+    RuntimeError::new(&kernel.name, message).with_kind(kind)
 }

@@ -2,7 +2,9 @@
 
 use super::tensor::{Tensor, for_each_index, strides};
 use crate::{HostArray, RuntimeError};
-use tpukit_dsl::{Bindings, BlockDim, DType, Func, Indexer, Kernel, OperandId, Role, Window};
+use tpukit_dsl::{
+    Bindings, BlockDim, DType, ErrorKind, Func, Indexer, Kernel, OperandId, Role, Window,
+};
 
 /// One operand's elements (row-major, exact as f64) and its window at the current step.
 struct Buffer {
@@ -159,7 +161,8 @@ impl Memory {
                             o.name,
                             b.shape
                         ),
-                    ));
+                    )
+                    .with_kind(ErrorKind::Bounds));
                 }
                 b.origin[d] = start;
             }

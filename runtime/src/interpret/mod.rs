@@ -13,7 +13,7 @@ mod tensor;
 use crate::{HostArray, RuntimeError};
 use memory::Memory;
 use tensor::Tensor;
-use tpukit_dsl::{Bindings, Func, Kernel, Op, OpKind, Region, ValueId};
+use tpukit_dsl::{Bindings, ErrorKind, Func, Kernel, Op, OpKind, Region, ValueId};
 
 pub(crate) fn run(
     kernel: &Kernel,
@@ -57,13 +57,14 @@ struct Machine<'a> {
 /// Why an op failed: a problem of this op (to be located), or an error already located
 /// inside one of its regions.
 enum Failure {
-    Here(String),
+    Here(ErrorKind, String),
     Nested(RuntimeError),
 }
 
+/// The access checks of [`Memory`] fail with a message: an access outside a block or array.
 impl From<String> for Failure {
     fn from(m: String) -> Failure {
-        Failure::Here(m)
+        Failure::Here(ErrorKind::Bounds, m)
     }
 }
 
@@ -106,7 +107,7 @@ impl Machine<'_> {
             }
             let results = match self.op(f, op, env) {
                 Ok(r) => r,
-                Err(Failure::Here(m)) => return Err(self.error(op, m)),
+                Err(Failure::Here(kind, m)) => return Err(self.error(op, m).with_kind(kind)),
                 Err(Failure::Nested(e)) => return Err(e),
             };
             for (r, v) in op.results.iter().zip(results) {
@@ -197,7 +198,10 @@ impl Machine<'_> {
             } => {
                 let (lo, hi, st) = (v(lower).as_i64(), v(upper).as_i64(), v(step).as_i64());
                 if st <= 0 {
-                    return Err(Failure::Here(format!("loop step {st} is not positive")));
+                    return Err(Failure::Here(
+                        ErrorKind::Invalid,
+                        format!("loop step {st} is not positive"),
+                    ));
                 }
                 let mut carried: Vec<Tensor> = init.iter().map(|i| get(env, *i).clone()).collect();
                 let mut iv = lo;

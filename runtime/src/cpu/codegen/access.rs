@@ -1,7 +1,7 @@
 //! Loads and stores through refs: element addresses and access checks.
 
 use super::value::{Env, Val, get};
-use super::{Emitter, Report, Result};
+use super::{CodegenError, Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
 use inkwell::types::BasicTypeEnum;
@@ -18,7 +18,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     Start::Static(s) => Ok(self.i64(*s)),
                     Start::Dynamic(v) => {
                         let super::Val::Scalar(s) = get(env, *v) else {
-                            return Err("internal error: dynamic start is not a scalar".into());
+                            return Err(CodegenError::internal("dynamic start is not a scalar"));
                         };
                         Ok(self.b.build_int_s_extend(
                             s.into_int_value(),

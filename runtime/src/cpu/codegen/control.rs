@@ -5,7 +5,7 @@
 //! only then copied into the carried buffers, since a yielded value may read a carried one.
 
 use super::value::{Env, Val};
-use super::{Emitter, Report, Result};
+use super::{CodegenError, Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
 use inkwell::values::PointerValue;
@@ -69,7 +69,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     staged.push(Some(Val::Buffer(tmp)));
                 }
                 (Home::Slot(_), _) => {
-                    return Err("internal error: scalar carried as a tensor".into());
+                    return Err(CodegenError::internal("scalar carried as a tensor"));
                 }
             }
         }
@@ -87,7 +87,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                         e.buffer_store(ty.dtype, dst, idx[0], x)
                     })?;
                 }
-                _ => return Err("internal error: mismatched carried value".into()),
+                _ => return Err(CodegenError::internal("mismatched carried value")),
             }
         }
         Ok(())
@@ -114,7 +114,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Val::Scalar(s) => {
                     Ok(e.b.build_int_s_extend(s.into_int_value(), e.ctx.i64_type(), "bound")?)
                 }
-                _ => Err("internal error: loop bound is not a scalar".into()),
+                _ => Err(CodegenError::internal("loop bound is not a scalar")),
             }
         };
         let (lo, hi, st) = (
@@ -170,7 +170,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             unreachable!("if_else on an if");
         };
         let Val::Scalar(c) = super::value::get(env, *cond) else {
-            return Err("internal error: condition is not a scalar".into());
+            return Err(CodegenError::internal("condition is not a scalar"));
         };
         let homes = self.homes(f, &op.results)?;
         let yes = self.ctx.append_basic_block(self.func, "if.then");

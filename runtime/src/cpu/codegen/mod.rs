@@ -38,28 +38,42 @@ use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
 };
 use std::collections::HashMap;
-use tpukit_dsl::{DType, Kernel, Loc, Op, OpKind, OperandId};
+use tpukit_dsl::{DType, ErrorKind, Kernel, Loc, Op, OpKind, OperandId};
 pub(crate) use value::Val;
 
 pub(crate) type Result<T> = std::result::Result<T, CodegenError>;
 
-/// Code generation failed: an op the backend cannot compile, or an internal error.
+/// Code generation failed: an op the backend cannot compile ([`ErrorKind::Unsupported`],
+/// what a message converts to), or an internal error ([`CodegenError::internal`]).
 /// `located` once the message names the op and its source line.
 #[derive(Debug)]
 pub(crate) struct CodegenError {
+    pub kind: ErrorKind,
     pub message: String,
     pub located: bool,
 }
 
+impl CodegenError {
+    /// A broken invariant of the code generator (a bug in tpukit, not in the kernel).
+    pub fn internal(message: impl std::fmt::Display) -> CodegenError {
+        CodegenError {
+            kind: ErrorKind::Internal,
+            message: format!("internal error: {message}"),
+            located: false,
+        }
+    }
+}
+
 impl From<BuilderError> for CodegenError {
     fn from(e: BuilderError) -> CodegenError {
-        format!("internal error: LLVM builder: {e}").into()
+        CodegenError::internal(format!("LLVM builder: {e}"))
     }
 }
 
 impl From<String> for CodegenError {
     fn from(message: String) -> CodegenError {
         CodegenError {
+            kind: ErrorKind::Unsupported,
             message,
             located: false,
         }
@@ -236,12 +250,11 @@ pub(crate) fn emit<'ctx>(
             .get_function(entry)
             .is_some_and(|f| f.verify(false)))
     {
-        return Err(format!(
-            "internal error: invalid LLVM IR for kernel `{}`:\n{}",
+        return Err(CodegenError::internal(format!(
+            "invalid LLVM IR for kernel `{}`:\n{}",
             kernel.name,
             e.module.print_to_string().to_string()
-        )
-        .into());
+        )));
     }
     Ok(Emitted {
         workspace_bytes: e.workspace_bytes,
@@ -320,7 +333,7 @@ fn declare<'ctx>(
     args.extend((1..8).map(|i| BasicMetadataValueEnum::from(param(i))));
     let rc = match b.build_call(inner, &args, "rc")?.try_as_basic_value() {
         ValueKind::Basic(v) => v,
-        _ => return Err("internal error: body returns no value".into()),
+        _ => return Err(CodegenError::internal("body returns no value")),
     };
     b.build_return(Some(&rc))?;
     Ok((outer, inner))
@@ -352,7 +365,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     ) -> Result<BasicValueEnum<'ctx>> {
         match self.b.build_call(f, args, "call")?.try_as_basic_value() {
             ValueKind::Basic(v) => Ok(v),
-            _ => Err("internal error: call returns no value".into()),
+            _ => Err(CodegenError::internal("call returns no value")),
         }
     }
 

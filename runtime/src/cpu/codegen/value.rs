@@ -43,7 +43,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         out.into_iter()
             .map(|v| match v {
                 Val::Scalar(s) => Ok(s.into_int_value()),
-                _ => Err("internal error: index map yields a non-scalar".into()),
+                _ => Err(CodegenError::internal("index map yields a non-scalar")),
             })
             .collect()
     }
@@ -84,6 +84,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             .map(|l| format!(" at {l}"))
             .unwrap_or_default();
         CodegenError {
+            kind: e.kind,
             message: format!(
                 "kernel `{}`: op `{}`{at}: {}",
                 self.kernel.name,
