@@ -250,6 +250,8 @@ def xla_op(name: str, dtype: str):
 
 def libtpu_compile_ms(name: str, dtype: str) -> float | None:
     """libtpu's compile time (v5e) for tpukit's lowering of the kernel."""
+    from tpukit.tpu import TOPOLOGIES  # the default (v5e) first
+
     shape = "x".join(map(str, FIRST_CALL_KERNELS[name]))
     path = ROOT / "target" / "bench" / f"{name}_{dtype}.mlir"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -279,7 +281,7 @@ def libtpu_compile_ms(name: str, dtype: str) -> float | None:
             sys.executable,
             str(ROOT / "tests/conformance/tpu_compile.py"),
             "--topology",
-            "v5e:2x2",
+            TOPOLOGIES[0],
             str(path),
         ],
         check=False,

@@ -207,7 +207,7 @@ def run_child(side: str, op: str, env: dict) -> dict:
 
 def libtpu_compile_ms(ops, repeats: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "python"))
-    from tpukit.tpu import Compiler, available
+    from tpukit.tpu import TOPOLOGIES, Compiler, available
 
     if not available():
         return {}
@@ -219,7 +219,7 @@ def libtpu_compile_ms(ops, repeats: int) -> dict[str, float]:
             path = Path(d) / "k.mlir"
             shape = problem_shape(op, arrays(op))
             subprocess.run([str(cli), "lower", op, "--shape", shape, "-o", str(path)], check=True)
-            times = [compiler.compile(path.read_text(), "v5e:2x2") for _ in range(repeats)]
+            times = [compiler.compile(path.read_text(), TOPOLOGIES[0]) for _ in range(repeats)]
             if all(c.ok for c in times):
                 out[op] = statistics.median(c.compile_ms for c in times)
     return out

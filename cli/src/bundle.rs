@@ -138,7 +138,7 @@ fn build(path: &Path, tpu: bool) -> Result<String, String> {
         match crate::tpu::executables(&mut entries) {
             Ok(n) => format!(
                 ", {n} TPU executables ({})",
-                crate::tpu::TOPOLOGIES.join(", ")
+                tpukit_mosaic::TOPOLOGIES.join(", ")
             ),
             Err(e) => {
                 eprintln!("tpukit: no TPU executables in the bundle: {e}");

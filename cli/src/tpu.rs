@@ -7,9 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use tpukit::runtime::cpu::bundle::BundleEntry;
-
-/// The TPU topologies bundles carry executables for.
-pub const TOPOLOGIES: &[&str] = &["v5e:2x2", "v6e:2x2"];
+use tpukit_mosaic::TOPOLOGIES;
 
 /// Compiles every entry's TPU module with libtpu for [`TOPOLOGIES`] (one Python process,
 /// `python -m tpukit.tpu`) and adds the executables. Returns how many were added; an error

@@ -86,12 +86,14 @@ pub mod rules;
 pub mod serde;
 mod shapes;
 pub mod tiling;
+mod topology;
 pub mod transform;
 mod types;
 
 pub use context::mosaic_context;
 pub use options::{DEFAULT_SERDE_VERSION, Options};
 pub use shapes::Shapes;
+pub use topology::TOPOLOGIES;
 
 use melior::ir::operation::{OperationLike, OperationPrintingFlags};
 use tpukit_dsl::{Kernel, Result};

@@ -18,7 +18,7 @@ use std::ffi::{c_int, c_void};
 use tpukit::HostArray;
 use tpukit_dsl::{DType, bf16, f16};
 
-use crate::error::TpukitError;
+use crate::error::{DTypeError, ShapeError, TpukitError, guard};
 
 const _: () = assert!(
     cfg!(target_endian = "little"),
@@ -31,7 +31,7 @@ pub type Wire<'py> = (String, Vec<usize>, Bound<'py, PyAny>);
 /// The dtype called `name` (`f32`, `bf16`, `f16`, `i32`, `i8`, `bool`).
 pub fn dtype(name: &str) -> PyResult<DType> {
     DType::parse(name).ok_or_else(|| {
-        TpukitError::new_err(format!(
+        DTypeError::new_err(format!(
             "unsupported dtype `{name}` (tpukit supports f32, bf16, f16, i32, i8, bool)"
         ))
     })
@@ -59,7 +59,7 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
     let n: usize = shape.iter().product();
     let want = n * dtype.size_bytes();
     if data.len() != want {
-        return Err(TpukitError::new_err(format!(
+        return Err(ShapeError::new_err(format!(
             "a {dtype} array of shape {shape:?} needs {want} bytes, got {}",
             data.len()
         )));
@@ -124,35 +124,38 @@ impl Buffer {
         view: *mut ffi::Py_buffer,
         _flags: c_int,
     ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("no view to fill"));
-        }
-        let (ptr, len) = {
-            let mut this = slf.borrow_mut();
-            (this.array.data_ptr_mut(), this.array.size_bytes())
-        };
-        // SAFETY: `view` is valid (checked non-null, provided by Python); the data lives as
-        // long as this object, which the view owns a reference to (`obj`), and does not move
-        // (the host array is never reallocated after construction). A one-dimensional byte
-        // buffer needs no shape or strides beyond `len` and `itemsize`.
-        unsafe {
-            (*view).obj = slf.into_any().into_ptr();
-            (*view).buf = ptr as *mut c_void;
-            (*view).len = len as isize;
-            (*view).readonly = 0;
-            (*view).itemsize = 1;
-            (*view).format = c"B".as_ptr() as *mut _;
-            (*view).ndim = 1;
-            (*view).shape = &mut (*view).len;
-            (*view).strides = &mut (*view).itemsize;
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
-        Ok(())
+        guard(None, || {
+            if view.is_null() {
+                return Err(PyBufferError::new_err("no view to fill"));
+            }
+            let (ptr, len) = {
+                let mut this = slf.borrow_mut();
+                (this.array.data_ptr_mut(), this.array.size_bytes())
+            };
+            // SAFETY: `view` is valid (checked non-null, provided by Python); the data lives
+            // as long as this object, which the view owns a reference to (`obj`), and does not
+            // move (the host array is never reallocated after construction). A
+            // one-dimensional byte buffer needs no shape or strides beyond `len` and
+            // `itemsize`.
+            unsafe {
+                (*view).obj = slf.into_any().into_ptr();
+                (*view).buf = ptr as *mut c_void;
+                (*view).len = len as isize;
+                (*view).readonly = 0;
+                (*view).itemsize = 1;
+                (*view).format = c"B".as_ptr() as *mut _;
+                (*view).ndim = 1;
+                (*view).shape = &mut (*view).len;
+                (*view).strides = &mut (*view).itemsize;
+                (*view).suboffsets = std::ptr::null_mut();
+                (*view).internal = std::ptr::null_mut();
+            }
+            Ok(())
+        })
     }
 
     /// The number of bytes.
-    fn __len__(&self) -> usize {
-        self.array.size_bytes()
+    fn __len__(&self) -> PyResult<usize> {
+        guard(None, || Ok(self.array.size_bytes()))
     }
 }

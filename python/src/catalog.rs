@@ -4,23 +4,28 @@ use pyo3::prelude::*;
 use std::collections::BTreeMap;
 
 use crate::array;
-use crate::error::{self, TpukitError};
+use crate::error::{self, TpukitError, guard};
 use crate::kernel::PyKernel;
 
-/// `(name, about, shape names, dtype names)` of every catalog kernel.
+/// `(name, about, shape names, dtype names)` of a catalog kernel (`tpukit.catalog.Entry`).
+type EntryInfo = (String, String, Vec<String>, Vec<String>);
+
+/// Every catalog kernel.
 #[pyfunction]
-pub fn catalog() -> Vec<(String, String, Vec<String>, Vec<String>)> {
-    tpukit::catalog::CATALOG
-        .iter()
-        .map(|e| {
-            (
-                e.name.to_string(),
-                e.about.to_string(),
-                e.shape.iter().map(|s| s.to_string()).collect(),
-                e.dtypes.iter().map(|d| d.name().to_string()).collect(),
-            )
-        })
-        .collect()
+pub fn catalog() -> PyResult<Vec<EntryInfo>> {
+    guard(None, || {
+        Ok(tpukit::catalog::CATALOG
+            .iter()
+            .map(|e| {
+                (
+                    e.name.to_string(),
+                    e.about.to_string(),
+                    e.shape.iter().map(|s| s.to_string()).collect(),
+                    e.dtypes.iter().map(|d| d.name().to_string()).collect(),
+                )
+            })
+            .collect())
+    })
 }
 
 /// The catalog kernel `name` for a problem `shape` and `dtype`, with the bindings of its
@@ -31,15 +36,17 @@ pub fn instantiate(
     shape: Vec<usize>,
     dtype: &str,
 ) -> PyResult<(PyKernel, BTreeMap<String, usize>)> {
-    let entry = tpukit::catalog::find(name)
-        .ok_or_else(|| TpukitError::new_err(format!("no catalog kernel called `{name}`")))?;
-    let instance = entry
-        .instantiate(&shape, array::dtype(dtype)?)
-        .map_err(error::dsl)?;
-    Ok((
-        PyKernel {
-            kernel: instance.kernel,
-        },
-        instance.bindings,
-    ))
+    guard(Some(name), || {
+        let entry = tpukit::catalog::find(name)
+            .ok_or_else(|| TpukitError::new_err(format!("no catalog kernel called `{name}`")))?;
+        let instance = entry
+            .instantiate(&shape, array::dtype(dtype)?)
+            .map_err(error::dsl)?;
+        Ok((
+            PyKernel {
+                kernel: instance.kernel,
+            },
+            instance.bindings,
+        ))
+    })
 }

@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 
-use crate::error;
+use crate::error::{self, guard};
 use crate::kernel::PyKernel;
 
 /// The kernel of one `tpu_custom_call`: its Mosaic `body` (generic text, as jaxlib prints
@@ -14,28 +14,32 @@ pub fn import_mosaic(
     result_types: Vec<String>,
     name: &str,
 ) -> PyResult<PyKernel> {
-    let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
-        types
-            .iter()
-            .map(|t| tpukit_import::tensor_type(t).map_err(error::dsl))
-            .collect()
-    };
-    let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
-    let kernel =
-        tpukit_import::import_mosaic(body, &operands, &results, name).map_err(error::dsl)?;
-    Ok(PyKernel { kernel })
+    guard(Some(name), || {
+        let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
+            types
+                .iter()
+                .map(|t| tpukit_import::tensor_type(t).map_err(error::dsl))
+                .collect()
+        };
+        let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
+        let kernel =
+            tpukit_import::import_mosaic(body, &operands, &results, name).map_err(error::dsl)?;
+        Ok(PyKernel { kernel })
+    })
 }
 
 /// The kernel of a pure JAX function: `@main` of its StableHLO module (generic text with
 /// locations, as jaxlib prints it), one grid step over whole arrays.
 #[pyfunction]
 pub fn import_stablehlo(module: &str, name: &str) -> PyResult<PyKernel> {
-    let kernel = tpukit_import::import_stablehlo(module, name).map_err(error::dsl)?;
-    Ok(PyKernel { kernel })
+    guard(Some(name), || {
+        let kernel = tpukit_import::import_stablehlo(module, name).map_err(error::dsl)?;
+        Ok(PyKernel { kernel })
+    })
 }
 
 /// The StableHLO ops a pure JAX function may use.
 #[pyfunction]
-pub fn stablehlo_ops() -> Vec<&'static str> {
-    tpukit_import::stablehlo_ops().collect()
+pub fn stablehlo_ops() -> PyResult<Vec<&'static str>> {
+    guard(None, || Ok(tpukit_import::stablehlo_ops().collect()))
 }

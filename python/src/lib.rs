@@ -1,9 +1,14 @@
 //! `tpukit._native`: the Rust half of the `tpukit` Python package.
 //!
-//! Kept small and free of Python policy: it exposes the kernel IR ([`kernel::PyKernel`]), the
-//! catalog, tpuBLAS, the importers of JAX's lowered programs, the runtime's launch and its
-//! process-wide state (bundles, cache statistics). The Python half (`python/tpukit/`) owns
-//! the decorators, argument binding, caching and array interop.
+//! Kept small and free of Python policy: it exposes the kernel IR ([`kernel::PyKernel`], its
+//! operands as [`kernel::PyOperand`]), the catalog, tpuBLAS, the importers of JAX's lowered
+//! programs, the runtime's launch and its process-wide state (devices, TPU topologies,
+//! bundles, cache statistics). The Python half (`python/tpukit/`) owns the decorators,
+//! argument binding, caching and array interop.
+//!
+//! Every entry point runs in [`error::guard`]: errors cross as one exception class per
+//! [`tpukit_dsl::ErrorKind`], and a panic as `InternalError`, never as pyo3's
+//! `PanicException`.
 
 mod array;
 mod catalog;
@@ -18,6 +23,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernel::PyKernel>()?;
+    m.add_class::<kernel::PyOperand>()?;
     m.add_class::<array::Buffer>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
@@ -27,13 +33,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tpublas::tpublas_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_run, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_warm_up, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::tpu_topologies, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;
-    m.add("TpukitError", m.py().get_type::<error::TpukitError>())?;
-    m.add(
-        "UnsupportedError",
-        m.py().get_type::<error::UnsupportedError>(),
-    )?;
-    Ok(())
+    m.add_function(wrap_pyfunction!(error::arm_test_panic, m)?)?;
+    error::add_classes(m)
 }

@@ -4,21 +4,23 @@ use pyo3::prelude::*;
 use tpukit_blas::Value;
 
 use crate::array::{self, Wire};
-use crate::error::TpukitError;
+use crate::error::{self, TpukitError, guard};
 
 /// `(name, schema, about)` of every operator (`aten.add.Tensor`, ATen's schema, a summary).
 #[pyfunction]
-pub fn tpublas_ops() -> Vec<(String, &'static str, &'static str)> {
-    tpukit_blas::ops()
-        .iter()
-        .map(|op| (op.name(), op.schema, op.about))
-        .collect()
+pub fn tpublas_ops() -> PyResult<Vec<(String, &'static str, &'static str)>> {
+    guard(None, || {
+        Ok(tpukit_blas::ops()
+            .iter()
+            .map(|op| (op.name(), op.schema, op.about))
+            .collect())
+    })
 }
 
 /// Warms up the code that builds operators' kernels (see `tpukit_blas::warm_up`).
 #[pyfunction]
 pub fn tpublas_warm_up() -> PyResult<()> {
-    tpukit_blas::warm_up().map_err(|e| TpukitError::new_err(e.message))
+    guard(None, || tpukit_blas::warm_up().map_err(error::blas))
 }
 
 /// Runs the operator `name` on `args`, given in its schema's order as `(kind, value)` pairs:
@@ -30,14 +32,16 @@ pub fn tpublas_run<'py>(
     name: &str,
     args: Vec<(String, Bound<'py, PyAny>)>,
 ) -> PyResult<Vec<Wire<'py>>> {
-    let values = args
-        .iter()
-        .map(|(kind, v)| value(kind, v))
-        .collect::<PyResult<Vec<Value>>>()?;
-    let results = py
-        .detach(|| tpukit_blas::run(name, &values))
-        .map_err(|e| TpukitError::new_err(e.message))?;
-    results.into_iter().map(|a| array::to_wire(py, a)).collect()
+    guard(Some(name), || {
+        let values = args
+            .iter()
+            .map(|(kind, v)| value(kind, v))
+            .collect::<PyResult<Vec<Value>>>()?;
+        let results = py
+            .detach(|| tpukit_blas::run(name, &values))
+            .map_err(error::blas)?;
+        results.into_iter().map(|a| array::to_wire(py, a)).collect()
+    })
 }
 
 fn value(kind: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {

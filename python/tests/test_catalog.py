@@ -46,13 +46,13 @@ def test_kernel_prints_and_lowers():
 
 def test_launch_errors_are_python_exceptions():
     kernel = tpukit.instantiate("add_vectors", [8], "f32")
-    with pytest.raises(tpukit.TpukitError, match="must be f32"):
+    with pytest.raises(tpukit.DTypeError, match="must be f32"):
         tpukit.launch(kernel, np.zeros(8, np.int32), np.zeros(8, np.int32))
     with pytest.raises(tpukit.TpukitError, match="takes 2 input arrays"):
         tpukit.launch(kernel, np.zeros(8, np.float32))
     with pytest.raises(TypeError, match="expected an array"):
         tpukit.launch(kernel, [1.0] * 8, np.zeros(8, np.float32))
-    with pytest.raises(tpukit.TpukitError, match="unsupported dtype float64"):
+    with pytest.raises(tpukit.DTypeError, match="unsupported dtype float64"):
         tpukit.launch(kernel, np.zeros(8), np.zeros(8))
     with pytest.raises(ValueError, match="unknown device"):
         tpukit.launch(kernel, np.zeros(8, np.float32), np.zeros(8, np.float32), device="tpu")

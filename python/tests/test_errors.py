@@ -48,7 +48,7 @@ def test_non_array_arguments():
 
     with pytest.raises(TypeError, match="argument 0: expected an array.*got list"):
         copy([[1.0] * 128] * 8)
-    with pytest.raises(tpukit.TpukitError, match="unsupported dtype float64"):
+    with pytest.raises(tpukit.DTypeError, match="unsupported dtype float64"):
         copy(np.zeros((8, 128)))
     with pytest.raises(ValueError, match="unknown device"):
         copy(np.zeros((8, 128), np.float32), device="gpu")
@@ -67,5 +67,5 @@ def test_wrong_shapes():
     # The kernel is per shape: a launch with arrays of another shape than it was imported for
     # is refused by the runtime.
     kernel = copy.kernel(np.zeros((16, 128), np.float32))
-    with pytest.raises(tpukit.TpukitError, match="shape"):
+    with pytest.raises(tpukit.ShapeError, match="shape"):
         tpukit.launch(kernel, np.zeros((24, 128), np.float32))

@@ -108,7 +108,7 @@ def test_lowering_gives_one_module_per_device_loop_and_tpukit_ir():
     assert "tensor<40x200xf32>" in text
     assert softmax.lower(x) == text
     (ir,) = softmax.ir(x)
-    assert [o[1] for o in ir.operands] == ["input", "output"]
+    assert [o.role for o in ir.operands] == ["input", "output"]
     assert "tpu_custom_call" in ir.lower()  # tpukit's own Mosaic lowering of the same kernel
 
 

@@ -336,22 +336,27 @@ def test_ops_lists_every_operator_with_its_schema():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda x: tb.mm(x, x), tpukit.TpukitError, "cannot be multiplied"),
-        (lambda x: tb.neg(x.astype(np.float64)), tpukit.TpukitError, "float64"),
-        (lambda x: tb._softmax(x, 5, False), tpukit.TpukitError, "dim 5 is out of range"),
-        (lambda x: tb.add(x, np.ones((3, 4), np.float32)), tpukit.TpukitError, "broadcast"),
+        (lambda x: tb.mm(x, x), tpukit.ShapeError, "cannot be multiplied"),
+        (lambda x: tb.neg(x.astype(np.float64)), tpukit.DTypeError, "float64"),
+        (lambda x: tb._softmax(x, 5, False), tpukit.ShapeError, "dim 5 is out of range"),
+        (lambda x: tb.add(x, np.ones((3, 4), np.float32)), tpukit.ShapeError, "broadcast"),
         (lambda x: tb.neg(x, x), TypeError, "takes 1 positional"),
         (lambda x: tb.gelu(x, approximate="fast"), tpukit.TpukitError, "approximate='fast'"),
         (lambda x: tb.sum(x, [0], keepdims=True), TypeError, "unexpected keyword"),
-        (lambda x: tb.embedding(x, np.array([2**40])), tpukit.TpukitError, "int32"),
-        (lambda x: tb.index_select(x, 0, np.array([9])), tpukit.TpukitError, "out of range"),
-        (lambda x: tb.native_layer_norm(x, [7], None, None, 1e-5), tpukit.TpukitError,
+        (lambda x: tb.embedding(x, np.array([2**40])), tpukit.BoundsError, "int32"),
+        (lambda x: tb.index_select(x, 0, np.array([9])), tpukit.BoundsError, "out of range"),
+        (lambda x: tb.native_layer_norm(x, [7], None, None, 1e-5), tpukit.ShapeError,
          "normalized_shape"),
+        (lambda x: tb.mm(x, x.astype(ml_dtypes.bfloat16).T), tpukit.DTypeError, "same dtype"),
     ],
 )
 def test_bad_arguments_are_clear_errors(call, error, match):
-    with pytest.raises(error, match=match):
+    """Each failure raises the class of its kind (all `tpukit.TpukitError`s) or Python's own
+    for a call that does not bind, with a message naming the operator."""
+    with pytest.raises(error, match=match) as e:
         call(np.ones((5, 6), np.float32))
+    if issubclass(error, tpukit.TpukitError):
+        assert type(e.value) is error, type(e.value)
 
 
 # --- torch.library -------------------------------------------------------------------------

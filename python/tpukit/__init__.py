@@ -16,12 +16,27 @@ import os
 import pathlib
 
 from tpukit import _native
-from tpukit._native import Kernel, TpukitError, UnsupportedError
+from tpukit._native import (
+    BoundsError,
+    DTypeError,
+    InternalError,
+    Kernel,
+    Operand,
+    ShapeError,
+    TpukitError,
+    UnsupportedError,
+)
 from tpukit.catalog import catalog, instantiate
-from tpukit.launch import launch
+from tpukit.launch import DEVICES, launch
 
 __all__ = [
+    "DEVICES",
+    "BoundsError",
+    "DTypeError",
+    "InternalError",
     "Kernel",
+    "Operand",
+    "ShapeError",
     "TpukitError",
     "UnsupportedError",
     "catalog",

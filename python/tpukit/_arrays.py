@@ -13,7 +13,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
-from tpukit._native import TpukitError
+from tpukit._native import DTypeError
 
 # numpy dtype -> tpukit dtype name. bf16 is ml_dtypes' bfloat16 (what JAX uses).
 _NAMES = {
@@ -35,7 +35,7 @@ def dtype_name(dtype) -> str:
     try:
         return _NAMES[d]
     except KeyError:
-        raise TpukitError(f"unsupported dtype {d} (tpukit supports {SUPPORTED})") from None
+        raise DTypeError(f"unsupported dtype {d} (tpukit supports {SUPPORTED})") from None
 
 
 def numpy_dtype_of(name: str) -> np.dtype:
@@ -59,7 +59,7 @@ def numpy_dtype(dtype) -> np.dtype:
             torch.int64: np.int64,
         }
         if dtype not in torch_to_numpy:
-            raise TpukitError(f"unsupported dtype {dtype} (tpukit supports {SUPPORTED})")
+            raise DTypeError(f"unsupported dtype {dtype} (tpukit supports {SUPPORTED})")
         return np.dtype(torch_to_numpy[dtype])
     return np.dtype(dtype)
 

@@ -21,6 +21,7 @@ from jax._src.interpreters import mlir as jax_mlir
 from jax._src.lib import tpu as jax_tpu
 from jaxlib.mlir import ir
 
+from tpukit import _native
 from tpukit._native import UnsupportedError
 
 # JAX records the innermost *user* frame as each op's location; tpukit's own files are not the
@@ -48,7 +49,7 @@ _TPU_DEVICE = []
 
 
 def _tpu_device():
-    """A device of a compile-only TPU topology (v5e), or None without libtpu.
+    """A device of tpukit's default compile-only TPU topology (v5e), or None without libtpu.
 
     Pallas asks the *default* device for TPU facts (sublane counts, for 1-D blocks, say),
     which fails on a CPU-only host; lowering with this device as the default answers them.
@@ -58,7 +59,8 @@ def _tpu_device():
         try:
             from jax.experimental import topologies
 
-            desc = topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2")
+            default = _native.tpu_topologies()[0]
+            desc = topologies.get_topology_desc(platform="tpu", topology_name=default)
             _TPU_DEVICE.append(desc.devices[0])
         except Exception:  # noqa: BLE001 - no libtpu, or a JAX without topologies: lower as is
             return None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tpukit import _arrays
+from tpukit import _arrays, _native
 from tpukit._native import Kernel
 
-DEVICES = ("cpu", "interpret")
+DEVICES = tuple(_native.devices())  # the default first
 
 
 def check_device(device: str) -> str:

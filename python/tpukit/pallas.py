@@ -58,12 +58,12 @@ class CompiledKernel:
         if self.aliases:
             import numpy as np
 
-            outs = [o for o in self.kernel.operands if o[1] == "output"]
+            outs = [o for o in self.kernel.operands if o.role == "output"]
             outputs = [
                 _arrays.to_numpy(arrays[self.aliases[i]])
                 if i in self.aliases
-                else np.zeros([int(n) for n in shape], _arrays.numpy_dtype_of(dtype))
-                for i, (_name, _role, dtype, shape) in enumerate(outs)
+                else np.zeros(o.shape, _arrays.numpy_dtype_of(o.dtype))
+                for i, o in enumerate(outs)
             ]
         return launch(self.kernel, *arrays, device=device, outputs=outputs)
 
@@ -75,7 +75,7 @@ def _import(stablehlo: str, name: str) -> CompiledKernel:
     stages = _lowering.pallas_stages(stablehlo)
     if stages is None:
         kernel = import_stablehlo(_lowering.generic_module(stablehlo), name)
-        n_out = sum(1 for o in kernel.operands if o[1] == "output")
+        n_out = kernel.count("output")
         return CompiledKernel(stablehlo, kernel, {}, n_out)
     call = stages.call
     kernel = import_mosaic(call.body, call.operand_types, call.result_types, call.name)
@@ -84,7 +84,7 @@ def _import(stablehlo: str, name: str) -> CompiledKernel:
         compiled.prologue = import_stablehlo(stages.prologue, f"{call.name}_prologue")
     if stages.epilogue is not None:
         compiled.epilogue = import_stablehlo(stages.epilogue, f"{call.name}_epilogue")
-        compiled.n_out = sum(1 for o in compiled.epilogue.operands if o[1] == "output")
+        compiled.n_out = compiled.epilogue.count("output")
     return compiled
 
 

@@ -17,7 +17,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-TOPOLOGIES = ("v5e:2x2", "v6e:2x2")
+from tpukit import _native
+
+TOPOLOGIES = tuple(_native.tpu_topologies())  # the topologies tpukit lowers for, default first
 
 
 def prepare_environment():

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from tpukit._native import UnsupportedError
+from tpukit._native import TpukitError, UnsupportedError
 
 
-class HelionError(Exception):
-    """A Helion program that cannot run (misuse of the API, a bad config, …)."""
+class HelionError(TpukitError):
+    """A Helion program that cannot run (misuse of the API, a bad config, …); a
+    ``tpukit.TpukitError``."""
 
 
 class UnsupportedConstruct(HelionError, UnsupportedError):

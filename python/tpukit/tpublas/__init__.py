@@ -55,7 +55,7 @@ def _index_dtype(a: np.ndarray, qualified: str) -> np.ndarray:
     """int64 indices narrowed to int32 (tpukit's index type) when every one fits."""
     if a.dtype == np.int64:
         if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
-            raise _native.TpukitError(f"{qualified}: an index does not fit in int32")
+            raise _native.BoundsError(f"{qualified}: an index does not fit in int32")
         return a.astype(np.int32)
     return a
 
