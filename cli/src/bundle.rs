@@ -1,32 +1,19 @@
 //! `tpukit bundle build|inspect`: precompiled kernels for this host, in one file.
 //!
-//! `build` compiles every shipped kernel — each catalog entry at its bundle shapes, and every
-//! kernel every tpuBLAS operator declares, f32 and bf16 — for the host CPU, lowers it to its
-//! StableHLO/Mosaic module, and, where libtpu is installed, compiles that module for v5e and
-//! v6e (through `python -m tpukit.tpu`, with `TPUKIT_PYTHON` or `python3`). The runtime loads
+//! `build` compiles every kernel the sources ship (`crate::SOURCES`: each catalog entry at
+//! its shipped shape, and every kernel every tpuBLAS operator declares), f32 and bf16, for
+//! the host CPU, lowers it to its StableHLO/Mosaic module, and, where libtpu is installed,
+//! compiles that module for v5e and v6e (through `python -m tpukit.tpu`, with `TPUKIT_PYTHON` or `python3`). The runtime loads
 //! the bundle with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::cpu::bundle`); the Python
 //! package loads the one it ships at import.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tpukit::Launchable as _;
-use tpukit::catalog::find;
-use tpukit::dsl::{Bindings, DType, Fit, Kernel};
+use tpukit::dsl::{Bindings, DType, Kernel};
 use tpukit::prelude::{ArraySpec, CallSpec, tpu_kernel};
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
 use tpukit_mosaic::{Options, lower};
-
-/// The shapes each catalog kernel is bundled at. Only extents the kernel bakes in statically
-/// (softmax's row length, say) distinguish bundle entries: symbolic extents are bound at run
-/// time, so one entry serves every value of them.
-const BUNDLED: &[(&str, &[usize])] = &[
-    ("add_vectors", &[1 << 20]),
-    ("softmax", &[4096, 1024]),
-    ("layer_norm", &[4096, 1024]),
-    ("matmul", &[1024, 1024, 1024]),
-    ("row_gather", &[1000, 256, 64]),
-];
 
 const USAGE: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu] | tpukit bundle inspect FILE";
 
@@ -78,25 +65,17 @@ fn jobs() -> Result<Vec<Job>, String> {
         kernel: warm_up(&spec).map_err(|e| e.to_string())?,
         bindings: Bindings::new(),
     }];
+    // Each kernel's CPU code serves every shape; its TPU module is lowered at the bindings the
+    // source ships it with (a TPU kernel is specialised to shapes).
     for dtype in [DType::F32, DType::BF16] {
-        for &(name, shape) in BUNDLED {
-            let entry = find(name).ok_or(format!("no catalog kernel `{name}`"))?;
-            let inst = entry.instantiate(shape, dtype).map_err(|e| e.to_string())?;
-            jobs.push(Job {
-                name: format!("{name} {dtype}"),
-                kernel: inst.kernel,
-                bindings: inst.bindings,
-            });
-        }
-        // Each kernel a tpuBLAS operator may launch; its CPU code serves every shape, its
-        // TPU module is lowered at sample extents (a TPU kernel is specialised to shapes).
-        for (id, prepared) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
-            let kernel = prepared.kernel().clone();
-            jobs.push(Job {
-                name: format!("{id} {} {dtype}", kernel.name),
-                bindings: kernel.sample_bindings(Fit::Divisible),
-                kernel,
-            });
+        for source in crate::SOURCES {
+            for k in source.kernels(dtype).map_err(|e| e.to_string())? {
+                jobs.push(Job {
+                    name: format!("{} {} {dtype}", k.id, k.instance.kernel.name),
+                    kernel: k.instance.kernel,
+                    bindings: k.instance.bindings,
+                });
+            }
         }
     }
     Ok(jobs)

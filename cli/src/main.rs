@@ -4,16 +4,19 @@
 //! tpukit list
 //! tpukit kernels [--dtype bf16]
 //! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
-//! tpukit lower OP#I [--fit divisible|edge] [--dtype bf16] [...]
+//! tpukit lower ID [--fit divisible|edge] [--dtype bf16] [...]
 //! tpukit bundle build [-o FILE] [--no-tpu]
 //! tpukit bundle inspect FILE
 //! ```
 //!
-//! `list` prints the catalog, then a `tpublas:` section with every tpuBLAS operator by ATen
-//! name; `lower` takes either (`tpukit lower aten.add.Tensor --shape 4096`). `kernels` lists
-//! every distinct kernel the tpuBLAS operators launch for a dtype, as `OP#I` (kernel `I` of
-//! the operator's declared kernels); `lower OP#I` lowers one at sample extents (see
-//! `Kernel::sample_bindings`) — what the conformance suite compiles.
+//! Every command works from the same sources of kernels ([`SOURCES`]: the catalog and
+//! tpuBLAS, each a `KernelSource`). `list` prints each source's entries under its name
+//! (`catalog:`, then `tpublas:` with every operator by ATen name); `lower NAME --shape`
+//! instantiates an entry of either (`tpukit lower aten.add.Tensor --shape 4096`). `kernels`
+//! lists every distinct kernel the sources ship for a dtype, as `ID NAME` (a catalog entry's
+//! name; `OP#I`, kernel `I` of a tpuBLAS operator's declared kernels); `lower ID` lowers one
+//! at sample extents (see `Kernel::sample_bindings`) — what the conformance suite compiles
+//! and bundles precompile.
 //!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
@@ -23,16 +26,19 @@ mod bundle;
 mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
-use tpukit::Launchable as _;
-use tpukit::catalog::{CATALOG, Instance, find};
+use tpukit::catalog::{Catalog, Instance, KernelSource};
 use tpukit::dsl::{DType, Fit};
+use tpukit_blas::TpuBlas;
 use tpukit_mosaic::{Options, lower};
+
+/// The libraries of kernels tpukit ships, in listing order.
+const SOURCES: [&dyn KernelSource; 2] = [&Catalog, &TpuBlas];
 
 const USAGE: &str = "usage:
   tpukit list
   tpukit kernels [--dtype f32|bf16]
   tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
-  tpukit lower OP#I [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
+  tpukit lower ID [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
   tpukit bundle build [-o FILE] [--no-tpu]
   tpukit bundle inspect FILE";
 
@@ -58,33 +64,37 @@ fn main() -> ExitCode {
     }
 }
 
+/// `tpukit list`: every source's entries under its name, in aligned columns.
 fn list() -> String {
     let mut out = String::new();
-    for e in CATALOG {
-        let dtypes: Vec<&str> = e.dtypes.iter().map(|d| d.name()).collect();
-        let _ = writeln!(
-            out,
-            "{:<12} shape {:<8} dtypes {:<9} {}",
-            e.name,
-            e.shape.join("x"),
-            dtypes.join(","),
-            e.about
-        );
-    }
-    let _ = writeln!(out, "\ntpublas:");
-    for op in tpukit_blas::ops() {
-        let _ = writeln!(
-            out,
-            "{:<36} shape {:<18} dtypes f32,bf16  {}",
-            op.name(),
-            op.shape().join("x"),
-            op.about
-        );
+    for source in SOURCES {
+        let entries = source.entries();
+        let rows: Vec<[String; 3]> = entries
+            .iter()
+            .map(|e| {
+                let dtypes: Vec<&str> = e.dtypes.iter().map(|d| d.name()).collect();
+                [e.name.clone(), e.shape.join("x"), dtypes.join(",")]
+            })
+            .collect();
+        let width = |c: usize| rows.iter().map(|r| r[c].len()).max().unwrap_or(0);
+        let (name, shape, dtypes) = (width(0), width(1), width(2));
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{}:", source.name());
+        for ([n, s, d], e) in rows.iter().zip(&entries) {
+            let _ = writeln!(
+                out,
+                "{n:<name$}  shape {s:<shape$}  dtypes {d:<dtypes$}  {}",
+                e.about
+            );
+        }
     }
     out
 }
 
-/// `tpukit kernels [--dtype D]`: every distinct tpuBLAS kernel for `D`, as `OP#I NAME`.
+/// `tpukit kernels [--dtype D]`: every distinct kernel the sources ship for `D`, as
+/// `ID NAME`.
 fn kernels_command(args: &[String]) -> Result<String, String> {
     let dtype = match args {
         [] => DType::F32,
@@ -92,8 +102,10 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
         _ => return Err(USAGE.to_string()),
     };
     let mut out = String::new();
-    for (id, kernel) in tpukit_blas::kernel_ids(dtype).map_err(|e| e.to_string())? {
-        let _ = writeln!(out, "{id} {}", kernel.kernel().name);
+    for source in SOURCES {
+        for k in source.kernels(dtype).map_err(|e| e.to_string())? {
+            let _ = writeln!(out, "{} {}", k.id, k.instance.kernel.name);
+        }
     }
     Ok(out)
 }
@@ -153,40 +165,32 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             other => return Err(format!("unknown option `{other}`\n{USAGE}")),
         }
     }
-    if parsed.shape.is_empty() && !parsed.name.contains('#') {
-        return Err("lower: --shape is required".into());
-    }
     Ok(parsed)
 }
 
-/// The kernel `lower` lowers, with the bindings of its symbols: a catalog kernel or an
-/// operator's main kernel at a problem shape, or kernel `OP#I` at sample extents.
+/// The kernel `lower` lowers, with the bindings of its symbols: with `--shape`, an entry of
+/// a source at that problem shape; without, a shipped kernel by id at sample extents.
 fn resolve(a: &LowerArgs) -> Result<Instance, String> {
-    if let Some((op, i)) = a.name.split_once('#') {
-        let op = tpukit_blas::find(op).ok_or(format!("no tpuBLAS operator `{op}`"))?;
-        let i: usize = i
-            .parse()
-            .map_err(|_| format!("bad kernel number in `{}`", a.name))?;
-        let kernels = op.kernels(a.dtype).map_err(|e| e.to_string())?;
-        if i >= kernels.len() {
-            return Err(format!(
-                "{} has {} kernels for {}, not {}",
-                op.name(),
-                kernels.len(),
-                a.dtype,
-                i + 1
-            ));
+    let found = SOURCES.iter().find_map(|source| {
+        if a.shape.is_empty() {
+            source.kernel(&a.name, a.dtype).map(|k| {
+                k.map(|k| Instance {
+                    bindings: k.instance.kernel.sample_bindings(a.fit),
+                    kernel: k.instance.kernel,
+                })
+            })
+        } else {
+            source.instantiate(&a.name, &a.shape, a.dtype)
         }
-        let kernel = kernels[i].kernel().clone();
-        let bindings = kernel.sample_bindings(a.fit);
-        return Ok(Instance { kernel, bindings });
+    });
+    match found {
+        Some(instance) => instance.map_err(|e| e.to_string()),
+        None if a.shape.is_empty() => Err(format!(
+            "no kernel `{}` (see `tpukit kernels`; an entry of `tpukit list` needs --shape)",
+            a.name
+        )),
+        None => Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
     }
-    match (find(&a.name), tpukit_blas::find(&a.name)) {
-        (Some(entry), _) => entry.instantiate(&a.shape, a.dtype),
-        (None, Some(op)) => op.instantiate(&a.shape, a.dtype),
-        (None, None) => return Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
-    }
-    .map_err(|e| e.to_string())
 }
 
 fn lower_command(args: &[String]) -> Result<String, String> {

@@ -37,7 +37,7 @@ def test_every_shipped_kernel_has_tpu_executables_for_v5e_and_v6e(shipped):
         assert re.search(r"v6e:2x2 \d+ KiB", line), f"{name}: no v6e executable ({line})"
 
 
-def test_every_tpublas_kernel_is_in_the_shipped_bundle(shipped):
+def test_every_shipped_kernel_is_in_the_shipped_bundle(shipped):
     _, entries = shipped
     names = {name for name, _ in entries}
     for dtype in ("f32", "bf16"):

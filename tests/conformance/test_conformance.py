@@ -24,14 +24,14 @@ DTYPES = ["f32", "bf16"]
 
 
 def sections():
-    """`tpukit list` as {"catalog": [(name, shape kind)], "tpublas": [...]}."""
-    out, section = {"catalog": [], "tpublas": []}, "catalog"
+    """`tpukit list` as {source: [(name, shape kind)]}: {"catalog": [...], "tpublas": [...]}."""
+    out, section = {}, None
     for line in tpukit("list").splitlines():
-        if line.strip() == "tpublas:":
-            section = "tpublas"
+        if line.endswith(":") and " " not in line:
+            section = out.setdefault(line.removesuffix(":"), [])
         elif line.strip():
             words = line.split()
-            out[section].append((words[0], words[2]))
+            section.append((words[0], words[2]))
     return out
 
 
@@ -53,8 +53,10 @@ CASES = [
 
 
 def blas_kernels(dtype):
-    """`tpukit kernels --dtype D`: the ids (`OP#I`) of every distinct tpuBLAS kernel."""
-    return [line.split()[0] for line in tpukit("kernels", "--dtype", dtype).splitlines()]
+    """The ids (`OP#I`) of every distinct tpuBLAS kernel, from `tpukit kernels --dtype D`
+    (which lists the catalog's shipped kernels too, under their names: compiled above)."""
+    lines = tpukit("kernels", "--dtype", dtype).splitlines()
+    return [line.split()[0] for line in lines if "#" in line.split()[0]]
 
 
 BLAS_CASES = [

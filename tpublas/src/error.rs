@@ -52,3 +52,9 @@ impl From<tpukit::dsl::Error> for BlasError {
         }
     }
 }
+
+impl From<BlasError> for tpukit::dsl::Error {
+    fn from(e: BlasError) -> tpukit::dsl::Error {
+        tpukit::dsl::Error::new(e.message).with_kind(e.kind)
+    }
+}

@@ -32,11 +32,13 @@ pub mod reduction;
 pub mod rows;
 pub mod scan;
 pub mod softmax;
+mod source;
 pub mod table;
 mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::{BlasError, Result};
 pub use launch::{Prepared, record, warm_up};
+pub use source::TpuBlas;
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

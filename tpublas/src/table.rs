@@ -344,11 +344,10 @@ impl Op {
                 names.join("x"),
                 names.len(),
                 shape.len()
-            )));
+            ))
+            .with_kind(ErrorKind::Shape));
         }
-        let main = self
-            .kernels(dtype)
-            .map_err(|e| tpukit::dsl::Error::new(e.message))?;
+        let main = self.kernels(dtype)?;
         let kernel = main[0].kernel().clone();
         let bindings = names
             .iter()
