@@ -13,7 +13,8 @@ use std::process::Command;
 use std::time::Instant;
 use tpukit::catalog::find;
 use tpukit::prelude::*;
-use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
+use tpukit::runtime::bundle;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
 
 /// (catalog name, shape) of each kernel timed; f32 and bf16 each.
 const KERNELS: &[(&str, &[usize])] = &[

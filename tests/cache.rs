@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use tpukit::catalog;
 use tpukit::prelude::*;
-use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
+use tpukit::runtime::bundle;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
 
 /// The kernels every child runs: (catalog name, shape), each in f32 and bf16.
 const KERNELS: &[(&str, &[usize])] = &[("add_vectors", &[3000]), ("softmax", &[37, 128])];

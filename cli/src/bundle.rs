@@ -4,7 +4,7 @@
 //! its shipped shape, and every kernel every tpuBLAS operator declares), f32 and bf16, for
 //! the host CPU, lowers it to its StableHLO/Mosaic module, and, where libtpu is installed,
 //! compiles that module for v5e and v6e (through `python -m tpukit.tpu`, with `TPUKIT_PYTHON` or `python3`). The runtime loads
-//! the bundle with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::cpu::bundle`); the Python
+//! the bundle with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::bundle`); the Python
 //! package loads the one it ships at import.
 
 use std::io::Write as _;
@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tpukit::dsl::{Bindings, DType, Kernel};
 use tpukit::prelude::{ArraySpec, CallSpec, tpu_kernel};
-use tpukit::runtime::cpu::{self, CacheKey, HostTarget, bundle};
+use tpukit::runtime::bundle;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
 use tpukit_mosaic::{Options, lower};
 
 const USAGE: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu] | tpukit bundle inspect FILE";

@@ -6,7 +6,7 @@ use crate::bundle::progress;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use tpukit::runtime::cpu::bundle::BundleEntry;
+use tpukit::runtime::bundle::BundleEntry;
 use tpukit_mosaic::TOPOLOGIES;
 
 /// Compiles every entry's TPU module with libtpu for [`TOPOLOGIES`] (one Python process,

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use std::path::Path;
 use tpukit::Device;
-use tpukit::runtime::cpu;
+use tpukit::runtime::{bundle, cpu};
 
 use crate::error::{self, guard};
 
@@ -25,7 +25,7 @@ pub fn tpu_topologies() -> PyResult<Vec<&'static str>> {
 /// tpukit version, a bad checksum): kernels are then compiled instead.
 #[pyfunction]
 pub fn register_bundle(path: &str) -> PyResult<bool> {
-    guard(None, || Ok(cpu::bundle::register(Path::new(path))))
+    guard(None, || Ok(bundle::register(Path::new(path))))
 }
 
 /// Prepares the compiled backend ahead of the first launch (host target, JIT, worker

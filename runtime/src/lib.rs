@@ -6,6 +6,7 @@
 //! compiled for the host through LLVM ([`cpu`]).
 
 mod array;
+pub mod bundle;
 pub mod cpu;
 mod device;
 mod error;

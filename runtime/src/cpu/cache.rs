@@ -87,7 +87,7 @@ pub(crate) fn artifact(
     key: &CacheKey,
     compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
 ) -> Result<Artifact, crate::RuntimeError> {
-    if let Some(a) = super::bundle::lookup(key) {
+    if let Some(a) = crate::bundle::lookup(key) {
         BUNDLE_HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(a);
     }

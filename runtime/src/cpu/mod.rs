@@ -6,9 +6,8 @@
 //! kernels also come from bundles and an on-disk cache shared across processes (`cache`).
 
 mod abi;
-mod artifact;
-pub mod bundle;
-mod cache;
+pub(crate) mod artifact;
+pub(crate) mod cache;
 mod codegen;
 mod compile;
 mod jit;
@@ -24,7 +23,7 @@ pub use target::HostTarget;
 /// Prepares the compiled backend ahead of the first launch: reads the host target, creates
 /// the JIT that links kernels into the process, starts the worker threads, brings the
 /// allocator to its steady state, and links the loaded bundles' warm-up kernel (see
-/// [`bundle::WARM_UP`]). A few milliseconds, otherwise paid by the first calls.
+/// [`crate::bundle::WARM_UP`]). A few milliseconds, otherwise paid by the first calls.
 pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
     warm_allocator();
@@ -32,7 +31,7 @@ pub fn warm_up() -> Result<(), RuntimeError> {
         kind: ErrorKind::Internal,
         message: format!("tpukit cpu: {m}"),
     })?;
-    if let Some((hash, artifact)) = bundle::warm_up_entry() {
+    if let Some((hash, artifact)) = crate::bundle::warm_up_entry() {
         compile::preload(hash, artifact);
     }
     Ok(())

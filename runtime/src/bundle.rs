@@ -24,9 +24,9 @@
 //! version, or with a bad checksum, is refused with a message on stderr, and the runtime
 //! compiles instead. [`inspect`] reads a whole bundle and checks every checksum.
 
-use super::artifact::{self, Artifact, Reader, Writer};
-use super::cache::{CacheKey, warn_once};
-use super::target::HostTarget;
+use crate::cpu::artifact::{self, Artifact, Reader, Writer};
+use crate::cpu::cache::warn_once;
+use crate::cpu::{CacheKey, HostTarget};
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
