@@ -1,6 +1,7 @@
 //! tpuBLAS from Python: the operator table and running an operator on wire-form arrays.
 
 use pyo3::prelude::*;
+use tpukit::Device;
 use tpukit_blas::Value;
 
 use crate::array::{self, Wire};
@@ -25,20 +26,23 @@ pub fn tpublas_warm_up() -> PyResult<()> {
 
 /// Runs the operator `name` on `args`, given in its schema's order as `(kind, value)` pairs:
 /// `tensor` (a wire triple), `float`, `int`, `ints` (a list), `bool`, `str` (also dtype
-/// names), `none`. Returns the results in wire form.
+/// names), `none`, launching its kernels on `device`. Returns the results in wire form.
 #[pyfunction]
+#[pyo3(signature = (name, args, device="cpu"))]
 pub fn tpublas_run<'py>(
     py: Python<'py>,
     name: &str,
     args: Vec<(String, Bound<'py, PyAny>)>,
+    device: &str,
 ) -> PyResult<Vec<Wire<'py>>> {
     guard(Some(name), || {
+        let device: Device = device.parse().map_err(TpukitError::new_err)?;
         let values = args
             .iter()
             .map(|(kind, v)| value(kind, v))
             .collect::<PyResult<Vec<Value>>>()?;
         let results = py
-            .detach(|| tpukit_blas::run(name, &values))
+            .detach(|| tpukit_blas::on_device(device, || tpukit_blas::run(name, &values)))
             .map_err(error::blas)?;
         results.into_iter().map(|a| array::to_wire(py, a)).collect()
     })

@@ -171,6 +171,42 @@ def test_softmax_family(shape, dim, dtype):
     check("_softmax_backward_data", (g, y, dim, dtype), reference_args=ref)
 
 
+INTERPRET_ONLY = textwrap.dedent(
+    """
+    import json, numpy as np
+    import tpukit.tpublas as tb
+    from tpukit import _native
+    x = np.random.default_rng(0).standard_normal((29, 300)).astype(np.float32)
+    with tb.device("interpret"):
+        tb._softmax(x, 1, False); tb.mul(x, x); tb.sum(x, [0], True)
+    print(json.dumps(_native.cache_stats()))
+    tb._softmax(x, 1, False)
+    print(json.dumps(_native.cache_stats()))
+    """
+)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_operators_run_on_the_interpreter_when_asked(dtype):
+    """`with tb.device("interpret")` runs operators on the reference interpreter, whose
+    results match ATen's; in a fresh process, nothing is compiled, fetched or linked for the
+    CPU backend until an operator runs outside it."""
+    x = rand(29, 300, dtype=dtype, seed=3) * 3
+    w = pos(300, dtype=dtype)
+    with tb.device("interpret"):
+        check("_softmax", (x, 1, False))
+        check("mul.Tensor", (x, w))
+        check("sum.dim_IntList", (x, [0], True))
+    with pytest.raises(ValueError, match="unknown device"), tb.device("tpu"):
+        pass
+    done = subprocess.run([sys.executable, "-c", INTERPRET_ONLY], capture_output=True,
+                          text=True, env={**os.environ, "TPUKIT_TORCH": "0"}, check=False)
+    assert done.returncode == 0, done.stderr
+    inside, outside = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    assert inside == [0, 0, 0, 0], "the interpreter used the CPU backend"
+    assert sum(outside[:3]) > 0, "outside `device`, operators run on the CPU backend"
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16])
 @pytest.mark.parametrize("params", [None, "same", "f32"])
 def test_layer_norm_forward_and_backward(params, dtype):

@@ -1,5 +1,7 @@
 //! Where a kernel runs.
 
+use crate::backend::Backend;
+use crate::{cpu, interpret};
 use std::{fmt, str::FromStr};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -14,6 +16,14 @@ pub enum Device {
 impl Device {
     /// Every device, the default (what a launch that names none uses) first.
     pub const ALL: [Device; 2] = [Device::Cpu, Device::Interpret];
+
+    /// The backend that runs kernels launched on this device.
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            Device::Interpret => &interpret::Interpreter,
+            Device::Cpu => &cpu::CpuBackend,
+        }
+    }
 
     /// The device's name, as `FromStr` reads it and the Python package spells it.
     pub fn name(self) -> &'static str {

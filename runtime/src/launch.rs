@@ -1,12 +1,12 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
-use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError, cpu, interpret};
+use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError};
 use tpukit_dsl::{Bindings, Dim, ErrorKind, Kernel, Role};
 
 /// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
 /// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
 /// before the kernel runs. Options come from the environment ([`LaunchOptions::from_env`]).
-pub fn launch<K: Launchable + ?Sized>(
+pub fn launch<K: Launchable>(
     kernel: &K,
     device: Device,
     inputs: &[&HostArray],
@@ -15,7 +15,7 @@ pub fn launch<K: Launchable + ?Sized>(
 }
 
 /// [`launch`] with explicit options.
-pub fn launch_with<K: Launchable + ?Sized>(
+pub fn launch_with<K: Launchable>(
     kernel: &K,
     device: Device,
     inputs: &[&HostArray],
@@ -29,12 +29,14 @@ pub fn launch_with<K: Launchable + ?Sized>(
         let shape = resolve(k, &o.shape, &bindings, &o.name)?;
         outputs.push(HostArray::zeros(o.dtype, &shape));
     }
-    run(kernel, device, inputs, &mut outputs, &bindings, options)?;
+    device
+        .backend()
+        .run(kernel, &bindings, inputs, &mut outputs, options)?;
     Ok(outputs)
 }
 
 /// Runs `kernel` writing into caller-provided `outputs` (whose shapes also bind symbols).
-pub fn launch_into<K: Launchable + ?Sized>(
+pub fn launch_into<K: Launchable>(
     kernel: &K,
     device: Device,
     inputs: &[&HostArray],
@@ -44,7 +46,7 @@ pub fn launch_into<K: Launchable + ?Sized>(
 }
 
 /// [`launch_into`] with explicit options.
-pub fn launch_into_with<K: Launchable + ?Sized>(
+pub fn launch_into_with<K: Launchable>(
     kernel: &K,
     device: Device,
     inputs: &[&HostArray],
@@ -54,22 +56,9 @@ pub fn launch_into_with<K: Launchable + ?Sized>(
     kernel.verify()?;
     let refs: Vec<&HostArray> = outputs.iter().collect();
     let bindings = bind(kernel.kernel(), inputs, &refs)?;
-    run(kernel, device, inputs, outputs, &bindings, options)
-}
-
-fn run<K: Launchable + ?Sized>(
-    kernel: &K,
-    device: Device,
-    inputs: &[&HostArray],
-    outputs: &mut [HostArray],
-    bindings: &Bindings,
-    options: LaunchOptions,
-) -> Result<(), RuntimeError> {
-    let k = kernel.kernel();
-    match device {
-        Device::Interpret => interpret::run(k, bindings, inputs, outputs),
-        Device::Cpu => cpu::run(k, kernel.hash(), bindings, inputs, outputs, options.debug),
-    }
+    device
+        .backend()
+        .run(kernel, &bindings, inputs, outputs, options)
 }
 
 fn resolve(

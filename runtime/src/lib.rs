@@ -1,11 +1,13 @@
 //! tpukit's runtime: host arrays, the launch API, and the devices that run kernels.
 //!
-//! Two devices: [`Device::Interpret`], the reference interpreter, which executes any verified
-//! kernel with the exact semantics written in `tpukit_dsl`'s crate docs, checks every access,
-//! and is what every other backend is tested against; and [`Device::Cpu`], the same kernels
-//! compiled for the host through LLVM ([`cpu`]).
+//! Two devices, each run by a [`Backend`]: [`Device::Interpret`], the reference
+//! interpreter, which executes any verified kernel with the exact semantics written in
+//! `tpukit_dsl`'s crate docs, checks every access, and is what every other backend is tested
+//! against; and [`Device::Cpu`], the same kernels compiled for the host through LLVM
+//! ([`cpu`]). [`bundle`]s hold kernels precompiled for every backend.
 
 mod array;
+mod backend;
 pub mod bundle;
 pub mod cpu;
 mod device;
@@ -15,6 +17,7 @@ mod launch;
 mod prepared;
 
 pub use array::HostArray;
+pub use backend::Backend;
 pub use device::{Device, LaunchOptions};
 pub use error::RuntimeError;
 pub use launch::{launch, launch_into, launch_into_with, launch_with};

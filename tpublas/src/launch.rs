@@ -1,6 +1,6 @@
 //! How tpuBLAS makes and launches its kernels: each kernel is built, verified and hashed
-//! once per process ([`memo`]), and launched on `Device::Cpu` through one place that can also
-//! record what it launched.
+//! once per process ([`memo`]), and launched through one place that can also record what it
+//! launched, on `Device::Cpu` unless the caller chose another device ([`on_device`]).
 //!
 //! Recording is how the tests check the invariant bundles rely on: every kernel an operator
 //! launches is one of the kernels it declares ([`crate::Op::kernels`]), so a bundle built
@@ -8,7 +8,7 @@
 //! thread-local read per launch.
 
 use crate::BlasError;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -49,6 +49,27 @@ pub(crate) fn memo(
 
 thread_local! {
     static RECORDED: RefCell<Option<Vec<(String, KernelHash)>>> = const { RefCell::new(None) };
+    static DEVICE: Cell<Device> = const { Cell::new(Device::Cpu) };
+}
+
+/// The device operators called on this thread launch their kernels on.
+pub fn device() -> Device {
+    DEVICE.with(Cell::get)
+}
+
+/// Runs `f` with the operators it calls on this thread launching their kernels on `device`
+/// (`Device::Interpret` computes exactly and checks every access: for checking an operator
+/// against the compiled backend). Outside, operators run on `Device::Cpu`.
+pub fn on_device<T>(device: Device, f: impl FnOnce() -> T) -> T {
+    /// Puts the outer device back, also when `f` panics.
+    struct Restore(Device);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEVICE.with(|d| d.set(self.0));
+        }
+    }
+    let _outer = Restore(DEVICE.with(|d| d.replace(device)));
+    f()
 }
 
 fn note(kernel: &Prepared) {
@@ -77,7 +98,7 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, KernelHash)>) {
 /// Runs `kernel` on `inputs` and returns its outputs.
 pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
-    Ok(launch(&**kernel, Device::Cpu, inputs)?)
+    Ok(launch(&**kernel, device(), inputs)?)
 }
 
 /// Runs a kernel with one output and returns it.
@@ -92,5 +113,5 @@ pub(crate) fn into(
     outputs: &mut [HostArray],
 ) -> Result<(), BlasError> {
     note(kernel);
-    Ok(launch_into(&**kernel, Device::Cpu, inputs, outputs)?)
+    Ok(launch_into(&**kernel, device(), inputs, outputs)?)
 }

@@ -8,7 +8,8 @@
 //! it may launch ([`Op::kernels`], what bundles precompile and the conformance suite
 //! compiles — [`kernel_ids`] names them) and has a host-side `run` on [`Value`] arguments
 //! that presents the host arrays to its kernels (flattening, collapsing to rows, moving
-//! reduced dims last) and launches them on `Device::Cpu`.
+//! reduced dims last) and launches them, on `Device::Cpu` unless [`on_device`] says
+//! otherwise.
 //!
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
 //! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`],
@@ -38,7 +39,7 @@ mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::{BlasError, Result};
-pub use launch::{Prepared, record, warm_up};
+pub use launch::{Prepared, device, on_device, record, warm_up};
 pub use source::TpuBlas;
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

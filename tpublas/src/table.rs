@@ -357,7 +357,8 @@ impl Op {
         Ok(Instance { kernel, bindings })
     }
 
-    /// The operator on host arrays (on `Device::Cpu`), arguments in the schema's order.
+    /// The operator on host arrays (on `Device::Cpu`, or the device of [`crate::on_device`]),
+    /// arguments in the schema's order.
     pub fn run(&self, args: &[Value]) -> Result<Vec<HostArray>> {
         let one = |x: Result<HostArray>| x.map(|x| vec![x]);
         let name = self.name();

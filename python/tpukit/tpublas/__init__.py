@@ -6,7 +6,9 @@ names one. Arguments follow each operator's ATen schema (``tpublas.ops()`` lists
 tensors may be numpy arrays, torch tensors or JAX arrays (f32 or bf16; index tensors int32,
 or int64 when every index fits in int32), and results come back as the first tensor's kind.
 They run on tpukit's compiled CPU backend; the package ships a bundle with every operator's
-kernels precompiled for this host, so no call waits for a compiler.
+kernels precompiled for this host, so no call waits for a compiler. ``with
+tpublas.device("interpret"):`` runs the operators called inside on the reference interpreter
+instead (exact, every access checked; this thread only).
 
 With torch installed the operators are also torch custom ops, ``torch.ops.tpublas.<name>``
 (registered at import, which imports torch; ``TPUKIT_TORCH=0`` skips that, see
@@ -15,18 +17,36 @@ With torch installed the operators are also torch custom ops, ``torch.ops.tpubla
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import numbers
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from tpukit import _arrays, _native
+from tpukit.launch import check_device
 from tpukit.tpublas import _schema
 
-__all__ = ["OpInfo", "Operator", "Packet", "ops", "torch_library"]
+__all__ = ["OpInfo", "Operator", "Packet", "device", "ops", "torch_library"]
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def device(name: str):
+    """``with tpublas.device("interpret"):`` runs the operators called inside on that tpukit
+    device (``"cpu"``, the default, or ``"interpret"``), on this thread."""
+    check_device(name)
+    prev = getattr(_local, "device", "cpu")
+    _local.device = name
+    try:
+        yield
+    finally:
+        _local.device = prev
 
 
 @dataclass(frozen=True)
@@ -106,7 +126,7 @@ class Operator:
                 native.append((kind, x))
                 if first is None and array is not None:
                     first = array
-        results = _native.tpublas_run(name, native)
+        results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
         k = _arrays.kind(first) if first is not None else "numpy"
         out = [_arrays.to_kind(_arrays.from_wire(w), k, first) for w in results]
         return out[0] if self.schema.results == 1 else tuple(out)

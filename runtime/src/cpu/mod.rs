@@ -59,14 +59,39 @@ fn touch_heap(bytes: usize) {
     drop(std::hint::black_box(heap));
 }
 
-use crate::{HostArray, RuntimeError};
+use crate::backend::Backend;
+use crate::{HostArray, LaunchOptions, Launchable, RuntimeError};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
 use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
 
+/// The compiled CPU backend: each kernel compiled once per structural hash (see
+/// [`compile::cached`]); `debug` compiles bounds checks into every access.
+pub(crate) struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn run(
+        &self,
+        kernel: &dyn Launchable,
+        bindings: &Bindings,
+        inputs: &[&HostArray],
+        outputs: &mut [HostArray],
+        options: LaunchOptions,
+    ) -> Result<(), RuntimeError> {
+        run(
+            kernel.kernel(),
+            kernel.hash(),
+            bindings,
+            inputs,
+            outputs,
+            options.debug,
+        )
+    }
+}
+
 /// Runs `kernel` (whose structural hash is `hash`) compiled for the host, writing `outputs`
 /// in place.
-pub(crate) fn run(
+fn run(
     kernel: &Kernel,
     hash: KernelHash,
     bindings: &Bindings,

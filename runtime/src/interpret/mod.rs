@@ -10,12 +10,30 @@ mod memory;
 mod ops;
 mod tensor;
 
-use crate::{HostArray, RuntimeError};
+use crate::backend::Backend;
+use crate::{HostArray, LaunchOptions, Launchable, RuntimeError};
 use memory::Memory;
 use tensor::Tensor;
 use tpukit_dsl::{Bindings, ErrorKind, Func, Kernel, Op, OpKind, Region, ValueId};
 
-pub(crate) fn run(
+/// The reference interpreter as a backend: every launch option is its only mode (every
+/// access checked, scratch filled with NaN).
+pub(crate) struct Interpreter;
+
+impl Backend for Interpreter {
+    fn run(
+        &self,
+        kernel: &dyn Launchable,
+        bindings: &Bindings,
+        inputs: &[&HostArray],
+        outputs: &mut [HostArray],
+        _options: LaunchOptions,
+    ) -> Result<(), RuntimeError> {
+        run(kernel.kernel(), bindings, inputs, outputs)
+    }
+}
+
+fn run(
     kernel: &Kernel,
     bindings: &Bindings,
     inputs: &[&HostArray],
