@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from tpukit import pallas
+from tpukit import DEVICES, pallas
 
 TOLERANCES = {
     np.dtype(np.float32): dict(rtol=1e-5, atol=1e-5),
@@ -49,7 +49,7 @@ def check(body, out_shape, args, reference, tolerance=None, **call_kwargs):
     )
     pallas_interpret = [pallas_interpret] if single else list(pallas_interpret)
     results = {}
-    for device in ("cpu", "interpret"):
+    for device in DEVICES:
         got = kernel(*args, device=device)
         got = [got] if single else list(got)
         for i, (g, e, p) in enumerate(zip(got, expected, pallas_interpret, strict=True)):

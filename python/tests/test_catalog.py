@@ -14,7 +14,7 @@ def test_catalog_lists_the_shipped_kernels():
     assert softmax.shape == ("m", "n") and "bf16" in softmax.dtypes
 
 
-@pytest.mark.parametrize("device", ["cpu", "interpret"])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
 def test_add_vectors_on_numpy(device):
     n = 3000  # not a multiple of the block: the edge block is masked
     kernel = tpukit.instantiate("add_vectors", [n], "f32")

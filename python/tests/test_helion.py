@@ -17,10 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tpukit.helion.language as hl  # noqa: E402
-from tpukit import helion  # noqa: E402
+from tpukit import DEVICES, helion  # noqa: E402
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "helion"
-DEVICES = ["cpu", "interpret"]
 F32, BF16 = torch.float32, torch.bfloat16
 
 

@@ -14,11 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tpukit.helion.language as hl  # noqa: E402
-from tpukit import helion  # noqa: E402
+from tpukit import DEVICES, helion  # noqa: E402
 from tpukit.helion.autotuner import PowerOfTwoFragment  # noqa: E402
 
 F32, BF16 = torch.float32, torch.bfloat16
-DEVICES = ["cpu", "interpret"]
 TOL = {F32: dict(rtol=1e-5, atol=1e-5), BF16: dict(rtol=1e-2, atol=5e-2)}
 
 

@@ -53,7 +53,7 @@ def accumulate(x, acc):
     )(x, acc)
 
 
-@pytest.mark.parametrize("device", ["cpu", "interpret"])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
 def test_aliased_output_starts_as_its_input(device):
     x = np.full((8, 128), 1.5, np.float32)
     acc = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
@@ -64,7 +64,7 @@ def double_kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 2
 
 
-@pytest.mark.parametrize("device", ["cpu", "interpret"])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
 def test_jax_ops_around_a_pallas_call(device):
     def f(x, m):
         y = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32))(
@@ -100,7 +100,7 @@ def test_bool_operands_of_a_pallas_call():
 
     m = np.arange(8 * 128).reshape(8, 128) % 3 == 0
     x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
-    for device in ("cpu", "interpret"):
+    for device in tpukit.DEVICES:
         np.testing.assert_array_equal(select(m, x, device=device), np.where(m, x, -x))
 
 

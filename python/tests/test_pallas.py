@@ -183,6 +183,7 @@ def test_where_and_iota_mask(rng):
 def test_seed_example_on_numpy():
     """TorchTPU's add_vectors with numpy placeholders: whole 1-D arrays of 3 elements (the
     torch version is in test_torch.py)."""
+    import tpukit
     from tpukit import pallas
 
     @pallas.custom_kernel(lambda x, y: np.empty_like(x))
@@ -192,6 +193,6 @@ def test_seed_example_on_numpy():
 
     x = np.array([0.1, 0.2, 0.3], np.float32)
     y = np.array([0.4, 0.5, 0.6], np.float32)
-    for device in ("cpu", "interpret"):
+    for device in tpukit.DEVICES:
         np.testing.assert_array_equal(add_vectors(x, y, device=device), x + y)
     assert "tpu_custom_call" in add_vectors.lower(x, y)

@@ -25,7 +25,7 @@ def check(fn, *args, tol=None, **kwargs):
     kernel = pallas.custom_jax_kernel(fn, **kwargs)
     static = kwargs.get("static_argnums", ())
     expected = jax.jit(fn, static_argnums=static)(*args)
-    for device in ("cpu", "interpret"):
+    for device in tpukit.DEVICES:
         got = kernel(*args, device=device)
         got_leaves, got_tree = jax.tree_util.tree_flatten(got)
         want_leaves, want_tree = jax.tree_util.tree_flatten(expected)
