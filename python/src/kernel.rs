@@ -1,13 +1,13 @@
 //! `tpukit._native.Kernel`: one kernel IR value, with what Python needs to run and lower it.
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use std::collections::BTreeMap;
 use tpukit::{Device, HostArray};
-use tpukit_dsl::{Dim, Kernel, Operand, Role};
+use tpukit_dsl::{Kernel, Role};
 
 use crate::array::{self, Wire};
 use crate::error::{self, TpukitError, guard};
+use crate::operand::PyOperand;
 
 /// A verified kernel. Immutable: every method reads it.
 #[pyclass(name = "Kernel", module = "tpukit._native", frozen)]
@@ -19,75 +19,6 @@ impl PyKernel {
     /// Runs a method's body in the boundary's [`guard`], naming this kernel.
     fn guard<T>(&self, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
         guard(Some(&self.kernel.name), body)
-    }
-}
-
-/// One extent of an operand's shape: a number, or the name of a symbol bound at launch.
-#[derive(Clone, Debug, PartialEq, IntoPyObject)]
-pub enum Extent {
-    Static(usize),
-    Symbol(String),
-}
-
-/// One operand of a kernel, as Python sees it: `name`, `role` (`prefetch`, `input`,
-/// `output` or `scratch`), `dtype` (`f32`, `bf16`, …) and `shape` (a tuple of ints and symbol
-/// names). Immutable; equal when every field is.
-#[pyclass(name = "Operand", module = "tpukit._native", frozen, eq)]
-#[derive(Clone, Debug, PartialEq)]
-pub struct PyOperand {
-    #[pyo3(get)]
-    name: String,
-    #[pyo3(get)]
-    role: &'static str,
-    #[pyo3(get)]
-    dtype: &'static str,
-    shape: Vec<Extent>,
-}
-
-impl PyOperand {
-    fn of(o: &Operand) -> PyOperand {
-        PyOperand {
-            name: o.name.clone(),
-            role: o.role.name(),
-            dtype: o.dtype.name(),
-            shape: o
-                .shape
-                .iter()
-                .map(|d| match d {
-                    Dim::Static(n) => Extent::Static(*n),
-                    Dim::Sym(s) => Extent::Symbol(s.clone()),
-                })
-                .collect(),
-        }
-    }
-}
-
-#[pymethods]
-impl PyOperand {
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        guard(None, || PyTuple::new(py, self.shape.clone()))
-    }
-
-    fn __repr__(&self) -> PyResult<String> {
-        guard(None, || {
-            let shape: Vec<String> = self
-                .shape
-                .iter()
-                .map(|e| match e {
-                    Extent::Static(n) => n.to_string(),
-                    Extent::Symbol(s) => format!("'{s}'"),
-                })
-                .collect();
-            let comma = if shape.len() == 1 { "," } else { "" };
-            Ok(format!(
-                "Operand(name='{}', role='{}', dtype='{}', shape=({}{comma}))",
-                self.name,
-                self.role,
-                self.dtype,
-                shape.join(", ")
-            ))
-        })
     }
 }
 

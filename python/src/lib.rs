@@ -1,7 +1,7 @@
 //! `tpukit._native`: the Rust half of the `tpukit` Python package.
 //!
 //! Kept small and free of Python policy: it exposes the kernel IR ([`kernel::PyKernel`], its
-//! operands as [`kernel::PyOperand`]), the catalog, tpuBLAS, the importers of JAX's lowered
+//! operands as [`operand::PyOperand`]), the catalog, tpuBLAS, the importers of JAX's lowered
 //! programs, the runtime's launch and its process-wide state (devices, TPU topologies,
 //! bundles, cache statistics). The Python half (`python/tpukit/`) owns the decorators,
 //! argument binding, caching and array interop.
@@ -15,6 +15,7 @@ mod catalog;
 mod error;
 mod import;
 mod kernel;
+mod operand;
 mod runtime;
 mod tpublas;
 
@@ -23,7 +24,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernel::PyKernel>()?;
-    m.add_class::<kernel::PyOperand>()?;
+    m.add_class::<operand::PyOperand>()?;
     m.add_class::<array::Buffer>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
