@@ -63,12 +63,6 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
 
-    /// The type arithmetic on this type is carried out in: f32 for every float (TPU VPUs
-    /// compute bf16 and f16 in f32 on v5e), the type itself otherwise.
-    pub fn compute_type(self) -> DType {
-        if self.is_float() { DType::F32 } else { self }
-    }
-
     /// Rounds an f64 to the nearest value of this float type (ties to even), returned as f64.
     /// Integers and bools are converted as [`DType::cast_f64_to_int`] does.
     pub fn round_f64(self, x: f64) -> f64 {

@@ -40,6 +40,7 @@ mod kernel;
 mod loc;
 pub mod markers;
 mod op;
+mod op_table;
 mod print;
 mod sample;
 mod shape;
@@ -55,8 +56,9 @@ pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics
 pub use loc::Loc;
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
-    Start, UnaryOp, ValueId, binary_result, unary_result,
+    Start, UnaryOp, ValueId,
 };
+pub use op_table::{OpInfo, Typing};
 pub use print::{PrintOptions, print_kernel};
 pub use sample::Fit;
 pub use shape::{Bindings, Dim, Extent};

@@ -5,7 +5,8 @@
 //! Elementwise ops take operands of one shape: broadcasting is explicit ([`OpKind::Broadcast`]),
 //! which the builder inserts for the user.
 
-use crate::{DType, Loc, Type};
+use crate::{Loc, Type};
+pub use crate::op_table::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 
 /// An SSA value, numbered within its [`Func`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,67 +83,6 @@ pub enum Indexer {
     Slice { start: Start, size: usize },
     /// The one element at `start`; the dimension is dropped from the result (`ref[i]`).
     Point(Start),
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    Neg,
-    Abs,
-    Exp,
-    Exp2,
-    Log,
-    Log1p,
-    Sqrt,
-    Rsqrt,
-    Tanh,
-    Erf,
-    /// `1 / (1 + exp(-x))`.
-    Logistic,
-    Floor,
-    Ceil,
-    Sin,
-    Cos,
-    /// Logical not on bool, bitwise not on integers.
-    Not,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    /// Float division, or integer division truncating toward zero. Integer division by zero
-    /// gives 0: it must not trap, because the padding lanes of an edge block divide by the
-    /// fill value (TPUs do not trap either).
-    Div,
-    /// Remainder with the sign of the dividend (C's `%`, `fmod` for floats). An integer
-    /// remainder by zero gives the dividend, so `x == (x / y) * y + x % y` always holds.
-    Rem,
-    Pow,
-    /// NaN-propagating maximum (`jnp.maximum`).
-    Max,
-    /// NaN-propagating minimum (`jnp.minimum`).
-    Min,
-    And,
-    Or,
-    Xor,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    Sum,
-    Max,
-    Min,
 }
 
 /// Which dimensions of a `dot`'s operands are contracted. Rank-3 operands are batched over
@@ -381,141 +321,5 @@ impl OpKind {
             OpKind::If { cond, .. } => vec![*cond],
             OpKind::Yield { values } => values.clone(),
         }
-    }
-}
-
-impl UnaryOp {
-    pub const ALL: [UnaryOp; 16] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Exp,
-        UnaryOp::Exp2,
-        UnaryOp::Log,
-        UnaryOp::Log1p,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Tanh,
-        UnaryOp::Erf,
-        UnaryOp::Logistic,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Not,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Exp2 => "exp2",
-            UnaryOp::Log => "log",
-            UnaryOp::Log1p => "log1p",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Logistic => "logistic",
-            UnaryOp::Floor => "floor",
-            UnaryOp::Ceil => "ceil",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Not => "not",
-        }
-    }
-
-    /// True for the ops defined only on floats (transcendentals and rounding).
-    pub fn float_only(self) -> bool {
-        !matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not)
-    }
-}
-
-impl BinaryOp {
-    pub const ALL: [BinaryOp; 11] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Rem,
-        BinaryOp::Pow,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::And,
-        BinaryOp::Or,
-        BinaryOp::Xor,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Rem => "rem",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Max => "max",
-            BinaryOp::Min => "min",
-            BinaryOp::And => "and",
-            BinaryOp::Or => "or",
-            BinaryOp::Xor => "xor",
-        }
-    }
-
-    /// True for the bitwise/logical ops, defined on integers and bool only.
-    pub fn is_bitwise(self) -> bool {
-        matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
-    }
-}
-
-impl CmpOp {
-    pub const ALL: [CmpOp; 6] = [
-        CmpOp::Eq,
-        CmpOp::Ne,
-        CmpOp::Lt,
-        CmpOp::Le,
-        CmpOp::Gt,
-        CmpOp::Ge,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-        }
-    }
-}
-
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "reduce_sum",
-            ReduceOp::Max => "reduce_max",
-            ReduceOp::Min => "reduce_min",
-        }
-    }
-}
-
-/// Element type rules shared by the builder and the verifier.
-pub fn unary_result(op: UnaryOp, x: DType) -> Option<DType> {
-    match op {
-        UnaryOp::Not => (!x.is_float()).then_some(x),
-        UnaryOp::Neg | UnaryOp::Abs => (!x.is_bool()).then_some(x),
-        _ => x.is_float().then_some(x),
-    }
-}
-
-pub fn binary_result(op: BinaryOp, x: DType) -> Option<DType> {
-    match op {
-        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => (!x.is_float()).then_some(x),
-        BinaryOp::Pow => x.is_float().then_some(x),
-        BinaryOp::Max | BinaryOp::Min => Some(x),
-        _ => (!x.is_bool()).then_some(x),
     }
 }

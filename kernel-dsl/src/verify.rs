@@ -5,7 +5,6 @@ use crate::{
     BlockDim, DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand,
     Region, Result, Role, Start, Type, ValueId, Window,
     builder::{broadcast_shapes, dot_shape, is_permutation},
-    op::{binary_result, unary_result},
 };
 
 /// What the typing rule of a single op needs to know about its surroundings.
@@ -322,14 +321,14 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         }
         OpKind::Unary { op, x } => {
             let t = ty(x)?;
-            if unary_result(*op, t.dtype).is_none() {
+            if !op.accepts(t.dtype) {
                 return Err(format!("not defined on {}", t.dtype));
             }
             expect(one()?, t)?;
         }
         OpKind::Binary { op, lhs, rhs } => {
             let t = same(ty(lhs)?, ty(rhs)?)?;
-            if binary_result(*op, t.dtype).is_none() {
+            if !op.accepts(t.dtype) {
                 return Err(format!("not defined on {}", t.dtype));
             }
             expect(one()?, t)?;
@@ -388,8 +387,8 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     t.rank()
                 ));
             }
-            if t.dtype.is_bool() && *op == crate::ReduceOp::Sum {
-                return Err("sum of bool values: cast them first".into());
+            if !op.accepts(t.dtype) {
+                return Err(format!("not defined on {}: cast the values first", t.dtype));
             }
             let shape: Vec<usize> = (0..t.rank())
                 .filter(|d| !axes.contains(d))

@@ -2,6 +2,7 @@
 
 use proc_macro2::Span;
 use syn::Ident;
+use tpukit_dsl::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 
 pub struct Kernel {
     pub attrs: Vec<syn::Attribute>,
@@ -39,7 +40,8 @@ pub enum Stmt {
     Store {
         target: Ident,
         index: Vec<IndexItem>,
-        op: Option<&'static str>,
+        /// A compound assignment's op (`o[..] += v`).
+        op: Option<BinaryOp>,
         value: Expr,
         span: Span,
     },
@@ -78,7 +80,7 @@ pub enum Expr {
     Host(syn::Expr),
     Var(Ident),
     Unary {
-        op: &'static str,
+        op: UnaryOp,
         x: Box<Expr>,
     },
     Binary {
@@ -100,6 +102,14 @@ pub enum Expr {
         x: Box<Expr>,
         dtype: DTypeArg,
     },
+    /// `x.reduce_sum(axes)` (`keepdims`: `x.reduce_sum_keepdims(axes)`); `axes` is a host
+    /// expression, an integer or an array of them.
+    Reduce {
+        op: ReduceOp,
+        keepdims: bool,
+        x: Box<Expr>,
+        axes: syn::Expr,
+    },
     /// A builder call: `name` is a method of the table in `generate.rs`.
     Call {
         name: String,
@@ -112,10 +122,8 @@ pub enum Expr {
 
 #[derive(Copy, Clone)]
 pub enum BinOp {
-    /// A `BinaryOp` variant name.
-    Arith(&'static str),
-    /// A `CmpOp` variant name.
-    Cmp(&'static str),
+    Arith(BinaryOp),
+    Cmp(CmpOp),
 }
 
 /// The target of a cast: a dtype named in the body (`f32`), or a host value of type `DType`

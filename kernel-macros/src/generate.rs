@@ -106,7 +106,7 @@ fn stmt(s: &Stmt) -> TokenStream {
             let code = match op {
                 None => quote!({ let __ix = #ix; let __v = #v; __b.store(#target, &__ix, __v)?; }),
                 Some(op) => {
-                    let (bin, op) = (dsl("BinaryOp"), format_ident!("{}", op));
+                    let (bin, op) = (dsl("BinaryOp"), format_ident!("{}", op.info().variant));
                     quote!({
                         let __ix = #ix;
                         let __v = #v;
@@ -262,7 +262,7 @@ fn expr(e: &Expr) -> TokenStream {
         }
         Expr::Var(v) => quote!(#arg::from(#v)),
         Expr::Unary { op, x } => {
-            let (u, op) = (dsl("UnaryOp"), format_ident!("{}", op));
+            let (u, op) = (dsl("UnaryOp"), format_ident!("{}", op.info().variant));
             let x = expr(x);
             wrap(quote!({ let __x = #x; __b.unary(#u::#op, __x)? }))
         }
@@ -270,15 +270,30 @@ fn expr(e: &Expr) -> TokenStream {
             let (l, r) = (expr(lhs), expr(rhs));
             let call = match op {
                 BinOp::Arith(op) => {
-                    let (b, op) = (dsl("BinaryOp"), format_ident!("{}", op));
+                    let (b, op) = (dsl("BinaryOp"), format_ident!("{}", op.info().variant));
                     quote!(__b.binary(#b::#op, __l, __r)?)
                 }
                 BinOp::Cmp(op) => {
-                    let (c, op) = (dsl("CmpOp"), format_ident!("{}", op));
+                    let (c, op) = (dsl("CmpOp"), format_ident!("{}", op.info().variant));
                     quote!(__b.compare(#c::#op, __l, __r)?)
                 }
             };
             wrap(quote!({ let __l = #l; let __r = #r; #call }))
+        }
+        Expr::Reduce {
+            op,
+            keepdims,
+            x,
+            axes: a,
+        } => {
+            let (r, op) = (dsl("ReduceOp"), format_ident!("{}", op.info().variant));
+            let (x, axes) = (value(x), axes(a));
+            let call = if *keepdims {
+                quote!(__b.reduce_keepdims(#r::#op, __x, &#axes)?)
+            } else {
+                quote!(__b.reduce(#r::#op, __x, &#axes)?)
+            };
+            wrap(quote!({ let __x = #x; #call }))
         }
         Expr::Load { target, index } => {
             let ix = index_array(index);
@@ -333,56 +348,8 @@ fn call(name: &str, args: &[Expr], host: &[syn::Expr], refs: &[Ident], span: Spa
         format_ident!("__v1"),
         format_ident!("__v2"),
     );
-    let (unary, binary, reduce, dtype) = (
-        dsl("UnaryOp"),
-        dsl("BinaryOp"),
-        dsl("ReduceOp"),
-        dsl("DType"),
-    );
+    let dtype = dsl("DType");
     let body = match name {
-        "exp" | "exp2" | "log" | "log1p" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" | "floor"
-        | "ceil" | "sin" | "cos" | "neg" | "sigmoid" | "logistic" => {
-            let op = match name {
-                "sigmoid" | "logistic" => "Logistic".to_string(),
-                n => {
-                    let mut c = n.chars();
-                    let first = c.next().expect("non-empty").to_ascii_uppercase();
-                    std::iter::once(first).chain(c).collect()
-                }
-            };
-            let op = format_ident!("{}", op);
-            quote!(__b.unary(#unary::#op, #v0)?)
-        }
-        "max" | "min" | "pow" | "powf" => {
-            let op = format_ident!(
-                "{}",
-                match name {
-                    "max" => "Max",
-                    "min" => "Min",
-                    _ => "Pow",
-                }
-            );
-            quote!(__b.binary(#binary::#op, #v0, #v1)?)
-        }
-        r if r.contains("sum") || r.starts_with("reduce_") => {
-            let keep = r.ends_with("_keepdims");
-            let op = format_ident!(
-                "{}",
-                if r.contains("max") {
-                    "Max"
-                } else if r.contains("min") {
-                    "Min"
-                } else {
-                    "Sum"
-                }
-            );
-            let axes = axes(&host[0]);
-            if keep {
-                quote!(__b.reduce_keepdims(#reduce::#op, #v0, &#axes)?)
-            } else {
-                quote!(__b.reduce(#reduce::#op, #v0, &#axes)?)
-            }
-        }
         "reshape" | "broadcast_to" => {
             let (m, shape) = (format_ident!("{}", name), &host[0]);
             quote!({ let __s: ::std::vec::Vec<usize> = (#shape).iter().map(|&d| d as usize).collect(); __b.#m(#v0, &__s)? })

@@ -2,8 +2,10 @@
 //! error at its span, naming the construct.
 
 use crate::ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Stmt};
+use quote::ToTokens;
 use std::collections::HashMap;
 use syn::{Error, Ident, Result, spanned::Spanned};
+use tpukit_dsl::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 
 #[derive(Copy, Clone, PartialEq)]
 enum Name {
@@ -195,14 +197,21 @@ fn stmt(scope: &mut Scope, s: &syn::Stmt) -> Result<Stmt> {
     }
 }
 
-fn compound_op(op: &syn::BinOp) -> Option<&'static str> {
-    Some(match op {
-        syn::BinOp::AddAssign(_) => "Add",
-        syn::BinOp::SubAssign(_) => "Sub",
-        syn::BinOp::MulAssign(_) => "Mul",
-        syn::BinOp::DivAssign(_) => "Div",
-        _ => return None,
-    })
+/// The op of a compound assignment (`+=` is the op table's `+`).
+fn compound_op(op: &syn::BinOp) -> Option<BinaryOp> {
+    let compound = matches!(
+        op,
+        syn::BinOp::AddAssign(_)
+            | syn::BinOp::SubAssign(_)
+            | syn::BinOp::MulAssign(_)
+            | syn::BinOp::DivAssign(_)
+            | syn::BinOp::RemAssign(_)
+            | syn::BinOp::BitAndAssign(_)
+            | syn::BinOp::BitOrAssign(_)
+            | syn::BinOp::BitXorAssign(_)
+    );
+    let spelling = op.to_token_stream().to_string();
+    BinaryOp::from_rust(spelling.strip_suffix('=')?).filter(|_| compound)
 }
 
 fn expr_stmt(scope: &mut Scope, e: &syn::Expr, span: proc_macro2::Span) -> Result<Stmt> {
@@ -272,7 +281,7 @@ fn expr_stmt(scope: &mut Scope, e: &syn::Expr, span: proc_macro2::Span) -> Resul
 fn assignment(
     scope: &mut Scope,
     left: &syn::Expr,
-    op: Option<&'static str>,
+    op: Option<BinaryOp>,
     right: &syn::Expr,
     span: proc_macro2::Span,
 ) -> Result<Stmt> {
@@ -423,21 +432,6 @@ fn dtype_of_type(t: &syn::Type) -> Option<&'static str> {
     None
 }
 
-const UNARY: [&str; 16] = [
-    "exp", "exp2", "log", "log1p", "sqrt", "rsqrt", "tanh", "erf", "abs", "sigmoid", "logistic",
-    "floor", "ceil", "sin", "cos", "neg",
-];
-const REDUCE: [&str; 8] = [
-    "sum",
-    "reduce_sum",
-    "reduce_max",
-    "reduce_min",
-    "sum_keepdims",
-    "reduce_sum_keepdims",
-    "reduce_max_keepdims",
-    "reduce_min_keepdims",
-];
-
 fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
     if is_host(scope, e) {
         return Ok(Expr::Host(e.clone()));
@@ -472,15 +466,12 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
         syn::Expr::Paren(p) => expr(scope, &p.expr)?,
         syn::Expr::Group(g) => expr(scope, &g.expr)?,
         syn::Expr::Unary(u) => {
-            let op = match u.op {
-                syn::UnOp::Neg(_) => "Neg",
-                syn::UnOp::Not(_) => "Not",
-                _ => {
-                    return Err(Error::new_spanned(
-                        e,
-                        "`*` (dereference) is not supported in #[tpu_kernel]",
-                    ));
-                }
+            let spelling = u.op.to_token_stream().to_string();
+            let Some(op) = UnaryOp::from_rust(&spelling) else {
+                return Err(Error::new_spanned(
+                    e,
+                    format!("`{spelling}` is not supported in #[tpu_kernel]"),
+                ));
             };
             Expr::Unary {
                 op,
@@ -488,23 +479,11 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
             }
         }
         syn::Expr::Binary(b) => {
-            use syn::BinOp as B;
-            let op = match b.op {
-                B::Add(_) => BinOp::Arith("Add"),
-                B::Sub(_) => BinOp::Arith("Sub"),
-                B::Mul(_) => BinOp::Arith("Mul"),
-                B::Div(_) => BinOp::Arith("Div"),
-                B::Rem(_) => BinOp::Arith("Rem"),
-                B::BitAnd(_) | B::And(_) => BinOp::Arith("And"),
-                B::BitOr(_) | B::Or(_) => BinOp::Arith("Or"),
-                B::BitXor(_) => BinOp::Arith("Xor"),
-                B::Eq(_) => BinOp::Cmp("Eq"),
-                B::Ne(_) => BinOp::Cmp("Ne"),
-                B::Lt(_) => BinOp::Cmp("Lt"),
-                B::Le(_) => BinOp::Cmp("Le"),
-                B::Gt(_) => BinOp::Cmp("Gt"),
-                B::Ge(_) => BinOp::Cmp("Ge"),
-                _ => {
+            let spelling = b.op.to_token_stream().to_string();
+            let op = match (BinaryOp::from_rust(&spelling), CmpOp::from_rust(&spelling)) {
+                (Some(op), _) => BinOp::Arith(op),
+                (None, Some(op)) => BinOp::Cmp(op),
+                (None, None) => {
                     return Err(Error::new_spanned(
                         b,
                         "this operator is not supported in #[tpu_kernel] expressions (assignments are statements)",
@@ -547,19 +526,32 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
                 }
                 Ok(())
             };
+            let reduction = name.strip_suffix("_keepdims");
+            if let Some(op) = UnaryOp::from_rust(&name) {
+                arity(0)?;
+                return Ok(Expr::Unary {
+                    op,
+                    x: Box::new(recv),
+                });
+            }
+            if let Some(op) = BinaryOp::from_rust(&name) {
+                arity(1)?;
+                return Ok(Expr::Binary {
+                    op: BinOp::Arith(op),
+                    lhs: Box::new(recv),
+                    rhs: Box::new(expr(scope, args[0])?),
+                });
+            }
+            if let Some(op) = ReduceOp::from_rust(reduction.unwrap_or(&name)) {
+                arity(1)?;
+                return Ok(Expr::Reduce {
+                    op,
+                    keepdims: reduction.is_some(),
+                    x: Box::new(recv),
+                    axes: args[0].clone(),
+                });
+            }
             match name.as_str() {
-                u if UNARY.contains(&u) => {
-                    arity(0)?;
-                    call(u, vec![recv], vec![], vec![])
-                }
-                "max" | "min" | "pow" | "powf" => {
-                    arity(1)?;
-                    call(&name, vec![recv, expr(scope, args[0])?], vec![], vec![])
-                }
-                r if REDUCE.contains(&r) => {
-                    arity(1)?;
-                    call(r, vec![recv], vec![args[0].clone()], vec![])
-                }
                 "cast" => {
                     arity(1)?;
                     let dtype = match dtype(args[0]) {

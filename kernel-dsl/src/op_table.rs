@@ -1,0 +1,268 @@
+//! The op table: the elementwise, comparison and reduction vocabulary of the kernel IR,
+//! declared once.
+//!
+//! Each family ([`UnaryOp`], [`BinaryOp`], [`CmpOp`], [`ReduceOp`]) is one invocation of
+//! [`op_family!`], one line per op: its variant, its IR name (printed, parsed, named in
+//! errors), which element types it accepts ([`Typing`]), how `#[tpu_kernel]` spells it
+//! (operators and method names), and the Mosaic and StableHLO names the importer maps to it.
+//! Every other layer derives its vocabulary from here: the printer and the IR parser by
+//! [`UnaryOp::name`]/[`UnaryOp::from_name`], the macro by [`UnaryOp::from_rust`], the
+//! importer by [`UnaryOp::from_mosaic`]/[`UnaryOp::from_stablehlo`], the rule-coverage tests by
+//! [`UnaryOp::ALL`].
+//!
+//! What an op *means* is not here: each backend (the interpreter, the CPU code generator, the
+//! Mosaic lowering) defines it by an exhaustive `match` on the variant, so a new line in a
+//! table is a compiler error in every backend until each gives it a meaning.
+
+use crate::DType;
+
+/// The element types an op accepts. The result has its operands' dtype (comparisons: bool).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Typing {
+    /// f32, bf16, f16: transcendentals, rounding, `pow`.
+    Float,
+    /// Floats and integers, not bool: arithmetic.
+    Numeric,
+    /// Integers and bool, not floats: bitwise and logical ops.
+    Integral,
+    /// Every dtype: `max`/`min` (on bool: or/and), comparisons.
+    Any,
+}
+
+impl Typing {
+    pub fn accepts(self, d: DType) -> bool {
+        match self {
+            Typing::Float => d.is_float(),
+            Typing::Numeric => !d.is_bool(),
+            Typing::Integral => !d.is_float(),
+            Typing::Any => true,
+        }
+    }
+
+    /// The dtypes accepted, in [`DType::ALL`] order.
+    pub fn dtypes(self) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| self.accepts(d))
+            .collect()
+    }
+}
+
+/// One row of the op table: everything tools know of an op besides its semantics.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OpInfo {
+    /// The Rust variant's name (`Exp`): what `#[tpu_kernel]` generates code with.
+    pub variant: &'static str,
+    /// The IR name (`exp`): printed, parsed and named in errors; unique across families.
+    pub name: &'static str,
+    pub typing: Typing,
+    /// How `#[tpu_kernel]` spells the op: operators (`+`, `==`, `!`) and method names
+    /// (`.exp()`, `.max(y)`, `.reduce_sum(axes)`).
+    pub rust: &'static [&'static str],
+    /// Mosaic names imported as this op: `arith`/`math` ops (unary, binary), `arith.cmpf`/
+    /// `cmpi` predicates (comparisons), `vector.multi_reduction` kinds (reductions).
+    pub mosaic: &'static [&'static str],
+    /// StableHLO names imported as this op: ops (unary, binary, and the combiner of a
+    /// reduction's body), comparison directions (comparisons).
+    pub stablehlo: &'static [&'static str],
+}
+
+/// Declares one op family: the enum, its [`OpInfo`] per variant, `ALL`, and the lookups by
+/// name, Rust spelling, Mosaic name and StableHLO name.
+macro_rules! op_family {
+    (
+        $(#[$meta:meta])*
+        pub enum $Enum:ident {
+            $(
+                $(#[$vmeta:meta])*
+                $Variant:ident = $name:literal, $typing:ident,
+                    rust [$($rust:literal),*],
+                    mosaic [$($mosaic:literal),*],
+                    stablehlo [$($shlo:literal),*];
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $Enum {
+            $($(#[$vmeta])* $Variant,)*
+        }
+
+        impl $Enum {
+            /// Every op of the family, in table order.
+            pub const ALL: &'static [$Enum] = &[$($Enum::$Variant),*];
+
+            /// This op's row of the op table.
+            pub fn info(self) -> &'static OpInfo {
+                match self {
+                    $($Enum::$Variant => &OpInfo {
+                        variant: stringify!($Variant),
+                        name: $name,
+                        typing: Typing::$typing,
+                        rust: &[$($rust),*],
+                        mosaic: &[$($mosaic),*],
+                        stablehlo: &[$($shlo),*],
+                    },)*
+                }
+            }
+
+            /// The op's IR name.
+            pub fn name(self) -> &'static str {
+                self.info().name
+            }
+
+            /// Whether the op is defined on `dtype`.
+            pub fn accepts(self, dtype: DType) -> bool {
+                self.info().typing.accepts(dtype)
+            }
+
+            /// The op whose IR name is `name`.
+            pub fn from_name(name: &str) -> Option<$Enum> {
+                Self::find(|i| i.name == name)
+            }
+
+            /// The op `#[tpu_kernel]` spells `spelling` (an operator or a method name).
+            pub fn from_rust(spelling: &str) -> Option<$Enum> {
+                Self::find(|i| i.rust.contains(&spelling))
+            }
+
+            /// The op imported from the Mosaic name `name`.
+            pub fn from_mosaic(name: &str) -> Option<$Enum> {
+                Self::find(|i| i.mosaic.contains(&name))
+            }
+
+            /// The op imported from the StableHLO name `name`.
+            pub fn from_stablehlo(name: &str) -> Option<$Enum> {
+                Self::find(|i| i.stablehlo.contains(&name))
+            }
+
+            fn find(pred: impl Fn(&OpInfo) -> bool) -> Option<$Enum> {
+                Self::ALL.iter().copied().find(|op| pred(op.info()))
+            }
+        }
+    };
+}
+
+op_family! {
+    /// Elementwise ops of one operand.
+    pub enum UnaryOp {
+        Neg = "neg", Numeric, rust ["-", "neg"], mosaic ["arith.negf"], stablehlo ["stablehlo.negate"];
+        Abs = "abs", Numeric, rust ["abs"], mosaic ["math.absf", "math.absi"], stablehlo ["stablehlo.abs"];
+        Exp = "exp", Float, rust ["exp"], mosaic ["math.exp"], stablehlo ["stablehlo.exponential"];
+        Exp2 = "exp2", Float, rust ["exp2"], mosaic ["math.exp2"], stablehlo [];
+        Log = "log", Float, rust ["log"], mosaic ["math.log"], stablehlo ["stablehlo.log"];
+        Log1p = "log1p", Float, rust ["log1p"], mosaic ["math.log1p"], stablehlo ["stablehlo.log_plus_one"];
+        Sqrt = "sqrt", Float, rust ["sqrt"], mosaic ["math.sqrt"], stablehlo ["stablehlo.sqrt"];
+        Rsqrt = "rsqrt", Float, rust ["rsqrt"], mosaic ["math.rsqrt"], stablehlo ["stablehlo.rsqrt"];
+        Tanh = "tanh", Float, rust ["tanh"], mosaic ["math.tanh"], stablehlo ["stablehlo.tanh"];
+        Erf = "erf", Float, rust ["erf"], mosaic ["math.erf"], stablehlo ["chlo.erf"];
+        /// `1 / (1 + exp(-x))`.
+        Logistic = "logistic", Float, rust ["sigmoid", "logistic"], mosaic [], stablehlo ["stablehlo.logistic"];
+        Floor = "floor", Float, rust ["floor"], mosaic ["math.floor"], stablehlo ["stablehlo.floor"];
+        Ceil = "ceil", Float, rust ["ceil"], mosaic ["math.ceil"], stablehlo ["stablehlo.ceil"];
+        Sin = "sin", Float, rust ["sin"], mosaic ["math.sin"], stablehlo ["stablehlo.sine"];
+        Cos = "cos", Float, rust ["cos"], mosaic ["math.cos"], stablehlo ["stablehlo.cosine"];
+        /// Logical not on bool, bitwise not on integers.
+        Not = "not", Integral, rust ["!"], mosaic [], stablehlo ["stablehlo.not"];
+    }
+}
+
+op_family! {
+    /// Elementwise ops of two operands of one type.
+    pub enum BinaryOp {
+        Add = "add", Numeric, rust ["+"], mosaic ["arith.addf", "arith.addi"], stablehlo ["stablehlo.add"];
+        Sub = "sub", Numeric, rust ["-"], mosaic ["arith.subf", "arith.subi"], stablehlo ["stablehlo.subtract"];
+        Mul = "mul", Numeric, rust ["*"], mosaic ["arith.mulf", "arith.muli"], stablehlo ["stablehlo.multiply"];
+        /// Float division, or integer division truncating toward zero. Integer division by
+        /// zero gives 0: it must not trap, because the padding lanes of an edge block divide
+        /// by the fill value (TPUs do not trap either).
+        Div = "div", Numeric, rust ["/"], mosaic ["arith.divf", "arith.divsi"], stablehlo ["stablehlo.divide"];
+        /// Remainder with the sign of the dividend (C's `%`, `fmod` for floats). An integer
+        /// remainder by zero gives the dividend, so `x == (x / y) * y + x % y` always holds.
+        Rem = "rem", Numeric, rust ["%"], mosaic ["arith.remf", "arith.remsi"], stablehlo ["stablehlo.remainder"];
+        Pow = "pow", Float, rust ["pow", "powf"], mosaic ["math.powf"], stablehlo ["stablehlo.power"];
+        /// NaN-propagating maximum (`jnp.maximum`); `or` on bool.
+        Max = "max", Any, rust ["max"], mosaic ["arith.maximumf", "arith.maxsi"], stablehlo ["stablehlo.maximum"];
+        /// NaN-propagating minimum (`jnp.minimum`); `and` on bool.
+        Min = "min", Any, rust ["min"], mosaic ["arith.minimumf", "arith.minsi"], stablehlo ["stablehlo.minimum"];
+        And = "and", Integral, rust ["&", "&&"], mosaic ["arith.andi"], stablehlo ["stablehlo.and"];
+        Or = "or", Integral, rust ["|", "||"], mosaic ["arith.ori"], stablehlo ["stablehlo.or"];
+        Xor = "xor", Integral, rust ["^"], mosaic ["arith.xori"], stablehlo ["stablehlo.xor"];
+    }
+}
+
+op_family! {
+    /// Elementwise comparisons; the result is bool. Comparisons with NaN are false except
+    /// `Ne`. Mosaic names are `arith.cmpf`/`cmpi` predicates with the same meaning (ordered
+    /// float comparisons, `une` for `!=`); StableHLO names are comparison directions.
+    pub enum CmpOp {
+        Eq = "eq", Any, rust ["=="], mosaic ["oeq", "eq"], stablehlo ["EQ"];
+        Ne = "ne", Any, rust ["!="], mosaic ["une", "ne"], stablehlo ["NE"];
+        Lt = "lt", Any, rust ["<"], mosaic ["olt", "slt"], stablehlo ["LT"];
+        Le = "le", Any, rust ["<="], mosaic ["ole", "sle"], stablehlo ["LE"];
+        Gt = "gt", Any, rust [">"], mosaic ["ogt", "sgt"], stablehlo ["GT"];
+        Ge = "ge", Any, rust [">="], mosaic ["oge", "sge"], stablehlo ["GE"];
+    }
+}
+
+op_family! {
+    /// Reductions over axes. Floats accumulate in f32 whatever their storage type. Mosaic
+    /// names are `vector.multi_reduction` kinds; StableHLO names the combiner of a `reduce`
+    /// body. `#[tpu_kernel]` also accepts each method with a `_keepdims` suffix.
+    pub enum ReduceOp {
+        Sum = "reduce_sum", Numeric, rust ["sum", "reduce_sum"], mosaic ["add"], stablehlo ["stablehlo.add"];
+        Max = "reduce_max", Any, rust ["reduce_max"], mosaic ["maximumf", "maxsi"], stablehlo ["stablehlo.maximum"];
+        Min = "reduce_min", Any, rust ["reduce_min"], mosaic ["minimumf", "minsi"], stablehlo ["stablehlo.minimum"];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name is written once: no IR name, Rust spelling (within a family of one arity)
+    /// or import name maps to two ops.
+    #[test]
+    fn names_are_unique() {
+        let mut ir: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.name()).collect();
+        ir.extend(BinaryOp::ALL.iter().map(|o| o.name()));
+        ir.extend(CmpOp::ALL.iter().map(|o| o.name()));
+        ir.extend(ReduceOp::ALL.iter().map(|o| o.name()));
+        let mut sorted = ir.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ir.len(), "duplicate IR names in {ir:?}");
+        fn unique(rows: Vec<&'static OpInfo>, column: fn(&OpInfo) -> &[&'static str]) {
+            let mut all: Vec<&str> = rows.iter().flat_map(|r| column(r).to_vec()).collect();
+            let n = all.len();
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len(), n, "a name maps to two ops");
+        }
+        for column in [
+            (|i: &OpInfo| i.rust) as fn(&OpInfo) -> &[&'static str],
+            |i| i.mosaic,
+            |i| i.stablehlo,
+        ] {
+            unique(UnaryOp::ALL.iter().map(|o| o.info()).collect(), column);
+            unique(BinaryOp::ALL.iter().map(|o| o.info()).collect(), column);
+            unique(CmpOp::ALL.iter().map(|o| o.info()).collect(), column);
+            unique(ReduceOp::ALL.iter().map(|o| o.info()).collect(), column);
+        }
+    }
+
+    #[test]
+    fn lookups_invert_the_table() {
+        for &op in UnaryOp::ALL {
+            assert_eq!(UnaryOp::from_name(op.name()), Some(op));
+            assert_eq!(format!("{op:?}"), op.info().variant);
+            for s in op.info().rust {
+                assert_eq!(UnaryOp::from_rust(s), Some(op));
+            }
+        }
+        assert_eq!(BinaryOp::from_mosaic("arith.maxsi"), Some(BinaryOp::Max));
+        assert_eq!(CmpOp::from_stablehlo("GE"), Some(CmpOp::Ge));
+        assert_eq!(ReduceOp::from_rust("sum"), Some(ReduceOp::Sum));
+        assert_eq!(UnaryOp::from_name("nope"), None);
+    }
+}
