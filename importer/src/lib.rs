@@ -42,26 +42,6 @@
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
 //! (see [`stablehlo`]).
 
-/// The import rule of an elementwise binary op: `$op` of the op's two operands.
-macro_rules! binary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.binary(BinaryOp::$op, s.value(op, 0)?, s.value(op, 1)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
-/// The import rule of an elementwise unary op.
-macro_rules! unary {
-    ($op:ident) => {
-        |s, b, op, _| {
-            let v = b.unary(UnaryOp::$op, s.value(op, 0)?)?;
-            s.define(op, 0, v)
-        }
-    };
-}
-
 mod index_map;
 mod kernel_func;
 mod memory_space;

@@ -1,4 +1,6 @@
-//! The Mosaic import rules: one small function per op, found by name in [`MOSAIC`].
+//! The Mosaic import rules: one small function per op, found by name in [`MOSAIC`]; the
+//! elementwise `arith`/`math` ops are found in the op table's Mosaic column instead
+//! (`tpukit_dsl::UnaryOp::from_mosaic`), as are comparison predicates and reduction kinds.
 //!
 //! Each rule reads its op's operands through the [`Scope`], appends kernel-IR ops through the
 //! [`KernelBuilder`] (which checks them as it builds) and binds the op's results. An op with
@@ -14,13 +16,62 @@ use melior::ir::{
 };
 use std::cell::RefCell;
 use tpukit_dsl::{
-    Arg, BinaryOp, CmpOp, DType, DotDims, Error, ErrorKind, Ix, KernelBuilder, Literal, ReduceOp,
-    Result, UnaryOp, ValueId,
+    Arg, BinaryOp, CmpOp, DType, DotDims, Error, ErrorKind, Ix, KernelBuilder, Literal, OpInfo,
+    ReduceOp, Result, UnaryOp, ValueId,
 };
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
-/// Op names and their rules.
-pub struct Table(pub &'static [(&'static str, Rule)]);
+
+/// What one dialect imports: rules by op name, and the op table's column that names the
+/// dialect's elementwise ops (imported one to one, without a rule of their own).
+pub struct Table {
+    pub rules: &'static [(&'static str, Rule)],
+    pub column: fn(&OpInfo) -> &'static [&'static str],
+}
+
+/// An op the op table maps one to one.
+#[derive(Copy, Clone)]
+enum Elementwise {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+}
+
+impl Table {
+    fn elementwise(&self, name: &str) -> Option<Elementwise> {
+        let named = |i: &OpInfo| (self.column)(i).contains(&name);
+        let unary = UnaryOp::ALL.iter().find(|o| named(o.info()));
+        let binary = BinaryOp::ALL.iter().find(|o| named(o.info()));
+        unary
+            .map(|&u| Elementwise::Unary(u))
+            .or(binary.map(|&b| Elementwise::Binary(b)))
+    }
+
+    /// Every op name the table imports: its rules', then the op table's.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        let unary = UnaryOp::ALL.iter().map(|o| o.info());
+        let binary = BinaryOp::ALL.iter().map(|o| o.info());
+        let column = self.column;
+        self.rules.iter().map(|(n, _)| *n).chain(
+            unary
+                .chain(binary)
+                .flat_map(move |i| column(i).iter().copied()),
+        )
+    }
+}
+
+/// Imports an elementwise op of the op table: the op on the MLIR op's operands.
+fn elementwise(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    e: Elementwise,
+) -> Result<()> {
+    let v = match e {
+        Elementwise::Unary(u) => b.unary(u, s.value(op, 0)?)?,
+        Elementwise::Binary(o) => b.binary(o, s.value(op, 0)?, s.value(op, 1)?)?,
+    };
+    s.define(op, 0, v)
+}
 
 /// Imports one op with its rule, attaching the op's name and location to any error.
 pub fn import_op(
@@ -32,14 +83,19 @@ pub fn import_op(
     let name = op_name(op);
     let loc = text::loc(&op.location().to_string());
     b.set_loc(loc.clone());
-    let Some((_, rule)) = table.0.iter().find(|(n, _)| *n == name) else {
-        return Err(
-            Error::op(&name, "unsupported: tpukit has no import rule for this op")
-                .with_kind(ErrorKind::Unsupported)
-                .at(loc.as_ref()),
-        );
+    let rule = table.rules.iter().find(|(n, _)| *n == name);
+    let imported = match (rule, table.elementwise(&name)) {
+        (Some((_, rule)), _) => rule(s, b, op, table),
+        (None, Some(e)) => elementwise(s, b, op, e),
+        (None, None) => {
+            return Err(
+                Error::op(&name, "unsupported: tpukit has no import rule for this op")
+                    .with_kind(ErrorKind::Unsupported)
+                    .at(loc.as_ref()),
+            );
+        }
     };
-    rule(s, b, op, table).map_err(|mut e| {
+    imported.map_err(|mut e| {
         if e.op.is_none() {
             e.op = Some(name.clone());
         }
@@ -112,22 +168,11 @@ fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
     })
 }
 
-/// The IR comparison of a predicate whose meaning (NaN included) is the IR's: ordered float
-/// comparisons, and `une` for `!=`.
+/// The IR comparison of a predicate whose meaning (NaN included) is the IR's (the op table's
+/// Mosaic names: ordered float comparisons, and `une` for `!=`).
 fn predicate(name: &str) -> Result<CmpOp> {
-    Ok(match name {
-        "eq" | "oeq" => CmpOp::Eq,
-        "ne" | "une" => CmpOp::Ne,
-        "slt" | "olt" => CmpOp::Lt,
-        "sle" | "ole" => CmpOp::Le,
-        "sgt" | "ogt" => CmpOp::Gt,
-        "sge" | "oge" => CmpOp::Ge,
-        other => {
-            return Err(Error::unsupported(format!(
-                "comparison predicate `{other}`"
-            )));
-        }
-    })
+    CmpOp::from_mosaic(name)
+        .ok_or_else(|| Error::unsupported(format!("comparison predicate `{name}`")))
 }
 
 /// `arith.cmpf`. Besides the IR's own comparisons, the NaN tests Pallas emits: `one`
@@ -359,13 +404,13 @@ fn multi_reduction(
     _: &Table,
 ) -> Result<()> {
     let kind_attr = attr(op, "kind")?;
-    let (reduce, combine, identity) = match text::enum_case(&kind_attr)? {
-        "add" => (ReduceOp::Sum, BinaryOp::Add, 0.0),
-        "maximumf" | "maxsi" => (ReduceOp::Max, BinaryOp::Max, f64::NEG_INFINITY),
-        "minimumf" | "minsi" => (ReduceOp::Min, BinaryOp::Min, f64::INFINITY),
-        other => {
-            return Err(Error::unsupported(format!("reduction kind `{other}`")));
-        }
+    let kind = text::enum_case(&kind_attr)?;
+    let reduce = ReduceOp::from_mosaic(kind)
+        .ok_or_else(|| Error::unsupported(format!("reduction kind `{kind}`")))?;
+    let (combine, identity) = match reduce {
+        ReduceOp::Sum => (BinaryOp::Add, 0.0),
+        ReduceOp::Max => (BinaryOp::Max, f64::NEG_INFINITY),
+        ReduceOp::Min => (BinaryOp::Min, f64::INFINITY),
     };
     let dims = text::int_array(&attr(op, "reduction_dims")?)?;
     let r = b.reduce(reduce, s.value(op, 0)?, &dims)?;
@@ -629,69 +674,39 @@ fn scf_while(
 }
 
 /// Every Mosaic op tpukit imports, with its rule.
-pub const MOSAIC: &Table = &Table(&[
-    ("arith.constant", constant),
-    ("arith.addf", binary!(Add)),
-    ("arith.addi", binary!(Add)),
-    ("arith.subf", binary!(Sub)),
-    ("arith.subi", binary!(Sub)),
-    ("arith.mulf", binary!(Mul)),
-    ("arith.muli", binary!(Mul)),
-    ("arith.divf", binary!(Div)),
-    ("arith.divsi", binary!(Div)),
-    ("arith.remf", binary!(Rem)),
-    ("arith.remsi", binary!(Rem)),
-    ("arith.maximumf", binary!(Max)),
-    ("arith.minimumf", binary!(Min)),
-    ("arith.maxsi", binary!(Max)),
-    ("arith.minsi", binary!(Min)),
-    ("arith.andi", binary!(And)),
-    ("arith.ori", binary!(Or)),
-    ("arith.xori", binary!(Xor)),
-    ("arith.negf", unary!(Neg)),
-    ("arith.cmpf", cmpf),
-    ("arith.cmpi", cmpi),
-    ("arith.select", select),
-    ("arith.extf", cast),
-    ("arith.truncf", cast),
-    ("arith.extsi", cast),
-    ("arith.trunci", cast),
-    ("arith.extui", cast),
-    ("arith.sitofp", cast),
-    ("arith.fptosi", cast),
-    ("arith.index_cast", identity),
-    ("math.exp", unary!(Exp)),
-    ("math.exp2", unary!(Exp2)),
-    ("math.log", unary!(Log)),
-    ("math.log1p", unary!(Log1p)),
-    ("math.sqrt", unary!(Sqrt)),
-    ("math.rsqrt", unary!(Rsqrt)),
-    ("math.tanh", unary!(Tanh)),
-    ("math.erf", unary!(Erf)),
-    ("math.absf", unary!(Abs)),
-    ("math.absi", unary!(Abs)),
-    ("math.floor", unary!(Floor)),
-    ("math.ceil", unary!(Ceil)),
-    ("math.sin", unary!(Sin)),
-    ("math.cos", unary!(Cos)),
-    ("math.powf", binary!(Pow)),
-    ("vector.load", load),
-    ("vector.store", store),
-    ("memref.load", load),
-    ("memref.store", store),
-    ("tpu.vector_store", tpu_vector_store),
-    ("vector.broadcast", broadcast),
-    ("vector.shape_cast", shape_cast),
-    ("vector.transpose", transpose),
-    ("vector.multi_reduction", multi_reduction),
-    ("vector.extract", extract),
-    ("vector.extract_strided_slice", extract_strided_slice),
-    ("tpu.matmul", matmul),
-    ("tpu.iota", iota),
-    ("tpu.assume_multiple", identity),
-    ("scf.for", scf_for),
-    ("scf.if", scf_if),
-    ("scf.while", scf_while),
-    ("scf.yield", terminator),
-    ("func.return", terminator),
-]);
+pub const MOSAIC: &Table = &Table {
+    column: |i| i.mosaic,
+    rules: &[
+        ("arith.constant", constant),
+        ("arith.cmpf", cmpf),
+        ("arith.cmpi", cmpi),
+        ("arith.select", select),
+        ("arith.extf", cast),
+        ("arith.truncf", cast),
+        ("arith.extsi", cast),
+        ("arith.trunci", cast),
+        ("arith.extui", cast),
+        ("arith.sitofp", cast),
+        ("arith.fptosi", cast),
+        ("arith.index_cast", identity),
+        ("vector.load", load),
+        ("vector.store", store),
+        ("memref.load", load),
+        ("memref.store", store),
+        ("tpu.vector_store", tpu_vector_store),
+        ("vector.broadcast", broadcast),
+        ("vector.shape_cast", shape_cast),
+        ("vector.transpose", transpose),
+        ("vector.multi_reduction", multi_reduction),
+        ("vector.extract", extract),
+        ("vector.extract_strided_slice", extract_strided_slice),
+        ("tpu.matmul", matmul),
+        ("tpu.iota", iota),
+        ("tpu.assume_multiple", identity),
+        ("scf.for", scf_for),
+        ("scf.if", scf_if),
+        ("scf.while", scf_while),
+        ("scf.yield", terminator),
+        ("func.return", terminator),
+    ],
+};

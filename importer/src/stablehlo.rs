@@ -191,19 +191,8 @@ fn compare(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> 
             return Err(Error::unsupported(format!("comparison type `{t}`")));
         }
     }
-    let cmp = match dir.as_str() {
-        "EQ" => CmpOp::Eq,
-        "NE" => CmpOp::Ne,
-        "LT" => CmpOp::Lt,
-        "LE" => CmpOp::Le,
-        "GT" => CmpOp::Gt,
-        "GE" => CmpOp::Ge,
-        other => {
-            return Err(Error::unsupported(format!(
-                "comparison direction `{other}`"
-            )));
-        }
-    };
+    let cmp = CmpOp::from_stablehlo(&dir)
+        .ok_or_else(|| Error::unsupported(format!("comparison direction `{dir}`")))?;
     let v = b.compare(cmp, s.value(op, 0)?, s.value(op, 1)?)?;
     s.define(op, 0, v)
 }
@@ -330,11 +319,13 @@ fn reduce(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> R
         names.push(op_name(&x));
         o = x.next_in_block();
     }
-    let kind = match names.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["stablehlo.add", "stablehlo.return"] => ReduceOp::Sum,
-        ["stablehlo.maximum", "stablehlo.return"] => ReduceOp::Max,
-        ["stablehlo.minimum", "stablehlo.return"] => ReduceOp::Min,
-        _ => {
+    let combiner = match names.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [combiner, "stablehlo.return"] => ReduceOp::from_stablehlo(combiner),
+        _ => None,
+    };
+    let kind = match combiner {
+        Some(kind) => kind,
+        None => {
             return Err(Error::unsupported(format!(
                 "a reduction whose body is {} (sum, max and min are imported)",
                 names
@@ -581,57 +572,34 @@ fn inline(
 }
 
 /// The StableHLO import rules, by op name.
-pub const STABLEHLO: &Table = &Table(&[
-    ("stablehlo.constant", constant),
-    ("stablehlo.add", binary!(Add)),
-    ("stablehlo.subtract", binary!(Sub)),
-    ("stablehlo.multiply", binary!(Mul)),
-    ("stablehlo.divide", binary!(Div)),
-    ("stablehlo.remainder", binary!(Rem)),
-    ("stablehlo.power", binary!(Pow)),
-    ("stablehlo.maximum", binary!(Max)),
-    ("stablehlo.minimum", binary!(Min)),
-    ("stablehlo.and", binary!(And)),
-    ("stablehlo.or", binary!(Or)),
-    ("stablehlo.xor", binary!(Xor)),
-    ("stablehlo.negate", unary!(Neg)),
-    ("stablehlo.abs", unary!(Abs)),
-    ("stablehlo.exponential", unary!(Exp)),
-    ("stablehlo.log", unary!(Log)),
-    ("stablehlo.log_plus_one", unary!(Log1p)),
-    ("stablehlo.sqrt", unary!(Sqrt)),
-    ("stablehlo.rsqrt", unary!(Rsqrt)),
-    ("stablehlo.tanh", unary!(Tanh)),
-    ("stablehlo.logistic", unary!(Logistic)),
-    ("stablehlo.floor", unary!(Floor)),
-    ("stablehlo.ceil", unary!(Ceil)),
-    ("stablehlo.sine", unary!(Sin)),
-    ("stablehlo.cosine", unary!(Cos)),
-    ("stablehlo.not", unary!(Not)),
-    ("chlo.erf", unary!(Erf)),
-    ("stablehlo.sign", sign),
-    ("stablehlo.clamp", clamp),
-    ("stablehlo.compare", compare),
-    ("stablehlo.select", select),
-    ("stablehlo.convert", convert),
-    ("stablehlo.iota", iota),
-    ("stablehlo.broadcast_in_dim", broadcast_in_dim),
-    ("stablehlo.reshape", reshape),
-    ("stablehlo.transpose", transpose),
-    ("stablehlo.reduce", reduce),
-    ("stablehlo.dot_general", dot_general),
-    ("stablehlo.return", terminator),
-    ("stablehlo.slice", slice),
-    ("stablehlo.concatenate", concatenate),
-    ("stablehlo.pad", pad),
-    ("stablehlo.composite", composite),
-    ("func.call", call),
-    ("func.return", terminator),
-]);
+pub const STABLEHLO: &Table = &Table {
+    column: |i| i.stablehlo,
+    rules: &[
+        ("stablehlo.constant", constant),
+        ("stablehlo.sign", sign),
+        ("stablehlo.clamp", clamp),
+        ("stablehlo.compare", compare),
+        ("stablehlo.select", select),
+        ("stablehlo.convert", convert),
+        ("stablehlo.iota", iota),
+        ("stablehlo.broadcast_in_dim", broadcast_in_dim),
+        ("stablehlo.reshape", reshape),
+        ("stablehlo.transpose", transpose),
+        ("stablehlo.reduce", reduce),
+        ("stablehlo.dot_general", dot_general),
+        ("stablehlo.return", terminator),
+        ("stablehlo.slice", slice),
+        ("stablehlo.concatenate", concatenate),
+        ("stablehlo.pad", pad),
+        ("stablehlo.composite", composite),
+        ("func.call", call),
+        ("func.return", terminator),
+    ],
+};
 
 /// Every op name [`STABLEHLO`] imports (for documentation and error messages).
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
-    STABLEHLO.0.iter().map(|(n, _)| *n)
+    STABLEHLO.names()
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! Elementwise ops take operands of one shape: broadcasting is explicit ([`OpKind::Broadcast`]),
 //! which the builder inserts for the user.
 
-use crate::{Loc, Type};
 pub use crate::op_table::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::{Loc, Type};
 
 /// An SSA value, numbered within its [`Func`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

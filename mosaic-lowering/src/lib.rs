@@ -15,8 +15,8 @@
 //! contents of outputs that need them: see [Outputs](#outputs)) and the attributes
 //! `dimension_semantics`, `iteration_bounds`, `scalar_prefetch`, `scratch_operands`,
 //! `tpu.core_type` and `window_params`, plus one `@transform_i` index-map function per
-//! windowed argument ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule of a
-//! table ([`rules::RULES`]); an op without a rule is an error naming it and its source line.
+//! windowed argument ([`kernel_func`], [`transform`]). Each IR op is lowered by one rule, chosen by an
+//! exhaustive `match` on the op ([`rules::lower`]): an IR op without a rule does not compile.
 //!
 //! `tests/conformance/test_golden.py` compares every catalog kernel with the same kernel
 //! written in Pallas, structurally (ignoring locations, SSA names and dead code), and lists

@@ -8,7 +8,7 @@ use crate::{
 };
 use melior::ir::{Block, Location, Region, RegionLike, Type};
 use std::collections::HashMap;
-use tpukit_dsl::{Error, ErrorKind, Func, Kernel, Loc, Op, OpKind, Result, ValueId};
+use tpukit_dsl::{Error, Func, Kernel, Loc, Op, OpKind, Result, ValueId};
 
 /// What ends a lowered region.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -104,15 +104,7 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
     }
 
     fn lower_op(&mut self, em: &Emitter<'c>, op: &'k Op) -> Result<Vec<Val<'c>>> {
-        let name = op.kind.name();
-        let rule = rules::rule(name).ok_or_else(|| {
-            Error::op(
-                name,
-                "has no Mosaic lowering rule (the TPU backend does not support it)",
-            )
-            .with_kind(ErrorKind::Unsupported)
-        })?;
-        rule(self, em, op)
+        rules::lower(self, em, op)
     }
 
     /// A new region of one block with arguments of `arg_types`, holding `region` lowered with

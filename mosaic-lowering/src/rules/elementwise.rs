@@ -100,7 +100,21 @@ pub fn unary<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
                 let ones = splat(em, all_ones(ty.dtype), ty)?;
                 int_op(em, "arith.xori", &[v, ones], ty)?
             }
-            _ => unreachable!("the verifier rejects `{}` on integers", u.name()),
+            UnaryOp::Exp
+            | UnaryOp::Exp2
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Tanh
+            | UnaryOp::Erf
+            | UnaryOp::Logistic
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Sin
+            | UnaryOp::Cos => {
+                unreachable!("the verifier rejects `{}` on integers", u.name())
+            }
         }
     };
     Ok(vec![out])

@@ -1,9 +1,12 @@
-//! The lowering rules: one function per kernel-IR op, found by the op's name, as JAX's Pallas
-//! TPU lowering keeps its `lowering_rules` dict. A rule reads its op's operands from the
-//! [`FuncLowering`], appends Mosaic ops through the [`Emitter`] and returns the op's results.
+//! The lowering rules: one function per kernel-IR op, as JAX's Pallas TPU lowering keeps its
+//! `lowering_rules` dict, found by an exhaustive `match` on the op ([`rule`]). A rule reads
+//! its op's operands from the [`FuncLowering`], appends Mosaic ops through the [`Emitter`] and
+//! returns the op's results. Within a rule, each op family's variants are matched exhaustively
+//! too (`elementwise::unary` over every `UnaryOp`), so an op added to the op table does not
+//! compile until it lowers.
 //!
-//! Ops are lowered as Pallas lowers the matching JAX primitives (see
-//! `reference/pallas-mosaic-format.md`), so libtpu sees the Mosaic it is tested against.
+//! Ops are lowered as Pallas lowers the matching JAX primitives (the Mosaic format notes in
+//! the project's shared design documents), so libtpu sees the Mosaic it is tested against.
 
 mod control;
 mod dot;
@@ -17,71 +20,39 @@ use crate::{
     emit::{Emitter, Val},
     lowering::FuncLowering,
 };
-use tpukit_dsl::{Op, Result};
+use tpukit_dsl::{Error, ErrorKind, Op, OpKind, Result};
 
-pub type Rule =
-    for<'c, 'k> fn(&mut FuncLowering<'c, 'k>, &Emitter<'c>, &'k Op) -> Result<Vec<Val<'c>>>;
-
-/// Every IR op with a lowering, by `OpKind::name()`. `yield` is not here: it ends a region and
-/// is lowered by the region's owner ([`FuncLowering::lower_region`]).
-pub const RULES: &[(&str, Rule)] = &[
-    ("const", elementwise::constant),
-    ("program_id", grid::program_id),
-    ("num_programs", grid::num_programs),
-    ("array_dim", grid::array_dim),
-    ("load", memory::load),
-    ("store", memory::store),
-    // unary
-    ("neg", elementwise::unary),
-    ("abs", elementwise::unary),
-    ("exp", elementwise::unary),
-    ("exp2", elementwise::unary),
-    ("log", elementwise::unary),
-    ("log1p", elementwise::unary),
-    ("sqrt", elementwise::unary),
-    ("rsqrt", elementwise::unary),
-    ("tanh", elementwise::unary),
-    ("erf", elementwise::unary),
-    ("logistic", elementwise::unary),
-    ("floor", elementwise::unary),
-    ("ceil", elementwise::unary),
-    ("sin", elementwise::unary),
-    ("cos", elementwise::unary),
-    ("not", elementwise::unary),
-    // binary
-    ("add", elementwise::binary),
-    ("sub", elementwise::binary),
-    ("mul", elementwise::binary),
-    ("div", elementwise::binary),
-    ("rem", elementwise::binary),
-    ("pow", elementwise::binary),
-    ("max", elementwise::binary),
-    ("min", elementwise::binary),
-    ("and", elementwise::binary),
-    ("or", elementwise::binary),
-    ("xor", elementwise::binary),
-    // comparisons
-    ("eq", elementwise::compare),
-    ("ne", elementwise::compare),
-    ("lt", elementwise::compare),
-    ("le", elementwise::compare),
-    ("gt", elementwise::compare),
-    ("ge", elementwise::compare),
-    ("select", elementwise::select),
-    ("cast", elementwise::cast),
-    ("broadcast", shape::broadcast),
-    ("reshape", shape::reshape),
-    ("transpose", shape::transpose),
-    ("iota", shape::iota),
-    ("reduce_sum", reduce::reduce),
-    ("reduce_max", reduce::reduce),
-    ("reduce_min", reduce::reduce),
-    ("dot", dot::dot),
-    ("for", control::for_loop),
-    ("if", control::if_else),
-];
-
-/// The rule for the IR op called `name`.
-pub fn rule(name: &str) -> Option<Rule> {
-    RULES.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
+/// Lowers `op` by its rule: an exhaustive `match`, so a new IR op is a compiler error here
+/// until it has a rule. `yield` ends a region and is lowered by the region's owner
+/// ([`FuncLowering::lower_region`]), never here.
+pub fn lower<'c, 'k>(
+    lw: &mut FuncLowering<'c, 'k>,
+    em: &Emitter<'c>,
+    op: &'k Op,
+) -> Result<Vec<Val<'c>>> {
+    match &op.kind {
+        OpKind::Const { .. } => elementwise::constant(lw, em, op),
+        OpKind::ProgramId { .. } => grid::program_id(lw, em, op),
+        OpKind::NumPrograms { .. } => grid::num_programs(lw, em, op),
+        OpKind::ArrayDim { .. } => grid::array_dim(lw, em, op),
+        OpKind::Load { .. } => memory::load(lw, em, op),
+        OpKind::Store { .. } => memory::store(lw, em, op),
+        OpKind::Unary { .. } => elementwise::unary(lw, em, op),
+        OpKind::Binary { .. } => elementwise::binary(lw, em, op),
+        OpKind::Compare { .. } => elementwise::compare(lw, em, op),
+        OpKind::Select { .. } => elementwise::select(lw, em, op),
+        OpKind::Cast { .. } => elementwise::cast(lw, em, op),
+        OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
+        OpKind::Reshape { .. } => shape::reshape(lw, em, op),
+        OpKind::Transpose { .. } => shape::transpose(lw, em, op),
+        OpKind::Iota { .. } => shape::iota(lw, em, op),
+        OpKind::Reduce { .. } => reduce::reduce(lw, em, op),
+        OpKind::Dot { .. } => dot::dot(lw, em, op),
+        OpKind::For { .. } => control::for_loop(lw, em, op),
+        OpKind::If { .. } => control::if_else(lw, em, op),
+        OpKind::Yield { .. } => {
+            Err(Error::op("yield", "ends a region: its owner lowers it")
+                .with_kind(ErrorKind::Internal))
+        }
+    }
 }

@@ -142,7 +142,21 @@ impl<'ctx> Emitter<'ctx, '_> {
                     &[x.into(), self.ctx.bool_type().const_zero().into()],
                 )?,
                 UnaryOp::Not => self.b.build_not(x, "not")?.into(),
-                _ => return Err(format!("`{}` on {dtype}", op.name()).into()),
+                UnaryOp::Exp
+                | UnaryOp::Exp2
+                | UnaryOp::Log
+                | UnaryOp::Log1p
+                | UnaryOp::Sqrt
+                | UnaryOp::Rsqrt
+                | UnaryOp::Tanh
+                | UnaryOp::Erf
+                | UnaryOp::Logistic
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Sin
+                | UnaryOp::Cos => {
+                    return Err(format!("`{}` on {dtype}", op.name()).into());
+                }
             });
         }
         let f = x.into_float_value();
