@@ -22,6 +22,7 @@ mod prelude {
 pub mod add_vectors;
 pub mod layer_norm;
 pub mod matmul;
+pub mod op_kernels;
 pub mod row_gather;
 pub mod softmax;
 

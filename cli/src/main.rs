@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Every command works from the same sources of kernels ([`SOURCES`]: the catalog and
-//! tpuBLAS, each a `KernelSource`). `list` prints each source's entries under its name
+//! tpuBLAS, each a `KernelSource`; `kernels` and `lower` also know the op-table kernels,
+//! [`LOWERABLE`]). `list` prints each source's entries under its name
 //! (`catalog:`, then `tpublas:` with every operator by ATen name); `lower NAME --shape`
 //! instantiates an entry of either (`tpukit lower aten.add.Tensor --shape 4096`). `kernels`
 //! lists every distinct kernel the sources ship for a dtype, as `ID NAME` (a catalog entry's
@@ -26,13 +27,18 @@ mod bundle;
 mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
-use tpukit::catalog::{Catalog, Instance, KernelSource};
+use tpukit::catalog::{Catalog, Instance, KernelSource, op_kernels::OpKernels};
 use tpukit::dsl::{DType, Fit};
 use tpukit_blas::TpuBlas;
 use tpukit_mosaic::{Options, lower};
 
-/// The libraries of kernels tpukit ships, in listing order.
+/// The libraries of kernels tpukit ships, in listing order: what `list` lists and bundles
+/// precompile.
 const SOURCES: [&dyn KernelSource; 2] = [&Catalog, &TpuBlas];
+
+/// Every source `kernels` lists and `lower` finds kernels in: the shipped ones, and the
+/// op-table kernels the rule-coverage tests compile (`op.exp`, …; not shipped).
+const LOWERABLE: [&dyn KernelSource; 3] = [&Catalog, &TpuBlas, &OpKernels];
 
 const USAGE: &str = "usage:
   tpukit list
@@ -102,7 +108,7 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
         _ => return Err(USAGE.to_string()),
     };
     let mut out = String::new();
-    for source in SOURCES {
+    for source in LOWERABLE {
         for k in source.kernels(dtype).map_err(|e| e.to_string())? {
             let _ = writeln!(out, "{} {}", k.id, k.instance.kernel.name);
         }
@@ -171,7 +177,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 /// The kernel `lower` lowers, with the bindings of its symbols: with `--shape`, an entry of
 /// a source at that problem shape; without, a shipped kernel by id at sample extents.
 fn resolve(a: &LowerArgs) -> Result<Instance, String> {
-    let found = SOURCES.iter().find_map(|source| {
+    let found = LOWERABLE.iter().find_map(|source| {
         if a.shape.is_empty() {
             source.kernel(&a.name, a.dtype).map(|k| {
                 k.map(|k| Instance {

@@ -40,11 +40,14 @@ impl Typing {
     }
 
     /// The dtypes accepted, in [`DType::ALL`] order.
-    pub fn dtypes(self) -> Vec<DType> {
-        DType::ALL
-            .into_iter()
-            .filter(|&d| self.accepts(d))
-            .collect()
+    pub fn dtypes(self) -> &'static [DType] {
+        use DType::*;
+        match self {
+            Typing::Float => &[F32, BF16, F16],
+            Typing::Numeric => &[F32, BF16, F16, I32, I8],
+            Typing::Integral => &[I32, I8, Bool],
+            Typing::Any => &DType::ALL,
+        }
     }
 }
 
@@ -211,8 +214,8 @@ op_family! {
     /// body. `#[tpu_kernel]` also accepts each method with a `_keepdims` suffix.
     pub enum ReduceOp {
         Sum = "reduce_sum", Numeric, rust ["sum", "reduce_sum"], mosaic ["add"], stablehlo ["stablehlo.add"];
-        Max = "reduce_max", Any, rust ["reduce_max"], mosaic ["maximumf", "maxsi"], stablehlo ["stablehlo.maximum"];
-        Min = "reduce_min", Any, rust ["reduce_min"], mosaic ["minimumf", "minsi"], stablehlo ["stablehlo.minimum"];
+        Max = "reduce_max", Numeric, rust ["reduce_max"], mosaic ["maximumf", "maxsi"], stablehlo ["stablehlo.maximum"];
+        Min = "reduce_min", Numeric, rust ["reduce_min"], mosaic ["minimumf", "minsi"], stablehlo ["stablehlo.minimum"];
     }
 }
 
@@ -248,6 +251,19 @@ mod tests {
             unique(BinaryOp::ALL.iter().map(|o| o.info()).collect(), column);
             unique(CmpOp::ALL.iter().map(|o| o.info()).collect(), column);
             unique(ReduceOp::ALL.iter().map(|o| o.info()).collect(), column);
+        }
+    }
+
+    #[test]
+    fn dtypes_are_the_accepted_ones() {
+        for t in [
+            Typing::Float,
+            Typing::Numeric,
+            Typing::Integral,
+            Typing::Any,
+        ] {
+            let accepted: Vec<DType> = DType::ALL.into_iter().filter(|&d| t.accepts(d)).collect();
+            assert_eq!(t.dtypes(), accepted, "{t:?}");
         }
     }
 

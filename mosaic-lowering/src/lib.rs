@@ -96,7 +96,7 @@ pub use shapes::Shapes;
 pub use topology::TOPOLOGIES;
 
 use melior::ir::operation::{OperationLike, OperationPrintingFlags};
-use tpukit_dsl::{Kernel, Result};
+use tpukit_dsl::{DType, Error, ErrorKind, Kernel, Result};
 
 /// Everything one lowering produces.
 #[derive(Clone, Debug)]
@@ -113,8 +113,24 @@ pub struct Lowered {
 }
 
 /// Lowers `kernel`, specialised to `options.bindings`, to Mosaic and StableHLO.
+/// f16 arrays have no Mosaic vector type on the TPUs tpukit targets: libtpu fails a kernel
+/// that loads one ("Invalid vector type for load", v5e and v6e), so lowering one is refused
+/// here, with what to use instead. (f16 runs on the CPU devices.)
+fn refuse_f16(kernel: &Kernel) -> Result<()> {
+    match kernel.operands.iter().find(|o| o.dtype == DType::F16) {
+        Some(o) => Err(Error::new(format!(
+            "operand `{}` is f16, which TPU kernels cannot load or store (v5e, v6e): use bf16 or f32",
+            o.name
+        ))
+        .with_kind(ErrorKind::Unsupported)
+        .in_kernel(&kernel.name)),
+        None => Ok(()),
+    }
+}
+
 pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     tpukit_dsl::verify(kernel)?;
+    refuse_f16(kernel)?;
     let caller_shapes = Shapes::of(kernel, &options.bindings)?;
     let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
     let initial = initial::outputs(kernel, options.alias_outputs);

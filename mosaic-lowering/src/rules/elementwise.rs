@@ -56,12 +56,56 @@ fn int_op<'c>(em: &Emitter<'c>, name: &str, operands: &[Val<'c>], ty: &Type) -> 
     em.op1(name, operands, em.ty(&types::value(ty))?, &[])
 }
 
+/// The dtype Mosaic computes an op on `dtype` in, when it is not `dtype` itself: TPU vector
+/// units have no 8-bit integer arithmetic (libtpu: "Only vector<i16> and vector<i32> are
+/// supported"), so i8 widens to i32 and the result wraps back; narrow float remainders
+/// (`arith.remf` does not legalize on bf16) compute in f32, which holds them exactly.
+fn widened(dtype: DType, rem: bool) -> Option<DType> {
+    match dtype {
+        DType::I8 => Some(DType::I32),
+        DType::BF16 | DType::F16 if rem => Some(DType::F32),
+        _ => None,
+    }
+}
+
+/// `f` on `operands` (of IR type `ty`) computed in `wide`, converted back to `out`'s dtype
+/// (`None`: the result of `f` as it is, e.g. a comparison's bool).
+fn in_wider<'c>(
+    em: &Emitter<'c>,
+    operands: &[Val<'c>],
+    ty: &Type,
+    wide: DType,
+    out: Option<DType>,
+    f: impl FnOnce(&[Val<'c>], &Type) -> Result<Val<'c>>,
+) -> Result<Val<'c>> {
+    let wide_ty = ty.with_dtype(wide);
+    let widened = operands
+        .iter()
+        .map(|&v| convert(em, v, ty, wide))
+        .collect::<Result<Vec<_>>>()?;
+    let r = f(&widened, &wide_ty)?;
+    match out {
+        Some(d) => convert(em, r, &wide_ty, d),
+        None => Ok(r),
+    }
+}
+
 pub fn unary<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
     let OpKind::Unary { op: u, x } = op.kind else {
         unreachable!()
     };
-    let ty = lw.ty(x);
-    let v = lw.value(x);
+    let (ty, v) = (lw.ty(x), lw.value(x));
+    let out = match widened(ty.dtype, false) {
+        Some(wide) => in_wider(em, &[v], ty, wide, Some(ty.dtype), |v, t| {
+            unary_value(em, u, v[0], t)
+        })?,
+        None => unary_value(em, u, v, ty)?,
+    };
+    Ok(vec![out])
+}
+
+/// `u` of `v`, a value of type `ty` Mosaic computes in.
+fn unary_value<'c>(em: &Emitter<'c>, u: UnaryOp, v: Val<'c>, ty: &Type) -> Result<Val<'c>> {
     let out = if ty.dtype.is_float() {
         let math = |name: &str| float_op(em, name, &[v], ty);
         match u {
@@ -117,7 +161,7 @@ pub fn unary<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
             }
         }
     };
-    Ok(vec![out])
+    Ok(out)
 }
 
 /// The value with every bit set: -1, or `true`.
@@ -137,8 +181,24 @@ pub fn binary<'c>(
     let OpKind::Binary { op: b, lhs, rhs } = op.kind else {
         unreachable!()
     };
-    let ty = lw.ty(lhs);
-    let (x, y) = (lw.value(lhs), lw.value(rhs));
+    let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
+    let out = match widened(ty.dtype, b == BinaryOp::Rem) {
+        Some(wide) => in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
+            binary_value(em, b, v[0], v[1], t)
+        })?,
+        None => binary_value(em, b, x, y, ty)?,
+    };
+    Ok(vec![out])
+}
+
+/// `b` of `x` and `y`, values of type `ty` Mosaic computes in.
+fn binary_value<'c>(
+    em: &Emitter<'c>,
+    b: BinaryOp,
+    x: Val<'c>,
+    y: Val<'c>,
+    ty: &Type,
+) -> Result<Val<'c>> {
     let out = if ty.dtype.is_float() {
         let name = match b {
             BinaryOp::Add => "arith.addf",
@@ -160,8 +220,8 @@ pub fn binary<'c>(
             BinaryOp::Add => "arith.addi",
             BinaryOp::Sub => "arith.subi",
             BinaryOp::Mul => "arith.muli",
-            BinaryOp::Div => return Ok(vec![int_division(em, x, y, ty, false)?]),
-            BinaryOp::Rem => return Ok(vec![int_division(em, x, y, ty, true)?]),
+            BinaryOp::Div => return int_division(em, x, y, ty, false),
+            BinaryOp::Rem => return int_division(em, x, y, ty, true),
             BinaryOp::Max if bool_ => "arith.ori",
             BinaryOp::Min if bool_ => "arith.andi",
             BinaryOp::Max => "arith.maxsi",
@@ -173,7 +233,7 @@ pub fn binary<'c>(
         };
         int_op(em, name, &[x, y], ty)?
     };
-    Ok(vec![out])
+    Ok(out)
 }
 
 /// Integer `x / y` or `x % y` with the IR's total semantics: dividing by zero gives 0 (a
@@ -256,36 +316,73 @@ pub fn compare<'c>(
     let OpKind::Compare { op: c, lhs, rhs } = op.kind else {
         unreachable!()
     };
-    let ty = lw.ty(lhs);
-    let (x, y) = (lw.value(lhs), lw.value(rhs));
-    let out = if ty.dtype.is_float() {
-        // Ordered predicates are false on NaN; `ne` is unordered, so true on NaN.
+    let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
+    let out = match widened(ty.dtype, false) {
+        Some(wide) => in_wider(em, &[x, y], ty, wide, None, |v, t| {
+            compare_values(em, c, v[0], v[1], t)
+        })?,
+        None => compare_values(em, c, x, y, ty)?,
+    };
+    Ok(vec![out])
+}
+
+/// The bool `c(x, y)` of values of type `ty` Mosaic computes in.
+fn compare_values<'c>(
+    em: &Emitter<'c>,
+    c: CmpOp,
+    x: Val<'c>,
+    y: Val<'c>,
+    ty: &Type,
+) -> Result<Val<'c>> {
+    if ty.dtype.is_float() {
+        // Ordered predicates are false on NaN; `ne` is true on NaN, the negation of `oeq`
+        // (Mosaic has no `une`).
         let pred = match c {
             CmpOp::Eq => "oeq",
-            CmpOp::Ne => "une",
+            CmpOp::Ne => return float_ne(em, x, y, ty),
             CmpOp::Lt => "olt",
             CmpOp::Le => "ole",
             CmpOp::Gt => "ogt",
             CmpOp::Ge => "oge",
         };
-        cmpf(em, pred, x, y, ty)?
-    } else {
-        let unsigned = ty.dtype == DType::Bool;
-        let pred = match (c, unsigned) {
-            (CmpOp::Eq, _) => "eq",
-            (CmpOp::Ne, _) => "ne",
-            (CmpOp::Lt, false) => "slt",
-            (CmpOp::Le, false) => "sle",
-            (CmpOp::Gt, false) => "sgt",
-            (CmpOp::Ge, false) => "sge",
-            (CmpOp::Lt, true) => "ult",
-            (CmpOp::Le, true) => "ule",
-            (CmpOp::Gt, true) => "ugt",
-            (CmpOp::Ge, true) => "uge",
+        return cmpf(em, pred, x, y, ty);
+    }
+    if ty.dtype == DType::Bool {
+        // false < true, in boolean algebra: Mosaic cannot order i1 vectors.
+        let not = |v| {
+            int_op(
+                em,
+                "arith.xori",
+                &[v, splat(em, Literal::Bool(true), ty)?],
+                ty,
+            )
         };
-        cmpi(em, pred, x, y, ty)?
+        return match c {
+            CmpOp::Eq => cmpi(em, "eq", x, y, ty),
+            CmpOp::Ne => cmpi(em, "ne", x, y, ty),
+            CmpOp::Lt => int_op(em, "arith.andi", &[not(x)?, y], ty),
+            CmpOp::Le => int_op(em, "arith.ori", &[not(x)?, y], ty),
+            CmpOp::Gt => int_op(em, "arith.andi", &[x, not(y)?], ty),
+            CmpOp::Ge => int_op(em, "arith.ori", &[x, not(y)?], ty),
+        };
+    }
+    let pred = match c {
+        CmpOp::Eq => "eq",
+        CmpOp::Ne => "ne",
+        CmpOp::Lt => "slt",
+        CmpOp::Le => "sle",
+        CmpOp::Gt => "sgt",
+        CmpOp::Ge => "sge",
     };
-    Ok(vec![out])
+    cmpi(em, pred, x, y, ty)
+}
+
+/// `x != y` on floats, true on NaN: `!(x == y)`.
+fn float_ne<'c>(em: &Emitter<'c>, x: Val<'c>, y: Val<'c>, ty: &Type) -> Result<Val<'c>> {
+    let eq = cmpf(em, "oeq", x, y, ty)?;
+    let bools = ty.with_dtype(DType::Bool);
+    let all = splat(em, Literal::Bool(true), &bools)?;
+    int_op(em, "arith.xori", &[eq, all], &bools)
 }
 
 /// `arith.select cond, a, b` with a result of type `ty`.
@@ -354,7 +451,7 @@ pub fn convert<'c>(em: &Emitter<'c>, v: Val<'c>, from: &Type, to: DType) -> Resu
     if t == DType::Bool {
         let zero = splat(em, Literal::Int(0), from)?;
         return if f.is_float() {
-            cmpf(em, "une", v, zero, from)
+            float_ne(em, v, zero, from)
         } else {
             cmpi(em, "ne", v, zero, from)
         };
