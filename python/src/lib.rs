@@ -15,6 +15,7 @@ mod catalog;
 mod error;
 mod import;
 mod kernel;
+mod op_table;
 mod operand;
 mod runtime;
 mod tpublas;
@@ -34,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tpublas::tpublas_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_run, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_warm_up, m)?)?;
+    m.add_function(wrap_pyfunction!(op_table::op_table, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::tpu_topologies, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
