@@ -111,7 +111,7 @@ def inputs(family, name, dtype, seed):
 
 
 def cases():
-    for family, name, typing, dtypes, *_ in TABLE:
+    for family, name, _typing, dtypes, *_ in TABLE:
         for dtype in ("float32", "bfloat16", "int32"):
             short = {"float32": "f32", "bfloat16": "bf16", "int32": "i32"}[dtype]
             if short in dtypes:
