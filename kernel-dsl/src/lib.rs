@@ -3,7 +3,7 @@
 //! Every frontend (`#[tpu_kernel]`, the Python decorators, the Mosaic importer) produces a
 //! [`Kernel`]; every backend (the interpreter, the compiled CPU backend, the Mosaic lowering)
 //! consumes one. This crate owns the IR types, the [`KernelBuilder`], the [`verify`]er, the
-//! printer and the structural hash.
+//! printer, its inverse ([`parse_kernel`]) and the structural hash.
 //!
 //! # Semantics
 //!
@@ -40,6 +40,7 @@ mod kernel;
 mod loc;
 pub mod markers;
 mod op;
+mod parse;
 mod print;
 mod sample;
 mod shape;
@@ -57,6 +58,7 @@ pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
     Start, UnaryOp, ValueId, binary_result, unary_result,
 };
+pub use parse::{KernelFile, parse_kernel, parse_kernel_in};
 pub use print::{PrintOptions, print_kernel};
 pub use sample::Fit;
 pub use shape::{Bindings, Dim, Extent};
