@@ -5,6 +5,7 @@
 //! tpukit kernels [--dtype bf16]
 //! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
 //! tpukit lower ID [--fit divisible|edge] [--dtype bf16] [...]
+//! tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [...]
 //! tpukit bundle build [-o FILE] [--no-tpu]
 //! tpukit bundle inspect FILE
 //! ```
@@ -16,7 +17,10 @@
 //! lists every distinct kernel the sources ship for a dtype, as `ID NAME` (a catalog entry's
 //! name; `OP#I`, kernel `I` of a tpuBLAS operator's declared kernels); `lower ID` lowers one
 //! at sample extents (see `Kernel::sample_bindings`) — what the conformance suite compiles
-//! and bundles precompile.
+//! and bundles precompile. `lower --ir FILE` lowers a kernel written as IR text (what
+//! `println!("{kernel}")` prints; see `tpukit_dsl::KernelFile`): its dtypes are in the text,
+//! its symbols are bound by `--shape` (one extent per symbol, in sorted order), by `--fit`,
+//! or by the file's `// RUN: extents SYM=N …` line.
 //!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
@@ -27,7 +31,7 @@ mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
 use tpukit::catalog::{Catalog, Instance, KernelSource};
-use tpukit::dsl::{DType, Fit};
+use tpukit::dsl::{Bindings, DType, Fit, KernelFile};
 use tpukit_blas::TpuBlas;
 use tpukit_mosaic::{Options, lower};
 
@@ -39,6 +43,7 @@ const USAGE: &str = "usage:
   tpukit kernels [--dtype f32|bf16]
   tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
   tpukit lower ID [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
+  tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [--text] [--mosaic] [-o FILE]
   tpukit bundle build [-o FILE] [--no-tpu]
   tpukit bundle inspect FILE";
 
@@ -112,26 +117,34 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
 
 /// The parsed arguments of `tpukit lower`.
 struct LowerArgs {
+    /// A kernel's name or id, or with `ir` the path of an IR file.
     name: String,
+    ir: bool,
     shape: Vec<usize>,
-    fit: Fit,
-    dtype: DType,
+    fit: Option<Fit>,
+    dtype: Option<DType>,
     text: bool,
     mosaic: bool,
     output: Option<String>,
 }
 
 fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
-    let mut it = args.iter();
+    let mut it = args.iter().peekable();
+    let ir = it.next_if(|a| *a == "--ir").is_some();
     let name = it
         .next()
-        .ok_or("lower: which kernel? (see `tpukit list`)")?
+        .ok_or(if ir {
+            "lower --ir: which file?"
+        } else {
+            "lower: which kernel? (see `tpukit list`)"
+        })?
         .clone();
     let mut parsed = LowerArgs {
         name,
+        ir,
         shape: Vec::new(),
-        fit: Fit::Edge,
-        dtype: DType::F32,
+        fit: None,
+        dtype: None,
         text: false,
         mosaic: false,
         output: None,
@@ -150,14 +163,14 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             }
             "--dtype" => {
                 let d = value()?;
-                parsed.dtype = DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?
+                parsed.dtype = Some(DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?)
             }
             "--fit" => {
-                parsed.fit = match value()?.as_str() {
+                parsed.fit = Some(match value()?.as_str() {
                     "divisible" => Fit::Divisible,
                     "edge" => Fit::Edge,
                     other => return Err(format!("--fit is divisible or edge, not `{other}`")),
-                }
+                })
             }
             "--text" => parsed.text = true,
             "--mosaic" => parsed.mosaic = true,
@@ -171,16 +184,23 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 /// The kernel `lower` lowers, with the bindings of its symbols: with `--shape`, an entry of
 /// a source at that problem shape; without, a shipped kernel by id at sample extents.
 fn resolve(a: &LowerArgs) -> Result<Instance, String> {
+    if a.ir {
+        return resolve_ir(a);
+    }
+    let dtype = a.dtype.unwrap_or(DType::F32);
     let found = SOURCES.iter().find_map(|source| {
         if a.shape.is_empty() {
-            source.kernel(&a.name, a.dtype).map(|k| {
+            source.kernel(&a.name, dtype).map(|k| {
                 k.map(|k| Instance {
-                    bindings: k.instance.kernel.sample_bindings(a.fit),
+                    bindings: k
+                        .instance
+                        .kernel
+                        .sample_bindings(a.fit.unwrap_or(Fit::Edge)),
                     kernel: k.instance.kernel,
                 })
             })
         } else {
-            source.instantiate(&a.name, &a.shape, a.dtype)
+            source.instantiate(&a.name, &a.shape, dtype)
         }
     });
     match found {
@@ -191,6 +211,55 @@ fn resolve(a: &LowerArgs) -> Result<Instance, String> {
         )),
         None => Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
     }
+}
+
+/// The kernel of the IR file `a.name`, its symbols bound by `--shape` (in sorted order),
+/// `--fit`, or the file's `// RUN:` line, in that order of precedence.
+fn resolve_ir(a: &LowerArgs) -> Result<Instance, String> {
+    let path = &a.name;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    if text.lines().any(|l| l.trim() == "// -----") {
+        return Err(format!(
+            "{path} holds several kernels separated by `// -----` (a FileCheck file): \
+             copy the one to lower into a file of its own"
+        ));
+    }
+    let file = KernelFile::parse(&text, path).map_err(|e| e.to_string())?;
+    if a.dtype.is_some() {
+        return Err(format!(
+            "--dtype: the IR in {path} states its dtypes (edit the text to change them)"
+        ));
+    }
+    let symbols = file.kernel.symbols();
+    let bindings: Bindings = if !a.shape.is_empty() {
+        if a.shape.len() != symbols.len() {
+            return Err(format!(
+                "--shape gives {} extent(s), the kernel has {} symbol(s): ({})",
+                a.shape.len(),
+                symbols.len(),
+                symbols.join(", ")
+            ));
+        }
+        symbols.into_iter().zip(a.shape.iter().copied()).collect()
+    } else if let Some(fit) = a.fit {
+        file.kernel.sample_bindings(fit)
+    } else if let Some(bindings) = file.bindings {
+        bindings
+    } else if symbols.is_empty() {
+        Bindings::new()
+    } else {
+        let run: Vec<String> = symbols.iter().map(|s| format!("{s}=N")).collect();
+        return Err(format!(
+            "{path}: no extents for the symbols ({}): give --shape (one extent per symbol, in \
+             that order), --fit edge|divisible, or a `// RUN: extents {}` line",
+            symbols.join(", "),
+            run.join(" ")
+        ));
+    };
+    Ok(Instance {
+        kernel: file.kernel,
+        bindings,
+    })
 }
 
 fn lower_command(args: &[String]) -> Result<String, String> {

@@ -19,7 +19,11 @@ fn every_shipped_kernel_round_trips_through_text() {
     for source in sources {
         for dtype in [DType::F32, DType::BF16] {
             let shipped = source.kernels(dtype).unwrap();
-            assert!(!shipped.is_empty(), "{} ships no {dtype} kernel", source.name());
+            assert!(
+                !shipped.is_empty(),
+                "{} ships no {dtype} kernel",
+                source.name()
+            );
             for s in shipped {
                 let k = &s.instance.kernel;
                 let what = format!("{} {} ({dtype})", source.name(), s.id);
