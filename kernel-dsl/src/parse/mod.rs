@@ -5,7 +5,8 @@
 //! For every verified kernel `k`:
 //! - `parse_kernel(&print_kernel(&k, PrintOptions { locations: true }))` is `k`, structurally:
 //!   grid, operands (names, roles, dtypes, shapes, windows, fills, index maps), every op, and
-//!   every source location (printed as `// file:line:column` after its op);
+//!   every source location (printed as `// file:line:column` after its op; a file name that
+//!   begins or ends with whitespace or holds a line break does not survive that comment);
 //! - `parse_kernel(&k.to_string())` is `k` without its source locations, so it prints the
 //!   same text and has the same [`crate::KernelHash`].
 //!
@@ -20,9 +21,10 @@
 //!
 //! Comments (`//` to the end of a line) on lines of their own are ignored, so IR files may
 //! carry directives such as FileCheck's `// CHECK:` lines; a comment after an op is its source
-//! location and must read `file:line:column`. The parsed kernel is verified; errors (kind
-//! [`crate::ErrorKind::Invalid`]) carry the line and column of the text they are about, also
-//! for verifier errors on ops that have no source location of their own.
+//! location and must read `file:line:column`. The parsed kernel is verified. Syntax errors
+//! (kind [`crate::ErrorKind::Invalid`]) carry the line and column where the text differs from
+//! what was expected, and say what that was; verifier errors on an op without a source
+//! location of its own carry the op's line and column.
 
 mod body;
 mod file;
