@@ -27,11 +27,12 @@
 //! text as a comment above the StableHLO for reading.
 
 mod bundle;
+mod ir;
 mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
 use tpukit::catalog::{Catalog, Instance, KernelSource};
-use tpukit::dsl::{Bindings, DType, Fit, KernelFile};
+use tpukit::dsl::{DType, Fit};
 use tpukit_blas::TpuBlas;
 use tpukit_mosaic::{Options, lower};
 
@@ -116,7 +117,7 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
 }
 
 /// The parsed arguments of `tpukit lower`.
-struct LowerArgs {
+pub(crate) struct LowerArgs {
     /// A kernel's name or id, or with `ir` the path of an IR file.
     name: String,
     ir: bool,
@@ -185,7 +186,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 /// a source at that problem shape; without, a shipped kernel by id at sample extents.
 fn resolve(a: &LowerArgs) -> Result<Instance, String> {
     if a.ir {
-        return resolve_ir(a);
+        return ir::resolve(a);
     }
     let dtype = a.dtype.unwrap_or(DType::F32);
     let found = SOURCES.iter().find_map(|source| {
@@ -211,55 +212,6 @@ fn resolve(a: &LowerArgs) -> Result<Instance, String> {
         )),
         None => Err(format!("no kernel `{}` (see `tpukit list`)", a.name)),
     }
-}
-
-/// The kernel of the IR file `a.name`, its symbols bound by `--shape` (in sorted order),
-/// `--fit`, or the file's `// RUN:` line, in that order of precedence.
-fn resolve_ir(a: &LowerArgs) -> Result<Instance, String> {
-    let path = &a.name;
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    if text.lines().any(|l| l.trim() == "// -----") {
-        return Err(format!(
-            "{path} holds several kernels separated by `// -----` (a FileCheck file): \
-             copy the one to lower into a file of its own"
-        ));
-    }
-    let file = KernelFile::parse(&text, path).map_err(|e| e.to_string())?;
-    if a.dtype.is_some() {
-        return Err(format!(
-            "--dtype: the IR in {path} states its dtypes (edit the text to change them)"
-        ));
-    }
-    let symbols = file.kernel.symbols();
-    let bindings: Bindings = if !a.shape.is_empty() {
-        if a.shape.len() != symbols.len() {
-            return Err(format!(
-                "--shape gives {} extent(s), the kernel has {} symbol(s): ({})",
-                a.shape.len(),
-                symbols.len(),
-                symbols.join(", ")
-            ));
-        }
-        symbols.into_iter().zip(a.shape.iter().copied()).collect()
-    } else if let Some(fit) = a.fit {
-        file.kernel.sample_bindings(fit)
-    } else if let Some(bindings) = file.bindings {
-        bindings
-    } else if symbols.is_empty() {
-        Bindings::new()
-    } else {
-        let run: Vec<String> = symbols.iter().map(|s| format!("{s}=N")).collect();
-        return Err(format!(
-            "{path}: no extents for the symbols ({}): give --shape (one extent per symbol, in \
-             that order), --fit edge|divisible, or a `// RUN: extents {}` line",
-            symbols.join(", "),
-            run.join(" ")
-        ));
-    };
-    Ok(Instance {
-        kernel: file.kernel,
-        bindings,
-    })
 }
 
 fn lower_command(args: &[String]) -> Result<String, String> {
