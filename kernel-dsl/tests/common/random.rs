@@ -73,6 +73,7 @@ pub fn kernel(frame: &Frame, steps: &[Step]) -> Kernel {
         b.load(y, &[]).unwrap(),
         b.program_id(0).unwrap(),
         b.array_dim(x, 0).unwrap(),
+        b.num_programs(1).unwrap(),
     ];
     let refs = Refs { x, o, acc };
     let mut steps = steps.iter().enumerate();
