@@ -5,6 +5,7 @@
 //! tpukit kernels [--dtype bf16]
 //! tpukit lower NAME --shape 1024x256 [--dtype bf16] [--text] [--mosaic] [-o FILE]
 //! tpukit lower ID [--fit divisible|edge] [--dtype bf16] [...]
+//! tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [...]
 //! tpukit bundle build [-o FILE] [--no-tpu]
 //! tpukit bundle inspect FILE
 //! ```
@@ -17,13 +18,17 @@
 //! lists every distinct kernel the sources ship for a dtype, as `ID NAME` (a catalog entry's
 //! name; `OP#I`, kernel `I` of a tpuBLAS operator's declared kernels); `lower ID` lowers one
 //! at sample extents (see `Kernel::sample_bindings`) — what the conformance suite compiles
-//! and bundles precompile.
+//! and bundles precompile. `lower --ir FILE` lowers a kernel written as IR text (what
+//! `println!("{kernel}")` prints; see `tpukit_dsl::KernelFile`): its dtypes are in the text,
+//! its symbols are bound by `--shape` (one extent per symbol, in sorted order), by `--fit`,
+//! or by the file's `// RUN: extents SYM=N …` line.
 //!
 //! `lower` writes the StableHLO module holding the kernel's `tpu_custom_call` (what libtpu
 //! compiles); `--mosaic` writes the readable Mosaic module instead, `--text` adds the Mosaic
 //! text as a comment above the StableHLO for reading.
 
 mod bundle;
+mod ir;
 mod tpu;
 
 use std::{fmt::Write as _, process::ExitCode};
@@ -45,6 +50,7 @@ const USAGE: &str = "usage:
   tpukit kernels [--dtype f32|bf16]
   tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
   tpukit lower ID [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
+  tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [--text] [--mosaic] [-o FILE]
   tpukit bundle build [-o FILE] [--no-tpu]
   tpukit bundle inspect FILE";
 
@@ -117,27 +123,35 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
 }
 
 /// The parsed arguments of `tpukit lower`.
-struct LowerArgs {
+pub(crate) struct LowerArgs {
+    /// A kernel's name or id, or with `ir` the path of an IR file.
     name: String,
+    ir: bool,
     shape: Vec<usize>,
-    fit: Fit,
-    dtype: DType,
+    fit: Option<Fit>,
+    dtype: Option<DType>,
     text: bool,
     mosaic: bool,
     output: Option<String>,
 }
 
 fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
-    let mut it = args.iter();
+    let mut it = args.iter().peekable();
+    let ir = it.next_if(|a| *a == "--ir").is_some();
     let name = it
         .next()
-        .ok_or("lower: which kernel? (see `tpukit list`)")?
+        .ok_or(if ir {
+            "lower --ir: which file?"
+        } else {
+            "lower: which kernel? (see `tpukit list`)"
+        })?
         .clone();
     let mut parsed = LowerArgs {
         name,
+        ir,
         shape: Vec::new(),
-        fit: Fit::Edge,
-        dtype: DType::F32,
+        fit: None,
+        dtype: None,
         text: false,
         mosaic: false,
         output: None,
@@ -156,14 +170,14 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             }
             "--dtype" => {
                 let d = value()?;
-                parsed.dtype = DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?
+                parsed.dtype = Some(DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?)
             }
             "--fit" => {
-                parsed.fit = match value()?.as_str() {
+                parsed.fit = Some(match value()?.as_str() {
                     "divisible" => Fit::Divisible,
                     "edge" => Fit::Edge,
                     other => return Err(format!("--fit is divisible or edge, not `{other}`")),
-                }
+                })
             }
             "--text" => parsed.text = true,
             "--mosaic" => parsed.mosaic = true,
@@ -177,16 +191,23 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
 /// The kernel `lower` lowers, with the bindings of its symbols: with `--shape`, an entry of
 /// a source at that problem shape; without, a shipped kernel by id at sample extents.
 fn resolve(a: &LowerArgs) -> Result<Instance, String> {
+    if a.ir {
+        return ir::resolve(a);
+    }
+    let dtype = a.dtype.unwrap_or(DType::F32);
     let found = LOWERABLE.iter().find_map(|source| {
         if a.shape.is_empty() {
-            source.kernel(&a.name, a.dtype).map(|k| {
+            source.kernel(&a.name, dtype).map(|k| {
                 k.map(|k| Instance {
-                    bindings: k.instance.kernel.sample_bindings(a.fit),
+                    bindings: k
+                        .instance
+                        .kernel
+                        .sample_bindings(a.fit.unwrap_or(Fit::Edge)),
                     kernel: k.instance.kernel,
                 })
             })
         } else {
-            source.instantiate(&a.name, &a.shape, a.dtype)
+            source.instantiate(&a.name, &a.shape, dtype)
         }
     });
     match found {

@@ -3,7 +3,7 @@
 //! Every frontend (`#[tpu_kernel]`, the Python decorators, the Mosaic importer) produces a
 //! [`Kernel`]; every backend (the interpreter, the compiled CPU backend, the Mosaic lowering)
 //! consumes one. This crate owns the IR types, the [`KernelBuilder`], the [`verify`]er, the
-//! printer and the structural hash.
+//! printer, its inverse ([`parse_kernel`]) and the structural hash.
 //!
 //! # Semantics
 //!
@@ -41,6 +41,7 @@ mod loc;
 pub mod markers;
 mod op;
 mod op_table;
+mod parse;
 mod print;
 mod sample;
 mod shape;
@@ -59,6 +60,7 @@ pub use op::{
     Start, UnaryOp, ValueId,
 };
 pub use op_table::{OpInfo, Typing};
+pub use parse::{KernelFile, parse_kernel, parse_kernel_in};
 pub use print::{PrintOptions, print_kernel};
 pub use sample::Fit;
 pub use shape::{Bindings, Dim, Extent};

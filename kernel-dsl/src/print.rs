@@ -1,10 +1,18 @@
 //! The stable textual form of a kernel, for debugging, snapshot tests and hashing.
 //!
 //! The format is MLIR-like: `%N` names SSA values by number, every value-defining op ends in
-//! `: type`. It is deterministic, so the same kernel always prints the same text.
+//! `: type`. It is deterministic, so the same kernel always prints the same text, and
+//! [`crate::parse_kernel`] reads it back: names that are not plain words (see [`is_word`])
+//! are printed quoted, so every kernel round-trips (see `parse/mod.rs` for what exactly).
 
-use crate::{BlockDim, Func, Indexer, Kernel, Literal, Op, OpKind, Region, Start, ValueId, Window};
-use std::fmt::{self, Write};
+use crate::{
+    BlockDim, Dim, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Region, Start, ValueId,
+    Window,
+};
+use std::{
+    borrow::Cow,
+    fmt::{self, Write},
+};
 
 /// How to print.
 #[derive(Copy, Clone, Debug, Default)]
@@ -17,7 +25,7 @@ pub fn print_kernel(k: &Kernel, options: PrintOptions) -> String {
     let mut out = String::new();
     let p = Printer {
         options,
-        names: k.operands.iter().map(|o| o.name.clone()).collect(),
+        names: k.operands.iter().map(|o| name(&o.name).into()).collect(),
     };
     p.kernel(&mut out, k).expect("writing to a String");
     out
@@ -33,6 +41,66 @@ struct Printer {
     options: PrintOptions,
     /// Operand names by [`crate::OperandId`].
     names: Vec<String>,
+}
+
+/// Whether `s` prints bare as a name (after `%` or `@`): letters, digits and `_ . $ -`.
+pub(crate) fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(is_name_char)
+}
+
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_.$-".contains(c)
+}
+
+/// Whether `s` prints bare as a symbol of a shape: a name that starts with a letter or `_`
+/// (not like a number).
+pub(crate) fn is_word(s: &str) -> bool {
+    is_name(s) && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+}
+
+/// `s` in double quotes, with `"` and `\` escaped by a backslash.
+fn quoted(s: &str) -> String {
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
+/// A kernel or operand name, quoted unless it [`is_name`].
+fn name(s: &str) -> Cow<'_, str> {
+    if is_name(s) {
+        s.into()
+    } else {
+        quoted(s).into()
+    }
+}
+
+/// A symbol, quoted unless it [`is_word`].
+fn symbol(s: &str) -> Cow<'_, str> {
+    if is_word(s) {
+        s.into()
+    } else {
+        quoted(s).into()
+    }
+}
+
+fn dim(d: &Dim) -> Cow<'_, str> {
+    match d {
+        Dim::Static(n) => n.to_string().into(),
+        Dim::Sym(s) => symbol(s),
+    }
+}
+
+fn extent(e: &Extent) -> String {
+    match e {
+        Extent::Static(n) => n.to_string(),
+        Extent::CeilDiv { sym, block } => format!("cdiv({}, {block})", symbol(sym)),
+    }
 }
 
 fn values(vs: &[ValueId]) -> String {
@@ -73,18 +141,19 @@ impl Printer {
         let grid = k
             .grid
             .iter()
-            .map(|a| format!("{} {}", a.semantics.name(), a.extent))
+            .map(|a| format!("{} {}", a.semantics.name(), extent(&a.extent)))
             .collect::<Vec<_>>()
             .join(", ");
-        writeln!(out, "kernel @{} grid({grid}) {{", k.name)?;
+        writeln!(out, "kernel @{} grid({grid}) {{", name(&k.name))?;
         for o in &k.operands {
-            let shape = o
-                .shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            write!(out, "  {} %{}: {}[{shape}]", o.role.name(), o.name, o.dtype)?;
+            let shape = o.shape.iter().map(dim).collect::<Vec<_>>().join(",");
+            write!(
+                out,
+                "  {} %{}: {}[{shape}]",
+                o.role.name(),
+                name(&o.name),
+                o.dtype
+            )?;
             match &o.window {
                 Window::Whole => writeln!(out)?,
                 Window::Blocked(b) => {

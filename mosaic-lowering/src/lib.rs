@@ -60,6 +60,18 @@
 //!   undefined afterwards (the IR keeps the caller's values), and so are blocks the grid never
 //!   visits.
 //!
+//! # Tests
+//!
+//! Each lowering rule has a FileCheck test, `tests/lower/RULE.ir`: kernels written as IR text
+//! (`tpukit_dsl::parse_kernel`; a `// RUN: extents SYM=N …` line binds their symbols), each
+//! followed by `// CHECK:` lines on the Mosaic it lowers to (`-NEXT`, `-SAME`, `-NOT`, `-LABEL`;
+//! `{{regex}}` inside a pattern) and `// HLO:` lines on the StableHLO around it, or by
+//! `// expected-error:` lines. `tests/filecheck.rs` runs them (a failure names the file's line,
+//! the pattern and the output around where it was looked for) and fails if any unary, binary,
+//! comparison or reduction op is lowered by none; `tpukit lower --ir FILE --mosaic` shows what
+//! a kernel lowers to while writing one, and the conformance suite compiles every case with
+//! libtpu. `tests/catalog.rs` checks the catalog's kernels.
+//!
 //! # Import
 //!
 //! The crate `tpukit-import` (`importer/`) goes the other way: the Mosaic bodies JAX Pallas

@@ -11,8 +11,9 @@ import re
 
 import golden
 import pytest
-from conftest import ROOT, tpukit
+from conftest import tpukit
 from test_conformance import DTYPES, SHAPES
+from test_ir_files import CASES as IR_CASES
 
 
 @pytest.fixture(scope="session")
@@ -88,14 +89,14 @@ def test_a_corrupted_body_is_rejected(deserializer, name, shape, old, new, error
         deserializer.module(bad)
 
 
-SNAPSHOTS = sorted((ROOT / "mosaic-lowering" / "tests" / "snapshots").glob("*.mlir"))
+def test_there_are_lowering_cases():
+    assert len(IR_CASES) >= 20
 
 
-def test_there_are_snapshots():
-    assert len(SNAPSHOTS) >= 6
-
-
-@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
-def test_lowering_snapshots_verify_under_jaxlib(deserializer, path):
-    """The readable Mosaic pinned by `cargo test -p tpukit-mosaic` is valid tpu-dialect IR."""
-    deserializer.verify_text(path.read_text())
+@pytest.mark.parametrize(("case", "text"), IR_CASES, ids=[c for c, _ in IR_CASES])
+def test_lowering_cases_verify_under_jaxlib(deserializer, tmp_path, case, text):
+    """The readable Mosaic of every FileCheck case of `cargo test -p tpukit-mosaic` is valid
+    tpu-dialect IR."""
+    source = tmp_path / "kernel.ir"
+    source.write_text(text)
+    deserializer.verify_text(tpukit("lower", "--ir", str(source), "--mosaic"))

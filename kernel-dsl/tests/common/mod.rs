@@ -1,6 +1,8 @@
 //! Kernels shared by the kernel-dsl tests, built with the plain builder API.
 #![allow(dead_code)]
 
+pub mod random;
+
 use tpukit_dsl::*;
 
 pub fn rows(dtype: DType, block: [usize; 2]) -> ArraySpec {

@@ -1,0 +1,234 @@
+//! The parser is the printer's inverse: every kernel printed and parsed back is the same
+//! kernel (with its source locations when they were printed), and bad text is an error that
+//! names the line, the column and what was expected.
+
+mod common;
+
+use proptest::prelude::*;
+use std::path::PathBuf;
+use tpukit_dsl::*;
+
+/// Structural equality that also holds for NaN constants (`Literal`'s `==` follows f64's):
+/// the derived `Debug` shows every field, floats in their shortest round-tripping form.
+fn same(a: &Kernel, b: &Kernel) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+/// `parse(print(k)) == k`, with locations printed and without; the text and hash agree.
+fn assert_round_trips(k: &Kernel) {
+    let located = print_kernel(k, PrintOptions { locations: true });
+    let parsed = parse_kernel(&located).unwrap_or_else(|e| panic!("{e}\n{located}"));
+    assert!(same(&parsed, k), "with locations:\n{located}");
+    assert_eq!(
+        print_kernel(&parsed, PrintOptions { locations: true }),
+        located
+    );
+    let plain = k.to_string();
+    let parsed = parse_kernel(&plain).unwrap_or_else(|e| panic!("{e}\n{plain}"));
+    assert!(same(&parsed, &k.without_locations()), "{plain}");
+    assert_eq!(parsed.to_string(), plain);
+    assert_eq!(parsed.structural_hash(), k.structural_hash());
+}
+
+#[test]
+fn the_shared_kernels_round_trip() {
+    for k in [
+        common::add(DType::BF16),
+        common::add(DType::F32),
+        common::matmul(),
+        common::chunked_sum(),
+        common::gather(),
+    ] {
+        assert_round_trips(&k);
+    }
+}
+
+#[test]
+fn every_printer_snapshot_parses_to_its_own_text() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ir") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let k = parse_kernel(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let options = PrintOptions {
+                locations: text.contains("  // "),
+            };
+            assert_eq!(print_kernel(&k, options), text, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "snapshots in {}", dir.display());
+}
+
+#[test]
+fn op_names_are_unique_across_op_families() {
+    let mut names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.name()).collect();
+    names.extend(BinaryOp::ALL.iter().map(|o| o.name()));
+    names.extend(CmpOp::ALL.iter().map(|o| o.name()));
+    names.extend(ReduceOp::ALL.iter().map(|o| o.name()));
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        n,
+        "the parser resolves an op by its name alone"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_kernels_round_trip(
+        dtype in 0u8..6,
+        names in 0u8..4,
+        located in any::<bool>(),
+        steps in prop::collection::vec(
+            (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![
+                Just(0.0), Just(-0.0), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
+                Just(f64::NAN), Just(1e-30), Just(3.4e38), -1e6f64..1e6,
+            ]),
+            0..40,
+        ),
+    ) {
+        let frame = common::random::Frame { dtype, names, located };
+        let k = common::random::kernel(&frame, &steps);
+        assert_round_trips(&k);
+    }
+}
+
+/// Asserts that parsing `text` fails with a message containing every one of `parts`.
+fn fails(text: &str, parts: &[&str]) {
+    let e = parse_kernel_in(text, "t.ir").expect_err("expected an error");
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    let e = e.to_string();
+    for p in parts {
+        assert!(e.contains(p), "error {e:?} does not mention {p:?}");
+    }
+}
+
+const ADD: &str = "kernel @add grid(parallel cdiv(n, 128)) {
+  input %x: f32[n] block[128] fill 0.0 map(%0) {
+    yield %0
+  }
+  output %o: f32[n] block[128] fill 0.0 map(%0) {
+    yield %0
+  }
+body {
+  %0 = load %x[ds(0, 128)] : f32[128]
+  %1 = add %0, %0 : f32[128]
+  store %o[ds(0, 128)], %1
+  yield
+}
+";
+
+#[test]
+fn hand_written_text_parses() {
+    let k = parse_kernel(ADD).unwrap();
+    assert_eq!(k.to_string(), ADD);
+    assert_eq!(k.symbols(), vec!["n".to_string()]);
+}
+
+#[test]
+fn syntax_errors_say_where_and_what_was_expected() {
+    fails(
+        &ADD.replace("%1 = add", "%1 add"),
+        &["t.ir:10:6", "expected `=`, found `add`"],
+    );
+    fails(
+        &ADD.replace("add %0, %0", "add %0 %0"),
+        &["t.ir:10:15", "expected `,`, found `%0`"],
+    );
+    fails(
+        &ADD.replace("add", "plus"),
+        &["t.ir:10:8", "unknown op `plus`"],
+    );
+    fails(
+        &ADD.replace("grid(parallel", "grid(sideways"),
+        &["t.ir:1:18", "`parallel` or `arbitrary`"],
+    );
+    fails(
+        &ADD.replace("f32[128]\n  %1", "f33[128]\n  %1"),
+        &["t.ir:9:30", "expected a dtype"],
+    );
+    fails(
+        &ADD.replace("load %x", "load %z"),
+        &["t.ir:9:13", "unknown operand `%z` (declared: %x, %o)"],
+    );
+    fails(
+        &ADD.replace("  yield\n}", "  yield\n"),
+        &["expected an op or `}`, found the end of the input"],
+    );
+    fails(
+        &format!("{ADD}kernel"),
+        &["t.ir:14:1", "expected the end of the kernel"],
+    );
+    fails(
+        &ADD.replace(" : f32[128]\n  %1", " : f32[128]  // not a location\n  %1"),
+        &["t.ir:9:40", "expected a source location"],
+    );
+    fails(
+        &ADD.replace("%1 = add %0, %0", "%2 = add %0, %0")
+            .replace("], %1", "], %2"),
+        &["%1 is never defined"],
+    );
+    fails(
+        &ADD.replace("%1 = add", "%0 = add"),
+        &["t.ir:10:3", "%0 is defined twice"],
+    );
+    fails(
+        &ADD.replace("map(%0)", "map(%0) #"),
+        &["t.ir:2:48", "unexpected character `#`"],
+    );
+}
+
+#[test]
+fn verifier_errors_point_at_the_op_in_the_text() {
+    fails(
+        &ADD.replace("%1 = add %0, %0 : f32[128]", "%1 = add %0, %0 : bf16[128]"),
+        &["op `add`", "expected f32[128], got bf16[128]", "t.ir:10:3"],
+    );
+    // An op's own location wins.
+    fails(
+        &ADD.replace("f32[128]\n  store", "bf16[128]  // k.rs:4:2\n  store"),
+        &["op `add`", "k.rs:4:2"],
+    );
+}
+
+#[test]
+fn comments_on_their_own_lines_are_ignored() {
+    let commented = format!(
+        "// RUN: fit edge\n// CHECK: anything\n{}",
+        ADD.replace("  yield\n}", "  // between ops\n  yield\n}")
+    );
+    assert_eq!(parse_kernel(&commented).unwrap().to_string(), ADD);
+}
+
+#[test]
+fn a_kernel_file_binds_its_symbols() {
+    let file = KernelFile::parse(&format!("// RUN: extents n=200\n{ADD}"), "t.ir").unwrap();
+    assert_eq!(file.bindings.unwrap()["n"], 200);
+    let file = KernelFile::parse(&format!("// RUN: fit edge\n{ADD}"), "t.ir").unwrap();
+    assert_eq!(file.bindings.unwrap()["n"], 2 * 128 + 64 + 1);
+    assert!(KernelFile::parse(ADD, "t.ir").unwrap().bindings.is_none());
+    for (run, message) in [
+        (
+            "extents q=3",
+            "`q` is not a symbol of the kernel (its symbols: n)",
+        ),
+        ("extents", "no extent for the symbol `n`"),
+        ("extents n=x", "`x` is not an extent"),
+        ("fit tight", "expected `fit edge` or `fit divisible`"),
+        (
+            "lower",
+            "expected `extents SYM=N …` or `fit edge|divisible`, found `lower`",
+        ),
+    ] {
+        let e = KernelFile::parse(&format!("{ADD}// RUN: {run}\n"), "t.ir").unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains(message) && e.contains("t.ir:14:1"), "{run}: {e}");
+    }
+}
