@@ -40,11 +40,6 @@ class MosaicCall:
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
 
 
-# Only compiler facts are asked of libtpu, never a chip, so several processes may load it at
-# once (tests, other users of the machine); without this the second one fails on libtpu's
-# multi-process lockfile, and Pallas then lowers without the TPU device below.
-os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-
 _TPU_DEVICE = []
 
 
