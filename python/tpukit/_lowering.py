@@ -100,6 +100,21 @@ def decode_body(b64: str) -> str:
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
 
 
+def readable_body(generic: str) -> str:
+    """A Mosaic body as ``decode_body`` gives it (serialized op names, generic form) turned
+    back into Mosaic by jaxlib's own deserializer (``mosaic-serde``) and printed in custom form,
+    without locations: ``func.func``, ``vector.load``, ``tpu.matmul``, … as Mosaic's passes
+    and libtpu read it."""
+    from jaxlib.mlir import passmanager
+
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(generic)
+        passmanager.PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(
+            module.operation
+        )
+        return module.operation.get_asm(enable_debug_info=False)
+
+
 def _main(module: ir.Module):
     for op in module.body.operations:
         if op.operation.name != "func.func":
