@@ -11,6 +11,8 @@ nothing. ``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: non
 built for another host or tpukit version is refused with a message, and kernels are
 compiled instead. Importing it also tells libtpu, on a host without a TPU, that it is only a
 compiler (``tpukit._libtpu``), so lowering a kernel prints nothing.
+
+``tpukit.cache_stats()`` says where this process's kernels came from.
 """
 
 import os
@@ -33,10 +35,12 @@ from tpukit._native import (  # noqa: E402
 )
 from tpukit.catalog import catalog, instantiate  # noqa: E402
 from tpukit.launch import DEVICES, launch  # noqa: E402
+from tpukit.stats import CacheStats, cache_stats  # noqa: E402
 
 __all__ = [
     "DEVICES",
     "BoundsError",
+    "CacheStats",
     "DTypeError",
     "InternalError",
     "Kernel",
@@ -44,6 +48,7 @@ __all__ = [
     "ShapeError",
     "TpukitError",
     "UnsupportedError",
+    "cache_stats",
     "catalog",
     "instantiate",
     "launch",
