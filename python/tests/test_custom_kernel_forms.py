@@ -75,6 +75,8 @@ def test_shapes_where_a_function_belongs_are_refused():
         pallas.custom_kernel(add_body, out_shape=lambda x, y: spec)
     with pytest.raises(TypeError, match=r"not a int"):
         pallas.custom_kernel(add_body, out_shape=(spec, 3))
+    with pytest.raises(TypeError, match="the kernel body is a function of refs, not a"):
+        pallas.custom_kernel(spec, out_shape=spec)
     with pytest.raises(TypeError, match="needs the output shapes"):
         pallas.custom_kernel(grid=(1,))
 

@@ -264,6 +264,11 @@ def custom_kernel(
                 "custom_kernel(propagate, body)"
             )
         body = propagate if propagate is not None else pallas_kernel
+        if body is not None and not callable(body):
+            raise TypeError(
+                f"custom_kernel: the kernel body is a function of refs, not a "
+                f"{type(body).__name__}: custom_kernel(body, out_shape=...)"
+            )
         return _decorate(fixed, body, pallas_call_kwargs, device)
     if propagate is None:
         raise TypeError(
