@@ -1,12 +1,21 @@
 """The package as a user meets it: documented entry points exist where the docs say."""
 
+import ast
+import importlib.metadata
+import inspect
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
+
+import pytest
 
 import tpukit
+from tpukit import _native
 
 
 def test_cache_stats_counts_where_kernels_came_from():
@@ -44,3 +53,66 @@ def test_cache_stats_is_a_tuple_of_four_counts():
     assert isinstance(stats, tuple) and len(stats) == 4
     assert all(isinstance(n, int) and n >= 0 for n in stats)
     assert "cache_stats" in tpukit.__all__
+
+
+def _stub():
+    path = pathlib.Path(tpukit.__file__).with_name("_native.pyi")
+    return ast.parse(path.read_text())
+
+
+def _stub_names(body) -> dict:
+    """Top-level names a stub body defines (private type aliases left out) -> their node."""
+    names = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = node
+    return names
+
+
+def test_the_native_stub_names_every_export_with_its_parameters():
+    stub = _stub_names(_stub().body)
+    exported = {n for n in dir(_native) if not n.startswith("__") or n == "__version__"}
+    exported.discard("__all__")
+    assert set(stub) == exported
+    (declared,) = [
+        ast.literal_eval(n.value) for n in _stub().body
+        if isinstance(n, ast.Assign) and n.targets[0].id == "__all__"
+    ]
+    assert set(declared) == set(_native.__all__)
+    for name, node in stub.items():
+        obj = getattr(_native, name)
+        if isinstance(node, ast.FunctionDef):
+            params = [a.arg for a in node.args.args]
+            assert params == list(inspect.signature(obj).parameters), name
+        elif isinstance(node, ast.ClassDef) and not issubclass(obj, BaseException):
+            members = _stub_names(node.body)
+            public = {m for m in dir(obj) if not m.startswith("_")}
+            assert {m for m in members if not m.startswith("_")} == public, name
+            for m, method in members.items():
+                if isinstance(method, ast.FunctionDef) and not method.decorator_list:
+                    if m.startswith("__"):
+                        continue
+                    params = [a.arg for a in method.args.args]
+                    assert params == list(inspect.signature(getattr(obj, m)).parameters), m
+
+
+def test_the_package_is_typed():
+    assert pathlib.Path(tpukit.__file__).with_name("py.typed").exists()
+
+
+def test_version_is_the_crates_version():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    cargo = tomllib.loads((root / "Cargo.toml").read_text())
+    assert tpukit.__version__ == cargo["workspace"]["package"]["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tpukit.__version__)
+
+
+def test_version_is_the_installed_metadata_version():
+    try:
+        installed = importlib.metadata.version("tpukit")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("tpukit is not installed (run from a source tree)")
+    assert tpukit.__version__ == installed
+

@@ -12,7 +12,8 @@ built for another host or tpukit version is refused with a message, and kernels 
 compiled instead. Importing it also tells libtpu, on a host without a TPU, that it is only a
 compiler (``tpukit._libtpu``), so lowering a kernel prints nothing.
 
-``tpukit.cache_stats()`` says where this process's kernels came from.
+``tpukit.__version__`` is the version of the native module (the Rust crates' version, which
+is also the package's). ``tpukit.cache_stats()`` says where this process's kernels came from.
 """
 
 import os
@@ -32,6 +33,7 @@ from tpukit._native import (  # noqa: E402
     ShapeError,
     TpukitError,
     UnsupportedError,
+    __version__,
 )
 from tpukit.catalog import catalog, instantiate  # noqa: E402
 from tpukit.launch import DEVICES, launch  # noqa: E402
@@ -48,6 +50,7 @@ __all__ = [
     "ShapeError",
     "TpukitError",
     "UnsupportedError",
+    "__version__",
     "cache_stats",
     "catalog",
     "instantiate",
