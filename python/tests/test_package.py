@@ -116,3 +116,16 @@ def test_version_is_the_installed_metadata_version():
         pytest.skip("tpukit is not installed (run from a source tree)")
     assert tpukit.__version__ == installed
 
+
+def test_license_and_metadata():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    license_text = (root / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text
+    project = tomllib.loads((root / "python" / "pyproject.toml").read_text())["project"]
+    assert (root / "python" / project["readme"]).exists()
+    assert "License :: OSI Approved :: Apache Software License" in project["classifiers"]
+    assert "Typing :: Typed" in project["classifiers"]
+    assert project["license"] == {"text": "Apache-2.0"}
+    # lowering for TPU needs libtpu, which only jax's `tpu` extra brings
+    assert all("jax[tpu]" in d for d in project["optional-dependencies"]["jax"])
