@@ -26,18 +26,11 @@ BEGIN, END = "<!-- cpu-bench:begin -->", "<!-- cpu-bench:end -->"
 
 
 def median_seconds(f, min_repeats: int = 15, budget: float = 1.5) -> float:
-    """Median wall time of one call of `f` (two warm-up calls first)."""
-    f()
-    f()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_repeats or time.perf_counter() - start < budget:
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-        if len(times) >= 2000:
-            break
-    return statistics.median(times)
+    """Median wall time of one call of `f` (two untimed calls first), over `budget` seconds and
+    at least `min_repeats` calls (`tpukit.testing.do_bench`)."""
+    from tpukit.testing import do_bench
+
+    return do_bench(f, warmup=0, rep=budget * 1e3, min_rep=min_repeats, max_rep=2000) / 1e3
 
 
 def run_tpukit() -> tuple[dict, dict, dict]:
@@ -195,18 +188,16 @@ def run_first_call() -> dict[tuple[str, str], dict[str, float]]:
 def xla_first_call(name: str, dtype: str) -> tuple[float, float]:
     """In a fresh process: XLA CPU's first call (trace + compile + run) and steady state."""
     code = f"""
-import os, sys, time, statistics
+import os, sys, time
 os.environ["JAX_PLATFORMS"] = "cpu"
 sys.path.insert(0, {str(ROOT / "benches")!r})
 import jax, jax.numpy as jnp, numpy as np
 from compare import FIRST_CALL_KERNELS, xla_op
+from tpukit.testing import do_bench
 f, args = xla_op({name!r}, {dtype!r})
 jax.block_until_ready(args)
 t = time.perf_counter(); jax.block_until_ready(f(*args)); first = time.perf_counter() - t
-ts = []
-for _ in range(9):
-    t = time.perf_counter(); jax.block_until_ready(f(*args)); ts.append(time.perf_counter() - t)
-print(first * 1e3, statistics.median(ts) * 1e3)
+print(first * 1e3, do_bench(f, *args, warmup=0, rep=0, min_rep=9, max_rep=9))
 """
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True

@@ -160,14 +160,10 @@ STATIC = {"sum.dim_IntList": (1,), "mean.dim": (1,), "amax": (1,), "_softmax": (
 
 
 def steady(f) -> float:
-    f()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 9 or (time.perf_counter() - start < 0.5 and len(times) < 200):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    """Median ms of one call of ``f`` once warm: at least 9 calls, 0.5 s or 200 calls."""
+    from tpukit.testing import do_bench
+
+    return do_bench(f, warmup=0, rep=500, min_rep=9, max_rep=200)
 
 
 def child(side: str, op: str) -> None:

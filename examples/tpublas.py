@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 import torch
+import tpukit
 import tpukit.tpublas as tb
-from tpukit import _native
 
 
 def block(x, ln_w, ln_b, w1, b1, w2, b2, ops):
@@ -51,7 +51,7 @@ def main() -> None:
     timed_ops = {name: (lambda *a, f=f, name=name, **k: timed(name, lambda: f(*a, **k)))
                  for name, f in TPUBLAS.items()}
     got = block(x, *params, timed_ops)
-    compiled, _, bundle, _ = _native.cache_stats()
+    compiled, _, bundle, _ = tpukit.cache_stats()
     print(f"  kernels: {bundle} from the bundle, {compiled} compiled")
 
     want = block(x, *params, TORCH)

@@ -16,7 +16,7 @@ use tpukit::runtime::bundle;
 use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
 use tpukit_mosaic::{Options, lower};
 
-const USAGE: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu] | tpukit bundle inspect FILE";
+use crate::usage;
 
 pub fn command(args: &[String]) -> Result<String, String> {
     match args.first().map(String::as_str) {
@@ -28,16 +28,21 @@ pub fn command(args: &[String]) -> Result<String, String> {
                 match a.as_str() {
                     "-o" => out = it.next().ok_or("-o needs a file")?.into(),
                     "--no-tpu" => tpu = false,
-                    other => return Err(format!("bundle build: unknown option `{other}`")),
+                    other => {
+                        return Err(format!(
+                            "bundle build: unknown option `{other}`\n{}",
+                            usage::BUNDLE_BUILD
+                        ));
+                    }
                 }
             }
             build(&out, tpu)
         }
         Some("inspect") => match args.get(1) {
             Some(path) => inspect(Path::new(path)),
-            None => Err(USAGE.into()),
+            None => Err(usage::BUNDLE_INSPECT.into()),
         },
-        _ => Err(USAGE.into()),
+        _ => Err(usage::BUNDLE.into()),
     }
 }
 

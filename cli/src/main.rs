@@ -10,6 +10,8 @@
 //! tpukit bundle inspect FILE
 //! ```
 //!
+//! Every command and subcommand answers `--help` (its usage) and `--version` (see [`usage`]).
+//!
 //! Every command works from the same sources of kernels ([`SOURCES`]: the catalog and
 //! tpuBLAS, each a `KernelSource`; `kernels` and `lower` also know the op-table kernels,
 //! [`LOWERABLE`]). `list` prints each source's entries under its name
@@ -30,6 +32,7 @@
 mod bundle;
 mod ir;
 mod tpu;
+mod usage;
 
 use std::{fmt::Write as _, process::ExitCode};
 use tpukit::catalog::{Catalog, Instance, KernelSource, op_kernels::OpKernels};
@@ -45,24 +48,16 @@ const SOURCES: [&dyn KernelSource; 2] = [&Catalog, &TpuBlas];
 /// op-table kernels the rule-coverage tests compile (`op.exp`, …; not shipped).
 const LOWERABLE: [&dyn KernelSource; 3] = [&Catalog, &TpuBlas, &OpKernels];
 
-const USAGE: &str = "usage:
-  tpukit list
-  tpukit kernels [--dtype f32|bf16]
-  tpukit lower NAME --shape AxB… [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
-  tpukit lower ID [--fit divisible|edge] [--dtype f32|bf16] [--text] [--mosaic] [-o FILE]
-  tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [--text] [--mosaic] [-o FILE]
-  tpukit bundle build [-o FILE] [--no-tpu]
-  tpukit bundle inspect FILE";
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("list") => Ok(list()),
-        Some("kernels") => kernels_command(&args[1..]),
-        Some("lower") => lower_command(&args[1..]),
-        Some("bundle") => bundle::command(&args[1..]),
-        Some("-h" | "--help") => Ok(format!("{USAGE}\n")),
-        _ => Err(USAGE.to_string()),
+    let result = match (usage::meta(&args), args.first().map(String::as_str)) {
+        (Some(answer), _) => Ok(answer),
+        (None, Some("list")) if args.len() == 1 => Ok(list()),
+        (None, Some("list")) => Err(format!("list takes no arguments\n{}", usage::LIST)),
+        (None, Some("kernels")) => kernels_command(&args[1..]),
+        (None, Some("lower")) => lower_command(&args[1..]),
+        (None, Some("bundle")) => bundle::command(&args[1..]),
+        _ => Err(usage::all()),
     };
     match result {
         Ok(out) => {
@@ -111,7 +106,7 @@ fn kernels_command(args: &[String]) -> Result<String, String> {
     let dtype = match args {
         [] => DType::F32,
         [flag, d] if flag == "--dtype" => DType::parse(d).ok_or(format!("unknown dtype `{d}`"))?,
-        _ => return Err(USAGE.to_string()),
+        _ => return Err(usage::KERNELS.to_string()),
     };
     let mut out = String::new();
     for source in LOWERABLE {
@@ -141,9 +136,9 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
     let name = it
         .next()
         .ok_or(if ir {
-            "lower --ir: which file?"
+            format!("lower --ir: which file?\n{}", usage::LOWER)
         } else {
-            "lower: which kernel? (see `tpukit list`)"
+            format!("lower: which kernel? (see `tpukit list`)\n{}", usage::LOWER)
         })?
         .clone();
     let mut parsed = LowerArgs {
@@ -182,7 +177,7 @@ fn parse_lower(args: &[String]) -> Result<LowerArgs, String> {
             "--text" => parsed.text = true,
             "--mosaic" => parsed.mosaic = true,
             "-o" | "--output" => parsed.output = Some(value()?.clone()),
-            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+            other => return Err(format!("unknown option `{other}`\n{}", usage::LOWER)),
         }
     }
     Ok(parsed)

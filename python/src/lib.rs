@@ -24,6 +24,8 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The crates' version, which maturin also writes into the package metadata.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<kernel::PyKernel>()?;
     m.add_class::<operand::PyOperand>()?;
     m.add_class::<array::Buffer>()?;

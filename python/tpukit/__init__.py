@@ -9,14 +9,22 @@ for this host, built by ``make setup`` or ``tpukit bundle build -o …``) — me
 only its index read — and prepares the JIT, so the first call of a shipped kernel compiles
 nothing. ``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: none). A bundle
 built for another host or tpukit version is refused with a message, and kernels are
-compiled instead.
+compiled instead. Importing it also tells libtpu, on a host without a TPU, that it is only a
+compiler (``tpukit._libtpu``), so lowering a kernel prints nothing.
+
+``tpukit.__version__`` is the version of the native module (the Rust crates' version, which
+is also the package's). ``tpukit.cache_stats()`` says where this process's kernels came from.
 """
 
 import os
 import pathlib
 
-from tpukit import _native
-from tpukit._native import (
+from tpukit import _libtpu
+
+_libtpu.prepare_environment()  # before anything loads libtpu
+
+from tpukit import _native  # noqa: E402 - after the environment is prepared
+from tpukit._native import (  # noqa: E402
     BoundsError,
     DTypeError,
     InternalError,
@@ -25,13 +33,16 @@ from tpukit._native import (
     ShapeError,
     TpukitError,
     UnsupportedError,
+    __version__,
 )
-from tpukit.catalog import catalog, instantiate
-from tpukit.launch import DEVICES, launch
+from tpukit.catalog import catalog, instantiate  # noqa: E402
+from tpukit.launch import DEVICES, launch  # noqa: E402
+from tpukit.stats import CacheStats, cache_stats  # noqa: E402
 
 __all__ = [
     "DEVICES",
     "BoundsError",
+    "CacheStats",
     "DTypeError",
     "InternalError",
     "Kernel",
@@ -39,6 +50,8 @@ __all__ = [
     "ShapeError",
     "TpukitError",
     "UnsupportedError",
+    "__version__",
+    "cache_stats",
     "catalog",
     "instantiate",
     "launch",
@@ -66,4 +79,4 @@ def _start_runtime(native):
 
 
 _start_runtime(_native)
-del _native, _start_runtime
+del _libtpu, _native, _start_runtime

@@ -40,11 +40,6 @@ class MosaicCall:
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
 
 
-# Only compiler facts are asked of libtpu, never a chip, so several processes may load it at
-# once (tests, other users of the machine); without this the second one fails on libtpu's
-# multi-process lockfile, and Pallas then lowers without the TPU device below.
-os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-
 _TPU_DEVICE = []
 
 
@@ -103,6 +98,21 @@ def decode_body(b64: str) -> str:
     with _context(), ir.Location.unknown():
         module = ir.Module.parse(raw)
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def readable_body(generic: str) -> str:
+    """A Mosaic body as ``decode_body`` gives it (serialized op names, generic form) turned
+    back into Mosaic by jaxlib's own deserializer (``mosaic-serde``) and printed in custom form,
+    without locations: ``func.func``, ``vector.load``, ``tpu.matmul``, … as Mosaic's passes
+    and libtpu read it."""
+    from jaxlib.mlir import passmanager
+
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(generic)
+        passmanager.PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(
+            module.operation
+        )
+        return module.operation.get_asm(enable_debug_info=False)
 
 
 def _main(module: ir.Module):

@@ -12,6 +12,12 @@ argument shapes and dtypes, and static arguments; the compiled code is cached by
 
     add_vectors(x, y)          # numpy arrays, torch tensors or JAX arrays in, same kind out
     add_vectors.lower(x, y)    # the StableHLO text JAX produced
+    add_vectors.mosaic(x, y)   # the Mosaic kernel in it, readable
+
+or, as ``pl.pallas_call`` is written, with fixed output shapes:
+
+    add = pallas.custom_kernel(body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    add(x, y)
 """
 
 from __future__ import annotations
@@ -23,10 +29,18 @@ import jax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays, _lowering
-from tpukit._native import Kernel, import_mosaic, import_stablehlo
+from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
 
-__all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel"]
+__all__ = [
+    "custom_kernel",
+    "custom_jax_kernel",
+    "CompiledKernel",
+    "PallasKernel",
+    "JaxKernel",
+    "print_output_code",
+    "stablehlo_ops",
+]
 
 
 class CompiledKernel:
@@ -98,6 +112,19 @@ def _signature(arrays) -> tuple:
     return tuple((tuple(a.shape), _arrays.dtype_name(a.dtype)) for a in arrays)
 
 
+def _mosaic(name: str, stablehlo: str) -> str:
+    """The readable Mosaic of the Pallas call in ``stablehlo``, which tpukit need not be able
+    to import (it is JAX's lowering)."""
+    call = _lowering.mosaic_call(stablehlo)
+    if call is None:
+        raise TypeError(
+            f"`{name}` has no Pallas call: JAX lowered it to plain StableHLO (see `.lower(...)`), "
+            "which tpukit imports as one kernel; tpukit's own lowering of that kernel to a "
+            "Mosaic custom call is `.kernel(...).lower()`"
+        )
+    return _lowering.readable_body(call.body)
+
+
 def _check_arrays(name: str, args) -> None:
     for i, a in enumerate(args):
         try:
@@ -107,7 +134,7 @@ def _check_arrays(name: str, args) -> None:
 
 
 class _Cache:
-    """Lowerings by key; one lowering per key even when threads race."""
+    """Lowerings (or imports) by key; one per key even when threads race."""
 
     def __init__(self):
         self._entries: dict = {}
@@ -128,9 +155,11 @@ class PallasKernel:
         self.body = body
         self.call_kwargs = call_kwargs
         self.device = check_device(device)
-        self._cache = _Cache()
+        self._lowered_cache = _Cache()  # JAX's StableHLO
+        self._cache = _Cache()  # tpukit's import of it
         functools.update_wrapper(self, body)
-        self.__name__ = getattr(body, "__name__", "pallas_kernel")
+        # pl.pallas_call's `name=` names the kernel, else the body does
+        self.__name__ = call_kwargs.get("name") or getattr(body, "__name__", "pallas_kernel")
 
     def _out_specs(self, args):
         placeholders = self.propagate(*args)
@@ -138,50 +167,167 @@ class PallasKernel:
         items = [placeholders] if single else list(placeholders)
         return single, [_lowering.shape_dtype(p) for p in items]
 
-    def _compiled(self, args):
+    def _call(self, args):
+        """``(single output?, out specs, the pl.pallas_call function for args)``."""
+        _check_arrays(self.__name__, args)
         single, out_specs = self._out_specs(args)
+        out_shape = out_specs[0] if single else tuple(out_specs)
+
+        def call(*xs):
+            return pl.pallas_call(self.body, out_shape=out_shape, **self.call_kwargs)(*xs)
+
+        return single, out_specs, call
+
+    def _lowered(self, args):
+        """``(single output?, cache key, StableHLO)`` of JAX's lowering for ``args``."""
+        single, out_specs, call = self._call(args)
         key = (_signature(args), tuple((s.shape, str(s.dtype)) for s in out_specs))
 
         def make():
-            out_shape = out_specs[0] if single else tuple(out_specs)
-
-            def call(*xs):
-                return pl.pallas_call(self.body, out_shape=out_shape, **self.call_kwargs)(*xs)
-
             specs = [_lowering.shape_dtype(a) for a in args]
-            return _import(_lowering.export_tpu(jax.jit(call), specs), _kernel_name(self.__name__))
+            return _lowering.export_tpu(jax.jit(call), specs)
 
-        return single, out_specs, self._cache.get(key, make)
+        return single, key, self._lowered_cache.get(key, make)
+
+    def _compiled(self, args):
+        single, key, stablehlo = self._lowered(args)
+        return single, self._cache.get(key, lambda: _import(stablehlo, _kernel_name(self.__name__)))
 
     def lower(self, *args) -> str:
         """The StableHLO text JAX produced for these arguments' shapes and dtypes."""
-        _check_arrays(self.__name__, args)
-        return self._compiled(args)[2].stablehlo
+        return self._lowered(args)[2]
 
     def kernel(self, *args) -> Kernel:
         """tpukit's kernel IR imported for these arguments' shapes and dtypes."""
-        _check_arrays(self.__name__, args)
-        return self._compiled(args)[2].kernel
+        return self._compiled(args)[1].kernel
+
+    def mosaic(self, *args) -> str:
+        """The Mosaic kernel JAX produced for these arguments' shapes and dtypes, as readable
+        MLIR text (``.lower()`` carries it only as base64 bytecode in the custom call)."""
+        return _mosaic(self.__name__, self._lowered(args)[2])
+
+    def jaxpr(self, *args) -> str:
+        """The Pallas program for these arguments' shapes and dtypes: the jaxpr of the
+        ``pl.pallas_call``, with the kernel body as JAX traced it (reads and writes of refs)."""
+        _, _, call = self._call(args)
+        return str(jax.make_jaxpr(call)(*[_lowering.shape_dtype(a) for a in args]))
 
     def __call__(self, *args, device: str | None = None):
-        _check_arrays(self.__name__, args)
-        single, out_specs, compiled = self._compiled(args)
+        single, compiled = self._compiled(args)
         outs = compiled.run(args, check_device(device or self.device))
         return outs[0] if single else tuple(outs)
 
 
-def custom_kernel(propagate, pallas_kernel=None, *, device: str = "cpu", **pallas_call_kwargs):
+def print_output_code(kernel: PallasKernel, *args, file=None) -> None:
+    """Prints ``kernel``'s Pallas program (``.jaxpr``) and its Mosaic (``.mosaic``) for
+    ``args`` to ``file`` (stderr): what ``HELION_PRINT_OUTPUT_CODE=1`` shows for each kernel
+    tpukit generates from a Helion program."""
+    import sys
+
+    out = file or sys.stderr
+    print(f"# kernel `{kernel.__name__}`: the Pallas program (jaxpr)", file=out)
+    print(kernel.jaxpr(*args), file=out)
+    print(f"# kernel `{kernel.__name__}`: its Mosaic, as JAX lowers it for TPU", file=out)
+    print(kernel.mosaic(*args), file=out, flush=True)
+
+
+def custom_kernel(
+    propagate=None, pallas_kernel=None, *, out_shape=None, device: str = "cpu", **pallas_call_kwargs
+):
     """Wraps a Pallas kernel body.
 
-    ``propagate(*args)`` returns the output placeholders (``torch.empty_like(x)``, numpy
-    arrays or ``jax.ShapeDtypeStruct``; one, or a tuple). ``pallas_call_kwargs`` go to
-    ``pl.pallas_call`` (``grid``, ``in_specs``, ``out_specs``, ``scratch_shapes``,
-    ``compiler_params``, ``input_output_aliases``, ``name``, ``grid_spec``, …). Usable as
-    ``@custom_kernel(propagate, **kwargs)`` or ``custom_kernel(propagate, body, **kwargs)``.
+    The output shapes come from ``propagate(*args)``, which returns the output placeholders
+    (``torch.empty_like(x)``, numpy arrays or ``jax.ShapeDtypeStruct``; one, or a tuple), or,
+    as ``pl.pallas_call`` takes them, from ``out_shape=`` (fixed placeholders). The other
+    ``pallas_call_kwargs`` go to ``pl.pallas_call`` (``grid``, ``in_specs``, ``out_specs``,
+    ``scratch_shapes``, ``compiler_params``, ``input_output_aliases``, ``name``,
+    ``grid_spec``, …). The forms:
+
+    - ``@custom_kernel(propagate, **kwargs)`` or ``custom_kernel(propagate, body, **kwargs)``;
+    - ``custom_kernel(body, out_shape=..., **kwargs)`` or ``@custom_kernel(out_shape=...)``.
+
+    Each returns a :class:`PallasKernel`, called on arrays. Anything else (a bare
+    ``@custom_kernel``, both a propagate function and ``out_shape``, shapes where a function
+    belongs) is a TypeError saying what to write.
     """
-    if pallas_kernel is None:
-        return lambda body: PallasKernel(propagate, body, pallas_call_kwargs, device)
-    return PallasKernel(propagate, pallas_kernel, pallas_call_kwargs, device)
+    if "interpret" in pallas_call_kwargs:
+        raise TypeError(
+            "custom_kernel: `interpret=` is Pallas's interpreter; tpukit's is "
+            "device='interpret' (on the kernel, or per call: kernel(x, device='interpret'))"
+        )
+    if out_shape is not None:
+        fixed = _fixed_out_shape(out_shape)
+        if propagate is not None and pallas_kernel is not None:
+            raise TypeError(
+                "custom_kernel: the output shapes are given twice (a propagate function and "
+                "out_shape=): write custom_kernel(body, out_shape=...) or "
+                "custom_kernel(propagate, body)"
+            )
+        body = propagate if propagate is not None else pallas_kernel
+        if body is not None and not callable(body):
+            raise TypeError(
+                f"custom_kernel: the kernel body is a function of refs, not a "
+                f"{type(body).__name__}: custom_kernel(body, out_shape=...)"
+            )
+        return _decorate(fixed, body, pallas_call_kwargs, device)
+    if propagate is None:
+        raise TypeError(
+            "custom_kernel needs the output shapes: "
+            "custom_kernel(lambda x, y: torch.empty_like(x)) or custom_kernel(out_shape=...)"
+        )
+    if not callable(propagate):
+        raise TypeError(
+            f"custom_kernel: the first argument is a function of the kernel's arguments that "
+            f"returns the output placeholders (`lambda x, y: torch.empty_like(x)`), not a "
+            f"{type(propagate).__name__}; fixed output shapes are written "
+            f"custom_kernel(body, out_shape=jax.ShapeDtypeStruct(shape, dtype))"
+        )
+    return _decorate(propagate, pallas_kernel, pallas_call_kwargs, device)
+
+
+def _fixed_out_shape(out_shape):
+    """A propagate function returning ``out_shape`` (one placeholder, or a tuple or list)."""
+    items = list(out_shape) if isinstance(out_shape, (tuple, list)) else [out_shape]
+    for item in items:
+        if callable(item) or not (hasattr(item, "shape") and hasattr(item, "dtype")):
+            raise TypeError(
+                f"custom_kernel: out_shape= takes the output placeholders "
+                f"(jax.ShapeDtypeStruct(shape, dtype), an array, or a tuple of them), not a "
+                f"{type(item).__name__}; output shapes computed from the arguments come from a "
+                f"function: custom_kernel(lambda x, y: jax.ShapeDtypeStruct(x.shape, x.dtype), "
+                f"body)"
+            )
+    fixed = tuple(items) if isinstance(out_shape, (tuple, list)) else out_shape
+    return lambda *args: fixed
+
+
+def _decorate(propagate, body, call_kwargs, device):
+    if body is None:
+        return _Decorator(propagate, call_kwargs, device)
+    return PallasKernel(propagate, body, call_kwargs, device)
+
+
+class _Decorator:
+    """``custom_kernel(propagate)`` waiting for its kernel body. Called with anything else,
+    it was written as a bare ``@custom_kernel`` over a body (which it took for the propagate
+    function), and says what to write instead."""
+
+    def __init__(self, propagate, call_kwargs, device):
+        self._propagate = propagate
+        self._call_kwargs = call_kwargs
+        self._device = device
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return PallasKernel(self._propagate, args[0], self._call_kwargs, self._device)
+        name = getattr(self._propagate, "__name__", "kernel")
+        raise TypeError(
+            f"`{name}` was decorated with a bare `@pallas.custom_kernel`, which cannot know the "
+            f"kernel's output shapes: write `@pallas.custom_kernel(lambda x, y: "
+            f"torch.empty_like(x))` (a function of the arguments returning output "
+            f"placeholders: tensors, arrays or jax.ShapeDtypeStruct) or "
+            f"`@pallas.custom_kernel(out_shape=jax.ShapeDtypeStruct(shape, dtype))`"
+        )
 
 
 class JaxKernel:
@@ -195,7 +341,8 @@ class JaxKernel:
         )
         self.jitted = jax.jit(fn, static_argnums=self.static_argnums, **jit_kwargs)
         self.device = check_device(device)
-        self._cache = _Cache()
+        self._lowered_cache = _Cache()  # JAX's StableHLO and the result structure
+        self._cache = _Cache()  # tpukit's import of it
         functools.update_wrapper(self, fn)
 
     def _split(self, args):
@@ -204,7 +351,8 @@ class JaxKernel:
         _check_arrays(self.name, arrays)
         return arrays, statics
 
-    def _compiled(self, args):
+    def _lowered(self, args):
+        """``(array arguments, cache key, (StableHLO, result structure))`` for ``args``."""
         arrays, statics = self._split(args)
         key = (_signature(arrays), statics)
 
@@ -213,7 +361,14 @@ class JaxKernel:
                 a if i in self.static_argnums else _lowering.shape_dtype(a)
                 for i, a in enumerate(args)
             ]
-            stablehlo, out_tree = _lowering.export_tpu_tree(self.jitted, specs)
+            return _lowering.export_tpu_tree(self.jitted, specs)
+
+        return arrays, key, self._lowered_cache.get(key, make)
+
+    def _compiled(self, args):
+        arrays, key, (stablehlo, out_tree) = self._lowered(args)
+
+        def make():
             compiled = _import(stablehlo, _kernel_name(self.name))
             compiled.out_tree = out_tree
             return compiled
@@ -222,10 +377,16 @@ class JaxKernel:
 
     def lower(self, *args) -> str:
         """The StableHLO text JAX produced for these arguments."""
-        return self._compiled(args)[1].stablehlo
+        return self._lowered(args)[2][0]
 
     def kernel(self, *args) -> Kernel:
+        """tpukit's kernel IR imported for these arguments."""
         return self._compiled(args)[1].kernel
+
+    def mosaic(self, *args) -> str:
+        """The Mosaic kernel of the function's Pallas call for these arguments, as readable MLIR
+        text; a TypeError for a function without one."""
+        return _mosaic(self.name, self._lowered(args)[2][0])
 
     def __call__(self, *args, device: str | None = None):
         arrays, compiled = self._compiled(args)
@@ -236,7 +397,7 @@ class JaxKernel:
 def custom_jax_kernel(jax_fn=None, name=None, static_argnums=(), *, device="cpu", **jit_kwargs):
     """Wraps a JAX function: one that calls ``pl.pallas_call`` (its Mosaic body is imported),
     or one written with ordinary JAX ops (its StableHLO is imported as one kernel step over
-    whole arrays; see ``tpukit._native.stablehlo_ops()`` for the ops). Results keep the
+    whole arrays; ``stablehlo_ops()`` lists the ops). Results keep the
     function's structure (an array, a tuple, a dict). Usable bare (``@custom_jax_kernel``) or
     with arguments (``@custom_jax_kernel(static_argnums=(1,))``).
     """

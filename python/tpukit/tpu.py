@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import time
 from dataclasses import dataclass
 
-from tpukit import _native
+from tpukit import _libtpu, _native
 
 TOPOLOGIES = tuple(_native.tpu_topologies())  # the topologies tpukit lowers for, default first
 
 
 def prepare_environment():
-    """Lets several processes load libtpu at once (compile-only: none owns a TPU; without
-    this a second one fails on libtpu's lockfile), and names the accelerator so libtpu does
-    not probe the host for one. Settings already made are kept."""
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-4")
+    """What libtpu must be told before it loads (see ``tpukit._libtpu``); ``import tpukit``
+    did it already, this is for callers that changed the environment since."""
+    _libtpu.prepare_environment()
 
 
 @dataclass

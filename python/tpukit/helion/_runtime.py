@@ -125,6 +125,10 @@ def launch(site, spec, device_fn, env):
         )
     key, plan, hosts, fresh = _current_plan(st, site, spec, device_fn, env)
     arrays = kernel_arrays(plan, hosts)
+    if fresh and os.environ.get("HELION_PRINT_OUTPUT_CODE") == "1":
+        from tpukit.pallas import print_output_code  # the Pallas kernel built, and its Mosaic
+
+        print_output_code(plan.pallas, *arrays)
     name = st.kernel.name
     if st.mode == "lower":
         check_prefetch_fits(plan, arrays, name)

@@ -1,0 +1,126 @@
+"""Types of ``tpukit._native``, the Rust half of the package (``python/src/*.rs``).
+
+Arrays cross in *wire form*: ``(dtype name, shape, data)``, row-major; going in, ``data`` is
+any C-contiguous bytes-like object, coming out a :class:`Buffer`. ``tests/test_package.py``
+checks that this stub names exactly what the module exports.
+"""
+
+import sys
+from typing import Literal, final
+
+from typing_extensions import Buffer as _BytesLike
+
+__version__: str
+__all__ = [
+    "__version__",
+    "Kernel",
+    "Operand",
+    "Buffer",
+    "catalog",
+    "instantiate",
+    "import_mosaic",
+    "import_stablehlo",
+    "stablehlo_ops",
+    "tpublas_ops",
+    "tpublas_run",
+    "tpublas_warm_up",
+    "devices",
+    "tpu_topologies",
+    "register_bundle",
+    "warm_up",
+    "cache_stats",
+    "_arm_test_panic",
+    "TpukitError",
+    "UnsupportedError",
+    "ShapeError",
+    "DTypeError",
+    "BoundsError",
+    "InternalError",
+]
+
+_Role = Literal["prefetch", "input", "output", "scratch"]
+_Wire = tuple[str, list[int], _BytesLike]
+_WireOut = tuple[str, list[int], Buffer]
+
+class TpukitError(Exception):
+    """A kernel could not be built, imported, lowered or run; the base of every tpukit error."""
+
+class UnsupportedError(TpukitError): ...
+class ShapeError(TpukitError): ...
+class DTypeError(TpukitError): ...
+class BoundsError(TpukitError): ...
+class InternalError(TpukitError): ...
+
+@final
+class Operand:
+    """One operand of a kernel. Immutable; equal when every field is."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> _Role: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int | str, ...]:
+        """Ints, and the names of extents bound at launch."""
+
+@final
+class Kernel:
+    """A verified kernel. Immutable: every method reads it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def operands(self) -> list[Operand]:
+        """In kernel order: prefetch, inputs, outputs, scratch."""
+    @property
+    def hash(self) -> str:
+        """The structural hash (hex), which keys every cache."""
+    def launch(
+        self, device: str, inputs: list[_Wire], outputs: list[_Wire] | None = None
+    ) -> list[_WireOut]:
+        """Runs on ``device`` (``"cpu"``, ``"interpret"``); ``outputs``: initial contents."""
+    def lower(self, bindings: dict[str, int] = ...) -> str:
+        """A StableHLO module with a Mosaic ``tpu_custom_call``, every symbol bound."""
+    def count(self, role: _Role) -> int: ...
+
+@final
+class Buffer:
+    """A result array's storage: a writable, C-contiguous byte buffer (format ``B``)."""
+
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+
+    def __len__(self) -> int: ...
+
+def catalog() -> list[tuple[str, str, list[str], list[str]]]:
+    """``(name, about, shape names, dtype names)`` of every catalog kernel."""
+
+def instantiate(name: str, shape: list[int], dtype: str) -> tuple[Kernel, dict[str, int]]:
+    """The catalog kernel ``name`` for a problem ``shape`` and ``dtype``, and its bindings."""
+
+def import_mosaic(
+    body: str, operand_types: list[str], result_types: list[str], name: str
+) -> Kernel: ...
+def import_stablehlo(module: str, name: str) -> Kernel: ...
+def stablehlo_ops() -> list[str]: ...
+def tpublas_ops() -> list[tuple[str, str, str]]:
+    """``(name, schema, about)`` of every tpuBLAS operator."""
+
+def tpublas_run(
+    name: str, args: list[tuple[str, object]], device: str = "cpu"
+) -> list[_WireOut]:
+    """Runs an operator on ``(kind, value)`` arguments in its schema's order."""
+
+def tpublas_warm_up() -> None: ...
+def devices() -> list[str]: ...
+def tpu_topologies() -> list[str]: ...
+def register_bundle(path: str) -> bool:
+    """False (after a message on stderr) if the bundle was refused."""
+
+def warm_up() -> None: ...
+def cache_stats() -> tuple[int, int, int, int]:
+    """``(compiled, disk hits, bundle hits, damaged disk entries)`` in this process so far."""
+
+def _arm_test_panic() -> None: ...
