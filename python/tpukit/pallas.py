@@ -12,6 +12,10 @@ argument shapes and dtypes, and static arguments; the compiled code is cached by
 
     add_vectors(x, y)          # numpy arrays, torch tensors or JAX arrays in, same kind out
     add_vectors.lower(x, y)    # the StableHLO text JAX produced
+
+Called with JAX tracers (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``, a ``lax.scan`` body),
+a kernel becomes an XLA custom call that runs tpukit's kernel on the CPU (see
+``tpukit._custom_call``); ``custom_kernel(..., backward=...)`` makes it differentiable.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import threading
 import jax
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _lowering
+from tpukit import _arrays, _custom_call, _lowering
 from tpukit._native import Kernel, import_mosaic, import_stablehlo
 from tpukit.launch import check_device, launch
 
@@ -51,6 +55,16 @@ class CompiledKernel:
         outs = self._run_call(operands, device)
         if self.epilogue:
             outs = launch(self.epilogue, *arrays, *outs, device=device)
+        return outs
+
+    def trace(self, arrays, device):
+        """``run`` inside a traced JAX program: each kernel one custom call."""
+        operands = (
+            _custom_call.call(self.prologue, arrays, device) if self.prologue else list(arrays)
+        )
+        outs = _custom_call.call(self.kernel, operands, device, self.aliases)
+        if self.epilogue:
+            outs = _custom_call.call(self.epilogue, [*arrays, *outs], device)
         return outs
 
     def _run_call(self, arrays, device):
@@ -123,12 +137,14 @@ class _Cache:
 class PallasKernel:
     """A Pallas kernel body wrapped for ``pl.pallas_call`` (what ``custom_kernel`` returns)."""
 
-    def __init__(self, propagate, body, call_kwargs, device):
+    def __init__(self, propagate, body, call_kwargs, device, backward=None):
         self.propagate = propagate
         self.body = body
         self.call_kwargs = call_kwargs
         self.device = check_device(device)
+        self.backward = backward
         self._cache = _Cache()
+        self._differentiable = _Cache()  # jax.custom_vjp functions by device
         functools.update_wrapper(self, body)
         self.__name__ = getattr(body, "__name__", "pallas_kernel")
 
@@ -165,12 +181,50 @@ class PallasKernel:
 
     def __call__(self, *args, device: str | None = None):
         _check_arrays(self.__name__, args)
+        device = check_device(device or self.device)
+        if _custom_call.traced(args):
+            if self.backward is not None:
+                return self._differentiable.get(device, lambda: self._vjp(device))(*args)
+            return self._trace(args, device)
         single, out_specs, compiled = self._compiled(args)
-        outs = compiled.run(args, check_device(device or self.device))
+        outs = compiled.run(args, device)
         return outs[0] if single else tuple(outs)
 
+    def _trace(self, args, device):
+        """The kernel on JAX values (tracers or arrays) as custom calls."""
+        single, out_specs, compiled = self._compiled(args)
+        outs = compiled.trace(args, device)
+        return outs[0] if single else tuple(outs)
 
-def custom_kernel(propagate, pallas_kernel=None, *, device: str = "cpu", **pallas_call_kwargs):
+    def _vjp(self, device):
+        """The kernel as a ``jax.custom_vjp`` function whose backward pass is ``backward``."""
+
+        @jax.custom_vjp
+        def forward(*args):
+            return self._trace(args, device)
+
+        def forward_with_residuals(*args):
+            out = self._trace(args, device)
+            return out, (args, out)
+
+        def backward(residuals, grad):
+            args, out = residuals
+            grads = self.backward(args, out, grad)
+            grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+            if len(grads) != len(args):
+                raise TypeError(
+                    f"{self.__name__}: backward returned {len(grads)} gradients for "
+                    f"{len(args)} arguments"
+                )
+            return grads
+
+        forward.defvjp(forward_with_residuals, backward)
+        return forward
+
+
+def custom_kernel(
+    propagate, pallas_kernel=None, *, device: str = "cpu", backward=None, **pallas_call_kwargs
+):
     """Wraps a Pallas kernel body.
 
     ``propagate(*args)`` returns the output placeholders (``torch.empty_like(x)``, numpy
@@ -178,10 +232,16 @@ def custom_kernel(propagate, pallas_kernel=None, *, device: str = "cpu", **palla
     ``pl.pallas_call`` (``grid``, ``in_specs``, ``out_specs``, ``scratch_shapes``,
     ``compiler_params``, ``input_output_aliases``, ``name``, ``grid_spec``, …). Usable as
     ``@custom_kernel(propagate, **kwargs)`` or ``custom_kernel(propagate, body, **kwargs)``.
+
+    ``backward(args, out, grad)``, if given, makes the kernel differentiable under
+    ``jax.grad``/``jax.vjp`` (through ``jax.custom_vjp``): it gets the arguments (a tuple), the
+    kernel's result and the result's cotangent (each one array, or a tuple as the result is)
+    and returns one gradient per argument (a tuple, or one array for one argument), written
+    in JAX — or with tpukit kernels, which run as custom calls there too.
     """
     if pallas_kernel is None:
-        return lambda body: PallasKernel(propagate, body, pallas_call_kwargs, device)
-    return PallasKernel(propagate, pallas_kernel, pallas_call_kwargs, device)
+        return lambda body: PallasKernel(propagate, body, pallas_call_kwargs, device, backward)
+    return PallasKernel(propagate, pallas_kernel, pallas_call_kwargs, device, backward)
 
 
 class JaxKernel:
@@ -229,7 +289,11 @@ class JaxKernel:
 
     def __call__(self, *args, device: str | None = None):
         arrays, compiled = self._compiled(args)
-        outs = compiled.run(arrays, check_device(device or self.device))
+        device = check_device(device or self.device)
+        if _custom_call.traced(arrays):
+            outs = compiled.trace(arrays, device)
+        else:
+            outs = compiled.run(arrays, device)
         return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
 

@@ -1,0 +1,134 @@
+//! The process-wide table of kernels that custom calls run: Python registers a kernel when it
+//! builds a `stablehlo.custom_call @tpukit_kernel` and puts the id it gets back in the call's
+//! `kernel` attribute; the FFI handler ([`crate::ffi`]) looks it up on every call.
+//!
+//! Entries are never removed (a compiled XLA program may call them for the life of the
+//! process) and never change: an id always means the same kernel, device and aliasing.
+//! Registering the same kernel, device and aliasing again returns the same id.
+
+use pyo3::ffi as pyffi;
+use pyo3::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use tpukit::runtime::RuntimeError;
+use tpukit::{Device, HostArray, Prepared};
+use tpukit_dsl::{DType, ErrorKind, KernelHash, Role};
+
+use crate::error::{self, TpukitError, guard};
+use crate::ffi;
+use crate::kernel::PyKernel;
+
+/// One kernel a custom call runs.
+pub struct Entry {
+    /// Verified and hashed once, at registration.
+    kernel: Prepared,
+    hash: KernelHash,
+    device: Device,
+    /// For each output, the input whose contents it starts with (Pallas'
+    /// `input_output_aliases`, outputs indexed in kernel order, inputs counting the prefetch
+    /// operands); other outputs start zero-filled, as [`tpukit::launch`] makes them.
+    aliases: Vec<Option<usize>>,
+}
+
+impl Entry {
+    /// Runs the kernel on `inputs` (prefetch operands, then inputs) into outputs of the dtypes
+    /// and shapes given (the custom call's results).
+    pub fn run(
+        &self,
+        inputs: Vec<HostArray>,
+        results: &[(DType, Vec<usize>)],
+    ) -> Result<Vec<HostArray>, RuntimeError> {
+        let name = &tpukit::Launchable::kernel(&self.kernel).name;
+        if results.len() != self.aliases.len() {
+            return Err(RuntimeError::new(
+                name,
+                format!(
+                    "has {} outputs, the custom call {} results",
+                    self.aliases.len(),
+                    results.len()
+                ),
+            ));
+        }
+        let mut outputs = Vec::with_capacity(results.len());
+        for ((dtype, shape), alias) in results.iter().zip(&self.aliases) {
+            outputs.push(match alias.and_then(|i| inputs.get(i)) {
+                // Shares the input's storage until the kernel writes (copy-on-write).
+                Some(input) => input.clone(),
+                None => HostArray::zeros(*dtype, shape),
+            });
+        }
+        let refs: Vec<&HostArray> = inputs.iter().collect();
+        tpukit::launch_into(&self.kernel, self.device, &refs, &mut outputs)?;
+        Ok(outputs)
+    }
+}
+
+/// The entries, indexed by id.
+static ENTRIES: RwLock<Vec<Arc<Entry>>> = RwLock::new(Vec::new());
+
+/// The entry with id `id`.
+pub fn get(id: u64) -> Option<Arc<Entry>> {
+    let entries = ENTRIES.read().unwrap_or_else(|e| e.into_inner());
+    entries.get(usize::try_from(id).ok()?).cloned()
+}
+
+/// Registers `kernel` to run on `device` (`cpu` or `interpret`) from custom calls, with
+/// `aliases` (output index → input index: outputs that start as a copy of an input) and
+/// returns its id (the same id for the same kernel, device and aliases).
+#[pyfunction]
+#[pyo3(signature = (kernel, device, aliases=BTreeMap::new()))]
+pub fn ffi_register(
+    kernel: &PyKernel,
+    device: &str,
+    aliases: BTreeMap<usize, usize>,
+) -> PyResult<u64> {
+    guard(Some(&kernel.kernel.name), || {
+        let device: Device = device.parse().map_err(TpukitError::new_err)?;
+        let k = &kernel.kernel;
+        let n_in = k.operands_with_role(Role::Prefetch).count()
+            + k.operands_with_role(Role::Input).count();
+        let n_out = k.operands_with_role(Role::Output).count();
+        if let Some((o, i)) = aliases.iter().find(|(o, i)| **o >= n_out || **i >= n_in) {
+            return Err(error::raise(
+                ErrorKind::Invalid,
+                format!(
+                    "kernel `{}`: alias of output {o} to input {i}: it has {n_out} outputs and \
+                     {n_in} inputs",
+                    k.name
+                ),
+            ));
+        }
+        let aliases: Vec<Option<usize>> = (0..n_out).map(|o| aliases.get(&o).copied()).collect();
+        let prepared = Prepared::new(k.clone()).map_err(error::runtime)?;
+        let hash = tpukit::Launchable::hash(&prepared);
+        let mut entries = ENTRIES.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = entries
+            .iter()
+            .position(|e| e.hash == hash && e.device == device && e.aliases == aliases)
+        {
+            return Ok(id as u64);
+        }
+        entries.push(Arc::new(Entry {
+            kernel: prepared,
+            hash,
+            device,
+            aliases,
+        }));
+        Ok((entries.len() - 1) as u64)
+    })
+}
+
+/// The FFI handler as a `PyCapsule` (unnamed, as `jax.ffi.register_ffi_target` takes it).
+#[pyfunction]
+pub fn ffi_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    guard(None, || {
+        let handler: unsafe extern "C" fn(*mut ffi::CallFrame) -> *mut ffi::XlaError = ffi::handler;
+        // SAFETY: a capsule of a function pointer that lives as long as the module; no name,
+        // no destructor (nothing to free).
+        unsafe {
+            let capsule =
+                pyffi::PyCapsule_New(handler as *mut std::ffi::c_void, std::ptr::null(), None);
+            Bound::from_owned_ptr_or_err(py, capsule)
+        }
+    })
+}

@@ -1,0 +1,86 @@
+"""tpukit kernels as XLA custom calls inside traced JAX programs (``jax.jit``, ``vmap``, ``grad``,
+``lax.scan``).
+
+A kernel traced by JAX becomes ``jax.ffi.ffi_call("tpukit_kernel", ...)``: a
+``stablehlo.custom_call`` whose ``kernel`` attribute is the id of the kernel in the native
+registry (``tpukit._native.ffi_register``). XLA's CPU runtime calls tpukit's FFI handler
+(``python/src/ffi.rs``) with the operand and result buffers; the handler runs the registered
+kernel on its device. The target is registered for the CPU platform only, once per process,
+at the first such call. Under ``jax.vmap`` the call runs once per batch element
+(``vmap_method="sequential"``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import numpy as np
+
+from tpukit import _arrays, _native
+from tpukit._native import Kernel, ShapeError
+
+TARGET = "tpukit_kernel"
+
+_lock = threading.Lock()
+_registered = False
+_ids: dict = {}
+
+
+def traced(arrays) -> bool:
+    """Whether any of ``arrays`` is a JAX tracer (the call is inside ``jit``, ``vmap``, ``grad``,
+    a ``scan`` body, …)."""
+    return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def _target() -> str:
+    global _registered
+    with _lock:
+        if not _registered:
+            jax.ffi.register_ffi_target(TARGET, _native.ffi_handler(), platform="cpu")
+            _registered = True
+    return TARGET
+
+
+def _kernel_id(kernel: Kernel, device: str, aliases: dict[int, int]) -> int:
+    key = (kernel.hash, device, tuple(sorted(aliases.items())))
+    with _lock:
+        if key not in _ids:
+            _ids[key] = _native.ffi_register(kernel, device, dict(aliases))
+        return _ids[key]
+
+
+def _result_specs(kernel: Kernel, arrays) -> list[jax.ShapeDtypeStruct]:
+    """The kernel's outputs, their symbolic extents bound by the input arrays' shapes."""
+    operands = [o for o in kernel.operands if o.role in ("prefetch", "input")]
+    bindings: dict[str, int] = {}
+    for o, a in zip(operands, arrays, strict=False):
+        for extent, n in zip(o.shape, a.shape, strict=False):
+            if isinstance(extent, str):
+                bindings.setdefault(extent, n)
+    specs = []
+    for o in kernel.operands:
+        if o.role != "output":
+            continue
+        unbound = [e for e in o.shape if isinstance(e, str) and e not in bindings]
+        if unbound:
+            raise ShapeError(
+                f"kernel `{kernel.name}`: output `{o.name}` has extents {unbound} that no input "
+                f"binds"
+            )
+        shape = tuple(bindings[e] if isinstance(e, str) else e for e in o.shape)
+        specs.append(jax.ShapeDtypeStruct(shape, _arrays.numpy_dtype_of(o.dtype)))
+    return specs
+
+
+def call(kernel: Kernel, arrays, device: str, aliases: dict[int, int] | None = None) -> list:
+    """``kernel`` on ``arrays`` (prefetch operands, then inputs; JAX arrays or tracers) as one
+    custom call; returns its outputs. ``aliases`` maps output indices to the inputs whose
+    contents they start with."""
+    n_in = sum(o.role in ("prefetch", "input") for o in kernel.operands)
+    if len(arrays) != n_in:
+        raise TypeError(f"kernel `{kernel.name}` takes {n_in} arrays, got {len(arrays)}")
+    specs = _result_specs(kernel, arrays)
+    kid = _kernel_id(kernel, device, aliases or {})
+    run = jax.ffi.ffi_call(_target(), specs, vmap_method="sequential")
+    return list(run(*arrays, kernel=np.int64(kid)))
