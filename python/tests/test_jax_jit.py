@@ -286,3 +286,19 @@ def test_a_panic_in_the_handler_is_an_internal_error_not_a_crash(rng, monkeypatc
     with pytest.raises(Exception, match="tpukit internal error: a panic the tests asked for"):
         run(x, x).block_until_ready()
     np.testing.assert_array_equal(run(x, x), want)
+
+
+def test_eager_calls_on_jax_arrays_raise_tpukit_errors(rng):
+    """An eager call on JAX arrays runs as a jitted custom call; its failures are still raised
+    as tpukit's exception classes, with the message the numpy path gives."""
+    kernel = gather_rows()
+    x = rng.standard_normal((32, 128)).astype(np.float32)
+    bad = np.asarray([0, 4], np.int32)
+    with pytest.raises(tpukit.BoundsError) as eager_numpy:
+        kernel(bad, x)
+    with pytest.raises(tpukit.BoundsError) as eager_jax:
+        kernel(jnp.asarray(bad), jnp.asarray(x))
+    assert str(eager_jax.value) == str(eager_numpy.value)
+    got = kernel(jnp.asarray([3, 1], jnp.int32), jnp.asarray(x))
+    assert isinstance(got, jax.Array)
+    np.testing.assert_array_equal(got, np.concatenate([x[24:], x[8:16]]))

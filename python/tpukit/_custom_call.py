@@ -12,11 +12,13 @@ at the first such call. Under ``jax.vmap`` the call runs once per batch element
 
 from __future__ import annotations
 
+import re
 import threading
 
 import jax
 import numpy as np
 
+import tpukit
 from tpukit import _arrays, _native
 from tpukit._native import Kernel, ShapeError
 
@@ -31,6 +33,42 @@ def traced(arrays) -> bool:
     """Whether any of ``arrays`` is a JAX tracer (the call is inside ``jit``, ``vmap``, ``grad``,
     a ``scan`` body, …)."""
     return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def on_cpu(arrays) -> bool:
+    """Whether ``arrays`` are all concrete JAX arrays on the CPU: an eager call on them runs
+    fastest as a jitted custom call (no conversion to numpy and back)."""
+    return bool(arrays) and all(
+        isinstance(a, jax.Array)
+        and not isinstance(a, jax.core.Tracer)
+        and all(d.platform == "cpu" for d in a.devices())
+        for a in arrays
+    )
+
+
+# The handler's messages start `tpukit <kind> error: ` (see python/src/ffi.rs).
+_MESSAGE = re.compile(r"tpukit (\w+) error: (.*)", re.DOTALL)
+_CLASSES = {
+    "invalid": "TpukitError",
+    "unsupported": "UnsupportedError",
+    "shape": "ShapeError",
+    "dtype": "DTypeError",
+    "bounds": "BoundsError",
+    "internal": "InternalError",
+}
+
+
+def run_eager(jitted, args):
+    """``jitted(*args)`` run to completion, a failure of tpukit's handler raised as the tpukit
+    exception of its kind (as an eager launch raises it) rather than JAX's runtime error."""
+    try:
+        return jax.block_until_ready(jitted(*args))
+    except jax.errors.JaxRuntimeError as e:
+        found = _MESSAGE.search(str(e))
+        if found is None:
+            raise
+        cls = getattr(tpukit, _CLASSES.get(found.group(1), "TpukitError"))
+        raise cls(found.group(2)) from None
 
 
 def _target() -> str:

@@ -145,6 +145,7 @@ class PallasKernel:
         self.backward = backward
         self._cache = _Cache()
         self._differentiable = _Cache()  # jax.custom_vjp functions by device
+        self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
         functools.update_wrapper(self, body)
         self.__name__ = getattr(body, "__name__", "pallas_kernel")
 
@@ -186,6 +187,9 @@ class PallasKernel:
             if self.backward is not None:
                 return self._differentiable.get(device, lambda: self._vjp(device))(*args)
             return self._trace(args, device)
+        if _custom_call.on_cpu(args):
+            jitted = self._jitted.get(device, lambda: jax.jit(lambda *a: self(*a, device=device)))
+            return _custom_call.run_eager(jitted, args)
         single, out_specs, compiled = self._compiled(args)
         outs = compiled.run(args, device)
         return outs[0] if single else tuple(outs)
@@ -256,6 +260,7 @@ class JaxKernel:
         self.jitted = jax.jit(fn, static_argnums=self.static_argnums, **jit_kwargs)
         self.device = check_device(device)
         self._cache = _Cache()
+        self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
         functools.update_wrapper(self, fn)
 
     def _split(self, args):
@@ -288,8 +293,16 @@ class JaxKernel:
         return self._compiled(args)[1].kernel
 
     def __call__(self, *args, device: str | None = None):
-        arrays, compiled = self._compiled(args)
         device = check_device(device or self.device)
+        if _custom_call.on_cpu(self._split(args)[0]):
+            jitted = self._jitted.get(
+                device,
+                lambda: jax.jit(
+                    lambda *a: self(*a, device=device), static_argnums=self.static_argnums
+                ),
+            )
+            return _custom_call.run_eager(jitted, args)
+        arrays, compiled = self._compiled(args)
         if _custom_call.traced(arrays):
             outs = compiled.trace(arrays, device)
         else:
