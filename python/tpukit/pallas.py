@@ -16,6 +16,8 @@ argument shapes and dtypes, and static arguments; the compiled code is cached by
 Called with JAX tracers (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``, a ``lax.scan`` body),
 a kernel becomes an XLA custom call that runs tpukit's kernel on the CPU (see
 ``tpukit._custom_call``); ``custom_kernel(..., backward=...)`` makes it differentiable.
+``on_cpu()`` (and ``install()``) do the same for every TPU ``pl.pallas_call`` a jitted
+program lowers for the CPU (see ``tpukit._cpu_lowering``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import jax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays, _custom_call, _lowering
+from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo
 from tpukit.launch import check_device, launch
 
-__all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel"]
+__all__ = ["custom_kernel", "custom_jax_kernel", "CompiledKernel", "on_cpu", "install"]
 
 
 class CompiledKernel:
