@@ -14,18 +14,17 @@
 //! - it touches no Python object (XLA calls it on its own threads, without the GIL).
 //!
 //! The kernel to run is the `kernel` attribute: an id into [`crate::registry`], which Python
-//! fills when it builds the custom call. Operands are copied into host arrays and results
-//! copied out of them: the runtime's `HostArray` owns its storage and cannot borrow XLA's
-//! buffers (a known gap: one copy of each operand and result per call).
+//! fills when it builds the custom call. XLA's operand and result buffers are handed to the
+//! kernel as they are (`tpukit::RawArray`s: zero-copy on the `cpu` device).
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::null_mut;
-use tpukit::HostArray;
+use tpukit::runtime::RawArray;
 use tpukit_dsl::{DType, ErrorKind};
 
-use crate::{array, error, registry};
+use crate::{error, registry};
 
 /// `XLA_FFI_Extension_Base`.
 #[repr(C)]
@@ -314,23 +313,39 @@ unsafe fn call(frame: &mut CallFrame) -> Result<(), Failure> {
              process that built them)"
         ))
     })?;
-    let inputs = unsafe { buffers(&frame.args, "argument") }?
-        .into_iter()
-        .map(|b| unsafe { host_array(b) })
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = unsafe { buffers(&frame.rets, "result") }?;
-    let signatures = results
+    // SAFETY: the frame's operand lists are valid for the call.
+    let (args, rets) = unsafe {
+        (
+            buffers(&frame.args, "argument")?,
+            buffers(&frame.rets, "result")?,
+        )
+    };
+    let arg_sigs = args
         .iter()
         .map(|&b| unsafe { signature(b) })
         .collect::<Result<Vec<_>, _>>()?;
-    let outputs = entry
-        .run(inputs, &signatures)
-        .map_err(|e| Failure::new(e.kind, e.message))?;
-    for (i, (out, ret)) in outputs.into_iter().zip(&results).enumerate() {
-        // SAFETY: `ret` is a result buffer XLA allocated for this call.
-        unsafe { store(out, ret, i) }?;
-    }
-    Ok(())
+    let ret_sigs = rets
+        .iter()
+        .map(|&b| unsafe { signature(b) })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (inputs, outputs) = (raw_arrays(&args, &arg_sigs), raw_arrays(&rets, &ret_sigs));
+    // SAFETY: XLA's buffers hold row-major data of their dtype and dims for the call; result
+    // buffers are this call's to write and alias no operand (the custom call declares no
+    // aliasing).
+    unsafe { entry.run(&inputs, &outputs) }.map_err(|e| Failure::new(e.kind, e.message))
+}
+
+/// The buffers as the runtime's borrowed arrays, with their dtypes and shapes.
+fn raw_arrays<'a>(buffers: &[&Buffer], signatures: &'a [(DType, Vec<usize>)]) -> Vec<RawArray<'a>> {
+    buffers
+        .iter()
+        .zip(signatures)
+        .map(|(b, (dtype, shape))| RawArray {
+            dtype: *dtype,
+            shape,
+            data: b.data as *mut u8,
+        })
+        .collect()
 }
 
 /// Fills in the handler's metadata: the FFI version of the mirrored header, no traits, no
@@ -438,53 +453,4 @@ unsafe fn signature(b: &Buffer) -> Result<(DType, Vec<usize>), Failure> {
     // SAFETY: `dims` has `rank` entries.
     let dims = unsafe { std::slice::from_raw_parts(b.dims, b.rank.max(0) as usize) };
     Ok((dtype, dims.iter().map(|&d| d.max(0) as usize).collect()))
-}
-
-/// The size in bytes of a buffer's data.
-fn size_bytes(dtype: DType, shape: &[usize]) -> usize {
-    shape.iter().product::<usize>() * dtype.size_bytes()
-}
-
-/// A copy of an operand buffer (row-major: the custom call asks XLA for default layouts).
-///
-/// # Safety
-/// `b` is an argument buffer of the frame.
-unsafe fn host_array(b: &Buffer) -> Result<HostArray, Failure> {
-    let (dtype, shape) = unsafe { signature(b) }?;
-    let len = size_bytes(dtype, &shape);
-    let bytes: &[u8] = if len == 0 {
-        &[]
-    } else {
-        // SAFETY: XLA's buffer holds `len` bytes of row-major data for the call.
-        unsafe { std::slice::from_raw_parts(b.data as *const u8, len) }
-    };
-    Ok(array::from_sized_bytes(dtype, &shape, bytes))
-}
-
-/// Copies output `i` into its result buffer, after checking it has the buffer's dtype and
-/// shape.
-///
-/// # Safety
-/// `ret` is a result buffer of the frame.
-unsafe fn store(mut out: HostArray, ret: &Buffer, i: usize) -> Result<(), Failure> {
-    let (dtype, shape) = unsafe { signature(ret) }?;
-    if out.dtype() != dtype || out.shape() != shape.as_slice() {
-        return Err(Failure::new(
-            ErrorKind::Shape,
-            format!(
-                "output {i} is a {} array of shape {:?}, the custom call's result {i} a {dtype} \
-                 array of shape {shape:?}",
-                out.dtype(),
-                out.shape()
-            ),
-        ));
-    }
-    out.make_standard_layout();
-    let len = out.size_bytes();
-    if len > 0 {
-        // SAFETY: both hold `len` bytes (same dtype and shape); they do not overlap (the host
-        // array is tpukit's own).
-        unsafe { std::ptr::copy_nonoverlapping(out.data_ptr(), ret.data as *mut u8, len) };
-    }
-    Ok(())
 }

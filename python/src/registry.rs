@@ -11,9 +11,11 @@ use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use tpukit::runtime::RuntimeError;
-use tpukit::{Device, HostArray, Prepared};
-use tpukit_dsl::{DType, ErrorKind, KernelHash, Role};
+use tpukit::runtime::{RawArray, launch_raw};
+use tpukit::{Device, HostArray, LaunchOptions, Launchable, Prepared};
+use tpukit_dsl::{ErrorKind, KernelHash, Role};
 
+use crate::array;
 use crate::error::{self, TpukitError, guard};
 use crate::ffi;
 use crate::kernel::PyKernel;
@@ -31,36 +33,90 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Runs the kernel on `inputs` (prefetch operands, then inputs) into outputs of the dtypes
-    /// and shapes given (the custom call's results).
-    pub fn run(
+    /// Runs the kernel on `inputs` (prefetch operands, then inputs) into `outputs`, which it
+    /// first sets to their initial contents (their aliased input's, or zeros). On `cpu` the
+    /// kernel reads and writes the arrays in place; the interpreter works on copies.
+    ///
+    /// # Safety
+    /// As for [`tpukit::launch_raw`]: each array's memory holds its dtype and shape,
+    /// row-major, for the call; outputs are writable and overlap nothing else.
+    pub unsafe fn run(
         &self,
-        inputs: Vec<HostArray>,
-        results: &[(DType, Vec<usize>)],
-    ) -> Result<Vec<HostArray>, RuntimeError> {
-        let name = &tpukit::Launchable::kernel(&self.kernel).name;
-        if results.len() != self.aliases.len() {
+        inputs: &[RawArray],
+        outputs: &[RawArray],
+    ) -> Result<(), RuntimeError> {
+        let name = &Launchable::kernel(&self.kernel).name;
+        if outputs.len() != self.aliases.len() {
             return Err(RuntimeError::new(
                 name,
                 format!(
                     "has {} outputs, the custom call {} results",
                     self.aliases.len(),
-                    results.len()
+                    outputs.len()
                 ),
             ));
         }
-        let mut outputs = Vec::with_capacity(results.len());
-        for ((dtype, shape), alias) in results.iter().zip(&self.aliases) {
-            outputs.push(match alias.and_then(|i| inputs.get(i)) {
-                // Shares the input's storage until the kernel writes (copy-on-write).
-                Some(input) => input.clone(),
-                None => HostArray::zeros(*dtype, shape),
-            });
+        for (i, (out, alias)) in outputs.iter().zip(&self.aliases).enumerate() {
+            let bytes = size_bytes(out);
+            match alias.map(|a| inputs.get(a)) {
+                // XLA may give an empty array no address: nothing to set.
+                _ if bytes == 0 => {}
+                // SAFETY: `out` holds `bytes` writable bytes.
+                None => unsafe { std::ptr::write_bytes(out.data, 0, bytes) },
+                Some(Some(input)) if input.dtype == out.dtype && input.shape == out.shape => {
+                    // SAFETY: same dtype and shape, so both hold `bytes`; outputs overlap no
+                    // input.
+                    unsafe { std::ptr::copy_nonoverlapping(input.data, out.data, bytes) }
+                }
+                Some(_) => {
+                    return Err(RuntimeError::new(
+                        name,
+                        format!("output {i} must have the dtype and shape of the input it aliases"),
+                    )
+                    .with_kind(ErrorKind::Shape));
+                }
+            }
         }
-        let refs: Vec<&HostArray> = inputs.iter().collect();
-        tpukit::launch_into(&self.kernel, self.device, &refs, &mut outputs)?;
-        Ok(outputs)
+        let options = LaunchOptions::from_env();
+        if self.device == Device::Cpu {
+            // SAFETY: the caller's contract.
+            return unsafe { launch_raw(&self.kernel, inputs, outputs, options) };
+        }
+        let ins: Vec<HostArray> = inputs.iter().map(|a| unsafe { copy(a) }).collect();
+        let mut outs: Vec<HostArray> = outputs.iter().map(|a| unsafe { copy(a) }).collect();
+        let refs: Vec<&HostArray> = ins.iter().collect();
+        tpukit::launch_into_with(&self.kernel, self.device, &refs, &mut outs, options)?;
+        for (out, raw) in outs
+            .iter_mut()
+            .zip(outputs)
+            .filter(|(_, r)| size_bytes(r) > 0)
+        {
+            out.make_standard_layout();
+            // SAFETY: `out` has `raw`'s dtype and shape (checked by the launch), so both hold
+            // `size_bytes(raw)` bytes; the host array is tpukit's own.
+            unsafe { std::ptr::copy_nonoverlapping(out.data_ptr(), raw.data, size_bytes(raw)) };
+        }
+        Ok(())
     }
+}
+
+fn size_bytes(a: &RawArray) -> usize {
+    a.shape.iter().product::<usize>() * a.dtype.size_bytes()
+}
+
+/// A host array holding a copy of `a`.
+///
+/// # Safety
+/// `a`'s memory holds its dtype and shape, row-major.
+unsafe fn copy(a: &RawArray) -> HostArray {
+    let len = size_bytes(a);
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(a.data, len) }
+    };
+    array::from_sized_bytes(a.dtype, a.shape, bytes)
 }
 
 /// The entries, indexed by id.
@@ -100,7 +156,7 @@ pub fn ffi_register(
         }
         let aliases: Vec<Option<usize>> = (0..n_out).map(|o| aliases.get(&o).copied()).collect();
         let prepared = Prepared::new(k.clone()).map_err(error::runtime)?;
-        let hash = tpukit::Launchable::hash(&prepared);
+        let hash = Launchable::hash(&prepared);
         let mut entries = ENTRIES.write().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = entries
             .iter()

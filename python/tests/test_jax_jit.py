@@ -184,22 +184,28 @@ def test_scalar_prefetch_and_several_outputs_under_jit(rng):
     assert_close(sums, picked.sum(1, keepdims=True).astype(jnp.bfloat16), "output 1")
 
 
-def test_aliased_output_starts_as_its_input_under_jit(rng):
-    """input_output_aliases: the untouched rows of the output keep the input's values."""
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_unwritten_output_rows_are_the_aliased_input_or_zeros_under_jit(device, rng):
+    """The kernel writes only the first 8 rows: the others keep the aliased input's values
+    (input_output_aliases), or are zeros without aliasing, as in an eager launch."""
 
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0
 
-    kernel = pallas.custom_kernel(
-        same_shape, body, grid=(1,),
-        in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
-        out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
-        input_output_aliases={0: 0},
-    )
+    def kernel(**aliases):
+        return pallas.custom_kernel(
+            same_shape, body, grid=(1,), device=device,
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)), **aliases,
+        )
+
     x = randn(rng, (24, 128), np.float32)
-    got = jax.jit(kernel)(x)
+    aliased, fresh = kernel(input_output_aliases={0: 0}), kernel()
+    got = jax.jit(lambda x: aliased(x * 1.0))(x)
     assert_close(got, x.at[:8].add(1.0), "aliased")
-    np.testing.assert_array_equal(got, kernel(np.asarray(x)))
+    np.testing.assert_array_equal(got, aliased(np.asarray(x)))
+    got = jax.jit(lambda x: fresh(x * 1.0))(x)
+    assert_close(got, jnp.zeros_like(x).at[:8].set(x[:8] + 1.0), "not aliased")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
