@@ -1,10 +1,12 @@
 """Per-call cost of a tiny tpukit kernel (an (8, 128) f32 add), eager and inside ``jax.jit``
 (an XLA custom call run by tpukit's FFI handler), beside a plain jitted add.
 
-Rows: the eager call on numpy arrays and on JAX arrays (tpukit's own launch path); the kernel
-alone under ``jax.jit`` (the custom-call path, dispatch included); a jitted chain of 16 kernel
-calls and of 16 adds, divided by 16 (the marginal cost of one call inside a compiled
-program). Medians of many calls after warm-up; not a test, the machine is noisy.
+Rows: the eager call on numpy arrays (tpukit's own launch path) and on JAX arrays (a cached
+jitted custom call); the kernel alone under ``jax.jit`` (dispatch included); a jitted chain
+of 16 kernel calls and of 16 adds, divided by 16 (the marginal cost of one call inside a
+compiled program; XLA fuses the adds into one loop). Then the same add on (2048, 2048) f32
+arrays, where the handler's in-place launch matters. Medians of many calls after warm-up; not
+a test, the machine is noisy.
 
     PYTHONPATH=python .venv/bin/python benches/jax_call.py
 """
@@ -17,6 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import pallas as pl
 from tpukit import pallas
 
 CHAIN = 16
@@ -67,6 +70,21 @@ def main():
     for name, fn in [("kernel", chain_kernel), ("add", chain_add)]:
         us = median_us(lambda fn=fn: fn(xj, xj).block_until_ready(), 500) / CHAIN
         print(f"| inside jit, a chain of {CHAIN} {name} calls, per call | {us:.1f} |")
+
+    block = pl.BlockSpec((256, 2048), lambda i: (i, 0))
+    big_add = pallas.custom_kernel(
+        lambda x, y: jax.ShapeDtypeStruct(x.shape, x.dtype), body,
+        grid=(8,), in_specs=[block, block], out_specs=block,
+    )
+    bn = np.random.default_rng(1).standard_normal((2048, 2048)).astype(np.float32)
+    bj = jnp.asarray(bn)
+    jit_big, jit_big_add = jax.jit(big_add), jax.jit(plain_add)
+    for name, fn in [
+        ("eager, numpy arrays", lambda: big_add(bn, bn)),
+        ("jax.jit(kernel)", lambda: jit_big(bj, bj).block_until_ready()),
+        ("jax.jit(x + y)", lambda: jit_big_add(bj, bj).block_until_ready()),
+    ]:
+        print(f"| (2048, 2048): {name} | {median_us(fn, 100):.0f} |")
 
 
 if __name__ == "__main__":
