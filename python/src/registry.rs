@@ -30,6 +30,8 @@ pub struct Entry {
     /// `input_output_aliases`, outputs indexed in kernel order, inputs counting the prefetch
     /// operands); other outputs start zero-filled, as [`tpukit::launch`] makes them.
     aliases: Vec<Option<usize>>,
+    /// Debug mode (see `tpukit::LaunchOptions::debug`), also on when `TPUKIT_DEBUG` is set.
+    debug: bool,
 }
 
 impl Entry {
@@ -77,7 +79,9 @@ impl Entry {
                 }
             }
         }
-        let options = LaunchOptions::from_env();
+        let options = LaunchOptions {
+            debug: self.debug || LaunchOptions::from_env().debug,
+        };
         if self.device == Device::Cpu {
             // SAFETY: the caller's contract.
             return unsafe { launch_raw(&self.kernel, inputs, outputs, options) };
@@ -129,14 +133,15 @@ pub fn get(id: u64) -> Option<Arc<Entry>> {
 }
 
 /// Registers `kernel` to run on `device` (`cpu` or `interpret`) from custom calls, with
-/// `aliases` (output index → input index: outputs that start as a copy of an input) and
-/// returns its id (the same id for the same kernel, device and aliases).
+/// `aliases` (output index → input index: outputs that start as a copy of an input), in
+/// debug mode if `debug`, and returns its id (the same id for the same arguments).
 #[pyfunction]
-#[pyo3(signature = (kernel, device, aliases=BTreeMap::new()))]
+#[pyo3(signature = (kernel, device, aliases=BTreeMap::new(), debug=false))]
 pub fn ffi_register(
     kernel: &PyKernel,
     device: &str,
     aliases: BTreeMap<usize, usize>,
+    debug: bool,
 ) -> PyResult<u64> {
     guard(Some(&kernel.kernel.name), || {
         let device: Device = device.parse().map_err(TpukitError::new_err)?;
@@ -158,10 +163,9 @@ pub fn ffi_register(
         let prepared = Prepared::new(k.clone()).map_err(error::runtime)?;
         let hash = Launchable::hash(&prepared);
         let mut entries = ENTRIES.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(id) = entries
-            .iter()
-            .position(|e| e.hash == hash && e.device == device && e.aliases == aliases)
-        {
+        if let Some(id) = entries.iter().position(|e| {
+            e.hash == hash && e.device == device && e.aliases == aliases && e.debug == debug
+        }) {
             return Ok(id as u64);
         }
         entries.push(Arc::new(Entry {
@@ -169,6 +173,7 @@ pub fn ffi_register(
             hash,
             device,
             aliases,
+            debug,
         }));
         Ok((entries.len() - 1) as u64)
     })

@@ -117,3 +117,35 @@ def test_an_unsupported_kernel_names_the_op(rng):
 
     with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.*rotate"):
         jax.jit(f)(randn(rng, (8, 128), np.float32))
+
+
+def test_debug_mode_runs_the_same_kernel_checked(rng):
+    """on_cpu(debug=True) registers the kernel in tpukit's debug mode (its own compiled
+    kernel, a bounds check on every access): same results, and an index map outside the
+    array is reported with the kernel, operand and grid point."""
+
+    def body(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(idx, x):
+        grid_spec = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0)),
+        )
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype),
+                              grid_spec=grid_spec)(idx, x)
+
+    x = randn(rng, (32, 128), np.float32)
+    good, bad = jnp.asarray([3, 1], jnp.int32), jnp.asarray([0, 4], jnp.int32)
+    with pallas.on_cpu():
+        plain = jax.jit(f).lower(good, x).as_text()
+    program = jax.jit(lambda idx, x: f(idx, x) + 0.0)  # another program: lowered afresh
+    with pallas.on_cpu(debug=True):
+        checked = program.lower(good, x).as_text()
+        got = program(good, x)
+        with pytest.raises(Exception, match=r"tpukit bounds error: .*index map.*grid point \[1\]"):
+            program(bad, x).block_until_ready()
+    assert_close(got, jnp.concatenate([x[24:], x[8:16]]) * 2.0, "debug")
+    ids = [t.split("kernel = ")[1].split(" ")[0] for t in (plain, checked)]
+    assert ids[0] != ids[1], ids

@@ -29,8 +29,9 @@ from tpukit.launch import check_device
 
 _lock = threading.Lock()
 _registered = False
-_installed: str | None = None  # the device of `install()`, if called
-_active: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+# (device, debug) of `install()` and of the innermost `on_cpu()`, when in effect.
+_installed: tuple[str, bool] | None = None
+_active: contextvars.ContextVar[tuple[str, bool] | None] = contextvars.ContextVar(
     "tpukit_pallas_on_cpu", default=None
 )
 _imports: dict = {}
@@ -42,11 +43,12 @@ def _jax_rule(ctx, *in_nodes, **params):
 
 
 def _rule(ctx, *in_nodes, interpret, **params):
-    device = _active.get() or _installed
-    if device is None or interpret:
+    mode = _active.get() or _installed
+    if mode is None or interpret:
         return _jax_rule(ctx, *in_nodes, interpret=interpret, **params)
+    device, debug = mode
     compiled = _compiled(ctx.avals_in, params)
-    lowered = mlir.lower_fun(lambda *a: compiled.trace(a, device), multiple_results=True)
+    lowered = mlir.lower_fun(lambda *a: compiled.trace(a, device, debug), multiple_results=True)
     return lowered(ctx, *in_nodes)
 
 
@@ -83,19 +85,20 @@ def _register():
 
 
 @contextlib.contextmanager
-def on_cpu(device: str = "cpu"):
+def on_cpu(device: str = "cpu", debug: bool = False):
     """Inside it, every TPU ``pl.pallas_call`` lowered for the CPU runs as tpukit's kernel on
-    ``device``."""
+    ``device``; with ``debug``, in tpukit's debug mode (a bounds check on every access, NaN
+    scratch; errors name the kernel, op, source line and grid step)."""
     _register()
-    token = _active.set(check_device(device))
+    token = _active.set((check_device(device), bool(debug)))
     try:
         yield
     finally:
         _active.reset(token)
 
 
-def install(device: str | None = "cpu") -> None:
-    """``on_cpu(device)`` for the rest of the process (until ``install(None)``)."""
+def install(device: str | None = "cpu", debug: bool = False) -> None:
+    """``on_cpu(device, debug)`` for the rest of the process (until ``install(None)``)."""
     global _installed
     _register()
-    _installed = None if device is None else check_device(device)
+    _installed = None if device is None else (check_device(device), bool(debug))

@@ -80,11 +80,11 @@ def _target() -> str:
     return TARGET
 
 
-def _kernel_id(kernel: Kernel, device: str, aliases: dict[int, int]) -> int:
-    key = (kernel.hash, device, tuple(sorted(aliases.items())))
+def _kernel_id(kernel: Kernel, device: str, aliases: dict[int, int], debug: bool) -> int:
+    key = (kernel.hash, device, tuple(sorted(aliases.items())), debug)
     with _lock:
         if key not in _ids:
-            _ids[key] = _native.ffi_register(kernel, device, dict(aliases))
+            _ids[key] = _native.ffi_register(kernel, device, dict(aliases), debug)
         return _ids[key]
 
 
@@ -111,14 +111,17 @@ def _result_specs(kernel: Kernel, arrays) -> list[jax.ShapeDtypeStruct]:
     return specs
 
 
-def call(kernel: Kernel, arrays, device: str, aliases: dict[int, int] | None = None) -> list:
+def call(
+    kernel: Kernel, arrays, device: str, aliases: dict[int, int] | None = None, debug=False
+) -> list:
     """``kernel`` on ``arrays`` (prefetch operands, then inputs; JAX arrays or tracers) as one
     custom call; returns its outputs. ``aliases`` maps output indices to the inputs whose
-    contents they start with."""
+    contents they start with; ``debug`` runs the kernel in tpukit's debug mode (bounds checks
+    on every access, as ``TPUKIT_DEBUG=1``)."""
     n_in = sum(o.role in ("prefetch", "input") for o in kernel.operands)
     if len(arrays) != n_in:
         raise TypeError(f"kernel `{kernel.name}` takes {n_in} arrays, got {len(arrays)}")
     specs = _result_specs(kernel, arrays)
-    kid = _kernel_id(kernel, device, aliases or {})
+    kid = _kernel_id(kernel, device, aliases or {}, debug)
     run = jax.ffi.ffi_call(_target(), specs, vmap_method="sequential")
     return list(run(*arrays, kernel=np.int64(kid)))

@@ -60,14 +60,17 @@ class CompiledKernel:
             outs = launch(self.epilogue, *arrays, *outs, device=device)
         return outs
 
-    def trace(self, arrays, device):
-        """``run`` inside a traced JAX program: each kernel one custom call."""
-        operands = (
-            _custom_call.call(self.prologue, arrays, device) if self.prologue else list(arrays)
-        )
-        outs = _custom_call.call(self.kernel, operands, device, self.aliases)
+    def trace(self, arrays, device, debug=False):
+        """``run`` inside a traced JAX program: each kernel one custom call (in tpukit's
+        debug mode if ``debug``)."""
+
+        def call(kernel, xs, aliases=None):
+            return _custom_call.call(kernel, xs, device, aliases, debug)
+
+        operands = call(self.prologue, arrays) if self.prologue else list(arrays)
+        outs = call(self.kernel, operands, self.aliases)
         if self.epilogue:
-            outs = _custom_call.call(self.epilogue, [*arrays, *outs], device)
+            outs = call(self.epilogue, [*arrays, *outs])
         return outs
 
     def _run_call(self, arrays, device):
