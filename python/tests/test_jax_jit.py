@@ -308,3 +308,45 @@ def test_eager_calls_on_jax_arrays_raise_tpukit_errors(rng):
     got = kernel(jnp.asarray([3, 1], jnp.int32), jnp.asarray(x))
     assert isinstance(got, jax.Array)
     np.testing.assert_array_equal(got, np.concatenate([x[24:], x[8:16]]))
+
+
+def test_every_dtype_crosses_the_custom_call(rng):
+    """i8, i32, f16 and bool operands and results (bool through JAX's conversions around the
+    call): the handler maps each XLA dtype to tpukit's."""
+
+    def body(a_ref, b_ref, h_ref, m_ref, o_ref, i_ref, k_ref):
+        a = a_ref[...].astype(jnp.float32)
+        b = b_ref[...].astype(jnp.float32)
+        o_ref[...] = jnp.where(m_ref[...], a * b, h_ref[...].astype(jnp.float32))
+        i_ref[...] = a_ref[...].astype(jnp.int32) + b_ref[...]
+        k_ref[...] = a_ref[...] > 0
+
+    def shapes(a, b, h, m):
+        return (jax.ShapeDtypeStruct(a.shape, jnp.float32),
+                jax.ShapeDtypeStruct(a.shape, jnp.int32),
+                jax.ShapeDtypeStruct(a.shape, jnp.bool_))
+
+    kernel = pallas.custom_kernel(shapes, body)
+    a = jnp.asarray(rng.integers(-100, 100, (8, 128)), jnp.int8)
+    b = jnp.asarray(rng.integers(-1000, 1000, (8, 128)), jnp.int32)
+    h = jnp.asarray(rng.standard_normal((8, 128)), jnp.float16)
+    m = jnp.asarray(rng.random((8, 128)) > 0.5)
+    out, ints, positive = jax.jit(kernel)(a, b, h, m)
+    want = jnp.where(m, a.astype(jnp.float32) * b, h.astype(jnp.float32))
+    assert_close(out, want, "f32 result")
+    np.testing.assert_array_equal(ints, a.astype(jnp.int32) + b)
+    np.testing.assert_array_equal(positive, a > 0)
+
+
+def test_concurrent_jitted_calls_agree(rng):
+    """Several Python threads running jitted programs with the custom call at once (XLA calls
+    the handler from each)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shape = (40, 300)
+    kernel = jax.jit(fused_kernel(shape))
+    pairs = [(randn(rng, shape, np.float32), randn(rng, shape, np.float32)) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda xy: kernel(*xy), pairs * 3))
+    for (x, y), got in zip(pairs * 3, results, strict=True):
+        assert_close(got, fused(x, y), "concurrent")

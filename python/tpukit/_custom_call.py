@@ -35,7 +35,7 @@ def traced(arrays) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in arrays)
 
 
-def on_cpu(arrays) -> bool:
+def cpu_arrays(arrays) -> bool:
     """Whether ``arrays`` are all concrete JAX arrays on the CPU: an eager call on them runs
     fastest as a jitted custom call (no conversion to numpy and back)."""
     return bool(arrays) and all(

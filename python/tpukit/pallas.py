@@ -193,7 +193,7 @@ class PallasKernel:
             if self.backward is not None:
                 return self._differentiable.get(device, lambda: self._vjp(device))(*args)
             return self._trace(args, device)
-        if _custom_call.on_cpu(args):
+        if _custom_call.cpu_arrays(args):
             jitted = self._jitted.get(device, lambda: jax.jit(lambda *a: self(*a, device=device)))
             return _custom_call.run_eager(jitted, args)
         single, out_specs, compiled = self._compiled(args)
@@ -300,7 +300,7 @@ class JaxKernel:
 
     def __call__(self, *args, device: str | None = None):
         device = check_device(device or self.device)
-        if _custom_call.on_cpu(self._split(args)[0]):
+        if _custom_call.cpu_arrays(self._split(args)[0]):
             jitted = self._jitted.get(
                 device,
                 lambda: jax.jit(
