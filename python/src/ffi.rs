@@ -229,8 +229,8 @@ pub unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut XlaError {
     if frame.is_null() {
         fatal("no call frame");
     }
-    // SAFETY: XLA passes a valid frame; `struct_size` and `api` are its first fields in every
-    // version, and the size is checked before any later field is read.
+    // SAFETY: XLA passes a valid frame; `api` comes right after `struct_size` and
+    // `extension_start` in every version, and `call` checks the size before reading further.
     let api = unsafe { (*frame).api };
     let result = catch_unwind(AssertUnwindSafe(|| {
         error::panic_if_armed();
