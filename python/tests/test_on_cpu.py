@@ -149,3 +149,46 @@ def test_debug_mode_runs_the_same_kernel_checked(rng):
     assert_close(got, jnp.concatenate([x[24:], x[8:16]]) * 2.0, "debug")
     ids = [t.split("kernel = ")[1].split(" ")[0] for t in (plain, checked)]
     assert ids[0] != ids[1], ids
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_a_blocked_matmul_with_scratch_in_a_jitted_layer(dtype, rng):
+    """The README's matmul (VMEM accumulator, pl.when on the reduction axis) as the user
+    writes it, inside a jitted layer with a bias and a gelu around it; M does not divide the
+    row block."""
+
+    def matmul_kernel(x_ref, y_ref, o_ref, acc_ref, *, k_steps):
+        @pl.when(pl.program_id(2) == 0)
+        def _init():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(pl.program_id(2) == k_steps - 1)
+        def _finalize():
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+    def layer(x, w, b):
+        m, k = x.shape
+        n = w.shape[1]
+        y = pl.pallas_call(
+            lambda *refs: matmul_kernel(*refs, k_steps=k // 128),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            grid=(pl.cdiv(m, 128), n // 128, k // 128),
+            in_specs=[pl.BlockSpec((128, 128), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((128, 128), lambda i, j, kk: (kk, j))],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, kk: (i, j)),
+            scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary")),
+        )(x, w)
+        return jax.nn.gelu(y.astype(jnp.float32) + b)
+
+    x, w = randn(rng, (200, 256), dtype), randn(rng, (256, 384), dtype)
+    b = randn(rng, (384,), np.float32)
+    with pallas.on_cpu():
+        got = jax.jit(layer)(x, w, b)
+    y = jnp.dot(x, w, preferred_element_type=jnp.float32).astype(dtype)
+    want = jax.nn.gelu(y.astype(jnp.float32) + b)
+    tolerance = dict(rtol=1e-4, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-2, atol=1e-2)
+    assert_close(got, want, "layer", tolerance)
