@@ -192,3 +192,23 @@ def test_a_blocked_matmul_with_scratch_in_a_jitted_layer(dtype, rng):
     want = jax.nn.gelu(y.astype(jnp.float32) + b)
     tolerance = dict(rtol=1e-4, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-2, atol=1e-2)
     assert_close(got, want, "layer", tolerance)
+
+
+def test_the_same_body_with_other_block_specs_is_another_kernel(rng):
+    """Imports are cached by every parameter of the call: one body, two grids."""
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(x, reverse):
+        spec = pl.BlockSpec((8, 128), (lambda i: (1 - i, 0)) if reverse else (lambda i: (i, 0)))
+        out = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
+                              in_specs=[spec], out_specs=out)(x)
+
+    x = randn(rng, (16, 128), np.float32)
+    with pallas.on_cpu():
+        forward = jax.jit(lambda x: f(x, False))(x)
+        backward = jax.jit(lambda x: f(x, True))(x)
+    assert_close(forward, x * 2.0, "forward")
+    assert_close(backward, jnp.concatenate([x[8:], x[:8]]) * 2.0, "reversed blocks")

@@ -60,7 +60,8 @@ def _compiled(avals, params):
             "is not supported"
         )
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    key = (params["jaxpr"], tuple((s.shape, str(s.dtype)) for s in specs))
+    # Every parameter (grid, block specs and index maps, compiler params), not just the body.
+    key = (tuple(sorted(params.items())), tuple((s.shape, str(s.dtype)) for s in specs))
     with _lock:
         found = _imports.get(key)
     if found is not None:
