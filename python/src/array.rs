@@ -64,6 +64,16 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
             data.len()
         )));
     }
+    Ok(from_sized_bytes(dtype, shape, data))
+}
+
+/// [`from_bytes`] without the check: `data.len()` must be `product(shape) * dtype.size_bytes()`
+/// (callers that computed the length from the shape, as the FFI handler does).
+pub fn from_sized_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> HostArray {
+    debug_assert_eq!(
+        data.len(),
+        shape.iter().product::<usize>() * dtype.size_bytes()
+    );
     let shape = ndarray::IxDyn(shape);
     macro_rules! build {
         ($variant:ident, $v:expr) => {
@@ -72,7 +82,7 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
             )
         };
     }
-    Ok(match dtype {
+    match dtype {
         DType::F32 => build!(F32, elements::<f32>(data)),
         DType::BF16 => build!(BF16, elements::<bf16>(data)),
         DType::F16 => build!(F16, elements::<f16>(data)),
@@ -80,7 +90,7 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
         DType::I8 => build!(I8, elements::<i8>(data)),
         // Any non-zero byte is true (a bool is one byte, 0 or 1, in Rust).
         DType::Bool => build!(Bool, data.iter().map(|&b| b != 0).collect()),
-    })
+    }
 }
 
 /// The host array a wire triple describes (its data copied once).

@@ -117,22 +117,29 @@ pub fn guard<T>(subject: Option<&str>, body: impl FnOnce() -> PyResult<T>) -> Py
 }
 
 fn internal(subject: Option<&str>, payload: &(dyn Any + Send)) -> PyErr {
+    let within = subject.map_or_else(String::new, |s| format!(" in `{s}`"));
+    InternalError::new_err(format!(
+        "tpukit internal error{within}: {}",
+        panic_message(payload)
+    ))
+}
+
+/// What a panic's payload says, and that it is a bug in tpukit.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     let what = payload
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic without a message");
-    let within = subject.map_or_else(String::new, |s| format!(" in `{s}`"));
-    InternalError::new_err(format!(
-        "tpukit internal error{within}: {what} (a bug in tpukit, not in your code: please \
-         report it with this message)"
-    ))
+    format!("{what} (a bug in tpukit, not in your code: please report it with this message)")
 }
 
 /// Set by [`arm_test_panic`]: the next entry point to run panics inside its guard.
 static ARMED: AtomicBool = AtomicBool::new(false);
 
-fn panic_if_armed() {
+/// Panics if a test armed it (see [`arm_test_panic`]); called first inside every guard, and
+/// by the FFI handler inside its own.
+pub fn panic_if_armed() {
     if ARMED.load(Ordering::Relaxed) && ARMED.swap(false, Ordering::Relaxed) {
         panic!("a panic the tests asked for (tpukit._native._arm_test_panic)");
     }

@@ -3,7 +3,8 @@
 //! Kept small and free of Python policy: it exposes the kernel IR ([`kernel::PyKernel`], its
 //! operands as [`operand::PyOperand`]), the catalog, tpuBLAS, the importers of JAX's lowered
 //! programs, the runtime's launch and its process-wide state (devices, TPU topologies,
-//! bundles, cache statistics). The Python half (`python/tpukit/`) owns the decorators,
+//! bundles, cache statistics), and the XLA FFI handler that runs registered kernels as
+//! custom calls inside jitted JAX programs ([`ffi`], [`registry`]). The Python half (`python/tpukit/`) owns the decorators,
 //! argument binding, caching and array interop.
 //!
 //! Every entry point runs in [`error::guard`]: errors cross as one exception class per
@@ -13,10 +14,12 @@
 mod array;
 mod catalog;
 mod error;
+mod ffi;
 mod import;
 mod kernel;
 mod op_table;
 mod operand;
+mod registry;
 mod runtime;
 mod tpublas;
 
@@ -43,6 +46,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::ffi_register, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::ffi_handler, m)?)?;
     m.add_function(wrap_pyfunction!(error::arm_test_panic, m)?)?;
     error::add_classes(m)
 }

@@ -98,6 +98,8 @@ def entry_points(kernel):
         "register_bundle": (lambda: _native.register_bundle("/nonexistent.tpkb"), None),
         "warm_up": (lambda: _native.warm_up(), None),
         "cache_stats": (lambda: _native.cache_stats(), None),
+        "ffi_register": (lambda: _native.ffi_register(kernel, "cpu"), "add_vectors"),
+        "ffi_handler": (lambda: _native.ffi_handler(), None),
     }
     methods = {
         "Kernel.name": (lambda: kernel.name, "add_vectors"),

@@ -18,17 +18,26 @@ or, as ``pl.pallas_call`` is written, with fixed output shapes:
 
     add = pallas.custom_kernel(body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))
     add(x, y)
+
+Called with JAX tracers (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``, a ``lax.scan`` body),
+a kernel becomes an XLA custom call that runs tpukit's kernel on the CPU (see
+``tpukit._custom_call``); ``on_cpu()`` (and ``install()``) do the same for every TPU
+``pl.pallas_call`` a jitted program lowers for the CPU (see ``tpukit._cpu_lowering``). Called
+with torch tensors, it runs as a torch custom op (see ``tpukit._torch_op``). A kernel's
+``backward`` makes it differentiable in both frameworks.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 
 import jax
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _lowering
+from tpukit import _arrays, _custom_call, _lowering
+from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
 
@@ -40,6 +49,8 @@ __all__ = [
     "JaxKernel",
     "print_output_code",
     "stablehlo_ops",
+    "on_cpu",
+    "install",
 ]
 
 
@@ -132,6 +143,19 @@ def _check_arrays(name: str, args) -> None:
         except TypeError as e:
             raise TypeError(f"{name}: argument {i}: {e}") from None
 
+    def trace(self, arrays, device, debug=False):
+        """``run`` inside a traced JAX program: each kernel one custom call (in tpukit's
+        debug mode if ``debug``)."""
+
+        def call(kernel, xs, aliases=None):
+            return _custom_call.call(kernel, xs, device, aliases, debug)
+
+        operands = call(self.prologue, arrays) if self.prologue else list(arrays)
+        outs = call(self.kernel, operands, self.aliases)
+        if self.epilogue:
+            outs = call(self.epilogue, [*arrays, *outs])
+        return outs
+
 
 class _Cache:
     """Lowerings (or imports) by key; one per key even when threads race."""
@@ -147,19 +171,56 @@ class _Cache:
             return self._entries[key]
 
 
-class PallasKernel:
-    """A Pallas kernel body wrapped for ``pl.pallas_call`` (what ``custom_kernel`` returns)."""
+def _torch_call(args) -> bool:
+    """Whether a call goes through the kernel's torch op (torch is loaded and every argument
+    is a torch tensor)."""
+    if "torch" not in sys.modules:
+        return False
+    from tpukit import _torch_op
 
-    def __init__(self, propagate, body, call_kwargs, device):
+    return _torch_op.takes(args)
+
+
+class Context:
+    """What a kernel's ``backward(ctx, *grad_outputs)`` sees, in JAX and in torch:
+    ``ctx.inputs`` and ``ctx.outputs`` (the forward's arrays or tensors, tuples) and
+    ``ctx.needs_input_grad`` (a bool per input)."""
+
+    def __init__(self, inputs, outputs, needs_input_grad):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.needs_input_grad = needs_input_grad
+
+
+class PallasKernel:
+    """A Pallas kernel body wrapped for ``pl.pallas_call`` (what ``custom_kernel`` returns).
+
+    Called with JAX tracers it is an XLA custom call; with torch tensors, a torch custom op
+    (traceable by ``torch.compile`` and ``torch.export``). ``backward(ctx, *grad_outputs)``
+    (see :class:`Context`) returns one gradient per input, ``None`` where there is none; it
+    makes the kernel differentiable under ``jax.grad`` (through ``jax.custom_vjp``, written in
+    JAX or with tpukit kernels) and torch autograd (written with torch ops or tpukit kernels).
+    """
+
+    def __init__(self, propagate, body, call_kwargs, device, backward=None):
         self.propagate = propagate
         self.body = body
         self.call_kwargs = call_kwargs
         self.device = check_device(device)
+        self.backward = backward
         self._lowered_cache = _Cache()  # JAX's StableHLO
         self._cache = _Cache()  # tpukit's import of it
+        self._differentiable = _Cache()  # jax.custom_vjp functions by device
+        self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
+        self._torch_op = None  # defined at the first call with torch tensors
         functools.update_wrapper(self, body)
         # pl.pallas_call's `name=` names the kernel, else the body does
         self.__name__ = call_kwargs.get("name") or getattr(body, "__name__", "pallas_kernel")
+
+    def register_autograd(self, backward):
+        """Sets the kernel's derivative (see the class); usable as a decorator."""
+        self.backward = backward
+        return backward
 
     def _out_specs(self, args):
         placeholders = self.propagate(*args)
@@ -213,9 +274,62 @@ class PallasKernel:
         return str(jax.make_jaxpr(call)(*[_lowering.shape_dtype(a) for a in args]))
 
     def __call__(self, *args, device: str | None = None):
-        single, compiled = self._compiled(args)
-        outs = compiled.run(args, check_device(device or self.device))
+        device = check_device(device or self.device)
+        if _torch_call(args):
+            from tpukit import _torch_op
+
+            return _torch_op.call(self, args, device)
+        if _custom_call.traced(args):
+            if self.backward is not None:
+                return self._differentiable.get(device, lambda: self._vjp(device))(*args)
+            return self._trace(args, device)
+        if _custom_call.cpu_arrays(args):
+            jitted = self._jitted.get(device, lambda: jax.jit(lambda *a: self(*a, device=device)))
+            return _custom_call.run_eager(jitted, args)
+        single, outs = self._run_arrays(args, device)
         return outs[0] if single else tuple(outs)
+
+    def _run_arrays(self, args, device: str) -> tuple[bool, list]:
+        """Runs the kernel on arrays of any kind: whether ``propagate`` gave one output (not a
+        tuple), and the list of outputs."""
+        single, compiled = self._compiled(args)
+        return single, compiled.run(args, device)
+
+    def _trace(self, args, device):
+        """The kernel on JAX values (tracers or arrays) as custom calls."""
+        single, compiled = self._compiled(args)
+        outs = compiled.trace(args, device)
+        return outs[0] if single else tuple(outs)
+
+    def _vjp(self, device):
+        """The kernel as a ``jax.custom_vjp`` function whose backward pass is ``backward``."""
+
+        @jax.custom_vjp
+        def forward(*args):
+            return self._trace(args, device)
+
+        def forward_with_residuals(*args):
+            out = self._trace(args, device)
+            return out, (args, out)
+
+        def backward(residuals, grad):
+            args, out = residuals
+            outs = out if isinstance(out, tuple) else (out,)
+            grads = grad if isinstance(grad, tuple) else (grad,)
+            ctx = Context(tuple(args), outs, (True,) * len(args))
+            result = self.backward(ctx, *grads)
+            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            if len(result) != len(args):
+                raise TypeError(
+                    f"{self.__name__}: backward returned {len(result)} gradients for "
+                    f"{len(args)} arguments"
+                )
+            return tuple(
+                jax.numpy.zeros_like(a) if g is None else g for a, g in zip(args, result)
+            )
+
+        forward.defvjp(forward_with_residuals, backward)
+        return forward
 
 
 def print_output_code(kernel: PallasKernel, *args, file=None) -> None:
@@ -232,7 +346,13 @@ def print_output_code(kernel: PallasKernel, *args, file=None) -> None:
 
 
 def custom_kernel(
-    propagate=None, pallas_kernel=None, *, out_shape=None, device: str = "cpu", **pallas_call_kwargs
+    propagate=None,
+    pallas_kernel=None,
+    *,
+    out_shape=None,
+    device: str = "cpu",
+    backward=None,
+    **pallas_call_kwargs,
 ):
     """Wraps a Pallas kernel body.
 
@@ -245,6 +365,9 @@ def custom_kernel(
 
     - ``@custom_kernel(propagate, **kwargs)`` or ``custom_kernel(propagate, body, **kwargs)``;
     - ``custom_kernel(body, out_shape=..., **kwargs)`` or ``@custom_kernel(out_shape=...)``.
+
+    ``backward(ctx, *grad_outputs)`` makes the kernel differentiable in JAX and torch (see
+    :class:`PallasKernel`); without one, differentiating through it is an error.
 
     Each returns a :class:`PallasKernel`, called on arrays. Anything else (a bare
     ``@custom_kernel``, both a propagate function and ``out_shape``, shapes where a function
@@ -269,7 +392,7 @@ def custom_kernel(
                 f"custom_kernel: the kernel body is a function of refs, not a "
                 f"{type(body).__name__}: custom_kernel(body, out_shape=...)"
             )
-        return _decorate(fixed, body, pallas_call_kwargs, device)
+        return _decorate(fixed, body, pallas_call_kwargs, device, backward)
     if propagate is None:
         raise TypeError(
             "custom_kernel needs the output shapes: "
@@ -282,7 +405,7 @@ def custom_kernel(
             f"{type(propagate).__name__}; fixed output shapes are written "
             f"custom_kernel(body, out_shape=jax.ShapeDtypeStruct(shape, dtype))"
         )
-    return _decorate(propagate, pallas_kernel, pallas_call_kwargs, device)
+    return _decorate(propagate, pallas_kernel, pallas_call_kwargs, device, backward)
 
 
 def _fixed_out_shape(out_shape):
@@ -301,10 +424,10 @@ def _fixed_out_shape(out_shape):
     return lambda *args: fixed
 
 
-def _decorate(propagate, body, call_kwargs, device):
+def _decorate(propagate, body, call_kwargs, device, backward):
     if body is None:
-        return _Decorator(propagate, call_kwargs, device)
-    return PallasKernel(propagate, body, call_kwargs, device)
+        return _Decorator(propagate, call_kwargs, device, backward)
+    return PallasKernel(propagate, body, call_kwargs, device, backward)
 
 
 class _Decorator:
@@ -312,14 +435,17 @@ class _Decorator:
     it was written as a bare ``@custom_kernel`` over a body (which it took for the propagate
     function), and says what to write instead."""
 
-    def __init__(self, propagate, call_kwargs, device):
+    def __init__(self, propagate, call_kwargs, device, backward):
         self._propagate = propagate
         self._call_kwargs = call_kwargs
         self._device = device
+        self._backward = backward
 
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs and callable(args[0]):
-            return PallasKernel(self._propagate, args[0], self._call_kwargs, self._device)
+            return PallasKernel(
+                self._propagate, args[0], self._call_kwargs, self._device, self._backward
+            )
         name = getattr(self._propagate, "__name__", "kernel")
         raise TypeError(
             f"`{name}` was decorated with a bare `@pallas.custom_kernel`, which cannot know the "
@@ -331,7 +457,9 @@ class _Decorator:
 
 
 class JaxKernel:
-    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit."""
+    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit. Called with
+    torch tensors it runs as a torch custom op whose gradients are JAX's derivative of the
+    function (see ``tpukit._torch_jax_op``); called with JAX tracers, as XLA custom calls."""
 
     def __init__(self, fn, name, static_argnums, jit_kwargs, device):
         self.fn = fn
@@ -343,6 +471,8 @@ class JaxKernel:
         self.device = check_device(device)
         self._lowered_cache = _Cache()  # JAX's StableHLO and the result structure
         self._cache = _Cache()  # tpukit's import of it
+        self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
+        self._torch_op = None  # defined at the first call with torch tensors
         functools.update_wrapper(self, fn)
 
     def _split(self, args):
@@ -389,8 +519,26 @@ class JaxKernel:
         return _mosaic(self.name, self._lowered(args)[2][0])
 
     def __call__(self, *args, device: str | None = None):
+        device = check_device(device or self.device)
+        arrays = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        if _torch_call(arrays):
+            from tpukit import _torch_jax_op
+
+            statics = tuple((i, args[i]) for i in self.static_argnums if i < len(args))
+            return _torch_jax_op.call(self, arrays, statics, device)
+        if _custom_call.cpu_arrays(self._split(args)[0]):
+            jitted = self._jitted.get(
+                device,
+                lambda: jax.jit(
+                    lambda *a: self(*a, device=device), static_argnums=self.static_argnums
+                ),
+            )
+            return _custom_call.run_eager(jitted, args)
         arrays, compiled = self._compiled(args)
-        outs = compiled.run(arrays, check_device(device or self.device))
+        if _custom_call.traced(arrays):
+            outs = compiled.trace(arrays, device)
+        else:
+            outs = compiled.run(arrays, device)
         return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
 

@@ -1,7 +1,7 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
 use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError};
-use tpukit_dsl::{Bindings, Dim, ErrorKind, Kernel, Role};
+use tpukit_dsl::{Bindings, DType, Dim, ErrorKind, Kernel, Role};
 
 /// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
 /// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
@@ -23,7 +23,7 @@ pub fn launch_with<K: Launchable>(
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
     let k = kernel.kernel();
-    let bindings = bind(k, inputs, &[])?;
+    let bindings = bind(k, &signatures(inputs), &[])?;
     let mut outputs = Vec::new();
     for (_, o) in k.operands_with_role(Role::Output) {
         let shape = resolve(k, &o.shape, &bindings, &o.name)?;
@@ -54,8 +54,8 @@ pub fn launch_into_with<K: Launchable>(
     options: LaunchOptions,
 ) -> Result<(), RuntimeError> {
     kernel.verify()?;
-    let refs: Vec<&HostArray> = outputs.iter().collect();
-    let bindings = bind(kernel.kernel(), inputs, &refs)?;
+    let outs: Vec<Signature> = outputs.iter().map(|a| (a.dtype(), a.shape())).collect();
+    let bindings = bind(kernel.kernel(), &signatures(inputs), &outs)?;
     device
         .backend()
         .run(kernel, &bindings, inputs, outputs, options)
@@ -80,14 +80,22 @@ fn resolve(
         .collect()
 }
 
-/// Checks the arrays against the (verified) kernel's operands and binds every symbol.
-fn bind(
+/// What binding checks of an array: its dtype and shape.
+pub(crate) type Signature<'a> = (DType, &'a [usize]);
+
+fn signatures<'a>(arrays: &[&'a HostArray]) -> Vec<Signature<'a>> {
+    arrays.iter().map(|a| (a.dtype(), a.shape())).collect()
+}
+
+/// Checks the arrays (their dtypes and shapes) against the (verified) kernel's operands and
+/// binds every symbol.
+pub(crate) fn bind(
     kernel: &Kernel,
-    inputs: &[&HostArray],
-    outputs: &[&HostArray],
+    inputs: &[Signature],
+    outputs: &[Signature],
 ) -> Result<Bindings, RuntimeError> {
     let err = |kind, m: String| RuntimeError::new(&kernel.name, m).with_kind(kind);
-    let mut given: Vec<(&tpukit_dsl::Operand, &HostArray)> = Vec::new();
+    let mut given: Vec<(&tpukit_dsl::Operand, Signature)> = Vec::new();
     let ins: Vec<_> = kernel
         .operands
         .iter()
@@ -124,30 +132,29 @@ fn bind(
     }
     let mut bindings = Bindings::new();
     let mut bound_by: std::collections::BTreeMap<String, String> = Default::default();
-    for (o, a) in given {
+    for (o, (dtype, shape)) in given {
         let what = format!("{} `{}`", o.role.name(), o.name);
-        if a.dtype() != o.dtype {
+        if dtype != o.dtype {
             return Err(err(
                 ErrorKind::DType,
-                format!("{what} must be {}, got a {} array", o.dtype, a.dtype()),
+                format!("{what} must be {}, got a {dtype} array", o.dtype),
             ));
         }
-        if a.shape().len() != o.shape.len() {
+        if shape.len() != o.shape.len() {
             return Err(err(
                 ErrorKind::Shape,
                 format!(
-                    "{what} must have rank {}, got shape {:?}",
-                    o.shape.len(),
-                    a.shape()
+                    "{what} must have rank {}, got shape {shape:?}",
+                    o.shape.len()
                 ),
             ));
         }
-        for (d, (dim, &n)) in o.shape.iter().zip(a.shape()).enumerate() {
+        for (d, (dim, &n)) in o.shape.iter().zip(shape).enumerate() {
             match dim {
                 Dim::Static(s) if *s != n => {
                     return Err(err(
                         ErrorKind::Shape,
-                        format!("{what} has shape {:?}, but dim {d} must be {s}", a.shape()),
+                        format!("{what} has shape {shape:?}, but dim {d} must be {s}"),
                     ));
                 }
                 Dim::Sym(sym) => match bindings.get(sym) {
@@ -155,8 +162,7 @@ fn bind(
                         return Err(err(
                             ErrorKind::Shape,
                             format!(
-                                "{what} has shape {:?} but `{sym}` is bound to {b} by {}",
-                                a.shape(),
+                                "{what} has shape {shape:?} but `{sym}` is bound to {b} by {}",
                                 bound_by[sym]
                             ),
                         ));

@@ -15,6 +15,7 @@ mod error;
 mod interpret;
 mod launch;
 mod prepared;
+mod raw;
 
 pub use array::HostArray;
 pub use backend::Backend;
@@ -22,3 +23,4 @@ pub use device::{Device, LaunchOptions};
 pub use error::RuntimeError;
 pub use launch::{launch, launch_into, launch_into_with, launch_with};
 pub use prepared::{Launchable, Prepared};
+pub use raw::{RawArray, launch_raw};

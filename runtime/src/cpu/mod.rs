@@ -99,6 +99,36 @@ fn run(
     outputs: &mut [HostArray],
     debug: bool,
 ) -> Result<(), RuntimeError> {
+    // Contiguous row-major copies only where the caller's layout is not already that.
+    let inputs: Vec<std::borrow::Cow<HostArray>> =
+        inputs.iter().map(|a| a.standard_layout()).collect();
+    let ins: Vec<*const u8> = inputs.iter().map(|a| a.data_ptr()).collect();
+    let outs: Vec<*mut u8> = outputs
+        .iter_mut()
+        .map(|o| {
+            o.make_standard_layout();
+            o.data_ptr_mut()
+        })
+        .collect();
+    // SAFETY: the pointers address the arrays' row-major storage, which holds their (bound)
+    // shapes and lives, unaliased (outputs made unique by `data_ptr_mut`), for the call.
+    unsafe { run_at(kernel, hash, bindings, &ins, &outs, debug) }
+}
+
+/// [`run`] on memory given by address: `inputs` and `outputs` in kernel order (prefetch
+/// operands and inputs, then outputs).
+///
+/// # Safety
+/// Each pointer addresses row-major contiguous storage of its operand's dtype and shape
+/// (bound by `bindings`), valid for the call; outputs are writable and overlap nothing else.
+pub(crate) unsafe fn run_at(
+    kernel: &Kernel,
+    hash: KernelHash,
+    bindings: &Bindings,
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    debug: bool,
+) -> Result<(), RuntimeError> {
     let compiled = compile::cached(kernel, hash, debug)?;
     let grid: Vec<i64> = kernel
         .grid
@@ -114,18 +144,12 @@ fn run(
             dims.push(d.resolve(bindings).expect("bound by launch") as i64);
         }
     }
-    // Contiguous row-major copies only where the caller's layout is not already that.
-    let inputs: Vec<std::borrow::Cow<HostArray>> =
-        inputs.iter().map(|a| a.standard_layout()).collect();
-    for o in outputs.iter_mut() {
-        o.make_standard_layout();
-    }
     let mut base: Vec<usize> = Vec::with_capacity(kernel.operands.len());
-    let (mut ins, mut outs) = (inputs.iter(), outputs.iter_mut());
+    let (mut ins, mut outs) = (inputs.iter(), outputs.iter());
     for o in &kernel.operands {
         base.push(match o.role {
-            Role::Prefetch | Role::Input => ins.next().expect("checked").data_ptr() as usize,
-            Role::Output => outs.next().expect("checked").data_ptr_mut() as usize,
+            Role::Prefetch | Role::Input => *ins.next().expect("checked") as usize,
+            Role::Output => *outs.next().expect("checked") as usize,
             Role::Scratch => 0,
         });
     }

@@ -1,0 +1,195 @@
+//! The process-wide table of kernels that custom calls run: Python registers a kernel when it
+//! builds a `stablehlo.custom_call @tpukit_kernel` and puts the id it gets back in the call's
+//! `kernel` attribute; the FFI handler ([`crate::ffi`]) looks it up on every call.
+//!
+//! Entries are never removed (a compiled XLA program may call them for the life of the
+//! process) and never change: an id always means the same kernel, device and aliasing.
+//! Registering the same kernel, device and aliasing again returns the same id.
+
+use pyo3::ffi as pyffi;
+use pyo3::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use tpukit::runtime::RuntimeError;
+use tpukit::runtime::{RawArray, launch_raw};
+use tpukit::{Device, HostArray, LaunchOptions, Launchable, Prepared};
+use tpukit_dsl::{ErrorKind, KernelHash, Role};
+
+use crate::array;
+use crate::error::{self, TpukitError, guard};
+use crate::ffi;
+use crate::kernel::PyKernel;
+
+/// One kernel a custom call runs.
+pub struct Entry {
+    /// Verified and hashed once, at registration.
+    kernel: Prepared,
+    hash: KernelHash,
+    device: Device,
+    /// For each output, the input whose contents it starts with (Pallas'
+    /// `input_output_aliases`, outputs indexed in kernel order, inputs counting the prefetch
+    /// operands); other outputs start zero-filled, as [`tpukit::launch`] makes them.
+    aliases: Vec<Option<usize>>,
+    /// Debug mode (see `tpukit::LaunchOptions::debug`), also on when `TPUKIT_DEBUG` is set.
+    debug: bool,
+}
+
+impl Entry {
+    /// Runs the kernel on `inputs` (prefetch operands, then inputs) into `outputs`, which it
+    /// first sets to their initial contents (their aliased input's, or zeros). On `cpu` the
+    /// kernel reads and writes the arrays in place; the interpreter works on copies.
+    ///
+    /// # Safety
+    /// As for [`tpukit::launch_raw`]: each array's memory holds its dtype and shape,
+    /// row-major, for the call; outputs are writable and overlap nothing else.
+    pub unsafe fn run(
+        &self,
+        inputs: &[RawArray],
+        outputs: &[RawArray],
+    ) -> Result<(), RuntimeError> {
+        let name = &Launchable::kernel(&self.kernel).name;
+        if outputs.len() != self.aliases.len() {
+            return Err(RuntimeError::new(
+                name,
+                format!(
+                    "has {} outputs, the custom call {} results",
+                    self.aliases.len(),
+                    outputs.len()
+                ),
+            ));
+        }
+        for (i, (out, alias)) in outputs.iter().zip(&self.aliases).enumerate() {
+            let bytes = size_bytes(out);
+            match alias.map(|a| inputs.get(a)) {
+                // XLA may give an empty array no address: nothing to set.
+                _ if bytes == 0 => {}
+                // SAFETY: `out` holds `bytes` writable bytes.
+                None => unsafe { std::ptr::write_bytes(out.data, 0, bytes) },
+                Some(Some(input)) if input.dtype == out.dtype && input.shape == out.shape => {
+                    // SAFETY: same dtype and shape, so both hold `bytes`; outputs overlap no
+                    // input.
+                    unsafe { std::ptr::copy_nonoverlapping(input.data, out.data, bytes) }
+                }
+                Some(_) => {
+                    return Err(RuntimeError::new(
+                        name,
+                        format!("output {i} must have the dtype and shape of the input it aliases"),
+                    )
+                    .with_kind(ErrorKind::Shape));
+                }
+            }
+        }
+        let options = LaunchOptions {
+            debug: self.debug || LaunchOptions::from_env().debug,
+        };
+        if self.device == Device::Cpu {
+            // SAFETY: the caller's contract.
+            return unsafe { launch_raw(&self.kernel, inputs, outputs, options) };
+        }
+        let ins: Vec<HostArray> = inputs.iter().map(|a| unsafe { copy(a) }).collect();
+        let mut outs: Vec<HostArray> = outputs.iter().map(|a| unsafe { copy(a) }).collect();
+        let refs: Vec<&HostArray> = ins.iter().collect();
+        tpukit::launch_into_with(&self.kernel, self.device, &refs, &mut outs, options)?;
+        for (out, raw) in outs
+            .iter_mut()
+            .zip(outputs)
+            .filter(|(_, r)| size_bytes(r) > 0)
+        {
+            out.make_standard_layout();
+            // SAFETY: `out` has `raw`'s dtype and shape (checked by the launch), so both hold
+            // `size_bytes(raw)` bytes; the host array is tpukit's own.
+            unsafe { std::ptr::copy_nonoverlapping(out.data_ptr(), raw.data, size_bytes(raw)) };
+        }
+        Ok(())
+    }
+}
+
+fn size_bytes(a: &RawArray) -> usize {
+    a.shape.iter().product::<usize>() * a.dtype.size_bytes()
+}
+
+/// A host array holding a copy of `a`.
+///
+/// # Safety
+/// `a`'s memory holds its dtype and shape, row-major.
+unsafe fn copy(a: &RawArray) -> HostArray {
+    let len = size_bytes(a);
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(a.data, len) }
+    };
+    array::from_sized_bytes(a.dtype, a.shape, bytes)
+}
+
+/// The entries, indexed by id.
+static ENTRIES: RwLock<Vec<Arc<Entry>>> = RwLock::new(Vec::new());
+
+/// The entry with id `id`.
+pub fn get(id: u64) -> Option<Arc<Entry>> {
+    let entries = ENTRIES.read().unwrap_or_else(|e| e.into_inner());
+    entries.get(usize::try_from(id).ok()?).cloned()
+}
+
+/// Registers `kernel` to run on `device` (`cpu` or `interpret`) from custom calls, with
+/// `aliases` (output index → input index: outputs that start as a copy of an input), in
+/// debug mode if `debug`, and returns its id (the same id for the same arguments).
+#[pyfunction]
+#[pyo3(signature = (kernel, device, aliases=BTreeMap::new(), debug=false))]
+pub fn ffi_register(
+    kernel: &PyKernel,
+    device: &str,
+    aliases: BTreeMap<usize, usize>,
+    debug: bool,
+) -> PyResult<u64> {
+    guard(Some(&kernel.kernel.name), || {
+        let device: Device = device.parse().map_err(TpukitError::new_err)?;
+        let k = &kernel.kernel;
+        let n_in = k.operands_with_role(Role::Prefetch).count()
+            + k.operands_with_role(Role::Input).count();
+        let n_out = k.operands_with_role(Role::Output).count();
+        if let Some((o, i)) = aliases.iter().find(|(o, i)| **o >= n_out || **i >= n_in) {
+            return Err(error::raise(
+                ErrorKind::Invalid,
+                format!(
+                    "kernel `{}`: alias of output {o} to input {i}: it has {n_out} outputs and \
+                     {n_in} inputs",
+                    k.name
+                ),
+            ));
+        }
+        let aliases: Vec<Option<usize>> = (0..n_out).map(|o| aliases.get(&o).copied()).collect();
+        let prepared = Prepared::new(k.clone()).map_err(error::runtime)?;
+        let hash = Launchable::hash(&prepared);
+        let mut entries = ENTRIES.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = entries.iter().position(|e| {
+            e.hash == hash && e.device == device && e.aliases == aliases && e.debug == debug
+        }) {
+            return Ok(id as u64);
+        }
+        entries.push(Arc::new(Entry {
+            kernel: prepared,
+            hash,
+            device,
+            aliases,
+            debug,
+        }));
+        Ok((entries.len() - 1) as u64)
+    })
+}
+
+/// The FFI handler as a `PyCapsule` (unnamed, as `jax.ffi.register_ffi_target` takes it).
+#[pyfunction]
+pub fn ffi_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    guard(None, || {
+        let handler: unsafe extern "C" fn(*mut ffi::CallFrame) -> *mut ffi::XlaError = ffi::handler;
+        // SAFETY: a capsule of a function pointer that lives as long as the module; no name,
+        // no destructor (nothing to free).
+        unsafe {
+            let capsule =
+                pyffi::PyCapsule_New(handler as *mut std::ffi::c_void, std::ptr::null(), None);
+            Bound::from_owned_ptr_or_err(py, capsule)
+        }
+    })
+}

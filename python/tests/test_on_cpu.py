@@ -1,0 +1,214 @@
+"""``tpukit.pallas.on_cpu()``: the user's own TPU ``pl.pallas_call`` inside a jitted program,
+unmodified, lowered for the CPU as tpukit's custom call, beside XLA's ops; checked against
+plain ``jax.numpy`` on random inputs, f32 and bf16, shapes that do not divide the blocks."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_close
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import tpukit
+from tpukit import pallas
+
+BF16 = ml_dtypes.bfloat16
+
+
+def scaled_tanh_body(x_ref, y_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    o_ref[...] = (jnp.tanh(x) * y_ref[...].astype(jnp.float32) + 1.0).astype(o_ref.dtype)
+
+
+def model(x, y):
+    """A user's program: XLA ops around a TPU Pallas call on 16×128 blocks."""
+    grid = (pl.cdiv(x.shape[0], 16), pl.cdiv(x.shape[1], 128))
+    spec = pl.BlockSpec((16, 128), lambda i, j: (i, j))
+    out = pl.pallas_call(
+        scaled_tanh_body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=grid,
+        in_specs=[spec, spec], out_specs=spec,
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")),
+    )(x * 2, y)
+    return jnp.sum(out.astype(jnp.float32), axis=0)
+
+
+def reference(x, y):
+    xf, yf = (x * 2).astype(jnp.float32), y.astype(jnp.float32)
+    return jnp.sum((jnp.tanh(xf) * yf + 1.0).astype(x.dtype).astype(jnp.float32), axis=0)
+
+
+def randn(rng, shape, dtype):
+    return jnp.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_an_unmodified_jitted_program_runs_its_pallas_call_on_cpu(device, dtype, rng):
+    x, y = randn(rng, (40, 300), dtype), randn(rng, (40, 300), dtype)
+    with pytest.raises(ValueError, match="Only interpret mode"):
+        jax.jit(model)(x, y)  # JAX alone: interpret mode only
+    program = jax.jit(model)
+    with pallas.on_cpu(device=device):
+        got = program(x, y)
+        text = program.lower(x, y).as_text()
+    assert "stablehlo.custom_call @tpukit_kernel" in text
+    tolerance = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=2e-2, atol=0.3)
+    assert_close(got, reference(x, y), "on_cpu vs jnp", tolerance)
+
+
+def test_vmap_and_scan_around_a_pallas_call(rng):
+    """vmap batches the pallas_call (JAX's rule adds a grid axis), scan loops over it."""
+    xs, ys = randn(rng, (3, 40, 300), np.float32), randn(rng, (3, 40, 300), np.float32)
+    tolerance = dict(rtol=1e-5, atol=1e-4)
+    with pallas.on_cpu():
+        got = jax.jit(jax.vmap(model))(xs, ys)
+        assert_close(got, jax.vmap(reference)(xs, ys), "vmap", tolerance)
+
+        def step(carry, xy):
+            return carry + model(*xy), None
+
+        total, _ = jax.jit(lambda xs, ys: jax.lax.scan(step, jnp.zeros(300), (xs, ys)))(xs, ys)
+    assert_close(total, sum(reference(xs[i], ys[i]) for i in range(3)), "scan", tolerance)
+
+
+def test_interpret_mode_calls_keep_jax_s_interpreter(rng):
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 3.0
+
+    def f(x):
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              interpret=True)(x)
+
+    x = randn(rng, (8, 128), np.float32)
+    with pallas.on_cpu():
+        text = jax.jit(f).lower(x).as_text()
+        got = jax.jit(f)(x)
+    assert "tpukit_kernel" not in text
+    assert_close(got, x * 3.0, "interpret")
+
+
+def test_install_applies_until_uninstalled(rng):
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def f(x):
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    x = randn(rng, (8, 128), np.float32)
+    pallas.install()
+    try:
+        assert_close(jax.jit(f)(x), x + 1.0, "installed")
+    finally:
+        pallas.install(None)
+    with pytest.raises(ValueError, match="Only interpret mode"):
+        jax.jit(lambda x: f(x) * 2)(x)
+    with pytest.raises(ValueError, match="unknown device"):
+        pallas.install("gpu")
+
+
+def test_an_unsupported_kernel_names_the_op(rng):
+    def body(x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 3, 1)
+
+    def f(x):
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.*rotate"):
+        jax.jit(f)(randn(rng, (8, 128), np.float32))
+
+
+def test_debug_mode_runs_the_same_kernel_checked(rng):
+    """on_cpu(debug=True) registers the kernel in tpukit's debug mode (its own compiled
+    kernel, a bounds check on every access): same results, and an index map outside the
+    array is reported with the kernel, operand and grid point."""
+
+    def body(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(idx, x):
+        grid_spec = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0)),
+        )
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype),
+                              grid_spec=grid_spec)(idx, x)
+
+    x = randn(rng, (32, 128), np.float32)
+    good, bad = jnp.asarray([3, 1], jnp.int32), jnp.asarray([0, 4], jnp.int32)
+    with pallas.on_cpu():
+        plain = jax.jit(f).lower(good, x).as_text()
+    program = jax.jit(lambda idx, x: f(idx, x) + 0.0)  # another program: lowered afresh
+    with pallas.on_cpu(debug=True):
+        checked = program.lower(good, x).as_text()
+        got = program(good, x)
+        with pytest.raises(Exception, match=r"tpukit bounds error: .*index map.*grid point \[1\]"):
+            program(bad, x).block_until_ready()
+    assert_close(got, jnp.concatenate([x[24:], x[8:16]]) * 2.0, "debug")
+    ids = [t.split("kernel = ")[1].split(" ")[0] for t in (plain, checked)]
+    assert ids[0] != ids[1], ids
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_a_blocked_matmul_with_scratch_in_a_jitted_layer(dtype, rng):
+    """The README's matmul (VMEM accumulator, pl.when on the reduction axis) as the user
+    writes it, inside a jitted layer with a bias and a gelu around it; M does not divide the
+    row block."""
+
+    def matmul_kernel(x_ref, y_ref, o_ref, acc_ref, *, k_steps):
+        @pl.when(pl.program_id(2) == 0)
+        def _init():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(pl.program_id(2) == k_steps - 1)
+        def _finalize():
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+    def layer(x, w, b):
+        m, k = x.shape
+        n = w.shape[1]
+        y = pl.pallas_call(
+            lambda *refs: matmul_kernel(*refs, k_steps=k // 128),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            grid=(pl.cdiv(m, 128), n // 128, k // 128),
+            in_specs=[pl.BlockSpec((128, 128), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((128, 128), lambda i, j, kk: (kk, j))],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, kk: (i, j)),
+            scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary")),
+        )(x, w)
+        return jax.nn.gelu(y.astype(jnp.float32) + b)
+
+    x, w = randn(rng, (200, 256), dtype), randn(rng, (256, 384), dtype)
+    b = randn(rng, (384,), np.float32)
+    with pallas.on_cpu():
+        got = jax.jit(layer)(x, w, b)
+    y = jnp.dot(x, w, preferred_element_type=jnp.float32).astype(dtype)
+    want = jax.nn.gelu(y.astype(jnp.float32) + b)
+    tolerance = dict(rtol=1e-4, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-2, atol=1e-2)
+    assert_close(got, want, "layer", tolerance)
+
+
+def test_the_same_body_with_other_block_specs_is_another_kernel(rng):
+    """Imports are cached by every parameter of the call: one body, two grids."""
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(x, reverse):
+        spec = pl.BlockSpec((8, 128), (lambda i: (1 - i, 0)) if reverse else (lambda i: (i, 0)))
+        out = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
+                              in_specs=[spec], out_specs=out)(x)
+
+    x = randn(rng, (16, 128), np.float32)
+    with pallas.on_cpu():
+        forward = jax.jit(lambda x: f(x, False))(x)
+        backward = jax.jit(lambda x: f(x, True))(x)
+    assert_close(forward, x * 2.0, "forward")
+    assert_close(backward, jnp.concatenate([x[8:], x[:8]]) * 2.0, "reversed blocks")

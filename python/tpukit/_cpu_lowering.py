@@ -1,0 +1,105 @@
+"""``pl.pallas_call`` on the CPU platform as tpukit's custom call (``tpukit.pallas.on_cpu``).
+
+JAX lowers a TPU ``pallas_call`` on the CPU only in interpret mode. While tpukit's rule is
+active (inside ``on_cpu()``, or everywhere after ``install()``), the CPU lowering of every
+``pallas_call`` that is not in interpret mode does what ``custom_kernel`` does: it exports
+that one call for the TPU platform (``jax.export``, no TPU needed), imports the Mosaic body
+into tpukit's kernel IR and emits the kernel as a custom call (``tpukit._custom_call``) in
+the program being lowered, beside XLA's ops. Imports are cached by the call's jaxpr and
+operand types. Elsewhere (and for interpret-mode calls) JAX's own rule runs.
+
+The rule is registered for the ``cpu`` platform once, at the first ``on_cpu()`` or
+``install()``; whether it is active is read when a program is lowered, so a program jitted
+inside ``on_cpu()`` keeps the custom call when later called outside it (JAX caches the
+compiled program).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+
+import jax
+from jax._src.interpreters import mlir
+from jax._src.pallas import pallas_call as _pallas_call
+
+from tpukit._native import UnsupportedError
+from tpukit.launch import check_device
+
+_lock = threading.Lock()
+_registered = False
+# (device, debug) of `install()` and of the innermost `on_cpu()`, when in effect.
+_installed: tuple[str, bool] | None = None
+_active: contextvars.ContextVar[tuple[str, bool] | None] = contextvars.ContextVar(
+    "tpukit_pallas_on_cpu", default=None
+)
+_imports: dict = {}
+
+
+def _jax_rule(ctx, *in_nodes, **params):
+    """JAX's own lowering of ``pallas_call`` (interpret mode on the CPU, or its error)."""
+    return _pallas_call._pallas_call_lowering(ctx, *in_nodes, **params)
+
+
+def _rule(ctx, *in_nodes, interpret, **params):
+    mode = _active.get() or _installed
+    if mode is None or interpret:
+        return _jax_rule(ctx, *in_nodes, interpret=interpret, **params)
+    device, debug = mode
+    compiled = _compiled(ctx.avals_in, params)
+    lowered = mlir.lower_fun(lambda *a: compiled.trace(a, device, debug), multiple_results=True)
+    return lowered(ctx, *in_nodes)
+
+
+def _compiled(avals, params):
+    """The imported kernel of the ``pallas_call`` with ``params`` on operands ``avals``."""
+    if not all(isinstance(a, jax.core.ShapedArray) for a in avals):
+        raise UnsupportedError(
+            "tpukit.pallas.on_cpu: a pallas_call with closed-over refs or dynamic grid bounds "
+            "is not supported"
+        )
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    # Every parameter (grid, block specs and index maps, compiler params), not just the body.
+    key = (tuple(sorted(params.items())), tuple((s.shape, str(s.dtype)) for s in specs))
+    with _lock:
+        found = _imports.get(key)
+    if found is not None:
+        return found
+    from tpukit import _lowering, pallas
+
+    def call(*args):
+        return _pallas_call.pallas_call_p.bind(*args, interpret=False, **params)
+
+    name = pallas._kernel_name(getattr(params.get("name_and_src_info"), "name", "pallas_call"))
+    compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
+    with _lock:
+        return _imports.setdefault(key, compiled)
+
+
+def _register():
+    global _registered
+    with _lock:
+        if not _registered:
+            mlir.register_lowering(_pallas_call.pallas_call_p, _rule, platform="cpu")
+            _registered = True
+
+
+@contextlib.contextmanager
+def on_cpu(device: str = "cpu", debug: bool = False):
+    """Inside it, every TPU ``pl.pallas_call`` lowered for the CPU runs as tpukit's kernel on
+    ``device``; with ``debug``, in tpukit's debug mode (a bounds check on every access, NaN
+    scratch; errors name the kernel, op, source line and grid step)."""
+    _register()
+    token = _active.set((check_device(device), bool(debug)))
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def install(device: str | None = "cpu", debug: bool = False) -> None:
+    """``on_cpu(device, debug)`` for the rest of the process (until ``install(None)``)."""
+    global _installed
+    _register()
+    _installed = None if device is None else (check_device(device), bool(debug))

@@ -1,0 +1,60 @@
+//! Launching on memory the caller owns: an embedding runtime's buffers (XLA's, for tpukit's
+//! FFI custom call) read and written in place, without copying them into [`HostArray`]s.
+//!
+//! Only the compiled CPU backend runs on borrowed memory (it needs nothing but addresses);
+//! the interpreter works on [`HostArray`]s, so callers copy for it.
+//!
+//! [`HostArray`]: crate::HostArray
+
+use crate::launch::{Signature, bind};
+use crate::{LaunchOptions, Launchable, RuntimeError, cpu};
+use tpukit_dsl::DType;
+
+/// An array in memory the caller owns: `shape` elements of `dtype`, row-major and
+/// contiguous, at `data`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawArray<'a> {
+    pub dtype: DType,
+    pub shape: &'a [usize],
+    pub data: *mut u8,
+}
+
+impl RawArray<'_> {
+    fn signature(&self) -> Signature<'_> {
+        (self.dtype, self.shape)
+    }
+}
+
+/// [`crate::launch_into_with`] on the compiled CPU backend, on borrowed memory: reads
+/// `inputs` (the prefetch operands, then the inputs) and writes `outputs` in place, whose
+/// contents are the outputs' initial values (zero them for [`crate::launch`]'s semantics).
+/// Dtypes and shapes are checked against the kernel and bind its symbols, as for any launch.
+///
+/// # Safety
+/// Every array's `data` addresses `product(shape) * dtype.size_bytes()` bytes of row-major
+/// elements, valid for the call (for a `bool` array, bytes that are 0 or 1); outputs are
+/// writable and overlap no other array, and nothing else accesses them during the call.
+pub unsafe fn launch_raw<K: Launchable>(
+    kernel: &K,
+    inputs: &[RawArray],
+    outputs: &[RawArray],
+    options: LaunchOptions,
+) -> Result<(), RuntimeError> {
+    kernel.verify()?;
+    let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
+    let outs: Vec<Signature> = outputs.iter().map(RawArray::signature).collect();
+    let bindings = bind(kernel.kernel(), &ins, &outs)?;
+    let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
+    let out_ptrs: Vec<*mut u8> = outputs.iter().map(|a| a.data).collect();
+    // SAFETY: the caller's contract, the shapes checked against the kernel by `bind`.
+    unsafe {
+        cpu::run_at(
+            kernel.kernel(),
+            kernel.hash(),
+            &bindings,
+            &in_ptrs,
+            &out_ptrs,
+            options.debug,
+        )
+    }
+}
