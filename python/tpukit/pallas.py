@@ -17,6 +17,7 @@ argument shapes and dtypes, and static arguments; the compiled code is cached by
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 
 import jax
@@ -120,17 +121,43 @@ class _Cache:
             return self._entries[key]
 
 
-class PallasKernel:
-    """A Pallas kernel body wrapped for ``pl.pallas_call`` (what ``custom_kernel`` returns)."""
+def _torch_call(args) -> bool:
+    """Whether a call goes through the kernel's torch op (torch is loaded and every argument
+    is a torch tensor)."""
+    if "torch" not in sys.modules:
+        return False
+    from tpukit import _torch_op
 
-    def __init__(self, propagate, body, call_kwargs, device):
+    return _torch_op.takes(args)
+
+
+class PallasKernel:
+    """A Pallas kernel body wrapped for ``pl.pallas_call`` (what ``custom_kernel`` returns).
+
+    Called with torch tensors it runs as a torch custom op (see ``tpukit._torch_op``):
+    traceable by ``torch.compile`` and ``torch.export``, differentiable through ``backward``
+    (``backward(ctx, *grad_outputs)`` returns one gradient per input, ``None`` where there is
+    none; ``ctx.inputs``, ``ctx.outputs`` and ``ctx.needs_input_grad`` are the forward's)."""
+
+    def __init__(self, propagate, body, call_kwargs, device, backward=None):
         self.propagate = propagate
         self.body = body
         self.call_kwargs = call_kwargs
         self.device = check_device(device)
+        self.backward = backward
         self._cache = _Cache()
+        self._torch_op = None  # defined with torch loaded, else at the first torch call
         functools.update_wrapper(self, body)
         self.__name__ = getattr(body, "__name__", "pallas_kernel")
+        if "torch" in sys.modules:
+            from tpukit import _torch_op
+
+            _torch_op.TorchOp.of(self)
+
+    def register_autograd(self, backward):
+        """Sets the kernel's derivative (see the class); usable as a decorator."""
+        self.backward = backward
+        return backward
 
     def _out_specs(self, args):
         placeholders = self.propagate(*args)
@@ -164,13 +191,25 @@ class PallasKernel:
         return self._compiled(args)[2].kernel
 
     def __call__(self, *args, device: str | None = None):
-        _check_arrays(self.__name__, args)
-        single, out_specs, compiled = self._compiled(args)
-        outs = compiled.run(args, check_device(device or self.device))
+        device = check_device(device or self.device)
+        if _torch_call(args):
+            from tpukit import _torch_op
+
+            return _torch_op.call(self, args, device)
+        single, outs = self._run_arrays(args, device)
         return outs[0] if single else tuple(outs)
 
+    def _run_arrays(self, args, device: str) -> tuple[bool, list]:
+        """Runs the kernel on arrays of any kind: whether ``propagate`` gave one output (not a
+        tuple), and the list of outputs."""
+        _check_arrays(self.__name__, args)
+        single, _, compiled = self._compiled(args)
+        return single, compiled.run(args, device)
 
-def custom_kernel(propagate, pallas_kernel=None, *, device: str = "cpu", **pallas_call_kwargs):
+
+def custom_kernel(
+    propagate, pallas_kernel=None, *, device: str = "cpu", backward=None, **pallas_call_kwargs
+):
     """Wraps a Pallas kernel body.
 
     ``propagate(*args)`` returns the output placeholders (``torch.empty_like(x)``, numpy
@@ -178,10 +217,12 @@ def custom_kernel(propagate, pallas_kernel=None, *, device: str = "cpu", **palla
     ``pl.pallas_call`` (``grid``, ``in_specs``, ``out_specs``, ``scratch_shapes``,
     ``compiler_params``, ``input_output_aliases``, ``name``, ``grid_spec``, …). Usable as
     ``@custom_kernel(propagate, **kwargs)`` or ``custom_kernel(propagate, body, **kwargs)``.
+    ``backward(ctx, *grad_outputs)`` gives it gradients when called with torch tensors (see
+    ``PallasKernel``); without one, ``backward()`` through it raises ``UnsupportedError``.
     """
     if pallas_kernel is None:
-        return lambda body: PallasKernel(propagate, body, pallas_call_kwargs, device)
-    return PallasKernel(propagate, pallas_kernel, pallas_call_kwargs, device)
+        return lambda body: PallasKernel(propagate, body, pallas_call_kwargs, device, backward)
+    return PallasKernel(propagate, pallas_kernel, pallas_call_kwargs, device, backward)
 
 
 class JaxKernel:
