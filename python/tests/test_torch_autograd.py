@@ -13,6 +13,8 @@ from jax.experimental import pallas as pl
 
 torch = pytest.importorskip("torch")
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
 import tpukit  # noqa: E402
 import tpukit.tpublas as tb  # noqa: E402
 from tpukit import pallas  # noqa: E402
@@ -237,22 +239,46 @@ def _float64(v):
     return v
 
 
+class OpRecorder(TorchDispatchMode):
+    """Records the operators a region runs (``names``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(f"{func.namespace}.{func._opname}")
+        return func(*args, **(kwargs or {}))
+
+
+# What a tpuBLAS backward may run besides tpuBLAS ops: views and factories of constants.
+NOT_COMPUTE = {f"aten.{n}" for n in (
+    "unsqueeze", "expand", "view", "_unsafe_view", "reshape", "narrow", "slice", "alias",
+    "detach", "zeros", "zeros_like", "ones_like", "eye", "arange", "fill_", "select",
+    "copy_", "empty", "scalar_tensor", "lift_fresh")}
+
+
 def _gradients(op, args, kwargs, up_seed=7):
-    """The gradients of ``Σ up·op(*args)`` (first result) w.r.t. every floating tensor."""
+    """The gradients of ``Σ up·op(*args)`` (first result) w.r.t. every floating tensor, and
+    the operators the backward ran."""
     args, leaves = _leaves(args, None)
     out = op(*args, **kwargs)
     out = out[0] if isinstance(out, tuple) else out
     up = rand(*out.shape, seed=up_seed).to(out.dtype)
-    return torch.autograd.grad(out, leaves, up)
+    with OpRecorder() as recorder:
+        grads = torch.autograd.grad(out, leaves, up)
+    return grads, recorder.names
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tpublas_gradient_matches_torch(name, dtype):
     args, kwargs = CASES[name](dtype)
-    got = _gradients(_tpublas(name), args, kwargs)
+    got, ran = _gradients(_tpublas(name), args, kwargs)
     ref_args, _ = _leaves([_float64(a) for a in args], torch.float64)
-    want = _gradients(_aten(name), ref_args, kwargs)
+    want, _ = _gradients(_aten(name), ref_args, kwargs)
+    compute = {n for n in ran if not n.startswith("tpublas.")} - NOT_COMPUTE
+    assert not compute, f"{name}: the backward ran {compute} outside tpuBLAS"
     assert len(got) == len(want)
     for i, (g, w, a) in enumerate(zip(got, want, _leaves(args, None)[1], strict=True)):
         assert g is not None, f"{name}: gradient {i} is None"
@@ -289,7 +315,19 @@ def test_mm_then_torch_sum_backward():
     torch.testing.assert_close(w.grad, x.detach().T @ torch.ones(37, 130))
 
 
-def test_a_layer_on_tpublas_trains_like_torch():
+def test_ties_share_the_gradient_as_torch_does():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, 5.0, 0.0, 5.0]])
+    y = torch.tensor([3.0, 3.0, 0.0, 1.0])
+    for name, args in [("amax", (x, [1])), ("amax", (x, [0, 1], True)), ("maximum", (x, y)),
+                       ("minimum", (x, y))]:
+        got, _ = _gradients(_tpublas(name), args, {})
+        want, _ = _gradients(_aten(name), args, {})
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, msg=name)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_layer_on_tpublas_trains_like_torch(backend):
     """Linear → layer norm → gelu → softmax → log → mean, every op tpuBLAS, against torch."""
     x = rand(37, 70)
     params = [rand(70, 130, seed=1, lo=-0.3, hi=0.3), rand(130, seed=2), rand(130, seed=3)]
@@ -309,7 +347,7 @@ def test_a_layer_on_tpublas_trains_like_torch():
     want = torch.autograd.grad(torch_loss(*leaves), leaves)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
-    compiled = torch.compile(tpublas_loss, backend="eager", fullgraph=True)
+    compiled = torch.compile(tpublas_loss, backend=backend, fullgraph=True)
     got = torch.autograd.grad(compiled(*leaves), leaves)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)

@@ -216,7 +216,7 @@ def _amax(a, g):
     if not a.keepdim:
         for d in dims:
             out, g_kept = out.unsqueeze(d), g_kept.unsqueeze(d)
-    below = T.sub.Tensor(out.expand(a.self.shape).contiguous(), a.self)
+    below = T.sub.Tensor(out, a.self)  # broadcast: ≥ 0, 0 at the maxima
     at_max = _one_minus(T.threshold_backward(torch.ones_like(a.self), below, 0))
     share = T.div.Tensor(g_kept, T.sum.dim_IntList(at_max, dims, True))
     return {"self": T.mul.Tensor(at_max, share)}

@@ -42,6 +42,22 @@ def _fake_kernel(aten):
     return fake
 
 
+def _layer_norm_backward_fake(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                              output_mask):
+    """tpuBLAS computes all three gradients whatever ``output_mask`` says (ATen leaves the
+    masked ones undefined); the last two have the weight's dtype, or the input's."""
+    like = weight if weight is not None else input
+    return (
+        torch.empty_like(input, memory_format=torch.contiguous_format),
+        input.new_empty(normalized_shape, dtype=like.dtype),
+        input.new_empty(normalized_shape, dtype=like.dtype),
+    )
+
+
+# Fake kernels where tpuBLAS's results differ from ATen's in more than their layout.
+_FAKES = {"native_layer_norm_backward": _layer_norm_backward_fake}
+
+
 def _aten(op):
     packet = getattr(torch.ops.aten, op.schema.name, None)
     return getattr(packet, op.schema.overload, None) if packet is not None else None
@@ -89,8 +105,9 @@ def register(packets):
             library.define(f"{name}{op.schema.signature}")
             library.impl(name, _cpu_kernel(op), "CPU")
             aten = _aten(op)
-            if aten is not None:
-                torch.library.register_fake(f"tpublas::{name}", _fake_kernel(aten), lib=library)
+            fake = _FAKES.get(name) or (_fake_kernel(aten) if aten is not None else None)
+            if fake is not None:
+                torch.library.register_fake(f"tpublas::{name}", fake, lib=library)
             setup_context, backward = _autograd(op)
             torch.library.register_autograd(
                 f"tpublas::{name}", backward, setup_context=setup_context, lib=library
