@@ -6,6 +6,7 @@ cannot run them: the float64 reference is torch's own derivative instead. An op 
 without a derivative raises on `backward()`, naming it; no gradient is ever silently None."""
 
 import functools
+import warnings
 
 import jax.numpy as jnp
 import pytest
@@ -361,3 +362,60 @@ def test_double_backward_through_softmax():
     (w,) = torch.autograd.grad(torch.softmax(x64, 1)[:, 0].sum(), x64, create_graph=True)
     (ww,) = torch.autograd.grad((w * w).sum(), x64)
     torch.testing.assert_close(gg.double(), ww, rtol=1e-4, atol=1e-5)
+
+
+# Small arguments of ops whose derivative is smooth around random inputs (no kinks, ties or
+# thresholds), for gradcheck's full Jacobians.
+SMALL = {
+    **{n: (lambda d: ((rand(3, 5, dtype=d),), {})) for n in ["neg", "exp", "tanh", "sigmoid",
+                                                          "silu", "gelu"]},
+    **{n: (lambda d: ((pos(3, 5, dtype=d),), {})) for n in ["log", "sqrt", "rsqrt"]},
+    "add.Tensor": lambda d: ((rand(2, 3, 4, dtype=d), rand(4, seed=1)), {"alpha": 0.5}),
+    "sub.Tensor": lambda d: ((rand(2, 3, 4, dtype=d), rand(2, 1, 4, seed=1)), {"alpha": 2}),
+    "mul.Tensor": lambda d: ((rand(2, 1, 4, dtype=d), rand(1, 3, 1, seed=1)), {}),
+    "div.Tensor": lambda d: ((rand(3, 5, dtype=d), pos(3, 1, seed=1)), {}),
+    "pow.Tensor_Tensor": lambda d: ((pos(3, 5, dtype=d), rand(5, seed=1)), {}),
+    "mul.Scalar": lambda d: ((rand(3, 5, dtype=d), -1.5), {}),
+    "pow.Tensor_Scalar": lambda d: ((pos(3, 5, dtype=d), 2.5), {}),
+    "sum.dim_IntList": lambda d: ((rand(2, 3, 4, dtype=d), [0, 2], False), {}),
+    "mean.dim": lambda d: ((rand(2, 3, 4, dtype=d), [1], True), {}),
+    "_softmax": lambda d: ((rand(3, 5, dtype=d), 1, False), {}),
+    "_log_softmax": lambda d: ((rand(3, 5, dtype=d), 0, False), {}),
+    "native_layer_norm": lambda d: ((rand(2, 3, 5, dtype=d), [5], rand(5, seed=1),
+                                     rand(5, seed=2), 1e-5), {}),
+    "_fused_rms_norm": lambda d: ((rand(3, 5, dtype=d), [5], rand(5, seed=1), 1e-6), {}),
+    "cumsum": lambda d: ((rand(3, 5, dtype=d), 1), {}),
+    "mm": lambda d: ((rand(3, 4, dtype=d), rand(4, 5, seed=1)), {}),
+    "bmm": lambda d: ((rand(2, 3, 4, dtype=d), rand(2, 4, 5, seed=1)), {}),
+    "addmm": lambda d: ((rand(5, dtype=d), rand(3, 4, seed=1), rand(4, 5, seed=2)),
+                        {"beta": 0.5, "alpha": 2}),
+    "permute": lambda d: ((rand(2, 3, 4, dtype=d), [2, 0, 1]), {}),
+    "index_select": lambda d: ((rand(2, 5, 3, dtype=d), 1, torch.tensor([3, 0, 4, 3])), {}),
+    "embedding": lambda d: ((rand(6, 3, dtype=d), torch.tensor([[5, 0, 5], [2, 3, 5]])), {}),
+    "cat": lambda d: (([rand(3, 2, dtype=d), rand(3, 4, seed=1)], 1), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_gradcheck_in_float32(name):
+    """torch's gradcheck (finite differences of tpuBLAS's own forward against the registered
+    derivative, every Jacobian entry) in float32, the widest dtype tpuBLAS takes: a check
+    independent of torch's formulas, with tolerances for float32 differences."""
+    args, kwargs = SMALL[name](F32)
+    args, leaves = _leaves(args, None)
+    op = _tpublas(name)
+
+    def first(*xs):
+        swap = {id(old): new for old, new in zip(leaves, xs, strict=True)}
+
+        def put(v):
+            if isinstance(v, list):
+                return [put(t) for t in v]
+            return swap.get(id(v), v)
+
+        out = op(*[put(a) for a in args], **kwargs)
+        return out[0] if isinstance(out, tuple) else out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "not double precision": known
+        assert torch.autograd.gradcheck(first, tuple(leaves), eps=1e-3, atol=2e-3, rtol=2e-3)
