@@ -5,6 +5,7 @@ on shapes the blocks do not divide, f32 and bf16."""
 import functools
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
@@ -131,3 +132,11 @@ def test_layer_norm_backward_fake_kernel_matches_tpublas(mask, with_weight):
     args = (rand(8, 300, seed=2), x, [300], mean, rstd, w, w, mask)
     torch.library.opcheck(torch.ops.tpublas.native_layer_norm_backward.default, args,
                           test_utils=("test_schema", "test_faketensor"))
+
+
+def test_a_numpy_propagate_takes_torch_tensors_as_before():
+    spec = pl.BlockSpec(BLOCK, lambda i, j: (i, j))
+    kernel = pallas.custom_kernel(lambda x, y: np.empty_like(x), _tanh_mul_body, grid=(3, 3),
+                                  in_specs=[spec, spec], out_specs=spec)
+    x, y = rand(37, 300), rand(37, 300, seed=1)
+    torch.testing.assert_close(kernel(x, y), torch.tanh(x) * y)

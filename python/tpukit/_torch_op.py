@@ -10,8 +10,9 @@ Each ``custom_kernel`` called with torch tensors runs through one custom op, sch
   ``backward()`` naming the kernel (never a silent ``grad=None``).
 
 The op is defined once per kernel object. Whether a call returns one tensor or a tuple is
-decided by ``propagate`` on meta tensors, outside of any trace (``plan`` is marked
-``assume_constant_result`` for dynamo), so tracing never enters tpukit's caches or JAX.
+decided by ``propagate`` on empty tensors of the arguments' shapes, outside of any trace
+(``plan`` is marked ``assume_constant_result`` for dynamo), so tracing never enters tpukit's
+caches or JAX. Shapes must be static under ``torch.compile`` (kernels are lowered per shape).
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def plan(kernel, signature: tuple) -> bool:
     also while dynamo traces a caller: its result is a constant of the trace."""
     op = TorchOp.of(kernel)
     if signature not in op.singles:
-        metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in signature]
-        op.singles[signature] = _placeholders(kernel, metas)[0]
+        # CPU tensors (never touched), so that a numpy-minded propagate works as in eager.
+        likes = [torch.empty(shape, dtype=dtype) for shape, dtype in signature]
+        op.singles[signature] = _placeholders(kernel, likes)[0]
     return op.singles[signature]
 
 
@@ -88,7 +90,9 @@ class TorchOp:
     def __init__(self, kernel):
         self.kernel = kernel
         self.singles: dict[tuple, bool] = {}
-        self.name = f"{_identifier(kernel.__name__)}_{next(_NUMBERS)}"
+        from tpukit.pallas import _kernel_name
+
+        self.name = f"{_kernel_name(kernel.__name__)}_{next(_NUMBERS)}"
         _LIBRARY.define(f"{self.name}(Tensor[] args, str device) -> Tensor[]")
         _LIBRARY.impl(self.name, self._run, "CompositeExplicitAutograd")
         qualified = f"tpukit::{self.name}"
@@ -137,9 +141,3 @@ class TorchOp:
                 f"gradients for {len(inputs)} inputs"
             )
         return result, None
-
-
-
-def _identifier(name: str) -> str:
-    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
-    return ident or "kernel"
