@@ -146,13 +146,9 @@ class PallasKernel:
         self.device = check_device(device)
         self.backward = backward
         self._cache = _Cache()
-        self._torch_op = None  # defined with torch loaded, else at the first torch call
+        self._torch_op = None  # defined at the first call with torch tensors
         functools.update_wrapper(self, body)
         self.__name__ = getattr(body, "__name__", "pallas_kernel")
-        if "torch" in sys.modules:
-            from tpukit import _torch_op
-
-            _torch_op.TorchOp.of(self)
 
     def register_autograd(self, backward):
         """Sets the kernel's derivative (see the class); usable as a decorator."""
