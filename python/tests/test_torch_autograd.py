@@ -8,6 +8,7 @@ without a derivative raises on `backward()`, naming it; no gradient is ever sile
 import functools
 import warnings
 
+import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
@@ -141,6 +142,64 @@ def test_custom_kernel_register_autograd_decorator():
     x, y = rand(*SHAPE).requires_grad_(), pos(*SHAPE, seed=1)
     (gx,) = torch.autograd.grad(kernel(x, y).sum(), x)
     torch.testing.assert_close(gx, y * (1 - torch.tanh(x.detach()) ** 2), rtol=1e-4, atol=1e-4)
+
+
+# --- custom_jax_kernel: JAX's derivative, run through tpukit ----------------------------------
+
+
+@pallas.custom_jax_kernel
+def jax_mlp(x, w, b):
+    return jax.nn.gelu(x @ w + b)  # the tanh approximation, JAX's default
+
+
+@pallas.custom_jax_kernel(static_argnums=(1,))
+def jax_stats(x, axis):
+    return {"mean": jnp.mean(x, axis=axis), "max": jnp.max(x, axis=axis)}
+
+
+def torch_mlp(x, w, b):
+    return torch.nn.functional.gelu(x @ w + b, approximate="tanh")
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_custom_jax_kernel_gradients_are_jaxs_derivative(compiled):
+    args = [rand(37, 70), rand(70, 130, seed=1, lo=-0.3, hi=0.3), rand(130, seed=2)]
+    leaves = [a.clone().requires_grad_() for a in args]
+    # Shapes static: kernels are lowered per shape (a dynamic one is refused by dynamo).
+    f = torch.compile(jax_mlp, fullgraph=True, dynamic=False) if compiled else jax_mlp
+    up = rand(37, 130, seed=3)
+    got = torch.autograd.grad(f(*leaves), leaves, up)
+    ref = [a.double().requires_grad_() for a in args]
+    want = torch.autograd.grad(torch_mlp(*ref), ref, up.double())
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * w.abs().max().item())
+
+
+def test_custom_jax_kernel_static_arguments_and_dict_results_trace():
+    x = rand(37, 300).requires_grad_()
+    f = torch.compile(lambda x: jax_stats(x, 0)["mean"] * 2, fullgraph=True, backend="eager")
+    out = f(x)
+    torch.testing.assert_close(out, x.detach().mean(0) * 2)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(g, torch.full_like(x, 2 / 37))
+    stats = jax_stats(x, 1)
+    assert sorted(stats) == ["max", "mean"]
+    torch.testing.assert_close(stats["max"], x.detach().amax(1))
+
+
+def test_custom_jax_kernel_around_a_pallas_call_refuses_backward():
+    def body(x_ref, o_ref):
+        o_ref[...] = jnp.tanh(x_ref[...])
+
+    @pallas.custom_jax_kernel
+    def tanh_twice(x):
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x) * 2
+
+    x = rand(8, 128).requires_grad_()
+    out = tanh_twice(x)
+    torch.testing.assert_close(out, 2 * torch.tanh(x.detach()))
+    with pytest.raises(tpukit.UnsupportedError, match="tanh_twice.*cannot differentiate"):
+        out.sum().backward()
 
 
 # --- tpuBLAS ---------------------------------------------------------------------------------

@@ -66,10 +66,15 @@ def plan(kernel, signature: tuple) -> bool:
     return op.singles[signature]
 
 
+def signature(arrays) -> tuple:
+    """``((shape, dtype), …)`` of a call's tensors. ``int`` makes dynamo specialize a shape
+    it had made dynamic (kernels are lowered per shape), so the plan's key is a constant."""
+    return tuple((tuple(int(n) for n in a.shape), a.dtype) for a in arrays)
+
+
 def call(kernel, args, device: str):
     """``kernel(*args, device=device)`` through its op (traceable by dynamo)."""
-    signature = tuple((tuple(a.shape), a.dtype) for a in args)
-    single = plan(kernel, signature)
+    single = plan(kernel, signature(args))
     outs = kernel._torch_op.op(list(args), device)
     return outs[0] if single else tuple(outs)
 

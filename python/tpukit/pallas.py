@@ -222,7 +222,9 @@ def custom_kernel(
 
 
 class JaxKernel:
-    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit."""
+    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit. Called with
+    torch tensors it runs as a torch custom op whose gradients are JAX's derivative of the
+    function (see ``tpukit._torch_jax_op``)."""
 
     def __init__(self, fn, name, static_argnums, jit_kwargs, device):
         self.fn = fn
@@ -233,6 +235,7 @@ class JaxKernel:
         self.jitted = jax.jit(fn, static_argnums=self.static_argnums, **jit_kwargs)
         self.device = check_device(device)
         self._cache = _Cache()
+        self._torch_op = None  # defined at the first call with torch tensors
         functools.update_wrapper(self, fn)
 
     def _split(self, args):
@@ -265,8 +268,15 @@ class JaxKernel:
         return self._compiled(args)[1].kernel
 
     def __call__(self, *args, device: str | None = None):
+        device = check_device(device or self.device)
+        arrays = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        if _torch_call(arrays):
+            from tpukit import _torch_jax_op
+
+            statics = tuple((i, args[i]) for i in self.static_argnums if i < len(args))
+            return _torch_jax_op.call(self, arrays, statics, device)
         arrays, compiled = self._compiled(args)
-        outs = compiled.run(arrays, check_device(device or self.device))
+        outs = compiled.run(arrays, device)
         return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
 
