@@ -4,6 +4,7 @@ on shapes the blocks do not divide, f32 and bf16."""
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -140,3 +141,22 @@ def test_a_numpy_propagate_takes_torch_tensors_as_before():
                                   in_specs=[spec, spec], out_specs=spec)
     x, y = rand(37, 300), rand(37, 300, seed=1)
     torch.testing.assert_close(kernel(x, y), torch.tanh(x) * y)
+
+
+def test_new_shapes_recompile_with_both_kinds_of_kernel():
+    """The first call is traced inside torch.compile; later shapes make dynamo recompile
+    with dynamic shapes, which the ops' fake kernels follow (a JAX one specializes)."""
+
+    @pallas.custom_kernel(lambda x, y: torch.empty_like(x))
+    def add(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    @pallas.custom_jax_kernel
+    def gelu_mm(x, w):
+        return jax.nn.gelu(x @ w)
+
+    f = torch.compile(lambda x, w: gelu_mm(add(x, x), w) * 2, fullgraph=True, backend="eager")
+    for rows in (8, 19, 30):
+        x, w = rand(rows, 128, seed=rows), rand(128, 40, seed=1)
+        want = 2 * torch.nn.functional.gelu((x + x) @ w, approximate="tanh")
+        torch.testing.assert_close(f(x, w), want, rtol=1e-5, atol=1e-5)

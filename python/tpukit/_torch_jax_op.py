@@ -1,13 +1,14 @@
-"""A JAX function (``custom_jax_kernel``) as a torch custom op: ``torch.ops.tpukit.<name>_<n>``.
+"""A JAX function (``custom_jax_kernel``) as a torch op: ``torch.ops.tpukit.<name>_<suffix>``.
 
 Called with torch tensors (every non-static argument), a ``custom_jax_kernel`` runs through
 one custom op per function, schema ``(Tensor[] args, str device, int plan) -> Tensor[]``:
 
-- ``plan`` numbers one *plan*: the arrays' shapes and dtypes with the static arguments, and
-  what ``jax.eval_shape`` says of the results (their shapes, dtypes and structure: one array,
-  or a flat tuple, list or dict of arrays). ``plan`` (marked ``assume_constant_result``) makes
-  it eagerly, also while dynamo traces a caller, so tracing never enters JAX;
-- the fake kernel returns empty tensors of the plan's results;
+- ``plan`` numbers one *plan*: the static arguments and the structure of the results (one
+  array, or a flat tuple, list or dict of arrays). ``plan`` (marked
+  ``assume_constant_result``) makes it eagerly, also while dynamo traces a caller, so tracing
+  never enters JAX;
+- the fake kernel returns empty tensors of the results' shapes and dtypes from
+  ``jax.eval_shape`` (a dynamic shape is specialized: JAX needs concrete ones);
 - gradients are JAX's own derivative of the function (``jax.vjp`` with respect to its
   floating-point arrays), itself run through tpukit as another ``custom_jax_kernel``. A
   function JAX cannot differentiate (a ``pl.pallas_call`` has no derivative rule) raises
@@ -17,14 +18,14 @@ one custom op per function, schema ``(Tensor[] args, str device, int plan) -> Te
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import torch
 
 from tpukit import _arrays
 from tpukit._native import UnsupportedError
-from tpukit._torch_op import _LIBRARY, _NUMBERS, _TORCH_DTYPES, signature
+from tpukit._torch_op import _LIBRARY, _TORCH_DTYPES, op_name
 
 _DEFINE = threading.Lock()
 
@@ -34,9 +35,8 @@ class Plan:
     """One (signature, static arguments) of a function; see the module."""
 
     statics: tuple  # ((position, value), …)
-    outs: list  # [(shape, torch dtype), …]
     structure: object  # None: one array; ("tuple" | "list", n); ("dict", keys)
-    vjp: object = None  # the derivative's JaxKernel, made at the first backward
+    vjps: dict = field(default_factory=dict)  # derivative JaxKernels by floating arguments
 
 
 def _structure(kernel, out):
@@ -60,26 +60,46 @@ def _merge(arrays, statics) -> list:
     return [fixed[i] if i in fixed else next(it) for i in range(len(arrays) + len(fixed))]
 
 
+def _results(kernel, signature, statics):
+    """What ``jax.eval_shape`` says of the results: ``[(shape, torch dtype), …]`` and their
+    ``structure``."""
+    specs = [jax.ShapeDtypeStruct(s, _arrays.numpy_dtype(d)) for s, d in signature]
+    out = jax.eval_shape(kernel.jitted, *_merge(specs, statics))
+    outs = [(tuple(o.shape), _TORCH_DTYPES[_arrays.dtype_name(o.dtype)])
+            for o in jax.tree_util.tree_leaves(out)]
+    return outs, _structure(kernel, out)
+
+
 @torch.compiler.assume_constant_result
 def plan(kernel, signature: tuple, statics: tuple) -> tuple:
-    """``(plan number, result structure)`` of a call; see the module."""
+    """``(op name, plan number, result structure)`` of a call with these static arguments (the
+    signature, static on the first call, gives the structure); see the module."""
     op = JaxOp.of(kernel)
-    key = (signature, statics)
-    if key not in op.numbers:
-        specs = [jax.ShapeDtypeStruct(s, _arrays.numpy_dtype(d)) for s, d in signature]
-        out = jax.eval_shape(kernel.jitted, *_merge(specs, statics))
-        outs = [(tuple(o.shape), _TORCH_DTYPES[_arrays.dtype_name(o.dtype)])
-                for o in jax.tree_util.tree_leaves(out)]
-        op.plans.append(Plan(statics, outs, _structure(kernel, out)))
-        op.numbers[key] = len(op.plans) - 1
-    number = op.numbers[key]
-    return number, op.plans[number].structure
+    if statics not in op.numbers:
+        op.plans.append(Plan(statics, _results(kernel, signature, statics)[1]))
+        op.numbers[statics] = len(op.plans) - 1
+    number = op.numbers[statics]
+    return op.name, number, op.plans[number].structure
+
+
+@torch.compiler.assume_constant_result
+def planned(kernel, statics: tuple) -> tuple | None:
+    """``plan``'s answer for these static arguments if there is one, else None (read eagerly,
+    as ``_torch_op.planned``)."""
+    op = kernel._torch_op
+    if op is None or statics not in op.numbers:
+        return None
+    number = op.numbers[statics]
+    return op.name, number, op.plans[number].structure
 
 
 def call(kernel, arrays, statics, device: str):
     """``kernel(*args, device=device)`` through its op (traceable by dynamo)."""
-    number, structure = plan(kernel, signature(arrays), statics)
-    outs = kernel._torch_op.op(list(arrays), device, number)
+    known = planned(kernel, statics)
+    if known is None:
+        known = plan(kernel, tuple((tuple(a.shape), a.dtype) for a in arrays), statics)
+    name, number, structure = known
+    outs = getattr(torch.ops.tpukit, name).default(list(arrays), device, number)
     if structure is None:
         return outs[0]
     if structure[0] == "dict":
@@ -94,9 +114,7 @@ class JaxOp:
         self.kernel = kernel
         self.plans: list[Plan] = []
         self.numbers: dict[tuple, int] = {}
-        from tpukit.pallas import _kernel_name
-
-        self.name = f"{_kernel_name(kernel.name)}_{next(_NUMBERS)}"
+        self.name = op_name(kernel.name)
         _LIBRARY.define(f"{self.name}(Tensor[] args, str device, int plan) -> Tensor[]")
         _LIBRARY.impl(self.name, self._run, "CompositeExplicitAutograd")
         qualified = f"tpukit::{self.name}"
@@ -119,8 +137,12 @@ class JaxOp:
         return list(compiled.run(arrays, device))
 
     def _fake(self, args, device, number):
+        # ``int`` specializes a dynamic shape (JAX needs concrete ones): the trace is guarded
+        # on these shapes and made again for others.
+        signature = tuple((tuple(int(n) for n in a.shape), a.dtype) for a in args)
+        outs, _ = _results(self.kernel, signature, self.plans[number].statics)
         where = args[0].device if args else torch.device("cpu")
-        return [torch.empty(s, dtype=d, device=where) for s, d in self.plans[number].outs]
+        return [torch.empty(s, dtype=d, device=where) for s, d in outs]
 
     def _setup_context(self, ctx, inputs, output):
         args, _device, number = inputs
@@ -147,15 +169,16 @@ class JaxOp:
     def _vjp(self, number, arrays, outputs):
         """The derivative of plan ``number`` as a ``custom_jax_kernel`` of
         ``(*arrays, *cotangents of the floating outputs)`` → gradients of the floating
-        arrays (made once per plan)."""
+        arrays (made once per plan and choice of floating arguments and results)."""
         p = self.plans[number]
-        if p.vjp is not None:
-            return p.vjp
+        wrt = [i for i, a in enumerate(arrays) if a.is_floating_point()]
+        float_outs = [i for i, o in enumerate(outputs) if o.is_floating_point()]
+        key = (tuple(wrt), tuple(float_outs))
+        if key in p.vjps:
+            return p.vjps[key]
         from tpukit.pallas import JaxKernel
 
         fn, n = self.kernel.fn, len(arrays)
-        wrt = [i for i, a in enumerate(arrays) if a.is_floating_point()]
-        float_outs = [i for i, o in enumerate(outputs) if o.is_floating_point()]
 
         def derivative(*xs):
             primals, cotangents = list(xs[:n]), xs[n:]
@@ -170,6 +193,6 @@ class JaxOp:
             _, pull = jax.vjp(floating, *[primals[i] for i in wrt])
             return tuple(pull(list(cotangents)))
 
-        p.vjp = JaxKernel(derivative, f"{self.kernel.name}_vjp", (), {}, self.kernel.device)
-        return p.vjp
+        p.vjps[key] = JaxKernel(derivative, f"{self.kernel.name}_vjp", (), {}, self.kernel.device)
+        return p.vjps[key]
 

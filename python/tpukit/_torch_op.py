@@ -1,6 +1,7 @@
-"""A Pallas kernel as a torch custom op: ``torch.ops.tpukit.<kernel>_<n>``.
+"""A Pallas kernel as a torch custom op: ``torch.ops.tpukit.<kernel>_<suffix>``.
 
-Each ``custom_kernel`` called with torch tensors runs through one custom op, schema
+Each ``custom_kernel`` called with torch tensors runs through one custom op (named for the
+kernel and a random suffix, see ``op_name``), schema
 ``(Tensor[] args, str device) -> Tensor[]``, registered with ``torch.library``:
 
 - a kernel for every device (tpukit's runtime; results come back on the inputs' device),
@@ -10,15 +11,16 @@ Each ``custom_kernel`` called with torch tensors runs through one custom op, sch
   ``backward()`` naming the kernel (never a silent ``grad=None``).
 
 The op is defined once per kernel object. Whether a call returns one tensor or a tuple is
-decided by ``propagate`` on empty tensors of the arguments' shapes, outside of any trace
-(``plan`` is marked ``assume_constant_result`` for dynamo), so tracing never enters tpukit's
-caches or JAX. Shapes must be static under ``torch.compile`` (kernels are lowered per shape).
+decided once per kernel by ``propagate``, outside of any trace (``plan`` is marked
+``assume_constant_result`` for dynamo), so tracing never enters tpukit's caches or JAX; the
+fake kernel runs ``propagate`` on the fake tensors (symbolic shapes too, with a torch
+``propagate``), and the kernel is lowered for each concrete shape at run time.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
+import uuid
 
 import torch
 
@@ -26,7 +28,16 @@ from tpukit import _arrays, _lowering
 from tpukit._native import UnsupportedError
 
 _LIBRARY = torch.library.Library("tpukit", "FRAGMENT")
-_NUMBERS = itertools.count()
+
+
+def op_name(kernel_name: str) -> str:
+    """A new op's name: the kernel's, and a random suffix. Never reused across processes:
+    torch's compile caches (AOTAutograd, inductor's FX graph cache, on disk) key a graph by
+    its ops' names, while a kernel's behavior (its body, its backward) is not in the key —
+    a name counted per process made a cached backward call another process's kernel."""
+    from tpukit.pallas import _kernel_name
+
+    return f"{_kernel_name(kernel_name)}_{uuid.uuid4().hex[:16]}"
 _DEFINE = threading.Lock()
 
 _TORCH_DTYPES = {
@@ -44,38 +55,51 @@ def takes(args) -> bool:
     return bool(args) and all(isinstance(a, torch.Tensor) for a in args)
 
 
-def _placeholders(kernel, args) -> tuple[bool, list[tuple[tuple[int, ...], torch.dtype]]]:
+def _placeholders(kernel, args) -> tuple[bool, list[tuple[tuple, torch.dtype]]]:
     """``propagate(*args)``: whether it gave one placeholder (not a tuple), and each
-    placeholder's shape and torch dtype."""
+    placeholder's shape and torch dtype (symbolic shapes stay symbolic for a torch one)."""
     out = kernel.propagate(*args)
     single = not isinstance(out, (tuple, list))
-    specs = [_lowering.shape_dtype(p) for p in ([out] if single else out)]
-    return single, [(tuple(s.shape), _TORCH_DTYPES[_arrays.dtype_name(s.dtype)]) for s in specs]
+    return single, [_shape_dtype(p) for p in ([out] if single else out)]
+
+
+def _shape_dtype(placeholder) -> tuple[tuple, torch.dtype]:
+    if isinstance(placeholder, torch.Tensor):
+        return tuple(placeholder.shape), placeholder.dtype
+    s = _lowering.shape_dtype(placeholder)
+    return tuple(s.shape), _TORCH_DTYPES[_arrays.dtype_name(s.dtype)]
 
 
 @torch.compiler.assume_constant_result
-def plan(kernel, signature: tuple) -> bool:
-    """Defines ``kernel``'s op if it is not yet, and says whether a call with arguments of
-    this signature (``((shape, dtype), …)``) returns one tensor (else a tuple). Runs eagerly,
-    also while dynamo traces a caller: its result is a constant of the trace."""
+def plan(kernel, signature: tuple) -> tuple[str, bool]:
+    """Defines ``kernel``'s op if it is not yet: ``(op name, whether the kernel returns one
+    tensor, else a tuple)``, from ``propagate`` on empty CPU tensors of ``signature``
+    (``((shape, dtype), …)``; never touched, so a numpy-minded propagate works too). Runs
+    eagerly, also while dynamo traces a caller: its result is a constant of the trace."""
     op = TorchOp.of(kernel)
-    if signature not in op.singles:
-        # CPU tensors (never touched), so that a numpy-minded propagate works as in eager.
+    if op.single is None:
         likes = [torch.empty(shape, dtype=dtype) for shape, dtype in signature]
-        op.singles[signature] = _placeholders(kernel, likes)[0]
-    return op.singles[signature]
+        op.single = _placeholders(kernel, likes)[0]
+    return op.name, op.single
 
 
-def signature(arrays) -> tuple:
-    """``((shape, dtype), …)`` of a call's tensors. ``int`` makes dynamo specialize a shape
-    it had made dynamic (kernels are lowered per shape), so the plan's key is a constant."""
-    return tuple((tuple(int(n) for n in a.shape), a.dtype) for a in arrays)
+@torch.compiler.assume_constant_result
+def planned(kernel) -> tuple[str, bool] | None:
+    """``plan``'s answer if the kernel has been planned, else None: read eagerly (also under
+    dynamo, so the trace never reads, nor guards on, the kernel's changing state)."""
+    op = kernel._torch_op
+    return None if op is None or op.single is None else (op.name, op.single)
 
 
 def call(kernel, args, device: str):
-    """``kernel(*args, device=device)`` through its op (traceable by dynamo)."""
-    single = plan(kernel, signature(args))
-    outs = kernel._torch_op.op(list(args), device)
+    """``kernel(*args, device=device)`` through its op (traceable by dynamo). The first call
+    plans with the arguments' (static) shapes; later ones, dynamic shapes included, reuse it.
+    The op is looked up by name, as ``plan`` may have just defined it."""
+    known = planned(kernel)
+    if known is None:
+        known = plan(kernel, tuple((tuple(a.shape), a.dtype) for a in args))
+    name, single = known
+    outs = getattr(torch.ops.tpukit, name).default(list(args), device)
     return outs[0] if single else tuple(outs)
 
 
@@ -94,10 +118,8 @@ class TorchOp:
 
     def __init__(self, kernel):
         self.kernel = kernel
-        self.singles: dict[tuple, bool] = {}
-        from tpukit.pallas import _kernel_name
-
-        self.name = f"{_kernel_name(kernel.__name__)}_{next(_NUMBERS)}"
+        self.single: bool | None = None  # whether propagate gives one placeholder
+        self.name = op_name(kernel.__name__)
         _LIBRARY.define(f"{self.name}(Tensor[] args, str device) -> Tensor[]")
         _LIBRARY.impl(self.name, self._run, "CompositeExplicitAutograd")
         qualified = f"tpukit::{self.name}"
@@ -119,7 +141,12 @@ class TorchOp:
         return list(self.kernel._run_arrays(tuple(args), device)[1])
 
     def _fake(self, args, device):
-        _, specs = _placeholders(self.kernel, args)
+        single, specs = _placeholders(self.kernel, args)
+        if self.single is not None and single != self.single:
+            raise TypeError(
+                f"custom_kernel `{self.kernel.__name__}`: propagate returns a tuple for some "
+                "shapes and a single placeholder for others"
+            )
         where = args[0].device if args else torch.device("cpu")
         return [torch.empty(shape, dtype=dtype, device=where) for shape, dtype in specs]
 
