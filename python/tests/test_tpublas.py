@@ -522,3 +522,12 @@ def test_a_damaged_bundle_is_refused_and_kernels_are_compiled(tmp_path):
     s = fresh_process(TPUKIT_BUNDLE=str(bad))
     assert "refused" in s["stderr"] and "checksum" in s["stderr"]
     assert s["compiled"] > 100 and s["bundle"] == 0
+
+
+def test_zero_dim_tensors_stay_zero_dim():
+    s, x = rand(), rand(3, 5)
+    check("neg", (s,))
+    check("mul.Scalar", (s, 3))
+    check("add.Tensor", (s, s))
+    assert tb.neg(s.numpy()).shape == ()
+    check("mul.Tensor", (x, s))

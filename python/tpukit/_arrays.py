@@ -95,13 +95,18 @@ def to_numpy(x) -> np.ndarray:
         if t.dtype == torch.bfloat16:
             return np.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
         return np.from_dlpack(t)
-    return np.ascontiguousarray(np.asarray(x))
+    return _contiguous(np.asarray(x))
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous, keeping its shape (``np.ascontiguousarray`` turns 0-d into 1-d)."""
+    return np.ascontiguousarray(a).reshape(a.shape)
 
 
 def to_wire(x: np.ndarray):
     """``(dtype name, shape, byte view)`` of a numpy array (no copy when it is C-contiguous
     and little-endian)."""
-    a = np.ascontiguousarray(x)
+    a = _contiguous(np.asarray(x))
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     return (dtype_name(a.dtype), list(a.shape), a.reshape(-1).view(np.uint8))

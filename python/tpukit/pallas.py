@@ -325,7 +325,8 @@ class PallasKernel:
                     f"{len(args)} arguments"
                 )
             return tuple(
-                jax.numpy.zeros_like(a) if g is None else g for a, g in zip(args, result)
+                jax.numpy.zeros_like(a) if g is None else g
+                for a, g in zip(args, result, strict=True)
             )
 
         forward.defvjp(forward_with_residuals, backward)

@@ -31,7 +31,7 @@ from tpukit import _arrays, _native
 from tpukit.launch import check_device
 from tpukit.tpublas import _schema
 
-__all__ = ["OpInfo", "Operator", "Packet", "device", "ops", "torch_library"]
+__all__ = ["OpInfo", "Operator", "Packet", "device", "mode", "ops", "torch_library"]
 
 _local = threading.local()
 
@@ -236,6 +236,17 @@ def torch_library():
     from tpukit.tpublas import _torch
 
     return _torch.register(_PACKETS)
+
+
+def mode(fallback: str = "torch", debug: bool = False):
+    """A context manager (a torch ``TorchDispatchMode``) inside which the ATen operators of
+    an unmodified PyTorch program run on tpuBLAS: views stay views, ``mode.served`` and
+    ``mode.fallback`` count the operators served and those left to torch
+    (``fallback="error"`` raises on those instead), ``debug=True`` runs on the interpreter
+    and checks each result for new NaNs and Infs. See ``tpukit.tpublas._mode``."""
+    from tpukit.tpublas import _mode
+
+    return _mode.Mode(_PACKETS, fallback=fallback, debug=debug)
 
 
 if os.environ.get("TPUKIT_TORCH") != "0" and (

@@ -3,12 +3,17 @@
 Each operator is defined with its ATen schema in the ``tpublas`` namespace, with a CPU
 kernel that runs tpuBLAS and a fake kernel — ATen's own operator on the fake tensors, its
 results made contiguous as tpuBLAS's are — so the ops trace (``torch.compile``,
-``torch.export``) with the right shapes and dtypes.
+``torch.export``) with the right shapes and dtypes — and an autograd kernel: the op's
+derivative from ``_derivatives.FORMULAS`` (computed with tpuBLAS ops), or, for an op without
+one, an ``UnsupportedError`` naming the op when ``backward()`` reaches it.
 """
 
 from __future__ import annotations
 
 import torch
+
+from tpukit._native import UnsupportedError
+from tpukit.tpublas import _derivatives
 
 _LIBRARY = None
 
@@ -37,9 +42,55 @@ def _fake_kernel(aten):
     return fake
 
 
+def _layer_norm_backward_fake(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                              output_mask):
+    """tpuBLAS computes all three gradients whatever ``output_mask`` says (ATen leaves the
+    masked ones undefined); the last two have the weight's dtype, or the input's."""
+    like = weight if weight is not None else input
+    return (
+        torch.empty_like(input, memory_format=torch.contiguous_format),
+        input.new_empty(normalized_shape, dtype=like.dtype),
+        input.new_empty(normalized_shape, dtype=like.dtype),
+    )
+
+
+# Fake kernels where tpuBLAS's results differ from ATen's in more than their layout.
+_FAKES = {"native_layer_norm_backward": _layer_norm_backward_fake}
+
+
 def _aten(op):
     packet = getattr(torch.ops.aten, op.schema.name, None)
     return getattr(packet, op.schema.overload, None) if packet is not None else None
+
+
+def _autograd(op):
+    """``(setup_context, backward)`` of an op for ``torch.library.register_autograd``."""
+    name = qualified_name(op)
+    names = [a.name for a in op.schema.arguments]
+    positional = [a.name for a in op.schema.arguments if not a.kwarg_only]
+    formula = _derivatives.FORMULAS.get(name)
+    statistics = _derivatives.STATISTICS.get(name, ())
+
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        values = dict(zip(positional, inputs, strict=True), **(keyword_only_inputs or {}))
+        ctx.values = [values.get(n) for n in names]
+        ctx.outputs = output if isinstance(output, tuple) else (output,)
+        if statistics:
+            ctx.mark_non_differentiable(*(ctx.outputs[i] for i in statistics))
+
+    def backward(ctx, *grads):
+        if formula is None:
+            raise UnsupportedError(
+                f"tpublas.{name} has no derivative: backward() cannot go through it"
+            )
+        needs = dict(zip(positional, ctx.needs_input_grad, strict=False))
+        needs = {k: bool(v) if not isinstance(v, (list, tuple)) else any(v)
+                 for k, v in needs.items()}
+        inputs = _derivatives.Inputs(names, ctx.values, ctx.outputs, needs)
+        result = formula(inputs, *grads)
+        return tuple(result.get(n) if needs.get(n) else None for n in positional)
+
+    return setup_context, backward
 
 
 def register(packets):
@@ -54,7 +105,12 @@ def register(packets):
             library.define(f"{name}{op.schema.signature}")
             library.impl(name, _cpu_kernel(op), "CPU")
             aten = _aten(op)
-            if aten is not None:
-                torch.library.register_fake(f"tpublas::{name}", _fake_kernel(aten), lib=library)
+            fake = _FAKES.get(name) or (_fake_kernel(aten) if aten is not None else None)
+            if fake is not None:
+                torch.library.register_fake(f"tpublas::{name}", fake, lib=library)
+            setup_context, backward = _autograd(op)
+            torch.library.register_autograd(
+                f"tpublas::{name}", backward, setup_context=setup_context, lib=library
+            )
     _LIBRARY = library
     return library

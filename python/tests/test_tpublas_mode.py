@@ -1,0 +1,129 @@
+"""`tpublas.mode()`: an unmodified `nn.Module`'s training step with its ATen ops on tpuBLAS
+(loss and gradients against torch eager), views kept as views, the counters,
+`fallback="error"` and Debug Eager's NaN/Inf check."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tpukit  # noqa: E402
+import tpukit.tpublas as tb  # noqa: E402
+
+# What this model's step needs that tpuBLAS does not have yet.
+NOT_IN_TPUBLAS = {"aten.nll_loss_forward.default", "aten.nll_loss_backward.default",
+                  "aten._log_softmax_backward_data.default", "aten.ones_like.default"}
+
+
+def model_and_data(dtype=torch.float32):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(70, 130), torch.nn.GELU(), torch.nn.LayerNorm(130),
+        torch.nn.Linear(130, 130, bias=False), torch.nn.ReLU(), torch.nn.Linear(130, 10),
+    ).to(dtype)
+    x = torch.randn(37, 70, dtype=dtype)
+    y = torch.randint(0, 10, (37,))
+    return model, x, y
+
+
+def step(model, x, y):
+    model.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x).softmax(-1).log(), y)
+    loss.backward()
+    return loss.detach(), [p.grad for p in model.parameters()]
+
+
+def test_a_training_step_matches_torch_eager():
+    model, x, y = model_and_data()
+    want_loss, want_grads = step(model, x, y)
+    with tb.mode() as m:
+        loss, grads = step(model, x, y)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-4, atol=1e-6)
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    for op in ["mm", "addmm", "gelu", "gelu_backward", "native_layer_norm",
+               "native_layer_norm_backward", "relu", "threshold_backward", "_softmax",
+               "_softmax_backward_data", "log", "div.Tensor", "sum.dim_IntList"]:
+        name = f"aten.{op}" if "." in op else f"aten.{op}.default"
+        assert m.served[name] >= 1, f"{name} not served: {m.served}"
+    assert set(m.fallback) <= NOT_IN_TPUBLAS, m.fallback
+    assert m.views["aten.t.default"] >= 3
+
+
+def test_bf16_step_is_close_to_torch_eager():
+    model, x, y = model_and_data(torch.bfloat16)
+    want_loss, want_grads = step(model, x, y)
+    with tb.mode():
+        loss, grads = step(model, x, y)
+    torch.testing.assert_close(loss, want_loss, rtol=2e-2, atol=2e-2)
+    for g, w in zip(grads, want_grads, strict=True):
+        scale = max(1.0, w.abs().max().item())
+        torch.testing.assert_close(g.float(), w.float(), rtol=5e-2, atol=5e-2 * scale)
+
+
+def test_views_stay_views():
+    x = torch.randn(6, 130)
+    with tb.mode() as m:
+        views = [x.t(), x.view(130, 6), x[:, 3:70], x.unsqueeze(0).expand(2, 6, 130), x[2]]
+        y = tb_sum = x.t() * 2.0
+    for v in views:
+        assert v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert m.served == {"aten.mul.Tensor": 1} and not m.fallback, (m.served, m.fallback)
+    torch.testing.assert_close(y, tb_sum)
+    torch.testing.assert_close(y, x.t() * 2.0)
+
+
+def test_unserved_dtypes_fall_back_to_torch():
+    with tb.mode() as m:
+        a = torch.arange(5) + 3  # int64 arithmetic: not tpuBLAS's
+        b = torch.ones(5, dtype=torch.float64).exp()
+    assert a.tolist() == [3, 4, 5, 6, 7]
+    torch.testing.assert_close(b, torch.full((5,), 2.718281828459045, dtype=torch.float64))
+    assert m.fallback["aten.add.Tensor"] == 1 and m.fallback["aten.exp.default"] == 1
+    assert not m.served
+
+
+def test_fallback_error_names_the_op_and_the_line():
+    model, x, y = model_and_data()
+    with pytest.raises(tpukit.UnsupportedError,
+                       match=r"aten\.nll_loss_forward\.default .*test_tpublas_mode\.py:\d+"):
+        with tb.mode(fallback="error"):
+            torch.nn.functional.nll_loss(model(x), y)
+
+
+def test_debug_eager_names_the_op_that_made_a_nan():
+    x = torch.tensor([[1.0, -1.0, 2.0]])
+    with pytest.raises(FloatingPointError, match=r"aten\.log\.default .*test_tpublas_mode\.py:\d+"):
+        with tb.mode(debug=True):
+            torch.log(x)
+
+
+def test_debug_eager_runs_on_the_interpreter_and_matches():
+    model, x, y = model_and_data()
+    want_loss, want_grads = step(model, x, y)
+    with tb.mode(debug=True) as m:
+        loss, grads = step(model, x, y)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-4, atol=1e-6)
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    assert m.served["aten.mm.default"] >= 1
+
+
+def test_bad_fallback_policy_is_refused():
+    with pytest.raises(ValueError, match="fallback"):
+        tb.mode(fallback="cpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_numbers_in_tensor_positions_are_served_as_aten_does(dtype):
+    """``x * 2.1`` reaches ``mul.Tensor`` with a Python float: served, with ATen's dtype and
+    value (the number is not rounded to bf16; tpuBLAS's bf16 `x - 0.3` may differ from
+    ATen's by one ulp, as `tb.sub.Scalar` does)."""
+    x = torch.randn(37, 300).to(dtype)
+    with tb.mode() as m:
+        got = [x * 2.1, x + 1, x - 0.3, x / 7, torch.maximum(x, torch.tensor(0.0))]
+    want = [x * 2.1, x + 1, x - 0.3, x / 7, torch.maximum(x, torch.tensor(0.0))]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        tol = 0 if dtype == torch.float32 else 2**-7
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+    assert not m.fallback, m.fallback

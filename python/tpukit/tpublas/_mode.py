@@ -1,0 +1,180 @@
+"""``tpublas.mode()``: unmodified PyTorch programs on tpuBLAS, one ATen op at a time.
+
+Inside ``with tpublas.mode() as m:`` every ATen operator a program issues (autograd's
+backward operators included: the mode sits below autograd) reaches ``Mode``:
+
+- operators returning views of their inputs (``view``, ``t``, ``expand``, ``permute``,
+  ``slice``, …, any whose schema returns an alias that is not written) and operators that
+  return no tensor run as torch runs them: views stay views, no data moves
+  (``m.views`` counts them);
+- an operator tpuBLAS has (``tpublas.ops()``), with every tensor argument on the CPU and of
+  a dtype tpuBLAS takes, runs on tpuBLAS (``m.served``); tpuBLAS's errors are raised as they
+  are, never hidden by a fallback;
+- anything else runs on torch (``m.fallback``), or, with ``fallback="error"``, raises
+  ``UnsupportedError`` naming the operator and the Python line that issued it.
+
+The default is Strict Eager: one op at a time, no extra checks. ``debug=True`` is Debug
+Eager: tpuBLAS operators run on the ``interpret`` device (exact, every access bounds-checked)
+and after each operator its results are checked: a NaN or Inf that its inputs did not have
+raises ``FloatingPointError`` naming the operator and the line. (tpuBLAS kernels expose no
+scratch memory, so there is none to fill with NaNs.)
+
+Counters are ``collections.Counter``s of ATen operator names (``"aten.mm.default"``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import traceback
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tpukit._native import UnsupportedError
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16)
+# Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
+_INDEX_ARGUMENTS = {"index": (torch.int32, torch.int64), "indices": (torch.int32, torch.int64),
+                    "condition": (torch.bool,)}
+_NUMBER_DTYPES = (torch.float64, torch.int64, torch.int32)
+_SKIPPED_DIRS = tuple(
+    os.path.dirname(m.__file__) + os.sep for m in (torch, __import__("tpukit"))
+)
+
+
+def _is_view_or_metadata(func) -> bool:
+    """Whether ``func`` returns only views of its inputs, or no tensor at all."""
+    returns = func._schema.returns
+    if not any(isinstance(r.type, torch.TensorType) for r in returns):
+        return True
+    return all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
+def _tensors(tree):
+    """The tensors among a call's arguments or results (lists and tuples flattened)."""
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, (list, tuple)):
+        for x in tree:
+            yield from _tensors(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _tensors(x)
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside torch and tpukit: the program's line
+    that issued the operator."""
+    for frame in reversed(traceback.extract_stack()):
+        if not frame.filename.startswith(_SKIPPED_DIRS):
+            return f"{frame.filename}:{frame.lineno}"
+    return "<unknown>"
+
+
+def _number(v):
+    """``v`` as a Python number if it is one, or a 0-d float64 or integer tensor (a number
+    ATen wrapped); else None."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    if isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype in _NUMBER_DTYPES:
+        return v.item()
+    return None
+
+
+def _numbers_as_f32(func, args, kwargs):
+    """The call with the numbers it passes as tensors (``x * 2.0`` reaches ``mul.Tensor`` with
+    a Python float, or a 0-d float64 or integer tensor) as 0-d float32 tensors, when a tensor
+    with dimensions sets the result's dtype: ATen computes with such a number in float32 (or
+    wider) without promoting to its type, and tpuBLAS's 0-d operands behave the same."""
+    if not any(t.dim() > 0 and t.dtype in _FLOAT_DTYPES for t in _tensors((args, kwargs))):
+        return args, kwargs
+
+    def convert(v):
+        n = _number(v)
+        return v if n is None else torch.tensor(float(n), dtype=torch.float32)
+
+    tensor_args = {a.name for a in func._schema.arguments if isinstance(a.type, torch.TensorType)}
+    positional = [a.name for a in func._schema.arguments if not a.kwarg_only]
+    args = [convert(v) if n in tensor_args else v for n, v in zip(positional, args, strict=False)]
+    return args, {k: convert(v) if k in tensor_args else v for k, v in kwargs.items()}
+
+
+def _has_non_finite(tensors) -> bool:
+    return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors)
+
+
+class Mode(TorchDispatchMode):
+    """See the module. ``served``, ``fallback`` and ``views`` are the counters."""
+
+    def __init__(self, operators, fallback: str = "torch", debug: bool = False):
+        super().__init__()
+        if fallback not in ("torch", "error"):
+            raise ValueError(f"fallback must be 'torch' or 'error', got {fallback!r}")
+        self._operators = operators
+        self.fallback_policy = fallback
+        self.debug = debug
+        self.served: collections.Counter = collections.Counter()
+        self.fallback: collections.Counter = collections.Counter()
+        self.views: collections.Counter = collections.Counter()
+
+    def _tpublas_call(self, func, args, kwargs):
+        """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
+        packet = self._operators.get(func._schema.name.removeprefix("aten::"))
+        if packet is None or func.namespace != "aten":
+            return None
+        op = packet._overloads.get(func._overloadname)
+        if op is None:
+            return None
+        scalar = packet._overloads.get("Scalar") if func._overloadname == "Tensor" else None
+        if scalar is not None and len(args) >= 2 and _number(args[1]) is not None:
+            # `x * 2.1`: the number stays a number (ATen's `mul.Scalar`, no rounding to bf16).
+            op, args = scalar, [args[0], _number(args[1]), *args[2:]]
+        else:
+            args, kwargs = _numbers_as_f32(func, args, kwargs)
+        values = op._fit(args, kwargs)
+        if values is None:
+            return None
+        for a, v in zip(op.schema.arguments, values, strict=True):
+            dtypes = _INDEX_ARGUMENTS.get(a.name, _FLOAT_DTYPES)
+            for t in _tensors(v):
+                if t.device.type != "cpu" or t.dtype not in dtypes:
+                    return None
+        return op, args, kwargs
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func)
+        if _is_view_or_metadata(func):
+            self.views[name] += 1
+            return func(*args, **kwargs)
+        call = self._tpublas_call(func, args, kwargs)
+        if call is not None:
+            self.served[name] += 1
+        elif self.fallback_policy == "error":
+            raise UnsupportedError(
+                f"tpublas.mode: {name} has no tpuBLAS kernel for these arguments "
+                f"(at {_caller()}); mode(fallback='torch') runs it on torch"
+            )
+        else:
+            self.fallback[name] += 1
+            call = (func, args, kwargs)
+        fn, fn_args, fn_kwargs = call
+        if not self.debug:
+            return fn(*fn_args, **fn_kwargs)
+        return self._checked(name, call, args, kwargs, served=fn is not func)
+
+    def _checked(self, name, call, args, kwargs, served):
+        """Debug Eager: the operator (on the interpreter if tpuBLAS serves it), its results
+        checked against new NaNs and Infs."""
+        from tpukit.tpublas import device
+
+        fn, fn_args, fn_kwargs = call
+        with device("interpret" if served else "cpu"):
+            out = fn(*fn_args, **fn_kwargs)
+        if _has_non_finite(_tensors(out)) and not _has_non_finite(_tensors((args, kwargs))):
+            raise FloatingPointError(
+                f"tpublas.mode(debug=True): {name} produced a NaN or Inf from finite inputs "
+                f"(at {_caller()})"
+            )
+        return out
