@@ -100,6 +100,7 @@ def entry_points(kernel):
         "cache_stats": (lambda: _native.cache_stats(), None),
         "ffi_register": (lambda: _native.ffi_register(kernel, "cpu"), "add_vectors"),
         "ffi_handler": (lambda: _native.ffi_handler(), None),
+        "op_table": (lambda: _native.op_table(), None),
     }
     methods = {
         "Kernel.name": (lambda: kernel.name, "add_vectors"),

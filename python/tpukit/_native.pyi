@@ -24,6 +24,9 @@ __all__ = [
     "tpublas_ops",
     "tpublas_run",
     "tpublas_warm_up",
+    "op_table",
+    "ffi_register",
+    "ffi_handler",
     "devices",
     "tpu_topologies",
     "register_bundle",
@@ -114,6 +117,18 @@ def tpublas_run(
     """Runs an operator on ``(kind, value)`` arguments in its schema's order."""
 
 def tpublas_warm_up() -> None: ...
+def op_table() -> list[tuple[str, str, str, list[str], list[str], list[str]]]:
+    """The kernel IR's op table: (family, name, typing, dtypes, Mosaic names, StableHLO
+    names) per op."""
+
+def ffi_register(
+    kernel: Kernel, device: str, aliases: dict[int, int] = ..., debug: bool = False
+) -> int:
+    """Registers ``kernel`` for XLA custom calls; returns its id."""
+
+def ffi_handler() -> object:
+    """The XLA FFI handler, as a PyCapsule."""
+
 def devices() -> list[str]: ...
 def tpu_topologies() -> list[str]: ...
 def register_bundle(path: str) -> bool:

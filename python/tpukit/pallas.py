@@ -92,6 +92,19 @@ class CompiledKernel:
             ]
         return launch(self.kernel, *arrays, device=device, outputs=outputs)
 
+    def trace(self, arrays, device, debug=False):
+        """``run`` inside a traced JAX program: each kernel one custom call (in tpukit's
+        debug mode if ``debug``)."""
+
+        def call(kernel, xs, aliases=None):
+            return _custom_call.call(kernel, xs, device, aliases, debug)
+
+        operands = call(self.prologue, arrays) if self.prologue else list(arrays)
+        outs = call(self.kernel, operands, self.aliases)
+        if self.epilogue:
+            outs = call(self.epilogue, [*arrays, *outs])
+        return outs
+
 
 def _import(stablehlo: str, name: str) -> CompiledKernel:
     """The kernel of a lowered function: its Pallas call's Mosaic body (with the function's
@@ -142,20 +155,6 @@ def _check_arrays(name: str, args) -> None:
             _arrays.kind(a)
         except TypeError as e:
             raise TypeError(f"{name}: argument {i}: {e}") from None
-
-    def trace(self, arrays, device, debug=False):
-        """``run`` inside a traced JAX program: each kernel one custom call (in tpukit's
-        debug mode if ``debug``)."""
-
-        def call(kernel, xs, aliases=None):
-            return _custom_call.call(kernel, xs, device, aliases, debug)
-
-        operands = call(self.prologue, arrays) if self.prologue else list(arrays)
-        outs = call(self.kernel, operands, self.aliases)
-        if self.epilogue:
-            outs = call(self.epilogue, [*arrays, *outs])
-        return outs
-
 
 class _Cache:
     """Lowerings (or imports) by key; one per key even when threads race."""
