@@ -1,5 +1,5 @@
 //! Extents to run or lower a kernel at when no problem shape is given (tools and tests:
-//! `tpukit lower-all`, bundles' TPU modules, tests that sweep every kernel).
+//! `tpukit lower ID`, bundles' TPU modules, tests that sweep every kernel).
 
 use crate::{Bindings, BlockDim, Dim, Extent, Kernel, Window};
 use std::collections::BTreeMap;
