@@ -23,11 +23,14 @@ pub fn launch_with<K: Launchable>(
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
     let k = kernel.kernel();
-    let bindings = bind(k, inputs, &[])?;
+    let bindings = bind(k, inputs, None)?;
     let mut outputs = Vec::new();
     for (_, o) in k.operands_with_role(Role::Output) {
         let shape = resolve(k, &o.shape, &bindings, &o.name)?;
-        outputs.push(HostArray::zeros(o.dtype, &shape));
+        let what = format!("output `{}`", o.name);
+        let array = HostArray::try_zeros(o.dtype, &shape, &what)
+            .map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))?;
+        outputs.push(array);
     }
     device
         .backend()
@@ -55,7 +58,7 @@ pub fn launch_into_with<K: Launchable>(
 ) -> Result<(), RuntimeError> {
     kernel.verify()?;
     let refs: Vec<&HostArray> = outputs.iter().collect();
-    let bindings = bind(kernel.kernel(), inputs, &refs)?;
+    let bindings = bind(kernel.kernel(), inputs, Some(&refs))?;
     device
         .backend()
         .run(kernel, &bindings, inputs, outputs, options)
@@ -80,11 +83,12 @@ fn resolve(
         .collect()
 }
 
-/// Checks the arrays against the (verified) kernel's operands and binds every symbol.
+/// Checks the arrays against the (verified) kernel's operands and binds every symbol;
+/// `outputs`, when the caller provides them, must be one array per output (even none).
 fn bind(
     kernel: &Kernel,
     inputs: &[&HostArray],
-    outputs: &[&HostArray],
+    outputs: Option<&[&HostArray]>,
 ) -> Result<Bindings, RuntimeError> {
     let err = |kind, m: String| RuntimeError::new(&kernel.name, m).with_kind(kind);
     let mut given: Vec<(&tpukit_dsl::Operand, &HostArray)> = Vec::new();
@@ -104,7 +108,7 @@ fn bind(
         ));
     }
     given.extend(ins.into_iter().zip(inputs.iter().copied()));
-    if !outputs.is_empty() {
+    if let Some(outputs) = outputs {
         let outs: Vec<_> = kernel
             .operands
             .iter()
