@@ -16,7 +16,7 @@ mod stage;
 mod target;
 
 pub use artifact::Artifact;
-pub use cache::{CacheKey, CacheStats, stats};
+pub use cache::{CacheKey, CacheStats, LOCK_TIMEOUT, stats};
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
