@@ -225,7 +225,6 @@ def _packets() -> dict[str, Packet]:
 
 _PACKETS = _packets()
 globals().update(_PACKETS)
-_native.tpublas_warm_up()
 __all__ += sorted(_PACKETS)
 
 
