@@ -89,19 +89,26 @@ def to_numpy(x) -> np.ndarray:
     memory is elsewhere or not contiguous, a copy, of an array of any supported kind."""
     k = kind(x)
     if k == "torch":
-        t = x.detach().cpu().contiguous()
+        # DLPack has no negative or conjugate bit: a lazy `neg`/`conj` view would lose its sign.
+        t = x.detach().cpu().resolve_neg().resolve_conj().contiguous()
         import torch
 
         if t.dtype == torch.bfloat16:
             return np.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
         return np.from_dlpack(t)
-    return np.ascontiguousarray(np.asarray(x))
+    return _contiguous(np.asarray(x))
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` if it is C-contiguous, else a C-contiguous copy; unlike ``np.ascontiguousarray``,
+    a 0-d array stays 0-d (not shape ``(1,)``)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def to_wire(x: np.ndarray):
     """``(dtype name, shape, byte view)`` of a numpy array (no copy when it is C-contiguous
     and little-endian)."""
-    a = np.ascontiguousarray(x)
+    a = _contiguous(np.asarray(x))
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     return (dtype_name(a.dtype), list(a.shape), a.reshape(-1).view(np.uint8))

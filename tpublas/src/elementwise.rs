@@ -492,6 +492,13 @@ pub fn binary_scalar(
         .ok_or_else(|| BlasError::new(op.aten_tensor(), "has no Scalar overload"))?;
     check_dtype(name, x)?;
     check_alpha(op, name, alpha)?;
+    // ATen computes `pow(x, ±0.5)` as `sqrt`/`rsqrt`, which differ from `powf` at -inf
+    // (NaN, not inf or 0) and at -0 (-0 and -inf, not 0 and inf).
+    match (op, s) {
+        (Binary::Pow, 0.5) => return unary(Unary::Sqrt, x),
+        (Binary::Pow, -0.5) => return unary(Unary::Rsqrt, x),
+        _ => {}
+    }
     let kernel = binary_kernel(op, x.dtype(), Pattern::Scalar)?;
     run(&kernel, &[x, &scalar(op.fold_alpha(s, alpha))], x.shape())
 }
