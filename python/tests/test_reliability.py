@@ -253,6 +253,11 @@ def test_a_jax_function_may_ignore_an_argument():
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda a, b: b + 1)(x, y)), f(x, y))
     g = pallas.custom_jax_kernel(lambda a, b, c: a * c)
     np.testing.assert_array_equal(g(y, x, y), y * y)
+    # 0-d arguments and results stay 0-d.
+    h = pallas.custom_jax_kernel(lambda a, b: a * b + 1)
+    got = h(np.array(2.0, np.float32), np.array(3.0, np.float32))
+    assert got.shape == () and got == 7.0
+    assert h(torch.tensor(2.0), torch.tensor(3.0)).shape == torch.Size([])
 
 
 # --- ATen deviations ---------------------------------------------------------------------------
