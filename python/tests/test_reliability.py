@@ -78,6 +78,28 @@ def test_results_larger_than_memory_are_out_of_memory_errors():
     torch.testing.assert_close(tb.add(small_col, small_row), small_col + small_row)
 
 
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_zero_size_tensors_with_huge_extents(device):
+    """Zero-size tensors may have extents whose product is far past memory: operators on
+    them give their (empty) results at once — no hang walking the extents, no panic."""
+    z = torch.zeros(2**40, 0)
+    with tb.device(device):
+        assert tb.index_select(z, 1, torch.zeros(0, dtype=torch.int32)).shape == (2**40, 0)
+        assert tb.index_select(z, 0, torch.tensor([1, 2], dtype=torch.int32)).shape == (2, 0)
+        assert tb.cat([z, z], 0).shape == (2**41, 0)
+        assert tb.cumsum(z, 0).shape == (2**40, 0)
+        assert tb.mm(torch.zeros(0, 2**40), z).shape == (0, 0)
+        with pytest.raises(tpukit.OutOfMemoryError):
+            tb.sum(z, [1])  # a 4 TiB result
+        x = torch.zeros(3, 0)
+        for got, want in zip(tb.native_layer_norm(x, [0], None, None, 1e-5),
+                             torch.native_layer_norm(x, [0], None, None, 1e-5), strict=True):
+            torch.testing.assert_close(got, want, equal_nan=True)
+        for got, want in zip(tb._fused_rms_norm(x, [0], None, 1e-5),
+                             torch.ops.aten._fused_rms_norm(x, [0], None, 1e-5), strict=True):
+            torch.testing.assert_close(got, want, equal_nan=True)
+
+
 def test_an_empty_output_list_is_an_error_not_a_panic():
     kernel = tpukit.instantiate("add_vectors", [8], "f32")
     x = np.ones(8, np.float32)
