@@ -9,8 +9,9 @@ For every operator, on one realistic f32 call (below), each measured in fresh pr
   steady-state time;
 - libtpu's compile time of the operator's kernel, lowered by tpukit (v5e; compile-only).
 
-Each child process does its imports and makes its inputs before timing, so start-up is not
-counted; medians over ``--repeats`` processes. Prints a markdown table; ``--write`` replaces
+Each child process does its imports, makes its inputs and calls ``tpukit.warm_up()`` (threads,
+JIT, allocator: what import did before it stopped doing work) before timing, so start-up is
+not counted; medians over ``--repeats`` processes. Prints a markdown table; ``--write`` replaces
 the tpuBLAS section of BENCHMARKS.md. Not a test: the machine is noisy, read the ratios.
 
     .venv/bin/python benches/tpublas.py [--write] [--repeats 3] [--ops add.Tensor,mm]
@@ -174,6 +175,9 @@ def child(side: str, op: str) -> None:
 
         packet, _, overload = op.partition(".")
         fn = getattr(getattr(tb, packet), overload or "default")
+        import tpukit
+
+        tpukit.warm_up()
 
         def call():
             return fn(*args)

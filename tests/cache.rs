@@ -34,6 +34,24 @@ fn kernels() -> Vec<catalog::Instance> {
 #[test]
 #[ignore = "run as a child process by the other tests in this file"]
 fn child() {
+    run_and_print_stats();
+}
+
+/// [`child`], after truncating the bundle `TPUKIT_BUNDLE` names to half its length in place,
+/// once it is loaded (by the warm-up): no entry may be read through stale offsets.
+#[test]
+#[ignore = "run as a child process by the other tests in this file"]
+fn child_truncating_its_bundle() {
+    cpu::warm_up().unwrap();
+    let path = std::env::var("TPUKIT_BUNDLE").unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let len = file.metadata().unwrap().len();
+    file.set_len(len / 2).unwrap();
+    drop(file);
+    run_and_print_stats();
+}
+
+fn run_and_print_stats() {
     for inst in kernels() {
         let k = &inst.kernel;
         let inputs: Vec<HostArray> = inst
@@ -58,14 +76,27 @@ fn child() {
 /// Runs `n` children at once (all started before any is waited for) with `env`; returns
 /// each one's `[compiled, disk hits, bundle hits, corrupt]`.
 fn children(n: usize, env: &[(&str, &Path)]) -> Vec<[usize; 4]> {
+    children_running("child", n, env, None)
+}
+
+/// [`children`], each running the ignored test `test`, in `cwd` if given.
+fn children_running(
+    test: &str,
+    n: usize,
+    env: &[(&str, &Path)],
+    cwd: Option<&Path>,
+) -> Vec<[usize; 4]> {
     let exe = std::env::current_exe().unwrap();
     let procs: Vec<_> = (0..n)
         .map(|_| {
             let mut c = Command::new(&exe);
+            if let Some(cwd) = cwd {
+                c.current_dir(cwd);
+            }
             c.args([
                 "--ignored",
                 "--exact",
-                "child",
+                test,
                 "--nocapture",
                 "--test-threads=1",
             ]);
@@ -249,5 +280,127 @@ fn bundles_keep_tpu_artifacts_and_inspect_checks_every_checksum() {
     std::fs::write(&path, &bytes).unwrap();
     let err = bundle::inspect(&path).unwrap_err();
     assert!(err.contains("checksum mismatch"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bundle cut off anywhere — in its header, its index or its blobs — is refused whole: none
+/// of its entries is registered (every kernel compiles, none panics), and loaded after a good
+/// bundle it overrides none of the good one's entries.
+#[test]
+fn truncated_bundles_register_nothing() {
+    let dir = temp_dir("truncated");
+    let n = kernels().len();
+    let good = dir.join("host.tpkb");
+    build_bundle(&good, &HostTarget::detect());
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = dir.join("cut.tpkb");
+    for at in [0, 10, 60, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&cut, &bytes[..at]).unwrap();
+        let s = children(1, &[("TPUKIT_BUNDLE", &cut)])[0];
+        assert_eq!(
+            s,
+            [n, 0, 0, 0],
+            "a bundle cut at byte {at} is refused whole"
+        );
+    }
+    // Cut inside the blob area, after a good bundle: the good one serves every kernel.
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let both = std::env::join_paths([&good, &cut]).unwrap();
+    let s = children(1, &[("TPUKIT_BUNDLE", Path::new(&both))])[0];
+    assert_eq!(s, [0, 0, n, 0], "the refused bundle overrode the good one");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bundle truncated in place while loaded: its entries fail to read (and compile instead)
+/// rather than killing the process with SIGBUS.
+#[test]
+fn bundles_truncated_while_loaded_are_compiled_around() {
+    let dir = temp_dir("truncated-live");
+    let n = kernels().len();
+    let path = dir.join("host.tpkb");
+    build_bundle(&path, &HostTarget::detect());
+    let s = children_running(
+        "child_truncating_its_bundle",
+        1,
+        &[("TPUKIT_BUNDLE", &path)],
+        None,
+    )[0];
+    assert_eq!(s[0] + s[2], n, "every kernel ran: {s:?}");
+    assert!(s[0] >= 1, "entries past the new end were served: {s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn files_ending(dir: &Path, ext: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == ext)
+        })
+        .count()
+}
+
+/// A key's lock held by a process that never lets go (here: this one, as a stopped process
+/// would): a child waits [`cpu::LOCK_TIMEOUT`] for it, then compiles in memory; the keys not
+/// locked are cached as usual, and their lock files are removed once written.
+#[test]
+fn a_lock_held_forever_times_out_and_lock_files_are_removed() {
+    let dir = temp_dir("lock");
+    let n = kernels().len();
+    let host = HostTarget::detect();
+    let k = &kernels()[0].kernel;
+    let key = CacheKey::new(k, &host, cpu::options_for(&host, false));
+    let held = std::fs::File::create(dir.join(format!("{}.lock", key.0))).unwrap();
+    held.lock().unwrap();
+    let start = std::time::Instant::now();
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    let took = start.elapsed();
+    assert_eq!(s, [n, 0, 0, 0], "every kernel compiled");
+    assert!(
+        took >= cpu::LOCK_TIMEOUT,
+        "did not wait for the lock: {took:?}"
+    );
+    assert!(took < cpu::LOCK_TIMEOUT * 6, "waited too long: {took:?}");
+    assert_eq!(entries(&dir).len(), n - 1, "the locked key is not cached");
+    assert_eq!(
+        files_ending(&dir, "lock"),
+        1,
+        "only the held lock file remains"
+    );
+    drop(held);
+    let s = children(1, &[("TPUKIT_CACHE_DIR", &dir)])[0];
+    assert_eq!(
+        s,
+        [1, n - 1, 0, 0],
+        "the key is compiled once its lock is free"
+    );
+    assert_eq!(
+        files_ending(&dir, "lock"),
+        0,
+        "lock files are removed after use"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `TPUKIT_CACHE_DIR=""` means no disk cache: nothing is written to the current directory.
+#[test]
+fn an_empty_cache_dir_means_no_disk_cache() {
+    let dir = temp_dir("empty-dir");
+    let n = kernels().len();
+    let s = children_running(
+        "child",
+        1,
+        &[("TPUKIT_CACHE_DIR", Path::new(""))],
+        Some(&dir),
+    )[0];
+    assert_eq!(s, [n, 0, 0, 0]);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "files written to the cwd"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

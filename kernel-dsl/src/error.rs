@@ -23,18 +23,23 @@ pub enum ErrorKind {
     /// An access outside an array or a block while the kernel runs: an index map, a dynamic
     /// slice, a gather index.
     Bounds,
+    /// Memory the call needs could not be had: a result, block, staging or scratch buffer
+    /// larger than the host can allocate (an allocation failure is this error, never an
+    /// abort).
+    Memory,
     /// A bug in tpukit itself (an invariant that does not hold, a compiler failure on a
     /// verified kernel, a panic caught at a boundary), never the caller's input.
     Internal,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 6] = [
+    pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Invalid,
         ErrorKind::Unsupported,
         ErrorKind::Shape,
         ErrorKind::DType,
         ErrorKind::Bounds,
+        ErrorKind::Memory,
         ErrorKind::Internal,
     ];
 
@@ -45,6 +50,7 @@ impl ErrorKind {
             ErrorKind::Shape => "shape",
             ErrorKind::DType => "dtype",
             ErrorKind::Bounds => "bounds",
+            ErrorKind::Memory => "memory",
             ErrorKind::Internal => "internal",
         }
     }

@@ -37,6 +37,7 @@ mod dtype;
 mod error;
 mod hash;
 mod kernel;
+mod limits;
 mod loc;
 pub mod markers;
 mod op;
@@ -54,6 +55,7 @@ pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;
 pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
+pub use limits::{MAX_BUFFER_BYTES, buffer_bytes};
 pub use loc::Loc;
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,

@@ -5,6 +5,7 @@ use crate::{
     BlockDim, DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand,
     Region, Result, Role, Start, Type, ValueId, Window,
     builder::{broadcast_shapes, dot_shape, is_permutation},
+    limits::check_buffer,
 };
 
 /// What the typing rule of a single op needs to know about its surroundings.
@@ -20,6 +21,7 @@ pub fn verify(kernel: &Kernel) -> Result<()> {
 }
 
 fn verify_inner(k: &Kernel) -> Result<()> {
+    verify_sizes(k)?;
     for (axis, a) in k.grid.iter().enumerate() {
         if let Extent::CeilDiv { block: 0, .. } = a.extent {
             return Err(Error::new(format!(
@@ -60,6 +62,37 @@ fn verify_inner(k: &Kernel) -> Result<()> {
         return Err(Error::new("the kernel body takes no arguments"));
     }
     verify_func(&ctx, &k.body, &[], Place::Body)
+}
+
+/// Checks every buffer a backend sizes from the kernel's static shapes (block windows,
+/// scratch operands, values) against [`crate::MAX_BUFFER_BYTES`], before anything computes
+/// an element count that could overflow.
+fn verify_sizes(k: &Kernel) -> Result<()> {
+    let too_big = |m: String| Error::new(m).with_kind(crate::ErrorKind::Shape);
+    for o in &k.operands {
+        let what = |kind: &str| format!("operand `{}`: the {kind}", o.name);
+        match &o.window {
+            Window::Blocked(b) => {
+                let block: Vec<usize> = b.block.iter().map(|d| d.size()).collect();
+                check_buffer(&what("block"), o.dtype, &block).map_err(too_big)?;
+            }
+            Window::Whole if o.role == Role::Scratch => {
+                let shape: Vec<usize> = o.shape.iter().filter_map(|d| d.as_static()).collect();
+                check_buffer(&what("scratch buffer"), o.dtype, &shape).map_err(too_big)?;
+            }
+            Window::Whole => {}
+        }
+    }
+    let funcs = std::iter::once(&k.body).chain(k.operands.iter().filter_map(|o| match &o.window {
+        Window::Blocked(b) => Some(&b.index_map),
+        Window::Whole => None,
+    }));
+    for f in funcs {
+        for t in &f.types {
+            check_buffer("a value", t.dtype, &t.shape).map_err(too_big)?;
+        }
+    }
+    Ok(())
 }
 
 fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), String> {

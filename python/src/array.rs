@@ -56,8 +56,19 @@ fn elements<T: Copy>(bytes: &[u8]) -> Vec<T> {
 ///
 /// Invariant checked here: `data.len() == product(shape) * dtype.size_bytes()`.
 pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostArray> {
-    let n: usize = shape.iter().product();
-    let want = n * dtype.size_bytes();
+    // An array's non-zero extents multiply to at most `isize::MAX` (ndarray's rule); a
+    // zero-size shape may have any others, so the element count is `want / size`, checked.
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(dtype.size_bytes(), |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize);
+    let Some(nonzero) = nonzero else {
+        return Err(ShapeError::new_err(format!(
+            "a {dtype} array of shape {shape:?} is larger than memory can address"
+        )));
+    };
+    let want = if shape.contains(&0) { 0 } else { nonzero };
     if data.len() != want {
         return Err(ShapeError::new_err(format!(
             "a {dtype} array of shape {shape:?} needs {want} bytes, got {}",

@@ -4,7 +4,8 @@
 //! types is one Python class ([`raise`]), every one a subclass of `TpukitError` (itself an
 //! `Exception`). `UnsupportedError` means the input uses something tpukit does not support (an
 //! op, a memory space, a dtype) and names it; `ShapeError`, `DTypeError` and `BoundsError`
-//! mean the caller's shapes, dtypes or indices are wrong; `InternalError` is a bug in tpukit.
+//! mean the caller's shapes, dtypes or indices are wrong; `OutOfMemoryError` that an
+//! allocation failed (never an abort); `InternalError` is a bug in tpukit.
 //! Other failures (a malformed kernel or call) raise `TpukitError` itself. None is ever raised
 //! for a result that might be wrong: that is not an error path tpukit has.
 //!
@@ -54,6 +55,14 @@ create_exception!(
 );
 create_exception!(
     tpukit,
+    OutOfMemoryError,
+    TpukitError,
+    "Memory the call needs could not be allocated: a result, block or buffer larger than the \
+     host can give (where torch raises `RuntimeError`). The message names the buffer and its \
+     size."
+);
+create_exception!(
+    tpukit,
     InternalError,
     TpukitError,
     "A bug in tpukit (a Rust panic or a broken invariant), not in the caller's input; please \
@@ -68,6 +77,7 @@ pub fn add_classes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ShapeError", py.get_type::<ShapeError>())?;
     m.add("DTypeError", py.get_type::<DTypeError>())?;
     m.add("BoundsError", py.get_type::<BoundsError>())?;
+    m.add("OutOfMemoryError", py.get_type::<OutOfMemoryError>())?;
     m.add("InternalError", py.get_type::<InternalError>())?;
     Ok(())
 }
@@ -81,6 +91,7 @@ pub fn raise(kind: ErrorKind, message: impl Into<String>) -> PyErr {
         ErrorKind::Shape => ShapeError::new_err(message),
         ErrorKind::DType => DTypeError::new_err(message),
         ErrorKind::Bounds => BoundsError::new_err(message),
+        ErrorKind::Memory => OutOfMemoryError::new_err(message),
         ErrorKind::Internal => InternalError::new_err(message),
     }
 }

@@ -16,6 +16,7 @@ KINDS = [
     tpukit.ShapeError,
     tpukit.DTypeError,
     tpukit.BoundsError,
+    tpukit.OutOfMemoryError,
     tpukit.InternalError,
 ]
 

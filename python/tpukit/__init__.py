@@ -4,13 +4,18 @@
 ``custom_jax_kernel``) also needs JAX; torch is optional everywhere: kernels accept and return
 numpy arrays, torch tensors and JAX arrays alike. ``tpukit.tpublas`` holds ATen operators.
 
-At import the package loads the bundle it ships (``tpukit/host.tpkb``, precompiled kernels
-for this host, built by ``make setup`` or ``tpukit bundle build -o …``) — memory-mapped,
-only its index read — and prepares the JIT, so the first call of a shipped kernel compiles
-nothing. ``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: none). A bundle
-built for another host or tpukit version is refused with a message, and kernels are
-compiled instead. Importing it also tells libtpu, on a host without a TPU, that it is only a
-compiler (``tpukit._libtpu``), so lowering a kernel prints nothing.
+At import the package registers the bundle it ships (``tpukit/host.tpkb``, precompiled
+kernels for this host, built by ``make setup`` or ``tpukit bundle build -o …``) — only its
+index is read — so the first call of a shipped kernel compiles nothing.
+``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: none). A bundle built for
+another host or tpukit version is refused with a message, and kernels are compiled instead.
+
+Import does no other work: no thread, no JIT, no heap warm-up, so ``import tpukit`` is cheap
+and safe before ``os.fork()``. The worker threads and the JIT start at the first launch (and
+again in a forked child); ``tpukit.warm_up()`` starts them ahead of time and brings the
+allocator to its steady state (a few ms), which a latency-sensitive first call wants.
+Importing it also tells libtpu, on a host without a TPU, that it is only a compiler
+(``tpukit._libtpu``), so lowering a kernel prints nothing.
 
 ``tpukit.__version__`` is the version of the native module (the Rust crates' version, which
 is also the package's). ``tpukit.cache_stats()`` says where this process's kernels came from.
@@ -30,6 +35,7 @@ from tpukit._native import (  # noqa: E402
     InternalError,
     Kernel,
     Operand,
+    OutOfMemoryError,
     ShapeError,
     TpukitError,
     UnsupportedError,
@@ -47,6 +53,7 @@ __all__ = [
     "InternalError",
     "Kernel",
     "Operand",
+    "OutOfMemoryError",
     "ShapeError",
     "TpukitError",
     "UnsupportedError",
@@ -55,6 +62,7 @@ __all__ = [
     "catalog",
     "instantiate",
     "launch",
+    "warm_up",
     "pallas",
     "helion",
     "tpublas",
@@ -70,13 +78,21 @@ def __getattr__(name):
     raise AttributeError(f"module 'tpukit' has no attribute {name!r}")
 
 
-def _start_runtime(native):
+def warm_up() -> None:
+    """Prepares the compiled backend ahead of the first launch: the host target, the JIT, the
+    worker threads, the allocator, the bundles' warm-up kernel, tpuBLAS's first kernel build.
+    Optional (each starts at its first use otherwise); a few milliseconds, which the first
+    calls would pay. Call it again after ``os.fork()`` to warm the child."""
+    _native.warm_up()
+    _native.tpublas_warm_up()
+
+
+def _register_bundle(native):
     if "TPUKIT_BUNDLE" not in os.environ:  # else the runtime loads those, at first use
         shipped = pathlib.Path(__file__).with_name("host.tpkb")
         if shipped.exists():
             native.register_bundle(str(shipped))
-    native.warm_up()
 
 
-_start_runtime(_native)
-del _libtpu, _native, _start_runtime
+_register_bundle(_native)
+del _libtpu, _register_bundle

@@ -89,7 +89,8 @@ def to_numpy(x) -> np.ndarray:
     memory is elsewhere or not contiguous, a copy, of an array of any supported kind."""
     k = kind(x)
     if k == "torch":
-        t = x.detach().cpu().contiguous()
+        # DLPack has no negative or conjugate bit: a lazy `neg`/`conj` view would lose its sign.
+        t = x.detach().cpu().resolve_neg().resolve_conj().contiguous()
         import torch
 
         if t.dtype == torch.bfloat16:
@@ -99,8 +100,9 @@ def to_numpy(x) -> np.ndarray:
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
-    """``a`` C-contiguous, keeping its shape (``np.ascontiguousarray`` turns 0-d into 1-d)."""
-    return np.ascontiguousarray(a).reshape(a.shape)
+    """``a`` if it is C-contiguous, else a C-contiguous copy; unlike ``np.ascontiguousarray``,
+    a 0-d array stays 0-d (not shape ``(1,)``)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def to_wire(x: np.ndarray):

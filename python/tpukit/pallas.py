@@ -467,6 +467,9 @@ class JaxKernel:
         self.static_argnums = tuple(
             (static_argnums,) if isinstance(static_argnums, int) else static_argnums
         )
+        # JAX drops arguments the function does not use unless told to keep them; the kernel
+        # must still take every array it is called with.
+        jit_kwargs = {"keep_unused": True, **jit_kwargs}
         self.jitted = jax.jit(fn, static_argnums=self.static_argnums, **jit_kwargs)
         self.device = check_device(device)
         self._lowered_cache = _Cache()  # JAX's StableHLO and the result structure

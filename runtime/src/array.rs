@@ -110,16 +110,66 @@ impl HostArray {
         }
     }
 
+    /// [`HostArray::zeros`], or an [`ErrorKind::Memory`](tpukit_dsl::ErrorKind::Memory)
+    /// error naming `what` if the memory cannot be allocated (or its size overflows): the
+    /// sizes of outputs come from callers' shapes.
+    pub fn try_zeros(
+        dtype: DType,
+        shape: &[usize],
+        what: &str,
+    ) -> Result<HostArray, crate::RuntimeError> {
+        let what = format!("{what} ({dtype}, shape {shape:?})");
+        // ndarray's rule: the non-zero extents multiply to at most `isize::MAX`, even when
+        // another extent is 0.
+        let nonzero = shape
+            .iter()
+            .filter(|&&d| d != 0)
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| crate::alloc::out_of_memory(&what, None))?;
+        let n = if shape.contains(&0) { 0 } else { nonzero };
+        let shape = IxDyn(shape);
+        macro_rules! zeros {
+            ($variant:ident) => {
+                HostArray::$variant(
+                    ArcArray::from_shape_vec(shape, crate::alloc::zeroed(n, &what)?)
+                        .expect("n elements"),
+                )
+            };
+        }
+        Ok(match dtype {
+            DType::F32 => zeros!(F32),
+            DType::BF16 => zeros!(BF16),
+            DType::F16 => zeros!(F16),
+            DType::I32 => zeros!(I32),
+            DType::I8 => zeros!(I8),
+            DType::Bool => zeros!(Bool),
+        })
+    }
+
     /// The elements in row-major order, exactly (every dtype's values are f64 values).
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.try_to_f64_vec("a host array as f64 values")
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`HostArray::to_f64_vec`], or an [`ErrorKind::Memory`](tpukit_dsl::ErrorKind::Memory)
+    /// error naming `what` if the memory cannot be allocated (8 bytes per element: the
+    /// interpreter's copy of a large array may not fit where the array does).
+    pub fn try_to_f64_vec(&self, what: &str) -> Result<Vec<f64>, crate::RuntimeError> {
+        let n = self.shape().iter().product::<usize>();
+        let mut v = Vec::new();
+        v.try_reserve_exact(n)
+            .map_err(|_| crate::alloc::out_of_memory(what, n.checked_mul(8)))?;
         match self {
-            HostArray::F32(a) => a.iter().map(|&x| x as f64).collect(),
-            HostArray::BF16(a) => a.iter().map(|x| x.to_f64()).collect(),
-            HostArray::F16(a) => a.iter().map(|x| x.to_f64()).collect(),
-            HostArray::I32(a) => a.iter().map(|&x| x as f64).collect(),
-            HostArray::I8(a) => a.iter().map(|&x| x as f64).collect(),
-            HostArray::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+            HostArray::F32(a) => v.extend(a.iter().map(|&x| x as f64)),
+            HostArray::BF16(a) => v.extend(a.iter().map(|x| x.to_f64())),
+            HostArray::F16(a) => v.extend(a.iter().map(|x| x.to_f64())),
+            HostArray::I32(a) => v.extend(a.iter().map(|&x| x as f64)),
+            HostArray::I8(a) => v.extend(a.iter().map(|&x| x as f64)),
+            HostArray::Bool(a) => v.extend(a.iter().map(|&x| x as u8 as f64)),
         }
+        Ok(v)
     }
 
     /// An array of `dtype` from row-major values, each converted as a kernel `cast` would.

@@ -18,19 +18,21 @@
 //! ```
 //!
 //! `TPUKIT_BUNDLE` (paths separated by `:`) names the bundles to load at first use, and
-//! [`register`] adds one later (the Python package registers the bundle it ships). Bundles are
-//! memory-mapped and only their index is read (and checked) when loaded; an entry's bytes are
-//! checksummed when the entry is first used. A bundle for another target or tpukit
+//! [`register`] adds one later (the Python package registers the bundle it ships). Only a
+//! bundle's index is read (and checked) when it is loaded, with every entry's place checked
+//! against the file's length (a bundle refused registers none of its entries); an entry's
+//! bytes are read (through checked offsets, never a memory map) and checksummed when the
+//! entry is first used. A bundle for another target or tpukit
 //! version, or with a bad checksum, is refused with a message on stderr, and the runtime
 //! compiles instead. [`inspect`] reads a whole bundle and checks every checksum.
 
 use crate::cpu::artifact::{self, Artifact, Reader, Writer};
 use crate::cpu::cache::warn_once;
 use crate::cpu::{CacheKey, HostTarget};
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tpukit_dsl::{Bindings, KernelHash};
@@ -120,14 +122,36 @@ impl Blob {
         Ok(Blob { offset, len, sha })
     }
 
+    /// The blob's bytes, read from `file` whose blob area starts at `blobs_at`, if they are
+    /// there and intact.
+    fn read_from(&self, file: &File, blobs_at: u64) -> Result<Vec<u8>, String> {
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(self.len)
+            .map_err(|_| "an entry larger than memory".to_string())?;
+        bytes.resize(self.len, 0);
+        let at = blobs_at
+            .checked_add(self.offset as u64)
+            .ok_or("an entry lies past the end of the file")?;
+        file.read_exact_at(&mut bytes, at)
+            .map_err(|e| format!("cannot read the entry ({e}); was the file changed?"))?;
+        self.check(&bytes)?;
+        Ok(bytes)
+    }
+
+    fn check(&self, bytes: &[u8]) -> Result<(), String> {
+        if Sha256::digest(bytes).as_slice() != self.sha {
+            return Err("checksum mismatch (the entry is corrupt)".into());
+        }
+        Ok(())
+    }
+
     /// The blob's bytes in `blobs`, if they are there and intact.
     fn bytes<'a>(&self, blobs: &'a [u8]) -> Result<&'a [u8], String> {
         let bytes = blobs
             .get(self.offset..self.offset.saturating_add(self.len))
             .ok_or("an entry lies past the end of the file")?;
-        if Sha256::digest(bytes).as_slice() != self.sha {
-            return Err("checksum mismatch (the entry is corrupt)".into());
-        }
+        self.check(bytes)?;
         Ok(bytes)
     }
 }
@@ -278,10 +302,14 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
     })
 }
 
-/// The loaded bundles: their mapped bytes (and where their blob area starts), and every
+/// The loaded bundles: their open files (and where their blob area starts), and every
 /// entry's object code by key.
+///
+/// Entries are read with positioned reads (`pread`), not through a memory map: a bundle
+/// truncated or rewritten in place while loaded makes a read fail (and the kernel compile),
+/// where a mapped page past the new end of the file would kill the process with `SIGBUS`.
 struct Loaded {
-    maps: Vec<(Mmap, usize)>,
+    files: Vec<(File, u64)>,
     slots: HashMap<CacheKey, (usize, Blob)>,
     /// The kernel hash and key of the [`WARM_UP`] entry, if a bundle has one.
     warm_up: Option<(KernelHash, CacheKey)>,
@@ -293,7 +321,7 @@ fn loaded() -> MutexGuard<'static, Loaded> {
     LOADED
         .get_or_init(|| {
             let mut l = Loaded {
-                maps: Vec::new(),
+                files: Vec::new(),
                 slots: HashMap::new(),
                 warm_up: None,
             };
@@ -321,26 +349,58 @@ fn add(l: &mut Loaded, path: &Path) -> bool {
 }
 
 /// Loads the bundle at `path` (as `TPUKIT_BUNDLE` would): its kernels are served from now on.
-/// Returns false, after a message on stderr, if the bundle was refused.
+/// Returns false, after a message on stderr, if the bundle was refused; a refused bundle
+/// registers none of its entries (and so overrides none of an earlier bundle's).
 pub fn register(path: &Path) -> bool {
     add(&mut loaded(), path)
 }
 
-/// Maps `path` and indexes its entries, if it was built for this host and tpukit.
+/// Reads the sealed index at the start of `file` (`len` bytes long): only its own bytes.
+fn read_index_of(file: &File, len: u64) -> Result<Index, String> {
+    let mut head = [0u8; artifact::HEADER];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|_| "truncated: shorter than a bundle header".to_string())?;
+    let body_len = u64::from_le_bytes(head[artifact::HEADER - 8..].try_into().expect("8 bytes"));
+    let index_len = body_len
+        .checked_add(artifact::HEADER as u64)
+        .filter(|&n| n <= len)
+        .ok_or("truncated: the index lies past the end of the file")?;
+    let mut bytes = vec![0u8; index_len as usize];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(|e| e.to_string())?;
+    read_index(&bytes)
+}
+
+/// Opens `path` and indexes its entries, if it was built for this host and tpukit and every
+/// entry lies inside the file; registers them all, or none.
 fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
-    // SAFETY: bundles are written once (temp file + rename) and never modified in place.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| e.to_string())?;
-    let index = read_index(&map)?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let index = read_index_of(&file, len)?;
     if let Some(why) = index.header.refusal(host) {
         return Err(why);
     }
-    let bundle = l.maps.len();
-    let blobs_len = map.len() - index.blobs_at;
-    for e in index.entries {
-        if e.artifact.offset.saturating_add(e.artifact.len) > blobs_len {
-            return Err(format!("entry {} lies past the end of the file", e.key.0));
+    let blobs_len = len - index.blobs_at as u64;
+    let inside = |b: &Blob| {
+        (b.offset as u64)
+            .checked_add(b.len as u64)
+            .is_some_and(|end| end <= blobs_len)
+    };
+    for e in &index.entries {
+        let executables = e.executables.iter().map(|(_, b)| b);
+        if !std::iter::once(&e.artifact)
+            .chain([&e.module])
+            .chain(executables)
+            .all(inside)
+        {
+            return Err(format!(
+                "entry `{}` lies past the end of the file (truncated?)",
+                e.name
+            ));
         }
+    }
+    let bundle = l.files.len();
+    for e in index.entries {
         if e.name == WARM_UP
             && let Some(hash) = parse_hash(&e.ir_hash)
         {
@@ -348,7 +408,7 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
         }
         l.slots.insert(e.key, (bundle, e.artifact));
     }
-    l.maps.push((map, index.blobs_at));
+    l.files.push((file, index.blobs_at as u64));
     Ok(())
 }
 
@@ -374,12 +434,17 @@ pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
     Some((hash, lookup(&key)?))
 }
 
-/// The artifact for `key` from a loaded bundle, if one holds it intact.
+/// The artifact for `key` from a loaded bundle, if one holds it intact (its bytes read from
+/// the file and checksummed at each lookup: the runtime looks an entry up once, then keeps
+/// the linked kernel).
 pub(crate) fn lookup(key: &CacheKey) -> Option<Artifact> {
     let l = loaded();
     let (bundle, blob) = *l.slots.get(key)?;
-    let (map, blobs_at) = &l.maps[bundle];
-    match blob.bytes(&map[*blobs_at..]).and_then(Artifact::decode) {
+    let (file, blobs_at) = &l.files[bundle];
+    match blob
+        .read_from(file, *blobs_at)
+        .and_then(|b| Artifact::decode(&b))
+    {
         Ok(a) => Some(a),
         Err(e) => {
             warn_once(&format!(

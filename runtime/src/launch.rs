@@ -23,11 +23,14 @@ pub fn launch_with<K: Launchable>(
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
     let k = kernel.kernel();
-    let bindings = bind(k, &signatures(inputs), &[])?;
+    let bindings = bind(k, &signatures(inputs), None)?;
     let mut outputs = Vec::new();
     for (_, o) in k.operands_with_role(Role::Output) {
         let shape = resolve(k, &o.shape, &bindings, &o.name)?;
-        outputs.push(HostArray::zeros(o.dtype, &shape));
+        let what = format!("output `{}`", o.name);
+        let array = HostArray::try_zeros(o.dtype, &shape, &what)
+            .map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))?;
+        outputs.push(array);
     }
     device
         .backend()
@@ -55,7 +58,7 @@ pub fn launch_into_with<K: Launchable>(
 ) -> Result<(), RuntimeError> {
     kernel.verify()?;
     let outs: Vec<Signature> = outputs.iter().map(|a| (a.dtype(), a.shape())).collect();
-    let bindings = bind(kernel.kernel(), &signatures(inputs), &outs)?;
+    let bindings = bind(kernel.kernel(), &signatures(inputs), Some(&outs))?;
     device
         .backend()
         .run(kernel, &bindings, inputs, outputs, options)
@@ -88,11 +91,12 @@ fn signatures<'a>(arrays: &[&'a HostArray]) -> Vec<Signature<'a>> {
 }
 
 /// Checks the arrays (their dtypes and shapes) against the (verified) kernel's operands and
-/// binds every symbol.
+/// binds every symbol; `outputs`, when the caller provides them, must be one array per
+/// output (even none).
 pub(crate) fn bind(
     kernel: &Kernel,
     inputs: &[Signature],
-    outputs: &[Signature],
+    outputs: Option<&[Signature]>,
 ) -> Result<Bindings, RuntimeError> {
     let err = |kind, m: String| RuntimeError::new(&kernel.name, m).with_kind(kind);
     let mut given: Vec<(&tpukit_dsl::Operand, Signature)> = Vec::new();
@@ -112,7 +116,7 @@ pub(crate) fn bind(
         ));
     }
     given.extend(ins.into_iter().zip(inputs.iter().copied()));
-    if !outputs.is_empty() {
+    if let Some(outputs) = outputs {
         let outs: Vec<_> = kernel
             .operands
             .iter()

@@ -6,6 +6,7 @@
 //! against; and [`Device::Cpu`], the same kernels compiled for the host through LLVM
 //! ([`cpu`]). [`bundle`]s hold kernels precompiled for every backend.
 
+mod alloc;
 mod array;
 mod backend;
 pub mod bundle;

@@ -43,7 +43,7 @@ pub unsafe fn launch_raw<K: Launchable>(
     kernel.verify()?;
     let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
     let outs: Vec<Signature> = outputs.iter().map(RawArray::signature).collect();
-    let bindings = bind(kernel.kernel(), &ins, &outs)?;
+    let bindings = bind(kernel.kernel(), &ins, Some(&outs))?;
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter().map(|a| a.data).collect();
     // SAFETY: the caller's contract, the shapes checked against the kernel by `bind`.

@@ -428,6 +428,7 @@ pub fn binary(
         )
         .with_kind(ErrorKind::Shape)
     })?;
+    layout::check_size(name, &shape)?;
     // ATen: a 0-d tensor with a dimensioned one does not decide the dtype.
     let dtype = match (x.shape().is_empty(), y.shape().is_empty()) {
         (false, true) => x.dtype(),
@@ -462,8 +463,8 @@ pub fn binary(
         }
     }
     let (x, y) = (
-        layout::expand(&x, &shape).expect("broadcast checked"),
-        layout::expand(&y, &shape).expect("broadcast checked"),
+        layout::expand(name, &x, &shape)?.expect("broadcast checked"),
+        layout::expand(name, &y, &shape)?.expect("broadcast checked"),
     );
     let kernel = binary_kernel(op, dtype, Pattern::Same)?;
     let alpha = scalar(alpha);
@@ -491,6 +492,13 @@ pub fn binary_scalar(
         .ok_or_else(|| BlasError::new(op.aten_tensor(), "has no Scalar overload"))?;
     check_dtype(name, x)?;
     check_alpha(op, name, alpha)?;
+    // ATen computes `pow(x, ±0.5)` as `sqrt`/`rsqrt`, which differ from `powf` at -inf
+    // (NaN, not inf or 0) and at -0 (-0 and -inf, not 0 and inf).
+    match (op, s) {
+        (Binary::Pow, 0.5) => return unary(Unary::Sqrt, x),
+        (Binary::Pow, -0.5) => return unary(Unary::Rsqrt, x),
+        _ => {}
+    }
     let kernel = binary_kernel(op, x.dtype(), Pattern::Scalar)?;
     run(&kernel, &[x, &scalar(op.fold_alpha(s, alpha))], x.shape())
 }
@@ -512,12 +520,15 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
         .ok_or_else(|| {
             BlasError::new(name, "shapes do not broadcast").with_kind(ErrorKind::Shape)
         })?;
+    layout::check_size(name, &shape)?;
     let dtype = promote(a.dtype(), b.dtype());
-    let expand = |x: &HostArray, d| layout::expand(&to(x, d), &shape).expect("broadcast checked");
+    let expand = |x: &HostArray, d| {
+        layout::expand(name, &to(x, d), &shape).map(|e| e.expect("broadcast checked"))
+    };
     let (c, a, b) = (
-        expand(cond, DType::Bool),
-        expand(a, dtype),
-        expand(b, dtype),
+        expand(cond, DType::Bool)?,
+        expand(a, dtype)?,
+        expand(b, dtype)?,
     );
     run(&where_kernel(dtype)?, &[&c, &a, &b], &shape)
 }

@@ -8,7 +8,7 @@
 use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::value::{Args, Value};
-use crate::{BlasError, promote};
+use crate::{BlasError, layout, promote};
 use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{BlockDim, CallSpec, DType};
 use tpukit::prelude::*;
@@ -60,21 +60,25 @@ fn select(op: &'static str, x: &HostArray, d: usize, index: &HostArray) -> Resul
                 .with_kind(ErrorKind::Bounds),
         );
     }
-    let outer: usize = shape[..d.min(shape.len())].iter().product();
-    let inner: usize = shape.get(d + 1..).map_or(1, |s| s.iter().product());
     let k = idx.len();
-    let x2 = x.clone().reshape(&[outer * v, inner]).expect("same size");
-    let rows: Vec<f64> = (0..outer)
-        .flat_map(|o| idx.iter().map(move |&i| (o * v) as f64 + i as f64))
-        .collect();
-    let rows = HostArray::from_f64(DType::I32, &[outer * k], &rows);
-    let out = crate::launch::one(&kernel(x.dtype())?, &[&rows, &x2])?;
     let mut out_shape = shape.to_vec();
     if out_shape.is_empty() {
         out_shape.push(k);
     } else {
         out_shape[d] = k;
     }
+    if layout::check_size(op, &out_shape)? == 0 {
+        // Nothing to gather (and the row list below would walk every leading index).
+        return Ok(HostArray::zeros(x.dtype(), &out_shape));
+    }
+    let outer: usize = shape[..d.min(shape.len())].iter().product();
+    let inner: usize = shape.get(d + 1..).map_or(1, |s| s.iter().product());
+    let x2 = x.clone().reshape(&[outer * v, inner]).expect("same size");
+    let rows: Vec<f64> = (0..outer)
+        .flat_map(|o| idx.iter().map(move |&i| (o * v) as f64 + i as f64))
+        .collect();
+    let rows = HostArray::from_f64(DType::I32, &[outer * k], &rows);
+    let out = crate::launch::one(&kernel(x.dtype())?, &[&rows, &x2])?;
     Ok(out.reshape(&out_shape).expect("same size"))
 }
 

@@ -1,7 +1,8 @@
 //! How tensors are presented to the 1-D kernels: flattened, row-major, contiguous.
 
+use crate::BlasError;
 use tpukit::HostArray;
-use tpukit::dsl::{ArraySpec, DType, Dim, Extent, GridAxis, grid};
+use tpukit::dsl::{ArraySpec, DType, Dim, ErrorKind, Extent, GridAxis, grid};
 use tpukit::prelude::CallSpec;
 
 /// Elements per block of the 1-D elementwise kernels.
@@ -103,7 +104,8 @@ pub fn pattern(out: &[usize], y: &[usize]) -> Option<(Pattern, usize, usize)> {
     if out[split..] == *core {
         let n: usize = core.iter().product();
         // A one-lane row would waste the window; such `y`s are scalars anyway.
-        return (n > 1).then_some((Pattern::Row, total / n, n));
+        // (Lazily: `n` may be 0.)
+        return (n > 1).then(|| (Pattern::Row, total / n, n));
     }
     let head = core.iter().rposition(|&d| d != 1).map_or(0, |p| p + 1);
     let aligned = &core[..head];
@@ -126,24 +128,52 @@ pub fn unflatten(x: HostArray, shape: &[usize]) -> HostArray {
     x.reshape(shape).expect("same size")
 }
 
-/// `x` broadcast (numpy/ATen rules) to `shape`, materialised; `None` if it does not broadcast.
-pub fn expand(x: &HostArray, shape: &[usize]) -> Option<HostArray> {
+/// The number of elements of a result of `shape` computed by `op`: an
+/// [`ErrorKind::Memory`] error if its non-zero extents multiply past what an array may hold
+/// (`isize::MAX`, as ATen's "storage size overflowed") — a zero-size tensor may have such
+/// extents, and the result of broadcasting two of them may too.
+pub fn check_size(op: &str, shape: &[usize]) -> Result<usize, BlasError> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d));
+    match nonzero {
+        Some(n) if n <= isize::MAX as usize => Ok(if shape.contains(&0) { 0 } else { n }),
+        _ => Err(BlasError::new(
+            op,
+            format!("a result of shape {shape:?} has more elements than an array can hold"),
+        )
+        .with_kind(ErrorKind::Memory)),
+    }
+}
+
+/// `x` broadcast (numpy/ATen rules) to `shape` (checked by [`check_size`]), materialised by
+/// `op`; `None` if it does not broadcast, an [`ErrorKind::Memory`] error if the memory cannot
+/// be had.
+pub fn expand(op: &str, x: &HostArray, shape: &[usize]) -> Result<Option<HostArray>, BlasError> {
     if x.shape() == shape {
-        return Some(x.clone());
+        return Ok(Some(x.clone()));
     }
     let xs = x.shape();
     if xs.len() > shape.len() {
-        return None;
+        return Ok(None);
     }
     let lead = shape.len() - xs.len();
     for (d, &n) in xs.iter().enumerate() {
         if n != 1 && n != shape[lead + d] {
-            return None;
+            return Ok(None);
         }
     }
+    let total = check_size(op, shape)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|_| {
+        BlasError::new(
+            op,
+            format!("cannot allocate a broadcast of shape {shape:?}: {total} elements"),
+        )
+        .with_kind(ErrorKind::Memory)
+    })?;
     let data = x.to_f64_vec();
-    let total: usize = shape.iter().product();
-    let mut out = Vec::with_capacity(total);
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..total {
         let mut off = 0;
@@ -159,7 +189,7 @@ pub fn expand(x: &HostArray, shape: &[usize]) -> Option<HostArray> {
             idx[d] = 0;
         }
     }
-    Some(HostArray::from_f64(x.dtype(), shape, &out))
+    Ok(Some(HostArray::from_f64(x.dtype(), shape, &out)))
 }
 
 /// The broadcast shape of `a` and `b`, if they broadcast.

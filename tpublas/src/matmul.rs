@@ -188,6 +188,7 @@ impl Matmul {
         if rank == 3 {
             out_shape.insert(0, xs[0]);
         }
+        layout::check_size(a.op, &out_shape)?;
         if self != Matmul::Addmm {
             let k = self.kernel(dtype, Bias::Row)?;
             return Ok(vec![crate::launch::one(&k, &[x, y])?]);
@@ -198,7 +199,7 @@ impl Matmul {
             _ if beta == 0.0 => (HostArray::zeros(dtype, &[1, n]), Bias::Row),
             [cn] | [1, cn] if *cn == n => (c.reshape(&[1, n]).expect("same size"), Bias::Row),
             s => {
-                let full = layout::expand(&c, &out_shape).ok_or_else(|| {
+                let full = layout::expand(a.op, &c, &out_shape)?.ok_or_else(|| {
                     a.err(format!(
                         "self of shape {s:?} does not broadcast to {out_shape:?}"
                     ))
@@ -210,7 +211,7 @@ impl Matmul {
         if xs[1] == 0 {
             // An empty product: no k step runs, so no epilogue adds `beta · self`; the result
             // is that alone (rounded once, as the kernel would).
-            let full = layout::expand(&c, &out_shape).expect("a row or the output's shape");
+            let full = layout::expand(a.op, &c, &out_shape)?.expect("a row or the output's shape");
             let v: Vec<f64> = full.to_f64_vec().iter().map(|&c| c * beta).collect();
             return Ok(vec![HostArray::from_f64(dtype, &out_shape, &v)]);
         }

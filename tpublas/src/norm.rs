@@ -199,7 +199,8 @@ impl Norm {
                 .expect("same size"),
             None => HostArray::from_f64(DType::F32, &[1, n], &vec![fill; n]),
         };
-        let m = x.shape().iter().product::<usize>() / n.max(1);
+        // The leading extents (not `numel / n`: `n` may be 0).
+        let m: usize = x.shape()[..rank - normalized.len()].iter().product();
         let rows_x = x.clone().reshape(&[m, n]).expect("same size");
         let k = self.kernel(x.dtype(), stat)?;
         let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
@@ -208,7 +209,13 @@ impl Norm {
             Norm::Layer => vec![&rows_x, &w, &b, &eps],
             Norm::Rms => vec![&rows_x, &w, &eps],
         };
-        let outs = crate::launch::all(&k, &inputs)?;
+        let mut outs = crate::launch::all(&k, &inputs)?;
+        if n == 0 {
+            // No column block ran: the variance (and mean square) is 0/0, so ATen's rstd is
+            // NaN (the last statistic of both norms).
+            let rstd = outs.last_mut().expect("rstd");
+            *rstd = HostArray::from_f64(rstd.dtype(), rstd.shape(), &vec![f64::NAN; m]);
+        }
         let mut stat_shape = x.shape().to_vec();
         for s in &mut stat_shape[rank - normalized.len()..] {
             *s = 1;

@@ -125,7 +125,13 @@ impl Reduction {
             _ => (0..rank).collect(),
         };
         dims.sort();
-        dims.dedup();
+        if let Some(w) = dims.windows(2).find(|w| w[0] == w[1]) {
+            // ATen refuses a dim given twice (`[0, 0]`, `[1, -1]`) rather than reducing once.
+            return Err(a.err(format!(
+                "dim {} appears multiple times in the list of dims",
+                w[0]
+            )));
+        }
         let keepdim = a.bool_or(2, false)?;
         if self == Reduction::Amax && dims.iter().any(|&d| x.shape()[d] == 0) {
             return Err(a

@@ -4,6 +4,14 @@
 //! (`tri[i, j] = i ≤ j`), accumulated in f32 (ATen accumulates bf16 in f32 too).
 //! Overhanging columns read 0 and come after every real column, so they change no sum.
 //!
+//! The dot multiplies every element by 0 for the columns before it, and `0 · NaN` and
+//! `0 · inf` are NaN: a non-finite element would poison the sums before it. So the dot runs on
+//! the finite elements only (the others read 0), and a second dot of the same triangle counts
+//! the non-finite ones seen so far, per column, in one f32 code: `NaNs + 256 · (+infs) +
+//! 65536 · (-infs)` (at most 128 of each, so every count is an exact f32 integer below
+//! 2^24). Each column then adds what its sequential sum would have met: `+inf`, `-inf`, or NaN
+//! (a NaN, or infinities of both signs), exactly as ATen's sequential scan gives.
+//!
 //! Blocks are [`SCAN_BN`] = 128 columns wide, not the rows layout's 512: the triangular dot
 //! costs `BN` multiply-adds per element, and 128 is one MXU tile on a TPU.
 
@@ -16,13 +24,33 @@ use tpukit::dsl::{CallSpec, DType, Kernel};
 use tpukit::prelude::*;
 
 #[tpu_kernel]
-fn cumsum_rows(x: In, o: Out, carry: Scratch, bn: usize, out: DType) {
+fn cumsum_rows(x: In, o: Out, carry: Scratch, bn: usize, inf: f32, out: DType) {
     if program_id(2) == 0 {
         carry[..] = 0.0;
     }
     let v = x[..].cast(f32);
     let tri = (iota(i32, [bn, bn], 0) <= iota(i32, [bn, bn], 1)).cast(f32);
-    o[..] = (dot(v, tri) + carry[..]).cast(out);
+    let zero = zeros(f32, [16, bn]);
+    let finite = (v - v) == zero;
+    // (`v == v` is false for NaN only; Mosaic has no unordered `!=`.)
+    let code = where_(
+        v == v,
+        where_(
+            v > zero,
+            full(f32, [16, bn], 256.0),
+            full(f32, [16, bn], 65536.0),
+        ),
+        full(f32, [16, bn], 1.0),
+    );
+    let seen = dot(where_(finite, zero, code), tri);
+    let nans = seen - (seen * 0.00390625).floor() * 256.0;
+    let low = seen - (seen * 0.0000152587890625).floor() * 65536.0;
+    let infs = full(f32, [16, bn], inf);
+    let pos = where_(low >= full(f32, [16, bn], 256.0), infs, zero);
+    let neg = where_(seen >= full(f32, [16, bn], 65536.0), zero - infs, zero);
+    let nan = where_(nans > zero, infs, zero);
+    let special = pos + neg + (nan - nan);
+    o[..] = (dot(where_(finite, v, zero), tri) + carry[..] + special).cast(out);
     carry[..] += v.sum_keepdims(-1);
 }
 
@@ -44,7 +72,7 @@ fn build(dtype: DType) -> tpukit::dsl::Result<Kernel> {
         scratch: vec![rows::acc()],
         ..Default::default()
     };
-    cumsum_rows(&spec, SCAN_BN, dtype)
+    cumsum_rows(&spec, SCAN_BN, f32::INFINITY, dtype)
 }
 
 /// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.

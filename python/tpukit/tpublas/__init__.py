@@ -71,8 +71,18 @@ def _is_array(x) -> bool:
         return False
 
 
-def _index_dtype(a: np.ndarray, qualified: str) -> np.ndarray:
-    """int64 indices narrowed to int32 (tpukit's index type) when every one fits."""
+# The schema names of index arguments: the only tensors an int64 array may be passed as.
+_INDEX_ARGUMENTS = ("index", "indices")
+
+
+def _index_dtype(a: np.ndarray, qualified: str, argument: str) -> np.ndarray:
+    """int64 indices narrowed to int32 (tpukit's index type) when every one fits; an int64
+    tensor anywhere else is refused naming its dtype (not the int32 it would narrow to)."""
+    if a.dtype == np.int64 and argument not in _INDEX_ARGUMENTS:
+        raise _native.DTypeError(
+            f"{qualified}: argument {argument!r}: tpuBLAS serves f32 and bf16 tensors "
+            "(and int32 or int64 indices), got int64"
+        )
     if a.dtype == np.int64:
         if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
             raise _native.BoundsError(f"{qualified}: an index does not fit in int32")
@@ -147,7 +157,7 @@ def _convert(a: _schema.Argument, v, qualified: str):
         for x in arrays:
             if not _is_array(x):
                 raise TypeError(f"{what} must be a tensor, got {type(x).__name__}")
-            wire = _arrays.to_wire(_index_dtype(_arrays.to_numpy(x), qualified))
+            wire = _arrays.to_wire(_index_dtype(_arrays.to_numpy(x), qualified, a.name))
             out.append(("tensor", wire, x))
         return out
     if a.type == "ScalarType":
@@ -225,7 +235,6 @@ def _packets() -> dict[str, Packet]:
 
 _PACKETS = _packets()
 globals().update(_PACKETS)
-_native.tpublas_warm_up()
 __all__ += sorted(_PACKETS)
 
 

@@ -11,21 +11,27 @@
 //! `TPUKIT_BUNDLE` only say where to look (all ignored). Array shapes are not in the key: a
 //! compiled kernel serves every shape.
 //!
-//! **Disk.** With `TPUKIT_CACHE_DIR` set, each key is one file `<key>.tpkc` (a checksummed
+//! **Disk.** With `TPUKIT_CACHE_DIR` set (and not empty: empty means no disk cache, as an
+//! empty `TPUKIT_BUNDLE` means no bundle), each key is one file `<key>.tpkc` (a checksummed
 //! [`Artifact`]). Writers hold `<key>.lock` (an exclusive file lock) while they compile, so
-//! concurrent processes compile each key once; entries appear atomically (temp file + rename);
-//! an entry that fails its checksum or does not decode is a miss, is reported once, and is
-//! replaced. A shared directory (NFS, a mounted bucket) shares the cache across hosts: the
+//! concurrent processes compile each key once, and remove it when done. A writer waits at
+//! most [`LOCK_TIMEOUT`] for the lock (its holder may be stopped or hung): then it compiles
+//! in memory, without the cache, and says so once. Entries appear atomically (a temporary
+//! file, synced, then renamed over the entry), so a writer killed at any moment leaves at
+//! worst a stray temporary file, never a partial entry under an entry's name; an entry that
+//! fails its checksum or does not decode is a miss, is reported once, and is replaced. A shared directory (NFS, a mounted bucket) shares the cache across hosts: the
 //! key includes the target, so hosts with different CPUs never use each other's code.
 
 use super::artifact::{self, Artifact};
 use super::codegen::CodegenOptions;
 use super::target::HostTarget;
 use sha2::{Digest, Sha256};
-use std::fs::{self, File};
+use std::fs::{self, File, TryLockError};
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use tpukit_dsl::{Kernel, KernelHash};
 
 /// The identity of a compiled kernel (hex SHA-256).
@@ -91,7 +97,8 @@ pub(crate) fn artifact(
         BUNDLE_HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(a);
     }
-    let Some(dir) = std::env::var_os("TPUKIT_CACHE_DIR").map(PathBuf::from) else {
+    let dir = std::env::var_os("TPUKIT_CACHE_DIR").filter(|d| !d.is_empty());
+    let Some(dir) = dir.map(PathBuf::from) else {
         COMPILED.fetch_add(1, Ordering::Relaxed);
         return compile();
     };
@@ -132,7 +139,36 @@ impl Disk {
             return Ok(a);
         }
         // Whoever holds the lock compiles; the others wait, then find the entry.
-        let lock = File::create(&self.lock).and_then(|f| f.lock().map(|()| f));
+        let lock = match self.acquire(LOCK_TIMEOUT) {
+            Ok(Some(lock)) => Some(lock),
+            Ok(None) => {
+                warn_once(&format!(
+                    "tpukit: {} has been locked for over {} s (its holder may be stopped); \
+                     compiling without the cache",
+                    self.lock.display(),
+                    LOCK_TIMEOUT.as_secs()
+                ));
+                COMPILED.fetch_add(1, Ordering::Relaxed);
+                return compile();
+            }
+            // Cannot lock (a read-only directory): compile, and try to store anyway.
+            Err(_) => None,
+        };
+        let result = self.fill(compile);
+        if let Some(lock) = lock {
+            // Unlinked while held: a waiter that then locks the old file sees it is stale.
+            let _ = fs::remove_file(&self.lock);
+            drop(lock);
+        }
+        result
+    }
+
+    /// With the lock held (or unlockable): the entry if another process wrote it meanwhile,
+    /// else compiled and stored.
+    fn fill(
+        &self,
+        compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
+    ) -> Result<Artifact, crate::RuntimeError> {
         if let Some(a) = self.load(true) {
             DISK_HITS.fetch_add(1, Ordering::Relaxed);
             return Ok(a);
@@ -145,8 +181,35 @@ impl Disk {
                 self.entry.display()
             ));
         }
-        drop(lock);
         Ok(a)
+    }
+
+    /// Takes the key's lock file, waiting at most `timeout`: `Ok(None)` if it stayed locked.
+    /// Lock files are removed by their holder when done, so a file locked after its holder
+    /// unlinked it is stale: then the lock is taken again on the file now at the path.
+    fn acquire(&self, timeout: Duration) -> std::io::Result<Option<File>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let f = File::create(&self.lock)?;
+            loop {
+                match f.try_lock() {
+                    Ok(()) => break,
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(TryLockError::WouldBlock) => return Ok(None),
+                    Err(TryLockError::Error(e)) => return Err(e),
+                }
+            }
+            let held = f.metadata()?;
+            match fs::metadata(&self.lock) {
+                Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => {
+                    return Ok(Some(f));
+                }
+                _ if Instant::now() < deadline => continue,
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// The entry, if present and intact. A damaged entry is a miss (counted and reported when
@@ -180,6 +243,10 @@ impl Disk {
         fs::rename(&tmp, &self.entry)
     }
 }
+
+/// How long a process waits for another to finish compiling a key before compiling it
+/// itself, without the cache.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Prints `message` to stderr the first time it is seen in this process.
 pub(crate) fn warn_once(message: &str) {

@@ -11,11 +11,12 @@ pub(crate) mod cache;
 mod codegen;
 mod compile;
 mod jit;
+mod pool;
 mod stage;
 mod target;
 
 pub use artifact::Artifact;
-pub use cache::{CacheKey, CacheStats, stats};
+pub use cache::{CacheKey, CacheStats, LOCK_TIMEOUT, stats};
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::HostTarget;
@@ -24,6 +25,8 @@ pub use target::HostTarget;
 /// the JIT that links kernels into the process, starts the worker threads, brings the
 /// allocator to its steady state, and links the loaded bundles' warm-up kernel (see
 /// [`crate::bundle::WARM_UP`]). A few milliseconds, otherwise paid by the first calls.
+/// Nothing else starts any of this: each is created at its first use (threads in a forked
+/// child included, see `pool`), so loading tpukit costs nothing until it runs a kernel.
 pub fn warm_up() -> Result<(), RuntimeError> {
     HostTarget::detect();
     warm_allocator();
@@ -49,7 +52,7 @@ pub fn warm_up() -> Result<(), RuntimeError> {
 fn warm_allocator() {
     drop(std::hint::black_box(Vec::<u8>::with_capacity(24 << 20)));
     touch_heap(16 << 20);
-    rayon::broadcast(|_| touch_heap(4 << 20));
+    pool::pool().broadcast(|_| touch_heap(4 << 20));
 }
 
 /// Touches and frees `bytes` of this thread's heap.
@@ -60,7 +63,7 @@ fn touch_heap(bytes: usize) {
 }
 
 use crate::backend::Backend;
-use crate::{HostArray, LaunchOptions, Launchable, RuntimeError};
+use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, alloc};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
 use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
@@ -160,43 +163,65 @@ pub(crate) unsafe fn run_at(
         dims: &dims,
         grid: &grid,
     };
-    let chunks = split(kernel, &grid);
-    let failures: Vec<Status> = if chunks.len() == 1 {
+    let pool = pool::pool();
+    let chunks = split(kernel, &grid, pool.current_num_threads())?;
+    let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
-        // Rayon's pool: no thread start-up per launch, and chunks are balanced dynamically
+        // A Rayon pool: no thread start-up per launch, and chunks are balanced dynamically
         // (a busy core takes fewer of them).
-        chunks
-            .par_iter()
-            .filter_map(|&c| call.worker(c).err())
-            .collect()
+        pool.install(|| {
+            chunks
+                .par_iter()
+                .filter_map(|&c| call.worker(c).err())
+                .collect()
+        })
     };
-    match failures.first() {
-        Some(status) => Err(describe(kernel, &compiled, &dims, status)),
+    match failures.into_iter().next() {
+        Some(Failed::Kernel(status)) => Err(describe(kernel, &compiled, &dims, &status)),
+        Some(Failed::Memory(e)) => {
+            Err(RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))
+        }
         None => Ok(()),
     }
 }
 
 type Status = Box<[i64; STATUS_LEN]>;
 
+/// Why a worker stopped: the kernel failed (its status record), or its buffers could not be
+/// allocated.
+enum Failed {
+    Kernel(Status),
+    Memory(RuntimeError),
+}
+
 /// The ranges of the leading grid axes (taken together, see `codegen::split_axes`) each
 /// chunk of work runs: everything in one chunk unless they are `parallel`, else a few chunks
 /// per thread (so the pool can balance them).
-fn split(kernel: &Kernel, grid: &[i64]) -> Vec<(i64, i64)> {
+fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)>, RuntimeError> {
     let lead = codegen::split_axes(kernel);
-    let steps: i64 = grid[..lead].iter().product();
+    // The compiled code linearises the leading axes into an i64.
+    let steps = grid[..lead]
+        .iter()
+        .try_fold(1i64, |n, &g| n.checked_mul(g))
+        .ok_or_else(|| {
+            RuntimeError::new(
+                &kernel.name,
+                format!("the grid {grid:?} has more steps than an i64 counts"),
+            )
+            .with_kind(ErrorKind::Shape)
+        })?;
     let parallel = kernel
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
     let chunks = if parallel {
-        (4 * rayon::current_num_threads() as i64).min(steps).max(1)
+        (4 * threads as i64).min(steps).max(1)
     } else {
         1
     };
-    (0..chunks)
-        .map(|t| (steps * t / chunks, steps * (t + 1) / chunks))
-        .collect()
+    let at = |t: i64| (steps as i128 * t as i128 / chunks as i128) as i64;
+    Ok((0..chunks).map(|t| (at(t), at(t + 1))).collect())
 }
 
 /// One launch's arguments, shared by its workers.
@@ -211,19 +236,25 @@ struct Call<'a> {
 
 impl Call<'_> {
     /// Runs the grid points whose first coordinate is in `lo..hi` on this thread.
-    fn worker(&self, (lo, hi): (i64, i64)) -> Result<(), Status> {
+    fn worker(&self, (lo, hi): (i64, i64)) -> Result<(), Failed> {
         let mut ptrs = self.base.to_vec();
         let mut scratch: Vec<Vec<u64>> = Vec::new();
         for (i, o) in self.kernel.operands.iter().enumerate() {
             if o.role == Role::Scratch {
-                let n: usize = o.shape.iter().map(|d| d.as_static().unwrap_or(0)).product();
-                let mut mem = vec![0u64; (n * o.dtype.size_bytes()).div_ceil(8).max(1)];
+                // Static and at most `MAX_BUFFER_BYTES` (verified).
+                let shape = o.shape.iter().map(|d| d.as_static().unwrap_or(0));
+                let words = tpukit_dsl::buffer_bytes(o.dtype, shape)
+                    .map_or(usize::MAX, |b| b.div_ceil(8).max(1));
+                let what = format!("scratch operand `{}`", o.name);
+                let mut mem = alloc::zeroed::<u64>(words, &what).map_err(Failed::Memory)?;
                 poison(&mut mem, o.dtype);
                 ptrs[i] = mem.as_mut_ptr() as usize;
                 scratch.push(mem);
             }
         }
-        let mut workspace = vec![0u64; self.compiled.workspace_bytes.div_ceil(8) + 8];
+        let words = self.compiled.workspace_bytes.div_ceil(8).saturating_add(8);
+        let mut workspace =
+            alloc::zeroed::<u64>(words, "the kernel's workspace").map_err(Failed::Memory)?;
         let ws = (workspace.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
         let mut status: Status = Box::new([0; STATUS_LEN]);
         // SAFETY: the pointers are live for the call and sized as the ABI says; the kernel
@@ -242,7 +273,11 @@ impl Call<'_> {
             )
         };
         drop(scratch);
-        if rc == 0 { Ok(()) } else { Err(status) }
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Failed::Kernel(status))
+        }
     }
 }
 

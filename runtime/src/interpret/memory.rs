@@ -79,7 +79,7 @@ impl Memory {
         bindings: &Bindings,
         inputs: &[&HostArray],
         outputs: &[HostArray],
-    ) -> Memory {
+    ) -> Result<Memory, RuntimeError> {
         let mut ins = inputs.iter();
         let mut outs = outputs.iter();
         let buffers = kernel
@@ -91,13 +91,18 @@ impl Memory {
                     .iter()
                     .map(|d| d.resolve(bindings).expect("bound by launch"))
                     .collect();
+                let what = format!("{} `{}` as f64 values", o.role.name(), o.name);
                 let data = match o.role {
-                    Role::Prefetch | Role::Input => {
-                        ins.next().expect("checked by launch").to_f64_vec()
-                    }
-                    Role::Output => outs.next().expect("checked by launch").to_f64_vec(),
+                    Role::Prefetch | Role::Input => ins
+                        .next()
+                        .expect("checked by launch")
+                        .try_to_f64_vec(&what)?,
+                    Role::Output => outs
+                        .next()
+                        .expect("checked by launch")
+                        .try_to_f64_vec(&what)?,
                     // Undefined until written: NaN makes a kernel that forgets to initialise
-                    // its scratch fail loudly.
+                    // its scratch fail loudly. Static and at most `MAX_BUFFER_BYTES` (verified).
                     Role::Scratch => vec![
                         if o.dtype.is_float() { f64::NAN } else { 0.0 };
                         shape.iter().product()
@@ -109,7 +114,7 @@ impl Memory {
                         (Some(b.block.clone()), o.dtype.round_f64(b.fill.as_f64()))
                     }
                 };
-                Buffer {
+                Ok(Buffer {
                     name: o.name.clone(),
                     role: o.role,
                     dtype: o.dtype,
@@ -118,10 +123,10 @@ impl Memory {
                     data,
                     block,
                     fill,
-                }
+                })
             })
-            .collect();
-        Memory { buffers }
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(Memory { buffers })
     }
 
     pub fn shape(&self, id: OperandId) -> &[usize] {

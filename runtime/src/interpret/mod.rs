@@ -44,7 +44,8 @@ fn run(
         .iter()
         .map(|a| a.extent.resolve(bindings).expect("bound by launch"))
         .collect();
-    let mut mem = Memory::new(kernel, bindings, inputs, outputs);
+    let mut mem = Memory::new(kernel, bindings, inputs, outputs)
+        .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
     let mut point = vec![0usize; grid.len()];
     if grid.iter().all(|&n| n > 0) {
         loop {

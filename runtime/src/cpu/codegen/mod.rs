@@ -498,10 +498,24 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
-    /// Allocates `bytes` of workspace (64-byte aligned) and returns its address.
-    fn alloc(&mut self, bytes: usize) -> Result<PointerValue<'ctx>> {
-        let off = self.workspace_bytes.next_multiple_of(64);
-        self.workspace_bytes = off + bytes.max(1);
+    /// Allocates `bytes` of workspace (64-byte aligned) and returns its address. `None` (a
+    /// size that overflowed) and a workspace whose size overflows are errors: the verifier
+    /// bounds every buffer (`tpukit_dsl::MAX_BUFFER_BYTES`), so neither happens for a
+    /// verified kernel, but a wrapped size would let the kernel write past its workspace.
+    fn alloc(&mut self, bytes: Option<usize>) -> Result<PointerValue<'ctx>> {
+        let end = bytes.and_then(|b| {
+            self.workspace_bytes
+                .checked_next_multiple_of(64)
+                .and_then(|off| Some((off, off.checked_add(b.max(1))?)))
+        });
+        let Some((off, end)) = end else {
+            return Err(CodegenError {
+                kind: ErrorKind::Memory,
+                message: "the kernel's workspace size overflows".into(),
+                located: false,
+            });
+        };
+        self.workspace_bytes = end;
         Ok(unsafe {
             self.b.build_in_bounds_gep(
                 self.ctx.i8_type(),

@@ -412,7 +412,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         let r = b
             .build_select(is_small, small, big, "tanh")?
             .into_float_value();
-        let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
+        let nan = b.build_float_compare(FloatPredicate::UEQ, x, self.f32c(0.0), "nan.0")?; // or ±0
         Ok(b.build_select(nan, x, r, "tanh.nan")?.into_float_value())
     }
 

@@ -335,7 +335,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             DType::F32 | DType::BF16 | DType::F16 | DType::I32 => 4,
             DType::I8 | DType::Bool => 1,
         };
-        self.alloc(n * bytes)
+        self.alloc(n.checked_mul(bytes))
     }
 
     pub(super) fn buffer_load(

@@ -59,7 +59,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         let stage = match self.operands[i].stage {
             Some(p) => p,
             None => {
-                let p = self.alloc(numel * o.dtype.size_bytes())?;
+                let p = self.alloc(tpukit_dsl::buffer_bytes(o.dtype, block.iter().copied()))?;
                 self.operands[i].stage = Some(p);
                 p
             }
