@@ -71,6 +71,7 @@ struct ErrorCreateArgs {
 mod code {
     use std::ffi::c_int;
     pub const INVALID_ARGUMENT: c_int = 3;
+    pub const RESOURCE_EXHAUSTED: c_int = 8;
     pub const OUT_OF_RANGE: c_int = 11;
     pub const UNIMPLEMENTED: c_int = 12;
     pub const INTERNAL: c_int = 13;
@@ -208,6 +209,7 @@ impl Failure {
             ErrorKind::Unsupported => code::UNIMPLEMENTED,
             ErrorKind::Bounds => code::OUT_OF_RANGE,
             ErrorKind::Internal => code::INTERNAL,
+            ErrorKind::Memory => code::RESOURCE_EXHAUSTED,
             ErrorKind::Invalid | ErrorKind::Shape | ErrorKind::DType => code::INVALID_ARGUMENT,
         };
         Failure {
