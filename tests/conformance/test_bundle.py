@@ -43,6 +43,8 @@ def test_every_shipped_kernel_is_in_the_shipped_bundle(shipped):
     for dtype in ("f32", "bf16"):
         for line in tpukit("kernels", "--dtype", dtype).splitlines():
             kernel_id, kernel = line.split()
+            if kernel_id.startswith("op."):
+                continue  # the op-table kernels the conformance suite compiles: not shipped
             assert f"{kernel_id} {kernel} {dtype}" in names
 
 
