@@ -76,7 +76,10 @@ def test_data_dependent_control_flow_on_a_tensor_is_named():
         loopy(torch.randn(128))
 
 
-def test_one_sided_device_if_variable_is_refused_at_decoration():
+def test_one_sided_device_if_variable_is_refused_when_the_condition_is_on_device():
+    # decorating is fine (the condition might have been decided while tracing); a device
+    # condition cannot leave `w` unassigned in one branch of a lax.cond
+    @helion.kernel
     def kernel(x):
         out = torch.empty_like(x)
         for tile in hl.tile(x.size(0)):
@@ -86,7 +89,7 @@ def test_one_sided_device_if_variable_is_refused_at_decoration():
         return out
 
     with pytest.raises(UnsupportedConstruct, match=rf"`w` is assigned in only one branch.*{HERE}"):
-        helion.kernel(kernel)
+        kernel(torch.randn(256))
 
 
 def test_host_tensor_used_directly_on_device():

@@ -99,6 +99,7 @@ def _current_plan(st, site, spec, device_fn, env):
         tuple(spec.ends),
         tuple(spec.explicit),
         tuple(sorted((k, _key_of(v)) for k, v in env.items())),
+        tuple(sorted((k, _key_of(v)) for k, v in st.config.items())),  # block sizes, tunables
     )
     plan = st.kernel._plans.get(key)
     hosts = _host_arrays(plan, env) if plan is not None else None
@@ -250,46 +251,100 @@ def _inner_dim(site, spec, d, body, carry):
 
 
 def _fori(tile_at, n, body, carry):
-    """``lax.fori_loop`` over ``n`` tiles; carried values keep their dtypes and tiles."""
-    init = tuple(_carry_in(c) for c in carry)
-    dims = tuple(c.dims if isinstance(c, DTensor) else None for c in carry)
+    """``lax.fori_loop`` over ``n`` tiles; carried values keep their dtypes and tiles, and
+    carried values that are not device values pass through unchanged (``_split_static``)."""
+    static = _split_static(carry)
+    dyn = [i for i in range(len(carry)) if i not in static]
+    init = tuple(_carry_in(carry[i]) for i in dyn)
+    dims = tuple(carry[i].dims if isinstance(carry[i], DTensor) else None for i in dyn)
+
+    def full(c):
+        out = list(carry)
+        for i, x, dm in zip(dyn, c, dims, strict=True):
+            out[i] = DTensor(x, dm)
+        return tuple(out)
 
     def step(i, c):
-        vals = tuple(DTensor(x, dm) for x, dm in zip(c, dims, strict=True))
+        vals = full(c)
         out = body(tile_at(i), vals)
         _check_carry(vals, out)
+        _check_static(carry, out, static)
         return tuple(
-            jnp.asarray(unwrap(o)).astype(ci.dtype) for o, ci in zip(out, c, strict=True)
+            jnp.asarray(unwrap(out[j])).astype(ci.dtype) for j, ci in zip(dyn, c, strict=True)
         )
 
-    res = lax.fori_loop(0, n, step, init)
-    return tuple(DTensor(r, dm) for r, dm in zip(res, dims, strict=True))
+    return full(lax.fori_loop(0, n, step, init))
 
 
 # --- device `if` ----------------------------------------------------------------------------
 
 
+class _Unbound:
+    """A variable a compile-time ``if`` left unassigned, carried through loops and branches
+    (``_rewrite._bind_if_unbound``); using it is an error."""
+
+    def __repr__(self):
+        return "<unbound variable>"
+
+    def __bool__(self):
+        raise exc.UndefinedVariable("a variable assigned only in a branch not taken" + where())
+
+
+UNBOUND = _Unbound()
+
+
+def decided(cond) -> bool:
+    """Whether an ``if`` condition is known while tracing (not a device value)."""
+    return not isinstance(cond, DTensor)
+
+
+def one_sided_if(message):
+    """A device ``if`` (``lax.cond``) assigning a variable used after it in one branch only."""
+    raise exc.UnsupportedConstruct(message + where())
+
+
+def _split_static(carry):
+    """The positions of carried values that are not device values or numbers (``UNBOUND``, a
+    tile, …): they pass through a ``lax`` loop or branch unchanged."""
+    return [i for i, c in enumerate(carry) if not isinstance(c, (DTensor, int, float, bool))]
+
+
+def _check_static(carry, out, static):
+    for i in static:
+        if out[i] is not carry[i]:
+            raise exc.UnsupportedConstruct(
+                f"a variable of type {type(carry[i]).__name__} reassigned in a device loop or "
+                f"device `if` (only device values and numbers can be){where()}"
+            )
+
+
 def device_if(cond, then_fn, else_fn, carry):
-    """``if cond:`` in device code (see ``_rewrite``): a host condition picks a branch here; a
-    device scalar becomes a ``lax.cond`` over the variables the branches reassign (stores in
-    the branches happen only on the branch taken)."""
-    if not isinstance(cond, DTensor):
-        return then_fn(carry) if cond else else_fn(carry)
+    """``if cond:`` on a device scalar (see ``_rewrite``): a ``lax.cond`` over the variables
+    the branches reassign (stores in the branches happen only on the branch taken)."""
     if cond.ndim != 0:
         raise exc.UnsupportedConstruct(
             f"a device `if` on a tensor of shape {cond.shape} (use `torch.where` for an "
             f"elementwise choice){where()}"
         )
-    init = tuple(_carry_in(c) for c in carry)
-    dims = tuple(c.dims if isinstance(c, DTensor) else None for c in carry)
+    static = _split_static(carry)
+    dyn = [i for i in range(len(carry)) if i not in static]
+    init = tuple(_carry_in(carry[i]) for i in dyn)
+    dims = tuple(carry[i].dims if isinstance(carry[i], DTensor) else None for i in dyn)
     out_dims: list = []
+    out_static: list = []
 
     def branch(fn):
         def run(ops):
-            out = fn(tuple(DTensor(x, d) for x, d in zip(ops, dims, strict=True)))
+            full = list(carry)
+            for i, x, d in zip(dyn, ops, dims, strict=True):
+                full[i] = DTensor(x, d)
+            out = fn(tuple(full))
+            _check_static(carry, out, static)
+            rest = [o for i, o in enumerate(out) if i not in static]
             if not out_dims:
-                out_dims.extend(o.dims if isinstance(o, DTensor) else None for o in out)
-            return tuple(jnp.asarray(_carry_in(o)) for o in out)
+                out_dims.extend(o.dims if isinstance(o, DTensor) else None for o in rest)
+                out_static.extend(out[i] for i in static)
+            return tuple(jnp.asarray(_carry_in(o)) for o in rest)
 
         return run
 
@@ -301,7 +356,9 @@ def device_if(cond, then_fn, else_fn, carry):
             f"the branches of a device `if` give variables of different shapes or dtypes "
             f"({e}){where()}"
         ) from None
-    return tuple(DTensor(r, d) for r, d in zip(res, out_dims, strict=True))
+    values = iter(DTensor(r, d) for r, d in zip(res, out_dims, strict=True))
+    n_out = len(out_dims) + len(static)
+    return tuple(carry[i] if i in static else next(values) for i in range(n_out))
 
 
 def _carry_in(v):
