@@ -175,3 +175,45 @@ def test_stored_names_are_those_of_the_enclosing_scope():
         "class K:\n    k = 1\n"
     ).body
     assert _stored_names(body) == {"a", "f", "g", "h", "e", "K"}
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 128]))
+def masked_rows(x, labels, ignore: hl.constexpr):
+    """`continue` under compile-time conditions, in the grid loop and in a nested loop (as in
+    Helion's jsd example): the rest of that iteration is skipped."""
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        if labels is not None:
+            out[tm] = labels[tm]
+            continue
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            if ignore:
+                continue
+            acc = acc + x[tm, tn].to(torch.float32).sum(1)
+        out[tm] = acc + 1
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_continue_under_a_compile_time_if(device, dtype):
+    x = torch.randn(21, 300, dtype=dtype)
+    close(masked_rows(x, None, False), x.float().sum(1) + 1, dtype)
+    close(masked_rows(x, None, True), torch.ones(21), dtype)
+    labels = torch.randn(21)
+    close(masked_rows(x, labels, False), labels, dtype)
+
+
+def test_continue_under_a_device_condition_is_data_dependent():
+    @helion.kernel
+    def skips(x):
+        out = torch.zeros_like(x)
+        for i in hl.grid(x.size(0)):
+            if x[i, 0] > 0:
+                continue
+            out[i, :] = x[i, :]
+        return out
+
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="data-dependent"):
+        skips(torch.randn(4, 128))

@@ -168,7 +168,7 @@ def _check_loop(node: ast.For, filename: str) -> None:
     if node.orelse:
         raise exc.DeviceLoopElseBlock(f"a device loop's `else:` block (at {where})")
     for sub in _walk_scope(node):
-        if isinstance(sub, (ast.Break, ast.Continue)) and _owner_loop(node, sub) is node:
+        if isinstance(sub, ast.Break) and _owner_loop(node, sub) is node:
             raise exc.StatementNotSupported(
                 f"`{type(sub).__name__.lower()}` in a device loop (at {filename}:{sub.lineno})"
             )
@@ -180,6 +180,30 @@ def _check_loop(node: ast.For, filename: str) -> None:
             raise exc.StatementNotSupported(
                 f"`{type(sub).__name__.lower()}` inside a device loop (at {filename}:{sub.lineno})"
             )
+
+
+class _ContinueAsReturn(ast.NodeTransformer):
+    """Turns the ``continue`` statements of one device loop (not of loops or functions nested
+    in it) into ``return <value>`` of the function its body becomes: the iteration ends
+    there. A ``continue`` under a compile-time ``if`` then works as in Helion; under a device
+    condition, the ``if`` stays Python and its condition raises as data-dependent."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def visit_Continue(self, node):
+        return ast.copy_location(ast.Return(self.value()), node)
+
+    def _skip(self, node):
+        return node
+
+    visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = _skip
+    visit_Lambda = visit_ClassDef = _skip
+
+
+def _continue_as_return(body, value) -> list:
+    t = _ContinueAsReturn(value)
+    return [t.visit(s) for s in body]
 
 
 def _owner_loop(root: ast.For, target: ast.AST):
@@ -234,7 +258,8 @@ class _Rewriter:
         assigned = _stored_names(loop.body) | _stored_names([loop.target])
         free = sorted((_loaded_names(loop.body) & host_locals) - assigned)
         body = [ast.Assign(targets=[loop.target], value=ast.Name("_hl_idx", ast.Load()))]
-        body += self.device_block(loop.body, {"_hl_idx", *free} | _stored_names([loop.target]))
+        loop_body = _continue_as_return(loop.body, lambda: None)
+        body += self.device_block(loop_body, {"_hl_idx", *free} | _stored_names([loop.target]))
         fn = ast.FunctionDef(
             name=name,
             args=ast.arguments(
@@ -359,7 +384,8 @@ class _Rewriter:
         if carried:
             unpack = ast.Name("_hl_carry", ast.Load())
             body.append(ast.Assign(targets=[tup(ast.Store)], value=unpack))
-        body += self.device_block(loop.body, set(defined) | targets)
+        loop_body = _continue_as_return(loop.body, lambda: tup(ast.Load))
+        body += self.device_block(loop_body, set(defined) | targets)
         body.append(ast.Return(tup(ast.Load)))
         fn = ast.FunctionDef(
             name=name,
