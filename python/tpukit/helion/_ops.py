@@ -250,42 +250,56 @@ def cumsum(x, dim, *, dtype=None, reverse=False):
 # --- matmul --------------------------------------------------------------------------------
 
 
-def matmul_f32(a, b):
-    """``a @ b`` (2-D, or 3-D batched) of JAX arrays accumulated in f32 (ints: in int32)."""
-    acc = jnp.int32 if jnp.issubdtype(a.dtype, jnp.integer) else jnp.float32
-    if a.ndim == 2 and b.ndim == 2:
-        return jnp.dot(a, b, preferred_element_type=acc)
-    if a.ndim == 3 and b.ndim == 3:
-        if a.shape[0] == 1 and b.shape[0] == 1:
-            return jnp.dot(a[0], b[0], preferred_element_type=acc)[None]
-        return lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=acc)
-    raise exc.UnsupportedConstruct(
-        f"matmul of {a.ndim}-D by {b.ndim}-D values (2-D or batched 3-D only){where()}"
-    )
+def _operand(x, axis):
+    """``(value, axis)`` to contract for axis ``axis`` of ``x``: the source of a lazy transpose
+    that keeps a batch dimension first (so no transpose is computed), else ``x`` itself."""
+    if x.perm_of is not None and x._a is None:
+        src, perm = x.perm_of
+        if x.ndim == 2 or perm[0] == 0:
+            return src, perm[axis]
+    return x, axis
 
 
 def product(a, b):
-    """``(a @ b in f32, its partial tiles)``: the contraction dimension masked with 0 first."""
+    """``(a @ b in f32 (ints: int32), its partial tiles)`` of 2-D or batched 3-D values: the
+    contraction dimension masked with 0 first. A transposed operand (``k.T``,
+    ``k.transpose(1, 2)``) is contracted along its source's dimension."""
     a, b = as_dtensor(a), as_dtensor(b)
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise exc.UnsupportedConstruct(
             f"matmul of {a.ndim}-D by {b.ndim}-D values (2-D or batched 3-D only){where()}"
         )
-    pa = mask_axes(a, (a.ndim - 1,), 0, "matmul")
-    pb = mask_axes(b, (b.ndim - 2,), 0, "matmul")
-    out = matmul_f32(pa, pb)
+    nd = a.ndim
+    sa, ka = _operand(a, nd - 1)
+    sb, kb = _operand(b, nd - 2)
+    pa = mask_axes(sa, (ka,), 0, "matmul")
+    pb = mask_axes(sb, (kb,), 0, "matmul")
+    acc = jnp.int32 if jnp.issubdtype(pa.dtype, jnp.integer) else jnp.float32
+    if nd == 3 and a.shape[0] == 1 and b.shape[0] == 1:
+        pa, pb, ka, kb, nd = pa[0], pb[0], ka - 1, kb - 1, 2  # one batch: a plain matmul
+        out = lax.dot_general(pa, pb, (((ka,), (kb,)), ((), ())), preferred_element_type=acc)
+        out = out[None]
+    else:
+        batch = ((0,), (0,)) if nd == 3 else ((), ())
+        out = lax.dot_general(pa, pb, (((ka,), (kb,)), batch), preferred_element_type=acc)
     dims = (a.dims[-2], b.dims[-1])
     if a.ndim == 3:
         dims = (a.dims[0] if a.dims[0] is not None else b.dims[0],) + dims
     return out, dims
 
 
-def matmul(a, b):
+def matmul(a, b, out_dtype=None):
+    """``torch.matmul``/``mm``/``bmm``, with ``out_dtype`` (``torch.bmm(a, b, torch.float32)``:
+    the f32 product of bf16 operands, not rounded back to bf16)."""
     out, dims = product(a, b)
-    return DTensor(out.astype(jnp.result_type(unwrap(a), unwrap(b))), dims)
+    dtype = jdtype(out_dtype) if out_dtype is not None else jnp.result_type(unwrap(a), unwrap(b))
+    return DTensor(out.astype(dtype), dims)
 
 
-def addmm(inp, m1, m2, *, beta=1, alpha=1):
+def addmm(inp, m1, m2, out_dtype=None, *, beta=1, alpha=1):
+    """``torch.addmm``/``baddbmm``: ``beta * inp + alpha * (m1 @ m2)`` summed in f32, in
+    ``out_dtype`` when given, else f32 for an f32 ``inp`` (an f32 accumulator stays f32), else
+    the operands' result type."""
     prod, dims = product(m1, m2)
     if alpha != 1:
         prod = prod * alpha
@@ -294,9 +308,13 @@ def addmm(inp, m1, m2, *, beta=1, alpha=1):
     if beta != 1:
         base_f = base_f * beta
     base_dtype = jnp.asarray(base).dtype
-    out_dtype = base_dtype if base_dtype == np.dtype(np.float32) else jnp.result_type(
-        base, unwrap(m1), unwrap(m2))
-    r = (base_f + prod).astype(out_dtype)
+    if out_dtype is not None:
+        dtype = jdtype(out_dtype)
+    elif base_dtype == np.dtype(np.float32):
+        dtype = base_dtype
+    else:
+        dtype = jnp.result_type(base, unwrap(m1), unwrap(m2))
+    r = (base_f + prod).astype(dtype)
     return DTensor(r, merge_dims(r.shape, DTensor(prod, dims), inp))
 
 
@@ -355,8 +373,7 @@ def permute(x, *dims):
     x = as_dtensor(x)
     if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
         dims = tuple(dims[0])
-    perm = tuple(_dim(d, x.ndim) for d in dims)
-    return DTensor(jnp.transpose(x.a, perm), tuple(x.dims[p] for p in perm))
+    return x.permuted(_dim(d, x.ndim) for d in dims)
 
 
 def transpose(x, d0, d1):
