@@ -654,3 +654,34 @@ def test_attributes_of_inner_tiles_within_a_tile(device, n):
     i = torch.arange(n, dtype=torch.int32)
     expected = torch.stack([i // 16, torch.full([n], 4, dtype=torch.int32), i // 16 * 16], 1)
     torch.testing.assert_close(inner_attrs(x), expected)
+
+
+# --- partial inner tiles keep the block size -----------------------------------------------
+
+
+@helion.kernel
+def blockwise_row_stats(x):
+    """Accumulators of the block's shape across a nested loop whose block size does not divide
+    the row (Helion's long_sum manual loop): the last tile is a masked full block."""
+    m, n = x.size()
+    bn = hl.register_block_size(n)
+    total = torch.empty([m], dtype=x.dtype)
+    top = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm, bn], dtype=x.dtype)
+        best = hl.full([tm, bn], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n, block_size=bn):
+            acc += x[tm, tn]
+            best = torch.maximum(best, x[tm, tn].to(torch.float32))
+        total[tm] = acc.sum(-1)
+        top[tm] = best.amax(-1)
+    return total, top
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", [100, 300, 3000])
+def test_partial_inner_tiles_keep_the_block_size(device, dtype, n):
+    x = torch.randn(5, n, dtype=dtype) - 3  # all negative: a 0 read past the end would win
+    total, top = blockwise_row_stats(x)
+    close(total, x.float().sum(1), dtype, rtol=2e-2, atol=0.5 if dtype == BF16 else 1e-3)
+    close(top, x.float().amax(1), F32)

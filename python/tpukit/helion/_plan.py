@@ -202,8 +202,15 @@ def _legal(bs, requirements, extent) -> bool:
 
 
 def legal_block(requirements, extent, provisional):
-    """The smallest TPU-legal block size >= ``provisional`` (at most the whole extent)."""
-    bs = max(1, min(provisional, extent))
+    """The smallest TPU-legal block size >= ``provisional``: at most the whole extent, unless
+    ``provisional`` is already larger (an inner loop's explicit block size; its tile is masked
+    and the tensor padded)."""
+    if provisional > extent:
+        bs = provisional
+        while not _legal(bs, requirements, None):
+            bs += 1
+        return bs
+    bs = max(1, provisional)
     while bs < extent and not _legal(bs, requirements, extent):
         bs += 1
     return bs
@@ -413,7 +420,7 @@ def _block_sizes(st, spec, device_fn, env, c0, extents):
             continue
         bs = spec.block_size(i)
         bs = bs if bs is not None else default_block(grid_reqs[i], x)
-        sizes.append(legal_block(grid_reqs[i], x, bs))
+        sizes.append(legal_block(grid_reqs[i], x, min(bs, x)))
     return sizes, _inner_block_sizes(first, inner_reqs)
 
 

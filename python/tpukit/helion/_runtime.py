@@ -215,8 +215,10 @@ def _inner_block(trace, site, spec, d, extent):
     elif key in trace.inner_sizes:
         bs = trace.inner_sizes[key]
     else:
+        # an explicit block size is kept even past the extent (a masked tile, as in Helion:
+        # `hl.zeros([tm, bn])` and the loop's tiles agree), a default one is clipped to it
         bs = spec.block_size(d)
-        bs = max(1, min(bs if bs is not None else DEFAULT_INNER_BLOCK, extent))
+        bs = max(1, bs if bs is not None else min(DEFAULT_INNER_BLOCK, extent))
     trace.inner_loops[key] = (extent, bs)
     if spec.ids[d] is not None:
         current_call().sizes[spec.ids[d]] = bs
@@ -224,30 +226,62 @@ def _inner_block(trace, site, spec, d, extent):
 
 
 def _inner_dim(site, spec, d, body, carry):
+    """Runs inner dimension ``d``: whole tiles in a ``fori_loop``, then the last tile. Over a
+    static range the block size does not divide, the last tile keeps the block size (as in
+    Helion) and is partial: it reads past the end into padding, and carried values keep their
+    incoming elements wherever it is past the end (``_masked_update``), so an accumulator of
+    the block's shape (``acc += x[tm, tn]``) sums only real elements."""
     trace = current_trace()
     begin, extent, range_end, partial, window_end = _bounds(spec, d)
     if extent <= 0:
         return carry
     key, bs = _inner_block(trace, site, spec, d, extent)
     range_begin = begin if isinstance(begin, int) else 0
+    n_full, tail = divmod(extent, bs)
+    masked_tail = bool(tail) and isinstance(begin, int) and spec.kind != "grid"
+    if masked_tail:
+        window_end = max(window_end, begin + (n_full + 1) * bs)
 
-    def make(start, size):
-        t = Tile(start, size, bs, range_begin, range_end, key=key, partial=partial,
+    def make(start, size, part=partial):
+        t = Tile(start, size, bs, range_begin, range_end, key=key, partial=part,
                  window_end=window_end, count=cdiv(extent, bs))
         return GridIndex(jnp.asarray(start, jnp.int32), t) if spec.kind == "grid" else t
 
     if trace.mode == "analyze":
-        out = body(make(begin, min(bs, extent)), carry)
+        first = make(begin, bs, True) if masked_tail else make(begin, min(bs, extent))
+        out = body(first, carry)
         _check_carry(carry, out)
         return out
-    n_full, tail = divmod(extent, bs)
     if n_full == 1:
         carry = body(make(begin, bs), carry)
     elif n_full > 1:
         carry = _fori(lambda i: make(begin + i * bs, bs), n_full, body, carry)
-    if tail:
+    if masked_tail:
+        last = make(begin + n_full * bs, bs, True)
+        carry = _masked_update(carry, body(last, carry), last)
+    elif tail:
         carry = body(make(begin + n_full * bs, tail), carry)
     return carry
+
+
+def _masked_update(before, after, tile):
+    """``after`` with the elements past the end of partial ``tile`` taken from ``before``, and
+    ``tile`` no longer among its dimensions: a masked lane updates no carried value."""
+    out = []
+    for b, a in zip(before, after, strict=True):
+        axes = [i for i, t in enumerate(getattr(a, "dims", ())) if t is tile]
+        if not axes:
+            out.append(a)
+            continue
+        keep = None
+        for ax in axes:
+            v = tile.valid_along(a.shape, ax)
+            keep = v if keep is None else keep & v
+        old = jnp.broadcast_to(jnp.asarray(unwrap(b), a.a.dtype), a.shape)
+        dims = b.dims if isinstance(b, DTensor) else tuple(
+            None if t is tile else t for t in a.dims)
+        out.append(DTensor(jnp.where(keep, a.a, old), dims))
+    return tuple(out)
 
 
 def _fori(tile_at, n, body, carry):
