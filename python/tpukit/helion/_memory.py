@@ -204,15 +204,20 @@ def is_host_array(x) -> bool:
         return False
 
 
+# Integer dtypes the runtime has no arrays of travel as int32: int16 and uint8 widened
+# (exactly), int64 narrowed (checked to fit when the kernel runs: ``_plan.to_kernel``).
+_WIDENED = ("int16", "uint8", "int64")
+
+
 def host_dtype(obj) -> np.dtype:
-    """The dtype a host tensor has in the kernel (int64 travels as int32)."""
+    """The dtype a host tensor has in the kernel (see ``_WIDENED``)."""
+    if str(obj.dtype).removeprefix("torch.") in _WIDENED:
+        return np.dtype(np.int32)
     d = _arrays.numpy_dtype(obj.dtype)
-    if d == np.dtype(np.int64):
-        return np.dtype(np.int32)  # TPUs have no int64: indices travel as int32
     if d == np.dtype(np.float64):
         raise exc.HelionError(
             "float64 tensors are not supported on TPU (tpukit supports "
-            f"{_arrays.SUPPORTED}; int64 is converted to int32)"
+            f"{_arrays.SUPPORTED}; int16, uint8 and int64 travel as int32)"
         )
     _arrays.dtype_name(d)
     return d
