@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tpukit.helion import _memory, _ops
+from tpukit.helion import _memory, _ops, _random
 from tpukit.helion import _state as _st
 from tpukit.helion import exc as _exc
 from tpukit.helion._tiles import Tile, TileSpec, make_spec
@@ -32,16 +32,21 @@ __all__ = [
     "Tile",
     "arange",
     "atomic_add",
+    "barrier",
     "constexpr",
     "cumsum",
     "dot",
     "full",
     "grid",
+    "join",
     "load",
+    "rand",
+    "randint",
     "reduce",
     "register_block_size",
     "register_tunable",
     "specialize",
+    "split",
     "static_range",
     "store",
     "subscript",
@@ -96,6 +101,62 @@ def arange(*args, dtype=None, device=None) -> _DTensor:
     """``[begin, end)`` with static bounds (int32 unless ``dtype`` says otherwise)."""
     _st.device_only("arange")
     return _ops.arange(*args, dtype=dtype)
+
+
+def rand(shape, seed, device=None, offsets=None) -> _DTensor:
+    """Uniform f32 on ``[0, 1)``, a function of ``seed`` and each element's position in the
+    logical shape only (``tpukit.helion._random``: reproducible across block sizes and
+    devices; not Helion's Philox stream)."""
+    _st.device_only("rand")
+    if offsets is not None:
+        raise _exc.UnsupportedConstruct(f"`hl.rand` with explicit offsets{_where()}")
+    return _random.rand(shape, seed)
+
+
+def randint(shape, low, high, seed, device=None) -> _DTensor:
+    """int32 on ``[low, high)``, drawn like ``rand`` (``tpukit.helion._random``)."""
+    _st.device_only("randint")
+    return _random.randint(shape, low, high, seed)
+
+
+# --- views -----------------------------------------------------------------------------------
+
+
+def split(tensor) -> tuple[_DTensor, _DTensor]:
+    """The two halves of a last dimension of size 2 (``hl.join``'s inverse)."""
+    _st.device_only("split")
+    x = _as_dtensor(tensor)
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise _exc.UnsupportedSplitOperation(
+            f"hl.split of a value of shape {x.shape} (its last dimension must be 2){_where()}"
+        )
+    return tuple(_DTensor(x.a[..., i], x.dims[:-1]) for i in (0, 1))
+
+
+def join(tensor0, tensor1) -> _DTensor:
+    """``tensor0`` and ``tensor1`` (broadcast together) along a new last dimension of 2."""
+    _st.device_only("join")
+    a, b = _as_dtensor(tensor0), _as_dtensor(tensor1)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    dt = jnp.result_type(a.a, b.a)
+    full = (*shape, 2)
+    pair = [jnp.broadcast_to(v.a.astype(dt)[..., None], full) for v in (a, b)]
+    first = lax.broadcasted_iota(jnp.int32, full, len(shape)) == 0
+    return _DTensor(jnp.where(first, *pair), _merge_dims(shape, a, b) + (None,))
+
+
+# --- synchronisation -------------------------------------------------------------------------
+
+
+def barrier() -> None:
+    """A grid-wide barrier between top-level device loops. Each top-level loop is its own
+    kernel, run to completion before the next starts, so the barrier already holds: this
+    checks it is placed on the host, between loops."""
+    if _st.current_trace() is not None:
+        raise _exc.BarrierOnlyAllowedAtTopLevel(
+            f"hl.barrier() inside a device loop (it separates top-level loops){_where()}"
+        )
+    _st.current_call()
 
 
 # --- matmul --------------------------------------------------------------------------------
@@ -306,9 +367,9 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
 # AttributeError that looks like a typo).
 _NOT_SUPPORTED = {
     "associative_scan", "cumprod", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
-    "atomic_max", "atomic_min", "atomic_cas", "barrier", "jagged_tile", "rand", "rand4x",
-    "randint", "split", "join", "dot_scaled", "inline_asm_elementwise", "inline_triton",
-    "triton_kernel", "device_print", "signal", "wait", "stacktensor_like", "StackTensor",
+    "atomic_max", "atomic_min", "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
+    "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
+    "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
 }
 
