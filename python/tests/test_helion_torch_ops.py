@@ -178,3 +178,28 @@ def test_exact_gelu_and_erfc(device, dtype):
     # torch's own f32 gelu flushes it to 0, so the reference is f64)
     torch.testing.assert_close(exact[0, 1].double(), F.gelu(x[0, 1].double()), rtol=1e-2,
                                atol=0)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[4, 16, 64]))
+def batched_scores(q, k, v):
+    """Batched matmuls over a batch tile of 4 (unrolled): `q @ k^T` then `@ v`."""
+    b, m, d = q.size()
+    n = k.size(1)
+    out = torch.empty([b, m, v.size(2)], dtype=torch.float32)
+    for tb, tm in hl.tile([b, m]):
+        acc = hl.zeros([tb, tm, v.size(2)], dtype=torch.float32)
+        for tn in hl.tile(n):
+            s = torch.bmm(q[tb, tm, :], k[tb, tn, :].transpose(1, 2), torch.float32)
+            acc = torch.baddbmm(acc, s.to(v.dtype), v[tb, tn, :])
+        out[tb, tm, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_batched_matmul_over_a_batch_tile(device, dtype):
+    q, k, v = (torch.randn(6, 20, 32, dtype=dtype), torch.randn(6, 100, 32, dtype=dtype),
+               torch.randn(6, 100, 128, dtype=dtype))
+    s = torch.bmm(q.float(), k.float().transpose(1, 2))
+    expect = torch.bmm(s.to(dtype).float(), v.float())
+    tol = TOL[dtype] if dtype == F32 else dict(rtol=2e-2, atol=0.5)
+    torch.testing.assert_close(batched_scores(q, k, v), expect, **tol)

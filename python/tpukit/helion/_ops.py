@@ -275,17 +275,42 @@ def product(a, b):
     pa = mask_axes(sa, (ka,), 0, "matmul")
     pb = mask_axes(sb, (kb,), 0, "matmul")
     acc = jnp.int32 if jnp.issubdtype(pa.dtype, jnp.integer) else jnp.float32
-    if nd == 3 and a.shape[0] == 1 and b.shape[0] == 1:
-        pa, pb, ka, kb, nd = pa[0], pb[0], ka - 1, kb - 1, 2  # one batch: a plain matmul
-        out = lax.dot_general(pa, pb, (((ka,), (kb,)), ((), ())), preferred_element_type=acc)
-        out = out[None]
+
+    def dot2(x, y, kx, ky):
+        return lax.dot_general(x, y, (((kx,), (ky,)), ((), ())), preferred_element_type=acc)
+
+    if nd == 2:
+        out = dot2(pa, pb, ka, kb)
     else:
-        batch = ((0,), (0,)) if nd == 3 else ((), ())
-        out = lax.dot_general(pa, pb, (((ka,), (kb,)), batch), preferred_element_type=acc)
+        out = _batched(pa, pb, lambda i, j: dot2(pa[i], pb[j], ka - 1, kb - 1))
     dims = (a.dims[-2], b.dims[-1])
     if a.ndim == 3:
         dims = (a.dims[0] if a.dims[0] is not None else b.dims[0],) + dims
     return out, dims
+
+
+MAX_BATCH = 16
+"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many."""
+
+
+def _batched(pa, pb, dot2):
+    """A batched matmul of 3-D ``pa``/``pb`` (batch first, one of them may be 1) as one 2-D
+    matmul per batch element, placed with selects (no concatenation op needed)."""
+    n = max(pa.shape[0], pb.shape[0])
+    if n > MAX_BATCH:
+        raise exc.UnsupportedConstruct(
+            f"a batched matmul over {n} batch elements in one tile (at most {MAX_BATCH}: use a "
+            f"smaller block size on the batch dimension){where()}"
+        )
+    parts = [dot2(i if pa.shape[0] > 1 else 0, i if pb.shape[0] > 1 else 0) for i in range(n)]
+    if n == 1:
+        return parts[0][None]
+    shape = (n, *parts[0].shape)
+    which = lax.broadcasted_iota(jnp.int32, shape, 0)
+    out = jnp.broadcast_to(parts[0][None], shape)
+    for i in range(1, n):
+        out = jnp.where(which == i, jnp.broadcast_to(parts[i][None], shape), out)
+    return out
 
 
 def matmul(a, b, out_dtype=None):
