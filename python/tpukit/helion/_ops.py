@@ -289,8 +289,9 @@ def product(a, b):
     return out, dims
 
 
-MAX_BATCH = 16
-"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many."""
+MAX_BATCH = 8
+"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many (16
+unrolled matmuls already give wrong results on the ``cpu`` device, ``interpret`` is right)."""
 
 
 def _batched(pa, pb, dot2):
@@ -300,7 +301,7 @@ def _batched(pa, pb, dot2):
     if n > MAX_BATCH:
         raise exc.UnsupportedConstruct(
             f"a batched matmul over {n} batch elements in one tile (at most {MAX_BATCH}: use a "
-            f"smaller block size on the batch dimension){where()}"
+            f"block size of at most {MAX_BATCH} on the batch dimension){where()}"
         )
     parts = [dot2(i if pa.shape[0] > 1 else 0, i if pb.shape[0] > 1 else 0) for i in range(n)]
     if n == 1:
