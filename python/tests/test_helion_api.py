@@ -267,3 +267,26 @@ def test_autotune_searches_block_sizes_around_the_defaults(device, dtype):
     assert add.autotune((x, y), force=False) is chosen
     assert add.bind((x, y)).config is chosen
     close(add(x, y), x + y, dtype)
+
+
+def test_tile_attribute_functions(device):
+    @helion.kernel(config=helion.Config(block_sizes=[128]))
+    def spans(x):
+        out = torch.empty_like(x)
+        ids = torch.empty([3], dtype=torch.int32)
+        for t in hl.tile(x.size(0)):
+            out[t] = x[t] + hl.tile_index(t).to(torch.float32) * 0 + hl.tile_block_size(t) * 0
+            ids[hl.tile_id(t)] = hl.tile_end(t) - hl.tile_begin(t)
+        return out, ids
+
+    x = torch.randn(300)
+    out, ids = spans(x)
+    torch.testing.assert_close(out, x)
+    torch.testing.assert_close(ids, torch.tensor([128, 128, 44], dtype=torch.int32))
+
+
+def test_helion_names_without_counterpart_are_named():
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="helion.from_cache"):
+        helion.from_cache  # noqa: B018
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="hl.device_print"):
+        hl.device_print  # noqa: B018

@@ -86,3 +86,13 @@ __all__ = [
 ]
 
 jit = kernel
+
+# Helion names with no counterpart here (python/tpukit/helion/README.md says why): using one is
+# an error naming it, not an AttributeError that looks like a typo.
+_NOT_SUPPORTED = {"from_cache", "OutputCodeOptions", "experimental"}
+
+
+def __getattr__(name):
+    if name in _NOT_SUPPORTED:
+        raise exc.UnsupportedConstruct(f"`helion.{name}` is not supported by tpukit.helion")
+    raise AttributeError(f"module 'tpukit.helion' has no attribute {name!r}")

@@ -51,6 +51,11 @@ __all__ = [
     "store",
     "subscript",
     "tile",
+    "tile_begin",
+    "tile_block_size",
+    "tile_end",
+    "tile_id",
+    "tile_index",
     "zeros",
 ]
 
@@ -143,6 +148,34 @@ def join(tensor0, tensor1) -> _DTensor:
     pair = [jnp.broadcast_to(v.a.astype(dt)[..., None], full) for v in (a, b)]
     first = lax.broadcasted_iota(jnp.int32, full, len(shape)) == 0
     return _DTensor(jnp.where(first, *pair), _merge_dims(shape, a, b) + (None,))
+
+
+# --- tile attributes, as functions -------------------------------------------------------------
+
+
+def tile_index(tile):
+    """``tile.index``."""
+    return tile.index
+
+
+def tile_begin(tile):
+    """``tile.begin``."""
+    return tile.begin
+
+
+def tile_end(tile):
+    """``tile.end``."""
+    return tile.end
+
+
+def tile_block_size(tile):
+    """``tile.block_size``."""
+    return tile.block_size
+
+
+def tile_id(tile):
+    """``tile.id``."""
+    return tile.id
 
 
 # --- synchronisation -------------------------------------------------------------------------
@@ -371,6 +404,8 @@ _NOT_SUPPORTED = {
     "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
     "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
+    "breakpoint", "AsyncCopyDescriptor", "ProcessGroupName", "float4_e2m1fn_x2_to_float32",
+    "load_bfloat16_x16_to_float16",
 }
 
 
