@@ -217,3 +217,24 @@ def test_continue_under_a_device_condition_is_data_dependent():
 
     with pytest.raises(helion.exc.UnsupportedConstruct, match="data-dependent"):
         skips(torch.randn(4, 128))
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 64]))
+def last_of_chunk(x):
+    """`min(tile.begin + chunk, n) - 1` (Helion's gdn_fwd_h): the last row of each chunk,
+    read at a device scalar index; Python values still use the builtins."""
+    n, d = x.size()
+    out = torch.empty([n, d], dtype=x.dtype)
+    for tn in hl.tile(n):
+        last = min(tn.begin + 8, n) - 1
+        top = max(3, 1, 2)
+        out[tn, :] = x[tn, :] * 0 + x[last, :][None, :] + (top - 3)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_builtin_min_max_on_device_scalars(device, dtype):
+    x = torch.randn(37, 64, dtype=dtype)
+    rows = torch.arange(37)
+    last = torch.minimum((rows // 8) * 8 + 8, torch.tensor(37)) - 1
+    close(last_of_chunk(x), x[last], dtype)

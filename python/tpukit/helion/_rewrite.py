@@ -201,6 +201,20 @@ class _ContinueAsReturn(ast.NodeTransformer):
     visit_Lambda = visit_ClassDef = _skip
 
 
+class _BuiltinMinMax(ast.NodeTransformer):
+    """``min(a, b, …)``/``max(a, b, …)`` in device code call ``_hl_rt.builtin_min``/``_max``,
+    which also take device scalars (``min(tile.begin + chunk, n)``), as Helion's do."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Name) and f.id in ("min", "max") and len(node.args) >= 2
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)):
+            node.func = ast.copy_location(
+                ast.Attribute(ast.Name(RT, ast.Load()), f"builtin_{f.id}", ast.Load()), f)
+        return node
+
+
 def _continue_as_return(body, value) -> list:
     t = _ContinueAsReturn(value)
     return [t.visit(s) for s in body]
@@ -259,6 +273,7 @@ class _Rewriter:
         free = sorted((_loaded_names(loop.body) & host_locals) - assigned)
         body = [ast.Assign(targets=[loop.target], value=ast.Name("_hl_idx", ast.Load()))]
         loop_body = _continue_as_return(loop.body, lambda: None)
+        loop_body = [_BuiltinMinMax().visit(st) for st in loop_body]
         body += self.device_block(loop_body, {"_hl_idx", *free} | _stored_names([loop.target]))
         fn = ast.FunctionDef(
             name=name,

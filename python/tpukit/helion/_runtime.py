@@ -35,7 +35,7 @@ from tpukit.helion._plan import (
 )
 from tpukit.helion._state import CallState, cdiv, current_call, current_trace
 from tpukit.helion._tiles import GridIndex, Tile, TileBound, TileSpec
-from tpukit.helion._values import DTensor, unwrap
+from tpukit.helion._values import DTensor, merge_dims, unwrap
 from tpukit.helion._where import where
 
 # JAX attributes each op to the innermost frame outside its own code; skipping this package's
@@ -325,6 +325,24 @@ class _Unbound:
 
 
 UNBOUND = _Unbound()
+
+
+def _builtin(py, jnp_op):
+    def op(*args):
+        if not any(isinstance(a, DTensor) for a in args):
+            return py(*args)
+        out = args[0]
+        for a in args[1:]:
+            r = jnp_op(unwrap(out), unwrap(a))
+            out = DTensor(r, merge_dims(r.shape, out, a))
+        return out
+
+    op.__doc__ = f"Python's ``{py.__name__}`` in device code, elementwise on device values."
+    return op
+
+
+builtin_min = _builtin(min, jnp.minimum)
+builtin_max = _builtin(max, jnp.maximum)
 
 
 def decided(cond) -> bool:
