@@ -17,15 +17,18 @@ How a program is translated:
   runs as ordinary Python/PyTorch.
 - Each top-level ``hl.tile``/``hl.grid`` loop becomes one Pallas kernel (``pl.pallas_call``)
   whose grid has one axis per tiled dimension (``_runtime``, ``_plan``). Nested ``hl.tile``
-  loops become ``lax.fori_loop`` over whole tiles plus one statically-sized tail tile,
-  carrying the variables the body reassigns; ``hl.grid`` loops are tiles of one element; a
-  device ``if`` on a device scalar becomes ``lax.cond``.
+  loops become ``lax.fori_loop`` over whole tiles plus one last tile that keeps the block
+  size, masked (a partial tile), carrying the variables the body reassigns; ``hl.grid``
+  loops are tiles of one element. An ``if`` whose condition is known while tracing (an
+  ``hl.constexpr`` or Python value, ``x is not None``) runs as written; one on a device
+  scalar becomes ``lax.cond``.
 - Block sizes come from ``config=Config(block_sizes=[…])`` in order of first appearance
   (``hl.tile`` dimensions without an explicit ``block_size`` and ``hl.register_block_size``
   calls, outer loops first). Without one, a grid dimension gets 1024 if it tiles the last
   dimension of a 1-D tensor, 128 the last dimension of a tensor, 32 the second-to-last, 1 a
   leading one; a nested loop gets 128; ``register_block_size(n)`` gives ``min(128,
-  next_power_of_2(n))``; all clipped to the dimension. Every block size is then rounded up to a
+  next_power_of_2(n))``; all clipped to the dimension (except an inner loop's explicit block
+  size, whose tile is then masked, as in Helion). Every block size is then rounded up to a
   legal TPU tiling of the dimensions it indexes (a multiple of 128 on a last dimension, of 8
   on the one before, or the whole dimension), nested loops' too: Mosaic must prove their
   dynamic slice starts aligned. ``configs=[…]`` autotunes among them on the active device

@@ -9,7 +9,7 @@ kernel goes through ``tpukit.pallas.custom_kernel`` (lowered by JAX for TPU, imp
 tpukit's IR, run on the CPU) and its outputs are copied into the host tensors.
 
 ``inner_loop`` runs a nested loop as a ``lax.fori_loop`` over its whole tiles plus one
-statically-sized tail tile, carrying the variables the body reassigns (an f32 accumulator from
+last (partial, masked) tile, carrying the variables the body reassigns (an f32 accumulator from
 ``hl.zeros``, say). Its block size is made TPU-legal for the dimensions it indexes, like the
 grid's.
 """
