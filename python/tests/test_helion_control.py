@@ -238,3 +238,25 @@ def test_builtin_min_max_on_device_scalars(device, dtype):
     rows = torch.arange(37)
     last = torch.minimum((rows // 8) * 8 + 8, torch.tensor(37)) - 1
     close(last_of_chunk(x), x[last], dtype)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def maybe_scaled(x, scale):
+    """A host variable assigned under a host `if` and used in the device loop under the same
+    condition (unbound when the branch is not taken)."""
+    out = torch.empty_like(x)
+    if scale is not None:
+        s = scale * 2
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        if scale is not None:
+            v = v * s[t]
+        out[t] = v
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_host_variable_assigned_in_one_branch(device, dtype):
+    x, scale = torch.randn(300, dtype=dtype), torch.randn(300, dtype=dtype)
+    close(maybe_scaled(x, scale), x * (scale * 2), dtype)
+    close(maybe_scaled(x, None), x, dtype)
