@@ -685,3 +685,51 @@ def test_partial_inner_tiles_keep_the_block_size(device, dtype, n):
     total, top = blockwise_row_stats(x)
     close(total, x.float().sum(1), dtype, rtol=2e-2, atol=0.5 if dtype == BF16 else 1e-3)
     close(top, x.float().amax(1), F32)
+
+
+# --- the other atomics ------------------------------------------------------------------------
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32, 128]))
+def column_atomics(x, bits):
+    """atomic_max/min into per-column results from every row tile (grid steps collide), and
+    atomic_or/and/xor/xchg on int32 bit patterns."""
+    m, n = x.size()
+    hi = torch.full([n], float("-inf"), dtype=torch.float32)
+    lo = torch.full([n], float("inf"), dtype=torch.float32)
+    anyb = torch.zeros([n], dtype=torch.int32)
+    allb = torch.full([n], -1, dtype=torch.int32)
+    par = torch.zeros([n], dtype=torch.int32)
+    last = torch.zeros([n], dtype=torch.int32)
+    for tm, tn in hl.tile([m, n]):
+        v = x[tm, tn].to(torch.float32)
+        hl.atomic_max(hi, [tn], v.amax(0))
+        hl.atomic_min(lo, [tn], v.amin(0))
+        for r in hl.static_range(4):
+            b = bits[r, tn]
+            hl.atomic_or(anyb, [tn], b)
+            hl.atomic_and(allb, [tn], b)
+            hl.atomic_xor(par, [tn], b)
+        hl.atomic_xchg(last, [tn], bits[0, tn] * 0 + 7)
+    return hi, lo, anyb, allb, par, last
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_other_atomics(device, dtype):
+    x = torch.randn(70, 300, dtype=dtype)
+    bits = torch.randint(0, 1 << 20, (4, 300), dtype=torch.int32)
+    hi, lo, anyb, allb, par, last = column_atomics(x, bits)
+    close(hi, x.float().amax(0), F32)
+    close(lo, x.float().amin(0), F32)
+    r = range(4)
+    exp_or, exp_and, exp_xor = bits[0].clone(), bits[0].clone(), bits[0].clone() * 0
+    for i in r:
+        exp_or |= bits[i]
+        exp_and &= bits[i]
+        exp_xor ^= bits[i]
+    # every row tile applies the same bits: or/and are idempotent, xor cancels in pairs
+    n_tiles = -(-70 // 32)
+    torch.testing.assert_close(anyb, exp_or)
+    torch.testing.assert_close(allb, exp_and)
+    torch.testing.assert_close(par, exp_xor if n_tiles % 2 else exp_xor * 0)
+    torch.testing.assert_close(last, torch.full([300], 7, dtype=torch.int32))

@@ -32,6 +32,12 @@ __all__ = [
     "Tile",
     "arange",
     "atomic_add",
+    "atomic_and",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
     "barrier",
     "constexpr",
     "cumsum",
@@ -246,6 +252,22 @@ def atomic_add(target, index, value, sem="relaxed") -> _DTensor:
     return _memory.atomic_add(target, _index(index), value, sem)
 
 
+def _atomic(op):
+    def fn(target, index, value, sem="relaxed") -> _DTensor:
+        _st.device_only(f"atomic_{op}")
+        return _memory.atomic(target, _index(index), value, sem, op)
+
+    fn.__name__ = f"atomic_{op}"
+    fn.__doc__ = (f"``target[index] = {op}(target[index], value)``, returning the previous "
+                  "values; exact under collisions, like ``atomic_add``.")
+    return fn
+
+
+atomic_max, atomic_min = _atomic("max"), _atomic("min")
+atomic_and, atomic_or, atomic_xor = _atomic("and"), _atomic("or"), _atomic("xor")
+atomic_xchg = _atomic("xchg")
+
+
 # --- reductions and views --------------------------------------------------------------------
 
 
@@ -399,8 +421,7 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
 # Helion APIs tpukit does not translate: using one is an error naming it (not an
 # AttributeError that looks like a typo).
 _NOT_SUPPORTED = {
-    "associative_scan", "cumprod", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
-    "atomic_max", "atomic_min", "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
+    "associative_scan", "cumprod", "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
     "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
     "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
