@@ -41,10 +41,10 @@ def test_unsupported_tensor_method_and_hl_api_are_named():
     def scan(x):
         out = torch.empty_like(x)
         for tile in hl.tile(x.size(0)):
-            out[tile] = hl.cumprod(x[tile], 0)
+            out[tile] = hl.atomic_cas(x, [tile], x[tile], x[tile])
         return out
 
-    with pytest.raises(UnsupportedConstruct, match=rf"`hl\.cumprod` is not supported.*{HERE}"):
+    with pytest.raises(UnsupportedConstruct, match=rf"`hl\.atomic_cas` is not supported.*{HERE}"):
         scan(torch.randn(128))
 
 

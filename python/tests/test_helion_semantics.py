@@ -733,3 +733,39 @@ def test_other_atomics(device, dtype):
     torch.testing.assert_close(allb, exp_and)
     torch.testing.assert_close(par, exp_xor if n_tiles % 2 else exp_xor * 0)
     torch.testing.assert_close(last, torch.full([300], 7, dtype=torch.int32))
+
+
+# --- scans ------------------------------------------------------------------------------------
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 64]))
+def scans(x, k):
+    """cumprod, a running max (associative_scan), an integer cumsum, a reverse scan and a
+    two-tensor scan (value, count) along rows."""
+    m, n = x.size()
+    prod, run_max, rev = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    isum, cnt = torch.empty_like(k), torch.empty_like(k)
+    for tm in hl.tile(m):
+        v = x[tm, :]
+        prod[tm, :] = hl.cumprod(v, 1)
+        run_max[tm, :] = hl.associative_scan(torch.maximum, v, 1)
+        rev[tm, :] = hl.associative_scan(lambda a, b: a + b, v, 1, reverse=True)
+        isum[tm, :] = hl.cumsum(k[tm, :], 1)
+        _, c = hl.associative_scan(lambda a0, a1, b0, b1: (a0 + b0, a1 + b1),
+                                   (v, k[tm, :] * 0 + 1), 1)
+        cnt[tm, :] = c
+    return prod, run_max, rev, isum, cnt
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_scans(device, dtype):
+    x = (torch.rand(21, 64) * 0.4 + 0.8).to(dtype)  # products stay well scaled
+    k = torch.randint(-5, 5, (21, 64), dtype=torch.int32)
+    prod, run_max, rev, isum, cnt = scans(x, k)
+    xf = x.float()
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == F32 else dict(rtol=5e-2, atol=5e-2)
+    close(prod, torch.cumprod(xf, 1), dtype, **tol)
+    close(run_max, torch.cummax(xf, 1).values, dtype)
+    close(rev, xf.flip(1).cumsum(1).flip(1), dtype, **tol)
+    torch.testing.assert_close(isum, k.cumsum(1).int())
+    torch.testing.assert_close(cnt, torch.arange(1, 65, dtype=torch.int32).expand(21, 64))

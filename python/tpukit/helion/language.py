@@ -19,6 +19,7 @@ from tpukit.helion import exc as _exc
 from tpukit.helion._tiles import Tile, TileSpec, make_spec
 from tpukit.helion._values import DTensor as _DTensor
 from tpukit.helion._values import as_dtensor as _as_dtensor
+from tpukit.helion._values import is_float as _is_float
 from tpukit.helion._values import jdtype as _jdtype
 from tpukit.helion._values import lowest as _lowest
 from tpukit.helion._values import mask_axes as _mask_axes
@@ -31,6 +32,7 @@ from tpukit.helion._where import where as _where
 __all__ = [
     "Tile",
     "arange",
+    "associative_scan",
     "atomic_add",
     "atomic_and",
     "atomic_max",
@@ -40,6 +42,7 @@ __all__ = [
     "atomic_xor",
     "barrier",
     "constexpr",
+    "cumprod",
     "cumsum",
     "dot",
     "full",
@@ -366,10 +369,70 @@ def _pick(a, axis, i):
 
 
 def cumsum(input_tensor, dim, reverse=False):
-    """Inclusive prefix sums along ``dim`` (``reverse``: suffix sums) of a float tensor; see
-    ``_ops.cumsum`` for how (and its one caveat with infinities)."""
+    """Inclusive prefix sums along ``dim`` (``reverse``: suffix sums): of a float tensor a
+    triangular matmul (``_ops.cumsum``, and its one caveat with infinities), of an integer
+    one an exact ``associative_scan``."""
     _st.device_only("cumsum")
-    return _ops.cumsum(input_tensor, dim, reverse=reverse)
+    if _is_float(_as_dtensor(input_tensor).a.dtype):
+        return _ops.cumsum(input_tensor, dim, reverse=reverse)
+    return associative_scan(lambda a, b: a + b, input_tensor, dim, reverse=reverse)
+
+
+def cumprod(input_tensor, dim, reverse=False):
+    """Inclusive prefix products along ``dim`` (an ``associative_scan``)."""
+    _st.device_only("cumprod")
+    return associative_scan(lambda a, b: a * b, input_tensor, dim, reverse=reverse)
+
+
+def associative_scan(combine_fn, input_tensor, dim, reverse=False):
+    """Inclusive scan of ``input_tensor`` (or a tuple of same-shaped tensors) along ``dim``
+    with the associative ``combine_fn`` (the forms ``hl.reduce`` takes). Mosaic has no scan:
+    the elements are combined one after the other in a ``fori_loop`` (each picked out by a
+    masked maximum, each result placed with a select), ``n`` steps for ``n`` elements. Elements
+    past the end of a partial tile only reach positions past it, which are never stored; a
+    reverse scan over such a dimension would start from them, and is refused."""
+    _st.device_only("associative_scan")
+    multi = isinstance(input_tensor, (tuple, list))
+    xs = [_as_dtensor(x) for x in (input_tensor if multi else [input_tensor])]
+    if any(x.shape != xs[0].shape for x in xs):
+        raise _exc.UnsupportedConstruct(
+            f"hl.associative_scan of tensors with different shapes {[x.shape for x in xs]}"
+            f"{_where()}"
+        )
+    ndim = xs[0].ndim
+    axis = dim + ndim if dim < 0 else dim
+    if reverse and xs[0].dims[axis] is not None:
+        raise _exc.UnsupportedConstruct(
+            f"a reverse scan over a partial tile's dimension (choose a block size that divides "
+            f"the range){_where()}"
+        )
+    combine = _combiner(combine_fn, len(xs), multi)
+    arrays = [x.a for x in xs]
+    n = arrays[0].shape[axis]
+    order = (lambda k: n - 1 - k) if reverse else (lambda k: k)
+    iota = lax.broadcasted_iota(jnp.int32, arrays[0].shape, axis)
+
+    def element(i):
+        return [_DTensor(_pick(a, axis, i)) for a in arrays]
+
+    def place(outs, acc, i):
+        return tuple(jnp.where(iota == i, jnp.broadcast_to(c, o.shape), o)
+                     for o, c in zip(outs, acc, strict=True))
+
+    first = [x.a for x in element(order(0))]
+    outs = place(tuple(jnp.zeros_like(a) for a in arrays), first, order(0))
+
+    def step(k, carry):
+        acc, outs = carry
+        i = order(k)
+        new = combine([_DTensor(c) for c in acc], element(i))
+        new = tuple(jnp.asarray(_unwrap(o)).astype(c.dtype) for o, c in
+                    zip(new, acc, strict=True))
+        return new, place(outs, new, i)
+
+    _, outs = lax.fori_loop(1, n, step, (tuple(first), outs)) if n > 1 else (first, outs)
+    res = [_DTensor(o, x.dims) for o, x in zip(outs, xs, strict=True)]
+    return tuple(res) if multi else res[0]
 
 
 def subscript(tensor, index):
@@ -421,7 +484,7 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
 # Helion APIs tpukit does not translate: using one is an error naming it (not an
 # AttributeError that looks like a typo).
 _NOT_SUPPORTED = {
-    "associative_scan", "cumprod", "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
+    "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
     "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
     "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
