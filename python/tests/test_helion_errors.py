@@ -209,12 +209,13 @@ def test_a_reduction_over_a_reshaped_partial_tile_is_refused():
         flat_max(torch.randn(100, 128))
 
 
-def test_integer_cumsum_and_bad_grid_step():
+def test_integer_torch_cumsum_and_bad_grid_step():
+    # torch.cumsum is the triangular matmul, floats only; hl.cumsum scans integers exactly
     @helion.kernel
     def int_scan(x):
         out = torch.empty_like(x)
         for t in hl.tile(x.size(0)):
-            out[t] = hl.cumsum(x[t], 0)
+            out[t] = torch.cumsum(x[t], 0)
         return out
 
     with pytest.raises(UnsupportedConstruct, match=rf"cumsum of int32 values.*{HERE}"):
