@@ -654,3 +654,118 @@ def test_attributes_of_inner_tiles_within_a_tile(device, n):
     i = torch.arange(n, dtype=torch.int32)
     expected = torch.stack([i // 16, torch.full([n], 4, dtype=torch.int32), i // 16 * 16], 1)
     torch.testing.assert_close(inner_attrs(x), expected)
+
+
+# --- partial inner tiles keep the block size -----------------------------------------------
+
+
+@helion.kernel
+def blockwise_row_stats(x):
+    """Accumulators of the block's shape across a nested loop whose block size does not divide
+    the row (Helion's long_sum manual loop): the last tile is a masked full block."""
+    m, n = x.size()
+    bn = hl.register_block_size(n)
+    total = torch.empty([m], dtype=x.dtype)
+    top = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm, bn], dtype=x.dtype)
+        best = hl.full([tm, bn], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n, block_size=bn):
+            acc += x[tm, tn]
+            best = torch.maximum(best, x[tm, tn].to(torch.float32))
+        total[tm] = acc.sum(-1)
+        top[tm] = best.amax(-1)
+    return total, top
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", [100, 300, 3000])
+def test_partial_inner_tiles_keep_the_block_size(device, dtype, n):
+    x = torch.randn(5, n, dtype=dtype) - 3  # all negative: a 0 read past the end would win
+    total, top = blockwise_row_stats(x)
+    close(total, x.float().sum(1), dtype, rtol=2e-2, atol=0.5 if dtype == BF16 else 1e-3)
+    close(top, x.float().amax(1), F32)
+
+
+# --- the other atomics ------------------------------------------------------------------------
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32, 128]))
+def column_atomics(x, bits):
+    """atomic_max/min into per-column results from every row tile (grid steps collide), and
+    atomic_or/and/xor/xchg on int32 bit patterns."""
+    m, n = x.size()
+    hi = torch.full([n], float("-inf"), dtype=torch.float32)
+    lo = torch.full([n], float("inf"), dtype=torch.float32)
+    anyb = torch.zeros([n], dtype=torch.int32)
+    allb = torch.full([n], -1, dtype=torch.int32)
+    par = torch.zeros([n], dtype=torch.int32)
+    last = torch.zeros([n], dtype=torch.int32)
+    for tm, tn in hl.tile([m, n]):
+        v = x[tm, tn].to(torch.float32)
+        hl.atomic_max(hi, [tn], v.amax(0))
+        hl.atomic_min(lo, [tn], v.amin(0))
+        for r in hl.static_range(4):
+            b = bits[r, tn]
+            hl.atomic_or(anyb, [tn], b)
+            hl.atomic_and(allb, [tn], b)
+            hl.atomic_xor(par, [tn], b)
+        hl.atomic_xchg(last, [tn], bits[0, tn] * 0 + 7)
+    return hi, lo, anyb, allb, par, last
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_other_atomics(device, dtype):
+    x = torch.randn(70, 300, dtype=dtype)
+    bits = torch.randint(0, 1 << 20, (4, 300), dtype=torch.int32)
+    hi, lo, anyb, allb, par, last = column_atomics(x, bits)
+    close(hi, x.float().amax(0), F32)
+    close(lo, x.float().amin(0), F32)
+    r = range(4)
+    exp_or, exp_and, exp_xor = bits[0].clone(), bits[0].clone(), bits[0].clone() * 0
+    for i in r:
+        exp_or |= bits[i]
+        exp_and &= bits[i]
+        exp_xor ^= bits[i]
+    # every row tile applies the same bits: or/and are idempotent, xor cancels in pairs
+    n_tiles = -(-70 // 32)
+    torch.testing.assert_close(anyb, exp_or)
+    torch.testing.assert_close(allb, exp_and)
+    torch.testing.assert_close(par, exp_xor if n_tiles % 2 else exp_xor * 0)
+    torch.testing.assert_close(last, torch.full([300], 7, dtype=torch.int32))
+
+
+# --- scans ------------------------------------------------------------------------------------
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 64]))
+def scans(x, k):
+    """cumprod, a running max (associative_scan), an integer cumsum, a reverse scan and a
+    two-tensor scan (value, count) along rows."""
+    m, n = x.size()
+    prod, run_max, rev = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    isum, cnt = torch.empty_like(k), torch.empty_like(k)
+    for tm in hl.tile(m):
+        v = x[tm, :]
+        prod[tm, :] = hl.cumprod(v, 1)
+        run_max[tm, :] = hl.associative_scan(torch.maximum, v, 1)
+        rev[tm, :] = hl.associative_scan(lambda a, b: a + b, v, 1, reverse=True)
+        isum[tm, :] = hl.cumsum(k[tm, :], 1)
+        _, c = hl.associative_scan(lambda a0, a1, b0, b1: (a0 + b0, a1 + b1),
+                                   (v, k[tm, :] * 0 + 1), 1)
+        cnt[tm, :] = c
+    return prod, run_max, rev, isum, cnt
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_scans(device, dtype):
+    x = (torch.rand(21, 64) * 0.4 + 0.8).to(dtype)  # products stay well scaled
+    k = torch.randint(-5, 5, (21, 64), dtype=torch.int32)
+    prod, run_max, rev, isum, cnt = scans(x, k)
+    xf = x.float()
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == F32 else dict(rtol=5e-2, atol=5e-2)
+    close(prod, torch.cumprod(xf, 1), dtype, **tol)
+    close(run_max, torch.cummax(xf, 1).values, dtype)
+    close(rev, xf.flip(1).cumsum(1).flip(1), dtype, **tol)
+    torch.testing.assert_close(isum, k.cumsum(1).int())
+    torch.testing.assert_close(cnt, torch.arange(1, 65, dtype=torch.int32).expand(21, 64))

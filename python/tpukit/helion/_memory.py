@@ -192,8 +192,14 @@ def store(tensor, index, value, extra_mask=None):
 
 def atomic_add(target, index, value, sem):
     """``hl.atomic_add``: ``target[index] += value``, returning the previous values."""
+    return atomic(target, index, value, sem, "add")
+
+
+def atomic(target, index, value, sem, op):
+    """``hl.atomic_<op>``: ``target[index] = op(target[index], value)``, returning the previous
+    values (``ATOMIC_OPS``)."""
     p = proxy_for(target)
-    return p._trace.atomic_add(p._info, index, value, sem)
+    return p._trace.atomic(p._info, index, value, sem, op)
 
 
 def is_host_array(x) -> bool:
@@ -204,15 +210,20 @@ def is_host_array(x) -> bool:
         return False
 
 
+# Integer dtypes the runtime has no arrays of travel as int32: int16 and uint8 widened
+# (exactly), int64 narrowed (checked to fit when the kernel runs: ``_plan.to_kernel``).
+_WIDENED = ("int16", "uint8", "int64")
+
+
 def host_dtype(obj) -> np.dtype:
-    """The dtype a host tensor has in the kernel (int64 travels as int32)."""
+    """The dtype a host tensor has in the kernel (see ``_WIDENED``)."""
+    if str(obj.dtype).removeprefix("torch.") in _WIDENED:
+        return np.dtype(np.int32)
     d = _arrays.numpy_dtype(obj.dtype)
-    if d == np.dtype(np.int64):
-        return np.dtype(np.int32)  # TPUs have no int64: indices travel as int32
     if d == np.dtype(np.float64):
         raise exc.HelionError(
             "float64 tensors are not supported on TPU (tpukit supports "
-            f"{_arrays.SUPPORTED}; int64 is converted to int32)"
+            f"{_arrays.SUPPORTED}; int16, uint8 and int64 travel as int32)"
         )
     _arrays.dtype_name(d)
     return d
@@ -424,12 +435,17 @@ class Trace:
             v = jnp.where(jnp.broadcast_to(unwrap(extra_mask), v.shape), v, old)
         self._write(info, entries, v)
 
-    def atomic_add(self, info: HostInfo, index, value, sem):
+    def atomic(self, info: HostInfo, index, value, sem, op):
         if sem not in ATOMIC_SEMANTICS:
             raise exc.HelionError(
-                f"hl.atomic_add: sem={sem!r} (expected one of {', '.join(ATOMIC_SEMANTICS)})"
+                f"hl.atomic_{op}: sem={sem!r} (expected one of {', '.join(ATOMIC_SEMANTICS)})"
                 f"{where()}"
             )
+        if op in ("and", "or", "xor") and not np.issubdtype(info.dtype, np.integer):
+            raise exc.HelionError(
+                f"hl.atomic_{op} on `{info.name}` of dtype {info.dtype} (integers only){where()}"
+            )
+        combine = ATOMIC_OPS[op]
         entries = self.entries(info, index)
         v = self._store_value(info, entries, value)
         self._record(info, entries, "rmw")
@@ -438,10 +454,10 @@ class Trace:
         if self.mode == "analyze":
             return DTensor(jnp.zeros(shape, info.dtype), dims)
         if any(e[0] == "gather" for e in entries):
-            old = self._scatter(info, entries, v, _add_in_dtype, None)
+            old = self._scatter(info, entries, v, combine, None)
         else:
             old = self._read(info, entries, shape, from_output=True)
-            self._write(info, entries, _add_in_dtype(old, v))
+            self._write(info, entries, combine(old, v))
         return DTensor(old, dims)
 
     def _store_value(self, info, entries, value):
@@ -628,8 +644,28 @@ def _pick_row(rows, r):
     return jnp.max(masked, axis=0, keepdims=True)
 
 
+def _in_dtype(f):
+    def combine(old, new):
+        return f(old, new.astype(old.dtype)).astype(old.dtype)
+
+    return combine
+
+
 def _add_in_dtype(old, new):
     """``old + new`` rounded to ``old``'s dtype (low-precision floats add in f32)."""
     if is_float(old.dtype):
         return (old.astype(jnp.float32) + new.astype(jnp.float32)).astype(old.dtype)
     return old + new.astype(old.dtype)
+
+
+ATOMIC_OPS = {
+    "add": _add_in_dtype,
+    "max": _in_dtype(jnp.maximum),
+    "min": _in_dtype(jnp.minimum),
+    "and": _in_dtype(jnp.bitwise_and),
+    "or": _in_dtype(jnp.bitwise_or),
+    "xor": _in_dtype(jnp.bitwise_xor),
+    "xchg": _in_dtype(lambda old, new: new),
+}
+"""How each ``hl.atomic_<op>`` combines the old value with the new one, in the tensor's
+dtype. Every one is exact under collisions, as ``atomic_add`` is (see ``hl.atomic_add``)."""

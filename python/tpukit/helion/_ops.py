@@ -250,42 +250,82 @@ def cumsum(x, dim, *, dtype=None, reverse=False):
 # --- matmul --------------------------------------------------------------------------------
 
 
-def matmul_f32(a, b):
-    """``a @ b`` (2-D, or 3-D batched) of JAX arrays accumulated in f32 (ints: in int32)."""
-    acc = jnp.int32 if jnp.issubdtype(a.dtype, jnp.integer) else jnp.float32
-    if a.ndim == 2 and b.ndim == 2:
-        return jnp.dot(a, b, preferred_element_type=acc)
-    if a.ndim == 3 and b.ndim == 3:
-        if a.shape[0] == 1 and b.shape[0] == 1:
-            return jnp.dot(a[0], b[0], preferred_element_type=acc)[None]
-        return lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=acc)
-    raise exc.UnsupportedConstruct(
-        f"matmul of {a.ndim}-D by {b.ndim}-D values (2-D or batched 3-D only){where()}"
-    )
+def _operand(x, axis):
+    """``(value, axis)`` to contract for axis ``axis`` of ``x``: the source of a lazy transpose
+    that keeps a batch dimension first (so no transpose is computed), else ``x`` itself."""
+    if x.perm_of is not None and x._a is None:
+        src, perm = x.perm_of
+        if x.ndim == 2 or perm[0] == 0:
+            return src, perm[axis]
+    return x, axis
 
 
 def product(a, b):
-    """``(a @ b in f32, its partial tiles)``: the contraction dimension masked with 0 first."""
+    """``(a @ b in f32 (ints: int32), its partial tiles)`` of 2-D or batched 3-D values: the
+    contraction dimension masked with 0 first. A transposed operand (``k.T``,
+    ``k.transpose(1, 2)``) is contracted along its source's dimension."""
     a, b = as_dtensor(a), as_dtensor(b)
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise exc.UnsupportedConstruct(
             f"matmul of {a.ndim}-D by {b.ndim}-D values (2-D or batched 3-D only){where()}"
         )
-    pa = mask_axes(a, (a.ndim - 1,), 0, "matmul")
-    pb = mask_axes(b, (b.ndim - 2,), 0, "matmul")
-    out = matmul_f32(pa, pb)
+    nd = a.ndim
+    sa, ka = _operand(a, nd - 1)
+    sb, kb = _operand(b, nd - 2)
+    pa = mask_axes(sa, (ka,), 0, "matmul")
+    pb = mask_axes(sb, (kb,), 0, "matmul")
+    acc = jnp.int32 if jnp.issubdtype(pa.dtype, jnp.integer) else jnp.float32
+
+    def dot2(x, y, kx, ky):
+        return lax.dot_general(x, y, (((kx,), (ky,)), ((), ())), preferred_element_type=acc)
+
+    if nd == 2:
+        out = dot2(pa, pb, ka, kb)
+    else:
+        out = _batched(pa, pb, lambda i, j: dot2(pa[i], pb[j], ka - 1, kb - 1))
     dims = (a.dims[-2], b.dims[-1])
     if a.ndim == 3:
         dims = (a.dims[0] if a.dims[0] is not None else b.dims[0],) + dims
     return out, dims
 
 
-def matmul(a, b):
+MAX_BATCH = 8
+"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many (16
+unrolled matmuls already give wrong results on the ``cpu`` device, ``interpret`` is right)."""
+
+
+def _batched(pa, pb, dot2):
+    """A batched matmul of 3-D ``pa``/``pb`` (batch first, one of them may be 1) as one 2-D
+    matmul per batch element, placed with selects (no concatenation op needed)."""
+    n = max(pa.shape[0], pb.shape[0])
+    if n > MAX_BATCH:
+        raise exc.UnsupportedConstruct(
+            f"a batched matmul over {n} batch elements in one tile (at most {MAX_BATCH}: use a "
+            f"block size of at most {MAX_BATCH} on the batch dimension){where()}"
+        )
+    parts = [dot2(i if pa.shape[0] > 1 else 0, i if pb.shape[0] > 1 else 0) for i in range(n)]
+    if n == 1:
+        return parts[0][None]
+    shape = (n, *parts[0].shape)
+    which = lax.broadcasted_iota(jnp.int32, shape, 0)
+    out = jnp.broadcast_to(parts[0][None], shape)
+    for i in range(1, n):
+        out = jnp.where(which == i, jnp.broadcast_to(parts[i][None], shape), out)
+    return out
+
+
+def matmul(a, b, out_dtype=None):
+    """``torch.matmul``/``mm``/``bmm``, with ``out_dtype`` (``torch.bmm(a, b, torch.float32)``:
+    the f32 product of bf16 operands, not rounded back to bf16)."""
     out, dims = product(a, b)
-    return DTensor(out.astype(jnp.result_type(unwrap(a), unwrap(b))), dims)
+    dtype = jdtype(out_dtype) if out_dtype is not None else jnp.result_type(unwrap(a), unwrap(b))
+    return DTensor(out.astype(dtype), dims)
 
 
-def addmm(inp, m1, m2, *, beta=1, alpha=1):
+def addmm(inp, m1, m2, out_dtype=None, *, beta=1, alpha=1):
+    """``torch.addmm``/``baddbmm``: ``beta * inp + alpha * (m1 @ m2)`` summed in f32, in
+    ``out_dtype`` when given, else f32 for an f32 ``inp`` (an f32 accumulator stays f32), else
+    the operands' result type."""
     prod, dims = product(m1, m2)
     if alpha != 1:
         prod = prod * alpha
@@ -294,9 +334,13 @@ def addmm(inp, m1, m2, *, beta=1, alpha=1):
     if beta != 1:
         base_f = base_f * beta
     base_dtype = jnp.asarray(base).dtype
-    out_dtype = base_dtype if base_dtype == np.dtype(np.float32) else jnp.result_type(
-        base, unwrap(m1), unwrap(m2))
-    r = (base_f + prod).astype(out_dtype)
+    if out_dtype is not None:
+        dtype = jdtype(out_dtype)
+    elif base_dtype == np.dtype(np.float32):
+        dtype = base_dtype
+    else:
+        dtype = jnp.result_type(base, unwrap(m1), unwrap(m2))
+    r = (base_f + prod).astype(dtype)
     return DTensor(r, merge_dims(r.shape, DTensor(prod, dims), inp))
 
 
@@ -355,8 +399,7 @@ def permute(x, *dims):
     x = as_dtensor(x)
     if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
         dims = tuple(dims[0])
-    perm = tuple(_dim(d, x.ndim) for d in dims)
-    return DTensor(jnp.transpose(x.a, perm), tuple(x.dims[p] for p in perm))
+    return x.permuted(_dim(d, x.ndim) for d in dims)
 
 
 def transpose(x, d0, d1):
@@ -469,8 +512,32 @@ def _where_op(cond, a=None, b=None):
     return jnp.where(cond, a, b)
 
 
+# Chebyshev fit of erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0 (Numerical
+# Recipes' erfcc): relative error below 1.2e-7 everywhere, from ops Mosaic lowers (exp,
+# division, polynomial); JAX's own erfc has no Pallas TPU lowering.
+_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+           -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erfc(x):
+    """``torch.erfc`` (accurate in the tails, unlike ``1 - erf``), computed in f32."""
+    xf = x.astype(jnp.float32)
+    z = jnp.abs(xf)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = jnp.zeros_like(t)
+    for c in reversed(_ERFC_P):
+        poly = poly * t + c
+    r = t * jnp.exp(-z * z + poly)
+    r = jnp.where(xf >= 0, r, 2.0 - r)
+    return r.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else r
+
+
 def _gelu(x, approximate="none"):
-    return jax.nn.gelu(x, approximate=approximate == "tanh")
+    """``F.gelu``: exact ``x/2 * erfc(-x/sqrt(2))`` (torch's default), or the tanh form."""
+    if approximate == "tanh":
+        return jax.nn.gelu(x, approximate=True)
+    xf = x.astype(jnp.float32)
+    return (0.5 * xf * _erfc(-xf * (1 / math.sqrt(2)))).astype(x.dtype)
 
 
 def _clamp(x, min=None, max=None):  # noqa: A002 - torch's names
@@ -538,7 +605,8 @@ ELEMENTWISE = {
     "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu, "abs": jnp.abs,
     "neg": jnp.negative, "negative": jnp.negative, "reciprocal": jnp.reciprocal,
     "floor": jnp.floor, "ceil": jnp.ceil, "round": jnp.round, "trunc": jnp.trunc,
-    "erf": jax.scipy.special.erf, "square": jnp.square, "silu": jax.nn.silu, "gelu": _gelu,
+    "erf": jax.scipy.special.erf, "erfc": _erfc, "square": jnp.square, "silu": jax.nn.silu,
+    "gelu": _gelu,
     "logical_not": jnp.logical_not, "sign": jnp.sign, "isnan": isnan,
     "bitwise_not": jnp.bitwise_not,
     # binary and ternary

@@ -202,8 +202,15 @@ def _legal(bs, requirements, extent) -> bool:
 
 
 def legal_block(requirements, extent, provisional):
-    """The smallest TPU-legal block size >= ``provisional`` (at most the whole extent)."""
-    bs = max(1, min(provisional, extent))
+    """The smallest TPU-legal block size >= ``provisional``: at most the whole extent, unless
+    ``provisional`` is already larger (an inner loop's explicit block size; its tile is masked
+    and the tensor padded)."""
+    if provisional > extent:
+        bs = provisional
+        while not _legal(bs, requirements, None):
+            bs += 1
+        return bs
+    bs = max(1, provisional)
     while bs < extent and not _legal(bs, requirements, extent):
         bs += 1
     return bs
@@ -413,7 +420,7 @@ def _block_sizes(st, spec, device_fn, env, c0, extents):
             continue
         bs = spec.block_size(i)
         bs = bs if bs is not None else default_block(grid_reqs[i], x)
-        sizes.append(legal_block(grid_reqs[i], x, bs))
+        sizes.append(legal_block(grid_reqs[i], x, min(bs, x)))
     return sizes, _inner_block_sizes(first, inner_reqs)
 
 
@@ -489,16 +496,29 @@ def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, c0):
 def kernel_arrays(plan, hosts):
     """The arrays a launch passes: prefetched index tensors (flattened, int32), then inputs
     (cast, padded and reshaped to the kernel's layout)."""
-    pre = [np.ascontiguousarray(_arrays.to_numpy(hosts[k])).reshape(-1).astype(np.int32)
-           for k in plan.prefetch]
+    pre = [narrowed(np.ascontiguousarray(_arrays.to_numpy(hosts[k])).reshape(-1), np.int32,
+                    plan.infos[k].name) for k in plan.prefetch]
     placeholder = [np.zeros(1, np.int32)] if plan.placeholder else []
     return pre + [to_kernel(hosts[k], plan.infos[k]) for k in plan.inputs] + placeholder
 
 
+def narrowed(a: np.ndarray, dtype, name: str) -> np.ndarray:
+    """``a`` as ``dtype``; an int64 tensor whose values do not fit int32 is an error (TPUs
+    have no 64-bit integers), never a silent wrap."""
+    dtype = np.dtype(dtype)
+    if a.dtype == np.dtype(np.int64) and dtype == np.dtype(np.int32) and a.size:
+        lo, hi = int(a.min()), int(a.max())
+        info = np.iinfo(np.int32)
+        if lo < info.min or hi > info.max:
+            raise exc.HelionError(
+                f"int64 tensor `{name}` holds {lo if lo < info.min else hi}, outside int32: "
+                f"TPUs have no 64-bit integers and tpukit narrows int64 tensors to int32"
+            )
+    return a.astype(dtype) if a.dtype != dtype else a
+
+
 def to_kernel(obj, info: HostInfo):
-    a = _arrays.to_numpy(obj)
-    if a.dtype != info.dtype:
-        a = a.astype(info.dtype)
+    a = narrowed(_arrays.to_numpy(obj), info.dtype, info.name)
     if info.pad != info.shape:
         a = np.pad(a, [(0, p - n) for n, p in zip(info.shape, info.pad, strict=True)])
     return np.reshape(a, info.kshape)

@@ -26,10 +26,16 @@ body assigns that were defined before the loop), run by the runtime as a ``lax.f
                                               (acc,) = _hl_rt.inner_loop(1, hl.tile(k),
                                                                          _hl_inner_1, (acc,))
 
-An ``if`` in device code becomes two functions of the variables its branches reassign and
-a call ``(a, b) = _hl_rt.device_if(cond, _hl_if_2_then, _hl_if_2_else, (a, b))``: a host
-condition (``if bias is not None``) picks a branch in Python, a device one becomes a
-``lax.cond``.
+An ``if`` in device code evaluates its condition once. A condition decided while tracing (a
+Python value, an ``hl.constexpr`` argument, ``bias is not None``) runs the ``if`` as written —
+Helion's compile-time ``if``, so a variable may be assigned in one branch only. A device
+scalar instead runs two functions of the variables the branches reassign:
+``(a, b) = _hl_rt.device_if(cond, _hl_if_2_then, _hl_if_2_else, (a, b))``, a ``lax.cond``.
+A variable some ``if`` assigns may be unbound where a loop or branch carries it: it travels
+as ``_hl_rt.UNBOUND`` (``_bind_if_unbound``).
+
+Names bound inside a nested ``def``, ``lambda``, class or comprehension are that scope's own,
+never carried (``_stored_names``).
 
 Line numbers are kept, so errors and tracebacks point at the user's source lines.
 """
@@ -37,6 +43,7 @@ Line numbers are kept, so errors and tracebacks point at the user's source lines
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 
@@ -55,14 +62,85 @@ def is_device_loop(node: ast.AST) -> bool:
     return name in _LOOP_FUNCS
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 def _stored_names(nodes) -> set[str]:
+    """The names ``nodes`` bind in their own scope: not those bound inside a nested ``def``,
+    ``class``, ``lambda`` or comprehension (their own locals), except the nested definition's
+    name and a comprehension's ``:=`` targets, which bind in the enclosing scope."""
     out: set[str] = set()
+
+    def visit(n):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, _SCOPES):
+            if not isinstance(n, ast.Lambda):
+                out.add(n.name)
+            return
+        elif isinstance(n, _COMPREHENSIONS):
+            out.update(
+                sub.target.id
+                for sub in ast.walk(n)
+                if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name)
+            )
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
     for n in nodes:
-        for sub in ast.walk(n):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                out.add(sub.id)
-            elif isinstance(sub, (ast.FunctionDef, ast.Lambda)):
-                pass
+        visit(n)
+    return out
+
+
+def _walk_scope(node: ast.AST):
+    """``ast.walk`` of ``node`` without the bodies of nested ``def``s, classes and lambdas
+    (a ``return`` there is theirs)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if n is node or not isinstance(n, _SCOPES):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def _conditional_names(fn: ast.FunctionDef) -> set[str]:
+    """Names some ``if`` of ``fn`` binds: at run time they may be unbound where later code
+    passes them on (a compile-time ``if`` that assigns in one branch only)."""
+    return {
+        name
+        for sub in ast.walk(fn)
+        if isinstance(sub, ast.If)
+        for name in _stored_names(sub.body) | _stored_names(sub.orelse)
+    }
+
+
+def _bind_if_unbound(names) -> list[ast.stmt]:
+    """``try: name / except NameError: name = _hl_rt.UNBOUND`` for each name: lets a variable
+    that a compile-time ``if`` did not assign travel through loops and branches unused."""
+    out = []
+    for n in sorted(names):
+        out.append(
+            ast.Try(
+                body=[ast.Expr(ast.Name(n, ast.Load()))],
+                handlers=[
+                    ast.ExceptHandler(
+                        type=ast.Name("NameError", ast.Load()),
+                        name=None,
+                        body=[
+                            ast.Assign(
+                                targets=[ast.Name(n, ast.Store())],
+                                value=ast.Attribute(ast.Name(RT, ast.Load()), "UNBOUND",
+                                                    ast.Load()),
+                            )
+                        ],
+                    )
+                ],
+                orelse=[],
+                finalbody=[],
+            )
+        )
     return out
 
 
@@ -88,20 +166,58 @@ def _function_locals(fn: ast.FunctionDef) -> set[str]:
 def _check_loop(node: ast.For, filename: str) -> None:
     where = f"{filename}:{node.lineno}"
     if node.orelse:
-        raise exc.UnsupportedConstruct(f"a device loop's `else:` block (at {where})")
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Break, ast.Continue)) and _owner_loop(node, sub) is node:
-            raise exc.UnsupportedConstruct(
+        raise exc.DeviceLoopElseBlock(f"a device loop's `else:` block (at {where})")
+    for sub in _walk_scope(node):
+        if isinstance(sub, ast.Break) and _owner_loop(node, sub) is node:
+            raise exc.StatementNotSupported(
                 f"`{type(sub).__name__.lower()}` in a device loop (at {filename}:{sub.lineno})"
             )
         if isinstance(sub, ast.Return):
-            raise exc.UnsupportedConstruct(
+            raise exc.StatementNotSupported(
                 f"`return` inside a device loop (at {filename}:{sub.lineno})"
             )
         if isinstance(sub, (ast.Global, ast.Nonlocal)):
-            raise exc.UnsupportedConstruct(
+            raise exc.StatementNotSupported(
                 f"`{type(sub).__name__.lower()}` inside a device loop (at {filename}:{sub.lineno})"
             )
+
+
+class _ContinueAsReturn(ast.NodeTransformer):
+    """Turns the ``continue`` statements of one device loop (not of loops or functions nested
+    in it) into ``return <value>`` of the function its body becomes: the iteration ends
+    there. A ``continue`` under a compile-time ``if`` then works as in Helion; under a device
+    condition, the ``if`` stays Python and its condition raises as data-dependent."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def visit_Continue(self, node):
+        return ast.copy_location(ast.Return(self.value()), node)
+
+    def _skip(self, node):
+        return node
+
+    visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = _skip
+    visit_Lambda = visit_ClassDef = _skip
+
+
+class _BuiltinMinMax(ast.NodeTransformer):
+    """``min(a, b, …)``/``max(a, b, …)`` in device code call ``_hl_rt.builtin_min``/``_max``,
+    which also take device scalars (``min(tile.begin + chunk, n)``), as Helion's do."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Name) and f.id in ("min", "max") and len(node.args) >= 2
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)):
+            node.func = ast.copy_location(
+                ast.Attribute(ast.Name(RT, ast.Load()), f"builtin_{f.id}", ast.Load()), f)
+        return node
+
+
+def _continue_as_return(body, value) -> list:
+    t = _ContinueAsReturn(value)
+    return [t.visit(s) for s in body]
 
 
 def _owner_loop(root: ast.For, target: ast.AST):
@@ -121,9 +237,10 @@ def _owner_loop(root: ast.For, target: ast.AST):
 
 
 class _Rewriter:
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, conditional: set[str]):
         self.filename = filename
         self.counter = 0
+        self.conditional = conditional  # see _conditional_names
 
     def _name(self, kind: str) -> str:
         self.counter += 1
@@ -155,7 +272,9 @@ class _Rewriter:
         assigned = _stored_names(loop.body) | _stored_names([loop.target])
         free = sorted((_loaded_names(loop.body) & host_locals) - assigned)
         body = [ast.Assign(targets=[loop.target], value=ast.Name("_hl_idx", ast.Load()))]
-        body += self.device_block(loop.body, {"_hl_idx", *free} | _stored_names([loop.target]))
+        loop_body = _continue_as_return(loop.body, lambda: None)
+        loop_body = [_BuiltinMinMax().visit(st) for st in loop_body]
+        body += self.device_block(loop_body, {"_hl_idx", *free} | _stored_names([loop.target]))
         fn = ast.FunctionDef(
             name=name,
             args=ast.arguments(
@@ -183,9 +302,11 @@ class _Rewriter:
                 keywords=[],
             )
         )
+        guards = _bind_if_unbound(set(free) & self.conditional)
         ast.copy_location(fn, loop)
-        _at_header(call, loop.iter)
-        return [fn, call]
+        for g in [call, *guards]:
+            _at_header(g, loop.iter)
+        return [fn, *guards, call]
 
     # --- device level -------------------------------------------------------------------
 
@@ -214,42 +335,56 @@ class _Rewriter:
         return out
 
     def device_if(self, node: ast.If, defined: set[str], rest):
-        """``if cond: A else: B`` in device code: both branches become functions of the
-        variables they reassign, run by ``device_if`` (``lax.cond`` for a device condition,
-        plain Python for a host one)."""
+        """``if cond: A else: B`` in device code. The condition is evaluated once; when it is
+        decided while tracing (a Python value, an ``hl.constexpr`` argument, ``x is not
+        None``) the ``if`` runs as written, as in Helion. Only a device scalar makes a device
+        branch: both branches become functions of the variables they reassign, run by
+        ``device_if`` as a ``lax.cond``, which needs a variable assigned in one branch only
+        to be unused after the ``if`` (else it raises, when the condition turns out to be a
+        device value)."""
         name = self._name("if")
+        cond = ast.Name(f"{name}_cond", ast.Load())
         then_names, else_names = _stored_names(node.body), _stored_names(node.orelse)
         carried = sorted((then_names | else_names) & defined)
         outputs = carried + sorted((then_names & else_names) - defined)
         one_sided = ((then_names ^ else_names) - defined) & _loaded_names(rest)
-        if one_sided:
-            raise exc.UnsupportedConstruct(
-                f"`{sorted(one_sided)[0]}` is assigned in only one branch of a device `if` and "
-                f"used after it (at {self.filename}:{node.lineno}); assign it before the `if`"
-            )
 
         def branch(suffix, stmts):
             body = []
             if carried:
                 body.append(ast.Assign(targets=[_names(carried, ast.Store)],
                                        value=ast.Name("_hl_carry", ast.Load())))
-            body += self.device_block(stmts or [ast.Pass()], set(defined))
+            body += self.device_block(copy.deepcopy(stmts) or [ast.Pass()], set(defined))
             body.append(ast.Return(_names(outputs, ast.Load)))
             return _function(f"{name}_{suffix}", ["_hl_carry"], body)
 
-        fns = [branch("then", node.body), branch("else", node.orelse)]
-        call = ast.Call(
-            func=ast.Attribute(ast.Name(RT, ast.Load()), "device_if", ast.Load()),
-            args=[node.test, ast.Name(fns[0].name, ast.Load()),
-                  ast.Name(fns[1].name, ast.Load()), _names(carried, ast.Load)],
-            keywords=[],
+        if one_sided:
+            device = [_rt_call("one_sided_if", [ast.Constant(
+                f"`{sorted(one_sided)[0]}` is assigned in only one branch of a device `if` and "
+                f"used after it (at {self.filename}:{node.lineno}); assign it before the `if`"
+            )])]
+        else:
+            fns = [branch("then", node.body), branch("else", node.orelse)]
+            call = _rt_call("device_if", [ast.Name(cond.id, ast.Load()),
+                                          ast.Name(fns[0].name, ast.Load()),
+                                          ast.Name(fns[1].name, ast.Load()),
+                                          _names(carried, ast.Load)]).value
+            stmt = (ast.Assign(targets=[_names(outputs, ast.Store)], value=call) if outputs
+                    else ast.Expr(call))
+            device = [*fns, *_bind_if_unbound(set(carried) & self.conditional), stmt]
+        decided = ast.If(
+            test=ast.Name(cond.id, ast.Load()),
+            body=self.device_block(node.body, set(defined)),
+            orelse=self.device_block(node.orelse, set(defined)),
         )
-        stmt = (ast.Assign(targets=[_names(outputs, ast.Store)], value=call) if outputs
-                else ast.Expr(call))
-        for n in fns:
+        evaluate = ast.Assign(targets=[ast.Name(cond.id, ast.Store())], value=node.test)
+        choose = ast.If(test=_rt_call("decided", [ast.Name(cond.id, ast.Load())]).value,
+                        body=[decided], orelse=device)
+        for n in (evaluate, choose, decided, *device):
             ast.copy_location(n, node)
-        _at_header(stmt, node.test)
-        return [*fns, stmt]
+        for n in (evaluate, choose, decided, *device):
+            _at_header(n, node.test)
+        return [evaluate, choose]
 
     def inner(self, loop: ast.For, defined: set[str]):
         _check_loop(loop, self.filename)
@@ -264,7 +399,8 @@ class _Rewriter:
         if carried:
             unpack = ast.Name("_hl_carry", ast.Load())
             body.append(ast.Assign(targets=[tup(ast.Store)], value=unpack))
-        body += self.device_block(loop.body, set(defined) | targets)
+        loop_body = _continue_as_return(loop.body, lambda: tup(ast.Load))
+        body += self.device_block(loop_body, set(defined) | targets)
         body.append(ast.Return(tup(ast.Load)))
         fn = ast.FunctionDef(
             name=name,
@@ -288,9 +424,11 @@ class _Rewriter:
             keywords=[],
         )
         stmt = ast.Assign(targets=[tup(ast.Store)], value=call) if carried else ast.Expr(call)
+        guards = _bind_if_unbound(set(carried) & self.conditional)
         ast.copy_location(fn, loop)
-        _at_header(stmt, loop.iter)
-        return [fn, stmt]
+        for g in [stmt, *guards]:
+            _at_header(g, loop.iter)
+        return [fn, *guards, stmt]
 
 
 def _at_header(stmt: ast.stmt, header: ast.expr) -> None:
@@ -306,7 +444,13 @@ def _branchable(node: ast.If) -> bool:
     Python loop), ``return``, ``yield`` or scope statements in it."""
     flow = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
             ast.Nonlocal)
-    return not any(isinstance(sub, flow) for sub in ast.walk(node))
+    return not any(isinstance(sub, flow) for sub in _walk_scope(node))
+
+
+def _rt_call(fn: str, args) -> ast.Expr:
+    """``_hl_rt.fn(*args)`` as a statement (``.value`` is the call)."""
+    return ast.Expr(ast.Call(func=ast.Attribute(ast.Name(RT, ast.Load()), fn, ast.Load()),
+                             args=args, keywords=[]))
 
 
 def _names(names, ctx) -> ast.Tuple:
@@ -351,16 +495,16 @@ def rewrite(fn):
     for d in fdef.decorator_list:
         text = ast.unparse(d)
         if "kernel" not in text and "jit" not in text:
-            raise exc.HelionError(
+            raise exc.DecoratorAfterHelionKernelDecorator(
                 f"kernel `{fn.__name__}`: the Helion decorator must be the innermost one "
                 f"(found `@{text}` below it)"
             )
     fdef.decorator_list = []
     _strip_annotations(fdef)
-    rw = _Rewriter(filename)
+    rw = _Rewriter(filename, _conditional_names(fdef))
     fdef.body = rw.host_block(fdef.body, _function_locals(fdef))
     if rw.counter == 0:
-        raise exc.HelionError(
+        raise exc.NoDeviceLoopsInKernel(
             f"kernel `{fn.__name__}` has no `hl.tile`/`hl.grid` loop (nothing runs on the device)"
         )
     # A factory binds the runtime module (and, for a kernel defined inside a function, a

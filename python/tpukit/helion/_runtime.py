@@ -9,7 +9,7 @@ kernel goes through ``tpukit.pallas.custom_kernel`` (lowered by JAX for TPU, imp
 tpukit's IR, run on the CPU) and its outputs are copied into the host tensors.
 
 ``inner_loop`` runs a nested loop as a ``lax.fori_loop`` over its whole tiles plus one
-statically-sized tail tile, carrying the variables the body reassigns (an f32 accumulator from
+last (partial, masked) tile, carrying the variables the body reassigns (an f32 accumulator from
 ``hl.zeros``, say). Its block size is made TPU-legal for the dimensions it indexes, like the
 grid's.
 """
@@ -35,7 +35,7 @@ from tpukit.helion._plan import (
 )
 from tpukit.helion._state import CallState, cdiv, current_call, current_trace
 from tpukit.helion._tiles import GridIndex, Tile, TileBound, TileSpec
-from tpukit.helion._values import DTensor, unwrap
+from tpukit.helion._values import DTensor, merge_dims, unwrap
 from tpukit.helion._where import where
 
 # JAX attributes each op to the innermost frame outside its own code; skipping this package's
@@ -99,6 +99,7 @@ def _current_plan(st, site, spec, device_fn, env):
         tuple(spec.ends),
         tuple(spec.explicit),
         tuple(sorted((k, _key_of(v)) for k, v in env.items())),
+        tuple(sorted((k, _key_of(v)) for k, v in st.config.items())),  # block sizes, tunables
     )
     plan = st.kernel._plans.get(key)
     hosts = _host_arrays(plan, env) if plan is not None else None
@@ -218,8 +219,10 @@ def _inner_block(trace, site, spec, d, extent):
     elif key in trace.inner_sizes:
         bs = trace.inner_sizes[key]
     else:
+        # an explicit block size is kept even past the extent (a masked tile, as in Helion:
+        # `hl.zeros([tm, bn])` and the loop's tiles agree), a default one is clipped to it
         bs = spec.block_size(d)
-        bs = max(1, min(bs if bs is not None else DEFAULT_INNER_BLOCK, extent))
+        bs = max(1, bs if bs is not None else min(DEFAULT_INNER_BLOCK, extent))
     trace.inner_loops[key] = (extent, bs)
     if spec.ids[d] is not None:
         current_call().sizes[spec.ids[d]] = bs
@@ -227,73 +230,177 @@ def _inner_block(trace, site, spec, d, extent):
 
 
 def _inner_dim(site, spec, d, body, carry):
+    """Runs inner dimension ``d``: whole tiles in a ``fori_loop``, then the last tile. Over a
+    static range the block size does not divide, the last tile keeps the block size (as in
+    Helion) and is partial: it reads past the end into padding, and carried values keep their
+    incoming elements wherever it is past the end (``_masked_update``), so an accumulator of
+    the block's shape (``acc += x[tm, tn]``) sums only real elements."""
     trace = current_trace()
     begin, extent, range_end, partial, window_end = _bounds(spec, d)
     if extent <= 0:
         return carry
     key, bs = _inner_block(trace, site, spec, d, extent)
     range_begin = begin if isinstance(begin, int) else 0
+    n_full, tail = divmod(extent, bs)
+    masked_tail = bool(tail) and isinstance(begin, int) and spec.kind != "grid"
+    if masked_tail:
+        window_end = max(window_end, begin + (n_full + 1) * bs)
 
-    def make(start, size):
-        t = Tile(start, size, bs, range_begin, range_end, key=key, partial=partial,
+    def make(start, size, part=partial):
+        t = Tile(start, size, bs, range_begin, range_end, key=key, partial=part,
                  window_end=window_end, count=cdiv(extent, bs))
         return GridIndex(jnp.asarray(start, jnp.int32), t) if spec.kind == "grid" else t
 
     if trace.mode == "analyze":
-        out = body(make(begin, min(bs, extent)), carry)
+        first = make(begin, bs, True) if masked_tail else make(begin, min(bs, extent))
+        out = body(first, carry)
         _check_carry(carry, out)
         return out
-    n_full, tail = divmod(extent, bs)
     if n_full == 1:
         carry = body(make(begin, bs), carry)
     elif n_full > 1:
         carry = _fori(lambda i: make(begin + i * bs, bs), n_full, body, carry)
-    if tail:
+    if masked_tail:
+        last = make(begin + n_full * bs, bs, True)
+        carry = _masked_update(carry, body(last, carry), last)
+    elif tail:
         carry = body(make(begin + n_full * bs, tail), carry)
     return carry
 
 
+def _masked_update(before, after, tile):
+    """``after`` with the elements past the end of partial ``tile`` taken from ``before``, and
+    ``tile`` no longer among its dimensions: a masked lane updates no carried value."""
+    out = []
+    for b, a in zip(before, after, strict=True):
+        axes = [i for i, t in enumerate(getattr(a, "dims", ())) if t is tile]
+        if not axes:
+            out.append(a)
+            continue
+        keep = None
+        for ax in axes:
+            v = tile.valid_along(a.shape, ax)
+            keep = v if keep is None else keep & v
+        old = jnp.broadcast_to(jnp.asarray(unwrap(b), a.a.dtype), a.shape)
+        dims = b.dims if isinstance(b, DTensor) else tuple(
+            None if t is tile else t for t in a.dims)
+        out.append(DTensor(jnp.where(keep, a.a, old), dims))
+    return tuple(out)
+
+
 def _fori(tile_at, n, body, carry):
-    """``lax.fori_loop`` over ``n`` tiles; carried values keep their dtypes and tiles."""
-    init = tuple(_carry_in(c) for c in carry)
-    dims = tuple(c.dims if isinstance(c, DTensor) else None for c in carry)
+    """``lax.fori_loop`` over ``n`` tiles; carried values keep their dtypes and tiles, and
+    carried values that are not device values pass through unchanged (``_split_static``)."""
+    static = _split_static(carry)
+    dyn = [i for i in range(len(carry)) if i not in static]
+    init = tuple(_carry_in(carry[i]) for i in dyn)
+    dims = tuple(carry[i].dims if isinstance(carry[i], DTensor) else None for i in dyn)
+
+    def full(c):
+        out = list(carry)
+        for i, x, dm in zip(dyn, c, dims, strict=True):
+            out[i] = DTensor(x, dm)
+        return tuple(out)
 
     def step(i, c):
-        vals = tuple(DTensor(x, dm) for x, dm in zip(c, dims, strict=True))
+        vals = full(c)
         out = body(tile_at(i), vals)
         _check_carry(vals, out)
+        _check_static(carry, out, static)
         return tuple(
-            jnp.asarray(unwrap(o)).astype(ci.dtype) for o, ci in zip(out, c, strict=True)
+            jnp.asarray(unwrap(out[j])).astype(ci.dtype) for j, ci in zip(dyn, c, strict=True)
         )
 
-    res = lax.fori_loop(0, n, step, init)
-    return tuple(DTensor(r, dm) for r, dm in zip(res, dims, strict=True))
+    return full(lax.fori_loop(0, n, step, init))
 
 
 # --- device `if` ----------------------------------------------------------------------------
 
 
+class _Unbound:
+    """A variable a compile-time ``if`` left unassigned, carried through loops and branches
+    (``_rewrite._bind_if_unbound``); using it is an error."""
+
+    def __repr__(self):
+        return "<unbound variable>"
+
+    def __bool__(self):
+        raise exc.UndefinedVariable("a variable assigned only in a branch not taken" + where())
+
+
+UNBOUND = _Unbound()
+
+
+def _builtin(py, jnp_op):
+    def op(*args):
+        if not any(isinstance(a, DTensor) for a in args):
+            return py(*args)
+        out = args[0]
+        for a in args[1:]:
+            r = jnp_op(unwrap(out), unwrap(a))
+            out = DTensor(r, merge_dims(r.shape, out, a))
+        return out
+
+    op.__doc__ = f"Python's ``{py.__name__}`` in device code, elementwise on device values."
+    return op
+
+
+builtin_min = _builtin(min, jnp.minimum)
+builtin_max = _builtin(max, jnp.maximum)
+
+
+def decided(cond) -> bool:
+    """Whether an ``if`` condition is known while tracing (not a device value)."""
+    return not isinstance(cond, DTensor)
+
+
+def one_sided_if(message):
+    """A device ``if`` (``lax.cond``) assigning a variable used after it in one branch only."""
+    raise exc.UnsupportedConstruct(message + where())
+
+
+def _split_static(carry):
+    """The positions of carried values that are not device values or numbers (``UNBOUND``, a
+    tile, …): they pass through a ``lax`` loop or branch unchanged."""
+    return [i for i, c in enumerate(carry) if not isinstance(c, (DTensor, int, float, bool))]
+
+
+def _check_static(carry, out, static):
+    for i in static:
+        if out[i] is not carry[i]:
+            raise exc.UnsupportedConstruct(
+                f"a variable of type {type(carry[i]).__name__} reassigned in a device loop or "
+                f"device `if` (only device values and numbers can be){where()}"
+            )
+
+
 def device_if(cond, then_fn, else_fn, carry):
-    """``if cond:`` in device code (see ``_rewrite``): a host condition picks a branch here; a
-    device scalar becomes a ``lax.cond`` over the variables the branches reassign (stores in
-    the branches happen only on the branch taken)."""
-    if not isinstance(cond, DTensor):
-        return then_fn(carry) if cond else else_fn(carry)
+    """``if cond:`` on a device scalar (see ``_rewrite``): a ``lax.cond`` over the variables
+    the branches reassign (stores in the branches happen only on the branch taken)."""
     if cond.ndim != 0:
         raise exc.UnsupportedConstruct(
             f"a device `if` on a tensor of shape {cond.shape} (use `torch.where` for an "
             f"elementwise choice){where()}"
         )
-    init = tuple(_carry_in(c) for c in carry)
-    dims = tuple(c.dims if isinstance(c, DTensor) else None for c in carry)
+    static = _split_static(carry)
+    dyn = [i for i in range(len(carry)) if i not in static]
+    init = tuple(_carry_in(carry[i]) for i in dyn)
+    dims = tuple(carry[i].dims if isinstance(carry[i], DTensor) else None for i in dyn)
     out_dims: list = []
+    out_static: list = []
 
     def branch(fn):
         def run(ops):
-            out = fn(tuple(DTensor(x, d) for x, d in zip(ops, dims, strict=True)))
+            full = list(carry)
+            for i, x, d in zip(dyn, ops, dims, strict=True):
+                full[i] = DTensor(x, d)
+            out = fn(tuple(full))
+            _check_static(carry, out, static)
+            rest = [o for i, o in enumerate(out) if i not in static]
             if not out_dims:
-                out_dims.extend(o.dims if isinstance(o, DTensor) else None for o in out)
-            return tuple(jnp.asarray(_carry_in(o)) for o in out)
+                out_dims.extend(o.dims if isinstance(o, DTensor) else None for o in rest)
+                out_static.extend(out[i] for i in static)
+            return tuple(jnp.asarray(_carry_in(o)) for o in rest)
 
         return run
 
@@ -305,7 +412,9 @@ def device_if(cond, then_fn, else_fn, carry):
             f"the branches of a device `if` give variables of different shapes or dtypes "
             f"({e}){where()}"
         ) from None
-    return tuple(DTensor(r, d) for r, d in zip(res, out_dims, strict=True))
+    values = iter(DTensor(r, d) for r, d in zip(res, out_dims, strict=True))
+    n_out = len(out_dims) + len(static)
+    return tuple(carry[i] if i in static else next(values) for i in range(n_out))
 
 
 def _carry_in(v):

@@ -63,7 +63,7 @@ def configured_block(block_id: int):
     if block_id < len(bs) and bs[block_id] is not None:
         v = bs[block_id]
         if isinstance(v, (list, tuple)):  # old nested form [[32, 32], [16]]
-            raise exc.HelionError("nested block_sizes lists are not supported; flatten them")
+            raise exc.InvalidConfig("nested block_sizes lists are not supported; flatten them")
         return int(v)
     return None
 

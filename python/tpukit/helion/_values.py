@@ -49,9 +49,9 @@ def jdtype(dtype):
             torch.float16: np.float16,
             torch.int32: np.int32,
             torch.int64: np.int32,  # TPUs have no 64-bit integers: int64 computes in int32
-            torch.int16: np.int16,
+            torch.int16: np.int32,  # nor does the runtime have int16/uint8 values: int32,
             torch.int8: np.int8,
-            torch.uint8: np.uint8,
+            torch.uint8: np.int32,  # wrapped to the stored tensor's dtype on the host
             torch.bool: np.bool_,
             torch.float64: np.float32,  # likewise f64 computes in f32
         }
@@ -284,11 +284,33 @@ class DTensor:
     """A device value (a tile of data) in a traced Helion device loop: a JAX array ``a`` and,
     per dimension, the partial tile indexing it (``dims``; see the module docs)."""
 
-    __slots__ = ("a", "dims")
+    __slots__ = ("_a", "dims", "perm_of")
 
-    def __init__(self, a, dims=None):
-        self.a = a
-        self.dims = _normal_dims(dims, getattr(a, "ndim", 0))
+    def __init__(self, a, dims=None, perm_of=None):
+        self._a = a
+        # (source, permutation) when this is a transpose of ``source`` not yet computed: a
+        # matmul contracts the source directly (Mosaic's matmul takes transposed operands,
+        # a separate ``tpu.transpose`` is not always available)
+        self.perm_of = perm_of
+        ndim = len(perm_of[1]) if perm_of is not None else getattr(a, "ndim", 0)
+        self.dims = _normal_dims(dims, ndim)
+
+    @property
+    def a(self):
+        """The JAX array (a lazy transpose is computed on first use)."""
+        if self._a is None:
+            src, perm = self.perm_of
+            self._a = jnp.transpose(src.a, perm)
+        return self._a
+
+    def permuted(self, perm) -> DTensor:
+        """This value with its dimensions in the order ``perm``, computed lazily."""
+        perm = tuple(perm)
+        if perm == tuple(range(self.ndim)):
+            return self
+        src, base = (self.perm_of if self._a is None else (self, tuple(range(self.ndim))))
+        return DTensor(None, tuple(self.dims[p] for p in perm),
+                       perm_of=(src, tuple(base[p] for p in perm)))
 
     # torch protocol: torch.exp(d), F.softmax(d, dim=-1), …
     @classmethod
@@ -298,10 +320,13 @@ class DTensor:
     # --- attributes ---
     @property
     def dtype(self):
-        return tdtype(self.a.dtype)
+        return tdtype(self.perm_of[0].a.dtype if self._a is None else self.a.dtype)
 
     @property
     def shape(self):
+        if self._a is None:
+            src, perm = self.perm_of
+            return tuple(src.shape[p] for p in perm)
         return tuple(self.a.shape)
 
     @property
@@ -310,12 +335,12 @@ class DTensor:
 
     @property
     def T(self):  # noqa: N802 - torch's name
-        return DTensor(self.a.T, self.dims[::-1])
+        return self.permuted(reversed(range(self.ndim)))
 
     @property
     def mT(self):  # noqa: N802
-        d = self.dims
-        return DTensor(jnp.swapaxes(self.a, -1, -2), d[:-2] + (d[-1], d[-2]))
+        n = self.ndim
+        return self.permuted([*range(n - 2), n - 1, n - 2])
 
     @property
     def device(self):

@@ -13,12 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tpukit.helion import _memory, _ops
+from tpukit.helion import _memory, _ops, _random
 from tpukit.helion import _state as _st
 from tpukit.helion import exc as _exc
 from tpukit.helion._tiles import Tile, TileSpec, make_spec
 from tpukit.helion._values import DTensor as _DTensor
 from tpukit.helion._values import as_dtensor as _as_dtensor
+from tpukit.helion._values import is_float as _is_float
 from tpukit.helion._values import jdtype as _jdtype
 from tpukit.helion._values import lowest as _lowest
 from tpukit.helion._values import mask_axes as _mask_axes
@@ -31,21 +32,39 @@ from tpukit.helion._where import where as _where
 __all__ = [
     "Tile",
     "arange",
+    "associative_scan",
     "atomic_add",
+    "atomic_and",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
+    "barrier",
     "constexpr",
+    "cumprod",
     "cumsum",
     "dot",
     "full",
     "grid",
+    "join",
     "load",
+    "rand",
+    "randint",
     "reduce",
     "register_block_size",
     "register_tunable",
     "specialize",
+    "split",
     "static_range",
     "store",
     "subscript",
     "tile",
+    "tile_begin",
+    "tile_block_size",
+    "tile_end",
+    "tile_id",
+    "tile_index",
     "zeros",
 ]
 
@@ -96,6 +115,90 @@ def arange(*args, dtype=None, device=None) -> _DTensor:
     """``[begin, end)`` with static bounds (int32 unless ``dtype`` says otherwise)."""
     _st.device_only("arange")
     return _ops.arange(*args, dtype=dtype)
+
+
+def rand(shape, seed, device=None, offsets=None) -> _DTensor:
+    """Uniform f32 on ``[0, 1)``, a function of ``seed`` and each element's position in the
+    logical shape only (``tpukit.helion._random``: reproducible across block sizes and
+    devices; not Helion's Philox stream)."""
+    _st.device_only("rand")
+    if offsets is not None:
+        raise _exc.UnsupportedConstruct(f"`hl.rand` with explicit offsets{_where()}")
+    return _random.rand(shape, seed)
+
+
+def randint(shape, low, high, seed, device=None) -> _DTensor:
+    """int32 on ``[low, high)``, drawn like ``rand`` (``tpukit.helion._random``)."""
+    _st.device_only("randint")
+    return _random.randint(shape, low, high, seed)
+
+
+# --- views -----------------------------------------------------------------------------------
+
+
+def split(tensor) -> tuple[_DTensor, _DTensor]:
+    """The two halves of a last dimension of size 2 (``hl.join``'s inverse)."""
+    _st.device_only("split")
+    x = _as_dtensor(tensor)
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise _exc.UnsupportedSplitOperation(
+            f"hl.split of a value of shape {x.shape} (its last dimension must be 2){_where()}"
+        )
+    return tuple(_DTensor(x.a[..., i], x.dims[:-1]) for i in (0, 1))
+
+
+def join(tensor0, tensor1) -> _DTensor:
+    """``tensor0`` and ``tensor1`` (broadcast together) along a new last dimension of 2."""
+    _st.device_only("join")
+    a, b = _as_dtensor(tensor0), _as_dtensor(tensor1)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    dt = jnp.result_type(a.a, b.a)
+    full = (*shape, 2)
+    pair = [jnp.broadcast_to(v.a.astype(dt)[..., None], full) for v in (a, b)]
+    first = lax.broadcasted_iota(jnp.int32, full, len(shape)) == 0
+    return _DTensor(jnp.where(first, *pair), _merge_dims(shape, a, b) + (None,))
+
+
+# --- tile attributes, as functions -------------------------------------------------------------
+
+
+def tile_index(tile):
+    """``tile.index``."""
+    return tile.index
+
+
+def tile_begin(tile):
+    """``tile.begin``."""
+    return tile.begin
+
+
+def tile_end(tile):
+    """``tile.end``."""
+    return tile.end
+
+
+def tile_block_size(tile):
+    """``tile.block_size``."""
+    return tile.block_size
+
+
+def tile_id(tile):
+    """``tile.id``."""
+    return tile.id
+
+
+# --- synchronisation -------------------------------------------------------------------------
+
+
+def barrier() -> None:
+    """A grid-wide barrier between top-level device loops. Each top-level loop is its own
+    kernel, run to completion before the next starts, so the barrier already holds: this
+    checks it is placed on the host, between loops."""
+    if _st.current_trace() is not None:
+        raise _exc.BarrierOnlyAllowedAtTopLevel(
+            f"hl.barrier() inside a device loop (it separates top-level loops){_where()}"
+        )
+    _st.current_call()
 
 
 # --- matmul --------------------------------------------------------------------------------
@@ -150,6 +253,22 @@ def atomic_add(target, index, value, sem="relaxed") -> _DTensor:
     the grid steps in order, so every order is sequential."""
     _st.device_only("atomic_add")
     return _memory.atomic_add(target, _index(index), value, sem)
+
+
+def _atomic(op):
+    def fn(target, index, value, sem="relaxed") -> _DTensor:
+        _st.device_only(f"atomic_{op}")
+        return _memory.atomic(target, _index(index), value, sem, op)
+
+    fn.__name__ = f"atomic_{op}"
+    fn.__doc__ = (f"``target[index] = {op}(target[index], value)``, returning the previous "
+                  "values; exact under collisions, like ``atomic_add``.")
+    return fn
+
+
+atomic_max, atomic_min = _atomic("max"), _atomic("min")
+atomic_and, atomic_or, atomic_xor = _atomic("and"), _atomic("or"), _atomic("xor")
+atomic_xchg = _atomic("xchg")
 
 
 # --- reductions and views --------------------------------------------------------------------
@@ -250,10 +369,70 @@ def _pick(a, axis, i):
 
 
 def cumsum(input_tensor, dim, reverse=False):
-    """Inclusive prefix sums along ``dim`` (``reverse``: suffix sums) of a float tensor; see
-    ``_ops.cumsum`` for how (and its one caveat with infinities)."""
+    """Inclusive prefix sums along ``dim`` (``reverse``: suffix sums): of a float tensor a
+    triangular matmul (``_ops.cumsum``, and its one caveat with infinities), of an integer
+    one an exact ``associative_scan``."""
     _st.device_only("cumsum")
-    return _ops.cumsum(input_tensor, dim, reverse=reverse)
+    if _is_float(_as_dtensor(input_tensor).a.dtype):
+        return _ops.cumsum(input_tensor, dim, reverse=reverse)
+    return associative_scan(lambda a, b: a + b, input_tensor, dim, reverse=reverse)
+
+
+def cumprod(input_tensor, dim, reverse=False):
+    """Inclusive prefix products along ``dim`` (an ``associative_scan``)."""
+    _st.device_only("cumprod")
+    return associative_scan(lambda a, b: a * b, input_tensor, dim, reverse=reverse)
+
+
+def associative_scan(combine_fn, input_tensor, dim, reverse=False):
+    """Inclusive scan of ``input_tensor`` (or a tuple of same-shaped tensors) along ``dim``
+    with the associative ``combine_fn`` (the forms ``hl.reduce`` takes). Mosaic has no scan:
+    the elements are combined one after the other in a ``fori_loop`` (each picked out by a
+    masked maximum, each result placed with a select), ``n`` steps for ``n`` elements. Elements
+    past the end of a partial tile only reach positions past it, which are never stored; a
+    reverse scan over such a dimension would start from them, and is refused."""
+    _st.device_only("associative_scan")
+    multi = isinstance(input_tensor, (tuple, list))
+    xs = [_as_dtensor(x) for x in (input_tensor if multi else [input_tensor])]
+    if any(x.shape != xs[0].shape for x in xs):
+        raise _exc.UnsupportedConstruct(
+            f"hl.associative_scan of tensors with different shapes {[x.shape for x in xs]}"
+            f"{_where()}"
+        )
+    ndim = xs[0].ndim
+    axis = dim + ndim if dim < 0 else dim
+    if reverse and xs[0].dims[axis] is not None:
+        raise _exc.UnsupportedConstruct(
+            f"a reverse scan over a partial tile's dimension (choose a block size that divides "
+            f"the range){_where()}"
+        )
+    combine = _combiner(combine_fn, len(xs), multi)
+    arrays = [x.a for x in xs]
+    n = arrays[0].shape[axis]
+    order = (lambda k: n - 1 - k) if reverse else (lambda k: k)
+    iota = lax.broadcasted_iota(jnp.int32, arrays[0].shape, axis)
+
+    def element(i):
+        return [_DTensor(_pick(a, axis, i)) for a in arrays]
+
+    def place(outs, acc, i):
+        return tuple(jnp.where(iota == i, jnp.broadcast_to(c, o.shape), o)
+                     for o, c in zip(outs, acc, strict=True))
+
+    first = [x.a for x in element(order(0))]
+    outs = place(tuple(jnp.zeros_like(a) for a in arrays), first, order(0))
+
+    def step(k, carry):
+        acc, outs = carry
+        i = order(k)
+        new = combine([_DTensor(c) for c in acc], element(i))
+        new = tuple(jnp.asarray(_unwrap(o)).astype(c.dtype) for o, c in
+                    zip(new, acc, strict=True))
+        return new, place(outs, new, i)
+
+    _, outs = lax.fori_loop(1, n, step, (tuple(first), outs)) if n > 1 else (first, outs)
+    res = [_DTensor(o, x.dims) for o, x in zip(outs, xs, strict=True)]
+    return tuple(res) if multi else res[0]
 
 
 def subscript(tensor, index):
@@ -305,11 +484,12 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
 # Helion APIs tpukit does not translate: using one is an error naming it (not an
 # AttributeError that looks like a typo).
 _NOT_SUPPORTED = {
-    "associative_scan", "cumprod", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
-    "atomic_max", "atomic_min", "atomic_cas", "barrier", "jagged_tile", "rand", "rand4x",
-    "randint", "split", "join", "dot_scaled", "inline_asm_elementwise", "inline_triton",
-    "triton_kernel", "device_print", "signal", "wait", "stacktensor_like", "StackTensor",
+    "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
+    "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
+    "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",
+    "breakpoint", "AsyncCopyDescriptor", "ProcessGroupName", "float4_e2m1fn_x2_to_float32",
+    "load_bfloat16_x16_to_float16",
 }
 
 

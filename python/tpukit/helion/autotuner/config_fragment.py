@@ -1,7 +1,7 @@
-"""``tpukit.helion.autotuner``: the config fragments ``hl.register_tunable`` takes.
+"""``helion.autotuner.config_fragment``: the config fragments ``hl.register_tunable`` takes.
 
-There is no autotuning: a kernel uses the first config it is given, and a fragment's default
-when the config has no value for a tunable."""
+A tunable reads the config's value for its name, else the fragment's default; the autotuner
+(``tpukit.helion._autotune``) tunes block sizes, not tunables."""
 
 from __future__ import annotations
 
