@@ -220,3 +220,48 @@ fn reshaped_dead_loads_of_swaps_are_dropped() {
     assert_eq!(names(&k).iter().filter(|n| **n == "store").count(), 2);
     lowers(&k);
 }
+
+#[test]
+fn one_dimensional_matmul_operands_and_trace_scopes() {
+    // jnp.dot(x, v), jnp.einsum("mk,k->m", x, v) (inside trace_start/trace_stop) and
+    // jnp.dot(u, x): each 1-D operand is made 2-D with a unit free dimension.
+    let k = import("matvec");
+    let dots: Vec<(Type, Type)> = k
+        .body
+        .body
+        .ops
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OpKind::Dot { lhs, rhs, .. } => {
+                Some((k.body.ty(*lhs).clone(), k.body.ty(*rhs).clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let shapes: Vec<(Vec<usize>, Vec<usize>)> =
+        dots.into_iter().map(|(l, r)| (l.shape, r.shape)).collect();
+    assert_eq!(
+        shapes,
+        [
+            (vec![16, 128], vec![128, 1]),
+            (vec![16, 128], vec![128, 1]),
+            (vec![1, 16], vec![16, 128]),
+        ]
+    );
+    lowers(&k);
+}
+
+#[test]
+fn index_maps_with_comparisons_and_selects() {
+    // A causal-style block index: cmpi, select, extui of an i1, andi/ori, maxsi/minsi.
+    let k = import("causal_map");
+    let Window::Blocked(spec) = &k.operands[0].window else {
+        panic!("operand 0 is whole");
+    };
+    let mut ops = Vec::new();
+    op_names(&spec.index_map.body, &mut ops);
+    for want in ["le", "gt", "select", "cast", "and", "or", "max", "min"] {
+        assert!(ops.contains(&want), "{want} missing from {ops:?}");
+    }
+    lowers(&k);
+}
