@@ -12,6 +12,8 @@ from conftest import check
 from jax import lax
 from jax.experimental import pallas as pl
 
+from tpukit import DEVICES, pallas
+
 BF16 = ml_dtypes.bfloat16
 DTYPES = [np.float32, BF16]
 
@@ -104,3 +106,34 @@ def test_causal_block_skipping_index_map(dtype, rng):
     check(kernel, sds((36, 256), jnp.float32), [x], reference, grid=(5, 5),
           in_specs=[pl.BlockSpec((8, 256), key_block)],
           out_specs=pl.BlockSpec((8, 256), lambda i, j: (i, 0)))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shipped_flash_attention_forward(causal, dtype, rng):
+    # JAX's shipped TPU flash attention: causal block skipping selects block indices in its
+    # index maps. Its jitted entry point nests the pallas_call in a private function, which
+    # custom_jax_kernel does not look into yet, so the function under the jit is traced.
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+    blocks = fa.BlockSizes(block_q=128, block_k_major=256, block_k=128, block_b=1)
+
+    def attention(q, k, v):
+        return fa.flash_attention.__wrapped__(
+            q, k, v, ab=None, segment_ids=None, causal=causal, sm_scale=0.125,
+            block_sizes=blocks, debug=False)
+
+    def reference(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", f32(q), f32(k)) * 0.125
+        if causal:
+            s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), f32(v))
+
+    q, k, v = (rng.standard_normal((1, 2, 512, 128)).astype(dtype) for _ in range(3))
+    want = np.asarray(reference(q, k, v))
+    kernel = pallas.custom_jax_kernel(attention)
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=3e-2, atol=3e-2)
+    for device in DEVICES:
+        got = kernel(q, k, v, device=device)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.asarray(got, np.float32), want, err_msg=device, **tolerance)
