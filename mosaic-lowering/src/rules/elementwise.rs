@@ -252,7 +252,10 @@ fn binary_value<'c>(
 fn shift<'c>(em: &Emitter<'c>, b: BinaryOp, x: Val<'c>, y: Val<'c>, ty: &Type) -> Result<Val<'c>> {
     let bits = 8 * ty.dtype.size_bytes() as i64;
     let wide = ty.with_dtype(DType::I32);
-    let (mut x, y) = (convert(em, x, ty, DType::I32)?, convert(em, y, ty, DType::I32)?);
+    let (mut x, y) = (
+        convert(em, x, ty, DType::I32)?,
+        convert(em, y, ty, DType::I32)?,
+    );
     let int = |v: i64| splat(em, Literal::Int(v), &wide);
     if b == BinaryOp::ShrL && bits < 32 {
         x = int_op(em, "arith.andi", &[x, int((1 << bits) - 1)?], &wide)?;
@@ -263,7 +266,11 @@ fn shift<'c>(em: &Emitter<'c>, b: BinaryOp, x: Val<'c>, y: Val<'c>, ty: &Type) -
         int_op(em, "arith.shrsi", &[x, amount], &wide)?
     } else {
         let amount = select_values(em, out, int(0)?, y, &wide)?;
-        let name = if b == BinaryOp::Shl { "arith.shli" } else { "arith.shrui" };
+        let name = if b == BinaryOp::Shl {
+            "arith.shli"
+        } else {
+            "arith.shrui"
+        };
         let r = int_op(em, name, &[x, amount], &wide)?;
         select_values(em, out, int(0)?, r, &wide)?
     };
