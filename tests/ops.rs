@@ -297,6 +297,52 @@ pub fn integer_arithmetic_wraps_and_truncates(device: Device) {
 }
 
 #[tpu_kernel]
+fn shift_ops(x: In, s: In, shl: Out, shr: Out, shr_logical: Out) {
+    let v = x[..];
+    let k = s[..];
+    shl[..] = v << k;
+    shr[..] = v >> k;
+    shr_logical[..] = v.shr_logical(k);
+}
+
+/// `<<`, `>>` (arithmetic) and `shr_logical` on i32, with amounts the IR defines past Rust's:
+/// negative or at least 32 (read as unsigned) shift every bit out (XLA's semantics).
+pub fn shifts_are_defined_past_the_width(device: Device) {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 2],
+        outputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 3],
+        ..Default::default()
+    };
+    let k = shift_ops(&spec).unwrap();
+    let mut r = rng(5);
+    let (x, xv) = random(&mut r, DType::I32, &[300], -2e9, 2e9);
+    let (s, sv) = random(&mut r, DType::I32, &[300], -4.0, 40.0);
+    let out = launch(&k, device, &[&x, &s]).unwrap();
+    let pairs = xv
+        .iter()
+        .zip(&sv)
+        .map(|(&a, &b)| (a as i32, b as i32 as u32));
+    let want: [Vec<i32>; 3] = [
+        pairs
+            .clone()
+            .map(|(a, k)| a.checked_shl(k).unwrap_or(0))
+            .collect(),
+        pairs.clone().map(|(a, k)| a >> k.min(31)).collect(),
+        pairs
+            .map(|(a, k)| (a as u32).checked_shr(k).unwrap_or(0) as i32)
+            .collect(),
+    ];
+    for (i, (o, w)) in out.iter().zip(want).enumerate() {
+        assert_eq!(
+            o.as_i32().unwrap().iter().copied().collect::<Vec<_>>(),
+            w,
+            "output {i}"
+        );
+    }
+}
+
+#[tpu_kernel]
 fn casts(x: In, bf: Out, int: Out, byte: Out, flag: Out) {
     let v = x[..];
     bf[..] = v.cast(bf16);
@@ -646,7 +692,8 @@ macro_rules! device_tests {
             use super::*;
             device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
                 elementwise_binary,
-                integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
+                integer_arithmetic_wraps_and_truncates, shifts_are_defined_past_the_width,
+                casts_round_truncate_saturate_and_wrap,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,
