@@ -11,6 +11,7 @@ import pytest
 from conftest import check
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 from tpukit import DEVICES, pallas
 
@@ -137,3 +138,42 @@ def test_shipped_flash_attention_forward(causal, dtype, rng):
         got = kernel(q, k, v, device=device)
         assert got.dtype == dtype
         np.testing.assert_allclose(np.asarray(got, np.float32), want, err_msg=device, **tolerance)
+
+
+def test_iota_kernel_of_no_inputs():
+    # the Pallas quickstart's iota: no array operands, one scalar SMEM output
+    def iota_kernel(o_ref):
+        i = pl.program_id(0)
+        o_ref[i] = i
+
+    out = check(iota_kernel, sds((8,), jnp.int32), [], lambda: np.arange(8, dtype=np.int32),
+                grid=(8,), out_specs=pl.BlockSpec(memory_space=pltpu.SMEM))
+    assert isinstance(out, np.ndarray)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_kernel_of_no_inputs_over_partial_blocks(dtype):
+    def kernel(o_ref):
+        rows = lax.broadcasted_iota(jnp.int32, o_ref.shape, 0) + pl.program_id(0) * 8
+        cols = lax.broadcasted_iota(jnp.int32, o_ref.shape, 1) + pl.program_id(1) * 128
+        o_ref[...] = (rows * 3 - cols).astype(jnp.float32).astype(o_ref.dtype) * 0.25
+
+    def reference():
+        r, c = np.meshgrid(np.arange(20), np.arange(300), indexing="ij")
+        return ((r * 3 - c) * 0.25).astype(dtype)
+
+    check(kernel, sds((20, 300), dtype), [], reference, grid=(3, 3),
+          out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)))
+
+
+def test_jax_function_of_no_arguments():
+    def kernel(o_ref):
+        o_ref[...] = lax.broadcasted_iota(jnp.int32, o_ref.shape, 1) * 2
+
+    @pallas.custom_jax_kernel
+    def evens():
+        return pl.pallas_call(kernel, out_shape=sds((8, 128), jnp.int32))()
+
+    want = np.broadcast_to(np.arange(128, dtype=np.int32) * 2, (8, 128))
+    for device in DEVICES:
+        np.testing.assert_array_equal(evens(device=device), want)
