@@ -336,7 +336,7 @@ fn tpu_vector_store(
         return Err(Error::unsupported(format!("strided store ({st})")));
     }
     let segments = text::int_array(&attr(op, "operandSegmentSizes")?)?;
-    let [1, 1, n, m] = segments[..] else {
+    let [1, 1, n @ 0..=i64::MAX, m @ 0..=1] = segments[..] else {
         return Err(Error::new(format!(
             "unexpected operand segments {segments:?}"
         )));

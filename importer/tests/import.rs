@@ -265,3 +265,36 @@ fn index_maps_with_comparisons_and_selects() {
     }
     lowers(&k);
 }
+
+#[test]
+fn matmul_dimension_numbers_it_cannot_express_are_errors() {
+    let (text, operands, results) = fixture("matvec");
+    let numbers = "#tpu.dot_dimension_numbers<[1], [0], [0], [], [0, 0], [], []>";
+    assert!(text.contains(numbers));
+    for bad in [
+        // the output ordered rhs free dimension first
+        "#tpu.dot_dimension_numbers<[1], [0], [0], [], [1, 0], [], []>",
+        // a batch dimension
+        "#tpu.dot_dimension_numbers<[1], [0], [0], [], [0, 0], [0], [0]>",
+        // two contracting dimensions
+        "#tpu.dot_dimension_numbers<[0, 1], [0], [], [], [], [], []>",
+        // too few lists
+        "#tpu.dot_dimension_numbers<[1], [0]>",
+    ] {
+        let e = import_mosaic(&text.replacen(numbers, bad, 1), &operands, &results, "k")
+            .expect_err(bad);
+        assert!(e.to_string().contains("tpu.matmul"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn malformed_store_operand_segments_are_errors() {
+    let (text, operands, results) = fixture("matvec");
+    let good = "operandSegmentSizes = array<i32: 1, 1, 1, 0>";
+    for bad in ["1, 1, -1, 0", "1, 1, 1, 2", "1, 1, 1"] {
+        let bad = format!("operandSegmentSizes = array<i32: {bad}>");
+        let e =
+            import_mosaic(&text.replacen(good, &bad, 1), &operands, &results, "k").expect_err(&bad);
+        assert!(e.to_string().contains("tpu.vector_store"), "{bad}: {e}");
+    }
+}
