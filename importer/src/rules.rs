@@ -573,6 +573,15 @@ fn matmul(
         }
     };
     let (lt, rt) = (b.ty(lhs).shape.clone(), b.ty(rhs).shape.clone());
+    // libtpu cannot shape-cast a packed 1-D 16-bit float vector on every generation (v5e:
+    // "unsupported shape cast"); f32 copies hold the operands exactly and the product
+    // accumulates in f32 either way, so the result is the same.
+    let narrow =
+        |b: &KernelBuilder, v: ValueId| b.ty(v).dtype.is_float() && b.ty(v).dtype != DType::F32;
+    if (lt.len() == 1 || rt.len() == 1) && (narrow(b, lhs) || narrow(b, rhs)) {
+        lhs = b.cast(lhs, DType::F32)?;
+        rhs = b.cast(rhs, DType::F32)?;
+    }
     if let [k] = lt[..] {
         lhs = b.reshape(lhs, &[1, k])?;
     }
