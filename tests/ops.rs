@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use tpukit::dsl::{CmpOp, IndexExpr};
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -638,6 +639,44 @@ pub fn scalar_prefetch_drives_the_index_map(device: Device) {
 }
 
 #[tpu_kernel]
+fn copy_rows(table: In, o: Out) {
+    o[..] = table[..];
+}
+
+/// An index map of comparisons (1 or 0), `&`, `max` and a select: output row `i` copies row
+/// `i / 2` for even `i >= 2` and row `max(8 - i, 0) + 30` otherwise.
+pub fn index_maps_compare_and_select(device: Device) {
+    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
+    let i = || grid(0);
+    let even_past_one = (i() % 2).compare(CmpOp::Eq, 0) & i().compare(CmpOp::Ge, 2);
+    let source = even_past_one.select(i() / 2, (IndexExpr::from(8) - i()).max(0) + 30);
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("k", 1)),
+            GridAxis::parallel(Extent::cdiv("d", 128)),
+        ],
+        inputs: vec![ArraySpec::new(DType::F32, ["rows", "d"]).blocked(row, [source, grid(1)])],
+        outputs: vec![ArraySpec::new(DType::F32, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
+        ..Default::default()
+    };
+    let k = copy_rows(&spec).unwrap();
+    let (table, tv) = random(&mut rng(11), DType::F32, &[40, 200], -1.0, 1.0);
+    let mut outs = vec![HostArray::from_f64(DType::F32, &[12, 200], &[0.0; 2400])];
+    launch_into(&k, device, &[&table], &mut outs).unwrap();
+    let want: Vec<f64> = (0..12usize)
+        .flat_map(|i| {
+            let r = if i % 2 == 0 && i >= 2 {
+                i / 2
+            } else {
+                8usize.saturating_sub(i) + 30
+            };
+            tv[r * 200..][..200].to_vec()
+        })
+        .collect();
+    assert_close("rows", &outs[0].to_f64_vec(), &want, 0.0);
+}
+
+#[tpu_kernel]
 fn accumulate(a: In, o: Out, acc: Scratch) {
     if program_id(1) == 0 {
         acc[..] = 0.0;
@@ -697,7 +736,7 @@ macro_rules! device_tests {
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,
-                scalar_prefetch_drives_the_index_map, scratch_persists_across_an_arbitrary_axis);
+                scalar_prefetch_drives_the_index_map, index_maps_compare_and_select, scratch_persists_across_an_arbitrary_axis);
         }
     };
     (@each $device:expr; $($test:ident),* $(,)?) => {
