@@ -23,7 +23,14 @@ fn domain(case: Case, dtype: DType, operand: usize) -> (f64, f64) {
     }
     if !dtype.is_float() {
         let wide = dtype == DType::I32;
+        let shift = matches!(
+            case,
+            Case::Binary(BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL)
+        );
         return match case {
+            // Shift amounts: negative, in range, and past the width (32 or 8).
+            _ if shift && operand == 1 => (-3.0, 40.0),
+            _ if shift => (-100.0, 100.0),
             // Small values: products of i8 overflow and wrap, divisors include 0.
             Case::Binary(_) => (-12.0, 12.0),
             _ if wide => (-1000.0, 1000.0),
@@ -109,7 +116,12 @@ fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
             BinaryOp::Pow => a.powf(b),
             BinaryOp::Max => a.max(b),
             BinaryOp::Min => a.min(b),
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => unreachable!("integers only"),
+            BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor
+            | BinaryOp::Shl
+            | BinaryOp::ShrA
+            | BinaryOp::ShrL => unreachable!("integers only"),
         };
     }
     let (a, b) = (a as i64, b as i64);
@@ -127,9 +139,30 @@ fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
         BinaryOp::And => a & b,
         BinaryOp::Or => a | b,
         BinaryOp::Xor => a ^ b,
+        BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => return shift(op, dtype, a, b),
         BinaryOp::Pow => unreachable!("floats only"),
     };
     dtype.wrap_int(r) as f64
+}
+
+/// A shift as arithmetic on whole numbers: the amount `b` is taken modulo 2^bits (unsigned);
+/// `x << k` is `x * 2^k` wrapped, `x >> k` arithmetic is `floor(x / 2^k)` with `k` at most
+/// `bits - 1`, logical is the unsigned value of `x`'s bits divided by `2^k`; an amount of at
+/// least `bits` shifts everything out.
+fn shift(op: BinaryOp, dtype: DType, a: i64, b: i64) -> f64 {
+    let bits = 8 * dtype.size_bytes() as i64;
+    let modulus = 1i64 << bits;
+    let k = b.rem_euclid(modulus);
+    let pow = |k: i64| 2f64.powi(k as i32);
+    let r = match op {
+        BinaryOp::Shl if k >= bits => 0.0,
+        BinaryOp::Shl => (a as f64 * pow(k)).rem_euclid(modulus as f64),
+        BinaryOp::ShrA => (a as f64 / pow(k.min(bits - 1))).floor(),
+        BinaryOp::ShrL if k >= bits => 0.0,
+        BinaryOp::ShrL => (a.rem_euclid(modulus) as f64 / pow(k)).floor(),
+        _ => unreachable!("a shift"),
+    };
+    dtype.wrap_int(r as i64) as f64
 }
 
 fn holds(op: CmpOp, a: f64, b: f64) -> bool {

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use tpukit::dsl::{CmpOp, IndexExpr};
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -286,6 +287,52 @@ pub fn integer_arithmetic_wraps_and_truncates(device: Device) {
             .collect(),
         pairs.clone().map(|(a, b)| a & b).collect(),
         pairs.map(|(a, b)| (a < b) as i32).collect(),
+    ];
+    for (i, (o, w)) in out.iter().zip(want).enumerate() {
+        assert_eq!(
+            o.as_i32().unwrap().iter().copied().collect::<Vec<_>>(),
+            w,
+            "output {i}"
+        );
+    }
+}
+
+#[tpu_kernel]
+fn shift_ops(x: In, s: In, shl: Out, shr: Out, shr_logical: Out) {
+    let v = x[..];
+    let k = s[..];
+    shl[..] = v << k;
+    shr[..] = v >> k;
+    shr_logical[..] = v.shr_logical(k);
+}
+
+/// `<<`, `>>` (arithmetic) and `shr_logical` on i32, with amounts the IR defines past Rust's:
+/// negative or at least 32 (read as unsigned) shift every bit out (XLA's semantics).
+pub fn shifts_are_defined_past_the_width(device: Device) {
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("n", 128))],
+        inputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 2],
+        outputs: vec![ArraySpec::new(DType::I32, ["n"]).blocked([128], [grid(0)]); 3],
+        ..Default::default()
+    };
+    let k = shift_ops(&spec).unwrap();
+    let mut r = rng(5);
+    let (x, xv) = random(&mut r, DType::I32, &[300], -2e9, 2e9);
+    let (s, sv) = random(&mut r, DType::I32, &[300], -4.0, 40.0);
+    let out = launch(&k, device, &[&x, &s]).unwrap();
+    let pairs = xv
+        .iter()
+        .zip(&sv)
+        .map(|(&a, &b)| (a as i32, b as i32 as u32));
+    let want: [Vec<i32>; 3] = [
+        pairs
+            .clone()
+            .map(|(a, k)| a.checked_shl(k).unwrap_or(0))
+            .collect(),
+        pairs.clone().map(|(a, k)| a >> k.min(31)).collect(),
+        pairs
+            .map(|(a, k)| (a as u32).checked_shr(k).unwrap_or(0) as i32)
+            .collect(),
     ];
     for (i, (o, w)) in out.iter().zip(want).enumerate() {
         assert_eq!(
@@ -592,6 +639,44 @@ pub fn scalar_prefetch_drives_the_index_map(device: Device) {
 }
 
 #[tpu_kernel]
+fn copy_rows(table: In, o: Out) {
+    o[..] = table[..];
+}
+
+/// An index map of comparisons (1 or 0), `&`, `max` and a select: output row `i` copies row
+/// `i / 2` for even `i >= 2` and row `max(8 - i, 0) + 30` otherwise.
+pub fn index_maps_compare_and_select(device: Device) {
+    let row = [BlockDim::Squeezed, BlockDim::Blocked(128)];
+    let i = || grid(0);
+    let even_past_one = (i() % 2).compare(CmpOp::Eq, 0) & i().compare(CmpOp::Ge, 2);
+    let source = even_past_one.select(i() / 2, (IndexExpr::from(8) - i()).max(0) + 30);
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("k", 1)),
+            GridAxis::parallel(Extent::cdiv("d", 128)),
+        ],
+        inputs: vec![ArraySpec::new(DType::F32, ["rows", "d"]).blocked(row, [source, grid(1)])],
+        outputs: vec![ArraySpec::new(DType::F32, ["k", "d"]).blocked(row, [grid(0), grid(1)])],
+        ..Default::default()
+    };
+    let k = copy_rows(&spec).unwrap();
+    let (table, tv) = random(&mut rng(11), DType::F32, &[40, 200], -1.0, 1.0);
+    let mut outs = vec![HostArray::from_f64(DType::F32, &[12, 200], &[0.0; 2400])];
+    launch_into(&k, device, &[&table], &mut outs).unwrap();
+    let want: Vec<f64> = (0..12usize)
+        .flat_map(|i| {
+            let r = if i % 2 == 0 && i >= 2 {
+                i / 2
+            } else {
+                8usize.saturating_sub(i) + 30
+            };
+            tv[r * 200..][..200].to_vec()
+        })
+        .collect();
+    assert_close("rows", &outs[0].to_f64_vec(), &want, 0.0);
+}
+
+#[tpu_kernel]
 fn accumulate(a: In, o: Out, acc: Scratch) {
     if program_id(1) == 0 {
         acc[..] = 0.0;
@@ -646,11 +731,12 @@ macro_rules! device_tests {
             use super::*;
             device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
                 elementwise_binary,
-                integer_arithmetic_wraps_and_truncates, casts_round_truncate_saturate_and_wrap,
+                integer_arithmetic_wraps_and_truncates, shifts_are_defined_past_the_width,
+                casts_round_truncate_saturate_and_wrap,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, masked_loads_and_stores,
-                scalar_prefetch_drives_the_index_map, scratch_persists_across_an_arbitrary_axis);
+                scalar_prefetch_drives_the_index_map, index_maps_compare_and_select, scratch_persists_across_an_arbitrary_axis);
         }
     };
     (@each $device:expr; $($test:ident),* $(,)?) => {

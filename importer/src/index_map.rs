@@ -1,13 +1,16 @@
 //! Pallas index maps (`@transform_i` functions) back to [`IndexExpr`]s.
 //!
 //! A transform takes the grid indices and the scalar-prefetch refs and returns one block
-//! index per dimension. Its body is integer arithmetic and SMEM loads, which map one to one
-//! onto index expressions; any other op is an error naming it.
+//! index per dimension. Its body is integer arithmetic, comparisons and selects (causal
+//! block skipping) and SMEM loads, which map one to one onto index expressions; any other op
+//! is an error naming it. Index expressions are all i32, an `i1` being 0 or 1, so widening an
+//! `i1` unsigned is the value itself and signed is its negation (true is -1).
 
+use super::rules::{predicate, predicate_name};
 use super::scope::{attr, key, op_name};
 use super::text;
 use melior::ir::{
-    BlockLike, RegionLike,
+    BlockLike, RegionLike, ValueLike,
     operation::{OperationLike, OperationRef},
 };
 use std::collections::HashMap;
@@ -49,13 +52,37 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
         };
         let name = op_name(&o);
         let value = match name.as_str() {
-            "arith.constant" => IndexExpr::Const(text::int(&attr(&o, "value")?)?),
+            "arith.constant" => IndexExpr::Const(match attr(&o, "value")?.as_str() {
+                "true" => 1,
+                "false" => 0,
+                v => text::int(v)?,
+            }),
             "arith.addi" => bin(IndexBinOp::Add)?,
             "arith.subi" => bin(IndexBinOp::Sub)?,
             "arith.muli" => bin(IndexBinOp::Mul)?,
             "arith.divsi" => bin(IndexBinOp::Div)?,
             "arith.remsi" => bin(IndexBinOp::Rem)?,
-            "arith.index_cast" | "tpu.assume_multiple" => operand(0)?,
+            "arith.maxsi" => bin(IndexBinOp::Max)?,
+            "arith.minsi" => bin(IndexBinOp::Min)?,
+            "arith.andi" => bin(IndexBinOp::And)?,
+            "arith.ori" => bin(IndexBinOp::Or)?,
+            "arith.xori" => bin(IndexBinOp::Xor)?,
+            "arith.cmpi" => IndexExpr::Compare(
+                predicate(&predicate_name(&o, false)?)?,
+                Box::new(operand(0)?),
+                Box::new(operand(1)?),
+            ),
+            "arith.select" => IndexExpr::Select {
+                cond: Box::new(operand(0)?),
+                on_true: Box::new(operand(1)?),
+                on_false: Box::new(operand(2)?),
+            },
+            "arith.extsi" if operand_is_i1(&o) => IndexExpr::Const(0) - operand(0)?,
+            "arith.extui"
+            | "arith.extsi"
+            | "arith.trunci"
+            | "arith.index_cast"
+            | "tpu.assume_multiple" => operand(0)?,
             "memref.load" => {
                 let buffer = o.operand(0).map_err(|_| Error::new("missing operand"))?;
                 let operand_index = *prefetch.get(&key(buffer)).ok_or_else(|| {
@@ -86,4 +113,9 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
         op = o.next_in_block();
     }
     Err(Error::new(format!("index map {map_name} does not return")))
+}
+
+/// Whether `op`'s first operand is an `i1` (a comparison's result).
+fn operand_is_i1(op: &OperationRef<'_, '_>) -> bool {
+    op.operand(0).is_ok_and(|v| v.r#type().to_string() == "i1")
 }

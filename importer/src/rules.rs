@@ -148,7 +148,7 @@ fn constant(
 }
 
 /// The name of an `arith.cmpi`/`cmpf` predicate (printed as an integer or an enum case).
-fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
+pub(crate) fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
     let raw = attr(op, "predicate")?;
     Ok(match text::int(&raw) {
         Ok(n) => {
@@ -170,7 +170,7 @@ fn predicate_name(op: &OperationRef<'_, '_>, float: bool) -> Result<String> {
 
 /// The IR comparison of a predicate whose meaning (NaN included) is the IR's (the op table's
 /// Mosaic names: ordered float comparisons, and `une` for `!=`).
-fn predicate(name: &str) -> Result<CmpOp> {
+pub(crate) fn predicate(name: &str) -> Result<CmpOp> {
     CmpOp::from_mosaic(name)
         .ok_or_else(|| Error::unsupported(format!("comparison predicate `{name}`")))
 }
@@ -248,6 +248,13 @@ fn indexers(
         .collect()
 }
 
+/// How many operands of `op` follow its first `leading` (the indices of a load or store).
+fn indices(op: &OperationRef<'_, '_>, leading: usize) -> Result<usize> {
+    op.operand_count()
+        .checked_sub(leading)
+        .ok_or_else(|| Error::new(format!("fewer than {leading} operands")))
+}
+
 /// `vector.load %ref[%i, …]` and `memref.load %ref[%i, …]`. A load nothing depends on (Pallas
 /// emits one before every store, the old value of its "swap", sometimes reshaped) is dropped:
 /// loads have no effects, and a dead load of an output would make it look read.
@@ -257,7 +264,7 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     }
     let r = s.buffer(op, 0)?;
     let ty = result_type(op, 0)?;
-    let index = indexers(s, op, 1, op.operand_count() - 1, &ty.shape)?;
+    let index = indexers(s, op, 1, indices(op, 1)?, &ty.shape)?;
     let v = b.load(r, &index)?;
     s.define(op, 0, v)
 }
@@ -308,7 +315,7 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let value = s.value(op, 0)?;
     let r = s.buffer(op, 1)?;
     let shape = b.ty(value).shape.clone();
-    let index = indexers(s, op, 2, op.operand_count() - 2, &shape)?;
+    let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     b.store(r, &index, value)
 }
 
@@ -329,7 +336,7 @@ fn tpu_vector_store(
         return Err(Error::unsupported(format!("strided store ({st})")));
     }
     let segments = text::int_array(&attr(op, "operandSegmentSizes")?)?;
-    let [1, 1, n, m] = segments[..] else {
+    let [1, 1, n @ 0..=i64::MAX, m @ 0..=1] = segments[..] else {
         return Err(Error::new(format!(
             "unexpected operand segments {segments:?}"
         )));
@@ -544,38 +551,19 @@ fn dot_dimension_numbers(a: &str) -> Result<Vec<Vec<i64>>> {
 }
 
 /// `tpu.matmul %lhs, %rhs, %acc`: a `dot` (f32 accumulation) plus the accumulator unless it
-/// is zero. 2-D only, with the output laid out `(lhs free dim, rhs free dim)`.
+/// is zero. Unbatched, with the output laid out `(lhs free dims, rhs free dims)`. A 1-D
+/// operand (`jnp.dot` of a matrix and a vector, either way round) has no free dimension; it
+/// is made 2-D with a unit free dimension and the product reshaped to the result's shape.
 fn matmul(
     s: &mut Scope,
     b: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    let (lhs, rhs, acc) = (s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?);
+    let (mut lhs, mut rhs, acc) = (s.value(op, 0)?, s.value(op, 1)?, s.value(op, 2)?);
     let out = result_type(op, 0)?;
     let dims = match attr_opt(op, "dimension_numbers") {
-        Some(dn) => {
-            let l = dot_dimension_numbers(&dn)?;
-            match &l[..] {
-                [lc, rc, lnc, rnc, order, lb, rb]
-                    if lc.len() == 1
-                        && rc.len() == 1
-                        && lb.is_empty()
-                        && rb.is_empty()
-                        && *order == [0, lnc[0], 1, rnc[0]] =>
-                {
-                    DotDims {
-                        lhs_contract: lc[0] as usize,
-                        rhs_contract: rc[0] as usize,
-                    }
-                }
-                _ => {
-                    return Err(Error::unsupported(format!(
-                        "matmul dimension numbers {dn} (2-D, unbatched only)"
-                    )));
-                }
-            }
-        }
+        Some(dn) => matmul_dims(&dn)?,
         None => {
             let flag = |n: &str| attr_opt(op, n).is_some_and(|a| a.starts_with("true"));
             DotDims {
@@ -584,13 +572,75 @@ fn matmul(
             }
         }
     };
+    let (lt, rt) = (b.ty(lhs).shape.clone(), b.ty(rhs).shape.clone());
+    // libtpu cannot shape-cast a packed 1-D 16-bit float vector on every generation (v5e:
+    // "unsupported shape cast"); f32 copies hold the operands exactly and the product
+    // accumulates in f32 either way, so the result is the same.
+    let narrow =
+        |b: &KernelBuilder, v: ValueId| b.ty(v).dtype.is_float() && b.ty(v).dtype != DType::F32;
+    if (lt.len() == 1 || rt.len() == 1) && (narrow(b, lhs) || narrow(b, rhs)) {
+        lhs = b.cast(lhs, DType::F32)?;
+        rhs = b.cast(rhs, DType::F32)?;
+    }
+    if let [k] = lt[..] {
+        lhs = b.reshape(lhs, &[1, k])?;
+    }
+    if let [k] = rt[..] {
+        rhs = b.reshape(rhs, &[k, 1])?;
+    }
+    let dims = DotDims {
+        lhs_contract: if lt.len() == 1 { 1 } else { dims.lhs_contract },
+        rhs_contract: if rt.len() == 1 { 0 } else { dims.rhs_contract },
+    };
     let d = b.dot(lhs, rhs, dims, out.dtype)?;
+    let d = b.reshape(d, &out.shape)?;
     let v = if is_const(s, acc, 0.0) {
         d
     } else {
         b.binary(BinaryOp::Add, acc, d)?
     };
     s.define(op, 0, v)
+}
+
+/// The contraction of `#tpu.dot_dimension_numbers` when the IR's `dot` can express it: one
+/// contracting dimension per side, no batch dimensions, at most one free dimension per side
+/// (none for a 1-D operand), and the output ordered lhs free dimension, rhs free dimension.
+fn matmul_dims(dn: &str) -> Result<DotDims> {
+    let refuse = || {
+        Error::unsupported(format!(
+            "matmul dimension numbers {dn} (unbatched, rank 1 or 2, one contracting dimension)"
+        ))
+    };
+    let [lc, rc, lnc, rnc, order, lb, rb] = &dot_dimension_numbers(dn)?[..] else {
+        return Err(refuse());
+    };
+    let expected: Vec<i64> = (lnc.iter().map(|&d| [0, d]))
+        .chain(rnc.iter().map(|&d| [1, d]))
+        .flatten()
+        .collect();
+    match (&lc[..], &rc[..]) {
+        ([l], [r])
+            if lb.is_empty()
+                && rb.is_empty()
+                && lnc.len() <= 1
+                && rnc.len() <= 1
+                && *order == expected
+                && *l >= 0
+                && *r >= 0 =>
+        {
+            Ok(DotDims {
+                lhs_contract: *l as usize,
+                rhs_contract: *r as usize,
+            })
+        }
+        _ => Err(refuse()),
+    }
+}
+
+/// `tpu.trace_start`/`tpu.trace_stop` (a named scope, as `jax.named_scope`, `jnp.einsum` and
+/// `jax.vjp` emit): a profiler annotation with no effect on values, imported as nothing.
+fn trace(_: &mut Scope, _: &mut KernelBuilder, _: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    Ok(())
 }
 
 /// `tpu.iota {dimensions = array<i32: d>}`.
@@ -702,6 +752,8 @@ pub const MOSAIC: &Table = &Table {
         ("vector.extract_strided_slice", extract_strided_slice),
         ("tpu.matmul", matmul),
         ("tpu.iota", iota),
+        ("tpu.trace_start", trace),
+        ("tpu.trace_stop", trace),
         ("tpu.assume_multiple", identity),
         ("scf.for", scf_for),
         ("scf.if", scf_if),

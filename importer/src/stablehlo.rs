@@ -274,6 +274,13 @@ fn broadcast_in_dim(
     let x = s.value(op, 0)?;
     let to = result_type(op, 0)?;
     let map = dims(op, "broadcast_dimensions")?;
+    let rank = b.ty(x).rank();
+    if map.len() != rank || map.iter().any(|&d| d >= to.rank()) {
+        return Err(Error::new(format!(
+            "broadcast_dimensions {map:?} of a rank-{rank} operand and a rank-{} result",
+            to.rank()
+        )));
+    }
     let mut order: Vec<usize> = (0..map.len()).collect();
     order.sort_by_key(|&i| map[i]);
     let x = transpose_if(b, x, &order)?;
@@ -398,6 +405,16 @@ fn dot_general(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table)
     let (lhs, rhs) = (s.value(op, 0)?, s.value(op, 1)?);
     let out = result_type(op, 0)?;
     let (lt, rt) = (b.ty(lhs).clone(), b.ty(rhs).clone());
+    let within = |t: &Type, ds: &[usize]| ds.iter().all(|&d| d < t.rank());
+    if !(within(&lt, &lb) && within(&lt, &lc) && within(&rt, &rb) && within(&rt, &rc))
+        || lb.len() != rb.len()
+        || lc.len() != rc.len()
+    {
+        return Err(Error::new(format!(
+            "dimension numbers (batch {lb:?}/{rb:?}, contracting {lc:?}/{rc:?}) of operands \
+             {lt} and {rt}"
+        )));
+    }
     let free = |rank: usize, batch: &[usize], contract: &[usize]| -> Vec<usize> {
         (0..rank)
             .filter(|d| !batch.contains(d) && !contract.contains(d))

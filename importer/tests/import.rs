@@ -220,3 +220,81 @@ fn reshaped_dead_loads_of_swaps_are_dropped() {
     assert_eq!(names(&k).iter().filter(|n| **n == "store").count(), 2);
     lowers(&k);
 }
+
+#[test]
+fn one_dimensional_matmul_operands_and_trace_scopes() {
+    // jnp.dot(x, v), jnp.einsum("mk,k->m", x, v) (inside trace_start/trace_stop) and
+    // jnp.dot(u, x): each 1-D operand is made 2-D with a unit free dimension.
+    let k = import("matvec");
+    let dots: Vec<(Type, Type)> = k
+        .body
+        .body
+        .ops
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OpKind::Dot { lhs, rhs, .. } => {
+                Some((k.body.ty(*lhs).clone(), k.body.ty(*rhs).clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let shapes: Vec<(Vec<usize>, Vec<usize>)> =
+        dots.into_iter().map(|(l, r)| (l.shape, r.shape)).collect();
+    assert_eq!(
+        shapes,
+        [
+            (vec![16, 128], vec![128, 1]),
+            (vec![16, 128], vec![128, 1]),
+            (vec![1, 16], vec![16, 128]),
+        ]
+    );
+    lowers(&k);
+}
+
+#[test]
+fn index_maps_with_comparisons_and_selects() {
+    // A causal-style block index: cmpi, select, extui of an i1, andi/ori, maxsi/minsi.
+    let k = import("causal_map");
+    let Window::Blocked(spec) = &k.operands[0].window else {
+        panic!("operand 0 is whole");
+    };
+    let mut ops = Vec::new();
+    op_names(&spec.index_map.body, &mut ops);
+    for want in ["le", "gt", "select", "cast", "and", "or", "max", "min"] {
+        assert!(ops.contains(&want), "{want} missing from {ops:?}");
+    }
+    lowers(&k);
+}
+
+#[test]
+fn matmul_dimension_numbers_it_cannot_express_are_errors() {
+    let (text, operands, results) = fixture("matvec");
+    let numbers = "#tpu.dot_dimension_numbers<[1], [0], [0], [], [0, 0], [], []>";
+    assert!(text.contains(numbers));
+    for bad in [
+        // the output ordered rhs free dimension first
+        "#tpu.dot_dimension_numbers<[1], [0], [0], [], [1, 0], [], []>",
+        // a batch dimension
+        "#tpu.dot_dimension_numbers<[1], [0], [0], [], [0, 0], [0], [0]>",
+        // two contracting dimensions
+        "#tpu.dot_dimension_numbers<[0, 1], [0], [], [], [], [], []>",
+        // too few lists
+        "#tpu.dot_dimension_numbers<[1], [0]>",
+    ] {
+        let e = import_mosaic(&text.replacen(numbers, bad, 1), &operands, &results, "k")
+            .expect_err(bad);
+        assert!(e.to_string().contains("tpu.matmul"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn malformed_store_operand_segments_are_errors() {
+    let (text, operands, results) = fixture("matvec");
+    let good = "operandSegmentSizes = array<i32: 1, 1, 1, 0>";
+    for bad in ["1, 1, -1, 0", "1, 1, 1, 2", "1, 1, 1"] {
+        let bad = format!("operandSegmentSizes = array<i32: {bad}>");
+        let e =
+            import_mosaic(&text.replacen(good, &bad, 1), &operands, &results, "k").expect_err(&bad);
+        assert!(e.to_string().contains("tpu.vector_store"), "{bad}: {e}");
+    }
+}

@@ -119,3 +119,33 @@ fn the_rule_table_names_each_op_once() {
         assert!(ops.contains(&op), "{op}");
     }
 }
+
+/// A `@main` of one `8x128xf32` argument whose body is `body`, returning `%r` of type `out`.
+fn main_of(body: &str, out: &str) -> String {
+    format!(
+        r#""builtin.module"() ({{
+  "func.func"() ({{
+  ^bb0(%arg0: tensor<8x128xf32>):
+{body}
+    "func.return"(%r) : ({out}) -> ()
+  }}) {{function_type = (tensor<8x128xf32>) -> {out}, sym_name = "main"}} : () -> ()
+}}) : () -> ()
+"#
+    )
+}
+
+#[test]
+fn dimension_numbers_out_of_range_are_errors_not_panics() {
+    let broadcast = main_of(
+        r#"    %r = "stablehlo.broadcast_in_dim"(%arg0) {broadcast_dimensions = array<i64: 0, 5>} : (tensor<8x128xf32>) -> tensor<2x8x128xf32>"#,
+        "tensor<2x8x128xf32>",
+    );
+    let e = import_stablehlo(&broadcast, "k").unwrap_err();
+    assert!(e.to_string().contains("broadcast_dimensions"), "{e}");
+    let dot = main_of(
+        r#"    %r = "stablehlo.dot_general"(%arg0, %arg0) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [7], rhs_contracting_dimensions = [1]>} : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x8xf32>"#,
+        "tensor<8x8xf32>",
+    );
+    let e = import_stablehlo(&dot, "k").unwrap_err();
+    assert!(e.to_string().contains("dimension numbers"), "{e}");
+}

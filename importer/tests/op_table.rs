@@ -7,10 +7,11 @@ use tpukit_dsl::{BinaryOp, CmpOp, DType, Kernel, OpKind, ReduceOp, Type, UnaryOp
 use tpukit_import::{import_mosaic, import_stablehlo};
 
 /// The element type a Mosaic or StableHLO name operates on: integer spellings (`addi`,
-/// `maxsi`, `slt`, `absi`, bitwise ops) take i32, the rest f32.
+/// `maxsi`, `slt`, `absi`, bitwise ops and shifts) take i32, the rest f32.
 fn element(name: &str) -> &'static str {
     let short = name.rsplit('.').next().unwrap_or(name);
     let int = short.ends_with('i')
+        || short.starts_with("shift")
         || [
             "eq", "ne", "slt", "sle", "sgt", "sge", "and", "or", "xor", "not",
         ]

@@ -1072,8 +1072,45 @@ fn index_expr(
                 IndexBinOp::Mul => BinaryOp::Mul,
                 IndexBinOp::Div => BinaryOp::Div,
                 IndexBinOp::Rem => BinaryOp::Rem,
+                IndexBinOp::Max => BinaryOp::Max,
+                IndexBinOp::Min => BinaryOp::Min,
+                IndexBinOp::And => BinaryOp::And,
+                IndexBinOp::Or => BinaryOp::Or,
+                IndexBinOp::Xor => BinaryOp::Xor,
             };
             f.push(OpKind::Binary { op, lhs, rhs }, vec![i32s], None)[0]
+        }
+        IndexExpr::Compare(op, a, b) => {
+            let (lhs, rhs) = (index_expr(f, grid, a, spec)?, index_expr(f, grid, b, spec)?);
+            let bools = Type::scalar(DType::Bool);
+            let x = f.push(OpKind::Compare { op: *op, lhs, rhs }, vec![bools], None)[0];
+            f.push(OpKind::Cast { x }, vec![i32s], None)[0]
+        }
+        IndexExpr::Select {
+            cond,
+            on_true,
+            on_false,
+        } => {
+            let c = index_expr(f, grid, cond, spec)?;
+            let zero = index_expr(f, grid, &IndexExpr::Const(0), spec)?;
+            let bools = Type::scalar(DType::Bool);
+            let cond = f.push(
+                OpKind::Compare {
+                    op: CmpOp::Ne,
+                    lhs: c,
+                    rhs: zero,
+                },
+                vec![bools],
+                None,
+            )[0];
+            let on_true = index_expr(f, grid, on_true, spec)?;
+            let on_false = index_expr(f, grid, on_false, spec)?;
+            let kind = OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            };
+            f.push(kind, vec![i32s], None)[0]
         }
         IndexExpr::Prefetch { operand, index } => {
             let Some(p) = spec.prefetch.get(*operand) else {

@@ -25,6 +25,8 @@ pub enum Typing {
     Numeric,
     /// Integers and bool, not floats: bitwise and logical ops.
     Integral,
+    /// Integers only (not bool, not floats): shifts.
+    Int,
     /// Every dtype: `max`/`min` (on bool: or/and), comparisons.
     Any,
 }
@@ -35,6 +37,7 @@ impl Typing {
             Typing::Float => d.is_float(),
             Typing::Numeric => !d.is_bool(),
             Typing::Integral => !d.is_float(),
+            Typing::Int => d.is_int(),
             Typing::Any => true,
         }
     }
@@ -46,6 +49,7 @@ impl Typing {
             Typing::Float => &[F32, BF16, F16],
             Typing::Numeric => &[F32, BF16, F16, I32, I8],
             Typing::Integral => &[I32, I8, Bool],
+            Typing::Int => &[I32, I8],
             Typing::Any => &DType::ALL,
         }
     }
@@ -191,6 +195,17 @@ op_family! {
         And = "and", Integral, rust ["&", "&&"], mosaic ["arith.andi"], stablehlo ["stablehlo.and"];
         Or = "or", Integral, rust ["|", "||"], mosaic ["arith.ori"], stablehlo ["stablehlo.or"];
         Xor = "xor", Integral, rust ["^"], mosaic ["arith.xori"], stablehlo ["stablehlo.xor"];
+        /// `x << y`. The shift amount is read as unsigned (a negative amount is huge); an
+        /// amount of at least the bit width gives 0, as XLA's `shift_left` does (LLVM and
+        /// Mosaic leave it undefined, so backends guard it).
+        Shl = "shl", Int, rust ["<<", "shl"], mosaic ["arith.shli"], stablehlo ["stablehlo.shift_left"];
+        /// Arithmetic (sign-filling) `x >> y`. An amount of at least the bit width (read as
+        /// unsigned) gives the sign fill, 0 or -1, as XLA's `shift_right_arithmetic` does.
+        ShrA = "shr_a", Int, rust [">>", "shr"], mosaic ["arith.shrsi"], stablehlo ["stablehlo.shift_right_arithmetic"];
+        /// Logical (zero-filling) `x >> y` of the bits of `x` in its own width (an i8 shifts
+        /// its 8 bits). An amount of at least the bit width (read as unsigned) gives 0, as
+        /// XLA's `shift_right_logical` does.
+        ShrL = "shr_l", Int, rust ["shr_logical"], mosaic ["arith.shrui"], stablehlo ["stablehlo.shift_right_logical"];
     }
 }
 
@@ -260,6 +275,7 @@ mod tests {
             Typing::Float,
             Typing::Numeric,
             Typing::Integral,
+            Typing::Int,
             Typing::Any,
         ] {
             let accepted: Vec<DType> = DType::ALL.into_iter().filter(|&d| t.accepts(d)).collect();

@@ -4,7 +4,7 @@
 //! A kernel body (written with `#[tpu_kernel]`, or traced from Python) plus a [`CallSpec`]
 //! makes one [`crate::Kernel`].
 
-use crate::{BlockDim, DType, Dim, GridAxis, Literal};
+use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Literal};
 use std::ops;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -101,12 +101,23 @@ impl From<bool> for Literal {
 }
 
 /// An index-map expression over the grid indices and prefetched scalars, built with
-/// ordinary operators: `grid(0) * 2 + 1`, `prefetch(0, [grid(0)])`.
+/// ordinary operators: `grid(0) * 2 + 1`, `prefetch(0, [grid(0)])`,
+/// `grid(1).le(grid(0)).select(grid(1), grid(0))`. Every expression is an i32; a comparison
+/// is 1 when it holds and 0 otherwise (so `and`/`or` combine comparisons).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum IndexExpr {
     Grid(usize),
     Const(i64),
     Binary(IndexBinOp, Box<IndexExpr>, Box<IndexExpr>),
+    /// 1 if the comparison holds, else 0.
+    Compare(CmpOp, Box<IndexExpr>, Box<IndexExpr>),
+    /// `on_true` where `cond` is nonzero, else `on_false` (causal block skipping clamps a
+    /// block index this way).
+    Select {
+        cond: Box<IndexExpr>,
+        on_true: Box<IndexExpr>,
+        on_false: Box<IndexExpr>,
+    },
     /// Element `index` of the `operand`-th prefetch array.
     Prefetch {
         operand: usize,
@@ -121,6 +132,12 @@ pub enum IndexBinOp {
     Mul,
     Div,
     Rem,
+    Max,
+    Min,
+    /// Bitwise, on i32 (on 0/1 comparisons: logical).
+    And,
+    Or,
+    Xor,
 }
 
 /// The index of the current grid step along `axis`.
@@ -133,6 +150,34 @@ pub fn prefetch(operand: usize, index: impl IntoIterator<Item = IndexExpr>) -> I
     IndexExpr::Prefetch {
         operand,
         index: index.into_iter().collect(),
+    }
+}
+
+impl IndexExpr {
+    /// 1 if `self op rhs` holds, else 0.
+    pub fn compare(self, op: CmpOp, rhs: impl Into<IndexExpr>) -> IndexExpr {
+        IndexExpr::Compare(op, Box::new(self), Box::new(rhs.into()))
+    }
+
+    /// `on_true` where `self` is nonzero, else `on_false`.
+    pub fn select(
+        self,
+        on_true: impl Into<IndexExpr>,
+        on_false: impl Into<IndexExpr>,
+    ) -> IndexExpr {
+        IndexExpr::Select {
+            cond: Box::new(self),
+            on_true: Box::new(on_true.into()),
+            on_false: Box::new(on_false.into()),
+        }
+    }
+
+    pub fn max(self, rhs: impl Into<IndexExpr>) -> IndexExpr {
+        IndexExpr::Binary(IndexBinOp::Max, Box::new(self), Box::new(rhs.into()))
+    }
+
+    pub fn min(self, rhs: impl Into<IndexExpr>) -> IndexExpr {
+        IndexExpr::Binary(IndexBinOp::Min, Box::new(self), Box::new(rhs.into()))
     }
 }
 
@@ -158,4 +203,7 @@ macro_rules! index_ops {
         }
     )*};
 }
-index_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem);
+index_ops!(
+    Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
+    BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor
+);

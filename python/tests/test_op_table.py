@@ -49,6 +49,10 @@ BINARY = {
     "and": jnp.bitwise_and,
     "or": jnp.bitwise_or,
     "xor": jnp.bitwise_xor,
+    # Amounts of at least the width (negative ones included) shift everything out.
+    "shl": lax.shift_left,
+    "shr_a": lax.shift_right_arithmetic,
+    "shr_l": lax.shift_right_logical,
 }
 COMPARE = {
     "eq": jnp.equal,
@@ -97,7 +101,8 @@ def inputs(family, name, dtype, seed):
         if dtype == "int32":
             # Divisors stay non-zero: XLA and the IR define integer division by zero apart.
             lo = 1 if (name in ("div", "rem") and i == 1) else -12
-            a = rng.integers(lo, 13, SHAPE).astype(np.int32)
+            hi = 40 if (name.startswith("sh") and i == 1) else 13
+            a = rng.integers(lo, hi, SHAPE).astype(np.int32)
         else:
             lo = 0.1 if name in POSITIVE and i == 0 else -3.0
             a = rng.uniform(lo, 3.0, SHAPE)

@@ -73,12 +73,43 @@ def fixtures():
         nan_tests, out_shape=sds(x.shape, x.dtype))(x), [sds((8, 128), f32)]
     yield "swap_rows", lambda x: pl.pallas_call(
         swap_rows, out_shape=sds(x.shape, x.dtype))(x), [sds((2, 8, 128), f32)]
+    yield "causal_map", lambda x: pl.pallas_call(
+        causal_map, out_shape=sds((32, 128), f32), grid=(4, 4),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, j: (causal_block(i, j), 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, 0)))(x), [sds((32, 128), f32)]
+    yield "matvec", lambda x, v, u: pl.pallas_call(
+        matvec, out_shape=(sds((16,), f32), sds((16,), f32), sds((128,), f32)))(x, v, u), [
+        sds((16, 128), f32), sds((128,), f32), sds((16,), f32)]
 
 
 def extract(x_ref, o_ref):
     # a reduction to a scalar (vector.extract) and a row picked out (extract_strided_slice)
     x = x_ref[...]
     o_ref[...] = x - x[3] - jnp.max(x)
+
+
+def causal_block(i, j):
+    # cmpi + select (causal block skipping), extui/extsi of an i1, andi/ori, maxsi/minsi
+    below = j <= i
+    late = (j > i).astype(jnp.int32) - (j > i + 1).astype(jnp.int32) * 2
+    both = jnp.logical_and(below, jnp.logical_or(i > 0, j == 0))
+    return jnp.minimum(jnp.maximum(jnp.where(both, j, i) + late * 0, 0), 3)
+
+
+def causal_map(x_ref, o_ref):
+    @pl.when(pl.program_id(1) == 0)
+    def _init():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += x_ref[...]
+
+
+def matvec(x_ref, v_ref, u_ref, o_ref, p_ref, q_ref):
+    # 1-D operands of tpu.matmul (no free dimension); einsum adds trace_start/trace_stop
+    x, v = x_ref[...], v_ref[...]
+    o_ref[...] = jnp.dot(x, v)
+    p_ref[...] = jnp.einsum("mk,k->m", x, v) * 2.0
+    q_ref[...] = jnp.dot(u_ref[...], x)
 
 
 def nan_tests(x_ref, o_ref):

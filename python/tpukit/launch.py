@@ -17,17 +17,17 @@ def check_device(device: str) -> str:
 def launch(kernel: Kernel, *arrays, device: str = "cpu", outputs=None):
     """Runs ``kernel`` on ``arrays`` (its scalar-prefetch operands, then its inputs).
 
-    Returns a list of new output arrays of the first array's kind. ``outputs``, if given, are
-    the outputs' initial contents (for kernels that read their outputs, as aliased Pallas
-    outputs do).
+    Returns a list of new output arrays of the first array's kind (numpy for a kernel of no
+    array operands, such as one that only writes iotas). ``outputs``, if given, are the
+    outputs' initial contents (for kernels that read their outputs, as aliased Pallas outputs
+    do).
     """
     check_device(device)
-    if not arrays:
-        raise TypeError(f"kernel `{kernel.name}` needs its input arrays")
-    k = _arrays.kind(arrays[0])
+    k = _arrays.kind(arrays[0]) if arrays else "numpy"
     wires = [_arrays.to_wire(_arrays.to_numpy(a)) for a in arrays]
     out_wires = None
     if outputs is not None:
         out_wires = [_arrays.to_wire(_arrays.to_numpy(a)) for a in outputs]
     results = kernel.launch(device, wires, out_wires)
-    return [_arrays.to_kind(_arrays.from_wire(w), k, arrays[0]) for w in results]
+    like = arrays[0] if arrays else None
+    return [_arrays.to_kind(_arrays.from_wire(w), k, like) for w in results]

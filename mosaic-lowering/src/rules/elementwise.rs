@@ -182,6 +182,9 @@ pub fn binary<'c>(
         unreachable!()
     };
     let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
+    if matches!(b, BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL) {
+        return Ok(vec![shift(em, b, x, y, ty)?]);
+    }
     let out = match widened(ty.dtype, b == BinaryOp::Rem) {
         Some(wide) => in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
             binary_value(em, b, v[0], v[1], t)
@@ -209,7 +212,12 @@ fn binary_value<'c>(
             BinaryOp::Pow => "math.powf",
             BinaryOp::Max => "arith.maximumf",
             BinaryOp::Min => "arith.minimumf",
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+            BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor
+            | BinaryOp::Shl
+            | BinaryOp::ShrA
+            | BinaryOp::ShrL => {
                 unreachable!("the verifier rejects bitwise ops on floats")
             }
         };
@@ -229,11 +237,44 @@ fn binary_value<'c>(
             BinaryOp::And => "arith.andi",
             BinaryOp::Or => "arith.ori",
             BinaryOp::Xor => "arith.xori",
+            BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => unreachable!("lowered by `shift`"),
             BinaryOp::Pow => unreachable!("the verifier rejects integer pow"),
         };
         int_op(em, name, &[x, y], ty)?
     };
     Ok(out)
+}
+
+/// A shift with the IR's defined out-of-range amounts (see `BinaryOp::Shl`), computed in
+/// i32 (an i8's bits are zero-extended first for a logical shift): the amount, compared
+/// unsigned with the width, is made safe (`arith.shli`/`shrsi`/`shrui` leave larger amounts
+/// undefined) and the result chosen.
+fn shift<'c>(em: &Emitter<'c>, b: BinaryOp, x: Val<'c>, y: Val<'c>, ty: &Type) -> Result<Val<'c>> {
+    let bits = 8 * ty.dtype.size_bytes() as i64;
+    let wide = ty.with_dtype(DType::I32);
+    let (mut x, y) = (
+        convert(em, x, ty, DType::I32)?,
+        convert(em, y, ty, DType::I32)?,
+    );
+    let int = |v: i64| splat(em, Literal::Int(v), &wide);
+    if b == BinaryOp::ShrL && bits < 32 {
+        x = int_op(em, "arith.andi", &[x, int((1 << bits) - 1)?], &wide)?;
+    }
+    let out = cmpi(em, "uge", y, int(bits)?, &wide)?;
+    let r = if b == BinaryOp::ShrA {
+        let amount = select_values(em, out, int(bits - 1)?, y, &wide)?;
+        int_op(em, "arith.shrsi", &[x, amount], &wide)?
+    } else {
+        let amount = select_values(em, out, int(0)?, y, &wide)?;
+        let name = if b == BinaryOp::Shl {
+            "arith.shli"
+        } else {
+            "arith.shrui"
+        };
+        let r = int_op(em, name, &[x, amount], &wide)?;
+        select_values(em, out, int(0)?, r, &wide)?
+    };
+    convert(em, r, &wide, ty.dtype)
 }
 
 /// Integer `x / y` or `x % y` with the IR's total semantics: dividing by zero gives 0 (a

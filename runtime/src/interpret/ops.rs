@@ -96,6 +96,24 @@ fn nan_min(a: f64, b: f64) -> f64 {
     }
 }
 
+/// A shift of `a` by `b`, integers of `d` (see [`BinaryOp::Shl`]): the amount is read as
+/// unsigned in `d`'s width, and an amount of at least the width shifts every bit out.
+fn shift(op: BinaryOp, a: i64, b: i64, d: DType) -> i64 {
+    let bits = 8 * d.size_bytes() as u32;
+    let mask = (1u64 << bits) - 1;
+    let amount = (b as u64) & mask;
+    let out = amount >= bits as u64;
+    match op {
+        BinaryOp::Shl if out => 0,
+        BinaryOp::Shl => a << amount,
+        BinaryOp::ShrA if out => a >> (bits - 1),
+        BinaryOp::ShrA => a >> amount,
+        BinaryOp::ShrL if out => 0,
+        BinaryOp::ShrL => (((a as u64) & mask) >> amount) as i64,
+        _ => unreachable!("not a shift"),
+    }
+}
+
 pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
     let d = x.ty.dtype;
     let mut data = Vec::with_capacity(x.data.len());
@@ -110,7 +128,12 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
                 BinaryOp::Pow => a.powf(b),
                 BinaryOp::Max => nan_max(a, b),
                 BinaryOp::Min => nan_min(a, b),
-                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => unreachable!("verified"),
+                BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor
+                | BinaryOp::Shl
+                | BinaryOp::ShrA
+                | BinaryOp::ShrL => unreachable!("verified"),
             })
         } else {
             let (a, b) = (a as i64, b as i64);
@@ -127,6 +150,7 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
                 BinaryOp::And => a & b,
                 BinaryOp::Or => a | b,
                 BinaryOp::Xor => a ^ b,
+                BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => shift(op, a, b, d),
                 BinaryOp::Pow => unreachable!("verified"),
             };
             d.wrap_int(r) as f64

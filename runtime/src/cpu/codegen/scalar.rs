@@ -442,7 +442,12 @@ impl<'ctx> Emitter<'ctx, '_> {
                 BinaryOp::Min => self
                     .intrinsic("llvm.minimum", f32t, &[a, c])?
                     .into_float_value(),
-                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor
+                | BinaryOp::Shl
+                | BinaryOp::ShrA
+                | BinaryOp::ShrL => {
                     return Err(format!("`{}` on {dtype}", op.name()).into());
                 }
             };
@@ -490,6 +495,25 @@ impl<'ctx> Emitter<'ctx, '_> {
             BinaryOp::And => b.build_and(x, y, "and")?.into(),
             BinaryOp::Or => b.build_or(x, y, "or")?.into(),
             BinaryOp::Xor => b.build_xor(x, y, "xor")?.into(),
+            // LLVM shifts by at least the width are poison; the IR's are defined (see
+            // `BinaryOp::Shl`): the amount, compared unsigned, is made safe and the result chosen.
+            BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => {
+                let bits = t.const_int(t.get_bit_width() as u64, false);
+                let out = b.build_int_compare(IntPredicate::UGE, y, bits, "oob")?;
+                let top = t.const_int(t.get_bit_width() as u64 - 1, false);
+                if op == BinaryOp::ShrA {
+                    let amount = b.build_select(out, top, y, "amt")?.into_int_value();
+                    b.build_right_shift(x, amount, true, "shra")?.into()
+                } else {
+                    let amount = b.build_select(out, zero, y, "amt")?.into_int_value();
+                    let r = if op == BinaryOp::Shl {
+                        b.build_left_shift(x, amount, "shl")?
+                    } else {
+                        b.build_right_shift(x, amount, false, "shrl")?
+                    };
+                    b.build_select(out, zero, r, "shift")?
+                }
+            }
             BinaryOp::Pow => return Err(format!("`pow` on {dtype}").into()),
         })
     }
