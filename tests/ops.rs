@@ -301,7 +301,9 @@ pub fn integer_arithmetic_wraps_and_truncates(device: Device) {
 fn shift_ops(x: In, s: In, shl: Out, shr: Out, shr_logical: Out) {
     let v = x[..];
     let k = s[..];
-    shl[..] = v << k;
+    let mut w = v;
+    w <<= k;
+    shl[..] = w;
     shr[..] = v >> k;
     shr_logical[..] = v.shr_logical(k);
 }

@@ -209,6 +209,8 @@ fn compound_op(op: &syn::BinOp) -> Option<BinaryOp> {
             | syn::BinOp::BitAndAssign(_)
             | syn::BinOp::BitOrAssign(_)
             | syn::BinOp::BitXorAssign(_)
+            | syn::BinOp::ShlAssign(_)
+            | syn::BinOp::ShrAssign(_)
     );
     let spelling = op.to_token_stream().to_string();
     BinaryOp::from_rust(spelling.strip_suffix('=')?).filter(|_| compound)
