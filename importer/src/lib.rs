@@ -32,7 +32,9 @@
 //! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
 //! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` and
 //! `extract_strided_slice` at constant positions (single elements or whole dimensions),
-//! `tpu.matmul`, `tpu.iota`, `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! `tpu.matmul`, `tpu.iota`, `tpu.transpose`, `tpu.concatenate` and `tpu.dynamic_rotate` by a
+//! constant (each of these two through a scratch buffer of its own, added after the
+//! kernel's), `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
@@ -106,7 +108,21 @@ fn import_mosaic_inner(
     }
     let kernel_fn =
         kernel_fn.ok_or_else(|| Error::new("the Mosaic module has no kernel function"))?;
-    let sig = kernel_func::signature(&kernel_fn, &funcs, operands, results)?;
+    let mut sig = kernel_func::signature(&kernel_fn, &funcs, operands, results)?;
+    // Ops that go through memory (concatenations, rotations) get a scratch buffer each, after
+    // the kernel's own.
+    let mut through_memory = Vec::new();
+    stablehlo::walk(&kernel_fn, &mut |x| {
+        if let Some(t) = rules::mosaic_scratch_type(x) {
+            through_memory.push((scope::op_key(x), t));
+        }
+    });
+    for (_, t) in &through_memory {
+        let t = t.clone()?;
+        sig.spec
+            .scratch
+            .push(tpukit_dsl::ArraySpec::new(t.dtype, t.shape));
+    }
     let mut b = KernelBuilder::new(name, &sig.spec)?;
     let mut scope = Scope::default();
     let block = kernel_fn
@@ -132,6 +148,12 @@ fn import_mosaic_inner(
         let r = b.declare(*role, &label)?;
         let arg = block.argument(grid_rank + i).expect("in range");
         scope.bind(arg.into(), Val::Ref(r));
+    }
+    for (key, _) in &through_memory {
+        let n = counts.entry(Role::Scratch).or_default();
+        let r = b.declare(Role::Scratch, &format!("scratch{n}"))?;
+        *n += 1;
+        scope.scratch.insert(*key, r);
     }
     scope.ops(&mut b, block, rules::MOSAIC)?;
     b.finish()

@@ -8,7 +8,7 @@
 //! does not handle (a masked or accumulating store it cannot express, a reduction kind, a
 //! comparison predicate) fails the same way. No rule approximates.
 
-use super::scope::{Scope, attr, attr_opt, op_name, result_type};
+use super::scope::{Scope, attr, attr_opt, op_key, op_name, result_type};
 use super::text;
 use melior::ir::{
     BlockRef, RegionLike, Value, ValueLike,
@@ -17,7 +17,7 @@ use melior::ir::{
 use std::cell::RefCell;
 use tpukit_dsl::{
     Arg, BinaryOp, CmpOp, DType, DotDims, Error, ErrorKind, Ix, KernelBuilder, Literal, OpInfo,
-    ReduceOp, Result, UnaryOp, ValueId,
+    ReduceOp, Result, Type, UnaryOp, ValueId,
 };
 
 pub type Rule = fn(&mut Scope, &mut KernelBuilder, &OperationRef<'_, '_>, &Table) -> Result<()>;
@@ -397,6 +397,68 @@ fn transpose(
     s.define(op, 0, v)
 }
 
+/// The scratch buffer a Mosaic op goes through, set aside before import (the IR slices refs,
+/// not values): a `tpu.concatenate` stores its operands into its result and loads it whole
+/// (the StableHLO rule); a `tpu.dynamic_rotate` stores its operand twice along the rotated
+/// dimension and loads one window of it.
+pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Type>> {
+    match op_name(op).as_str() {
+        "tpu.concatenate" => Some(result_type(op, 0)),
+        "tpu.dynamic_rotate" => Some(result_type(op, 0).and_then(|mut t| {
+            let d = rotated_dim(op, t.rank())?;
+            t.shape[d] *= 2;
+            Ok(t)
+        })),
+        _ => None,
+    }
+}
+
+/// The dimension a `tpu.dynamic_rotate` rotates, checked against the value's rank.
+fn rotated_dim(op: &OperationRef<'_, '_>, rank: usize) -> Result<usize> {
+    let d = text::int(&attr(op, "dimension")?)?;
+    if d < 0 || d as usize >= rank {
+        return Err(Error::new(format!(
+            "rotation of dimension {d} of a rank-{rank} value"
+        )));
+    }
+    Ok(d as usize)
+}
+
+/// `tpu.dynamic_rotate %x by %shift dim d` (`pltpu.roll`, as `jnp.roll`: element `i` moves
+/// to `i + shift` modulo the extent) by a constant shift: `x` stored twice along `d` in a
+/// scratch buffer, the window starting at `-shift` modulo the extent loaded (exact for any
+/// dtype). A shift that is not a constant, and strided rotations, are refused.
+fn dynamic_rotate(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    if attr_opt(op, "stride").is_some() || attr_opt(op, "stride_dimension").is_some() {
+        return Err(Error::unsupported("a strided rotation (`stride`)"));
+    }
+    let x = s.value(op, 0)?;
+    let shift = s.constant(s.value(op, 1)?).ok_or_else(|| {
+        Error::unsupported("a rotation by a shift that is not a constant (pltpu.roll by a value)")
+    })?;
+    let shape = b.ty(x).shape.clone();
+    let d = rotated_dim(op, shape.len())?;
+    let buf = *s
+        .scratch
+        .get(&op_key(op))
+        .ok_or_else(|| Error::new("no scratch buffer set aside for the rotation"))?;
+    let n = shape[d] as i64;
+    let window = |start: i64| {
+        let mut index = vec![Ix::Full; shape.len()];
+        index[d] = Ix::Ds(Arg::Lit(Literal::Int(start)), n as usize);
+        index
+    };
+    b.store(buf, &window(0), x)?;
+    b.store(buf, &window(n), x)?;
+    let v = b.load(buf, &window((-shift.as_i64()).rem_euclid(n.max(1))))?;
+    s.define(op, 0, v)
+}
+
 /// Whether `v` is a splat constant equal to `x`.
 fn is_const(s: &Scope, v: ValueId, x: f64) -> bool {
     s.constant(v).is_some_and(|l| l.as_f64() == x)
@@ -747,6 +809,9 @@ pub const MOSAIC: &Table = &Table {
         ("vector.broadcast", broadcast),
         ("vector.shape_cast", shape_cast),
         ("vector.transpose", transpose),
+        ("tpu.transpose", transpose),
+        ("tpu.concatenate", super::stablehlo::concatenate),
+        ("tpu.dynamic_rotate", dynamic_rotate),
         ("vector.multi_reduction", multi_reduction),
         ("vector.extract", extract),
         ("vector.extract_strided_slice", extract_strided_slice),

@@ -103,7 +103,7 @@ fn import_inner(module_text: &str, name: &str) -> Result<Kernel> {
 }
 
 /// Calls `f` on `op` and every op nested in its regions.
-fn walk<'c, 'a>(op: &OperationRef<'c, 'a>, f: &mut impl FnMut(&OperationRef<'c, 'a>)) {
+pub(crate) fn walk<'c, 'a>(op: &OperationRef<'c, 'a>, f: &mut impl FnMut(&OperationRef<'c, 'a>)) {
     f(op);
     for r in op.regions() {
         let mut blk = r.first_block();
@@ -501,7 +501,12 @@ fn slice(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Re
 
 /// Pieces stored side by side along `dimension` into the result's scratch buffer, loaded
 /// back whole.
-fn concatenate(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
+pub(crate) fn concatenate(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &Op<'_, '_>,
+    _: &Table,
+) -> Result<()> {
     let dim = text::int(&attr(op, "dimension")?)? as usize;
     let buf = *s
         .scratch

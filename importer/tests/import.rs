@@ -298,3 +298,49 @@ fn malformed_store_operand_segments_are_errors() {
         assert!(e.to_string().contains("tpu.vector_store"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn transposes_concatenations_and_rotations() {
+    // x.T is a transpose; the concatenation and the rotation each go through a scratch
+    // buffer of their own (the result, and the operand twice along the rotated dimension)
+    let k = import("layout");
+    let ops = names(&k);
+    assert_eq!(
+        ops.iter().filter(|n| **n == "transpose").count(),
+        1,
+        "{ops:?}"
+    );
+    let scratch: Vec<_> = k
+        .operands
+        .iter()
+        .filter(|o| o.role == Role::Scratch)
+        .map(|o| format!("{:?}", o.shape))
+        .collect();
+    assert_eq!(scratch.len(), 2, "{scratch:?}");
+    assert!(
+        scratch[0].contains("16") && scratch[1].contains("256"),
+        "{scratch:?}"
+    );
+    // stores: two pieces of the concatenation, two copies for the rotation, three outputs
+    assert_eq!(ops.iter().filter(|n| **n == "store").count(), 7, "{ops:?}");
+    lowers(&k);
+}
+
+#[test]
+fn rotations_by_a_value_are_refused_by_name() {
+    // the rotation's shift becomes a value read from an input instead of a constant
+    let (text, operands, results) = fixture("layout");
+    let constant = "%14 = \"stable_mosaic.arith.constant\"() {value = 3 : i32} : () -> i32";
+    assert!(text.contains(constant), "the fixture changed");
+    let read = "%read = \"stable_mosaic.memref.load\"(%arg0, %0, %1) : (memref<8x128xf32, \
+                #tpu.memory_space<vmem>>, index, index) -> f32 loc(#loc32)\n    \
+                %14 = \"stable_mosaic.arith.fptosi\"(%read) : (f32) -> i32";
+    let dynamic = text.replace(constant, read);
+    let e = import_mosaic(&dynamic, &operands, &results, "roll").expect_err("refused");
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("tpu.dynamic_rotate") && msg.contains("not a constant"),
+        "{msg}"
+    );
+}

@@ -17,14 +17,15 @@ def same_shape(x):
 
 
 def test_unsupported_op_names_op_and_line():
-    @pallas.custom_kernel(same_shape)
+    @pallas.custom_kernel(same_shape, grid=(1,))
     def roll(x_ref, o_ref):
-        o_ref[...] = pltpu.roll(x_ref[...], 3, 1)  # the error names this line
+        # a rotation by a value (a constant shift is imported)
+        o_ref[...] = pltpu.roll(x_ref[...], pl.program_id(0) + 3, 1)  # the error names this line
 
     with pytest.raises(tpukit.UnsupportedError) as e:
         roll(np.zeros((8, 128), np.float32))
     message = str(e.value)
-    assert "tpu.dynamic_rotate" in message or "tpu.rotate" in message, message
+    assert "tpu.dynamic_rotate" in message and "not a constant" in message, message
     line = next(i for i, t in enumerate(open(__file__), 1) if "pltpu.roll(" in t)
     assert f"test_errors.py:{line}:" in message, message
 

@@ -769,3 +769,39 @@ def test_scans(device, dtype):
     close(rev, xf.flip(1).cumsum(1).flip(1), dtype, **tol)
     torch.testing.assert_close(isum, k.cumsum(1).int())
     torch.testing.assert_close(cnt, torch.arange(1, 65, dtype=torch.int32).expand(21, 64))
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8]))
+def cumsums_both_axes(x):
+    rows = torch.empty_like(x)
+    cols = torch.empty_like(x)
+    rev = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        rows[t, :] = torch.cumsum(x[t, :], dim=1)
+        rev[t, :] = hl.cumsum(x[t, :], 1, reverse=True)
+    for t in hl.tile(x.size(1)):
+        cols[:, t] = torch.cumsum(x[:, t], dim=0)
+    return rows, cols, rev
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_cumsum_around_nan_and_infinities(device, dtype):
+    # a non-finite element leaves the sums before it alone; NaN, or both infinities, so far
+    # give NaN, one infinity gives that infinity (torch's sequential scan)
+    x = torch.randn(21, 37)
+    flat = x.view(-1)
+    places = torch.randperm(flat.numel())[:40]
+    flat[places[:10]] = float("nan")
+    flat[places[10:25]] = float("inf")
+    flat[places[25:]] = float("-inf")
+    x[3] = torch.tensor([1.0, 2.0, float("inf"), 4.0] * 9 + [0.0])
+    x[4] = torch.tensor([1.0, float("nan"), 2.0, 3.0] * 9 + [0.0])
+    x = x.to(dtype)
+    rows, cols, rev = cumsums_both_axes(x)
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == F32 else dict(rtol=1e-2, atol=5e-2)
+    f = x.float()
+    # equal_nan: the NaN, +inf and -inf positions must match torch's exactly
+    close(rows, f.cumsum(1), equal_nan=True, **tol)
+    close(cols, f.cumsum(0), equal_nan=True, **tol)
+    close(rev, f.flip(1).cumsum(1).flip(1), equal_nan=True, **tol)
+    assert torch.isfinite(rows[3, :2]).all() and torch.isfinite(rows[4, :1]).all()

@@ -81,6 +81,10 @@ def fixtures():
         matvec, out_shape=(sds((16,), f32), sds((16,), f32), sds((128,), f32)))(x, v, u), [
         sds((16, 128), f32), sds((128,), f32), sds((16,), f32)]
 
+    yield "layout", lambda x, y: pl.pallas_call(
+        layout, out_shape=(sds((128, 8), f32), sds((16, 128), f32), sds((8, 128), f32)))(x, y), [
+        sds((8, 128), f32), sds((8, 128), f32)]
+
 
 def extract(x_ref, o_ref):
     # a reduction to a scalar (vector.extract) and a row picked out (extract_strided_slice)
@@ -116,6 +120,14 @@ def nan_tests(x_ref, o_ref):
     # both lower to `cmpf one` on TPU
     x = x_ref[...]
     o_ref[...] = jnp.where(x != 1.0, 1.0, 0.0) + jnp.where(jnp.isnan(x), 10.0, 0.0)
+
+
+def layout(x_ref, y_ref, o_ref, p_ref, q_ref):
+    # tpu.transpose, tpu.concatenate and tpu.dynamic_rotate (a constant shift)
+    x = x_ref[...]
+    o_ref[...] = x.T
+    p_ref[...] = jnp.concatenate([x, y_ref[...]], axis=0)
+    q_ref[...] = pltpu.roll(x, 3, 1)
 
 
 def mlp(x, w, b):

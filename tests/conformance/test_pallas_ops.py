@@ -1,8 +1,9 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs),
+`jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs;
+transposes, concatenations and rotations),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
 (``Kernel.lower``) and compiled with libtpu for v5e and v6e. Their results are checked on
-the CPU devices in python/tests/test_pallas_ops.py."""
+the CPU devices in python/tests/test_pallas_ops.py and test_pallas_layout_ops.py."""
 
 import functools
 
@@ -60,6 +61,25 @@ def _iota(dtype):
     return call, []
 
 
+def _layout(dtype):
+    # tpu.transpose, tpu.concatenate along either axis, tpu.dynamic_rotate by constants
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, y_ref, t_ref, r_ref, c_ref, l_ref):
+        x, y = x_ref[...], y_ref[...]
+        t_ref[...] = x.T
+        r_ref[...] = jnp.concatenate([x, y], axis=0)
+        c_ref[...] = jnp.concatenate([x, y], axis=1)
+        l_ref[...] = pltpu.roll(x, 3, 1) + pltpu.roll(y, 5, 0)
+
+    sq = _sds((128, 128), dtype)
+    call = pl.pallas_call(kernel, out_shape=(
+        sq, _sds((256, 128), dtype), _sds((128, 256), dtype), sq))
+    return call, [sq, sq]
+
+
 def _flash(dtype, causal):
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
@@ -79,6 +99,8 @@ KERNELS = {
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
     "iota-f32": lambda: _iota("float32"),
+    "layout-f32": lambda: _layout("float32"),
+    "layout-bf16": lambda: _layout("bfloat16"),
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),

@@ -216,8 +216,10 @@ def cumsum(x, dim, *, dtype=None, reverse=False):
 
     Pallas has no TPU lowering for ``cumsum``; this is a product with a triangular matrix of
     ones at full f32 precision (one MXU pass per 128 columns on a TPU). Elements past the end
-    of a partial tile count as 0. A caveat of the method: an infinite element also turns the
-    sums *before* it into NaN (0 · inf), where torch keeps them finite."""
+    of a partial tile count as 0. The product runs on the finite elements only (0 · inf and
+    0 · NaN would poison the sums before a non-finite element); NaN, +inf and -inf elements
+    are counted by products of 0/1 indicators (exact in f32 up to 2^24 elements) and give a
+    prefix NaN (any NaN, or both infinities, so far), +inf or -inf, as torch's scan does."""
     x = as_dtensor(x)
     if not is_float(x.a.dtype):
         raise exc.UnsupportedConstruct(
@@ -230,21 +232,40 @@ def cumsum(x, dim, *, dtype=None, reverse=False):
     axis = _dim(dim, x.ndim)
     a = mask_axes(x, (axis,), 0, "cumsum", x.a.astype(jnp.float32))
     a2 = a[None, :] if x.ndim == 1 else a
-    n = a.shape[axis]
-    rows = lax.broadcasted_iota(jnp.int32, (n, n), 0)
-    cols = lax.broadcasted_iota(jnp.int32, (n, n), 1)
-    hp = lax.Precision.HIGHEST
-    if axis == a2.ndim - 1 or x.ndim == 1:
-        # out[:, c] = sum_r a[:, r] * (r <= c)
-        tri = ((rows >= cols) if reverse else (rows <= cols)).astype(jnp.float32)
-        r = jnp.dot(a2, tri, precision=hp, preferred_element_type=jnp.float32)
-    else:
-        # out[c, :] = sum_r (r <= c) * a[r, :]
-        tri = ((cols >= rows) if reverse else (cols <= rows)).astype(jnp.float32)
-        r = jnp.dot(tri, a2, precision=hp, preferred_element_type=jnp.float32)
+    inf = jnp.float32(jnp.inf)
+    one, zero = jnp.float32(1), jnp.float32(0)
+    # NaN is the one value not equal to itself (Mosaic has no unordered compare).
+    is_nan = jnp.logical_not(a2 == a2)
+    finite = jnp.where(jnp.abs(a2) < inf, a2, zero)
+    ax = axis if x.ndim == 2 else 1
+    r = _prefix_sum(finite, ax, reverse)
+    nans, pos, neg = (
+        _prefix_sum(jnp.where(m, one, zero), ax, reverse)
+        for m in (is_nan, a2 == inf, a2 == -inf)
+    )
+    nan = jnp.float32(jnp.nan)
+    r = jnp.where(pos > 0, inf, r)
+    r = jnp.where(neg > 0, -inf, r)
+    r = jnp.where((nans > 0) | ((pos > 0) & (neg > 0)), nan, r)
     r = r[0] if x.ndim == 1 else r
     d = jdtype(dtype) if dtype is not None else x.a.dtype
     return DTensor(r.astype(d), x.dims)
+
+
+def _prefix_sum(a2, axis, reverse):
+    """Inclusive prefix sums of the 2-D f32 ``a2`` along ``axis`` (0 or 1): a product with a
+    triangular matrix of ones at full f32 precision."""
+    n = a2.shape[axis]
+    rows = lax.broadcasted_iota(jnp.int32, (n, n), 0)
+    cols = lax.broadcasted_iota(jnp.int32, (n, n), 1)
+    hp = lax.Precision.HIGHEST
+    if axis == 1:
+        # out[:, c] = sum_r a[:, r] * (r <= c)
+        tri = ((rows >= cols) if reverse else (rows <= cols)).astype(jnp.float32)
+        return jnp.dot(a2, tri, precision=hp, preferred_element_type=jnp.float32)
+    # out[c, :] = sum_r (r <= c) * a[r, :]
+    tri = ((cols >= rows) if reverse else (cols <= rows)).astype(jnp.float32)
+    return jnp.dot(tri, a2, precision=hp, preferred_element_type=jnp.float32)
 
 
 # --- matmul --------------------------------------------------------------------------------
