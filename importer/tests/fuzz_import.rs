@@ -245,3 +245,23 @@ proptest! {
         no_panic("stablehlo", &text, || import_stablehlo(&text, "fuzz"));
     }
 }
+
+/// Found by fuzzing: a NUL byte in the text panicked inside melior (it makes a C string).
+#[test]
+fn a_nul_byte_is_an_error() {
+    let text = fixture("matvec").replacen("arith.mulf", "arith.\0ulf", 1);
+    let (operands, results) = signature(&text);
+    let e = import_mosaic(&text, &operands, &results, "nul").unwrap_err();
+    assert!(e.to_string().contains("NUL byte"), "{e}");
+    let e = import_stablehlo("module {\0}", "nul").unwrap_err();
+    assert!(e.to_string().contains("NUL byte"), "{e}");
+}
+
+/// Found by fuzzing: a `stablehlo.slice` whose limit is below its start (the reductions
+/// fixture with one start index edited) underflowed a `usize`.
+#[test]
+fn a_slice_limit_below_its_start_is_an_error() {
+    let text = fixture("fuzz/slice_limit_below_start");
+    let e = import_stablehlo(&text, "slice").unwrap_err();
+    assert!(e.to_string().contains("below its start"), "{e}");
+}
