@@ -131,6 +131,9 @@ fn splice(text: &str, (s, e): (usize, usize), with: &str) -> String {
 
 fn apply(text: &str, m: &Mutation) -> String {
     let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return text.to_string();
+    }
     match *m {
         Mutation::DeleteLine(i) | Mutation::DuplicateLine(i) => {
             let mut lines = lines;
