@@ -268,3 +268,13 @@ fn a_slice_limit_below_its_start_is_an_error() {
     let e = import_stablehlo(&text, "slice").unwrap_err();
     assert!(e.to_string().contains("below its start"), "{e}");
 }
+
+/// Found by fuzzing: a store at a negative static start (the causal_map fixture with one
+/// index constant edited to -1) overflowed while the verifier wrote its error message.
+#[test]
+fn a_negative_static_start_is_an_error() {
+    let text = fixture("fuzz/negative_store_start");
+    let (operands, results) = signature(&text);
+    let e = import_mosaic(&text, &operands, &results, "negative").unwrap_err();
+    assert!(e.to_string().contains("outside"), "{e}");
+}
