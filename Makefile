@@ -60,9 +60,12 @@ bench: setup
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
 
 # The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
-# Release builds: a million cases per target takes minutes there, hours in debug.
+# Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.
 FUZZ_CASES ?= 1000000
+# Random kernels compile one kernel per case (~25 ms in debug): fewer of them.
+FUZZ_KERNELS ?= 100000
 fuzz:
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-dsl --test fuzz_parse
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-import --test fuzz_import
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-runtime --test fuzz_artifacts
+	TPUKIT_FUZZ_CASES=$(FUZZ_KERNELS) cargo test --release -p tpukit --test fuzz_kernels

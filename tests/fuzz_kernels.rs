@@ -5,7 +5,7 @@
 //!
 //! The op subset keeps values bounded (tanh/logistic squash, no exp/log/division), so the
 //! comparison is about the backends, not about ill-conditioned math. The case count is
-//! `TPUKIT_FUZZ_CASES` (default 24: each case compiles a kernel); `make fuzz` raises it.
+//! `TPUKIT_FUZZ_CASES` (default 64: each case compiles a kernel); `make fuzz` raises it.
 
 mod common;
 
@@ -19,7 +19,7 @@ fn config() -> Config {
     let cases = std::env::var("TPUKIT_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(64);
     Config {
         cases,
         failure_persistence: None,
