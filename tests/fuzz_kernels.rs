@@ -1,7 +1,8 @@
 //! Random valid kernels, run on both devices: elementwise op DAGs over two operands (unary,
 //! binary, compare + select from the op table), 2-D blocks on extents the blocks need not
 //! divide, f32, bf16 and i32. The compiled `cpu` device must match the exact `interpret`
-//! device (exactly for i32, within a dtype tolerance for floats).
+//! device (exactly for i32, within a dtype tolerance for floats), and the kernel must lower
+//! to Mosaic (`tpukit_mosaic::lower`; compiling it needs libtpu, outside `cargo test`).
 //!
 //! The op subset keeps values bounded (tanh/logistic squash, no exp/log/division), so the
 //! comparison is about the backends, not about ill-conditioned math. The case count is
@@ -101,5 +102,12 @@ proptest! {
         // A few roundings per step: the tolerance grows with the DAG's length.
         let rel = tol(dtype) * 4.0 * steps.len() as f64;
         assert_close(&format!("{dtype:?} {m}x{n}\n{k}"), &got, &want, rel);
+        let options = tpukit_mosaic::Options {
+            bindings: [("m".to_string(), m), ("n".to_string(), n)].into(),
+            ..Default::default()
+        };
+        if let Err(e) = tpukit_mosaic::lower(&k, &options) {
+            panic!("lowering failed: {e}\n{k}");
+        }
     }
 }
