@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest bench
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest bench fuzz
 setup:
 	@bash scripts/setup.sh
 
@@ -58,3 +58,14 @@ test: setup fmt lint rust-test examples conformance pytest
 bench: setup
 	$(TPUKIT_PYTHON) benches/compare.py --write
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
+
+# The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
+# Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.
+FUZZ_CASES ?= 1000000
+# Random kernels compile one kernel per case (~25 ms in debug): fewer of them.
+FUZZ_KERNELS ?= 100000
+fuzz:
+	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-dsl --test fuzz_parse
+	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-import --test fuzz_import
+	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-runtime --test fuzz_artifacts
+	TPUKIT_FUZZ_CASES=$(FUZZ_KERNELS) cargo test --release -p tpukit --test fuzz_kernels

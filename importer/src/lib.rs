@@ -159,8 +159,14 @@ fn import_mosaic_inner(
     b.finish()
 }
 
-/// Parses MLIR text, turning the parser's diagnostics into the error.
+/// Parses MLIR text, turning the parser's diagnostics into the error. Text with a NUL byte is
+/// refused first: melior passes the text as a C string and panics on one.
 fn parse<'c>(context: &'c melior::Context, text: &str) -> Result<Module<'c>> {
+    if let Some(at) = text.find('\0') {
+        return Err(Error::new(format!(
+            "cannot parse the MLIR text: a NUL byte at offset {at}"
+        )));
+    }
     let diagnostics = Rc::new(RefCell::new(Vec::<String>::new()));
     let sink = Rc::clone(&diagnostics);
     let id = context.attach_diagnostic_handler(move |d| {

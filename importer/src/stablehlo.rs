@@ -490,11 +490,16 @@ fn slice(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Re
     let x = s.value(op, 0)?;
     let full = vec![Ix::Full; start.len()];
     b.store(buf, &full, x)?;
-    let window: Vec<Ix> = start
+    let window = start
         .iter()
         .zip(&limit)
-        .map(|(&a, &z)| Ix::Ds(Arg::Lit(Literal::Int(a as i64)), z - a))
-        .collect();
+        .map(|(&a, &z)| {
+            let len = z.checked_sub(a).ok_or_else(|| {
+                Error::new(format!("a slice whose limit {z} is below its start {a}"))
+            })?;
+            Ok(Ix::Ds(Arg::Lit(Literal::Int(a as i64)), len))
+        })
+        .collect::<Result<Vec<Ix>>>()?;
     let v = b.load(buf, &window)?;
     s.define(op, 0, v)
 }

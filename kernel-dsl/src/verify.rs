@@ -490,11 +490,12 @@ fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usi
             expect(t, &Type::scalar(DType::I32)).map_err(|e| format!("start of dim {d}: {e}"))?;
         }
         if let (Start::Static(s), Dim::Static(n)) = (start, dim)
-            && (s < 0 || s as usize + size > *n)
+            && (s < 0 || s as i128 + size as i128 > *n as i128)
         {
+            // i128: a start near i64::MAX (or a negative one) plus the size must not overflow.
             return Err(format!(
                 "elements {s}..{} of dim {d} are outside `{}`'s {} extent {n}",
-                s as usize + size,
+                s as i128 + size as i128,
                 o.name,
                 if matches!(o.window, Window::Blocked(_)) {
                     "block"
