@@ -477,3 +477,10 @@ def test_gradcheck_in_float32(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "not double precision": known
         assert torch.autograd.gradcheck(first, tuple(leaves), eps=1e-3, atol=2e-3, rtol=2e-3)
+
+
+def test_sparse_embedding_gradients_are_refused_by_name():
+    weight = rand(6, 3).requires_grad_()
+    out = T.embedding.default(weight, torch.tensor([5, 0, 5]), -1, False, True)
+    with pytest.raises(tpukit.UnsupportedError, match="embedding: sparse gradients"):
+        out.sum().backward()

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from tpukit._native import UnsupportedError
+
 T = torch.ops.tpublas
 
 
@@ -329,7 +331,10 @@ def _index_select(a, g):
 
 def _embedding(a, g):
     if a.sparse:
-        raise NotImplementedError("tpublas.embedding: sparse gradients are not supported")
+        raise UnsupportedError(
+            "tpublas.embedding: sparse gradients are not supported (pass sparse=False for a "
+            "dense weight gradient)"
+        )
     n, width = a.weight.shape
     index = a.indices.reshape(-1)
     rows = g.reshape(index.numel(), width)
