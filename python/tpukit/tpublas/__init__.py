@@ -163,6 +163,8 @@ class Operator:
 def _convert(a: _schema.Argument, v, qualified: str):
     """The native ``(kind, value, original array or None)`` triples of one argument."""
     what = f"{qualified}: argument {a.name!r} ({a})"
+    if a.type == "Generator":  # None too: a seed from the default generator
+        return [("int", _seed(v), None)]
     if v is None:
         if not a.optional:
             raise TypeError(f"{what} may not be None")
@@ -180,8 +182,6 @@ def _convert(a: _schema.Argument, v, qualified: str):
         return out
     if a.type == "ScalarType":
         return [("str", v if isinstance(v, str) else _arrays.dtype_name(v), None)]
-    if a.type == "Generator":
-        return [("int", _seed(v), None)]
     if a.type in _PLACEMENT_TYPES:
         if str(v) not in ("cpu", "torch.strided", "torch.contiguous_format",
                           "torch.preserve_format"):
