@@ -250,3 +250,98 @@ def test_inplace_in_autograd_matches_eager():
     w.grad = None
     f().backward()
     torch.testing.assert_close(got, w.grad, **TOL[F32])
+
+
+# --- gathers' backward, masks, randomness, attention, padding, integers ---------------------
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("padding_idx", [-1, 3])
+def test_embedding_dense_backward(padding_idx, dtype):
+    idx = torch.randint(0, 300, (5, 70), generator=torch.Generator().manual_seed(2))
+    idx[0, :5] = 3
+    g = rand(5, 70, 130, dtype=dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == F32 else {"rtol": 2e-2, "atol": 6e-2}
+    check(aten.embedding_dense_backward.default, g, idx, 300, padding_idx, False, tol=tol)
+
+
+def test_embedding_dense_backward_refuses_scale_grad_by_freq():
+    with pytest.raises(UnsupportedError, match="scale_grad_by_freq"):
+        tb.embedding_dense_backward(rand(3, 4), torch.tensor([0, 1, 0]), 5, -1, True)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("name", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons_with_a_number(name, dtype):
+    x = rand(3, 1300, dtype=dtype).round()
+    x[0, :3] = float("nan")
+    for s in (0, 1.0, -1.5):
+        check(getattr(aten, name).Scalar, x, s)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_masked_fill(dtype):
+    x = rand(2, 3, 70, 70, dtype=dtype)
+    mask = torch.tril(torch.ones(70, 70)).view(1, 1, 70, 70) == 0
+    check(aten.masked_fill.Scalar, x, mask, float("-inf"))
+    check(aten.masked_fill.Tensor, x, mask[0, 0], torch.tensor(2.5))
+
+
+def test_bernoulli_keeps_p_and_is_repeatable_under_manual_seed():
+    x = torch.empty(300, 1000)
+    for p in (0.0, 0.1, 0.9, 1.0):
+        torch.manual_seed(3)
+        with tb.mode(fallback="error"):
+            a = x.bernoulli_(p).clone()
+        torch.manual_seed(3)
+        b = tb.bernoulli.p(x, p)
+        assert torch.equal(a, b) and set(a.unique().tolist()) <= {0.0, 1.0}
+        assert abs(a.mean().item() - p) <= 4 * (p * (1 - p) / a.numel()) ** 0.5
+    c = tb.bernoulli.p(x, 0.5)
+    assert not torch.equal(c, tb.bernoulli.p(x, 0.5))  # a new seed each call
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lq,s", [(64, 64), (70, 90)])
+def test_cpu_flash_attention_forward_and_backward(lq, s, causal, dtype):
+    q, k, v = rand(2, 3, lq, 40, dtype=dtype), rand(2, 3, s, 40, dtype=dtype, seed=1), \
+        rand(2, 3, s, 40, dtype=dtype, seed=2)
+    tol = {"rtol": 2e-5, "atol": 2e-5} if dtype == F32 else {"rtol": 3e-2, "atol": 3e-2}
+    fwd = aten._scaled_dot_product_flash_attention_for_cpu.default
+    out, lse = check(fwd, q, k, v, 0.0, causal, tol=tol)
+    check(fwd, q, k, v, 0.0, causal, scale=0.3, tol=tol)
+    g = rand(2, 3, lq, 40, dtype=dtype, seed=3)
+    bwd = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    check(bwd, g, q, k, v, out, lse, 0.0, causal, tol=tol)
+
+
+def test_attention_refuses_dropout_and_masks():
+    q = rand(1, 2, 8, 4)
+    with pytest.raises(UnsupportedError, match="dropout_p"):
+        tb._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.1)
+    with pytest.raises(UnsupportedError, match="attn_mask"):
+        tb._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=rand(8, 8))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, torch.int64])
+def test_constant_pad_nd(dtype):
+    x = rand(3, 5, 700).mul(100).to(dtype)
+    check(aten.constant_pad_nd.default, x, [0, 1], -100)
+    check(aten.constant_pad_nd.default, x, [2, 3, 0, 0, 1, 1], 7)
+    with pytest.raises(UnsupportedError, match="negative"):
+        tb.constant_pad_nd(rand(3, 4), [-1, 0])
+
+
+def test_integer_scalar_arithmetic_and_clone_of_int64():
+    x = torch.arange(-600, 700).view(13, 100)
+    check(aten.add.Tensor, x, 5)
+    check(aten.add.Scalar, x, 3, 2)
+    check(aten.sub.Tensor, x, 7)
+    check(aten.mul.Tensor, x, -3)
+    check(aten.clone.default, x.t(), memory_format=torch.contiguous_format)
+    with pytest.raises(BoundsError, match="does not fit in int32"):
+        tb.add.Scalar(torch.tensor([2**40]), 1)
+
+
+def test_sum_of_every_element():
+    check(aten.sum.default, rand(37, 1100), tol={"rtol": 1e-5, "atol": 1e-4})
