@@ -16,6 +16,8 @@ demo: setup
 	@echo; echo "== from Python: tpuBLAS operators (precompiled) and a Helion program, against torch =="
 	$(TPUKIT_PYTHON) examples/tpublas.py
 	cd examples/helion && $(TPUKIT_PYTHON) softmax.py
+	@echo; echo "== an unmodified GPT-2 training step on tpuBLAS (tpublas.mode), against torch eager =="
+	$(TPUKIT_PYTHON) examples/gpt2_step.py
 	@echo; echo "== softmax for a TPU: lowered by tpukit, compiled by libtpu (no TPU needed) =="
 	@mkdir -p target/demo
 	cargo run -q --release -p tpukit-cli -- lower softmax --shape 1024x512 --dtype bf16 -o target/demo/softmax.mlir
@@ -53,11 +55,13 @@ test: setup fmt lint rust-test examples conformance pytest
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
 # operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's
-# compile; rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
+# compile, and a GPT-2 training step's first iteration under tpublas.mode() beside torch eager and
+# torch.compile; rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
 # not timed tests.
 bench: setup
 	$(TPUKIT_PYTHON) benches/compare.py --write
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
+	$(TPUKIT_PYTHON) benches/first_iteration.py --write
 
 # The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
 # Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.

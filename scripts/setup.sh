@@ -10,7 +10,10 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev clang-22
               libzstd-dev libz3-dev libxml2-dev zlib1g-dev)
-PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2")
+# transformers: test-only, python/tests/test_tpublas_models.py builds GPT-2 from a config
+# (random weights, nothing downloaded); without it those tests skip.
+PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2"
+             "transformers>=5.24,<6")
 # torch for python/tests/test_torch.py: PyPI's default (CUDA) build, which imports and runs on a
 # CPU-only machine with its nvidia-* wheels beside it. ~4.2 GB installed, ~100 s here.
 # TPUKIT_TORCH=0 skips it (the torch tests then skip).

@@ -18,17 +18,25 @@
 //! `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the storage dtype
 //! (ATen's opmath) and rounds once.
 
+pub mod attention;
+pub mod cast;
+pub mod compare;
 pub mod concat;
 pub mod copy;
 pub mod elementwise;
+pub mod embedding_backward;
 mod error;
+pub mod factory;
 pub mod indexing;
 mod launch;
 mod layout;
+pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod norm_backward;
+pub mod pad;
 mod promote;
+pub mod random;
 pub mod reduction;
 pub mod rows;
 pub mod scan;
