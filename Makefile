@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest bench fuzz
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check bench fuzz
 setup:
 	@bash scripts/setup.sh
 
@@ -26,7 +26,7 @@ fmt:
 
 lint:
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(TPUKIT_PYTHON) -m ruff check benches examples
+	$(TPUKIT_PYTHON) -m ruff check benches examples scripts
 
 rust-test:
 	cargo test --workspace
@@ -49,7 +49,17 @@ pytest: setup
 	$(TPUKIT_PYTHON) -m ruff check python
 	$(TPUKIT_PYTHON) -m pytest -q python/tests
 
-test: setup fmt lint rust-test examples conformance pytest
+# The Python package as a manylinux wheel with its bundles (host-tuned and x86-64-v3), in
+# target/wheels/ (scripts/wheel.sh; WHEEL_BUNDLES=portable leaves this host's out).
+wheel: setup
+	@bash scripts/wheel.sh
+
+# That wheel (from the dev build, portable bundle without TPU executables), installed into a
+# fresh venv and running examples/tpublas.py outside the repository, every kernel from a bundle.
+wheel-check: setup
+	$(TPUKIT_PYTHON) scripts/wheel_check.py
+
+test: setup fmt lint rust-test examples conformance pytest wheel-check
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
 # operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's

@@ -44,6 +44,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::tpu_topologies, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::register_first_bundle, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::loaded_bundles, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(registry::ffi_register, m)?)?;
