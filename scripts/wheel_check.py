@@ -49,7 +49,8 @@ def say(message: str) -> None:
 
 
 def build_wheel(out: pathlib.Path) -> pathlib.Path:
-    env = {**os.environ, "WHEEL_PROFILE": "dev", "WHEEL_TPU": "0", "WHEEL_DIR": str(out)}
+    env = {"TPUKIT_PYTHON": sys.executable, **os.environ, "WHEEL_PROFILE": "dev", "WHEEL_TPU": "0",
+           "WHEEL_DIR": str(out)}
     done = subprocess.run(["bash", str(ROOT / "scripts" / "wheel.sh")], env=env,
                           stdout=subprocess.PIPE, text=True, check=True)
     return pathlib.Path(done.stdout.strip().splitlines()[-1])
