@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check bench fuzz
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz
 setup:
 	@bash scripts/setup.sh
 
@@ -59,7 +59,17 @@ wheel: setup
 wheel-check: setup
 	$(TPUKIT_PYTHON) scripts/wheel_check.py
 
-test: setup fmt lint rust-test examples conformance pytest wheel-check
+# The API documentation (target/doc), with every intra-doc link resolving; ~40 s after lint.
+doc:
+	RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+
+# The publishable crates as crates.io would take them (every crate but tpukit-python, which
+# ships as the wheel); those without LLVM/MLIR dependencies also built from their packages.
+package:
+	cargo package -q --workspace --exclude tpukit-python --no-verify --allow-dirty
+	cargo package -q -p tpukit-dsl -p tpukit-macros --allow-dirty
+
+test: setup fmt lint rust-test examples conformance pytest doc package wheel-check
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
 # operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's
