@@ -64,10 +64,11 @@ doc:
 	RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
 
 # The publishable crates as crates.io would take them (every crate but tpukit-python, which
-# ships as the wheel); those without LLVM/MLIR dependencies also built from their packages.
+# ships as the wheel); those without LLVM/MLIR dependencies also built from their packages
+# (~1 min; the others would build LLVM-linked crates again, minutes).
 package:
 	cargo package -q --workspace --exclude tpukit-python --no-verify --allow-dirty
-	cargo package -q -p tpukit-dsl -p tpukit-macros --allow-dirty
+	cargo package -q -p tpukit-dsl -p tpukit-macros -p tpukit-catalog --allow-dirty
 
 test: setup fmt lint rust-test examples conformance pytest doc package wheel-check
 
