@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest bench fuzz
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz
 setup:
 	@bash scripts/setup.sh
 
@@ -28,7 +28,7 @@ fmt:
 
 lint:
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(TPUKIT_PYTHON) -m ruff check benches examples
+	$(TPUKIT_PYTHON) -m ruff check benches examples scripts
 
 rust-test:
 	cargo test --workspace
@@ -51,7 +51,28 @@ pytest: setup
 	$(TPUKIT_PYTHON) -m ruff check python
 	$(TPUKIT_PYTHON) -m pytest -q python/tests
 
-test: setup fmt lint rust-test examples conformance pytest
+# The Python package as a manylinux wheel with its bundles (host-tuned and x86-64-v3), in
+# target/wheels/ (scripts/wheel.sh; WHEEL_BUNDLES=portable leaves this host's out).
+wheel: setup
+	@bash scripts/wheel.sh
+
+# That wheel (from the dev build, portable bundle without TPU executables), installed into a
+# fresh venv and running examples/tpublas.py outside the repository, every kernel from a bundle.
+wheel-check: setup
+	$(TPUKIT_PYTHON) scripts/wheel_check.py
+
+# The API documentation (target/doc), with every intra-doc link resolving; ~40 s after lint.
+doc:
+	RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+
+# The publishable crates as crates.io would take them (every crate but tpukit-python, which
+# ships as the wheel); those without LLVM/MLIR dependencies also built from their packages
+# (~1 min; the others would build LLVM-linked crates again, minutes).
+package:
+	cargo package -q --workspace --exclude tpukit-python --no-verify --allow-dirty
+	cargo package -q -p tpukit-dsl -p tpukit-macros -p tpukit-catalog --allow-dirty
+
+test: setup fmt lint rust-test examples conformance pytest doc package wheel-check
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
 # operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's

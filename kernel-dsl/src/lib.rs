@@ -32,6 +32,9 @@
 //! widen, as TPU VPUs do), reductions and `dot` accumulate in f32, integers wrap, float →
 //! int casts truncate and saturate. `max`/`min` propagate NaN.
 
+// Every frontend and backend is written against this crate: its public items are its contract.
+#![deny(missing_docs)]
+
 mod builder;
 mod dtype;
 mod error;

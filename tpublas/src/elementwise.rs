@@ -704,7 +704,7 @@ pub fn backward(
 }
 
 /// The kernel of a binary operator on `x` and a `y` presented by `pattern` (see
-/// [`layout::binary`]); add and sub also take `alpha` as a run-time scalar, except with a
+/// `layout::binary`); add and sub also take `alpha` as a run-time scalar, except with a
 /// scalar `y`, which the host has already multiplied by it.
 pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Prepared, BlasError> {
     memo(("binary", op, dtype, pattern), || {

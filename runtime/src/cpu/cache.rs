@@ -87,13 +87,15 @@ pub fn stats() -> CacheStats {
 
 const MAGIC: &[u8; 4] = b"TPKC";
 
-/// The artifact for `key`: from a bundle, from the disk cache, or from `compile` (then stored
-/// in the disk cache).
+/// The artifact for `key`, the host's key of the kernel whose structural hash is `hash`
+/// (compiled with bounds checks if `debug`): from a bundle (keyed by each bundle's target), from
+/// the disk cache, or from `compile` (then stored in the disk cache).
 pub(crate) fn artifact(
     key: &CacheKey,
+    (hash, debug): (KernelHash, bool),
     compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
 ) -> Result<Artifact, crate::RuntimeError> {
-    if let Some(a) = crate::bundle::lookup(key) {
+    if let Some(a) = crate::bundle::lookup(hash, debug) {
         BUNDLE_HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(a);
     }

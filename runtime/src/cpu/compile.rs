@@ -160,7 +160,9 @@ pub(crate) fn cached(
         let options = options_for(&target, debug);
         let key = CacheKey::from_hash(hash, &target, options);
         let keyed_at = clock.elapsed();
-        let artifact = cache::artifact(&key, || compile_artifact(kernel, &target, options))?;
+        let artifact = cache::artifact(&key, (hash, debug), || {
+            compile_artifact(kernel, &target, options)
+        })?;
         let found_at = clock.elapsed();
         let compiled = link(artifact)
             .map(Arc::new)

@@ -19,7 +19,7 @@ pub use artifact::Artifact;
 pub use cache::{CacheKey, CacheStats, LOCK_TIMEOUT, stats};
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
-pub use target::HostTarget;
+pub use target::{HostTarget, PORTABLE_CPU};
 
 /// Prepares the compiled backend ahead of the first launch: reads the host target, creates
 /// the JIT that links kernels into the process, starts the worker threads, brings the
