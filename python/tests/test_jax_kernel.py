@@ -118,11 +118,18 @@ def test_aliased_pallas_call_after_a_prologue():
     np.testing.assert_array_equal(accumulate_scaled(x, acc), acc + 1.0 + x * 3.0)
 
 
-def test_two_pallas_calls_are_refused():
+def test_two_pallas_calls_run_on_cpu_and_are_refused_on_interpret():
+    """On `cpu` the function is one XLA program with a custom call per Pallas call; the
+    interpreter runs imported kernels only, and an import takes one Pallas call."""
+
     @pallas.custom_jax_kernel
     def twice(x):
         call = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
         return call(call(x) + 1)
 
+    x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    got = twice(x)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, (x * 2 + 1) * 2)
     with pytest.raises(tpukit.UnsupportedError, match="2 Pallas calls"):
-        twice(np.ones((8, 128), np.float32))
+        twice(x, device="interpret")

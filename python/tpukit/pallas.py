@@ -34,9 +34,10 @@ import sys
 import threading
 
 import jax
+import numpy as np
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _custom_call, _lowering
+from tpukit import _arrays, _custom_call, _lowering, _xla_program
 from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
@@ -529,6 +530,8 @@ class JaxKernel:
 
             statics = tuple((i, args[i]) for i in self.static_argnums if i < len(args))
             return _torch_jax_op.call(self, arrays, statics, device)
+        if device == "cpu":
+            return self._xla(args)
         if _custom_call.cpu_arrays(self._split(args)[0]):
             jitted = self._jitted.get(
                 device,
@@ -543,6 +546,35 @@ class JaxKernel:
         else:
             outs = compiled.run(arrays, device)
         return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
+
+    def _xla(self, args):
+        """The function on the ``cpu`` device: one XLA program, its Pallas calls (at any depth)
+        tpukit's custom calls (``tpukit._xla_program``). Eager calls run it jitted; numpy
+        arguments give numpy results."""
+        arrays, _ = self._split(args)
+        if not _custom_call.traced(arrays):
+            jitted = self._jitted.get(
+                "cpu", lambda: jax.jit(self._program, static_argnums=self.static_argnums)
+            )
+            out = _custom_call.run_eager(jitted, args)
+            if arrays and _arrays.kind(arrays[0]) == "numpy":
+                out = jax.tree_util.tree_map(np.asarray, out)
+            return out
+        return self._program(*args)
+
+    def _program(self, *args):
+        statics = dict((i, args[i]) for i in self.static_argnums if i < len(args))
+        positions = [i for i in range(len(args)) if i not in statics]
+        out_tree = []
+
+        def flat(*arrays):
+            full = dict(statics) | dict(zip(positions, arrays, strict=True))
+            leaves, tree = jax.tree_util.tree_flatten(self.fn(*(full[i] for i in range(len(args)))))
+            out_tree[:] = [tree]
+            return leaves
+
+        outs = _xla_program.call(flat, [args[i] for i in positions], "cpu")
+        return jax.tree_util.tree_unflatten(out_tree[0], outs)
 
 
 def custom_jax_kernel(jax_fn=None, name=None, static_argnums=(), *, device="cpu", **jit_kwargs):
