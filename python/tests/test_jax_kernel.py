@@ -118,9 +118,9 @@ def test_aliased_pallas_call_after_a_prologue():
     np.testing.assert_array_equal(accumulate_scaled(x, acc), acc + 1.0 + x * 3.0)
 
 
-def test_two_pallas_calls_run_on_cpu_and_are_refused_on_interpret():
-    """On `cpu` the function is one XLA program with a custom call per Pallas call; the
-    interpreter runs imported kernels only, and an import takes one Pallas call."""
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_two_pallas_calls_with_jax_ops_between(device):
+    """The function is one XLA program with a custom call per Pallas call, on either device."""
 
     @pallas.custom_jax_kernel
     def twice(x):
@@ -128,8 +128,6 @@ def test_two_pallas_calls_run_on_cpu_and_are_refused_on_interpret():
         return call(call(x) + 1)
 
     x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
-    got = twice(x)
+    got = twice(x, device=device)
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, (x * 2 + 1) * 2)
-    with pytest.raises(tpukit.UnsupportedError, match="2 Pallas calls"):
-        twice(x, device="interpret")
