@@ -350,3 +350,26 @@ def test_concurrent_jitted_calls_agree(rng):
         results = list(pool.map(lambda xy: kernel(*xy), pairs * 3))
     for (x, y), got in zip(pairs * 3, results, strict=True):
         assert_close(got, fused(x, y), "concurrent")
+
+
+# --- native kernels (catalog, Rust) inside traced programs -----------------------------------
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_launch_of_a_catalog_kernel_under_jit_and_vmap(device, rng):
+    """``tpukit.launch`` on tracers: the catalog's ``add_vectors`` (written in Rust) as one
+    custom call between XLA ops; vmap runs it once per row."""
+    add = tpukit.instantiate("add_vectors", [1000])
+    x, y = randn(rng, (1000,), np.float32), randn(rng, (1000,), np.float32)
+
+    @jax.jit
+    def program(x, y):
+        return tpukit.launch(add, jnp.tanh(x), y, device=device)[0] * 2
+
+    assert_close(program(x, y), (jnp.tanh(x) + y) * 2, "jit")
+    xs, ys = randn(rng, (3, 1000), np.float32), randn(rng, (3, 1000), np.float32)
+    got = jax.jit(jax.vmap(lambda x, y: tpukit.launch(add, x, y, device=device)[0]))(xs, ys)
+    assert_close(got, xs + ys, "vmap")
+    with pytest.raises(TypeError, match="outputs= is for arrays"):
+        jax.jit(lambda x: tpukit.launch(add, x, x, outputs=[x]))(x)
+
