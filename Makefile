@@ -76,13 +76,15 @@ test: setup fmt lint rust-test examples conformance pytest doc package wheel-che
 
 # tpukit cpu beside numpy, XLA CPU (jax.jit) and Pallas interpret in one run, then every tpuBLAS
 # operator's first call (bundle, disk cache, cold) and steady state beside XLA's and libtpu's
-# compile, and a GPT-2 training step's first iteration under tpublas.mode() beside torch eager and
-# torch.compile; rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
+# compile, a GPT-2 training step's first iteration under tpublas.mode() beside torch eager and
+# torch.compile, and JAX's shipped TPU ops under on_cpu() beside TPU interpret mode and plain XLA;
+# rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
 # not timed tests.
 bench: setup
 	$(TPUKIT_PYTHON) benches/compare.py --write
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
 	$(TPUKIT_PYTHON) benches/first_iteration.py --write
+	$(TPUKIT_PYTHON) benches/shipped_ops.py --write
 
 # The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
 # Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.
