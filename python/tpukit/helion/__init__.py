@@ -43,7 +43,10 @@ How a program is translated:
   (``arbitrary``) and the block stays in VMEM between consecutive visits, or the whole tensor
   does when the visits are not consecutive: atomics are exact. Index tensors of gathers and
   scatters (``w[idx[tile], :]``) go to scalar prefetch (SMEM, at most about 256K int32
-  indices on v5e/v6e); rows are moved one at a time.
+  indices on v5e/v6e); rows are moved one at a time. Loads at computed indices
+  (``t[tile.index + 1]``, ``flat[tile.index * v + labels[tile]]``) read the indexed dimension
+  whole and select each element by a one-hot compare (``_memory.take``); a dimension a tile
+  reaches past (``x[t0, t1]`` with ``t1`` tiling a wider output) is whole and padded.
 - Partial tiles (``_values``): the last tile of a range its block size does not divide reads
   past the end; those elements are never written back and never counted — every value knows
   which of its dimensions come from a partial tile, and reductions, scans, matmul
@@ -54,7 +57,7 @@ How a program is translated:
   ``_ops.ELEMENTWISE`` and ``_ops.STRUCTURAL`` (reductions, softmax, var/mean, cumsum,
   mm/addmm/bmm/baddbmm/matmul/``@``, views, casts, ``torch.where``, factories), and
   ``[:, None]`` broadcasting. Anything else — a torch function, an ``hl`` API tpukit does not
-  translate, data-dependent loops, a gather along the last dimension — raises
+  translate, data-dependent loops, a store at computed indices — raises
   ``tpukit.helion.exc.UnsupportedConstruct`` naming it and the kernel source line.
 - Shapes and scalar arguments are compile-time constants (``static_shapes`` is accepted but
   every signature is its own specialization); a device loop is traced, lowered and imported

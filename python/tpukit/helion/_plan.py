@@ -143,16 +143,19 @@ def layout(info: HostInfo) -> None:
     """Sets ``units``, ``blocked`` and ``squeezed`` of ``info`` from its accesses."""
     rank = len(info.shape)
     kinds = [set() for _ in range(rank)]
+    beyond = [False] * rank  # a tile's range reaches past the dimension: not blockable
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
             kinds[d].add(_kind(e))
+            if e[0] == "tile" and e[1].range_end > info.shape[d]:
+                beyond[d] = True
     units, blocked, squeezed = [], [], []
     for d in range(rank):
         dynamic = any(k in _DYNAMIC_POINTS for k, _ in kinds[d])
         # the last dimension gets two, the one before it one: both become leading dimensions
         units.append(d - rank + 3 if dynamic and d >= rank - 2 else 0)
         only = next(iter(kinds[d])) if len(kinds[d]) == 1 else (None, None)
-        if only[0] in ("tile", "grid") and only[1] is not None:
+        if only[0] in ("tile", "grid") and only[1] is not None and not beyond[d]:
             blocked.append(only[1])
             squeezed.append(only[0] == "grid")
         else:
