@@ -2,7 +2,9 @@
 shapes the blocks do not divide: a shifted tile (`t[tile.index + 1]`, `t[tile.index - k]` with
 `extra_mask`, `t[base + tile.index]` with a device scalar `base`), an index computed from
 loaded indices (`flat[tile.index * v + labels[tile]]`, `w[idx[tile.index // s] * s + …]`),
-an N-D index array into a flattened tensor, and the errors for what is not translated."""
+an N-D index array into a flattened tensor, stores at computed indices (`out[start +
+tile.index, :] = v`, a shifted store under `extra_mask`), and the errors for what is not
+translated."""
 
 from __future__ import annotations
 
@@ -193,6 +195,48 @@ def test_computed_rows_and_a_gather_along_lanes(device, dtype):
     torch.testing.assert_close(lane_gather(idx, w), w[:, idx.long()], rtol=0, atol=0)
 
 
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def grouped_rows(x, offsets):
+    """Rows ``offsets[g]:offsets[g + 1]`` of the result are those of ``x`` times ``g + 1``,
+    loaded and stored at ``start + tile.index`` over a loop of data-dependent length (Helion's
+    grouped_gemm)."""
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for t in hl.tile(offsets[g + 1] - start):
+            out[start + t.index, :] = x[start + t.index, :] * (g + 1).to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_store_at_computed_rows(device, dtype):
+    x = torch.randn(300, 40).to(dtype)
+    offsets = torch.tensor([0, 7, 7, 200, 201, 290], dtype=torch.int32)
+    expected = torch.zeros_like(x)
+    for g in range(len(offsets) - 1):
+        a, b = int(offsets[g]), int(offsets[g + 1])
+        expected[a:b] = x[a:b] * (g + 1)
+    torch.testing.assert_close(grouped_rows(x, offsets), expected, rtol=0, atol=0)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def shifted_store(x, k: hl.constexpr):
+    """``out[i + k] = x[i]`` under ``extra_mask`` (indices past the end are not stored)."""
+    out = torch.full_like(x, -1.0)
+    for t in hl.tile(x.size(0)):
+        hl.store(out, [t.index + k], x[t], extra_mask=t.index + k < x.size(0))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", [300, 256])
+def test_store_at_shifted_tile(device, dtype, n):
+    x = torch.randn(n).to(dtype)
+    expected = torch.full_like(x, -1.0)
+    expected[3:] = x[:-3]
+    torch.testing.assert_close(shifted_store(x, 3), expected, rtol=0, atol=0)
+
+
 def test_float_index_is_refused():
     @helion.kernel
     def bad(x):
@@ -205,12 +249,12 @@ def test_float_index_is_refused():
         bad(torch.randn(64))
 
 
-def test_store_at_computed_indices_is_refused():
+def test_atomic_at_computed_indices_is_refused():
     @helion.kernel
     def bad(x):
-        out = torch.empty_like(x)
+        out = torch.zeros_like(x)
         for t in hl.tile(x.size(0)):
-            out[t.index + 1] = x[t]
+            hl.atomic_add(out, [t.index + 1], x[t])
         return out
 
     with pytest.raises(helion.exc.UnsupportedConstruct, match="at computed indices"):

@@ -3,7 +3,10 @@ and compile with libtpu for v5e and v6e, in f32 and bf16, through both lowerings
 StableHLO of the Pallas kernel and tpukit's own Mosaic lowering of the imported IR): a shifted
 tile (``t[tile.index + 1]``), a negative shift on the last dimension under ``extra_mask``
 (concatenate), a flat index computed from loaded labels (cross_entropy) and a gather along
-lanes (``w[:, idx[tile]]``). Their results are tested in python/tests/test_helion_indices.py."""
+lanes (``w[:, idx[tile]]``); stores at computed indices (rows at ``start + tile.index``, a
+shifted store under ``extra_mask``); and loops with data-dependent bounds (``hl.jagged_tile``, whose
+stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops).
+Their results are tested in python/tests/test_helion_indices.py and test_helion_jagged.py."""
 
 import functools
 
@@ -53,6 +56,47 @@ def lane_gather(x, w):
     return out
 
 
+@helion.kernel(config=helion.Config(block_sizes=[8, 128]))
+def jagged_scale(x, row_lengths):
+    out = x.clone()
+    for tile_b in hl.tile(row_lengths.size(0)):
+        acc = hl.zeros([tile_b], dtype=torch.float32)
+        for tile_k in hl.jagged_tile(row_lengths[tile_b]):
+            v = x[tile_b, tile_k]
+            acc = acc + v.to(torch.float32).sum(dim=1)
+            out[tile_b, tile_k] = v * 2
+        out[tile_b, 0] = acc.to(x.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def grouped_affine(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        for t in hl.tile(offsets[g], offsets[g + 1]):
+            out[t] = x[t] * (g + 1).to(x.dtype)
+    return out
+
+
+# the one-hot select holds rows x block x columns in VMEM: a small table, as on a TPU
+@helion.kernel(config=helion.Config(block_sizes=[32]))
+def grouped_rows(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for t in hl.tile(offsets[g + 1] - start):
+            out[start + t.index, :] = x[start + t.index, :] * (g + 1).to(x.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def shifted_store(x):
+    out = torch.full_like(x, -1.0)
+    for t in hl.tile(x.size(0)):
+        hl.store(out, [t.index + 3], x[t], extra_mask=t.index + 3 < x.size(0))
+    return out
+
+
 def _randn(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
@@ -64,6 +108,13 @@ KERNELS = {
                                             torch.randint(0, 37, (50,), dtype=torch.int32))),
     "lane_gather": (lane_gather, lambda d: (torch.randint(0, 16, (200,), dtype=torch.int32),
                                             _randn(8, 16, dtype=d))),
+    "jagged_scale": (jagged_scale, lambda d: (_randn(13, 200, dtype=d),
+                                              torch.randint(0, 201, (13,), dtype=torch.int32))),
+    "grouped_affine": (grouped_affine, lambda d: (_randn(500, dtype=d), torch.tensor(
+        [0, 7, 7, 300, 301, 470], dtype=torch.int32))),
+    "grouped_rows": (grouped_rows, lambda d: (_randn(100, 40, dtype=d), torch.tensor(
+        [0, 7, 7, 60, 61, 90], dtype=torch.int32))),
+    "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
 }
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 

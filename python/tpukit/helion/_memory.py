@@ -40,7 +40,7 @@ from tpukit import _arrays
 from tpukit.helion import exc
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
-from tpukit.helion._values import DTensor, IndexVector, is_float, lowest, select, unwrap
+from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
 from tpukit.helion._where import where
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -407,8 +407,9 @@ class Trace:
             v = self._take(info, entries)
         else:
             v = self._read(info, entries, shape)
-        if extra_mask is not None:
-            v = select(unwrap(extra_mask), v, jnp.zeros((), v.dtype))
+        mask = _bounds_mask(dims, v.shape, extra_mask)
+        if mask is not None:
+            v = select(mask, v, jnp.zeros((), v.dtype))
         if source is not None:
             return IndexVector(v, dims, source, shape, info.dtype)
         return DTensor(v, dims)
@@ -426,18 +427,24 @@ class Trace:
 
     def store(self, info: HostInfo, index, value, extra_mask=None):
         entries = self.entries(info, index)
-        _refuse_take(info, entries, "storing into")
         v = self._store_value(info, entries, value)
-        kind = "store" if extra_mask is None else "rmw"
+        dims = self._value_dims(entries, with_new=False)
+        if any(getattr(t, "dynamic", False) for t in dims):
+            extra_mask = _bounds_mask(dims, v.shape, extra_mask)
+        taking = any(e[0] == "take" for e in entries)
+        kind = "store" if extra_mask is None and not taking else "rmw"
         self._record(info, entries, kind)
         if self.mode == "analyze":
+            return
+        if taking:
+            self._put(info, entries, v, dims, extra_mask)
             return
         if any(e[0] == "gather" for e in entries):
             self._scatter(info, entries, v, lambda old, new: new, extra_mask)
             return
         if extra_mask is not None:
             old = self._read(info, entries, v.shape, from_output=True)
-            v = jnp.where(jnp.broadcast_to(unwrap(extra_mask), v.shape), v, old)
+            v = select(unwrap(extra_mask), v, old)
         self._write(info, entries, v)
 
     def atomic(self, info: HostInfo, index, value, sem, op):
@@ -528,7 +535,14 @@ class Trace:
                 kshape.append(e[1].size)
             return
         if k == "tile":
-            kidx.append(pl.ds(_start(e[1]), e[1].size))
+            start = _start(e[1])
+            if e[1].dynamic:
+                # data-dependent bounds: stay inside the padded dimension, at a start that is
+                # visibly a multiple of the block (a product: both Mosaic lowerings prove it)
+                n = e[1].size
+                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0, (info.pad[d] - n) // n)
+                start = pl.multiple_of(block * n, n)
+            kidx.append(pl.ds(start, e[1].size))
             kshape.append(e[1].size)
         elif k in ("full", "take"):
             kidx.append(slice(0, info.shape[d]))
@@ -549,6 +563,25 @@ class Trace:
             kidx.append(point)
 
     # --- gathers and scatters ------------------------------------------------------------------
+
+    def _put(self, info, entries, v, dims, extra_mask):
+        """``info[…, idx, …] = v`` with ``idx`` a computed integer tensor: the indexed
+        dimension is read whole, each of its positions takes the value stored to it (one of
+        them when several indices coincide) and keeps its old value otherwise; elements past a
+        partial tile and those ``extra_mask`` turns off are not stored (see ``put``)."""
+        k = next(i for i, e in enumerate(entries) if e[0] == "take")
+        idx = unwrap(entries[k][1]).astype(jnp.int32)
+        whole = entries[:k] + [("full",)] + entries[k + 1 :]
+        old = self._read(info, whole, self.value_shape(info, whole, with_new=False),
+                         from_output=True)
+        pos = sum(1 for e in entries[:k] if e[0] not in ("int", "grid", "dyn", "new"))
+        keep = None if extra_mask is None else (
+            jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
+        for ax, t in enumerate(dims):
+            if t is not None and t is not MIXED and t.partial:
+                ok = t.valid_along(v.shape, ax)
+                keep = ok if keep is None else keep & ok
+        self._write(info, whole, put(old, pos, idx, v, keep))
 
     def _take(self, info, entries):
         """``info[…, idx, …]`` with ``idx`` a computed integer tensor: the indexed dimension
@@ -652,6 +685,21 @@ class Trace:
         return (jnp.moveaxis(olds, 0, pos) if pos else olds).astype(info.dtype)
 
 
+def _bounds_mask(dims, shape, extra_mask):
+    """``extra_mask`` and, per axis indexed by a tile with data-dependent bounds (``dynamic``:
+    ``hl.tile(start, end)`` of loaded bounds, ``hl.jagged_tile`` per lane), its validity; None
+    when nothing is masked. Such tiles read 0 and write nothing past their end, as Helion
+    masks them (their static padding cannot absorb the writes)."""
+    mask = None if extra_mask is None else unwrap(extra_mask)
+    for ax, t in enumerate(dims):
+        if getattr(t, "dynamic", False):
+            v = t.valid_along(shape, ax)
+            if mask is not None:  # bool broadcast as int32 (see ``select``)
+                v = (jnp.broadcast_to(jnp.asarray(mask).astype(jnp.int32), shape) != 0) & v
+            mask = v
+    return mask
+
+
 def _start(tile):
     """Where ``tile`` starts: a static 0 for the one tile of a grid axis (a dimension the
     tile reaches past is whole: Mosaic must see its slice start aligned), else its begin."""
@@ -679,6 +727,28 @@ def take(table, pos, idx):
     picked = jnp.max(jnp.where(hit, t, low), axis=pos)
     inside = jnp.max(jnp.where(hit, 1, 0), axis=pos) > 0
     return jnp.where(inside, picked, jnp.zeros((), wide)).astype(table.dtype)
+
+
+def put(table, pos, idx, v, keep):
+    """``table`` with ``table[…, idx, …] = v`` along dimension ``pos`` (``v``: ``table``'s
+    shape with ``idx``'s dimensions in place of ``pos``), where ``keep`` (None: everywhere);
+    the dual of ``take``: a one-hot compare of every index with every position, the value a
+    position receives picked by a maximum (exact; the largest when indices coincide)."""
+    n, m = table.shape[pos], idx.ndim
+    wide = _wide(table.dtype)
+    head, tail = table.shape[:pos], table.shape[pos + 1 :]
+    full = head + (n,) + idx.shape + tail
+    at = jnp.reshape(idx, (1,) * (pos + 1) + idx.shape + (1,) * len(tail))
+    hit = jnp.broadcast_to(at, full) == lax.broadcasted_iota(jnp.int32, full, pos)
+    if keep is not None:  # broadcast as int32: Mosaic cannot broadcast bool vectors
+        k = jnp.reshape(keep.astype(jnp.int32), head + (1,) + idx.shape + tail)
+        hit = hit & (jnp.broadcast_to(k, full) != 0)
+    vals = jnp.broadcast_to(jnp.reshape(v.astype(wide), head + (1,) + idx.shape + tail), full)
+    axes = tuple(range(pos + 1, pos + 1 + m))
+    low = jnp.asarray(lowest(wide), wide)
+    picked = jnp.max(jnp.where(hit, vals, low), axis=axes)
+    written = jnp.max(jnp.where(hit, 1, 0), axis=axes) > 0
+    return jnp.where(written, picked, table.astype(wide)).astype(table.dtype)
 
 
 def _refuse_take(info, entries, what):
