@@ -279,6 +279,77 @@ def test_fork_after_import_and_after_a_launch_does_not_hang():
     assert "OK" in done.stdout
 
 
+FORK_WHILE_COMPILING = """
+    import os, threading, time
+    import numpy as np
+    from tpukit import _lowering, _native, launch
+
+    X = np.arange(20 * 128, dtype=np.float32).reshape(20, 128)
+    current = [1]
+    stop = threading.Event()
+
+    T = "tensor<20x128xf32>"
+    TEMPLATE = _lowering.generic_module(f\'\'\'func.func public @main(%x: {T}) -> {T} {{
+      %c = stablehlo.constant dense<1234.5> : {T}
+      %y = stablehlo.multiply %x, %c : {T}
+      return %y : {T}
+    }}\'\'\')
+    assert "1.234500e+03" in TEMPLATE
+
+    def scaled(c):
+        # A new constant is a new kernel: its first launch compiles and links. Imported from
+        # StableHLO text: no JAX in the loop, so the thread spends its time compiling.
+        text = TEMPLATE.replace("1.234500e+03", repr(float(c)))
+        return _native.import_stablehlo(text, "scaled")
+
+    def check(c):
+        (y,) = launch(scaled(c), X)
+        np.testing.assert_array_equal(y, X * np.float32(c))
+
+    def compile_forever():
+        c = 1
+        while not stop.is_set():
+            current[0] = c
+            check(c)
+            c += 1
+
+    thread = threading.Thread(target=compile_forever, daemon=True)
+    thread.start()
+    for n in range(12):
+        time.sleep(0.02 + 0.013 * n)
+        pid = os.fork()
+        if pid == 0:
+            # The kernel the thread may be compiling right now, and a new one.
+            try:
+                check(current[0])
+                check(1000.5 + n)
+                os._exit(0)
+            except BaseException as e:
+                print("child:", repr(e), flush=True)
+                os._exit(1)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 0, status
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                raise AssertionError(f"fork {n}: the child hung")
+            time.sleep(0.01)
+    stop.set()
+    thread.join()
+    print("OK", current[0])
+"""
+
+
+def test_fork_while_another_thread_compiles_does_not_hang():
+    """Another thread compiling, linking and caching kernels at the moment of ``fork``: the
+    child's own compiles neither wait on a lock nor on a compilation that thread held."""
+    done = run_child(FORK_WHILE_COMPILING, timeout=600)
+    assert "OK" in done.stdout
+
+
 # --- silently wrong results --------------------------------------------------------------------
 
 

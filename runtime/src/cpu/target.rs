@@ -28,6 +28,7 @@ pub struct HostTarget {
 impl HostTarget {
     /// The machine this process runs on (read once).
     pub fn detect() -> HostTarget {
+        let _gate = crate::fork::section();
         static HOST: OnceLock<HostTarget> = OnceLock::new();
         HOST.get_or_init(|| {
             initialize();
