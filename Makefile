@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz asan
 setup:
 	@bash scripts/setup.sh
 
@@ -91,8 +91,27 @@ bench: setup
 FUZZ_CASES ?= 1000000
 # Random kernels compile one kernel per case (~25 ms in debug): fewer of them.
 FUZZ_KERNELS ?= 100000
+# Writers killed with SIGKILL mid-write (crash_safe): rounds of a cache and a bundle writer each.
+FUZZ_KILLS ?= 1000
+# Random kernels compiled by libtpu for v5e and v6e (seeds from 100000, apart from make test's).
+FUZZ_TPU_KERNELS ?= 500
 fuzz:
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-dsl --test fuzz_parse
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-import --test fuzz_import
 	TPUKIT_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p tpukit-runtime --test fuzz_artifacts
+	TPUKIT_KILL_ROUNDS=$(FUZZ_KILLS) cargo test --release -p tpukit-runtime --test crash_safe
 	TPUKIT_FUZZ_CASES=$(FUZZ_KERNELS) cargo test --release -p tpukit --test fuzz_kernels
+	cargo build -q -p tpukit-cli
+	TPUKIT_RANDOM_KERNELS=$(FUZZ_TPU_KERNELS) TPUKIT_RANDOM_SEED=100000 \
+		$(TPUKIT_PYTHON) -m pytest -q tests/conformance/test_random_kernels.py
+
+# AddressSanitizer (nightly Rust, every crate instrumented, its own target directory): the
+# runtime's tests (compiled CPU backend, staging, cache, bundles, fork, kill -9 writers) and
+# the cross-crate reliability, cache and random-kernel tests. Leak checking is off: the JIT's
+# linked code and a forked child's inherited worker pool are leaked on purpose. Not part of
+# `make test` (a second full build). Results: RELIABILITY.md.
+ASAN := RUSTFLAGS=-Zsanitizer=address ASAN_OPTIONS=detect_leaks=0 \
+	cargo +nightly test --target x86_64-unknown-linux-gnu --target-dir target/asan
+asan:
+	$(ASAN) -p tpukit-runtime
+	$(ASAN) -p tpukit --test reliability --test cache --test fuzz_kernels

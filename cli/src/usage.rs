@@ -43,9 +43,13 @@ pub const BUNDLE_BUILD: &str = "usage: tpukit bundle build [-o FILE] [--portable
 pub const BUNDLE_INSPECT: &str = "usage: tpukit bundle inspect FILE
   the bundle's header (whether this host can use it) and its entries, every checksum checked";
 
+pub const RANDOM: &str = "usage: tpukit random-kernels [--seed S] [--count N] -o DIR
+  the StableHLO of N (default 1) random valid kernels (seeds S, S+1, …; default 0), each at
+  extents drawn from its seed, as DIR/random-SEED.mlir: for libtpu to compile (conformance)";
+
 /// Every command, for `tpukit --help` and a call that names none.
 pub fn all() -> String {
-    let commands: Vec<&str> = [LIST, KERNELS, LOWER, BUNDLE]
+    let commands: Vec<&str> = [LIST, KERNELS, LOWER, BUNDLE, RANDOM]
         .iter()
         .map(|u| u.strip_prefix("usage: ").unwrap_or(u))
         .collect();
@@ -66,6 +70,7 @@ fn of(args: &[String]) -> String {
         ["bundle", "build", ..] => BUNDLE_BUILD.into(),
         ["bundle", "inspect", ..] => BUNDLE_INSPECT.into(),
         ["bundle", ..] => BUNDLE.into(),
+        ["random-kernels", ..] => RANDOM.into(),
         _ => all(),
     }
 }

@@ -44,6 +44,7 @@
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
 //! (see `stablehlo`).
 
+mod element_window;
 mod index_map;
 mod kernel_func;
 mod memory_space;

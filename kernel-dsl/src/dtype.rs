@@ -79,8 +79,8 @@ impl DType {
     pub fn round_f64(self, x: f64) -> f64 {
         match self {
             DType::F32 => x as f32 as f64,
-            DType::BF16 => half::bf16::from_f64(x).to_f64(),
-            DType::F16 => half::f16::from_f64(x).to_f64(),
+            DType::BF16 => crate::narrow::bf16_from_f64(x).to_f64(),
+            DType::F16 => crate::narrow::f16_from_f64(x).to_f64(),
             DType::I32 | DType::I8 => self.cast_f64_to_int(x) as f64,
             DType::Bool => (x != 0.0) as u8 as f64,
         }

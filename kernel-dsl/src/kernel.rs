@@ -168,22 +168,41 @@ pub enum BlockDim {
     /// One element, dropped from the ref's shape (`None` / `pl.Squeezed()` in Pallas); the
     /// index map gives the element index.
     Squeezed,
+    /// A window of this many elements at any element offset (`pl.Element` in Pallas): the
+    /// index map gives the element where it starts. (Pallas's virtual padding is folded
+    /// into the index map by whoever builds the spec: the start is in the array's own
+    /// coordinates.)
+    Element(usize),
 }
 
 impl BlockDim {
     /// Elements of the array this dimension covers per step (1 for a squeezed one).
     pub fn size(self) -> usize {
         match self {
-            BlockDim::Blocked(n) => n,
+            BlockDim::Blocked(n) | BlockDim::Element(n) => n,
             BlockDim::Squeezed => 1,
         }
+    }
+
+    /// Elements per unit of the index map's result: the window along this dim starts at
+    /// element `index * unit()`.
+    pub fn unit(self) -> usize {
+        match self {
+            BlockDim::Blocked(n) => n,
+            BlockDim::Squeezed | BlockDim::Element(_) => 1,
+        }
+    }
+
+    /// Whether the dim stays in the ref's shape (all but squeezed ones).
+    pub fn kept(self) -> bool {
+        self != BlockDim::Squeezed
     }
 }
 
 /// A window that moves with the grid (`pl.BlockSpec`).
 ///
 /// At grid point `g`, dimension `d` of the window starts at element
-/// `index_map(g)[d] * block[d].size()`. The start must lie inside the array (an index map that
+/// `index_map(g)[d] * block[d].unit()`. The start must lie inside the array (an index map that
 /// points past the end is an error), but the window may overhang the end: such an edge block
 /// reads `fill` where it lies outside the array and drops the writes there.
 #[derive(Clone, Debug, PartialEq)]
@@ -202,10 +221,8 @@ impl BlockSpec {
     pub fn ref_shape(&self) -> Vec<usize> {
         self.block
             .iter()
-            .filter_map(|b| match b {
-                BlockDim::Blocked(n) => Some(*n),
-                BlockDim::Squeezed => None,
-            })
+            .filter(|b| b.kept())
+            .map(|b| b.size())
             .collect()
     }
 }

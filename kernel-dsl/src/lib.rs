@@ -43,6 +43,7 @@ mod kernel;
 mod limits;
 mod loc;
 pub mod markers;
+mod narrow;
 mod op;
 mod op_table;
 mod parse;
@@ -60,6 +61,7 @@ pub use hash::KernelHash;
 pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
 pub use limits::{MAX_BUFFER_BYTES, buffer_bytes};
 pub use loc::Loc;
+pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
     Start, UnaryOp, ValueId,

@@ -164,6 +164,7 @@ impl Printer {
                         .iter()
                         .map(|d| match d {
                             BlockDim::Blocked(n) => n.to_string(),
+                            BlockDim::Element(n) => format!("el{n}"),
                             BlockDim::Squeezed => "sq".into(),
                         })
                         .collect::<Vec<_>>()

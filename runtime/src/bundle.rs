@@ -72,7 +72,9 @@ fn blob(index: &mut Writer, blobs: &mut Writer, bytes: &[u8]) {
     blobs.0.extend_from_slice(bytes);
 }
 
-/// Writes a bundle of `entries` for `target` to `path` (atomically: temp file + rename).
+/// Writes a bundle of `entries` for `target` to `path` atomically: a temporary file, synced,
+/// then renamed over `path`, so a writer killed at any moment leaves at worst a stray
+/// temporary file and readers see the old bundle or the new one, whole.
 pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::io::Result<()> {
     let mut blobs = Writer::default();
     let mut index = Writer::default();
@@ -102,8 +104,13 @@ pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::
     }
     let mut out = artifact::seal(MAGIC, &index.0);
     out.extend_from_slice(&blobs.0);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, &out)?;
+    // Unique per process and call: two threads writing one path never share a temp file.
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
+    let mut f = File::create(&tmp)?;
+    std::io::Write::write_all(&mut f, &out)?;
+    f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
 
@@ -375,6 +382,7 @@ fn add(l: &mut Loaded, path: &Path) -> bool {
 /// Returns false, after a message on stderr, if the bundle was refused; a refused bundle
 /// registers none of its entries (and so overrides none of an earlier bundle's).
 pub fn register(path: &Path) -> bool {
+    let _gate = crate::fork::section();
     add(&mut loaded(), path)
 }
 
@@ -482,6 +490,7 @@ pub const WARM_UP: &str = "warm-up";
 
 /// The [`WARM_UP`] entry of the loaded bundles, as `(kernel hash, artifact)`.
 pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
+    let _gate = crate::fork::section();
     let l = loaded();
     let (hash, key) = l.warm_up.clone()?;
     Some((hash, read(&l, &key)?))
@@ -492,6 +501,7 @@ pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
 /// the target it was compiled for (which this host runs), so the key is computed per
 /// bundle target, in load order: the first loaded bundle that has the kernel serves it.
 pub(crate) fn lookup(hash: KernelHash, debug: bool) -> Option<Artifact> {
+    let _gate = crate::fork::section();
     let l = loaded();
     let mut targets: Vec<&HostTarget> = Vec::new();
     for (_, t) in &l.bundles {

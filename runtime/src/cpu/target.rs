@@ -41,6 +41,7 @@ const PORTABLE_FEATURES: &str = "+64bit,+cx8,+cmov,+mmx,+fxsr,+sse,+sse2,+sse3,+
 impl HostTarget {
     /// The machine this process runs on (read once).
     pub fn detect() -> HostTarget {
+        let _gate = crate::fork::section();
         static HOST: OnceLock<HostTarget> = OnceLock::new();
         HOST.get_or_init(|| {
             initialize();
