@@ -177,6 +177,15 @@ def test_empty_allocates_without_a_kernel():
     assert not m.served
 
 
+def test_copies_to_dtypes_tpublas_does_not_make_fall_back():
+    x = rand(3, 5)
+    with tb.mode() as m:
+        i = x.to(torch.int64)
+        d = torch.zeros(3, 5, dtype=torch.int64).copy_(x)
+    assert torch.equal(i, x.to(torch.int64)) and torch.equal(d, i)
+    assert m.fallback == {"aten._to_copy.default": 1, "aten.copy_.default": 1}, m.fallback
+
+
 def test_factories_refuse_what_int32_kernels_cannot_make():
     with tb.mode(fallback="error"), pytest.raises(UnsupportedError, match="int32"):
         torch.full([2], 2**40)
