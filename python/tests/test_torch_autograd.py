@@ -265,6 +265,8 @@ CASES = {
     "masked_fill.Scalar": lambda d: ((rand(3, 5, 130, dtype=d), rand(5, 1, seed=2) > 0, -1.5),
                                      {}),
     "constant_pad_nd": lambda d: ((rand(3, 5, 130, dtype=d), [1, 2, 0, 3], -1.0), {}),
+    "tril": lambda d: ((rand(3, 5, 130, dtype=d), 1), {}),
+    "triu": lambda d: ((rand(3, 5, 130, dtype=d), -2), {}),
 }
 
 # Results of several roundings of chained tpuBLAS ops, against float64; absolute errors scale

@@ -497,6 +497,7 @@ EVERY_KERNEL = textwrap.dedent(
         for name in ["eq", "ne", "lt", "le", "gt", "ge"]:
             getattr(tb, name)(x, 1.0)
         tb.bernoulli(x, 0.3); tb.constant_pad_nd(x, [1, 2, 0, 3], -1.0)
+        tb.tril(x, -1); tb.triu(x)
         q, k = t(2, 3, 70, 40), t(2, 3, 90, 40)
         for causal in (False, True):
             o, lse = tb._scaled_dot_product_flash_attention_for_cpu(q, k, k, 0.0, causal)

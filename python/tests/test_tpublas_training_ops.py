@@ -354,3 +354,12 @@ def test_integer_scalar_arithmetic_and_clone_of_int64():
 
 def test_sum_of_every_element():
     check(aten.sum.default, rand(37, 1100), tol={"rtol": 1e-5, "atol": 1e-4})
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_triangles(name, dtype):
+    x = rand(2, 3, 70, 600, dtype=dtype)
+    x[0, 0, 1, 0] = float("nan")
+    for diagonal in (0, -3, 5, 700):
+        check(getattr(aten, name).default, x, diagonal)

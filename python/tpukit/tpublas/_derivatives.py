@@ -443,6 +443,8 @@ FORMULAS = {
     "nll_loss_forward": _nll_loss,
     "masked_fill.Scalar": _elementwise(lambda a, g: T.masked_fill.Scalar(g, a.mask, 0)),
     "constant_pad_nd": _pad,
+    "tril": _elementwise(lambda a, g: T.tril(g, a.diagonal)),
+    "triu": _elementwise(lambda a, g: T.triu(g, a.diagonal)),
 }
 
 # Outputs that are statistics for a backward kernel, not values to differentiate: marked
