@@ -44,7 +44,7 @@ TRAINING_STEP_OPS = {
     "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar", "ge.Scalar",
     "masked_fill.Scalar", "masked_fill.Tensor", "bernoulli.p",
     "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention_for_cpu_backward", "constant_pad_nd",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "constant_pad_nd", "tril", "triu",
 }
 
 

@@ -177,6 +177,15 @@ def test_empty_allocates_without_a_kernel():
     assert not m.served
 
 
+def test_copies_to_dtypes_tpublas_does_not_make_fall_back():
+    x = rand(3, 5)
+    with tb.mode() as m:
+        i = x.to(torch.int64)
+        d = torch.zeros(3, 5, dtype=torch.int64).copy_(x)
+    assert torch.equal(i, x.to(torch.int64)) and torch.equal(d, i)
+    assert m.fallback == {"aten._to_copy.default": 1, "aten.copy_.default": 1}, m.fallback
+
+
 def test_factories_refuse_what_int32_kernels_cannot_make():
     with tb.mode(fallback="error"), pytest.raises(UnsupportedError, match="int32"):
         torch.full([2], 2**40)
@@ -345,3 +354,12 @@ def test_integer_scalar_arithmetic_and_clone_of_int64():
 
 def test_sum_of_every_element():
     check(aten.sum.default, rand(37, 1100), tol={"rtol": 1e-5, "atol": 1e-4})
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_triangles(name, dtype):
+    x = rand(2, 3, 70, 600, dtype=dtype)
+    x[0, 0, 1, 0] = float("nan")
+    for diagonal in (0, -3, 5, 700):
+        check(getattr(aten, name).default, x, diagonal)

@@ -24,7 +24,7 @@ use crate::rows::{self, BM, BN};
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
 use crate::{BlasError, Result};
-use tpukit::dsl::{BlockDim, CallSpec, DType, ErrorKind, Extent, GridAxis, grid};
+use tpukit::dsl::{CallSpec, DType, ErrorKind};
 use tpukit::prelude::*;
 
 pub const FORWARD: &str = "aten._scaled_dot_product_flash_attention_for_cpu.default";
@@ -61,27 +61,7 @@ const _: () = assert!(BM == 16 && BN == 512);
 
 fn scores_kernel() -> Result<Prepared> {
     memo("attention_scores", || {
-        let block = [
-            BlockDim::Squeezed,
-            BlockDim::Blocked(BM),
-            BlockDim::Blocked(BN),
-        ];
-        let tiles =
-            ArraySpec::new(DType::F32, ["b", "m", "n"]).blocked(block, [grid(0), grid(1), grid(2)]);
-        let spec = CallSpec {
-            grid: vec![
-                GridAxis::parallel(Extent::cdiv("b", 1)),
-                GridAxis::parallel(Extent::cdiv("m", BM)),
-                GridAxis::parallel(Extent::cdiv("n", BN)),
-            ],
-            inputs: vec![
-                tiles.clone(),
-                crate::layout::scalar(2),
-                crate::layout::scalar(2),
-            ],
-            outputs: vec![tiles],
-            ..Default::default()
-        };
+        let spec = rows::matrices(DType::F32, DType::F32, 2);
         Ok(scaled_scores(&spec, f32::NEG_INFINITY)?)
     })
 }

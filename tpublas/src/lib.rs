@@ -43,6 +43,7 @@ pub mod scan;
 pub mod softmax;
 mod source;
 pub mod table;
+pub mod triangle;
 mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};

@@ -24,6 +24,7 @@ use crate::norm_backward;
 use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
+use crate::triangle::Triangle;
 use crate::value::{Args, Value};
 use crate::{attention, embedding_backward, pad, random};
 use tpukit::catalog::Instance;
@@ -63,6 +64,7 @@ pub enum Family {
     /// Scaled dot-product attention's forward (false) and backward (true).
     Attention(bool),
     Pad,
+    Triangle(Triangle),
 }
 
 /// One ATen operator.
@@ -398,6 +400,16 @@ const OPS: &[Op] = &[
         F::Pad,
         "padding as cat of fills and self (f32, bf16, i32)",
     ),
+    op(
+        "tril(Tensor self, int diagonal=0) -> Tensor",
+        F::Triangle(Triangle::Lower),
+        "the lower triangle of the last two dims, the rest 0",
+    ),
+    op(
+        "triu(Tensor self, int diagonal=0) -> Tensor",
+        F::Triangle(Triangle::Upper),
+        "the upper triangle of the last two dims, the rest 0",
+    ),
 ];
 
 impl Op {
@@ -467,6 +479,7 @@ impl Op {
             F::Bernoulli => Ok(vec![random::kernel(dtype)?]),
             F::Attention(_) => attention::kernels(dtype),
             F::Pad => pad::kernels(dtype),
+            F::Triangle(_) => Ok(vec![Triangle::kernel(dtype)?]),
         }
     }
 
@@ -579,6 +592,7 @@ impl Op {
             F::Attention(false) => attention::forward(args),
             F::Attention(true) => attention::backward(args),
             F::Pad => pad::run(args),
+            F::Triangle(t) => t.run(args),
         }
     }
 }

@@ -155,6 +155,8 @@ class Mode(TorchDispatchMode):
         from tpukit.tpublas import INTEGER_SELF
 
         for a, v in zip(op.schema.arguments, values, strict=True):
+            if a.type == "ScalarType" and v is not None and v not in _FLOAT_DTYPES:
+                return None  # `x.to(torch.int64)`, `sum(dtype=float64)`: not tpuBLAS's
             dtypes = _INDEX_ARGUMENTS.get(a.name, _FLOAT_DTYPES)
             if a.name == "self" and op.info.name in INTEGER_SELF:
                 dtypes = _FLOAT_DTYPES + (torch.int32, torch.int64)

@@ -122,6 +122,10 @@ def register(packets):
         for op in packet._overloads.values():
             name = qualified_name(op)
             library.define(f"{name}{op.schema.signature}")
+            tensors = [a for a in op.schema.arguments if a.type == "Tensor"]
+            if not tensors:  # a factory: no tensor decides the backend, nothing to differentiate
+                library.impl(name, _cpu_kernel(op), "CompositeExplicitAutograd")
+                continue
             library.impl(name, _cpu_kernel(op), "CPU")
             aten = _aten(op)
             fake = _FAKES.get(name) or (_fake_kernel(aten) if aten is not None else None)

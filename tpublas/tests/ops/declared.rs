@@ -271,6 +271,8 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     ));
     c.push(("add.Scalar", vec![ints(&[1.0, 2.0]), Value::Int(3)]));
     c.push(("clone", vec![ints(&[1.0, 2.0])]));
+    c.push(("tril", vec![t(d, &[2, 30, 600]), Value::Int(-1)]));
+    c.push(("triu", vec![t(d, &[30, 600])]));
     c
 }
 
