@@ -1,6 +1,6 @@
 //! A kernel: grid, operands with their windows, and a body.
 
-use crate::{DType, Dim, Extent, Func, Literal, OperandId};
+use crate::{DType, Dim, Extent, Func, Literal, OperandId, Space};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -117,6 +117,9 @@ pub struct Operand {
     /// The global shape (for scratch: the buffer's shape, always static).
     pub shape: Vec<Dim>,
     pub window: Window,
+    /// Where it lives: loads and stores reach [`Space::Local`] operands only, DMA reaches
+    /// the others (see [`crate::dma`]).
+    pub space: Space,
 }
 
 impl Operand {

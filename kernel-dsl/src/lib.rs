@@ -33,6 +33,7 @@
 //! int casts truncate and saturate. `max`/`min` propagate NaN.
 
 mod builder;
+pub mod dma;
 mod dtype;
 mod error;
 mod hash;
@@ -51,6 +52,7 @@ mod types;
 mod verify;
 
 pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
+pub use dma::{Place, SemaphoreKind, Space};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;

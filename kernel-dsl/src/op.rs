@@ -6,7 +6,7 @@
 //! which the builder inserts for the user.
 
 pub use crate::op_table::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-use crate::{Loc, Type};
+use crate::{Loc, Place, Type};
 
 /// An SSA value, numbered within its [`Func`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -215,6 +215,35 @@ pub enum OpKind {
     Yield {
         values: Vec<ValueId>,
     },
+    /// Copies `src` into `dst` (same dtype and shape) and adds the bytes moved to the DMA
+    /// semaphore `sem` (see [`crate::dma`] for when the copy happens and what is checked).
+    DmaStart {
+        src: Place,
+        dst: Place,
+        sem: Place,
+    },
+    /// Subtracts the bytes of `dst` from the DMA semaphore `sem`, once a copy of that size
+    /// has signalled it; an error if it holds less. `src` names the copy's source, as
+    /// Mosaic's wait does (it must have `dst`'s type).
+    DmaWait {
+        sem: Place,
+        src: Place,
+        dst: Place,
+    },
+    /// Adds `amount` (an i32 scalar) to a regular semaphore.
+    SemaphoreSignal {
+        sem: Place,
+        amount: ValueId,
+    },
+    /// Subtracts `amount` from a regular semaphore; an error if it holds less.
+    SemaphoreWait {
+        sem: Place,
+        amount: ValueId,
+    },
+    /// A semaphore's current count (i32).
+    SemaphoreRead {
+        sem: Place,
+    },
 }
 
 impl OpKind {
@@ -241,6 +270,11 @@ impl OpKind {
             OpKind::For { .. } => "for",
             OpKind::If { .. } => "if",
             OpKind::Yield { .. } => "yield",
+            OpKind::DmaStart { .. } => "dma_start",
+            OpKind::DmaWait { .. } => "dma_wait",
+            OpKind::SemaphoreSignal { .. } => "semaphore_signal",
+            OpKind::SemaphoreWait { .. } => "semaphore_wait",
+            OpKind::SemaphoreRead { .. } => "semaphore_read",
         }
     }
 
@@ -320,6 +354,20 @@ impl OpKind {
             }
             OpKind::If { cond, .. } => vec![*cond],
             OpKind::Yield { values } => values.clone(),
+            OpKind::DmaStart { src, dst, sem } => [src, dst, sem]
+                .into_iter()
+                .flat_map(|p| starts(&p.index))
+                .collect(),
+            OpKind::DmaWait { sem, src, dst } => [sem, src, dst]
+                .into_iter()
+                .flat_map(|p| starts(&p.index))
+                .collect(),
+            OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
+                let mut v = starts(&sem.index);
+                v.push(*amount);
+                v
+            }
+            OpKind::SemaphoreRead { sem } => starts(&sem.index),
         }
     }
 }
