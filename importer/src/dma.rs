@@ -115,6 +115,37 @@ fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
     }
 }
 
+/// The ref and indexers of an access `index` of operand `i` of `op`: a ref as it is, or a
+/// view (`tpu.memref_slice`, `memref_squeeze`) with the access moved by the view's starts.
+pub(crate) fn through_view(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    i: usize,
+    index: Vec<Ix>,
+) -> Result<(Ref, Vec<Ix>)> {
+    let (r, view) = s.place(op, i)?;
+    if view.is_empty() {
+        return Ok((r, index));
+    }
+    let mut access = index.into_iter();
+    let mut out = Vec::with_capacity(view.len());
+    for v in view {
+        out.push(match v {
+            Ix::Ds(start, _) => match access.next() {
+                Some(Ix::At(a)) => Ix::At(add(s, b, start, a)?),
+                Some(Ix::Ds(a, n)) => Ix::Ds(add(s, b, start, a)?, n),
+                _ => return Err(Error::new("an access of another rank than its view")),
+            },
+            other => other,
+        });
+    }
+    if access.next().is_some() {
+        return Err(Error::new("an access of another rank than its view"));
+    }
+    Ok((r, out))
+}
+
 /// The indexers of a view of `r` (all of `r` when `index` is empty).
 fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
     if !index.is_empty() {

@@ -45,10 +45,12 @@
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
 //! (see [`stablehlo`]).
 
+mod bitcast;
 mod dma;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod reduce_precision;
 mod rules;
 mod scope;
 mod stablehlo;

@@ -81,3 +81,14 @@ def scoped_copies(x_hbm, o_hbm, sems):
         pl.semaphore_wait(flag, pl.semaphore_read(flag))
 
     pl.run_scoped(body, pltpu.VMEM((8, 128), x_hbm.dtype), pltpu.SemaphoreType.REGULAR)
+
+
+def pipelined_affine(x_hbm, o_hbm):
+    """``pltpu.emit_pipeline`` over HBM refs: its own double-buffered copies, slot
+    arithmetic (unsigned remainders) and scoped buffers and semaphores."""
+    def inner(x_ref, o_ref):
+        o_ref[...] = (x_ref[...].astype(jnp.float32) * 2 + 1).astype(o_ref.dtype)
+
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    pltpu.emit_pipeline(inner, grid=(x_hbm.shape[0] // 8,), in_specs=[spec],
+                        out_specs=[spec])(x_hbm, o_hbm)

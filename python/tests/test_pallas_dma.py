@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import check
-from dma_kernels import double_buffered_rows, manual_matmul, scoped_copies
+from conftest import assert_close, check
+from dma_kernels import double_buffered_rows, manual_matmul, pipelined_affine, scoped_copies
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -141,3 +141,13 @@ def test_the_ir_shows_copies_and_spaces():
     text = str(k.kernel(np.zeros((16, 128), np.float32)))
     assert "f32[16,128] any" in text and "i32[2] dma_semaphore" in text, text
     assert "dma_start %" in text and "dma_wait %" in text, text
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_emit_pipeline(dtype, device, rng):
+    # Pallas interpret mode asks the (CPU) default device for TPU facts here: reference only.
+    x = rng.standard_normal((48, 128)).astype(dtype)
+    k = kernel_of(pipelined_affine, sds(x.shape, dtype), in_specs=[ANY], out_specs=ANY)
+    want = np.asarray((f32(x) * 2 + 1).astype(dtype))
+    assert_close(k(x, device=device), want, f"tpukit {device} vs reference", None)

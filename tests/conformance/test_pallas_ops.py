@@ -119,6 +119,10 @@ def _dma(name, dtype):
             scratch_shapes=[pltpu.VMEM((2, 128, 128), dtype), pltpu.VMEM((2, 128, 128), dtype),
                             pltpu.VMEM((128, 128), "float32"), pltpu.SemaphoreType.DMA((2, 2))])
         return call, [_sds((256, 384), dtype), _sds((384, 128), dtype)]
+    if name == "pipeline":
+        call = pl.pallas_call(t.pipelined_affine, out_shape=_sds((48, 128), dtype),
+                              in_specs=[any_], out_specs=any_)
+        return call, [_sds((48, 128), dtype)]
     call = pl.pallas_call(
         t.scoped_copies, out_shape=_sds((16, 128), dtype), in_specs=[any_], out_specs=any_,
         scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
@@ -140,6 +144,8 @@ KERNELS = {
     "dma-matmul-f32": lambda: _dma("matmul", "float32"),
     "dma-matmul-bf16": lambda: _dma("matmul", "bfloat16"),
     "dma-scoped-f32": lambda: _dma("scoped", "float32"),
+    "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
+    "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
 }
 
 
