@@ -1,7 +1,8 @@
 """Layout ops inside Pallas TPU kernels: transposes (``x.T``, ``jnp.transpose``,
 ``jnp.swapaxes`` → ``tpu.transpose``), ``jnp.concatenate`` (``tpu.concatenate``) and
 ``pltpu.roll`` by a constant or a traced shift (``tpu.dynamic_rotate``). Each kernel runs on
-tpukit's ``cpu`` and ``interpret`` against Pallas interpret mode and a ``jnp`` reference (conftest.check)."""
+tpukit's ``cpu`` and ``interpret`` against Pallas interpret mode and a ``jnp`` reference
+(conftest.check)."""
 
 import jax
 import jax.numpy as jnp
