@@ -674,25 +674,32 @@ fn matmul(
 }
 
 /// The contraction of `#tpu.dot_dimension_numbers` when the IR's `dot` can express it: one
-/// contracting dimension per side, no batch dimensions, at most one free dimension per side
-/// (none for a 1-D operand), and the output ordered lhs free dimension, rhs free dimension.
+/// contracting dimension per side, no batch dimensions or dimension 0 of both (a batched
+/// `dot_general`, the batch first in the output), at most one free dimension per side (none
+/// for a 1-D operand), and the output ordered lhs free dimension, rhs free dimension.
 fn matmul_dims(dn: &str) -> Result<DotDims> {
     let refuse = || {
         Error::unsupported(format!(
-            "matmul dimension numbers {dn} (unbatched, rank 1 or 2, one contracting dimension)"
+            "matmul dimension numbers {dn} (rank 1 or 2, or batched over dimension 0 of \
+             both, one contracting dimension)"
         ))
     };
     let [lc, rc, lnc, rnc, order, lb, rb] = &dot_dimension_numbers(dn)?[..] else {
         return Err(refuse());
     };
-    let expected: Vec<i64> = (lnc.iter().map(|&d| [0, d]))
+    let batched = match (&lb[..], &rb[..]) {
+        ([], []) => false,
+        ([0], [0]) => true,
+        _ => return Err(refuse()),
+    };
+    let expected: Vec<i64> = (batched.then_some([0, 0]).into_iter())
+        .chain(lnc.iter().map(|&d| [0, d]))
         .chain(rnc.iter().map(|&d| [1, d]))
         .flatten()
         .collect();
     match (&lc[..], &rc[..]) {
         ([l], [r])
-            if lb.is_empty()
-                && rb.is_empty()
+            if (!batched || (*l > 0 && *r > 0 && lnc.len() == 1 && rnc.len() == 1))
                 && lnc.len() <= 1
                 && rnc.len() <= 1
                 && *order == expected

@@ -129,6 +129,20 @@ def _dma(name, dtype):
     return call, [_sds((16, 128), dtype)]
 
 
+def _batched(dtype):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, z_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.einsum("bmk,bkn->bmn", x, y_ref[...], preferred_element_type=jnp.float32)
+        p_ref[...] = jnp.einsum("bqd,bkd->bqk", x, z_ref[...], preferred_element_type=jnp.float32)
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((2, 16, 256), jnp.float32),
+                                             _sds((2, 16, 24), jnp.float32)))
+    return call, [_sds((2, 16, 128), dtype), _sds((2, 128, 256), dtype), _sds((2, 24, 128), dtype)]
+
+
 KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
@@ -139,6 +153,8 @@ KERNELS = {
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
+    "batched-dot-f32": lambda: _batched("float32"),
+    "batched-dot-bf16": lambda: _batched("bfloat16"),
     "dma-rows-f32": lambda: _dma("rows", "float32"),
     "dma-rows-bf16": lambda: _dma("rows", "bfloat16"),
     "dma-matmul-f32": lambda: _dma("matmul", "float32"),
