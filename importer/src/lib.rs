@@ -50,6 +50,7 @@ mod dma;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod reduce_index;
 mod reduce_precision;
 mod rules;
 mod scope;

@@ -854,5 +854,6 @@ pub const MOSAIC: &Table = &Table {
         ("memref.alloca", super::dma::alloc),
         ("tpu.sem_alloc", super::dma::alloc),
         ("tpu.bitcast", super::bitcast::bitcast),
+        ("tpu.reduce_index", super::reduce_index::reduce_index),
     ],
 };

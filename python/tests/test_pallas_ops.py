@@ -194,3 +194,18 @@ def test_batched_dot_general_in_a_body(dtype, rng):
           lambda x, y, z: (jnp.einsum("bmk,bkn->bmn", f32(x), f32(y)),
                            jnp.einsum("bqd,bkd->bqk", f32(x), f32(z))),
           tolerance=dot_tolerance(dtype))
+
+
+def test_argmax_and_argmin_in_a_body(rng):
+    # tpu.reduce_index (Pallas lowers it for f32 only): first index of the extreme, ties
+    # included (small integers repeat), and a NaN wins as in JAX
+    def kernel(x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.argmax(x, axis=1).astype(jnp.int32)
+        p_ref[...] = jnp.argmin(x, axis=0).astype(jnp.int32)
+
+    x = rng.integers(-5, 5, (16, 256)).astype(np.float32)
+    x[3, 7] = x[4, 200] = np.nan
+    check(kernel, (sds((16,), jnp.int32), sds((256,), jnp.int32)), [x],
+          lambda x: (jnp.argmax(x, axis=1).astype(jnp.int32),
+                     jnp.argmin(x, axis=0).astype(jnp.int32)))

@@ -143,6 +143,19 @@ def _batched(dtype):
     return call, [_sds((2, 16, 128), dtype), _sds((2, 128, 256), dtype), _sds((2, 24, 128), dtype)]
 
 
+def _argmax():
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.argmax(x, axis=1).astype(jnp.int32)
+        p_ref[...] = jnp.argmin(x, axis=0).astype(jnp.int32)
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((16,), jnp.int32), _sds((256,), jnp.int32)))
+    return call, [_sds((16, 256), jnp.float32)]
+
+
 KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
@@ -153,6 +166,7 @@ KERNELS = {
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
+    "argmax-f32": _argmax,
     "batched-dot-f32": lambda: _batched("float32"),
     "batched-dot-bf16": lambda: _batched("bfloat16"),
     "dma-rows-f32": lambda: _dma("rows", "float32"),
