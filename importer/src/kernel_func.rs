@@ -110,14 +110,22 @@ pub fn signature(
         };
         let index = if role == Role::Input { k } else { k - n_inputs };
         let (ty, space) = memref(n_prefetch + k)?;
-        if let MemorySpace::Other(name) = space {
+        let foreign = match space {
+            MemorySpace::Other(name) => Some(name),
+            MemorySpace::Semaphore(_) => Some("semaphore_mem"),
+            _ => None,
+        };
+        if let Some(name) = foreign {
             return Err(Error::unsupported(format!(
-                "{what} {index} lives in memory space `{name}` (only VMEM and \
-                 SMEM operands are imported)"
+                "{what} {index} lives in memory space `{name}` (VMEM, SMEM and HBM \
+                 operands are imported)"
             )));
         }
         check_dtype(&ty, global, what, index)?;
         let mut array = ArraySpec::new(global.dtype, global.shape.clone());
+        if space == MemorySpace::Any {
+            array = array.any();
+        }
         if let Some((transform, block_shape, element)) = window {
             if block_shape.len() != global.shape.len() {
                 return Err(Error::new(format!(
@@ -150,12 +158,22 @@ pub fn signature(
         roles.push(role);
     }
     for i in 0..n_scratch {
-        let (ty, _) = memref(n_prefetch + n_windows + i)?;
-        spec.scratch
-            .push(ArraySpec::new(ty.dtype, ty.shape.clone()));
+        let (ty, space) = memref(n_prefetch + n_windows + i)?;
+        spec.scratch.push(scratch(&ty, space)?);
         roles.push(Role::Scratch);
     }
     Ok(Signature { spec, roles })
+}
+
+/// A scratch buffer of type `ty` in `space`: VMEM or SMEM, or semaphores.
+pub fn scratch(ty: &Type, space: MemorySpace) -> Result<ArraySpec> {
+    match space {
+        MemorySpace::Vmem | MemorySpace::Smem => Ok(ArraySpec::new(ty.dtype, ty.shape.clone())),
+        MemorySpace::Semaphore(kind) => Ok(ArraySpec::semaphores(kind, ty.shape.clone())),
+        MemorySpace::Any | MemorySpace::Other(_) => Err(Error::unsupported(
+            "a scratch buffer in HBM (only VMEM, SMEM and semaphore scratch is imported)",
+        )),
+    }
 }
 
 fn check_dtype(block: &Type, global: &Type, what: &str, index: usize) -> Result<()> {
@@ -199,13 +217,15 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
         return Ok(vec![None; count]);
     };
     let printed = a.to_string();
+    // Each entry is the text inside one `{…}` (an empty one for an operand left in HBM).
     let entries: Vec<&str> = printed
         .trim()
         .trim_start_matches('[')
         .trim_end_matches(']')
         .split('}')
-        .map(|e| e.trim_start_matches([',', ' ', '{']))
+        .map(str::trim)
         .filter(|e| !e.is_empty())
+        .map(|e| e.trim_start_matches([',', ' ']).trim_start_matches('{'))
         .collect();
     if entries.len() != count {
         return Err(Error::new(format!(

@@ -34,7 +34,8 @@
 //! `extract_strided_slice` at constant positions (single elements or whole dimensions),
 //! `tpu.matmul`, `tpu.iota`, `tpu.transpose`, `tpu.concatenate` and `tpu.dynamic_rotate` by a
 //! constant (each of these two through a scratch buffer of its own, added after the
-//! kernel's), `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! kernel's), `scf.for` and `scf.if`; manual DMA, semaphores and `tpu.region` scopes
+//! ([`dma`]). Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
@@ -44,10 +45,14 @@
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
 //! (see `stablehlo`).
 
+mod bitcast;
+mod dma;
 mod element_window;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod reduce_index;
+mod reduce_precision;
 mod rules;
 mod scope;
 mod stablehlo;
@@ -124,6 +129,18 @@ fn import_mosaic_inner(
             .scratch
             .push(tpukit_dsl::ArraySpec::new(t.dtype, t.shape));
     }
+    // Scoped allocations (`pl.run_scoped`) become scratch operands too, after those.
+    let mut allocations = Vec::new();
+    stablehlo::walk(&kernel_fn, &mut |x| {
+        if let Some(a) = dma::allocation(x) {
+            allocations.push((scope::op_key(x), a));
+        }
+    });
+    let mut allocation_keys = Vec::new();
+    for (key, a) in allocations {
+        sig.spec.scratch.push(a?);
+        allocation_keys.push(key);
+    }
     let mut b = KernelBuilder::new(name, &sig.spec)?;
     let mut scope = Scope::default();
     let block = kernel_fn
@@ -156,6 +173,7 @@ fn import_mosaic_inner(
         *n += 1;
         scope.scratch.insert(*key, r);
     }
+    dma::declare(&mut b, &mut scope, &allocation_keys, &mut counts)?;
     scope.ops(&mut b, block, rules::MOSAIC)?;
     b.finish()
 }

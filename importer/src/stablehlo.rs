@@ -608,6 +608,10 @@ pub const STABLEHLO: &Table = &Table {
         ("stablehlo.compare", compare),
         ("stablehlo.select", select),
         ("stablehlo.convert", convert),
+        (
+            "stablehlo.reduce_precision",
+            super::reduce_precision::reduce_precision,
+        ),
         ("stablehlo.iota", iota),
         ("stablehlo.broadcast_in_dim", broadcast_in_dim),
         ("stablehlo.reshape", reshape),

@@ -6,6 +6,8 @@
 //! built, so errors name the op and the user's line; [`KernelBuilder::finish`] runs the full
 //! verifier once more.
 
+mod dma;
+
 use crate::{
     BinaryOp, BlockSpec, CallSpec, CmpOp, DType, DotDims, Error, ErrorKind, Func, GridAxis,
     IndexBinOp, IndexExpr, Indexer, Kernel, Literal, Loc, Op, OpKind, Operand, OperandId, ReduceOp,
@@ -149,6 +151,7 @@ impl KernelBuilder {
                     dtype: a.dtype,
                     shape: a.shape.clone(),
                     window,
+                    space: a.space,
                 });
             }
         }

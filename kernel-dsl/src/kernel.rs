@@ -1,6 +1,6 @@
 //! A kernel: grid, operands with their windows, and a body.
 
-use crate::{DType, Dim, Extent, Func, Literal, OperandId};
+use crate::{DType, Dim, Extent, Func, Literal, OperandId, Space};
 
 #[derive(Clone, Debug, PartialEq)]
 /// A kernel: a named body run once per point of its grid over its operands (see the crate's
@@ -138,6 +138,9 @@ pub struct Operand {
     pub shape: Vec<Dim>,
     /// Which part of the array the body sees at each grid step.
     pub window: Window,
+    /// Where it lives: loads and stores reach [`Space::Local`] operands only, DMA reaches
+    /// the others (see [`crate::dma`]).
+    pub space: Space,
 }
 
 impl Operand {

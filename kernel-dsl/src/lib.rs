@@ -26,6 +26,10 @@
 //! loads of the same element. Inputs and prefetch operands are read-only. Scratch persists
 //! across the grid steps one worker runs; its contents are undefined until written.
 //!
+//! An operand may also live outside kernel memory ([`Space`]): an input or output left in HBM
+//! (`memory_space=pl.ANY`) is reached only by copies (`dma_start`/`dma_wait`), and semaphore
+//! scratch only by the semaphore ops; [`dma`] defines them.
+//!
 //! Accesses name elements of the ref with [`Indexer`]s; an access outside the *ref's* shape is
 //! an error (static ones at build time, dynamic ones when the kernel runs). Arithmetic follows
 //! the dtype: floats are rounded to their type after each op but computed in f32 (bf16 and f16
@@ -36,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod builder;
+pub mod dma;
 mod dtype;
 mod error;
 mod hash;
@@ -55,6 +60,7 @@ mod types;
 mod verify;
 
 pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
+pub use dma::{Place, SemaphoreKind, Space};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;

@@ -6,7 +6,7 @@
 //! which the builder inserts for the user.
 
 pub use crate::op_table::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-use crate::{Loc, Type};
+use crate::{Loc, Place, Type};
 
 /// An SSA value, numbered within its [`Func`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -290,6 +290,46 @@ pub enum OpKind {
         /// The values given to the enclosing op.
         values: Vec<ValueId>,
     },
+    /// Copies `src` into `dst` (same dtype and shape) and adds the bytes moved to the DMA
+    /// semaphore `sem` (see [`crate::dma`] for when the copy happens and what is checked).
+    DmaStart {
+        /// The elements read: a window of any operand.
+        src: Place,
+        /// The elements written: a window of the same dtype and shape as `src`.
+        dst: Place,
+        /// The DMA semaphore the copy signals with its size in bytes.
+        sem: Place,
+    },
+    /// Subtracts the bytes of `dst` from the DMA semaphore `sem`, once a copy of that size
+    /// has signalled it; an error if it holds less. `src` names the copy's source, as
+    /// Mosaic's wait does (it must have `dst`'s type).
+    DmaWait {
+        /// The DMA semaphore waited on.
+        sem: Place,
+        /// The awaited copy's source (only its type is used).
+        src: Place,
+        /// The awaited copy's destination: its size in bytes is what the wait subtracts.
+        dst: Place,
+    },
+    /// Adds `amount` (an i32 scalar) to a regular semaphore.
+    SemaphoreSignal {
+        /// The regular semaphore signalled.
+        sem: Place,
+        /// The i32 scalar added.
+        amount: ValueId,
+    },
+    /// Subtracts `amount` from a regular semaphore; an error if it holds less.
+    SemaphoreWait {
+        /// The regular semaphore waited on.
+        sem: Place,
+        /// The i32 scalar subtracted once the semaphore holds at least that much.
+        amount: ValueId,
+    },
+    /// A semaphore's current count (i32).
+    SemaphoreRead {
+        /// The semaphore whose count is read.
+        sem: Place,
+    },
 }
 
 impl OpKind {
@@ -316,6 +356,11 @@ impl OpKind {
             OpKind::For { .. } => "for",
             OpKind::If { .. } => "if",
             OpKind::Yield { .. } => "yield",
+            OpKind::DmaStart { .. } => "dma_start",
+            OpKind::DmaWait { .. } => "dma_wait",
+            OpKind::SemaphoreSignal { .. } => "semaphore_signal",
+            OpKind::SemaphoreWait { .. } => "semaphore_wait",
+            OpKind::SemaphoreRead { .. } => "semaphore_read",
         }
     }
 
@@ -395,6 +440,20 @@ impl OpKind {
             }
             OpKind::If { cond, .. } => vec![*cond],
             OpKind::Yield { values } => values.clone(),
+            OpKind::DmaStart { src, dst, sem } => [src, dst, sem]
+                .into_iter()
+                .flat_map(|p| starts(&p.index))
+                .collect(),
+            OpKind::DmaWait { sem, src, dst } => [sem, src, dst]
+                .into_iter()
+                .flat_map(|p| starts(&p.index))
+                .collect(),
+            OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
+                let mut v = starts(&sem.index);
+                v.push(*amount);
+                v
+            }
+            OpKind::SemaphoreRead { sem } => starts(&sem.index),
         }
     }
 }

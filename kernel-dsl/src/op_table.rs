@@ -252,6 +252,12 @@ op_family! {
         /// its 8 bits). An amount of at least the bit width (read as unsigned) gives 0, as
         /// XLA's `shift_right_logical` does.
         ShrL = "shr_l", Int, rust ["shr_logical"], mosaic ["arith.shrui"], stablehlo ["stablehlo.shift_right_logical"];
+        /// Division of the bits of `x` and `y` in their own width read as unsigned (an i8 of
+        /// -1 is 255); by zero gives 0, as `div` does.
+        DivU = "div_u", Int, rust ["div_unsigned"], mosaic ["arith.divui"], stablehlo [];
+        /// Remainder of the bits read as unsigned, as `div_u` reads them, given back in the
+        /// operand's dtype; by zero gives the dividend, as `rem` does.
+        RemU = "rem_u", Int, rust ["rem_unsigned"], mosaic ["arith.remui"], stablehlo [];
     }
 }
 

@@ -4,7 +4,7 @@
 //! A kernel body (written with `#[tpu_kernel]`, or traced from Python) plus a [`CallSpec`]
 //! makes one [`crate::Kernel`].
 
-use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Literal};
+use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Literal, SemaphoreKind, Space};
 use std::ops;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,6 +33,8 @@ pub struct ArraySpec {
     pub shape: Vec<Dim>,
     /// The window the body sees at each grid step; `None` for the whole array.
     pub block: Option<Blocking>,
+    /// Where the operand lives (default: kernel memory).
+    pub space: Space,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +56,21 @@ impl ArraySpec {
             dtype,
             shape: shape.into_iter().map(Into::into).collect(),
             block: None,
+            space: Space::Local,
+        }
+    }
+
+    /// A whole array left in HBM (`memory_space=pl.ANY`), reached by DMA only.
+    pub fn any(mut self) -> ArraySpec {
+        self.space = Space::Any;
+        self
+    }
+
+    /// A scratch array of semaphores (`pltpu.SemaphoreType.DMA((n,))`); `shape` may be empty.
+    pub fn semaphores(kind: SemaphoreKind, shape: impl IntoIterator<Item = usize>) -> ArraySpec {
+        ArraySpec {
+            space: Space::Semaphore(kind),
+            ..ArraySpec::new(DType::I32, shape)
         }
     }
 

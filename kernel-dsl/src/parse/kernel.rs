@@ -96,6 +96,10 @@ impl Parser {
             Tok::Number(_) => p.integer("an extent").map(Dim::Static),
             _ => p.symbol().map(Dim::Sym),
         })?;
+        let space = crate::Space::NAMED
+            .into_iter()
+            .find(|s| s.name().is_some_and(|n| self.eat_word(n)))
+            .unwrap_or_default();
         let window = if self.eat_word("block") {
             self.punct('[')?;
             let block = self.list(']', |p| {
@@ -133,6 +137,7 @@ impl Parser {
             dtype,
             shape,
             window,
+            space,
         })
     }
 

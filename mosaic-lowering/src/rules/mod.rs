@@ -9,6 +9,7 @@
 //! the project's shared design documents), so libtpu sees the Mosaic it is tested against.
 
 mod control;
+mod dma;
 mod dot;
 pub(crate) mod elementwise;
 mod grid;
@@ -54,5 +55,10 @@ pub fn lower<'c, 'k>(
             Err(Error::op("yield", "ends a region: its owner lowers it")
                 .with_kind(ErrorKind::Internal))
         }
+        OpKind::DmaStart { .. }
+        | OpKind::DmaWait { .. }
+        | OpKind::SemaphoreSignal { .. }
+        | OpKind::SemaphoreWait { .. }
+        | OpKind::SemaphoreRead { .. } => dma::dma(lw, em, op),
     }
 }

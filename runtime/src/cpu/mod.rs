@@ -373,6 +373,13 @@ fn describe(
             ErrorKind::Invalid,
             format!("{op} in grid step {point:?}: loop step {value} is not positive"),
         ),
+        code::SEMAPHORE => (
+            ErrorKind::Invalid,
+            format!(
+                "{op} in grid step {point:?}: waits for {extent} on a semaphore that holds \
+                 {value}: nothing signalled it enough (on a TPU this wait never returns)"
+            ),
+        ),
         other => (
             ErrorKind::Internal,
             format!("failed with unknown status {other}"),

@@ -1,7 +1,10 @@
 //! The operands' memory and the windows a grid step sees them through.
 
+mod dma;
+
 use super::tensor::{Tensor, for_each_index, strides};
 use crate::{HostArray, RuntimeError};
+pub(super) use dma::At;
 use tpukit_dsl::{
     Bindings, BlockDim, DType, ErrorKind, Func, Indexer, Kernel, OperandId, Role, Window,
 };
@@ -64,6 +67,7 @@ impl Buffer {
 
 pub(super) struct Memory {
     buffers: Vec<Buffer>,
+    copies: dma::Copies,
 }
 
 impl Memory {
@@ -119,7 +123,10 @@ impl Memory {
                 })
             })
             .collect::<Result<_, RuntimeError>>()?;
-        Ok(Memory { buffers })
+        Ok(Memory {
+            buffers,
+            copies: dma::Copies::default(),
+        })
     }
 
     pub fn shape(&self, id: OperandId) -> &[usize] {
@@ -249,6 +256,7 @@ impl Memory {
     ) -> Result<Tensor, String> {
         let shape = self.check_access(id, index, starts)?;
         debug_assert_eq!(shape, ty.shape);
+        self.check_in_flight(id, index, starts, &shape, false)?;
         let b = &self.buffers[id.0 as usize];
         let mut out = Tensor::splat(ty, 0.0);
         self.each_element(id, index, starts, &shape, |i, off| {
@@ -269,6 +277,7 @@ impl Memory {
         mask: Option<&Tensor>,
     ) -> Result<(), String> {
         let shape = self.check_access(id, index, starts)?;
+        self.check_in_flight(id, index, starts, &shape, true)?;
         let mut writes = Vec::new();
         self.each_element(id, index, starts, &shape, |i, off| {
             if let Some(off) = off
