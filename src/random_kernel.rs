@@ -149,7 +149,7 @@ fn build(
             0 => b.unary(r.pick(unary), p)?,
             1 => b.binary(r.pick(&BINARY), p, q)?,
             2 => {
-                let m = b.compare(r.pick(&CmpOp::ALL), p, q)?;
+                let m = b.compare(r.pick(CmpOp::ALL), p, q)?;
                 b.select(m, p, q)?
             }
             // A row (then a column) reduction, broadcast back and combined: row ops.
