@@ -42,6 +42,12 @@ def cases():
     import numpy as np
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
     from jax.experimental.pallas.ops.tpu import matmul as mm
+    from jax.experimental.pallas.ops.tpu.splash_attention import (
+        splash_attention_kernel as sk,
+    )
+    from jax.experimental.pallas.ops.tpu.splash_attention import (
+        splash_attention_mask as sm,
+    )
 
     rng = np.random.default_rng(0)
 
@@ -69,6 +75,15 @@ def cases():
                                                                  sm_scale=0.125)), (0, 1, 2))),
         jax.jit(jax.grad(loss(lambda q, k, v: _attention(q, k, v, True, 0.125)), (0, 1, 2))),
         small,
+    ))
+    heads = [randn(8, 512, 128) for _ in range(3)]
+    mask = sm.MultiHeadMask([sm.CausalMask((512, 512))] * 8)
+    splash = sk.make_splash_mha(mask, head_shards=1, q_seq_shards=1)
+    out.append((
+        "splash_attention 8×512×128, causal",
+        jax.jit(lambda q, k, v: splash(q, k, v)),
+        jax.jit(lambda q, k, v: _attention(q[None], k[None], v[None], True, 1.0)[0]),
+        heads,
     ))
     x, y = randn(1024, 1024), randn(1024, 1024)
     out.append((

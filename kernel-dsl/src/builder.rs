@@ -1150,10 +1150,12 @@ fn index_expr(
                     spec.prefetch.len()
                 );
             };
-            if p.dtype != DType::I32 || index.len() != p.shape.len() {
+            // An i8 table (splash attention's block masks) is read as i8 and widened: the
+            // index arithmetic is i32.
+            if !matches!(p.dtype, DType::I32 | DType::I8) || index.len() != p.shape.len() {
                 bail_op!(
                     "index_map",
-                    "prefetch operand {operand} is {}{:?}; index maps read i32 elements with one index per dimension",
+                    "prefetch operand {operand} is {}{:?}; index maps read i32 or i8 elements with one index per dimension",
                     p.dtype,
                     p.shape
                 );
@@ -1170,7 +1172,12 @@ fn index_expr(
                 mask: None,
                 other: None,
             };
-            f.push(kind, vec![i32s], None)[0]
+            let element = f.push(kind, vec![Type::scalar(p.dtype)], None)[0];
+            if p.dtype == DType::I32 {
+                element
+            } else {
+                f.push(OpKind::Cast { x: element }, vec![i32s], None)[0]
+            }
         }
     })
 }

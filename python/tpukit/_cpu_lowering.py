@@ -77,6 +77,13 @@ def _compiled(avals, params):
         return _imports.setdefault(key, compiled)
 
 
+def imported() -> list:
+    """The kernels imported so far (``Kernel``s, in import order): what the conformance suite
+    lowers back to Mosaic for libtpu."""
+    with _lock:
+        return [c.kernel for c in _imports.values()]
+
+
 def _register():
     global _registered
     with _lock:

@@ -98,3 +98,36 @@ def test_exported_program_compiles_for_tpu(compiler, name, topology):
     assert result["ok"], result.get("error")
     assert len(result["llo_ops"]) == len(kernels)
     assert all(counts["total"] > 0 for counts in result["llo_ops"])
+
+
+@functools.cache
+def _splash_under_on_cpu():
+    """Splash attention (int8 block-mask tables read in its index maps and body), imported by
+    ``on_cpu()`` from its jitted entry point, lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu.splash_attention import (
+        splash_attention_kernel as sk,
+    )
+    from jax.experimental.pallas.ops.tpu.splash_attention import (
+        splash_attention_mask as sm,
+    )
+    from tpukit import _cpu_lowering, pallas
+
+    heads, seq = 2, 384
+    mask = sm.MultiHeadMask([sm.CausalMask((seq, seq))] * heads)
+    kernel = sk.make_splash_mha(mask, head_shards=1, q_seq_shards=1)
+    q = jnp.zeros((heads, seq, 128), jnp.float32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(kernel).lower(q, q, q)
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_splash_attention_imported_by_on_cpu_compiles_for_tpu(compiler, topology):
+    texts = _splash_under_on_cpu()
+    assert texts
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0

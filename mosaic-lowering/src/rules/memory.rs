@@ -123,7 +123,15 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     let buffer = lw.refs[id.0 as usize]
         .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
     if operand.role == Role::Prefetch {
-        return Ok(vec![prefetch_load(lw, em, buffer, index, &operand.name)?]);
+        let element = types::memory_element(operand.dtype);
+        return Ok(vec![prefetch_load(
+            lw,
+            em,
+            buffer,
+            index,
+            &operand.name,
+            element,
+        )?]);
     }
     let a = access(lw, em, id, index)?;
     let stored = operand.dtype;
@@ -165,13 +173,15 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     Ok(vec![v])
 }
 
-/// A scalar read from a scalar-prefetch (SMEM) operand: `memref.load` with `index` indices.
+/// A scalar read from a scalar-prefetch (SMEM) operand of `element` type (an i8 table's
+/// element is i8): `memref.load` with `index` indices.
 fn prefetch_load<'c>(
     lw: &FuncLowering<'c, '_>,
     em: &Emitter<'c>,
     buffer: Val<'c>,
     index: &[Indexer],
     name: &str,
+    element: &str,
 ) -> Result<Val<'c>> {
     let mut operands = vec![buffer];
     for ix in index {
@@ -187,7 +197,7 @@ fn prefetch_load<'c>(
             }
         });
     }
-    em.op1("memref.load", &operands, em.ty("i32")?, &[])
+    em.op1("memref.load", &operands, em.ty(element)?, &[])
 }
 
 pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
