@@ -141,7 +141,7 @@ def test_the_first_shipped_bundle_that_fits_is_loaded_and_only_a_miss_is_reporte
     broken = tmp_path / "broken.tpkb"
     broken.write_bytes(shipped.read_bytes()[:1000])  # cut inside its index: refused
     code = textwrap.dedent(
-        f"""
+        """
         import json, sys, numpy as np, tpukit
         from tpukit import _native
         chosen = _native.register_first_bundle(sys.argv[1:])
