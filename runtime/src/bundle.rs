@@ -22,9 +22,11 @@
 //! bundle's index is read (and checked) when it is loaded, with every entry's place checked
 //! against the file's length (a bundle refused registers none of its entries); an entry's
 //! bytes are read (through checked offsets, never a memory map) and checksummed when the
-//! entry is first used. A bundle for another target or tpukit
-//! version, or with a bad checksum, is refused with a message on stderr, and the runtime
-//! compiles instead. [`inspect`] reads a whole bundle and checks every checksum.
+//! entry is first used. A bundle whose code uses CPU features this host lacks (code for
+//! another CPU that has only features this one has is used: the portable x86-64-v3 bundle a
+//! wheel ships), built by another tpukit version, or with a bad checksum, is refused with a
+//! message on stderr, and the runtime compiles instead; [`register_first`] loads the first
+//! of several that fits. [`inspect`] reads a whole bundle and checks every checksum.
 
 use crate::cpu::artifact::{self, Artifact, Reader, Writer};
 use crate::cpu::cache::warn_once;
