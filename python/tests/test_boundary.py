@@ -97,6 +97,8 @@ def entry_points(kernel):
         "devices": (lambda: _native.devices(), None),
         "tpu_topologies": (lambda: _native.tpu_topologies(), None),
         "register_bundle": (lambda: _native.register_bundle("/nonexistent.tpkb"), None),
+        "register_first_bundle": (lambda: _native.register_first_bundle([]), None),
+        "loaded_bundles": (lambda: _native.loaded_bundles(), None),
         "warm_up": (lambda: _native.warm_up(), None),
         "cache_stats": (lambda: _native.cache_stats(), None),
         "ffi_register": (lambda: _native.ffi_register(kernel, "cpu"), "add_vectors"),
