@@ -69,19 +69,7 @@ fn unary(op: UnaryOp, dtype: DType, a: f64) -> f64 {
             UnaryOp::Abs => a.abs(),
             UnaryOp::Not if dtype.is_bool() => (a == 0) as i64,
             UnaryOp::Not => !a,
-            UnaryOp::Exp
-            | UnaryOp::Exp2
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Tanh
-            | UnaryOp::Erf
-            | UnaryOp::Logistic
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Sin
-            | UnaryOp::Cos => unreachable!("{op:?} accepts floats only"),
+            tpukit::dsl::float_unary_ops!() => unreachable!("{op:?} accepts floats only"),
         };
         return dtype.wrap_int(r) as f64;
     }
@@ -121,7 +109,9 @@ fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
             | BinaryOp::Xor
             | BinaryOp::Shl
             | BinaryOp::ShrA
-            | BinaryOp::ShrL => unreachable!("integers only"),
+            | BinaryOp::ShrL
+            | BinaryOp::DivU
+            | BinaryOp::RemU => unreachable!("integers only"),
         };
     }
     let (a, b) = (a as i64, b as i64);
@@ -140,6 +130,17 @@ fn binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
         BinaryOp::Or => a | b,
         BinaryOp::Xor => a ^ b,
         BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => return shift(op, dtype, a, b),
+        // The operands' bits as unsigned numbers (`rem_euclid` of 2^bits), divided totally.
+        BinaryOp::DivU | BinaryOp::RemU => {
+            let modulus = 1i64 << (8 * dtype.size_bytes());
+            let (a, b) = (a.rem_euclid(modulus), b.rem_euclid(modulus));
+            match (op, b) {
+                (BinaryOp::DivU, 0) => 0,
+                (BinaryOp::RemU, 0) => a,
+                (BinaryOp::DivU, _) => a / b,
+                _ => a % b,
+            }
+        }
         BinaryOp::Pow => unreachable!("floats only"),
     };
     dtype.wrap_int(r) as f64

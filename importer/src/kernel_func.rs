@@ -7,6 +7,7 @@
 //! passes the call's global types. Blocks come from `window_params` (`window_bounds` and a
 //! `transform_indices` function); an operand without `window_bounds` is whole.
 
+use super::element_window;
 use super::index_map::index_map;
 use super::memory_space::MemorySpace;
 use super::scope::attr;
@@ -109,15 +110,23 @@ pub fn signature(
         };
         let index = if role == Role::Input { k } else { k - n_inputs };
         let (ty, space) = memref(n_prefetch + k)?;
-        if let MemorySpace::Other(name) = space {
+        let foreign = match space {
+            MemorySpace::Other(name) => Some(name),
+            MemorySpace::Semaphore(_) => Some("semaphore_mem"),
+            _ => None,
+        };
+        if let Some(name) = foreign {
             return Err(Error::unsupported(format!(
-                "{what} {index} lives in memory space `{name}` (only VMEM and \
-                 SMEM operands are imported)"
+                "{what} {index} lives in memory space `{name}` (VMEM, SMEM and HBM \
+                 operands are imported)"
             )));
         }
         check_dtype(&ty, global, what, index)?;
         let mut array = ArraySpec::new(global.dtype, global.shape.clone());
-        if let Some((transform, block_shape)) = window {
+        if space == MemorySpace::Any {
+            array = array.any();
+        }
+        if let Some((transform, block_shape, element)) = window {
             if block_shape.len() != global.shape.len() {
                 return Err(Error::new(format!(
                     "{what} {index}: block {block_shape:?} does not match the array's rank {}",
@@ -127,9 +136,17 @@ pub fn signature(
             let f = funcs.get(transform).ok_or_else(|| {
                 Error::new(format!("index map `{transform}` is not in the module"))
             })?;
+            let map = index_map(f, spec.grid.len())?;
+            let (block, index_map) = match element {
+                Some(low) => element_window::element_dims(block_shape, map, low),
+                None => (
+                    block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
+                    map,
+                ),
+            };
             array.block = Some(Blocking {
-                block: block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
-                index_map: index_map(f, spec.grid.len())?,
+                block,
+                index_map,
                 fill: None,
             });
         }
@@ -141,12 +158,22 @@ pub fn signature(
         roles.push(role);
     }
     for i in 0..n_scratch {
-        let (ty, _) = memref(n_prefetch + n_windows + i)?;
-        spec.scratch
-            .push(ArraySpec::new(ty.dtype, ty.shape.clone()));
+        let (ty, space) = memref(n_prefetch + n_windows + i)?;
+        spec.scratch.push(scratch(&ty, space)?);
         roles.push(Role::Scratch);
     }
     Ok(Signature { spec, roles })
+}
+
+/// A scratch buffer of type `ty` in `space`: VMEM or SMEM, or semaphores.
+pub fn scratch(ty: &Type, space: MemorySpace) -> Result<ArraySpec> {
+    match space {
+        MemorySpace::Vmem | MemorySpace::Smem => Ok(ArraySpec::new(ty.dtype, ty.shape.clone())),
+        MemorySpace::Semaphore(kind) => Ok(ArraySpec::semaphores(kind, ty.shape.clone())),
+        MemorySpace::Any | MemorySpace::Other(_) => Err(Error::unsupported(
+            "a scratch buffer in HBM (only VMEM, SMEM and semaphore scratch is imported)",
+        )),
+    }
 }
 
 fn check_dtype(block: &Type, global: &Type, what: &str, index: usize) -> Result<()> {
@@ -180,8 +207,9 @@ fn semantics(list: &str, rank: usize) -> Result<Vec<Semantics>> {
     Ok(out)
 }
 
-/// Per window: `(transform function name, window bounds)`, or `None` for a whole operand.
-type WindowParam = Option<(String, Vec<usize>)>;
+/// Per window: `(transform function name, window bounds, low padding of an element window)`,
+/// or `None` for a whole operand.
+type WindowParam = Option<(String, Vec<usize>, Option<Vec<i64>>)>;
 
 /// Reads `window_params = [{transform_indices = @f, window_bounds = array<i64: …>}, …]`.
 fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<WindowParam>> {
@@ -189,13 +217,15 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
         return Ok(vec![None; count]);
     };
     let printed = a.to_string();
+    // Each entry is the text inside one `{…}` (an empty one for an operand left in HBM).
     let entries: Vec<&str> = printed
         .trim()
         .trim_start_matches('[')
         .trim_end_matches(']')
         .split('}')
-        .map(|e| e.trim_start_matches([',', ' ', '{']))
+        .map(str::trim)
         .filter(|e| !e.is_empty())
+        .map(|e| e.trim_start_matches([',', ' ']).trim_start_matches('{'))
         .collect();
     if entries.len() != count {
         return Err(Error::new(format!(
@@ -218,11 +248,16 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
             };
             match (field("transform_indices"), field("window_bounds")) {
                 (Some(t), Some(w)) => {
-                    let bounds = text::int_array(w)?
+                    let bounds: Vec<usize> = text::int_array(w)?
                         .into_iter()
                         .map(|n| n as usize)
                         .collect();
-                    Ok(Some((t.trim_start_matches('@').to_string(), bounds)))
+                    let element = element_window::low_padding(e, bounds.len())?;
+                    Ok(Some((
+                        t.trim_start_matches('@').to_string(),
+                        bounds,
+                        element,
+                    )))
                 }
                 _ => Ok(None),
             }

@@ -14,27 +14,28 @@
 //! Upstream MLIR cannot parse `memref<…, #tpu.memory_space<vmem>>` without the tpu dialect,
 //! and the bytecode reader fails the same way. So the body is read in two steps: jaxlib,
 //! which has the tpu dialect and is present wherever JAX lowered the kernel, turns the
-//! bytecode into generic text (`tpukit/_lowering.py`); here [`memory_space::rewrite`] replaces
+//! bytecode into generic text (`tpukit/_lowering.py`); here `memory_space::rewrite` replaces
 //! each memory space by an integer memory space (lossless: [`MemorySpace`] reads it back), and
 //! melior parses the result in [`tpukit_mosaic::mosaic_context`]. The body stays in its serialized
 //! form (`stable_mosaic.*` op names): every op is then unregistered, so all attributes are
 //! plain, version-independent entries of its attribute dictionary, and no upstream verifier
 //! second-guesses Mosaic's ops. Other tpu attributes (`#tpu.dimension_semantics<…>`,
 //! `#tpu.dot_dimension_numbers<…>`) parse as opaque attributes and are read from their
-//! printed form ([`text`]).
+//! printed form (`text`).
 //!
 //! # What is imported
 //!
-//! The kernel function's signature becomes a [`tpukit_dsl::CallSpec`] ([`kernel_func`]): the
+//! The kernel function's signature becomes a [`tpukit_dsl::CallSpec`] (`kernel_func`): the
 //! grid from `iteration_bounds` and `dimension_semantics`, scalar prefetch, windows from
-//! `window_params` with their `@transform_i` index maps ([`index_map`]), scratch. The body
-//! is imported op by op through [`rules::MOSAIC`]: arith and math, `vector.load`,
+//! `window_params` with their `@transform_i` index maps (`index_map`), scratch. The body
+//! is imported op by op through `rules::MOSAIC`: arith and math, `vector.load`,
 //! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
 //! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` and
 //! `extract_strided_slice` at constant positions (single elements or whole dimensions),
 //! `tpu.matmul`, `tpu.iota`, `tpu.transpose`, `tpu.concatenate` and `tpu.dynamic_rotate` by a
 //! constant (each of these two through a scratch buffer of its own, added after the
-//! kernel's), `scf.for` and `scf.if`. Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! kernel's), `scf.for` and `scf.if`; manual DMA, semaphores and `tpu.region` scopes
+//! ([`dma`]). Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
@@ -42,11 +43,16 @@
 //!
 //! A JAX function without a Pallas call lowers to plain StableHLO; [`import_stablehlo`]
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
-//! (see [`stablehlo`]).
+//! (see `stablehlo`).
 
+mod bitcast;
+mod dma;
+mod element_window;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod reduce_index;
+mod reduce_precision;
 mod rules;
 mod scope;
 mod stablehlo;
@@ -123,6 +129,18 @@ fn import_mosaic_inner(
             .scratch
             .push(tpukit_dsl::ArraySpec::new(t.dtype, t.shape));
     }
+    // Scoped allocations (`pl.run_scoped`) become scratch operands too, after those.
+    let mut allocations = Vec::new();
+    stablehlo::walk(&kernel_fn, &mut |x| {
+        if let Some(a) = dma::allocation(x) {
+            allocations.push((scope::op_key(x), a));
+        }
+    });
+    let mut allocation_keys = Vec::new();
+    for (key, a) in allocations {
+        sig.spec.scratch.push(a?);
+        allocation_keys.push(key);
+    }
     let mut b = KernelBuilder::new(name, &sig.spec)?;
     let mut scope = Scope::default();
     let block = kernel_fn
@@ -155,6 +173,7 @@ fn import_mosaic_inner(
         *n += 1;
         scope.scratch.insert(*key, r);
     }
+    dma::declare(&mut b, &mut scope, &allocation_keys, &mut counts)?;
     scope.ops(&mut b, block, rules::MOSAIC)?;
     b.finish()
 }

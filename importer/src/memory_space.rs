@@ -6,7 +6,7 @@
 //! [`MemorySpace::code`] below, so `memref<8x128xf32, 1>` still says where the buffer lives and
 //! the importer reads it back from the parsed type ([`MemorySpace::of_memref`]).
 
-use tpukit_dsl::{Error, Result};
+use tpukit_dsl::{Error, Result, SemaphoreKind};
 
 /// Where a Mosaic buffer lives, as far as the importer cares.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -15,19 +15,37 @@ pub enum MemorySpace {
     Vmem,
     /// Scalar memory: scalar-prefetch operands and `memory_space=SMEM` inputs.
     Smem,
-    /// Anything else (`any`/HBM with manual DMA, semaphores): recorded so the importer can
-    /// name it in its error.
+    /// HBM (`any`, `hbm`): reached by DMA.
+    Any,
+    /// Semaphores (`!tpu.semaphore` or `!tpu.dma_semaphore` in `semaphore_mem`).
+    Semaphore(SemaphoreKind),
+    /// Anything else (host memory): recorded so the importer can name it in its error.
     Other(&'static str),
 }
 
 /// Every memory-space name jaxlib prints, with the integer it is rewritten to.
-const CODES: [(&str, u32); 6] = [
+/// `dma_semaphore_mem` is tpukit's: `semaphore_mem` holding `!tpu.dma_semaphore`s.
+const CODES: [(&str, u32); 7] = [
     ("vmem", 1),
     ("smem", 4),
     ("any", 100),
     ("hbm", 101),
     ("semaphore_mem", 102),
     ("host", 103),
+    ("dma_semaphore_mem", 104),
+];
+
+/// Semaphore memrefs, whose element types upstream MLIR cannot parse, as i32 memrefs in a
+/// memory space that keeps the semaphore's kind.
+const SEMAPHORES: [(&str, &str); 2] = [
+    (
+        "!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>",
+        "i32, #tpu.memory_space<dma_semaphore_mem>>",
+    ),
+    (
+        "!tpu.semaphore, #tpu.memory_space<semaphore_mem>>",
+        "i32, #tpu.memory_space<semaphore_mem>>",
+    ),
 ];
 
 impl MemorySpace {
@@ -35,6 +53,9 @@ impl MemorySpace {
         match CODES.iter().find(|(_, c)| *c == code) {
             Some(("vmem", _)) => MemorySpace::Vmem,
             Some(("smem", _)) => MemorySpace::Smem,
+            Some(("any" | "hbm", _)) => MemorySpace::Any,
+            Some(("semaphore_mem", _)) => MemorySpace::Semaphore(SemaphoreKind::Regular),
+            Some(("dma_semaphore_mem", _)) => MemorySpace::Semaphore(SemaphoreKind::Dma),
             Some((name, _)) => MemorySpace::Other(name),
             None => MemorySpace::Other("unknown"),
         }
@@ -53,19 +74,23 @@ impl MemorySpace {
     }
 }
 
-/// `text` with every `, #tpu.memory_space<name>>` replaced by `, code>`.
+/// `text` with every `, #tpu.memory_space<name>>` replaced by `, code>`, and memrefs of
+/// semaphores by i32 memrefs in a semaphore memory space.
 ///
-/// Fails, naming it, on a tpu *type* (`!tpu.dma_semaphore`, …): memrefs of those cannot be
-/// parsed upstream either, and tpukit imports no DMA or semaphore kernels.
+/// Fails, naming it, on any other tpu *type*: upstream MLIR cannot parse it.
 pub fn rewrite(text: &str) -> Result<String> {
+    let mut text = text.to_string();
+    for (from, to) in SEMAPHORES {
+        text = text.replace(from, to);
+    }
+    let text = text.as_str();
     if let Some(at) = text.find("!tpu.") {
         let name: String = text[at..]
             .chars()
             .take_while(|c| c.is_alphanumeric() || matches!(c, '!' | '.' | '_'))
             .collect();
         return Err(Error::unsupported(format!(
-            "the Mosaic body uses the type `{name}` (DMA semaphores: kernels with \
-             manual copies, memory_space=ANY, are not imported)"
+            "the Mosaic body uses the type `{name}`"
         )));
     }
     const PREFIX: &str = ", #tpu.memory_space<";
@@ -115,14 +140,31 @@ mod tests {
         );
         assert_eq!(
             MemorySpace::of_memref("memref<8x128xf32, 100>"),
-            MemorySpace::Other("any")
+            MemorySpace::Any
         );
     }
 
     #[test]
-    fn semaphores_are_named() {
-        let e =
-            rewrite("memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>").unwrap_err();
-        assert!(e.message.contains("`!tpu.dma_semaphore`"), "{e}");
+    fn semaphores_keep_their_kind() {
+        let t = rewrite(
+            "memref<2x!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>, \
+             memref<!tpu.semaphore, #tpu.memory_space<semaphore_mem>>",
+        )
+        .unwrap();
+        assert_eq!(t, "memref<2xi32, 104>, memref<i32, 102>");
+        assert_eq!(
+            MemorySpace::of_memref("memref<2xi32, 104>"),
+            MemorySpace::Semaphore(SemaphoreKind::Dma)
+        );
+        assert_eq!(
+            MemorySpace::of_memref("memref<i32, 102>"),
+            MemorySpace::Semaphore(SemaphoreKind::Regular)
+        );
+    }
+
+    #[test]
+    fn other_tpu_types_are_named() {
+        let e = rewrite("memref<!tpu.float8, #tpu.memory_space<vmem>>").unwrap_err();
+        assert!(e.message.contains("`!tpu.float8`"), "{e}");
     }
 }

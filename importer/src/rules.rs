@@ -262,9 +262,9 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     if results_dead(op) {
         return Ok(());
     }
-    let r = s.buffer(op, 0)?;
     let ty = result_type(op, 0)?;
     let index = indexers(s, op, 1, indices(op, 1)?, &ty.shape)?;
+    let (r, index) = super::dma::through_view(s, b, op, 0, index)?;
     let v = b.load(r, &index)?;
     s.define(op, 0, v)
 }
@@ -313,9 +313,9 @@ fn results_dead(op: &OperationRef<'_, '_>) -> bool {
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
 fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let value = s.value(op, 0)?;
-    let r = s.buffer(op, 1)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
+    let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
 }
 
@@ -342,9 +342,9 @@ fn tpu_vector_store(
         )));
     };
     let value = s.value(op, 0)?;
-    let r = s.buffer(op, 1)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, n as usize, &shape)?;
+    let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {
         let mask = s.value(op, 2 + n as usize)?;
         b.store_masked(r, &index, value, mask)
@@ -425,9 +425,9 @@ fn rotated_dim(op: &OperationRef<'_, '_>, rank: usize) -> Result<usize> {
 }
 
 /// `tpu.dynamic_rotate %x by %shift dim d` (`pltpu.roll`, as `jnp.roll`: element `i` moves
-/// to `i + shift` modulo the extent) by a constant shift: `x` stored twice along `d` in a
-/// scratch buffer, the window starting at `-shift` modulo the extent loaded (exact for any
-/// dtype). A shift that is not a constant, and strided rotations, are refused.
+/// to `i + shift` modulo the extent), by a constant or traced shift: `x` stored twice along
+/// `d` in a scratch buffer, the window starting at `-shift` modulo the extent loaded (exact
+/// for any dtype). Strided rotations are refused.
 fn dynamic_rotate(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -438,9 +438,7 @@ fn dynamic_rotate(
         return Err(Error::unsupported("a strided rotation (`stride`)"));
     }
     let x = s.value(op, 0)?;
-    let shift = s.constant(s.value(op, 1)?).ok_or_else(|| {
-        Error::unsupported("a rotation by a shift that is not a constant (pltpu.roll by a value)")
-    })?;
+    let shift = s.value(op, 1)?;
     let shape = b.ty(x).shape.clone();
     let d = rotated_dim(op, shape.len())?;
     let buf = *s
@@ -448,14 +446,25 @@ fn dynamic_rotate(
         .get(&op_key(op))
         .ok_or_else(|| Error::new("no scratch buffer set aside for the rotation"))?;
     let n = shape[d] as i64;
-    let window = |start: i64| {
+    let window = |start: Arg| {
         let mut index = vec![Ix::Full; shape.len()];
-        index[d] = Ix::Ds(Arg::Lit(Literal::Int(start)), n as usize);
+        index[d] = Ix::Ds(start, n as usize);
         index
     };
-    b.store(buf, &window(0), x)?;
-    b.store(buf, &window(n), x)?;
-    let v = b.load(buf, &window((-shift.as_i64()).rem_euclid(n.max(1))))?;
+    let int = |i: i64| Arg::Lit(Literal::Int(i));
+    b.store(buf, &window(int(0)), x)?;
+    b.store(buf, &window(int(n)), x)?;
+    // The window starts at `-shift` modulo `n`: `(n - shift % n) % n` for a traced shift.
+    let start = match s.constant(shift) {
+        Some(c) => int((-c.as_i64()).rem_euclid(n.max(1))),
+        None if n == 0 => int(0),
+        None => {
+            let r = b.binary(BinaryOp::Rem, shift, int(n))?;
+            let back = b.binary(BinaryOp::Sub, int(n), r)?;
+            Arg::Value(b.binary(BinaryOp::Rem, back, int(n))?)
+        }
+    };
+    let v = b.load(buf, &window(start))?;
     s.define(op, 0, v)
 }
 
@@ -665,25 +674,32 @@ fn matmul(
 }
 
 /// The contraction of `#tpu.dot_dimension_numbers` when the IR's `dot` can express it: one
-/// contracting dimension per side, no batch dimensions, at most one free dimension per side
-/// (none for a 1-D operand), and the output ordered lhs free dimension, rhs free dimension.
+/// contracting dimension per side, no batch dimensions or dimension 0 of both (a batched
+/// `dot_general`, the batch first in the output), at most one free dimension per side (none
+/// for a 1-D operand), and the output ordered lhs free dimension, rhs free dimension.
 fn matmul_dims(dn: &str) -> Result<DotDims> {
     let refuse = || {
         Error::unsupported(format!(
-            "matmul dimension numbers {dn} (unbatched, rank 1 or 2, one contracting dimension)"
+            "matmul dimension numbers {dn} (rank 1 or 2, or batched over dimension 0 of \
+             both, one contracting dimension)"
         ))
     };
     let [lc, rc, lnc, rnc, order, lb, rb] = &dot_dimension_numbers(dn)?[..] else {
         return Err(refuse());
     };
-    let expected: Vec<i64> = (lnc.iter().map(|&d| [0, d]))
+    let batched = match (&lb[..], &rb[..]) {
+        ([], []) => false,
+        ([0], [0]) => true,
+        _ => return Err(refuse()),
+    };
+    let expected: Vec<i64> = (batched.then_some([0, 0]).into_iter())
+        .chain(lnc.iter().map(|&d| [0, d]))
         .chain(rnc.iter().map(|&d| [1, d]))
         .flatten()
         .collect();
     match (&lc[..], &rc[..]) {
         ([l], [r])
-            if lb.is_empty()
-                && rb.is_empty()
+            if (!batched || (*l > 0 && *r > 0 && lnc.len() == 1 && rnc.len() == 1))
                 && lnc.len() <= 1
                 && rnc.len() <= 1
                 && *order == expected
@@ -825,5 +841,19 @@ pub const MOSAIC: &Table = &Table {
         ("scf.while", scf_while),
         ("scf.yield", terminator),
         ("func.return", terminator),
+        ("tpu.memref_slice", super::dma::memref_slice),
+        ("tpu.memref_squeeze", super::dma::memref_squeeze),
+        ("tpu.enqueue_dma", super::dma::enqueue_dma),
+        ("tpu.wait_dma2", super::dma::wait_dma),
+        ("tpu.wait_dma", super::dma::wait_dma),
+        ("tpu.sem_signal", super::dma::sem_signal),
+        ("tpu.sem_wait", super::dma::sem_wait),
+        ("tpu.sem_read", super::dma::sem_read),
+        ("tpu.region", super::dma::region),
+        ("tpu.yield", terminator),
+        ("memref.alloca", super::dma::alloc),
+        ("tpu.sem_alloc", super::dma::alloc),
+        ("tpu.bitcast", super::bitcast::bitcast),
+        ("tpu.reduce_index", super::reduce_index::reduce_index),
     ],
 };

@@ -7,7 +7,7 @@ use melior::ir::{
     operation::{OperationLike, OperationRef},
 };
 use std::collections::HashMap;
-use tpukit_dsl::{Arg, Error, KernelBuilder, Literal, Ref, Result, Type, ValueId};
+use tpukit_dsl::{Arg, Error, Ix, KernelBuilder, Literal, Ref, Result, Type, ValueId};
 
 /// What an MLIR value became.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -31,6 +31,9 @@ pub struct Scope {
     /// Scratch buffers set aside for particular ops (by [`op_key`]): StableHLO's slices and
     /// concatenations go through memory, as the IR slices only refs.
     pub scratch: HashMap<usize, Ref>,
+    /// Views of refs (`tpu.memref_slice`, `memref_squeeze`): the ref and one indexer per
+    /// dimension of its ref shape.
+    views: HashMap<usize, (Ref, Vec<Ix>)>,
 }
 
 /// An op's identity (stable while its module lives).
@@ -116,6 +119,32 @@ impl Scope {
                 op_name(op)
             ))),
         }
+    }
+
+    /// Binds result `i` of `op` to a view of `r`.
+    pub fn define_view(
+        &mut self,
+        op: &OperationRef<'_, '_>,
+        i: usize,
+        r: Ref,
+        index: Vec<Ix>,
+    ) -> Result<()> {
+        let v = op
+            .result(i)
+            .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+        self.views.insert(key(v.into()), (r, index));
+        Ok(())
+    }
+
+    /// Operand `i` as a ref or a view of one: the ref and its indexers (none for a whole
+    /// ref).
+    pub fn place(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<(Ref, Vec<Ix>)> {
+        if let Ok(v) = op.operand(i)
+            && let Some(view) = self.views.get(&key(v))
+        {
+            return Ok(view.clone());
+        }
+        Ok((self.buffer(op, i)?, Vec::new()))
     }
 
     /// Binds result `i` of `op`.

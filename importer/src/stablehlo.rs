@@ -608,6 +608,10 @@ pub const STABLEHLO: &Table = &Table {
         ("stablehlo.compare", compare),
         ("stablehlo.select", select),
         ("stablehlo.convert", convert),
+        (
+            "stablehlo.reduce_precision",
+            super::reduce_precision::reduce_precision,
+        ),
         ("stablehlo.iota", iota),
         ("stablehlo.broadcast_in_dim", broadcast_in_dim),
         ("stablehlo.reshape", reshape),
@@ -624,7 +628,7 @@ pub const STABLEHLO: &Table = &Table {
     ],
 };
 
-/// Every op name [`STABLEHLO`] imports (for documentation and error messages).
+/// Every op name `STABLEHLO` imports (for documentation and error messages).
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
     STABLEHLO.names()
 }

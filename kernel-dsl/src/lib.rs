@@ -26,13 +26,21 @@
 //! loads of the same element. Inputs and prefetch operands are read-only. Scratch persists
 //! across the grid steps one worker runs; its contents are undefined until written.
 //!
+//! An operand may also live outside kernel memory ([`Space`]): an input or output left in HBM
+//! (`memory_space=pl.ANY`) is reached only by copies (`dma_start`/`dma_wait`), and semaphore
+//! scratch only by the semaphore ops; [`dma`] defines them.
+//!
 //! Accesses name elements of the ref with [`Indexer`]s; an access outside the *ref's* shape is
 //! an error (static ones at build time, dynamic ones when the kernel runs). Arithmetic follows
 //! the dtype: floats are rounded to their type after each op but computed in f32 (bf16 and f16
 //! widen, as TPU VPUs do), reductions and `dot` accumulate in f32, integers wrap, float →
 //! int casts truncate and saturate. `max`/`min` propagate NaN.
 
+// Every frontend and backend is written against this crate: its public items are its contract.
+#![deny(missing_docs)]
+
 mod builder;
+pub mod dma;
 mod dtype;
 mod error;
 mod hash;
@@ -40,6 +48,7 @@ mod kernel;
 mod limits;
 mod loc;
 pub mod markers;
+mod narrow;
 mod op;
 mod op_table;
 mod parse;
@@ -51,12 +60,14 @@ mod types;
 mod verify;
 
 pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
+pub use dma::{Place, SemaphoreKind, Space};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;
 pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
 pub use limits::{MAX_BUFFER_BYTES, buffer_bytes};
 pub use loc::Loc;
+pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
     Start, UnaryOp, ValueId,

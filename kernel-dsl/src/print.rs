@@ -21,6 +21,8 @@ pub struct PrintOptions {
     pub locations: bool,
 }
 
+/// The kernel as text: the form [`crate::parse_kernel`] reads back, and (without locations)
+/// what [`Kernel::structural_hash`] hashes.
 pub fn print_kernel(k: &Kernel, options: PrintOptions) -> String {
     let mut out = String::new();
     let p = Printer {
@@ -154,6 +156,9 @@ impl Printer {
                 name(&o.name),
                 o.dtype
             )?;
+            if let Some(space) = o.space.name() {
+                write!(out, " {space}")?;
+            }
             match &o.window {
                 Window::Whole => writeln!(out)?,
                 Window::Blocked(b) => {
@@ -162,6 +167,7 @@ impl Printer {
                         .iter()
                         .map(|d| match d {
                             BlockDim::Blocked(n) => n.to_string(),
+                            BlockDim::Element(n) => format!("el{n}"),
                             BlockDim::Squeezed => "sq".into(),
                         })
                         .collect::<Vec<_>>()
@@ -317,6 +323,24 @@ impl Printer {
             }
             OpKind::Yield { values: vs } if vs.is_empty() => out.push_str("yield"),
             OpKind::Yield { values: vs } => write!(out, "yield {}", values(vs))?,
+            OpKind::DmaStart { src, dst, sem } => write!(
+                out,
+                "dma_start {}, {}, {}",
+                self.place(src),
+                self.place(dst),
+                self.place(sem)
+            )?,
+            OpKind::DmaWait { sem, src, dst } => write!(
+                out,
+                "dma_wait {}, {}, {}",
+                self.place(sem),
+                self.place(src),
+                self.place(dst)
+            )?,
+            OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
+                write!(out, "{name} {}, %{}", self.place(sem), amount.0)?
+            }
+            OpKind::SemaphoreRead { sem } => write!(out, "{name} {} : {}", self.place(sem), ty())?,
         }
         if self.options.locations
             && let Some(loc) = &op.loc
@@ -324,6 +348,15 @@ impl Printer {
             write!(out, "  // {loc}")?;
         }
         writeln!(out)
+    }
+
+    /// `%operand[indexers]`.
+    fn place(&self, p: &crate::Place) -> String {
+        format!(
+            "%{}[{}]",
+            self.operand_name(p.operand.0),
+            indexers(&p.index)
+        )
     }
 
     fn operand_name(&self, id: u32) -> &str {

@@ -2,8 +2,8 @@
 //! it. Errors name the kernel, the op and its source location.
 
 use crate::{
-    BlockDim, DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand,
-    Region, Result, Role, Start, Type, ValueId, Window,
+    DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand, Region, Result,
+    Role, SemaphoreKind, Space, Start, Type, ValueId, Window,
     builder::{broadcast_shapes, dot_shape, is_permutation},
     limits::check_buffer,
 };
@@ -52,6 +52,7 @@ fn verify_inner(k: &Kernel) -> Result<()> {
             (Window::Blocked(b), _) => verify_block(k, o, b).map_err(what)?,
             _ => {}
         }
+        verify_space(o).map_err(what)?;
     }
     let ctx = Context {
         grid_rank: k.grid.len(),
@@ -95,6 +96,24 @@ fn verify_sizes(k: &Kernel) -> Result<()> {
     Ok(())
 }
 
+/// An operand in HBM is a whole input or output; semaphores are i32 scratch.
+fn verify_space(o: &Operand) -> Result<(), String> {
+    match o.space {
+        Space::Local => Ok(()),
+        Space::Any if !matches!(o.role, Role::Input | Role::Output) => Err(format!(
+            "{} operands live in kernel memory, not `any`",
+            o.role.name()
+        )),
+        Space::Semaphore(_) if o.role != Role::Scratch || o.dtype != DType::I32 => {
+            Err("semaphores are i32 scratch operands".into())
+        }
+        _ if matches!(o.window, Window::Blocked(_)) => {
+            Err("an operand outside kernel memory takes no block spec".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), String> {
     if b.block.len() != o.shape.len() {
         return Err(format!(
@@ -103,7 +122,7 @@ fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), Str
             o.shape.len()
         ));
     }
-    if b.block.contains(&BlockDim::Blocked(0)) {
+    if b.block.iter().any(|d| d.kept() && d.size() == 0) {
         return Err("block dims must be positive".into());
     }
     match b.fill {
@@ -314,7 +333,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             mask,
             other,
         } => {
-            let o = operand_of(ctx, *operand)?;
+            let o = local(operand_of(ctx, *operand)?)?;
             let shape = access_shape(ctx, o, index)?;
             let t = Type::new(o.dtype, shape);
             expect(one()?, &t)?;
@@ -334,7 +353,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             value,
             mask,
         } => {
-            let o = operand_of(ctx, *operand)?;
+            let o = local(operand_of(ctx, *operand)?)?;
             if matches!(o.role, Role::Input | Role::Prefetch) {
                 return Err(format!(
                     "`{}` is an {}: it is read-only",
@@ -452,8 +471,103 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             expect(ty(cond)?, &Type::scalar(DType::Bool)).map_err(|e| format!("condition: {e}"))?;
         }
         OpKind::Yield { .. } => {}
+        OpKind::DmaStart { src, dst, sem } => {
+            let (so, st) = copy_end(ctx, src)?;
+            let (d, dt) = copy_end(ctx, dst)?;
+            if matches!(d.role, Role::Input | Role::Prefetch) {
+                return Err(format!(
+                    "`{}` is an {}: it is read-only",
+                    d.name,
+                    d.role.name()
+                ));
+            }
+            if st != dt {
+                return Err(format!(
+                    "copies {st} from `{}` into {dt} of `{}`",
+                    so.name, d.name
+                ));
+            }
+            semaphore(ctx, sem, SemaphoreKind::Dma)?;
+            none(results)?;
+        }
+        OpKind::DmaWait { sem, src, dst } => {
+            let (_, st) = copy_end(ctx, src)?;
+            let (d, dt) = copy_end(ctx, dst)?;
+            if st != dt {
+                return Err(format!(
+                    "waits for a copy of {st} into {dt} of `{}`",
+                    d.name
+                ));
+            }
+            semaphore(ctx, sem, SemaphoreKind::Dma)?;
+            none(results)?;
+        }
+        OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
+            semaphore(ctx, sem, SemaphoreKind::Regular)?;
+            expect(ty(amount)?, &i32s).map_err(|e| format!("amount: {e}"))?;
+            none(results)?;
+        }
+        OpKind::SemaphoreRead { sem } => {
+            let o = operand_of(ctx, sem.operand)?;
+            if !matches!(o.space, Space::Semaphore(_)) {
+                return Err(format!("`{}` is not a semaphore", o.name));
+            }
+            point(ctx, o, &sem.index)?;
+            expect(one()?, &i32s)?;
+        }
     }
     Ok(())
+}
+
+fn none(results: &[Type]) -> Result<(), String> {
+    if !results.is_empty() {
+        return Err("has results".into());
+    }
+    Ok(())
+}
+
+/// `o`, if loads and stores may reach it.
+fn local(o: &Operand) -> Result<&Operand, String> {
+    match o.space {
+        Space::Local => Ok(o),
+        Space::Any => Err(format!(
+            "`{}` lives in HBM (memory space `any`): copy it into a scratch buffer with a DMA \
+             first",
+            o.name
+        )),
+        Space::Semaphore(_) => Err(format!(
+            "`{}` is a semaphore: use the semaphore ops",
+            o.name
+        )),
+    }
+}
+
+/// The operand and accessed type of a copy's source or destination.
+fn copy_end<'a>(ctx: &'a Context, p: &crate::Place) -> Result<(&'a Operand, Type), String> {
+    let o = operand_of(ctx, p.operand)?;
+    if matches!(o.space, Space::Semaphore(_)) {
+        return Err(format!("copies to or from semaphore `{}`", o.name));
+    }
+    let shape = access_shape(ctx, o, &p.index)?;
+    Ok((o, Type::new(o.dtype, shape)))
+}
+
+/// Checks that `p` names one semaphore of `kind`.
+fn semaphore(ctx: &Context, p: &crate::Place, kind: SemaphoreKind) -> Result<(), String> {
+    let o = operand_of(ctx, p.operand)?;
+    if o.space != Space::Semaphore(kind) {
+        let want = Space::Semaphore(kind).name().unwrap_or_default();
+        return Err(format!("`{}` is not a {}", o.name, want.replace('_', " ")));
+    }
+    point(ctx, o, &p.index)
+}
+
+/// Checks that `index` names one element of `o`.
+fn point(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<(), String> {
+    if index.iter().any(|ix| matches!(ix, Indexer::Slice { .. })) {
+        return Err(format!("a slice of semaphores `{}`: name one", o.name));
+    }
+    access_shape(ctx, o, index).map(|_| ())
 }
 
 fn operand_of<'a>(ctx: &'a Context, id: crate::OperandId) -> Result<&'a Operand, String> {

@@ -232,3 +232,34 @@ fn a_kernel_file_binds_its_symbols() {
         assert!(e.contains(message) && e.contains("t.ir:14:1"), "{run}: {e}");
     }
 }
+
+/// `pl.Element` windows (`BlockDim::Element`, printed `el8`) round trip; `el` without a size
+/// is an error naming what was expected.
+#[test]
+fn element_windows_round_trip() {
+    let mut rows = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(128)]).blocked(
+        [8, 128],
+        [
+            grid(0) * IndexExpr::Const(5) + IndexExpr::Const(4),
+            0.into(),
+        ],
+    );
+    rows.block.as_mut().unwrap().block = vec![BlockDim::Element(8), BlockDim::Element(128)];
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::Static(3))],
+        inputs: vec![rows],
+        outputs: vec![ArraySpec::new(DType::F32, [24, 128]).blocked([8, 128], [grid(0), 0.into()])],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("element", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let v = b.load(x, &[]).unwrap();
+    b.store(o, &[], v).unwrap();
+    let k = b.finish().unwrap();
+    assert!(k.to_string().contains("block[el8,el128]"), "{k}");
+    assert_round_trips(&k);
+    let bad = k.to_string().replace("el8,", "el,");
+    let e = parse_kernel(&bad).unwrap_err().to_string();
+    assert!(e.contains("an element block size"), "{e}");
+}

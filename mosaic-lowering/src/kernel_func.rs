@@ -31,7 +31,7 @@ use melior::{
         Attribute, Block, Region, RegionLike, Type, attribute::TypeAttribute, r#type::FunctionType,
     },
 };
-use tpukit_dsl::{Kernel, Literal, OpKind, Operand, Result, Role, ValueId, Window};
+use tpukit_dsl::{Kernel, Literal, OpKind, Operand, Result, Role, Space, ValueId, Window};
 
 /// The buffer types of the kernel's operands, in operand order.
 pub fn buffer_types<'c>(
@@ -44,11 +44,7 @@ pub fn buffer_types<'c>(
         .iter()
         .zip(&shapes.operands)
         .map(|(o, global)| {
-            let space = if o.role == Role::Prefetch {
-                MemorySpace::Smem
-            } else {
-                MemorySpace::Vmem
-            };
+            let space = MemorySpace::of(o.role, o.space);
             types::memref(context, &window_shape(o, global), o.dtype, space)
         })
         .collect()
@@ -214,6 +210,10 @@ pub fn build<'c>(
             .map(|(t, b)| {
                 let i = b.operand();
                 let o = &kernel.operands[i];
+                // As Pallas: an operand left in HBM has no window (and no transform).
+                if o.space == Space::Any {
+                    return "{}".to_string();
+                }
                 let bounds: Vec<String> = window_shape(o, &shapes.operands[i])
                     .iter()
                     .map(|n| n.to_string())

@@ -41,6 +41,9 @@ pub fn build_all<'c>(
         .map(|b| b.operand())
         .enumerate()
     {
+        if kernel.operands[i].space == tpukit_dsl::Space::Any {
+            continue;
+        }
         let rank = shapes.operands[i].len();
         let block = Block::new(
             &arg_types

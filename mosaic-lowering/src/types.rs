@@ -8,7 +8,7 @@ use melior::{
     Context,
     ir::{Attribute, Type as MlirType, r#type::MemRefType},
 };
-use tpukit_dsl::{DType, Error, ErrorKind, Result, Type};
+use tpukit_dsl::{DType, Error, ErrorKind, Result, SemaphoreKind, Space, Type};
 
 /// The element type of a value of `dtype`.
 pub fn element(dtype: DType) -> &'static str {
@@ -56,6 +56,22 @@ pub enum MemorySpace {
     Vmem,
     /// Scalar memory: scalar-prefetch operands.
     Smem,
+    /// Left in HBM (`memory_space=pl.ANY`), reached by DMA.
+    Any,
+    /// Semaphores (`semaphore_mem`), of the kind the element type says.
+    Semaphore(SemaphoreKind),
+}
+
+impl MemorySpace {
+    /// Where an operand of `role` in `space` lives.
+    pub fn of(role: tpukit_dsl::Role, space: Space) -> MemorySpace {
+        match space {
+            Space::Any => MemorySpace::Any,
+            Space::Semaphore(kind) => MemorySpace::Semaphore(kind),
+            Space::Local if role == tpukit_dsl::Role::Prefetch => MemorySpace::Smem,
+            Space::Local => MemorySpace::Vmem,
+        }
+    }
 }
 
 /// `memref<…xT, #tpu.memory_space<…>>`, a buffer in kernel memory.
@@ -72,14 +88,21 @@ pub fn memref<'c>(
     let name = match space {
         MemorySpace::Vmem => "vmem",
         MemorySpace::Smem => "smem",
+        MemorySpace::Any => "any",
+        MemorySpace::Semaphore(_) => "semaphore_mem",
     };
-    let space =
+    let element = match space {
+        MemorySpace::Semaphore(SemaphoreKind::Dma) => "!tpu.dma_semaphore",
+        MemorySpace::Semaphore(SemaphoreKind::Regular) => "!tpu.semaphore",
+        _ => memory_element(dtype),
+    };
+    let space_attr =
         Attribute::parse(context, &format!("#tpu.memory_space<{name}>")).ok_or_else(|| {
             Error::new("internal error: bad memory space").with_kind(ErrorKind::Internal)
         })?;
-    let element = crate::emit::parse_type(context, memory_element(dtype))?;
+    let element = crate::emit::parse_type(context, element)?;
     let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    Ok(MemRefType::new(element, &dims, None, Some(space)).into())
+    Ok(MemRefType::new(element, &dims, None, Some(space_attr)).into())
 }
 
 /// A StableHLO operand or result of the custom call.

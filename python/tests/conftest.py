@@ -63,3 +63,20 @@ def check(body, out_shape, args, reference, tolerance=None, **call_kwargs):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def torch_seed():
+    """Seeds torch's generator (tests that draw torch inputs: `usefixtures("torch_seed")`)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Each tpukit device in turn, also as `tpukit.helion`'s default device for the test (a
+    test parametrizing `device` itself gets its values instead)."""
+    from tpukit import helion
+
+    with helion.device(request.param):
+        yield request.param

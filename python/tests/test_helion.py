@@ -19,6 +19,8 @@ torch = pytest.importorskip("torch")
 import tpukit.helion.language as hl  # noqa: E402
 from tpukit import DEVICES, helion  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("torch_seed")
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "helion"
 F32, BF16 = torch.float32, torch.bfloat16
 
@@ -27,11 +29,6 @@ def example(name):
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))
     return importlib.import_module(name)
-
-
-@pytest.fixture(autouse=True)
-def seed():
-    torch.manual_seed(0)
 
 
 # example -> (check arguments the default blocks divide, arguments they do not)

@@ -11,8 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tpukit.helion.language as hl  # noqa: E402
-from tpukit import DEVICES, TpukitError, helion  # noqa: E402
+from tpukit import TpukitError, helion  # noqa: E402
 from tpukit.helion.autotuner import EnumFragment  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_seed")
 
 F32, BF16 = torch.float32, torch.bfloat16
 TOL = {F32: dict(rtol=1e-5, atol=1e-5), BF16: dict(rtol=2e-2, atol=5e-2)}
@@ -53,17 +55,6 @@ DeviceTensorSubscriptAssignmentNotAllowed InvalidSequenceSubscription InvalidAPI
 GraphModuleUnsupportedOps RefEagerModeCodePrintError NoDeviceLoopsInKernel
 NestedKernelCallsNotSupported EmptyDeviceLoopAfterDCE AutodiffKernelNotCalled
 AutodiffNotSupported InconsistantConfigsAcrossRanks""".split()
-
-
-@pytest.fixture(autouse=True)
-def seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(params=DEVICES)
-def device(request):
-    with helion.device(request.param):
-        yield request.param
 
 
 def close(actual, expected, dtype):

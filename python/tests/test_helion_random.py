@@ -10,20 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tpukit.helion.language as hl  # noqa: E402
-from tpukit import DEVICES, helion  # noqa: E402
+from tpukit import helion  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_seed")
 
 F32, BF16 = torch.float32, torch.bfloat16
-
-
-@pytest.fixture(autouse=True)
-def seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(params=DEVICES)
-def device(request):
-    with helion.device(request.param):
-        yield request.param
 
 
 def _dropout(block_sizes):

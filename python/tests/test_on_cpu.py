@@ -109,15 +109,15 @@ def test_install_applies_until_uninstalled(rng):
 
 
 def test_an_unsupported_kernel_names_the_op(rng):
-    def body(x_ref, o_ref):  # a roll by a traced shift: tpukit imports constant shifts only
-        o_ref[...] = pltpu.roll(x_ref[...], pl.program_id(0) + 3, 1)
+    def body(x_ref, o_ref):  # a bitcast that changes the bits' meaning: not imported yet
+        o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32).astype(jnp.float32)
 
     def f(x):
         return pl.pallas_call(
             body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,)
         )(x)
 
-    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.*rotate"):
+    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.bitcast"):
         jax.jit(f)(randn(rng, (8, 128), np.float32))
 
 

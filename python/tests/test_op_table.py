@@ -18,6 +18,15 @@ from jax.experimental import pallas as pl
 import tpukit
 from tpukit import _native, pallas
 
+
+def _unsigned(x):
+    return lax.bitcast_convert_type(x, jnp.uint32)
+
+
+def _signed(x):
+    return lax.bitcast_convert_type(x, jnp.int32)
+
+
 UNARY = {
     "neg": jnp.negative,
     "abs": jnp.abs,
@@ -53,6 +62,9 @@ BINARY = {
     "shl": lax.shift_left,
     "shr_a": lax.shift_right_arithmetic,
     "shr_l": lax.shift_right_logical,
+    # Division of the bits read as unsigned: uint32 in JAX, bitcast back.
+    "div_u": lambda x, y: _signed(lax.div(_unsigned(x), _unsigned(y))),
+    "rem_u": lambda x, y: _signed(lax.rem(_unsigned(x), _unsigned(y))),
 }
 COMPARE = {
     "eq": jnp.equal,
@@ -100,7 +112,7 @@ def inputs(family, name, dtype, seed):
     for i in range(count):
         if dtype == "int32":
             # Divisors stay non-zero: XLA and the IR define integer division by zero apart.
-            lo = 1 if (name in ("div", "rem") and i == 1) else -12
+            lo = 1 if (name in ("div", "rem", "div_u", "rem_u") and i == 1) else -12
             hi = 40 if (name.startswith("sh") and i == 1) else 13
             a = rng.integers(lo, hi, SHAPE).astype(np.int32)
         else:
@@ -157,8 +169,14 @@ def test_pallas_kernel_of_each_op(family, name, dtype, device):
     check(kernel(*args, device=device), want, dtype)
 
 
+# Ops JAX spells only with unsigned dtypes, which tpukit's StableHLO import does not hold.
+UNSIGNED = {"div_u", "rem_u"}
+
+
 @pytest.mark.parametrize(("family", "name", "dtype"), list(cases()))
 def test_jax_function_of_each_op(family, name, dtype):
+    if name in UNSIGNED:
+        pytest.skip("uint32 tensors in plain JAX functions are not imported (issue 13 item 4)")
     f = function(family, name)
     args = inputs(family, name, dtype, seed=len(name) + 1)
     want = reference(f, args)

@@ -1,7 +1,8 @@
 """Layout ops inside Pallas TPU kernels: transposes (``x.T``, ``jnp.transpose``,
 ``jnp.swapaxes`` → ``tpu.transpose``), ``jnp.concatenate`` (``tpu.concatenate``) and
-``pltpu.roll`` by a constant (``tpu.dynamic_rotate``). Each kernel runs on tpukit's ``cpu``
-and ``interpret`` against Pallas interpret mode and a ``jnp`` reference (conftest.check)."""
+``pltpu.roll`` by a constant or a traced shift (``tpu.dynamic_rotate``). Each kernel runs on
+tpukit's ``cpu`` and ``interpret`` against Pallas interpret mode and a ``jnp`` reference
+(conftest.check)."""
 
 import jax
 import jax.numpy as jnp
@@ -101,3 +102,23 @@ def test_roll_of_rows(dtype, rng):
 
     x = rng.standard_normal((16, 128)).astype(dtype)
     check(kernel, sds(x.shape, dtype), [x], lambda x: jnp.roll(x, 5, 0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_roll_by_a_traced_shift(dtype, rng):
+    # the shift depends on the grid step (and on a prefetched scalar): a dynamic window start
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0] + pl.program_id(0) * 7, 1)
+
+    x = rng.standard_normal((24, 256)).astype(dtype)
+    s = np.array([300], np.int32)
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((8, 256), lambda i, s: (i, 0))],
+        out_specs=pl.BlockSpec((8, 256), lambda i, s: (i, 0)))
+
+    def reference(s, x):
+        return jnp.concatenate(
+            [jnp.roll(x[8 * i:8 * i + 8], int(s[0]) + 7 * i, 1) for i in range(3)])
+
+    check(kernel, sds(x.shape, dtype), [s, x], reference, grid_spec=grid_spec)

@@ -174,3 +174,35 @@ def test_jax_function_of_no_arguments():
     want = np.broadcast_to(np.arange(128, dtype=np.int32) * 2, (8, 128))
     for device in DEVICES:
         np.testing.assert_array_equal(evens(device=device), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_dot_general_in_a_body(dtype, rng):
+    # tpu.matmul with batch dimensions: bmk,bkn and bqd,bkd (the rhs contracted on its last)
+    def kernel(x_ref, y_ref, z_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.einsum("bmk,bkn->bmn", x, y_ref[...], preferred_element_type=jnp.float32)
+        p_ref[...] = jnp.einsum("bqd,bkd->bqk", x, z_ref[...], preferred_element_type=jnp.float32)
+
+    x = rng.standard_normal((2, 16, 128)).astype(dtype)
+    y = rng.standard_normal((2, 128, 256)).astype(dtype)
+    z = rng.standard_normal((2, 24, 128)).astype(dtype)
+    check(kernel, (sds((2, 16, 256), jnp.float32), sds((2, 16, 24), jnp.float32)), [x, y, z],
+          lambda x, y, z: (jnp.einsum("bmk,bkn->bmn", f32(x), f32(y)),
+                           jnp.einsum("bqd,bkd->bqk", f32(x), f32(z))),
+          tolerance=dot_tolerance(dtype))
+
+
+def test_argmax_and_argmin_in_a_body(rng):
+    # tpu.reduce_index (Pallas lowers it for f32 only): first index of the extreme, ties
+    # included (small integers repeat), and a NaN wins as in JAX
+    def kernel(x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.argmax(x, axis=1).astype(jnp.int32)
+        p_ref[...] = jnp.argmin(x, axis=0).astype(jnp.int32)
+
+    x = rng.integers(-5, 5, (16, 256)).astype(np.float32)
+    x[3, 7] = x[4, 200] = np.nan
+    check(kernel, (sds((16,), jnp.int32), sds((256,), jnp.int32)), [x],
+          lambda x: (jnp.argmax(x, axis=1).astype(jnp.int32),
+                     jnp.argmin(x, axis=0).astype(jnp.int32)))

@@ -268,3 +268,27 @@ def test_rank_zero_result(rng):
     got = total(x)
     assert got.shape == ()
     np.testing.assert_allclose(got, x.sum(dtype=np.float32), rtol=1e-5)
+
+
+def test_reduce_precision_to_bf16_is_exact(rng):
+    # lax.reduce_precision(f32, 8, 7): bf16's rounding (ties to even) kept in f32; normals,
+    # halfway cases, overflow and infinities (not subnormals: XLA's CPU backend flushes them
+    # to zero, the kernel IR keeps them)
+    x = np.concatenate([
+        rng.standard_normal(1000).astype(np.float32) * 1e3,
+        (rng.standard_normal(200) * 1e-30).astype(np.float32),
+        np.array([1 + 2**-8, 1 + 3 * 2**-8, 3.4e38, -np.inf, 0.0], np.float32),
+    ])
+
+    def f(x):
+        return jax.lax.reduce_precision(x, exponent_bits=8, mantissa_bits=7) * 2
+
+    check(f, x, tol=0)
+
+
+def test_reduce_precision_to_other_formats_is_refused_by_name():
+    def f(x):
+        return jax.lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)
+
+    with pytest.raises(tpukit.UnsupportedError, match="reduce_precision"):
+        pallas.custom_jax_kernel(f)(np.ones(8, np.float32))

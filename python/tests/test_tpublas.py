@@ -485,6 +485,30 @@ EVERY_KERNEL = textwrap.dedent(
         tb.addmm(t(10), t(30, 20), t(20, 10)); tb.addmm(t(30, 10), t(30, 20), t(20, 10))
         tb.index_select(x, 1, np.array([5, 0])); tb.embedding(t(10, 300), np.array([9, 0]))
         tb.permute(t(2, 3, 130), [2, 0, 1]); tb.cat([t(3, 6), t(3, 2)], 1)
+        # the training-step operators
+        ti, one = np.array([5, -100, 599]), np.array(1.0, dtype=dt)
+        for red in (0, 1, 2):
+            tb.nll_loss_forward(x, ti, None, red, -100)
+            tb.nll_loss_backward(t(3) if red == 0 else one, x, ti, None, red, -100, one)
+        tb._log_softmax_backward_data(x, x, 1, dt); tb.tanh_backward(x, x)
+        tb.full([3, 5000], 2.0, dtype=dt); tb.arange(1.0, 9000.0, 2.0, dtype=dt)
+        tb.clone(x); tb._to_copy(x, dtype=other); tb.masked_fill(x, x > 1, -1.0)
+        tb.embedding_dense_backward(x, np.array([5, 0, 5]), 7, 0, False)
+        for name in ["eq", "ne", "lt", "le", "gt", "ge"]:
+            getattr(tb, name)(x, 1.0)
+        tb.bernoulli(x, 0.3); tb.constant_pad_nd(x, [1, 2, 0, 3], -1.0)
+        tb.tril(x, -1); tb.triu(x)
+        q, k = t(2, 3, 70, 40), t(2, 3, 90, 40)
+        for causal in (False, True):
+            o, lse = tb._scaled_dot_product_flash_attention_for_cpu(q, k, k, 0.0, causal)
+            tb._scaled_dot_product_flash_attention_for_cpu_backward(o, q, k, k, o, lse, 0.0,
+                                                                    causal)
+        if dt == np.float32:
+            i = np.array([1, 2], np.int32)
+            tb.full([3], 2, dtype=np.int32); tb.arange(1, 9000, 2, dtype=np.int32)
+            tb.constant_pad_nd(i, [0, 1], -100); tb.clone(i)
+            for name in ["add", "sub", "mul"]:
+                getattr(tb, name)(i, 3)
     print(json.dumps(_native.cache_stats()))
     """
 )

@@ -1,9 +1,10 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
 `jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs;
-transposes, concatenations and rotations),
+transposes, concatenations and rotations; manual DMA and semaphores),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
 (``Kernel.lower``) and compiled with libtpu for v5e and v6e. Their results are checked on
-the CPU devices in python/tests/test_pallas_ops.py and test_pallas_layout_ops.py."""
+the CPU devices in python/tests/test_pallas_ops.py, test_pallas_layout_ops.py and
+test_pallas_dma.py."""
 
 import functools
 
@@ -94,6 +95,67 @@ def _flash(dtype, causal):
     return attention, [_sds((1, 2, 512, 128), dtype)] * 3
 
 
+def _dma(name, dtype):
+    # the DMA kernels of python/tests/test_pallas_dma.py, by name
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import dma_kernels as t
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    if name == "rows":
+        call = pl.pallas_call(
+            t.double_buffered_rows, out_shape=_sds((40, 256), dtype), grid=(5,),
+            in_specs=[any_], out_specs=pl.BlockSpec((8, 256), lambda i: (i, 0)),
+            scratch_shapes=[pltpu.VMEM((2, 8, 256), dtype), pltpu.SemaphoreType.DMA((2,))],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))
+        return call, [_sds((40, 256), dtype)]
+    if name == "matmul":
+        call = pl.pallas_call(
+            t.manual_matmul, out_shape=_sds((256, 128), dtype), grid=(2,),
+            in_specs=[any_, any_], out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)),
+            scratch_shapes=[pltpu.VMEM((2, 128, 128), dtype), pltpu.VMEM((2, 128, 128), dtype),
+                            pltpu.VMEM((128, 128), "float32"), pltpu.SemaphoreType.DMA((2, 2))])
+        return call, [_sds((256, 384), dtype), _sds((384, 128), dtype)]
+    if name == "pipeline":
+        call = pl.pallas_call(t.pipelined_affine, out_shape=_sds((48, 128), dtype),
+                              in_specs=[any_], out_specs=any_)
+        return call, [_sds((48, 128), dtype)]
+    call = pl.pallas_call(
+        t.scoped_copies, out_shape=_sds((16, 128), dtype), in_specs=[any_], out_specs=any_,
+        scratch_shapes=[pltpu.SemaphoreType.DMA((2,))])
+    return call, [_sds((16, 128), dtype)]
+
+
+def _batched(dtype):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, z_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.einsum("bmk,bkn->bmn", x, y_ref[...], preferred_element_type=jnp.float32)
+        p_ref[...] = jnp.einsum("bqd,bkd->bqk", x, z_ref[...], preferred_element_type=jnp.float32)
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((2, 16, 256), jnp.float32),
+                                             _sds((2, 16, 24), jnp.float32)))
+    return call, [_sds((2, 16, 128), dtype), _sds((2, 128, 256), dtype), _sds((2, 24, 128), dtype)]
+
+
+def _argmax():
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.argmax(x, axis=1).astype(jnp.int32)
+        p_ref[...] = jnp.argmin(x, axis=0).astype(jnp.int32)
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((16,), jnp.int32), _sds((256,), jnp.int32)))
+    return call, [_sds((16, 256), jnp.float32)]
+
+
 KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
@@ -104,6 +166,16 @@ KERNELS = {
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
+    "argmax-f32": _argmax,
+    "batched-dot-f32": lambda: _batched("float32"),
+    "batched-dot-bf16": lambda: _batched("bfloat16"),
+    "dma-rows-f32": lambda: _dma("rows", "float32"),
+    "dma-rows-bf16": lambda: _dma("rows", "bfloat16"),
+    "dma-matmul-f32": lambda: _dma("matmul", "float32"),
+    "dma-matmul-bf16": lambda: _dma("matmul", "bfloat16"),
+    "dma-scoped-f32": lambda: _dma("scoped", "float32"),
+    "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
+    "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
 }
 
 

@@ -83,3 +83,29 @@ pub fn column_vector(dtype: DType) -> ArraySpec {
 pub fn acc() -> ArraySpec {
     ArraySpec::new(DType::F32, [BM, 1])
 }
+
+/// The call spec of a kernel over a batch of matrices `[b, m, n]` in `[BM, BN]` tiles (batch
+/// dim squeezed), grid `(b, m, n)`, input and output of `dtype` and `out`, followed by
+/// `scalars` run-time scalars (`[1, 1]` f32): kernels that need each element's row and
+/// column (`program_id(1)·BM + iota`, `program_id(2)·BN + iota`), as triangles and masks.
+pub fn matrices(dtype: DType, out: DType, scalars: usize) -> tpukit::dsl::CallSpec {
+    let block = [
+        BlockDim::Squeezed,
+        BlockDim::Blocked(BM),
+        BlockDim::Blocked(BN),
+    ];
+    let tiles =
+        |d: DType| ArraySpec::new(d, ["b", "m", "n"]).blocked(block, [grid(0), grid(1), grid(2)]);
+    let mut inputs = vec![tiles(dtype)];
+    inputs.extend((0..scalars).map(|_| crate::layout::scalar(2)));
+    tpukit::dsl::CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("b", 1)),
+            GridAxis::parallel(Extent::cdiv("m", BM)),
+            GridAxis::parallel(Extent::cdiv("n", BN)),
+        ],
+        inputs,
+        outputs: vec![tiles(out)],
+        ..Default::default()
+    }
+}

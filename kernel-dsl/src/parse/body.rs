@@ -203,6 +203,13 @@ impl Parser {
         })
     }
 
+    /// `%operand[indexers]`: a copy's end or a semaphore.
+    fn ref_place(&mut self) -> Result<crate::Place> {
+        let operand = self.operand_ref()?;
+        let index = self.indexers()?;
+        Ok(crate::Place { operand, index })
+    }
+
     fn start(&mut self) -> Result<Start> {
         match self.peek().tok {
             Tok::Number(_) => Ok(Start::Static(self.integer("an index")?)),
@@ -279,6 +286,36 @@ impl Parser {
                 };
                 return Ok((kind, Results::None));
             }
+            "dma_start" => {
+                let src = self.ref_place()?;
+                self.punct(',')?;
+                let dst = self.ref_place()?;
+                self.punct(',')?;
+                let sem = self.ref_place()?;
+                return Ok((OpKind::DmaStart { src, dst, sem }, Results::None));
+            }
+            "dma_wait" => {
+                let sem = self.ref_place()?;
+                self.punct(',')?;
+                let src = self.ref_place()?;
+                self.punct(',')?;
+                let dst = self.ref_place()?;
+                return Ok((OpKind::DmaWait { sem, src, dst }, Results::None));
+            }
+            "semaphore_signal" | "semaphore_wait" => {
+                let sem = self.ref_place()?;
+                self.punct(',')?;
+                let amount = self.operand_value()?;
+                let kind = if name == "semaphore_signal" {
+                    OpKind::SemaphoreSignal { sem, amount }
+                } else {
+                    OpKind::SemaphoreWait { sem, amount }
+                };
+                return Ok((kind, Results::None));
+            }
+            "semaphore_read" => OpKind::SemaphoreRead {
+                sem: self.ref_place()?,
+            },
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },

@@ -96,13 +96,20 @@ impl Parser {
             Tok::Number(_) => p.integer("an extent").map(Dim::Static),
             _ => p.symbol().map(Dim::Sym),
         })?;
+        let space = crate::Space::NAMED
+            .into_iter()
+            .find(|s| s.name().is_some_and(|n| self.eat_word(n)))
+            .unwrap_or_default();
         let window = if self.eat_word("block") {
             self.punct('[')?;
             let block = self.list(']', |p| {
                 if p.eat_word("sq") {
                     Ok(BlockDim::Squeezed)
+                } else if let Some(n) = p.eat_element_block()? {
+                    Ok(BlockDim::Element(n))
                 } else {
-                    p.integer("a block size or `sq`").map(BlockDim::Blocked)
+                    p.integer("a block size, `elN` or `sq`")
+                        .map(BlockDim::Blocked)
                 }
             })?;
             self.keyword("fill")?;
@@ -130,6 +137,7 @@ impl Parser {
             dtype,
             shape,
             window,
+            space,
         })
     }
 

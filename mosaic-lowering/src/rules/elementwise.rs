@@ -144,19 +144,7 @@ fn unary_value<'c>(em: &Emitter<'c>, u: UnaryOp, v: Val<'c>, ty: &Type) -> Resul
                 let ones = splat(em, all_ones(ty.dtype), ty)?;
                 int_op(em, "arith.xori", &[v, ones], ty)?
             }
-            UnaryOp::Exp
-            | UnaryOp::Exp2
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Tanh
-            | UnaryOp::Erf
-            | UnaryOp::Logistic
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Sin
-            | UnaryOp::Cos => {
+            tpukit_dsl::float_unary_ops!() => {
                 unreachable!("the verifier rejects `{}` on integers", u.name())
             }
         }
@@ -184,6 +172,9 @@ pub fn binary<'c>(
     let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
     if matches!(b, BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL) {
         return Ok(vec![shift(em, b, x, y, ty)?]);
+    }
+    if matches!(b, BinaryOp::DivU | BinaryOp::RemU) {
+        return Ok(vec![unsigned_division(em, b == BinaryOp::RemU, x, y, ty)?]);
     }
     let out = match widened(ty.dtype, b == BinaryOp::Rem) {
         Some(wide) => in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
@@ -217,7 +208,9 @@ fn binary_value<'c>(
             | BinaryOp::Xor
             | BinaryOp::Shl
             | BinaryOp::ShrA
-            | BinaryOp::ShrL => {
+            | BinaryOp::ShrL
+            | BinaryOp::DivU
+            | BinaryOp::RemU => {
                 unreachable!("the verifier rejects bitwise ops on floats")
             }
         };
@@ -238,6 +231,7 @@ fn binary_value<'c>(
             BinaryOp::Or => "arith.ori",
             BinaryOp::Xor => "arith.xori",
             BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => unreachable!("lowered by `shift`"),
+            BinaryOp::DivU | BinaryOp::RemU => unreachable!("lowered by `unsigned_division`"),
             BinaryOp::Pow => unreachable!("the verifier rejects integer pow"),
         };
         int_op(em, name, &[x, y], ty)?
@@ -274,6 +268,39 @@ fn shift<'c>(em: &Emitter<'c>, b: BinaryOp, x: Val<'c>, y: Val<'c>, ty: &Type) -
         let r = int_op(em, name, &[x, amount], &wide)?;
         select_values(em, out, int(0)?, r, &wide)?
     };
+    convert(em, r, &wide, ty.dtype)
+}
+
+/// `div_u`/`rem_u` computed in i32 on the operands' bits zero-extended (`arith.divui`,
+/// `remui`), a zero divisor replaced by 1 and the result chosen, as in [`int_division`].
+fn unsigned_division<'c>(
+    em: &Emitter<'c>,
+    rem: bool,
+    x: Val<'c>,
+    y: Val<'c>,
+    ty: &Type,
+) -> Result<Val<'c>> {
+    let bits = 8 * ty.dtype.size_bytes() as i64;
+    let wide = ty.with_dtype(DType::I32);
+    let int = |v: i64| splat(em, Literal::Int(v), &wide);
+    let (mut x, mut y) = (
+        convert(em, x, ty, DType::I32)?,
+        convert(em, y, ty, DType::I32)?,
+    );
+    if bits < 32 {
+        x = int_op(em, "arith.andi", &[x, int((1 << bits) - 1)?], &wide)?;
+        y = int_op(em, "arith.andi", &[y, int((1 << bits) - 1)?], &wide)?;
+    }
+    let zero = int(0)?;
+    let is_zero = cmpi(em, "eq", y, zero, &wide)?;
+    let safe = select_values(em, is_zero, int(1)?, y, &wide)?;
+    let (name, on_zero) = if rem {
+        ("arith.remui", x)
+    } else {
+        ("arith.divui", zero)
+    };
+    let q = int_op(em, name, &[x, safe], &wide)?;
+    let r = select_values(em, is_zero, on_zero, q, &wide)?;
     convert(em, r, &wide, ty.dtype)
 }
 

@@ -1,6 +1,6 @@
 //! The lowering rules: one function per kernel-IR op, as JAX's Pallas TPU lowering keeps its
-//! `lowering_rules` dict, found by an exhaustive `match` on the op ([`rule`]). A rule reads
-//! its op's operands from the [`FuncLowering`], appends Mosaic ops through the [`Emitter`] and
+//! `lowering_rules` dict, found by an exhaustive `match` on the op (`rule`). A rule reads
+//! its op's operands from the `FuncLowering`, appends Mosaic ops through the `Emitter` and
 //! returns the op's results. Within a rule, each op family's variants are matched exhaustively
 //! too (`elementwise::unary` over every `UnaryOp`), so an op added to the op table does not
 //! compile until it lowers.
@@ -9,6 +9,7 @@
 //! the project's shared design documents), so libtpu sees the Mosaic it is tested against.
 
 mod control;
+mod dma;
 mod dot;
 pub(crate) mod elementwise;
 mod grid;
@@ -24,7 +25,7 @@ use tpukit_dsl::{Error, ErrorKind, Op, OpKind, Result};
 
 /// Lowers `op` by its rule: an exhaustive `match`, so a new IR op is a compiler error here
 /// until it has a rule. `yield` ends a region and is lowered by the region's owner
-/// ([`FuncLowering::lower_region`]), never here.
+/// (`FuncLowering::lower_region`), never here.
 pub fn lower<'c, 'k>(
     lw: &mut FuncLowering<'c, 'k>,
     em: &Emitter<'c>,
@@ -54,5 +55,10 @@ pub fn lower<'c, 'k>(
             Err(Error::op("yield", "ends a region: its owner lowers it")
                 .with_kind(ErrorKind::Internal))
         }
+        OpKind::DmaStart { .. }
+        | OpKind::DmaWait { .. }
+        | OpKind::SemaphoreSignal { .. }
+        | OpKind::SemaphoreWait { .. }
+        | OpKind::SemaphoreRead { .. } => dma::dma(lw, em, op),
     }
 }

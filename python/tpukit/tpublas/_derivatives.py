@@ -373,6 +373,20 @@ def _cat(a, g):
     return {"tensors": grads}
 
 
+def _nll_loss(a, g, _total):
+    grad = T.nll_loss_backward(g, a.self, a.target, a.weight, a.reduction, a.ignore_index,
+                               a.outputs[1])
+    return {"self": grad}
+
+
+def _pad(a, g):
+    """The padded gradient's middle: a view."""
+    for i in range(0, len(a.pad), 2):
+        d = g.dim() - 1 - i // 2
+        g = g.narrow(d, a.pad[i], a.self.shape[d])
+    return {"self": g}
+
+
 def _elementwise(fn):
     """A unary formula ``fn(a, g) -> gradient of self``."""
     return lambda a, g: {"self": fn(a, g)}
@@ -424,8 +438,15 @@ FORMULAS = {
     "permute": _permute,
     "transpose.int": _transpose,
     "cat": _cat,
+    "clone": _elementwise(lambda a, g: g),
+    "_to_copy": _elementwise(lambda a, g: _cast(g, a.self.dtype)),
+    "nll_loss_forward": _nll_loss,
+    "masked_fill.Scalar": _elementwise(lambda a, g: T.masked_fill.Scalar(g, a.mask, 0)),
+    "constant_pad_nd": _pad,
+    "tril": _elementwise(lambda a, g: T.tril(g, a.diagonal)),
+    "triu": _elementwise(lambda a, g: T.triu(g, a.diagonal)),
 }
 
 # Outputs that are statistics for a backward kernel, not values to differentiate: marked
 # non-differentiable (as ATen's are not differentiated through).
-STATISTICS = {"native_layer_norm": (1, 2), "_fused_rms_norm": (1,)}
+STATISTICS = {"native_layer_norm": (1, 2), "_fused_rms_norm": (1,), "nll_loss_forward": (1,)}

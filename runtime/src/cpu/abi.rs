@@ -75,4 +75,6 @@ pub(crate) mod code {
     pub const ELEMENT: i64 = 3;
     /// A `for` loop's step was not positive.
     pub const STEP: i64 = 4;
+    /// A semaphore wait found fewer than it takes (value: the count, extent: the amount).
+    pub const SEMAPHORE: i64 = 5;
 }

@@ -1,7 +1,10 @@
 //! The operands' memory and the windows a grid step sees them through.
 
+mod dma;
+
 use super::tensor::{Tensor, for_each_index, strides};
 use crate::{HostArray, RuntimeError};
+pub(super) use dma::At;
 use tpukit_dsl::{
     Bindings, BlockDim, DType, ErrorKind, Func, Indexer, Kernel, OperandId, Role, Window,
 };
@@ -25,13 +28,7 @@ impl Buffer {
     fn ref_shape(&self) -> Vec<usize> {
         match &self.block {
             None => self.shape.clone(),
-            Some(b) => b
-                .iter()
-                .filter_map(|d| match d {
-                    BlockDim::Blocked(n) => Some(*n),
-                    BlockDim::Squeezed => None,
-                })
-                .collect(),
+            Some(b) => b.iter().filter(|d| d.kept()).map(|d| d.size()).collect(),
         }
     }
 
@@ -43,12 +40,11 @@ impl Buffer {
             Some(b) => {
                 let mut k = 0;
                 for (d, bd) in b.iter().enumerate() {
-                    let l = match bd {
-                        BlockDim::Squeezed => 0,
-                        BlockDim::Blocked(_) => {
-                            k += 1;
-                            local[k - 1]
-                        }
+                    let l = if bd.kept() {
+                        k += 1;
+                        local[k - 1]
+                    } else {
+                        0
                     };
                     out.push(self.origin[d] + l);
                 }
@@ -71,6 +67,7 @@ impl Buffer {
 
 pub(super) struct Memory {
     buffers: Vec<Buffer>,
+    copies: dma::Copies,
 }
 
 impl Memory {
@@ -126,7 +123,10 @@ impl Memory {
                 })
             })
             .collect::<Result<_, RuntimeError>>()?;
-        Ok(Memory { buffers })
+        Ok(Memory {
+            buffers,
+            copies: dma::Copies::default(),
+        })
     }
 
     pub fn shape(&self, id: OperandId) -> &[usize] {
@@ -155,7 +155,7 @@ impl Memory {
                 .collect();
             let b = &mut self.buffers[i];
             for (d, (&bi, bd)) in blocks.iter().zip(&spec.block).enumerate() {
-                let start = bi * bd.size() as i64;
+                let start = bi * bd.unit() as i64;
                 let n = b.shape[d] as i64;
                 if start < 0 || (start >= n && !(n == 0 && start == 0)) {
                     return Err(RuntimeError::new(
@@ -256,6 +256,7 @@ impl Memory {
     ) -> Result<Tensor, String> {
         let shape = self.check_access(id, index, starts)?;
         debug_assert_eq!(shape, ty.shape);
+        self.check_in_flight(id, index, starts, &shape, false)?;
         let b = &self.buffers[id.0 as usize];
         let mut out = Tensor::splat(ty, 0.0);
         self.each_element(id, index, starts, &shape, |i, off| {
@@ -276,6 +277,7 @@ impl Memory {
         mask: Option<&Tensor>,
     ) -> Result<(), String> {
         let shape = self.check_access(id, index, starts)?;
+        self.check_in_flight(id, index, starts, &shape, true)?;
         let mut writes = Vec::new();
         self.each_element(id, index, starts, &shape, |i, off| {
             if let Some(off) = off

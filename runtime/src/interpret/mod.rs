@@ -12,7 +12,7 @@ mod tensor;
 
 use crate::backend::Backend;
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError};
-use memory::Memory;
+use memory::{At, Memory};
 use tensor::Tensor;
 use tpukit_dsl::{Bindings, ErrorKind, Func, Kernel, Op, OpKind, Region, ValueId};
 
@@ -61,6 +61,8 @@ fn run(
             }
         }
     }
+    mem.check_copies_done()
+        .map_err(|m| RuntimeError::new(&kernel.name, m))?;
     mem.write_back(outputs);
     Ok(())
 }
@@ -245,7 +247,49 @@ impl Machine<'_> {
                 return self.region(f, r, env, vec![]).map_err(Failure::Nested);
             }
             OpKind::Yield { .. } => unreachable!("handled by region"),
+            OpKind::DmaStart { .. }
+            | OpKind::DmaWait { .. }
+            | OpKind::SemaphoreSignal { .. }
+            | OpKind::SemaphoreWait { .. }
+            | OpKind::SemaphoreRead { .. } => {
+                return self
+                    .dma(op, env)
+                    .map_err(|m| Failure::Here(ErrorKind::Invalid, m));
+            }
         }])
+    }
+
+    /// The copy and semaphore ops (see `memory/dma.rs`).
+    fn dma(&mut self, op: &Op, env: &Env) -> Result<Vec<Tensor>, String> {
+        fn at<'p>(p: &'p tpukit_dsl::Place, env: &Env) -> At<'p> {
+            At {
+                starts: ops::starts(&p.index, env),
+                place: p,
+            }
+        }
+        let amount = |v: &ValueId| get(env, *v).as_i64();
+        match &op.kind {
+            OpKind::DmaStart { src, dst, sem } => {
+                let started = match &op.loc {
+                    Some(l) => format!("{l}, grid step {:?}", self.point),
+                    None => format!("grid step {:?}", self.point),
+                };
+                self.mem
+                    .dma_start(at(src, env), at(dst, env), at(sem, env), started)?
+            }
+            OpKind::DmaWait { sem, dst, .. } => self.mem.dma_wait(at(sem, env), at(dst, env))?,
+            OpKind::SemaphoreSignal { sem, amount: a } => {
+                self.mem.semaphore_signal(at(sem, env), amount(a))?
+            }
+            OpKind::SemaphoreWait { sem, amount: a } => {
+                self.mem.semaphore_wait(at(sem, env), amount(a))?
+            }
+            OpKind::SemaphoreRead { sem } => {
+                return Ok(vec![self.mem.semaphore_read(at(sem, env))?]);
+            }
+            _ => unreachable!("only copy and semaphore ops"),
+        }
+        Ok(vec![])
     }
 }
 

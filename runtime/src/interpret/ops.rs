@@ -36,19 +36,7 @@ pub(super) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
                 UnaryOp::Abs => a.wrapping_abs(),
                 UnaryOp::Not if d == DType::Bool => (a == 0) as i64,
                 UnaryOp::Not => !a,
-                UnaryOp::Exp
-                | UnaryOp::Exp2
-                | UnaryOp::Log
-                | UnaryOp::Log1p
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqrt
-                | UnaryOp::Tanh
-                | UnaryOp::Erf
-                | UnaryOp::Logistic
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Sin
-                | UnaryOp::Cos => {
+                tpukit_dsl::float_unary_ops!() => {
                     unreachable!("verified: {op:?} on {d}")
                 }
             };
@@ -114,6 +102,19 @@ fn shift(op: BinaryOp, a: i64, b: i64, d: DType) -> i64 {
     }
 }
 
+/// `div_u`/`rem_u` of `a` and `b`, integers of `d` read as unsigned in `d`'s width.
+fn unsigned(op: BinaryOp, a: i64, b: i64, d: DType) -> i64 {
+    let mask = (1u64 << (8 * d.size_bytes() as u32)) - 1;
+    let (a, b) = ((a as u64) & mask, (b as u64) & mask);
+    match op {
+        BinaryOp::DivU if b == 0 => 0,
+        BinaryOp::RemU if b == 0 => a as i64,
+        BinaryOp::DivU => (a / b) as i64,
+        BinaryOp::RemU => (a % b) as i64,
+        _ => unreachable!("not an unsigned division"),
+    }
+}
+
 pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
     let d = x.ty.dtype;
     let mut data = Vec::with_capacity(x.data.len());
@@ -133,7 +134,9 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
                 | BinaryOp::Xor
                 | BinaryOp::Shl
                 | BinaryOp::ShrA
-                | BinaryOp::ShrL => unreachable!("verified"),
+                | BinaryOp::ShrL
+                | BinaryOp::DivU
+                | BinaryOp::RemU => unreachable!("verified"),
             })
         } else {
             let (a, b) = (a as i64, b as i64);
@@ -151,6 +154,7 @@ pub(super) fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Tensor {
                 BinaryOp::Or => a | b,
                 BinaryOp::Xor => a ^ b,
                 BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL => shift(op, a, b, d),
+                BinaryOp::DivU | BinaryOp::RemU => unsigned(op, a, b, d),
                 BinaryOp::Pow => unreachable!("verified"),
             };
             d.wrap_int(r) as f64

@@ -78,7 +78,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// The offset from the ref's base of element `idx` of an access.
-    fn address(
+    pub(super) fn address(
         &mut self,
         env: &Env<'ctx, 'k>,
         id: OperandId,
@@ -173,7 +173,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// Reads the element at `offset` from the ref's base into a register.
-    fn read(&self, id: OperandId, offset: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
+    pub(super) fn read(
+        &self,
+        id: OperandId,
+        offset: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
         let dtype = self.kernel.operand(id).dtype;
         let base = self.operands[id.0 as usize].base;
         let v = self.read_raw(dtype, base, offset)?;
@@ -259,7 +263,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// Writes a register to the element at `offset` from the ref's base.
-    fn write(
+    pub(super) fn write(
         &self,
         id: OperandId,
         offset: IntValue<'ctx>,

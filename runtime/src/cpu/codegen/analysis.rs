@@ -51,10 +51,15 @@ impl Uses {
     }
 }
 
-/// The operands some `store` in `r` (at any depth) writes.
+/// The operands some `store` or copy in `r` (at any depth) writes.
 pub(super) fn stored_operands(r: &Region, out: &mut Vec<OperandId>) {
     for op in &r.ops {
-        if let OpKind::Store { operand, .. } = &op.kind
+        let written = match &op.kind {
+            OpKind::Store { operand, .. } => Some(operand),
+            OpKind::DmaStart { dst, .. } => Some(&dst.operand),
+            _ => None,
+        };
+        if let Some(operand) = written
             && !out.contains(operand)
         {
             out.push(*operand);

@@ -18,6 +18,7 @@
 mod access;
 mod analysis;
 mod control;
+mod dma;
 mod dot;
 mod loops;
 mod reduce;

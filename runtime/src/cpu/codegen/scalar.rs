@@ -142,19 +142,7 @@ impl<'ctx> Emitter<'ctx, '_> {
                     &[x.into(), self.ctx.bool_type().const_zero().into()],
                 )?,
                 UnaryOp::Not => self.b.build_not(x, "not")?.into(),
-                UnaryOp::Exp
-                | UnaryOp::Exp2
-                | UnaryOp::Log
-                | UnaryOp::Log1p
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqrt
-                | UnaryOp::Tanh
-                | UnaryOp::Erf
-                | UnaryOp::Logistic
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Sin
-                | UnaryOp::Cos => {
+                tpukit_dsl::float_unary_ops!() => {
                     return Err(format!("`{}` on {dtype}", op.name()).into());
                 }
             });
@@ -447,7 +435,9 @@ impl<'ctx> Emitter<'ctx, '_> {
                 | BinaryOp::Xor
                 | BinaryOp::Shl
                 | BinaryOp::ShrA
-                | BinaryOp::ShrL => {
+                | BinaryOp::ShrL
+                | BinaryOp::DivU
+                | BinaryOp::RemU => {
                     return Err(format!("`{}` on {dtype}", op.name()).into());
                 }
             };
@@ -512,6 +502,20 @@ impl<'ctx> Emitter<'ctx, '_> {
                         b.build_right_shift(x, amount, false, "shrl")?
                     };
                     b.build_select(out, zero, r, "shift")?
+                }
+            }
+            // Unsigned: only a zero divisor needs care (0, or the dividend; see `DivU`).
+            BinaryOp::DivU | BinaryOp::RemU => {
+                let is0 = b.build_int_compare(IntPredicate::EQ, y, zero, "y0")?;
+                let safe = b
+                    .build_select(is0, t.const_int(1, false), y, "safe")?
+                    .into_int_value();
+                if op == BinaryOp::DivU {
+                    let q = b.build_int_unsigned_div(x, safe, "q")?;
+                    b.build_select(is0, zero, q, "divu")?
+                } else {
+                    let r = b.build_int_unsigned_rem(x, safe, "r")?;
+                    b.build_select(is0, x, r, "remu")?
                 }
             }
             BinaryOp::Pow => return Err(format!("`pow` on {dtype}").into()),

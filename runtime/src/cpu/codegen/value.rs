@@ -128,6 +128,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             OpKind::For { .. } => return self.for_loop(f, op, env),
             OpKind::If { .. } => return self.if_else(f, op, env),
             OpKind::Yield { .. } => unreachable!("handled by region"),
+            OpKind::DmaStart { .. }
+            | OpKind::DmaWait { .. }
+            | OpKind::SemaphoreSignal { .. }
+            | OpKind::SemaphoreWait { .. }
+            | OpKind::SemaphoreRead { .. } => return self.dma(f, op, env),
             _ => {
                 let v = op.results[0];
                 let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. });

@@ -1,0 +1,329 @@
+//! Manual DMA, semaphores and scoped allocations (`pltpu.make_async_copy`, `pltpu.sync_copy`,
+//! `pl.semaphore_*`, `pl.run_scoped`) into the IR's copy and semaphore ops
+//! ([`tpukit_dsl::dma`]).
+//!
+//! Refs are narrowed by `tpu.memref_slice` (dynamic starts, static sizes) and
+//! `tpu.memref_squeeze` (dropping unit dimensions) into views, which the copy and semaphore
+//! ops take. `tpu.region` (a scope) is imported inline; its `memref.alloca` and
+//! `tpu.sem_alloc` allocations become scratch operands of their own, after the kernel's
+//! (their contents are undefined when the scope starts, as on a TPU; semaphores come back to
+//! zero when a scope obeys the rules). Remote copies and signals (`device_id`, `core_id`)
+//! are refused by name.
+
+use super::kernel_func::scratch;
+use super::rules::Table;
+use super::scope::{Scope, Val, attr_opt, op_name};
+use super::text::{self, Ty};
+use melior::ir::{
+    RegionLike, ValueLike,
+    operation::{OperationLike, OperationRef},
+};
+use tpukit_dsl::{Arg, ArraySpec, BinaryOp, Error, Ix, KernelBuilder, Literal, Ref, Result, Role};
+
+/// The scratch operand a scoped allocation needs, if `op` is one.
+pub(crate) fn allocation(op: &OperationRef<'_, '_>) -> Option<Result<ArraySpec>> {
+    match op_name(op).as_str() {
+        "memref.alloca" | "tpu.sem_alloc" => Some((|| {
+            let r = op
+                .result(0)
+                .map_err(|_| Error::new("an allocation without a result"))?;
+            match text::ty(&r.r#type().to_string())? {
+                Ty::MemRef { ty, space } => scratch(&ty, space),
+                other => Err(Error::new(format!("allocates {other:?}"))),
+            }
+        })()),
+        _ => None,
+    }
+}
+
+/// `memref.alloca`, `tpu.sem_alloc`: the scratch operand set aside for it.
+pub(crate) fn alloc(
+    s: &mut Scope,
+    _: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let r = *s
+        .scratch
+        .get(&super::scope::op_key(op))
+        .ok_or_else(|| Error::new("an allocation without its scratch operand"))?;
+    let result = op
+        .result(0)
+        .map_err(|_| Error::new("an allocation without a result"))?;
+    s.bind(result.into(), Val::Ref(r));
+    Ok(())
+}
+
+/// `tpu.region`: its block, inline; its yields are its results.
+pub(crate) fn region(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
+) -> Result<()> {
+    let block = op
+        .region(0)
+        .ok()
+        .and_then(|r| r.first_block())
+        .ok_or_else(|| Error::new("a region without a block"))?;
+    let values = s.block(b, block, &[], t)?;
+    for (i, v) in values.into_iter().enumerate() {
+        s.define(op, i, v)?;
+    }
+    Ok(())
+}
+
+/// The sizes of `operandSegmentSizes`.
+fn segments(op: &OperationRef<'_, '_>) -> Result<Vec<usize>> {
+    let a =
+        attr_opt(op, "operandSegmentSizes").ok_or_else(|| Error::new("no operandSegmentSizes"))?;
+    Ok(text::int_array(&a)?
+        .into_iter()
+        .map(|n| n as usize)
+        .collect())
+}
+
+/// Refuses an op with any of the segments `remote` (device or core ids) present.
+fn local_only(op: &OperationRef<'_, '_>, seg: &[usize], remote: &[usize]) -> Result<()> {
+    if remote
+        .iter()
+        .any(|&i| seg.get(i).copied().unwrap_or(0) != 0)
+    {
+        return Err(Error::unsupported(format!(
+            "`{}` on another device or core (remote DMA and signals are not imported)",
+            op_name(op)
+        )));
+    }
+    Ok(())
+}
+
+/// `a + c`, folded when both are constants.
+fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
+    let lit = |x: Arg| match x {
+        Arg::Lit(Literal::Int(n)) => Some(n),
+        Arg::Value(v) => match s.constant(v) {
+            Some(Literal::Int(n)) => Some(n),
+            _ => None,
+        },
+        _ => None,
+    };
+    match (lit(a), lit(c)) {
+        (Some(0), _) => Ok(c),
+        (_, Some(0)) => Ok(a),
+        (Some(x), Some(y)) => Ok(Arg::Lit(Literal::Int(x + y))),
+        _ => Ok(Arg::Value(b.binary(BinaryOp::Add, a, c)?)),
+    }
+}
+
+/// The ref and indexers of an access `index` of operand `i` of `op`: a ref as it is, or a
+/// view (`tpu.memref_slice`, `memref_squeeze`) with the access moved by the view's starts.
+pub(crate) fn through_view(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    i: usize,
+    index: Vec<Ix>,
+) -> Result<(Ref, Vec<Ix>)> {
+    let (r, view) = s.place(op, i)?;
+    if view.is_empty() {
+        return Ok((r, index));
+    }
+    let mut access = index.into_iter();
+    let mut out = Vec::with_capacity(view.len());
+    for v in view {
+        out.push(match v {
+            Ix::Ds(start, _) => match access.next() {
+                Some(Ix::At(a)) => Ix::At(add(s, b, start, a)?),
+                Some(Ix::Ds(a, n)) => Ix::Ds(add(s, b, start, a)?, n),
+                _ => return Err(Error::new("an access of another rank than its view")),
+            },
+            other => other,
+        });
+    }
+    if access.next().is_some() {
+        return Err(Error::new("an access of another rank than its view"));
+    }
+    Ok((r, out))
+}
+
+/// The indexers of a view of `r` (all of `r` when `index` is empty).
+fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
+    if !index.is_empty() {
+        return Ok(index);
+    }
+    let shape = b.ref_shape(r)?;
+    Ok(shape
+        .into_iter()
+        .map(|n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
+        .collect())
+}
+
+/// The static shape of result `i` of `op`, a memref.
+fn memref_shape(op: &OperationRef<'_, '_>, i: usize) -> Result<Vec<usize>> {
+    let r = op
+        .result(i)
+        .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+    match text::ty(&r.r#type().to_string())? {
+        Ty::MemRef { ty, .. } => Ok(ty.shape),
+        other => Err(Error::new(format!("a view of type {other:?}"))),
+    }
+}
+
+/// `tpu.memref_slice %ref[%starts…]`: a view of the result's (static) shape at the starts.
+pub(crate) fn memref_slice(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let seg = segments(op)?;
+    if seg.get(2).copied().unwrap_or(0) != 0 {
+        return Err(Error::unsupported("a slice of dynamic size"));
+    }
+    let (r, index) = s.place(op, 0)?;
+    let index = full(b, r, index)?;
+    let sizes = memref_shape(op, 0)?;
+    let mut out = Vec::with_capacity(index.len());
+    let mut d = 0;
+    for ix in index {
+        match ix {
+            Ix::Ds(start, _) => {
+                let offset = s.arg(op, 1 + d)?;
+                let size = *sizes
+                    .get(d)
+                    .ok_or_else(|| Error::new("a slice of another rank"))?;
+                out.push(Ix::Ds(add(s, b, start, offset)?, size));
+                d += 1;
+            }
+            other => out.push(other),
+        }
+    }
+    if d != sizes.len() {
+        return Err(Error::new("a slice of another rank"));
+    }
+    s.define_view(op, 0, r, out)
+}
+
+/// `tpu.memref_squeeze`: the view without the unit dimensions the result drops.
+pub(crate) fn memref_squeeze(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let (r, index) = s.place(op, 0)?;
+    let index = full(b, r, index)?;
+    let want = memref_shape(op, 0)?;
+    let mut kept = 0;
+    let squeezed = index
+        .into_iter()
+        .map(|ix| match ix {
+            Ix::Ds(start, size) if kept < want.len() && want[kept] == size => {
+                kept += 1;
+                Ok(Ix::Ds(start, size))
+            }
+            Ix::Ds(start, 1) => Ok(Ix::At(start)),
+            Ix::Ds(..) => Err(Error::new("squeezes a dimension that is not 1")),
+            other => Ok(other),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if kept != want.len() {
+        return Err(Error::new("a squeeze to another shape"));
+    }
+    s.define_view(op, 0, r, squeezed)
+}
+
+/// `tpu.enqueue_dma source(…) target(…) target_semaphore(…)`.
+pub(crate) fn enqueue_dma(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let seg = segments(op)?;
+    local_only(op, &seg, &[1, 4, 5])?;
+    let (src, si) = s.place(op, 0)?;
+    let (dst, di) = s.place(op, 1)?;
+    let (sem, mi) = s.place(op, 2)?;
+    b.dma_start((src, &si), (dst, &di), (sem, &mi))
+}
+
+/// `tpu.wait_dma2 semaphore(…) src(…) dst(…)` (and the older `tpu.wait_dma`).
+pub(crate) fn wait_dma(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    // `wait_dma2` names the copy's source and destination; the older `wait_dma` only the
+    // destination, which stands for the source too (the IR's wait needs only its size).
+    let (src, dst) = if op_name(op) == "tpu.wait_dma2" {
+        local_only(op, &segments(op)?, &[3, 4])?;
+        (1, 2)
+    } else {
+        (1, 1)
+    };
+    let (sem, mi) = s.place(op, 0)?;
+    let (sr, si) = s.place(op, src)?;
+    let (d, di) = s.place(op, dst)?;
+    b.dma_wait((sem, &mi), (sr, &si), (d, &di))
+}
+
+/// `tpu.sem_signal %sem, %amount` (on this core).
+pub(crate) fn sem_signal(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    if let Some(seg) = attr_opt(op, "operandSegmentSizes") {
+        let seg: Vec<usize> = text::int_array(&seg)?
+            .into_iter()
+            .map(|n| n as usize)
+            .collect();
+        local_only(op, &seg, &[2, 3])?;
+    }
+    let (sem, mi) = s.place(op, 0)?;
+    let amount = s.arg(op, 1)?;
+    b.semaphore_signal(sem, &mi, amount)
+}
+
+/// `tpu.sem_wait %sem, %amount`.
+pub(crate) fn sem_wait(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let (sem, mi) = s.place(op, 0)?;
+    let amount = s.arg(op, 1)?;
+    b.semaphore_wait(sem, &mi, amount)
+}
+
+/// `tpu.sem_read %sem`.
+pub(crate) fn sem_read(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let (sem, mi) = s.place(op, 0)?;
+    let v = b.semaphore_read(sem, &mi)?;
+    s.define(op, 0, v)
+}
+
+/// Declares the scratch operands of the allocations found before import.
+pub(crate) fn declare(
+    b: &mut KernelBuilder,
+    s: &mut Scope,
+    keys: &[usize],
+    counts: &mut std::collections::HashMap<Role, usize>,
+) -> Result<()> {
+    for key in keys {
+        let n = counts.entry(Role::Scratch).or_default();
+        let r = b.declare(Role::Scratch, &format!("scratch{n}"))?;
+        *n += 1;
+        s.scratch.insert(*key, r);
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Manual memory movement: where an operand lives ([`Space`]), the places a copy or a
+//! semaphore op names ([`Place`]), and the semaphores copies signal.
+//!
+//! # Semantics
+//!
+//! An operand in [`Space::Any`] (`memory_space=pl.ANY` in Pallas: the array stays in HBM) is
+//! whole, and the body reaches it only by DMA: `dma_start` copies a window of one ref into a
+//! window of another and signals a DMA semaphore; `dma_wait` waits for a copy of a given
+//! destination window on that semaphore. A semaphore is an i32 counter that starts at zero:
+//! a copy adds the number of bytes it moved, a wait subtracts the number of bytes of the
+//! window it names (so one wait matches one copy of that size, whichever started first).
+//! Regular semaphores are signalled and waited on by amount (`semaphore_signal`,
+//! `semaphore_wait`) and read (`semaphore_read`).
+//!
+//! The copy happens when it starts: `dma_start` reads its source and writes its destination
+//! then, with the semantics of a load and a store (edge windows read their fill, stores
+//! outside the array are dropped). A program that obeys the rules below sees the same
+//! values as on a TPU, where the copy completes some time before its wait returns:
+//! - a wait whose semaphore holds less than it waits for never returns on a TPU; here it is an
+//!   error naming the op, on every device;
+//! - the destination of a copy must not be read, and neither its source nor its destination
+//!   written, between the copy's start and its wait; two copies in flight must not write
+//!   overlapping elements; every copy must be waited on before the kernel ends. The
+//!   interpreter checks these in debug mode (`LaunchOptions { debug: true }`,
+//!   `TPUKIT_DEBUG=1`), naming the op.
+
+use crate::{Indexer, OperandId};
+
+/// Where an operand lives, which fixes how the body may reach it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Kernel memory, reached by loads and stores: VMEM windows and scratch, SMEM prefetch.
+    #[default]
+    Local,
+    /// Left where the caller has it (HBM, `memory_space=pl.ANY`): a whole array the body
+    /// reaches only by DMA.
+    Any,
+    /// An array of semaphores (scratch only; i32 counters, zero when the kernel starts).
+    Semaphore(SemaphoreKind),
+}
+
+/// What a semaphore counts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SemaphoreKind {
+    /// Signalled by copies, with the bytes they moved (`pltpu.SemaphoreType.DMA`).
+    Dma,
+    /// Signalled and waited on by the body (`pltpu.SemaphoreType.REGULAR`).
+    Regular,
+}
+
+impl Space {
+    /// The word the printer writes after an operand's shape (none for [`Space::Local`]).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Space::Local => None,
+            Space::Any => Some("any"),
+            Space::Semaphore(SemaphoreKind::Dma) => Some("dma_semaphore"),
+            Space::Semaphore(SemaphoreKind::Regular) => Some("semaphore"),
+        }
+    }
+
+    /// Every space with a name, for the parser.
+    pub const NAMED: [Space; 3] = [
+        Space::Any,
+        Space::Semaphore(SemaphoreKind::Dma),
+        Space::Semaphore(SemaphoreKind::Regular),
+    ];
+}
+
+/// Elements of one operand's ref: a copy's source or destination (slices and points, as a
+/// load's index), or one semaphore (points only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Place {
+    /// The operand whose ref is named (an input, output or scratch operand).
+    pub operand: OperandId,
+    /// One indexer per dimension of the ref: slices and points for a copy's window, points
+    /// only for a semaphore.
+    pub index: Vec<Indexer>,
+}

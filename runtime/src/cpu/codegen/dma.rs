@@ -1,0 +1,139 @@
+//! Copies and semaphores on the compiled backend (semantics: `tpukit_dsl::dma`).
+//!
+//! A copy runs when it starts: one loop nest reading its source and writing its destination
+//! element by element (both through their refs, so windows and edge blocks behave as loads
+//! and stores do). Semaphores are the i32 elements of their scratch operand, zero when a
+//! worker starts: a copy adds its bytes, a wait checks the count and subtracts, failing with
+//! [`code::SEMAPHORE`] where a TPU would wait forever. The checks of copies in flight are
+//! the interpreter's (`Device::Interpret`), not compiled in.
+
+use super::value::{Env, Val, get};
+use super::{CodegenError, Emitter, Report, Result};
+use crate::cpu::abi::code;
+use inkwell::IntPredicate;
+use inkwell::values::IntValue;
+use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, Place};
+
+/// Elements of an access of `index`.
+fn count(index: &[Indexer]) -> usize {
+    index
+        .iter()
+        .map(|ix| match ix {
+            Indexer::Slice { size, .. } => *size,
+            Indexer::Point(_) => 1,
+        })
+        .product()
+}
+
+/// The shape of an access of `index`.
+fn shape(index: &[Indexer]) -> Vec<usize> {
+    index
+        .iter()
+        .filter_map(|ix| match ix {
+            Indexer::Slice { size, .. } => Some(*size),
+            Indexer::Point(_) => None,
+        })
+        .collect()
+}
+
+impl<'ctx, 'k> Emitter<'ctx, 'k> {
+    /// Emits a copy or semaphore op; a `semaphore_read` gives its count.
+    pub(super) fn dma(
+        &mut self,
+        _f: &'k Func,
+        op: &'k Op,
+        env: &Env<'ctx, 'k>,
+    ) -> Result<Vec<Val<'ctx, 'k>>> {
+        let bytes = |p: &Place, e: &Self| {
+            let dtype = e.kernel.operand(p.operand).dtype;
+            e.ctx
+                .i32_type()
+                .const_int((count(&p.index) * dtype.size_bytes()) as u64, false)
+        };
+        let amount = |v| match get(env, v) {
+            Val::Scalar(s) => Ok(s.into_int_value()),
+            _ => Err(CodegenError::internal("a semaphore amount is not a scalar")),
+        };
+        match &op.kind {
+            OpKind::DmaStart { src, dst, sem } => {
+                self.copy(env, src, dst)?;
+                let n = bytes(dst, self);
+                self.semaphore_add(env, sem, n)?;
+            }
+            OpKind::DmaWait { sem, dst, .. } => {
+                let n = bytes(dst, self);
+                self.semaphore_take(env, sem, n)?;
+            }
+            OpKind::SemaphoreSignal { sem, amount: a } => {
+                self.semaphore_add(env, sem, amount(*a)?)?
+            }
+            OpKind::SemaphoreWait { sem, amount: a } => {
+                self.semaphore_take(env, sem, amount(*a)?)?
+            }
+            OpKind::SemaphoreRead { sem } => {
+                let (_, v) = self.semaphore(env, sem)?;
+                return Ok(vec![Val::Scalar(v.into())]);
+            }
+            _ => unreachable!("dma on a copy or semaphore op"),
+        }
+        Ok(Vec::new())
+    }
+
+    /// Copies `src` into `dst`, element by element.
+    fn copy(&mut self, env: &Env<'ctx, 'k>, src: &'k Place, dst: &'k Place) -> Result<()> {
+        self.check_access(env, src.operand, &src.index)?;
+        self.check_access(env, dst.operand, &dst.index)?;
+        let dtype = self.kernel.operand(dst.operand).dtype;
+        self.nest(&shape(&src.index), &mut |e, idx| {
+            let from = e.address(env, src.operand, &src.index, idx)?;
+            let v = e.read(src.operand, from)?;
+            let to = e.address(env, dst.operand, &dst.index, idx)?;
+            e.write(dst.operand, to, dtype, v)
+        })
+    }
+
+    /// The offset and current count of the semaphore `p`.
+    fn semaphore(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        p: &'k Place,
+    ) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
+        self.check_access(env, p.operand, &p.index)?;
+        let at = self.address(env, p.operand, &p.index, &[])?;
+        let v = self.read(p.operand, at)?.into_int_value();
+        Ok((at, v))
+    }
+
+    fn semaphore_add(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        p: &'k Place,
+        n: IntValue<'ctx>,
+    ) -> Result<()> {
+        let (at, v) = self.semaphore(env, p)?;
+        let sum = self.b.build_int_add(v, n, "sem")?;
+        self.write(p.operand, at, DType::I32, sum.into())
+    }
+
+    /// Subtracts `n` from the semaphore `p`, failing if it holds less.
+    fn semaphore_take(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        p: &'k Place,
+        n: IntValue<'ctx>,
+    ) -> Result<()> {
+        let (at, v) = self.semaphore(env, p)?;
+        let ok = self
+            .b
+            .build_int_compare(IntPredicate::SGE, v, n, "enough")?;
+        let i64t = self.ctx.i64_type();
+        let (held, want) = (
+            self.b.build_int_s_extend(v, i64t, "held")?,
+            self.b.build_int_s_extend(n, i64t, "want")?,
+        );
+        let site = self.site;
+        self.check(ok, Report::new(code::SEMAPHORE, site, 0, held, want))?;
+        let rest = self.b.build_int_sub(v, n, "sem")?;
+        self.write(p.operand, at, DType::I32, rest.into())
+    }
+}
