@@ -193,12 +193,13 @@ def test_shipped_ops_through_custom_jax_kernel(device, rng):
 
 
 def test_paged_attention_is_a_clear_error(rng):
-    """Paged attention copies pages by manual DMA, which tpukit's import does not take yet."""
+    """Paged attention copies pages by manual DMA (imported), and keeps its double-buffer
+    index in a scalar-prefetch operand it writes, which tpukit holds read-only."""
     q = randn(rng, (2, 4, 128), np.float32)
     pages = randn(rng, (2, 16, 16, 128), np.float32)
     lengths = jnp.array([40, 64], jnp.int32)
     indices = jnp.arange(8, dtype=jnp.int32).reshape(2, 4)
-    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="dma_semaphore"):
+    with pallas.on_cpu(), pytest.raises(tpukit.TpukitError, match="prefetch: it is read-only"):
         jax.jit(lambda *a: paged.paged_attention(*a, pages_per_compute_block=2))(
             q, pages, pages, lengths, indices)
 
