@@ -290,5 +290,8 @@ def test_reduce_precision_to_other_formats_is_refused_by_name():
     def f(x):
         return jax.lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)
 
+    x = np.random.default_rng(0).standard_normal(8).astype(np.float32)
+    kernel = pallas.custom_jax_kernel(f)
+    np.testing.assert_array_equal(kernel(x), jax.jit(f)(x))  # cpu: XLA runs it
     with pytest.raises(tpukit.UnsupportedError, match="reduce_precision"):
-        pallas.custom_jax_kernel(f)(np.ones(8, np.float32))
+        kernel(x, device="interpret")
