@@ -117,22 +117,25 @@ def measure(repeats: int) -> list[tuple]:
     from tpukit import pallas
 
     # Each mode gets freshly made (so freshly jitted) programs: JAX's caches must not hand one
-    # mode's compiled program to another.
+    # mode's compiled program to another. The modes of one op run back to back, so that the
+    # load of the (shared) machine drifts less between them.
     modes = [
         ("tpukit", pallas.on_cpu, 0, repeats),
         ("interpret", pltpu.force_tpu_interpret_mode, 0, max(1, repeats // 5)),
         ("xla", contextlib.nullcontext, 1, repeats),
     ]
-    results: dict[str, list] = {}
-    for mode, context, which, n in modes:
-        for case in cases():
+    made = [cases() for _ in modes]
+    rows = []
+    for i, (name, *_) in enumerate(made[0]):
+        timings = []
+        for (mode, context, which, n), programs in zip(modes, made, strict=True):
+            case = programs[i]
             with context():
-                results.setdefault(case[0], []).append(timed(case[1 + which], case[3], n))
-            print(f"{case[0]}, {mode}: {results[case[0]][-1][1]:.1f} ms", file=sys.stderr)
-    return [
-        (name, ours[0], ours[1], interpret[1], xla[1])
-        for name, (ours, interpret, xla) in results.items()
-    ]
+                timings.append(timed(case[1 + which], case[3], n))
+            print(f"{name}, {mode}: {timings[-1][1]:.1f} ms", file=sys.stderr)
+        ours, interpret, xla = timings
+        rows.append((name, ours[0], ours[1], interpret[1], xla[1]))
+    return rows
 
 
 def table(rows) -> str:

@@ -115,6 +115,41 @@ def test_blocked_matmul_with_scratch_accumulator(dtype, rng):
               dimension_semantics=("parallel", "parallel", "arbitrary")))
 
 
+def test_accumulator_in_an_output_every_parallel_step_revisits(rng):
+    """Row blocks i (a `parallel` axis) each sum their column blocks j into a (64, 1024)
+    accumulator *output* whose index map ignores i (as splash attention keeps its running max
+    and sum), then write their row: the cpu backend must not split i across threads that
+    would share the accumulator. Repeated so that a race would show."""
+    x = rng.standard_normal((512, 8192)).astype(np.float32)
+
+    def kernel(x_ref, o_ref, acc_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _zero():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += x_ref[...]
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _write():
+            o_ref[...] = acc_ref[...]
+
+    def reference(x):
+        rows = x.reshape(8, 64, 8, 1024).sum(axis=2).reshape(512, 1024)
+        return rows, rows[-64:]  # the accumulator ends as the last row block's sum
+
+    for _ in range(5):
+        out = check(kernel, (sds((512, 1024), jnp.float32), sds((64, 1024), jnp.float32)),
+                    [x], reference, dict(rtol=1e-5, atol=1e-5), grid=(8, 8),
+                    in_specs=[pl.BlockSpec((64, 1024), lambda i, j: (i, j))],
+                    out_specs=(pl.BlockSpec((64, 1024), lambda i, j: (i, 0)),
+                               pl.BlockSpec((64, 1024), lambda i, j: (0, 0))),
+                    compiler_params=pltpu.CompilerParams(
+                        dimension_semantics=("parallel", "arbitrary")))
+    np.testing.assert_allclose(out[1], reference(x)[1], rtol=1e-5, atol=1e-5)
+
+
 def test_fori_loop_with_dynamic_slices(rng):
     def kernel(x_ref, o_ref):
         def body(j, acc):

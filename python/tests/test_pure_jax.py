@@ -286,15 +286,12 @@ def test_reduce_precision_to_bf16_is_exact(rng):
     check(f, x, tol=0)
 
 
-def test_reduce_precision_to_other_formats():
-    """To f16's format: on `cpu` XLA runs it (the function is one XLA program); the importer,
-    the interpreter's path, refuses it by name."""
-
+def test_reduce_precision_to_other_formats_is_refused_by_name():
     def f(x):
         return jax.lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)
 
-    x = np.random.default_rng(0).standard_normal(300).astype(np.float32) * 1e3
+    x = np.random.default_rng(0).standard_normal(8).astype(np.float32)
     kernel = pallas.custom_jax_kernel(f)
-    np.testing.assert_array_equal(kernel(x, device="cpu"), jax.jit(f)(x))
+    np.testing.assert_array_equal(kernel(x), jax.jit(f)(x))  # cpu: XLA runs it
     with pytest.raises(tpukit.UnsupportedError, match="reduce_precision"):
         kernel(x, device="interpret")

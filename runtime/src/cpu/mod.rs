@@ -77,7 +77,7 @@ use crate::backend::Backend;
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, alloc};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
-use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
+use tpukit_dsl::{Bindings, BlockSpec, ErrorKind, Kernel, KernelHash, Role, Semantics, Window};
 
 /// The compiled CPU backend: each kernel compiled once per structural hash (see
 /// [`compile::cached`]); `debug` compiles bounds checks into every access.
@@ -209,6 +209,12 @@ enum Failed {
 /// The ranges of the leading grid axes (taken together, see `codegen::split_axes`) each
 /// chunk of work runs: everything in one chunk unless they are `parallel`, else a few chunks
 /// per thread (so the pool can balance them).
+///
+/// Workers write outputs in place, so chunks must write disjoint output blocks. A blocked
+/// output whose index map ignores a leading axis is one block for all of that axis' steps:
+/// Pallas kernels keep accumulators in such outputs (splash attention's running max and sum),
+/// which a TPU core holds privately but two workers here would write at once. Such a kernel
+/// runs in one chunk.
 fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)>, RuntimeError> {
     let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
@@ -226,13 +232,28 @@ fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    let chunks = if parallel {
+    let shared_output = kernel.operands.iter().any(|o| match &o.window {
+        Window::Blocked(spec) if o.role == Role::Output => {
+            (0..lead).any(|axis| !reads_axis(spec, axis))
+        }
+        _ => false,
+    });
+    let chunks = if parallel && !shared_output {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1
     };
     let at = |t: i64| (steps as i128 * t as i128 / chunks as i128) as i64;
     Ok((0..chunks).map(|t| (at(t), at(t + 1))).collect())
+}
+
+/// Whether `spec`'s index map reads grid axis `axis` (an op of it, or its yield, uses the
+/// axis' argument).
+fn reads_axis(spec: &BlockSpec, axis: usize) -> bool {
+    let body = &spec.index_map.body;
+    body.args
+        .get(axis)
+        .is_some_and(|arg| body.ops.iter().any(|op| op.kind.operands().contains(arg)))
 }
 
 /// One launch's arguments, shared by its workers.
