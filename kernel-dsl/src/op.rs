@@ -244,6 +244,15 @@ pub enum OpKind {
     SemaphoreRead {
         sem: Place,
     },
+    /// `while cond(carried) { carried = body(carried) }` (`lax.while_loop`): both regions
+    /// take the carried values as arguments; `cond` yields one bool scalar, `body` the next
+    /// carried values; the results are the carried values when `cond` first yields false.
+    /// A loop whose condition never fails does not end (as on a TPU).
+    While {
+        init: Vec<ValueId>,
+        cond: Region,
+        body: Region,
+    },
 }
 
 impl OpKind {
@@ -275,6 +284,7 @@ impl OpKind {
             OpKind::SemaphoreSignal { .. } => "semaphore_signal",
             OpKind::SemaphoreWait { .. } => "semaphore_wait",
             OpKind::SemaphoreRead { .. } => "semaphore_read",
+            OpKind::While { .. } => "while",
         }
     }
 
@@ -282,6 +292,7 @@ impl OpKind {
     pub fn regions(&self) -> Vec<&Region> {
         match self {
             OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
             OpKind::If {
                 then_region,
                 else_region,
@@ -368,6 +379,7 @@ impl OpKind {
                 v
             }
             OpKind::SemaphoreRead { sem } => starts(&sem.index),
+            OpKind::While { init, .. } => init.clone(),
         }
     }
 }

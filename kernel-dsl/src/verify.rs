@@ -256,6 +256,30 @@ fn verify_region(
                 }
                 verify_region(ctx, f, body, &inits, place, defined, scope)?;
             }
+            OpKind::While { init, cond, body } => {
+                let results: Vec<Type> = op.results.iter().map(|&r| f.ty(r).clone()).collect();
+                let inits: Vec<Type> = init.iter().map(|&v| f.ty(v).clone()).collect();
+                if results != inits {
+                    return Err(err(
+                        "results must have the types of the carried values".into()
+                    ));
+                }
+                for (what, region, yields) in [
+                    ("condition", cond, vec![Type::scalar(DType::Bool)]),
+                    ("body", body, inits.clone()),
+                ] {
+                    let args: Vec<Type> = region.args.iter().map(|&a| f.ty(a).clone()).collect();
+                    if args != inits {
+                        return Err(err(format!(
+                            "the {what}'s arguments must be the carried values"
+                        )));
+                    }
+                    for &a in &region.args {
+                        define(defined, scope, a, Some(op))?;
+                    }
+                    verify_region(ctx, f, region, &yields, place, defined, scope)?;
+                }
+            }
             OpKind::If {
                 then_region,
                 else_region,
@@ -507,6 +531,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             expect(ty(amount)?, &i32s).map_err(|e| format!("amount: {e}"))?;
             none(results)?;
         }
+        OpKind::While { .. } => {}
         OpKind::SemaphoreRead { sem } => {
             let o = operand_of(ctx, sem.operand)?;
             if !matches!(o.space, Space::Semaphore(_)) {

@@ -209,3 +209,38 @@ def test_argmax_and_argmin_in_a_body(rng):
     check(kernel, (sds((16,), jnp.int32), sds((256,), jnp.int32)), [x],
           lambda x: (jnp.argmax(x, axis=1).astype(jnp.int32),
                      jnp.argmin(x, axis=0).astype(jnp.int32)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_while_loop_with_a_data_dependent_condition(dtype, rng):
+    # scf.while: halve the block until its largest magnitude is at most 1 (or a prefetched
+    # bound of steps is reached); the trip count differs per block
+    def kernel(n_ref, x_ref, o_ref):
+        def cond(c):
+            i, v = c
+            return (jnp.max(jnp.abs(v.astype(jnp.float32))) > 1.0) & (i < n_ref[0])
+
+        def step(c):
+            i, v = c
+            return i + 1, v * 0.5
+
+        i, v = lax.while_loop(cond, step, (jnp.int32(0), x_ref[...]))
+        o_ref[...] = v + i.astype(v.dtype)
+
+    x = (rng.standard_normal((24, 128)) * [[40.0]] * np.arange(1, 25)[:, None]).astype(dtype)
+    n = np.array([100], np.int32)
+
+    def reference(n, x):
+        out = []
+        for b in range(3):
+            v, i = np.asarray(x[8 * b:8 * b + 8], np.float32), 0
+            while np.max(np.abs(v)) > 1.0 and i < n[0]:
+                v, i = v * 0.5, i + 1
+            out.append(v + i)
+        return jnp.asarray(np.concatenate(out), dtype)
+
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((8, 128), lambda b, n: (b, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda b, n: (b, 0)))
+    check(kernel, sds(x.shape, dtype), [n, x], reference, grid_spec=grid_spec)

@@ -234,6 +234,18 @@ impl Machine<'_> {
                 }
                 return Ok(carried);
             }
+            OpKind::While { init, cond, body } => {
+                let mut carried: Vec<Tensor> = init.iter().map(|i| get(env, *i).clone()).collect();
+                loop {
+                    let c = self.region(f, cond, env, carried.clone());
+                    if c.map_err(Failure::Nested)?[0].data[0] == 0.0 {
+                        return Ok(carried);
+                    }
+                    carried = self
+                        .region(f, body, env, carried)
+                        .map_err(Failure::Nested)?;
+                }
+            }
             OpKind::If {
                 cond,
                 then_region,

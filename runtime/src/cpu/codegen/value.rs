@@ -126,6 +126,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             OpKind::Reduce { .. } => self.reduce(f, op, env)?,
             OpKind::Dot { .. } => self.dot(f, op, env)?,
             OpKind::For { .. } => return self.for_loop(f, op, env),
+            OpKind::While { .. } => return self.while_loop(f, op, env),
             OpKind::If { .. } => return self.if_else(f, op, env),
             OpKind::Yield { .. } => unreachable!("handled by region"),
             OpKind::DmaStart { .. }
