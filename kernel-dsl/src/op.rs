@@ -124,7 +124,11 @@ pub enum OpKind {
     },
     /// Reads a window of a ref. The result shape is the sizes of the `Slice` indexers.
     /// Elements outside the operand's array read its fill value; a masked-off element
-    /// (`mask` false) reads `other`. A slice outside the ref's (block) shape is an error.
+    /// (`mask` false) reads `other`. A slice outside the ref's (block) shape is an error,
+    /// except a scalar read of a prefetch operand (SMEM) outside its array, which TPUs and
+    /// Pallas tolerate (the sparse docs' block-sparse matmul reads one past its index
+    /// array): its value is unspecified — on a TPU whatever SMEM holds there (the Mosaic
+    /// lowering reads it as Pallas does), 0 on the CPU devices — and debug mode reports it.
     Load {
         operand: OperandId,
         index: Vec<Indexer>,
