@@ -272,7 +272,8 @@ def test_a_scalar_read_past_a_prefetch_array_reads_zero(device, rng):
     want = np.concatenate([
         x[8 * i:8 * i + 8] * (padded[i] + padded[i + 1])
         + y[8 * (padded[i + 1] % 4):8 * (padded[i + 1] % 4) + 8] for i in range(4)])
-    np.testing.assert_allclose(_next_block_kernel()(nz, x, y, device=device), want, rtol=1e-5, atol=1e-6)
+    got = _next_block_kernel()(nz, x, y, device=device)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", DEVICES)
