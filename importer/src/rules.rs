@@ -789,16 +789,50 @@ fn scf_if(
     Ok(())
 }
 
+/// `scf.while` as `lax.while_loop` lowers it: the before region computes the condition and
+/// ends in `scf.condition(%c) %args…` forwarding its own arguments unchanged; the after region
+/// yields the next carried values. A before region that forwards anything else (values it
+/// computed, in another order) is refused by name.
 fn scf_while(
-    _: &mut Scope,
-    _: &mut KernelBuilder,
-    _: &OperationRef<'_, '_>,
-    _: &Table,
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    t: &Table,
 ) -> Result<()> {
-    Err(Error::unsupported(
-        "`scf.while` (a data-dependent loop, e.g. lax.while_loop) has no kernel-IR \
-         form; use lax.fori_loop with static or scalar bounds",
-    ))
+    let init = (0..op.operand_count())
+        .map(|i| s.value(op, i))
+        .collect::<Result<Vec<_>>>()?;
+    let block = |i: usize| {
+        op.region(i)
+            .ok()
+            .and_then(|r| r.first_block())
+            .ok_or_else(|| Error::new("a while loop without its regions"))
+    };
+    let (before, after) = (block(0)?, block(1)?);
+    if op.result_count() != init.len() {
+        return Err(Error::unsupported(
+            "a while loop whose results are not its carried values",
+        ));
+    }
+    let scope = RefCell::new(&mut *s);
+    let results = b.while_loop(
+        &init,
+        |b, carried| {
+            let yielded = scope.borrow_mut().block(b, before, carried, t)?;
+            match yielded.split_first() {
+                Some((c, forwarded)) if forwarded == carried => Ok(*c),
+                _ => Err(Error::unsupported(
+                    "a while loop whose condition region forwards values other than its \
+                     arguments",
+                )),
+            }
+        },
+        |b, carried| scope.borrow_mut().block(b, after, carried, t),
+    )?;
+    for (i, v) in results.into_iter().enumerate() {
+        s.define(op, i, v)?;
+    }
+    Ok(())
 }
 
 /// Every Mosaic op tpukit imports, with its rule.
@@ -840,6 +874,7 @@ pub const MOSAIC: &Table = &Table {
         ("scf.if", scf_if),
         ("scf.while", scf_while),
         ("scf.yield", terminator),
+        ("scf.condition", terminator),
         ("func.return", terminator),
         ("tpu.memref_slice", super::dma::memref_slice),
         ("tpu.memref_squeeze", super::dma::memref_squeeze),

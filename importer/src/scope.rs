@@ -111,11 +111,19 @@ impl Scope {
 
     /// Operand `i` as an operand ref.
     pub fn buffer(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<Ref> {
+        if let Ok(v) = op.operand(i)
+            && self.views.contains_key(&key(v))
+        {
+            return Err(Error::unsupported(format!(
+                "operand {i} of `{}` is a view of a ref (`tpu.memref_slice`/`memref_squeeze`); \
+                 this op takes a whole ref",
+                op_name(op)
+            )));
+        }
         match self.lookup(op, i)? {
             Val::Ref(r) => Ok(r),
             Val::Value(_) => Err(Error::new(format!(
-                "operand {i} of `{}` must be a kernel argument buffer (a ref); views of refs \
-                 are not imported",
+                "operand {i} of `{}` must be a kernel argument buffer (a ref)",
                 op_name(op)
             ))),
         }

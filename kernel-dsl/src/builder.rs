@@ -808,6 +808,74 @@ impl KernelBuilder {
 
     /// `for iv in (lower..upper).step_by(step)`, carrying `init` through `body`, which gets
     /// the induction variable and the carried values and returns the next carried values.
+    /// `lax.while_loop`: `cond` gives a bool scalar from the carried values, `body` the next
+    /// carried values; returns the carried values once `cond` fails.
+    pub fn while_loop(
+        &mut self,
+        init: &[ValueId],
+        cond: impl FnOnce(&mut Self, &[ValueId]) -> Result<ValueId>,
+        body: impl FnOnce(&mut Self, &[ValueId]) -> Result<Vec<ValueId>>,
+    ) -> Result<Vec<ValueId>> {
+        let loc = self.loc.clone();
+        let carried = |b: &mut Self| -> Vec<ValueId> {
+            init.iter()
+                .map(|&v| {
+                    let t = b.ty(v).clone();
+                    b.f.new_value(t)
+                })
+                .collect()
+        };
+        let cond_args = carried(self);
+        let body_args = carried(self);
+        self.f.open.push(Region {
+            args: cond_args.clone(),
+            ops: vec![],
+        });
+        let c = cond(self, &cond_args).and_then(|c| {
+            if self.ty(c) != &Type::scalar(DType::Bool) {
+                let t = self.ty(c).clone();
+                return Err(self.err(
+                    Some("while"),
+                    format!("the condition must be a bool scalar, got {t}"),
+                ));
+            }
+            Ok(c)
+        });
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => {
+                self.f.open.pop();
+                return Err(self.fix(e));
+            }
+        };
+        self.f
+            .push(OpKind::Yield { values: vec![c] }, vec![], loc.clone());
+        let cond_region = self.f.open.pop().expect("loop condition");
+        self.f.open.push(Region {
+            args: body_args.clone(),
+            ops: vec![],
+        });
+        let yielded = match body(self, &body_args) {
+            Ok(y) => y,
+            Err(e) => {
+                self.f.open.pop();
+                return Err(self.fix(e));
+            }
+        };
+        self.loc = loc.clone();
+        let yielded = self.coerce_yield("while", &yielded, init)?;
+        self.f
+            .push(OpKind::Yield { values: yielded }, vec![], loc.clone());
+        let body_region = self.f.open.pop().expect("loop body");
+        let types = init.iter().map(|&v| self.ty(v).clone()).collect();
+        let kind = OpKind::While {
+            init: init.to_vec(),
+            cond: cond_region,
+            body: body_region,
+        };
+        Ok(self.f.push(kind, types, loc))
+    }
+
     pub fn for_loop(
         &mut self,
         lower: impl Into<Arg>,

@@ -157,7 +157,11 @@ pub enum OpKind {
     },
     /// Reads a window of a ref. The result shape is the sizes of the `Slice` indexers.
     /// Elements outside the operand's array read its fill value; a masked-off element
-    /// (`mask` false) reads `other`. A slice outside the ref's (block) shape is an error.
+    /// (`mask` false) reads `other`. A slice outside the ref's (block) shape is an error,
+    /// except a scalar read of a prefetch operand (SMEM) outside its array, which TPUs and
+    /// Pallas tolerate (the sparse docs' block-sparse matmul reads one past its index
+    /// array): its value is unspecified — on a TPU whatever SMEM holds there (the Mosaic
+    /// lowering reads it as Pallas does), 0 on the CPU devices — and debug mode reports it.
     Load {
         /// The operand whose ref is read.
         operand: OperandId,
@@ -330,6 +334,15 @@ pub enum OpKind {
         /// The semaphore whose count is read.
         sem: Place,
     },
+    /// `while cond(carried) { carried = body(carried) }` (`lax.while_loop`): both regions
+    /// take the carried values as arguments; `cond` yields one bool scalar, `body` the next
+    /// carried values; the results are the carried values when `cond` first yields false.
+    /// A loop whose condition never fails does not end (as on a TPU).
+    While {
+        init: Vec<ValueId>,
+        cond: Region,
+        body: Region,
+    },
 }
 
 impl OpKind {
@@ -361,6 +374,7 @@ impl OpKind {
             OpKind::SemaphoreSignal { .. } => "semaphore_signal",
             OpKind::SemaphoreWait { .. } => "semaphore_wait",
             OpKind::SemaphoreRead { .. } => "semaphore_read",
+            OpKind::While { .. } => "while",
         }
     }
 
@@ -368,6 +382,7 @@ impl OpKind {
     pub fn regions(&self) -> Vec<&Region> {
         match self {
             OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
             OpKind::If {
                 then_region,
                 else_region,
@@ -454,6 +469,7 @@ impl OpKind {
                 v
             }
             OpKind::SemaphoreRead { sem } => starts(&sem.index),
+            OpKind::While { init, .. } => init.clone(),
         }
     }
 }

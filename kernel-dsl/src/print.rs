@@ -311,6 +311,18 @@ impl Printer {
                 )?;
                 self.region_body(out, f, body, indent)?;
             }
+            OpKind::While { init, cond, body } => {
+                let carried: Vec<String> = cond
+                    .args
+                    .iter()
+                    .zip(init)
+                    .map(|(a, i)| format!("%{} = %{}", a.0, i.0))
+                    .collect();
+                write!(out, "while iter({}) : ({})", carried.join(", "), ty())?;
+                self.region_body(out, f, cond, indent)?;
+                write!(out, " do({})", values(&body.args))?;
+                self.region_body(out, f, body, indent)?;
+            }
             OpKind::If {
                 cond,
                 then_region,

@@ -256,6 +256,30 @@ fn verify_region(
                 }
                 verify_region(ctx, f, body, &inits, place, defined, scope)?;
             }
+            OpKind::While { init, cond, body } => {
+                let results: Vec<Type> = op.results.iter().map(|&r| f.ty(r).clone()).collect();
+                let inits: Vec<Type> = init.iter().map(|&v| f.ty(v).clone()).collect();
+                if results != inits {
+                    return Err(err(
+                        "results must have the types of the carried values".into()
+                    ));
+                }
+                for (what, region, yields) in [
+                    ("condition", cond, vec![Type::scalar(DType::Bool)]),
+                    ("body", body, inits.clone()),
+                ] {
+                    let args: Vec<Type> = region.args.iter().map(|&a| f.ty(a).clone()).collect();
+                    if args != inits {
+                        return Err(err(format!(
+                            "the {what}'s arguments must be the carried values"
+                        )));
+                    }
+                    for &a in &region.args {
+                        define(defined, scope, a, Some(op))?;
+                    }
+                    verify_region(ctx, f, region, &yields, place, defined, scope)?;
+                }
+            }
             OpKind::If {
                 then_region,
                 else_region,
@@ -507,6 +531,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             expect(ty(amount)?, &i32s).map_err(|e| format!("amount: {e}"))?;
             none(results)?;
         }
+        OpKind::While { .. } => {}
         OpKind::SemaphoreRead { sem } => {
             let o = operand_of(ctx, sem.operand)?;
             if !matches!(o.space, Space::Semaphore(_)) {
@@ -603,7 +628,11 @@ fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usi
                 .ok_or_else(|| format!("%{} has no type", v.0))?;
             expect(t, &Type::scalar(DType::I32)).map_err(|e| format!("start of dim {d}: {e}"))?;
         }
+        // A scalar read of a prefetch operand may fall outside it (see `OpKind::Load`).
+        let tolerated =
+            o.role == Role::Prefetch && index.iter().all(|ix| matches!(ix, Indexer::Point(_)));
         if let (Start::Static(s), Dim::Static(n)) = (start, dim)
+            && !tolerated
             && (s < 0 || s as i128 + size as i128 > *n as i128)
         {
             // i128: a start near i64::MAX (or a negative one) plus the size must not overflow.

@@ -17,6 +17,9 @@ pub enum Terminator {
     Return,
     /// `scf.yield` (the body of `scf.for`, the branches of `scf.if`).
     Yield,
+    /// `scf.condition(%first) %args…` (the condition region of `scf.while`): the region's
+    /// one yielded bool, forwarding its arguments.
+    Condition,
     /// Nothing: the region is inlined and its yielded values returned to the caller (an
     /// index map evaluated inside the kernel body for edge-block masks).
     Inline,
@@ -85,6 +88,11 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
                 match terminator {
                     Terminator::Return => em.op("func.return", &values, &[], &[])?,
                     Terminator::Yield => em.op("scf.yield", &values, &[], &[])?,
+                    Terminator::Condition => {
+                        let mut operands = values.clone();
+                        operands.extend(args.iter().copied());
+                        em.op("scf.condition", &operands, &[], &[])?
+                    }
                     Terminator::Inline => Vec::new(),
                 };
                 return Ok(values);
@@ -115,6 +123,17 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
         region: &'k tpukit_dsl::Region,
         arg_types: &[Type<'c>],
     ) -> Result<Region<'c>> {
+        self.nested_region_with(em, region, arg_types, Terminator::Yield)
+    }
+
+    /// [`Self::nested_region`] ending in `terminator`.
+    pub fn nested_region_with(
+        &mut self,
+        em: &Emitter<'c>,
+        region: &'k tpukit_dsl::Region,
+        arg_types: &[Type<'c>],
+        terminator: Terminator,
+    ) -> Result<Region<'c>> {
         let block = Block::new(
             &arg_types
                 .iter()
@@ -123,7 +142,7 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
         );
         let inner = Emitter::new(em.context, &block).at(em.location);
         let args: Vec<Val<'c>> = (0..arg_types.len()).map(|i| inner.argument(i)).collect();
-        self.lower_region(inner, region, &args, Terminator::Yield)?;
+        self.lower_region(inner, region, &args, terminator)?;
         let out = Region::new();
         out.append_block(block);
         Ok(out)

@@ -18,28 +18,26 @@ def same_shape(x):
 
 def test_unsupported_op_names_op_and_line():
     @pallas.custom_kernel(same_shape, grid=(1,))
-    def roll(x_ref, o_ref):
-        # a rotation by a value (a constant shift is imported)
-        o_ref[...] = pltpu.roll(x_ref[...], pl.program_id(0) + 3, 1)  # the error names this line
+    def reinterpret(x_ref, o_ref):
+        # a bitcast that changes the bits' meaning (one between int32 and uint32 is imported)
+        o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32).astype(jnp.float32)  # named line
 
     with pytest.raises(tpukit.UnsupportedError) as e:
-        roll(np.zeros((8, 128), np.float32))
+        reinterpret(np.zeros((8, 128), np.float32))
     message = str(e.value)
-    assert "tpu.dynamic_rotate" in message and "not a constant" in message, message
-    line = next(i for i, t in enumerate(open(__file__), 1) if "pltpu.roll(" in t)
+    assert "tpu.bitcast" in message and "f32[8,128] to i32[8,128]" in message, message
+    line = next(i for i, t in enumerate(open(__file__), 1) if "pltpu.bitcast(" in t)
     assert f"test_errors.py:{line}:" in message, message
 
 
-def test_while_loop_is_refused_by_name():
-    @pallas.custom_kernel(same_shape)
-    def halve_until_small(x_ref, o_ref):
-        def cond(v):
-            return jnp.max(v) > 1.0
+def test_while_loop_outside_a_kernel_is_refused_by_name():
+    # lax.while_loop inside a Pallas kernel is imported (scf.while); in a plain JAX
+    # function it is a stablehlo.while, which is not
+    def halve_until_small(x):
+        return jax.lax.while_loop(lambda v: jnp.max(v) > 1.0, lambda v: v * 0.5, x)
 
-        o_ref[...] = jax.lax.while_loop(cond, lambda v: v * 0.5, x_ref[...])
-
-    with pytest.raises(tpukit.UnsupportedError, match="scf.while"):
-        halve_until_small(np.full((8, 128), 10.0, np.float32))
+    with pytest.raises(tpukit.UnsupportedError, match="stablehlo.while"):
+        pallas.custom_jax_kernel(halve_until_small)(np.full((8, 128), 10.0, np.float32))
 
 
 def test_non_array_arguments():

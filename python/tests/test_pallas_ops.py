@@ -13,6 +13,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+import tpukit
 from tpukit import DEVICES, pallas
 
 BF16 = ml_dtypes.bfloat16
@@ -206,3 +207,77 @@ def test_argmax_and_argmin_in_a_body(rng):
     check(kernel, (sds((16,), jnp.int32), sds((256,), jnp.int32)), [x],
           lambda x: (jnp.argmax(x, axis=1).astype(jnp.int32),
                      jnp.argmin(x, axis=0).astype(jnp.int32)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_while_loop_with_a_data_dependent_condition(dtype, rng):
+    # scf.while: halve the block until its largest magnitude is at most 1 (or a prefetched
+    # bound of steps is reached); the trip count differs per block
+    def kernel(n_ref, x_ref, o_ref):
+        def cond(c):
+            i, v = c
+            return (jnp.max(jnp.abs(v.astype(jnp.float32))) > 1.0) & (i < n_ref[0])
+
+        def step(c):
+            i, v = c
+            return i + 1, v * 0.5
+
+        i, v = lax.while_loop(cond, step, (jnp.int32(0), x_ref[...]))
+        o_ref[...] = v + i.astype(v.dtype)
+
+    x = (rng.standard_normal((24, 128)) * [[40.0]] * np.arange(1, 25)[:, None]).astype(dtype)
+    n = np.array([100], np.int32)
+
+    def reference(n, x):
+        out = []
+        for b in range(3):
+            v, i = np.asarray(x[8 * b:8 * b + 8], np.float32), 0
+            while np.max(np.abs(v)) > 1.0 and i < n[0]:
+                v, i = v * 0.5, i + 1
+            out.append(v + i)
+        return jnp.asarray(np.concatenate(out), dtype)
+
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((8, 128), lambda b, n: (b, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda b, n: (b, 0)))
+    check(kernel, sds(x.shape, dtype), [n, x], reference, grid_spec=grid_spec)
+
+
+def _next_block_kernel():
+    # reads nz[i + 1]: one past the end of the prefetch array at the last step, as the sparse
+    # docs' block-sparse matmul does, in the body and in an index map
+    def kernel(nz_ref, x_ref, y_ref, o_ref):
+        i = pl.program_id(0)
+        o_ref[...] = x_ref[...] * (nz_ref[i] + nz_ref[i + 1]).astype(jnp.float32) + y_ref[...]
+
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, nz: (i, 0)),
+                  pl.BlockSpec((8, 128), lambda i, nz: (nz[i + 1] % 4, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, nz: (i, 0)))
+    return pallas.custom_kernel(lambda nz, x, y: sds(x.shape, x.dtype), kernel,
+                                grid_spec=grid_spec)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_scalar_read_past_a_prefetch_array_reads_zero(device, rng):
+    nz = np.array([3, 1, 2, 5], np.int32)
+    x = rng.standard_normal((32, 128)).astype(np.float32)
+    y = rng.standard_normal((32, 128)).astype(np.float32)
+    padded = np.append(nz, 0)  # what the CPU devices read past the end (a TPU: unspecified)
+    want = np.concatenate([
+        x[8 * i:8 * i + 8] * (padded[i] + padded[i + 1])
+        + y[8 * (padded[i + 1] % 4):8 * (padded[i + 1] % 4) + 8] for i in range(4)])
+    got = _next_block_kernel()(nz, x, y, device=device)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_scalar_read_past_a_prefetch_array_is_an_error_in_debug_mode(device, rng,
+                                                                         monkeypatch):
+    monkeypatch.setenv("TPUKIT_DEBUG", "1")
+    nz = np.array([3, 1, 2, 5], np.int32)
+    x = np.zeros((32, 128), np.float32)
+    with pytest.raises(tpukit.TpukitError, match="index 4 of dim 0 is outside"):
+        _next_block_kernel()(nz, x, x, device=device)

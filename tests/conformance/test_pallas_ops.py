@@ -156,6 +156,24 @@ def _argmax():
     return call, [_sds((16, 256), jnp.float32)]
 
 
+def _while(dtype):
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        def step(c):
+            i, v = c
+            return i + 1, v * 0.5
+
+        i, v = lax.while_loop(lambda c: jnp.max(jnp.abs(c[1])) > 1.0, step,
+                              (jnp.int32(0), x_ref[...]))
+        o_ref[...] = v + i.astype(v.dtype)
+
+    call = pl.pallas_call(kernel, out_shape=_sds((8, 128), dtype))
+    return call, [_sds((8, 128), dtype)]
+
+
 KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
@@ -167,6 +185,7 @@ KERNELS = {
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
     "argmax-f32": _argmax,
+    "while-f32": lambda: _while("float32"),
     "batched-dot-f32": lambda: _batched("float32"),
     "batched-dot-bf16": lambda: _batched("bfloat16"),
     "dma-rows-f32": lambda: _dma("rows", "float32"),

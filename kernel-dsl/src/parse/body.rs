@@ -357,6 +357,7 @@ impl Parser {
                 OpKind::Dot { lhs, rhs, dims }
             }
             "for" => return self.for_loop(f),
+            "while" => return self.while_loop(f),
             "if" => {
                 let cond = self.operand_value()?;
                 let types = self.type_list()?;
@@ -392,6 +393,56 @@ impl Parser {
 
     /// `for %iv = %lo to %hi step %st iter(%arg = %init, …) : (types) { … }`: the
     /// induction variable is an i32, each carried value has its result's type.
+    /// `while iter(%a = %x, …) : (types) { cond } do(%b, …) { body }`.
+    fn while_loop(&mut self, f: &mut FuncState) -> Result<(OpKind, Results)> {
+        let start = self.peek().clone();
+        self.keyword("iter")?;
+        self.punct('(')?;
+        let carried = self.list(')', |p| {
+            let arg = p.value("a carried value `%N`")?;
+            p.punct('=')?;
+            Ok((arg, p.operand_value()?))
+        })?;
+        let types = self.type_list()?;
+        if types.len() != carried.len() {
+            return Err(self.error_at(
+                &start,
+                format!(
+                    "`while` carries {} value(s) but has {} result type(s)",
+                    carried.len(),
+                    types.len()
+                ),
+            ));
+        }
+        let mut cond_args = Vec::new();
+        for ((t, arg), ty) in carried.iter().map(|(a, _)| a).zip(&types) {
+            f.define(self, t, *arg, ty.clone())?;
+            cond_args.push(*arg);
+        }
+        let cond = self.region(f, cond_args)?;
+        self.keyword("do")?;
+        self.punct('(')?;
+        let body_args = self.list(')', |p| p.value("a carried value `%N`"))?;
+        if body_args.len() != types.len() {
+            return Err(self.error_at(
+                &start,
+                "`while`'s body takes one argument per carried value",
+            ));
+        }
+        let mut args = Vec::new();
+        for ((t, arg), ty) in body_args.iter().zip(&types) {
+            f.define(self, t, *arg, ty.clone())?;
+            args.push(*arg);
+        }
+        let body = self.region(f, args)?;
+        let kind = OpKind::While {
+            init: carried.iter().map(|(_, init)| *init).collect(),
+            cond,
+            body,
+        };
+        Ok((kind, Results::Many(types)))
+    }
+
     fn for_loop(&mut self, f: &mut FuncState) -> Result<(OpKind, Results)> {
         let (iv_tok, iv) = self.value("the induction variable `%N`")?;
         self.punct('=')?;

@@ -3,7 +3,7 @@
 
 use crate::{
     emit::{Emitter, Val},
-    lowering::FuncLowering,
+    lowering::{FuncLowering, Terminator},
     types,
 };
 use melior::ir::Type;
@@ -42,6 +42,28 @@ pub fn for_loop<'c, 'k>(
     let mut operands = vec![lw.value(lower), lw.value(upper), lw.value(step)];
     operands.extend(init.iter().map(|v| lw.value(*v)));
     em.op_with_regions("scf.for", &operands, &carried, &[], vec![region])
+}
+
+/// `scf.while` as `lax.while_loop` lowers: the condition region ends in
+/// `scf.condition(%c) %carried…`, the body in `scf.yield`.
+pub fn while_loop<'c, 'k>(
+    lw: &mut FuncLowering<'c, 'k>,
+    em: &Emitter<'c>,
+    op: &'k Op,
+) -> Result<Vec<Val<'c>>> {
+    let OpKind::While {
+        ref init,
+        ref cond,
+        ref body,
+    } = op.kind
+    else {
+        unreachable!()
+    };
+    let carried = mlir_types(lw, em, init)?;
+    let before = lw.nested_region_with(em, cond, &carried, Terminator::Condition)?;
+    let after = lw.nested_region(em, body, &carried)?;
+    let operands: Vec<Val<'c>> = init.iter().map(|v| lw.value(*v)).collect();
+    em.op_with_regions("scf.while", &operands, &carried, &[], vec![before, after])
 }
 
 pub fn if_else<'c, 'k>(

@@ -50,6 +50,7 @@ pub fn lower<'c, 'k>(
         OpKind::Reduce { .. } => reduce::reduce(lw, em, op),
         OpKind::Dot { .. } => dot::dot(lw, em, op),
         OpKind::For { .. } => control::for_loop(lw, em, op),
+        OpKind::While { .. } => control::while_loop(lw, em, op),
         OpKind::If { .. } => control::if_else(lw, em, op),
         OpKind::Yield { .. } => {
             Err(Error::op("yield", "ends a region: its owner lowers it")

@@ -16,8 +16,9 @@ use memory::{At, Memory};
 use tensor::Tensor;
 use tpukit_dsl::{Bindings, ErrorKind, Func, Kernel, Op, OpKind, Region, ValueId};
 
-/// The reference interpreter as a backend: every launch option is its only mode (every
-/// access checked, scratch filled with NaN).
+/// The reference interpreter as a backend: every access checked, scratch filled with NaN,
+/// in every mode; debug mode only makes a scalar read past a prefetch array an error (see
+/// `OpKind::Load`).
 pub(crate) struct Interpreter;
 
 impl Backend for Interpreter {
@@ -27,9 +28,9 @@ impl Backend for Interpreter {
         bindings: &Bindings,
         inputs: &[&HostArray],
         outputs: &mut [HostArray],
-        _options: LaunchOptions,
+        options: LaunchOptions,
     ) -> Result<(), RuntimeError> {
-        run(kernel.kernel(), bindings, inputs, outputs)
+        run(kernel.kernel(), bindings, inputs, outputs, options.debug)
     }
 }
 
@@ -38,13 +39,14 @@ fn run(
     bindings: &Bindings,
     inputs: &[&HostArray],
     outputs: &mut [HostArray],
+    debug: bool,
 ) -> Result<(), RuntimeError> {
     let grid: Vec<usize> = kernel
         .grid
         .iter()
         .map(|a| a.extent.resolve(bindings).expect("bound by launch"))
         .collect();
-    let mut mem = Memory::new(kernel, bindings, inputs, outputs)
+    let mut mem = Memory::new(kernel, bindings, inputs, outputs, debug)
         .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
     let mut point = vec![0usize; grid.len()];
     if grid.iter().all(|&n| n > 0) {
@@ -233,6 +235,18 @@ impl Machine<'_> {
                     iv += st;
                 }
                 return Ok(carried);
+            }
+            OpKind::While { init, cond, body } => {
+                let mut carried: Vec<Tensor> = init.iter().map(|i| get(env, *i).clone()).collect();
+                loop {
+                    let c = self.region(f, cond, env, carried.clone());
+                    if c.map_err(Failure::Nested)?[0].data[0] == 0.0 {
+                        return Ok(carried);
+                    }
+                    carried = self
+                        .region(f, body, env, carried)
+                        .map_err(Failure::Nested)?;
+                }
             }
             OpKind::If {
                 cond,

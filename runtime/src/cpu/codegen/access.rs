@@ -43,6 +43,37 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
+    /// Whether a read outside the ref reads 0 instead of failing: a scalar read of a
+    /// prefetch operand outside debug mode (see `OpKind::Load`).
+    pub(super) fn reads_zero_past_the_end(&self, id: OperandId, index: &[Indexer]) -> bool {
+        !self.options.debug
+            && self.kernel.operand(id).role == tpukit_dsl::Role::Prefetch
+            && index.iter().all(|ix| matches!(ix, Indexer::Point(_)))
+    }
+
+    /// Whether every point of `index` lies inside the ref (an i1).
+    fn inside(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+    ) -> Result<IntValue<'ctx>> {
+        let starts = self.starts(env, index)?;
+        let mut ok = self.ctx.bool_type().const_int(1, false);
+        for (d, s) in starts.into_iter().enumerate() {
+            let (extent, _) = self.ref_extent(id, d);
+            let lo = self
+                .b
+                .build_int_compare(IntPredicate::SGE, s, self.i64(0), "lo")?;
+            let hi = self
+                .b
+                .build_int_compare(IntPredicate::SLT, s, extent, "hi")?;
+            let both = self.b.build_and(lo, hi, "in")?;
+            ok = self.b.build_and(ok, both, "inside")?;
+        }
+        Ok(ok)
+    }
+
     /// Checks, when the kernel runs, every part of an access that the verifier could not:
     /// dynamic starts, and static ones against extents only known at launch.
     pub(super) fn check_access(
@@ -128,8 +159,22 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         else {
             unreachable!("load_elem on a load");
         };
-        let offset = self.address(env, *operand, index, idx)?;
-        let value = self.read(*operand, offset)?;
+        let mut offset = self.address(env, *operand, index, idx)?;
+        let inside = if self.reads_zero_past_the_end(*operand, index) {
+            let ok = self.inside(env, *operand, index)?;
+            offset = self
+                .b
+                .build_select(ok, offset, self.i64(0), "safe")?
+                .into_int_value();
+            Some(ok)
+        } else {
+            None
+        };
+        let mut value = self.read(*operand, offset)?;
+        if let Some(ok) = inside {
+            let zero = value.get_type().const_zero();
+            value = self.b.build_select(ok, value, zero, "past_end")?;
+        }
         match (mask, other) {
             (Some(m), Some(x)) => {
                 let m = self.elem(f, env, *m, idx)?.into_int_value();

@@ -36,7 +36,7 @@ impl Uses {
             for res in &op.results {
                 self.def_depth[res.0 as usize] = depth;
             }
-            let inner = depth + matches!(op.kind, OpKind::For { .. }) as u32;
+            let inner = depth + matches!(op.kind, OpKind::For { .. } | OpKind::While { .. }) as u32;
             for sub in op.kind.regions() {
                 self.region(sub, inner);
             }

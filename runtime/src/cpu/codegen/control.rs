@@ -155,6 +155,48 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             .collect()
     }
 
+    /// A `while`: the carried values in homes; a header block runs the condition and
+    /// branches to the body (which refills the homes and jumps back) or past the loop.
+    pub(super) fn while_loop(
+        &mut self,
+        f: &'k Func,
+        op: &'k Op,
+        env: &mut Env<'ctx, 'k>,
+    ) -> Result<Vec<Val<'ctx, 'k>>> {
+        let OpKind::While { init, cond, body } = &op.kind else {
+            unreachable!("while_loop on a while");
+        };
+        let homes = self.homes(f, &op.results)?;
+        let inits: Vec<Val> = init.iter().map(|v| super::value::get(env, *v)).collect();
+        self.fill_homes(f, env, init, &inits, &homes)?;
+        let header = self.ctx.append_basic_block(self.func, "while");
+        let looped = self.ctx.append_basic_block(self.func, "do");
+        let done = self.ctx.append_basic_block(self.func, "done");
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(header);
+        let results = op.results.clone();
+        let read = |e: &Self| -> Result<Vec<Val<'ctx, 'k>>> {
+            results
+                .iter()
+                .zip(&homes)
+                .map(|(v, h)| e.read_home(f, *v, *h))
+                .collect()
+        };
+        let args = read(self)?;
+        let c = match self.region(f, cond, env, &args)?.first() {
+            Some(Val::Scalar(c)) => c.into_int_value(),
+            _ => return Err(CodegenError::internal("a loop condition is not a scalar")),
+        };
+        self.b.build_conditional_branch(c, looped, done)?;
+        self.b.position_at_end(looped);
+        let args = read(self)?;
+        let yielded = self.region(f, body, env, &args)?;
+        self.fill_homes(f, env, &results, &yielded, &homes)?;
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(done);
+        read(self)
+    }
+
     pub(super) fn if_else(
         &mut self,
         f: &'k Func,

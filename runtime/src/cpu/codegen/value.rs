@@ -115,7 +115,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 scalar(self.b.build_int_truncate(d, i32t, "dim")?)
             }
             OpKind::Load { operand, index, .. } => {
-                self.check_access(env, *operand, index)?;
+                if !self.reads_zero_past_the_end(*operand, index) {
+                    self.check_access(env, *operand, index)?;
+                }
                 let snapshot = self.stored.contains(operand);
                 self.define(f, op, env, snapshot)?
             }
@@ -126,6 +128,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             OpKind::Reduce { .. } => self.reduce(f, op, env)?,
             OpKind::Dot { .. } => self.dot(f, op, env)?,
             OpKind::For { .. } => return self.for_loop(f, op, env),
+            OpKind::While { .. } => return self.while_loop(f, op, env),
             OpKind::If { .. } => return self.if_else(f, op, env),
             OpKind::Yield { .. } => unreachable!("handled by region"),
             OpKind::DmaStart { .. }
