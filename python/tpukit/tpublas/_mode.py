@@ -44,7 +44,7 @@ _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 # Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
 _INDEX_ARGUMENTS = {"index": (torch.int32, torch.int64), "indices": (torch.int32, torch.int64),
                     "target": (torch.int32, torch.int64), "condition": (torch.bool,),
-                    "mask": (torch.bool,)}
+                    "mask": (torch.bool,), "attn_mask": (torch.bool,) + _FLOAT_DTYPES}
 # Overloads that are another's with fixed arguments: `x.sum()` is `sum.dim_IntList(x, None)`.
 _ALIASES = {"aten.sum.default": (torch.ops.aten.sum.dim_IntList, lambda a: (a[0], None))}
 # Operators returning a new tensor that is a reshape of a fresh row-major one: views.

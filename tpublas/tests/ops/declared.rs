@@ -261,6 +261,10 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
         ];
         c.push(("_scaled_dot_product_flash_attention_for_cpu_backward", bwd));
     }
+    for mask in [bools(&[70, 90]), t(d, &[2, 1, 70, 90])] {
+        let fwd = vec![q(), k(), k(), Value::Scalar(0.0), false.into(), mask];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));
+    }
     c.push((
         "constant_pad_nd",
         vec![x(), dims(&[1, 2, 0, 3]), Value::Scalar(-1.0)],
