@@ -387,3 +387,19 @@ def test_triangles(name, dtype):
     x[0, 0, 1, 0] = float("nan")
     for diagonal in (0, -3, 5, 700):
         check(getattr(aten, name).default, x, diagonal)
+
+
+def test_triangle_of_a_bool_mask():
+    check(aten.tril.default, torch.ones(70, 600, dtype=torch.bool))
+    check(aten.triu.default, torch.rand(2, 70, 600) > 0.5, 3)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_safe_softmax_gives_0_for_rows_masked_throughout(dtype):
+    x = rand(37, 1100, dtype=dtype)
+    x[3] = float("-inf")
+    x[5, ::2] = float("-inf")
+    check(aten._safe_softmax.default, x, 1)
+    check(aten._safe_softmax.default, x, 0)
+    if dtype == BF16:
+        check(aten._safe_softmax.default, x, 1, dtype=F32)
