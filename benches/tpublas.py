@@ -45,6 +45,7 @@ TRAINING_STEP_OPS = {
     "masked_fill.Scalar", "masked_fill.Tensor", "bernoulli.p",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward", "constant_pad_nd", "tril", "triu",
+    "_safe_softmax",
 }
 
 

@@ -265,6 +265,7 @@ CASES = {
     "masked_fill.Scalar": lambda d: ((rand(3, 5, 130, dtype=d), rand(5, 1, seed=2) > 0, -1.5),
                                      {}),
     "constant_pad_nd": lambda d: ((rand(3, 5, 130, dtype=d), [1, 2, 0, 3], -1.0), {}),
+    "_safe_softmax": lambda d: ((rand(37, 300, dtype=d), 1), {}),
     "tril": lambda d: ((rand(3, 5, 130, dtype=d), 1), {}),
     "triu": lambda d: ((rand(3, 5, 130, dtype=d), -2), {}),
 }

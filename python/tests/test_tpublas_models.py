@@ -32,7 +32,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
         if self.sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            p = self.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
             att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
@@ -72,12 +73,11 @@ class NanoGPT(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1), ignore_index=-1)
 
 
-def hf_gpt2(dtype=torch.float32, attn="sdpa"):
+def hf_gpt2(dtype=torch.float32, p=0.0):
     transformers = pytest.importorskip("transformers")
     cfg = transformers.GPT2Config(n_layer=LAYERS, n_embd=WIDTH, n_head=HEADS, n_positions=SEQ,
-                                  vocab_size=VOCAB, resid_pdrop=0.0, embd_pdrop=0.0,
-                                  attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-                                  attn_implementation=attn)
+                                  vocab_size=VOCAB, resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
+                                  bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(cfg).to(dtype)
 
@@ -145,9 +145,16 @@ def test_bf16_training_step_is_close_to_torch_eager(name):
                                    atol=5e-2 * scale, msg=n)
 
 
-@pytest.mark.parametrize("sdpa", [False, True])
-def test_dropout_step_runs_on_tpublas_repeatably(sdpa):
-    model, loss_of = nano_gpt(p=0.1, sdpa=sdpa)
+DROPOUT = {
+    "nanogpt-masked-softmax": lambda: nano_gpt(p=0.1),
+    "nanogpt-sdpa": lambda: nano_gpt(p=0.1, sdpa=True),
+    "hf-gpt2": lambda: hf_gpt2(p=0.1),  # attention dropout: SDPA's math path
+}
+
+
+@pytest.mark.parametrize("name", DROPOUT)
+def test_dropout_step_runs_on_tpublas_repeatably(name):
+    model, loss_of = DROPOUT[name]()
     x = tokens()
     torch.manual_seed(5)
     loss, grads, m = on_tpublas(model, loss_of, x)

@@ -16,6 +16,7 @@ from tpukit import BoundsError, UnsupportedError  # noqa: E402
 F32, BF16 = torch.float32, torch.bfloat16
 TOL = {F32: {"rtol": 2e-5, "atol": 2e-5}, BF16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
 aten = torch.ops.aten
+F = torch.nn.functional
 
 
 def rand(*shape, dtype=F32, seed=0):
@@ -43,7 +44,7 @@ def check(op, *args, tol=None, **kwargs):
     """``op`` under the mode against ATen (dtype/shape on the inputs, values in float64)."""
     got, m = served(op, *args, **kwargs)
     like = op(*args, **kwargs)
-    want = op(*to64(list(args)), **kwargs)
+    want = op(*to64(list(args)), **{k: to64(v) for k, v in kwargs.items()})
     got, like, want = ([x] if isinstance(x, torch.Tensor) else list(x)
                        for x in (got, like, want))
     for i, (g, k, w) in enumerate(zip(got, like, want, strict=True)):
@@ -324,12 +325,35 @@ def test_cpu_flash_attention_forward_and_backward(lq, s, causal, dtype):
     check(bwd, g, q, k, v, out, lse, 0.0, causal, tol=tol)
 
 
-def test_attention_refuses_dropout_and_masks():
+def test_attention_refuses_dropout():
     q = rand(1, 2, 8, 4)
     with pytest.raises(UnsupportedError, match="dropout_p"):
         tb._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.1)
-    with pytest.raises(UnsupportedError, match="attn_mask"):
-        tb._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=rand(8, 8))
+
+
+@pytest.mark.parametrize("mask_shape", [(70, 90), (2, 1, 70, 90)])
+def test_cpu_flash_attention_with_an_additive_mask(mask_shape):
+    q, k = rand(2, 3, 70, 40), rand(2, 3, 90, 40, seed=1)
+    mask = rand(*mask_shape, seed=4)
+    fwd = aten._scaled_dot_product_flash_attention_for_cpu.default
+    out, lse = check(fwd, q, k, k, 0.0, False, attn_mask=mask)
+    bwd = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    check(bwd, rand(2, 3, 70, 40, seed=3), q, k, k, out, lse, 0.0, False, attn_mask=mask)
+
+
+def test_sdpa_with_a_bool_mask_matches_eager():
+    q = rand(2, 3, 70, 40).requires_grad_()
+    mask = torch.rand(70, 70, generator=torch.Generator().manual_seed(0)) > 0.3
+    mask |= torch.eye(70, dtype=torch.bool)  # no row fully masked
+    with tb.mode(fallback="error"):
+        y = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        y.sum().backward()
+    got = q.grad.clone()
+    q.grad = None
+    want = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    want.sum().backward()
+    torch.testing.assert_close(y, want, **TOL[F32])
+    torch.testing.assert_close(got, q.grad, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, torch.int64])
@@ -363,3 +387,19 @@ def test_triangles(name, dtype):
     x[0, 0, 1, 0] = float("nan")
     for diagonal in (0, -3, 5, 700):
         check(getattr(aten, name).default, x, diagonal)
+
+
+def test_triangle_of_a_bool_mask():
+    check(aten.tril.default, torch.ones(70, 600, dtype=torch.bool))
+    check(aten.triu.default, torch.rand(2, 70, 600) > 0.5, 3)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_safe_softmax_gives_0_for_rows_masked_throughout(dtype):
+    x = rand(37, 1100, dtype=dtype)
+    x[3] = float("-inf")
+    x[5, ::2] = float("-inf")
+    check(aten._safe_softmax.default, x, 1)
+    check(aten._safe_softmax.default, x, 0)
+    if dtype == BF16:
+        check(aten._safe_softmax.default, x, 1, dtype=F32)

@@ -10,9 +10,13 @@
 //!   `dv = pᵀ @ dout`; `dp = dout @ vᵀ`; `ds = p·(dp − Σ dp·p)` (the softmax-backward
 //!   kernel) times the scale; `dq = ds @ k`; `dk = dsᵀ @ q`.
 //!
+//! An `attn_mask` broadcasting to `[.., L, S]` is added to the scaled scores: a float mask as
+//! it is, a bool mask as 0 where true and −∞ where false (the `where` kernel), materialised
+//! at `[B·H, L, S]` on the host and added by the `add` kernel.
+//!
 //! bf16 operands are converted to f32 first and every intermediate stays f32 (as ATen's
 //! kernel accumulates in f32); results are rounded once to the operands' dtype. Dropout
-//! (`dropout_p > 0`) and `attn_mask` are not served: a clear error.
+//! (`dropout_p > 0`) is not served: a clear error.
 
 use crate::cast;
 use crate::copy::permute;
@@ -91,6 +95,8 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         crate::elementwise::binary_kernel(Binary::Sub, DType::F32, crate::layout::Pattern::Column)?,
         Unary::Exp.kernel(DType::F32)?,
         crate::elementwise::binary_kernel(Binary::Mul, DType::F32, crate::layout::Pattern::Scalar)?,
+        crate::elementwise::binary_kernel(Binary::Add, DType::F32, crate::layout::Pattern::Same)?,
+        crate::elementwise::where_kernel(DType::F32)?,
     ];
     if dtype != DType::F32 {
         k.extend(cast::kernels(dtype)?);
@@ -106,6 +112,8 @@ struct Operands {
     dtype: DType,
     scale: f64,
     causal: bool,
+    /// The additive f32 mask at `[B·H, L, S]`.
+    mask: Option<HostArray>,
 }
 
 fn f32_batches(x: &HostArray, lead: usize) -> Result<HostArray> {
@@ -159,18 +167,41 @@ fn operands(a: &Args, first: usize, rest: usize) -> Result<Operands> {
             .err("dropout_p > 0 is not served (use dropout outside attention)")
             .with_kind(ErrorKind::Unsupported));
     }
-    if a.opt_tensor(rest + 2)?.is_some() {
-        return Err(a
-            .err("attn_mask is not served (is_causal=True is)")
-            .with_kind(ErrorKind::Unsupported));
-    }
+    let (l, s_len) = (q.shape()[r - 2], k.shape()[r - 2]);
+    let mask = match a.opt_tensor(rest + 2)? {
+        None => None,
+        Some(m) => Some(additive_mask(a, m, &with_last(lead, &[l, s_len]))?),
+    };
     let e = q.shape()[r - 1] as f64;
     Ok(Operands {
         lead: lead.to_vec(),
         dtype: q.dtype(),
         scale: a.opt_scalar(rest + 3)?.unwrap_or(1.0 / e.sqrt()),
         causal: a.bool_or(rest + 1, false)?,
+        mask,
     })
+}
+
+/// `attn_mask` as an additive f32 mask at `[B·H, L, S]` (`shape` is `[.., L, S]`).
+fn additive_mask(a: &Args, m: &HostArray, shape: &[usize]) -> Result<HostArray> {
+    let additive = if m.dtype() == DType::Bool {
+        let zero = HostArray::from_f64(DType::F32, &[], &[0.0]);
+        let ninf = HostArray::from_f64(DType::F32, &[], &[f64::NEG_INFINITY]);
+        crate::elementwise::where_(m, &zero, &ninf)?
+    } else {
+        promote::check(a.op, m)?;
+        promote::to(m, DType::F32)
+    };
+    let full = crate::layout::expand(a.op, &additive, shape)?.ok_or_else(|| {
+        a.err(format!(
+            "attn_mask {:?} does not broadcast to {shape:?}",
+            m.shape()
+        ))
+        .with_kind(ErrorKind::Shape)
+    })?;
+    let (l, s) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let b = shape.iter().product::<usize>() / (l * s).max(1);
+    Ok(full.reshape(&[b, l, s]).expect("same size"))
 }
 
 /// The scaled, masked scores `[B·H, L, S]` of f32 `q`, `k`.
@@ -178,7 +209,11 @@ fn scores(p: &Operands, q: &HostArray, k: &HostArray) -> Result<HostArray> {
     let s = bmm(q, &transpose(k)?)?;
     let scale = crate::layout::scalar_operand(p.scale, 2);
     let causal = crate::layout::scalar_operand(f64::from(u8::from(p.causal)), 2);
-    crate::launch::one(&scores_kernel()?, &[&s, &scale, &causal])
+    let scored = crate::launch::one(&scores_kernel()?, &[&s, &scale, &causal])?;
+    match &p.mask {
+        None => Ok(scored),
+        Some(m) => binary(Binary::Add, &scored, m, 1.0),
+    }
 }
 
 /// `[b, m, n]` as rows `[b·m, n]`.

@@ -14,7 +14,11 @@
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
 //! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`],
 //! [`norm_backward`]), products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]),
-//! permutation copies ([`copy`]) and concatenation (`concat`). Row operators share the
+//! permutation copies ([`copy`]) and concatenation ([`concat`]); and what a transformer's
+//! training step adds: losses ([`loss`]), attention ([`attention`]), the embedding backward
+//! ([`embedding_backward`]), comparisons and `masked_fill` ([`compare`]), triangles
+//! ([`triangle`]), padding ([`pad`]), copies and conversions ([`cast`]), factories
+//! ([`factory`]) and random masks ([`random`]). Row operators share the
 //! `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the storage dtype
 //! (ATen's opmath) and rounds once.
 

@@ -1,5 +1,5 @@
 //! The softmax family along one dimension (`_softmax`, `_log_softmax`,
-//! `_softmax_backward_data`, `_log_softmax_backward_data`) as two-phase row kernels (see [`crate::rows`]).
+//! `_softmax_backward_data`, `_log_softmax_backward_data`, `_safe_softmax`) as two-phase row kernels (see [`crate::rows`]).
 //!
 //! Softmax keeps a running row maximum `mx` and a running sum `sm` of `exp(x − mx)`,
 //! rescaling the sum when the maximum grows (online softmax), so each row is read twice
@@ -18,7 +18,7 @@ use tpukit::prelude::*;
 /// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) / sm`, or with `log`,
 /// `x − mx − log(sm)`. Overhanging columns read −∞ and add `exp(−∞) = 0`.
 #[tpu_kernel]
-fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, out: DType) {
+fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, out: DType) {
     let v = x[..].cast(f32);
     if program_id(1) == 0 {
         if program_id(2) == 0 {
@@ -33,6 +33,9 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, out: DType) 
     if program_id(1) == 1 {
         if log {
             o[..] = (v - mx[..] - sm[..].log()).cast(out);
+        } else if safe {
+            // A row that is −∞ throughout has `sm` = 0: `_safe_softmax` makes it 0, not NaN.
+            o[..] = where_(sm[..] == 0.0, 0.0, (v - mx[..]).exp() / sm[..]).cast(out);
         } else {
             o[..] = ((v - mx[..]).exp() / sm[..]).cast(out);
         }
@@ -79,6 +82,8 @@ pub enum Softmax {
     LogSoftmax,
     Backward,
     LogBackward,
+    /// `_safe_softmax`: rows that are −∞ throughout give 0.
+    Safe,
 }
 
 impl Softmax {
@@ -88,6 +93,7 @@ impl Softmax {
             Softmax::LogSoftmax => "aten._log_softmax.default",
             Softmax::Backward => "aten._softmax_backward_data.default",
             Softmax::LogBackward => "aten._log_softmax_backward_data.default",
+            Softmax::Safe => "aten._safe_softmax.default",
         }
     }
 
@@ -101,7 +107,7 @@ impl Softmax {
 
     fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
         match self {
-            Softmax::Softmax | Softmax::LogSoftmax => {
+            Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let spec = CallSpec {
                     grid: rows::phased_grid(2),
                     inputs: vec![rows::input(dtype, f64::NEG_INFINITY)],
@@ -109,7 +115,8 @@ impl Softmax {
                     scratch: vec![rows::acc(), rows::acc()],
                     ..Default::default()
                 };
-                softmax_rows(&spec, self == Softmax::LogSoftmax, out)
+                let safe = self == Softmax::Safe;
+                softmax_rows(&spec, self == Softmax::LogSoftmax, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
@@ -134,7 +141,9 @@ impl Softmax {
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let other = match (self, dtype) {
             (Softmax::Backward, DType::F32) => Some(DType::BF16),
-            (Softmax::Softmax | Softmax::LogSoftmax, DType::BF16) => Some(DType::F32),
+            (Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe, DType::BF16) => {
+                Some(DType::F32)
+            }
             _ => None,
         };
         let mut k = vec![self.kernel(dtype, dtype)?];
@@ -174,6 +183,7 @@ impl Softmax {
                 a.opt_dtype(3)?;
                 x.dtype()
             }
+            Softmax::Safe => a.opt_dtype(2)?.unwrap_or(x.dtype()),
             _ if a.bool_or(2, false)? => DType::F32,
             _ => x.dtype(),
         };

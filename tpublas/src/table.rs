@@ -311,6 +311,11 @@ const OPS: &[Op] = &[
         "g − exp(y)·Σ g along a dim",
     ),
     op(
+        "_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+        F::Softmax(Softmax::Safe),
+        "softmax along a dim, rows −∞ throughout giving 0",
+    ),
+    op(
         "tanh_backward(Tensor grad_output, Tensor output) -> Tensor",
         F::Backward(Backward::Tanh),
         "grad·(1 − y²)",
@@ -479,7 +484,7 @@ impl Op {
             F::Bernoulli => Ok(vec![random::kernel(dtype)?]),
             F::Attention(_) => attention::kernels(dtype),
             F::Pad => pad::kernels(dtype),
-            F::Triangle(_) => Ok(vec![Triangle::kernel(dtype)?]),
+            F::Triangle(_) => Triangle::kernels(dtype),
         }
     }
 

@@ -77,6 +77,8 @@ _INDEX_ARGUMENTS = ("index", "indices", "target")
 # when every value fits (their results are widened back to int64).
 INTEGER_SELF = ("aten.add.Scalar", "aten.sub.Scalar", "aten.mul.Scalar", "aten.clone.default",
                 "aten.constant_pad_nd.default")
+# Operators whose ``self`` may also be a bool tensor.
+BOOL_SELF = ("aten.tril.default", "aten.triu.default")
 # Argument types accepted only at their default (a CPU, strided, contiguous tensor).
 _PLACEMENT_TYPES = ("Layout", "Device", "MemoryFormat")
 

@@ -443,6 +443,8 @@ FORMULAS = {
     "nll_loss_forward": _nll_loss,
     "masked_fill.Scalar": _elementwise(lambda a, g: T.masked_fill.Scalar(g, a.mask, 0)),
     "constant_pad_nd": _pad,
+    "_safe_softmax": _elementwise(
+        lambda a, g: T._softmax_backward_data(g, a.out, a.dim, a.self.dtype)),
     "tril": _elementwise(lambda a, g: T.tril(g, a.diagonal)),
     "triu": _elementwise(lambda a, g: T.triu(g, a.diagonal)),
 }

@@ -44,7 +44,7 @@ _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 # Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
 _INDEX_ARGUMENTS = {"index": (torch.int32, torch.int64), "indices": (torch.int32, torch.int64),
                     "target": (torch.int32, torch.int64), "condition": (torch.bool,),
-                    "mask": (torch.bool,)}
+                    "mask": (torch.bool,), "attn_mask": (torch.bool,) + _FLOAT_DTYPES}
 # Overloads that are another's with fixed arguments: `x.sum()` is `sum.dim_IntList(x, None)`.
 _ALIASES = {"aten.sum.default": (torch.ops.aten.sum.dim_IntList, lambda a: (a[0], None))}
 # Operators returning a new tensor that is a reshape of a fresh row-major one: views.
@@ -152,7 +152,7 @@ class Mode(TorchDispatchMode):
         values = op._fit(args, kwargs)
         if values is None:
             return None
-        from tpukit.tpublas import INTEGER_SELF
+        from tpukit.tpublas import BOOL_SELF, INTEGER_SELF
 
         for a, v in zip(op.schema.arguments, values, strict=True):
             if a.type == "ScalarType" and v is not None and v not in _FLOAT_DTYPES:
@@ -160,6 +160,8 @@ class Mode(TorchDispatchMode):
             dtypes = _INDEX_ARGUMENTS.get(a.name, _FLOAT_DTYPES)
             if a.name == "self" and op.info.name in INTEGER_SELF:
                 dtypes = _FLOAT_DTYPES + (torch.int32, torch.int64)
+            if a.name == "self" and op.info.name in BOOL_SELF:
+                dtypes = _FLOAT_DTYPES + (torch.bool,)
             for t in _tensors(v):
                 if t.device.type != "cpu" or t.dtype not in dtypes:
                     return None

@@ -261,6 +261,10 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
         ];
         c.push(("_scaled_dot_product_flash_attention_for_cpu_backward", bwd));
     }
+    for mask in [bools(&[70, 90]), t(d, &[2, 1, 70, 90])] {
+        let fwd = vec![q(), k(), k(), Value::Scalar(0.0), false.into(), mask];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));
+    }
     c.push((
         "constant_pad_nd",
         vec![x(), dims(&[1, 2, 0, 3]), Value::Scalar(-1.0)],
@@ -273,6 +277,12 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     c.push(("clone", vec![ints(&[1.0, 2.0])]));
     c.push(("tril", vec![t(d, &[2, 30, 600]), Value::Int(-1)]));
     c.push(("triu", vec![t(d, &[30, 600])]));
+    c.push(("tril", vec![bools(&[30, 600])]));
+    c.push(("_safe_softmax", vec![x(), Value::Int(1)]));
+    if d == DType::BF16 {
+        let to = Value::Str("f32".into());
+        c.push(("_safe_softmax", vec![x(), Value::Int(0), to]));
+    }
     c
 }
 
