@@ -18,7 +18,9 @@
 //! `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the storage dtype
 //! (ATen's opmath) and rounds once.
 
+pub mod batch_norm;
 pub mod concat;
+pub mod conv;
 pub mod copy;
 pub mod elementwise;
 mod error;
@@ -28,6 +30,7 @@ mod layout;
 pub mod matmul;
 pub mod norm;
 pub mod norm_backward;
+pub mod pool;
 mod promote;
 pub mod reduction;
 pub mod rows;
@@ -35,6 +38,7 @@ pub mod scan;
 pub mod softmax;
 mod source;
 pub mod table;
+pub mod taps;
 mod value;
 
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};

@@ -83,3 +83,21 @@ pub fn column_vector(dtype: DType) -> ArraySpec {
 pub fn acc() -> ArraySpec {
     ArraySpec::new(DType::F32, [BM, 1])
 }
+
+/// Where a row kernel's weight and bias vary: along the row (a layer norm's, `[1, n]`) or
+/// from row to row (a batch norm's, `[m, 1]`: channels as rows). Both are f32 and broadcast
+/// against the `[BM, BN]` window alike, so one kernel body serves both.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Weights {
+    PerColumn,
+    PerRow,
+}
+
+impl Weights {
+    pub fn spec(self) -> ArraySpec {
+        match self {
+            Weights::PerColumn => column_vector(DType::F32),
+            Weights::PerRow => stat(DType::F32),
+        }
+    }
+}

@@ -138,7 +138,7 @@ class Operator:
                     first = array
         results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
         k = _arrays.kind(first) if first is not None else "numpy"
-        out = [_arrays.to_kind(_arrays.from_wire(w), k, first) for w in results]
+        out = [_arrays.to_kind(_index_result(_arrays.from_wire(w)), k, first) for w in results]
         return out[0] if self.schema.results == 1 else tuple(out)
 
 
@@ -182,6 +182,11 @@ def _convert(a: _schema.Argument, v, qualified: str):
             raise TypeError(f"{what} must be a number, got {type(v).__name__}")
         return [("float", float(v), None)]
     raise TypeError(f"{what}: unsupported argument type")
+
+
+def _index_result(a: np.ndarray) -> np.ndarray:
+    """A result of indices (tpukit's int32, ``max_pool2d_with_indices``'s) as ATen's int64."""
+    return a.astype(np.int64) if a.dtype == np.int32 else a
 
 
 def _integer(v, what: str) -> int:
