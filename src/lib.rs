@@ -10,6 +10,7 @@
 //! `use tpukit::prelude::*;` brings in what kernels and their call sites need.
 
 pub use tpukit_catalog as catalog;
+pub mod random_kernel;
 pub use tpukit_dsl as dsl;
 pub use tpukit_macros::tpu_kernel;
 pub use tpukit_runtime as runtime;

@@ -198,19 +198,18 @@ fn tpu_artifact(bindings: &tpukit::dsl::Bindings) -> bundle::TpuArtifact {
     }
 }
 
-/// A bundle of every child kernel, built for `target`.
+/// A bundle of every child kernel, compiled and keyed for `target`.
 fn build_bundle(path: &Path, target: &HostTarget) {
-    let host = HostTarget::detect();
     let entries: Vec<bundle::BundleEntry> = kernels()
         .into_iter()
         .map(|inst| {
             let k = inst.kernel;
-            let options = cpu::options_for(&host, false);
+            let options = cpu::options_for(target, false);
             bundle::BundleEntry {
-                key: CacheKey::new(&k, &host, options),
+                key: CacheKey::new(&k, target, options),
                 name: k.name.clone(),
                 ir_hash: k.structural_hash().to_string(),
-                artifact: cpu::compile_artifact(&k, &host, options).unwrap(),
+                artifact: cpu::compile_artifact(&k, target, options).unwrap(),
                 tpu: Some(tpu_artifact(&inst.bindings)),
             }
         })
@@ -235,12 +234,14 @@ fn bundles_serve_first_calls_and_bad_ones_are_refused() {
         "every kernel from the bundle, none compiled"
     );
 
-    let mut foreign_target = HostTarget::detect();
-    foreign_target.cpu = "some-other-cpu".into();
     let foreign = dir.join("foreign.tpkb");
-    build_bundle(&foreign, &foreign_target);
+    build_bundle(&foreign, &beyond_this_cpu());
     let s = children(1, &[("TPUKIT_BUNDLE", &foreign)])[0];
-    assert_eq!(s, [n, 0, 0, 0], "a bundle for another CPU is refused");
+    assert_eq!(
+        s,
+        [n, 0, 0, 0],
+        "a bundle using a feature this CPU lacks is refused"
+    );
 
     let corrupt = dir.join("corrupt.tpkb");
     let mut bytes = std::fs::read(&good).unwrap();
@@ -258,6 +259,62 @@ fn bundles_serve_first_calls_and_bad_ones_are_refused() {
     let s = children(1, &[("TPUKIT_BUNDLE", &damaged_entry)])[0];
     assert_eq!(s[0] + s[2], n, "a damaged entry is compiled instead: {s:?}");
     assert!(s[0] >= 1, "the damaged entry was not served: {s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This host with one feature it lacks turned on: code for it may not run here.
+fn beyond_this_cpu() -> HostTarget {
+    let mut t = HostTarget::detect();
+    let lacked = t
+        .features
+        .split(',')
+        .find_map(|f| f.strip_prefix('-'))
+        .expect("LLVM lists some feature this CPU lacks")
+        .to_string();
+    t.features = t
+        .features
+        .replace(&format!("-{lacked}"), &format!("+{lacked}"));
+    t
+}
+
+/// The portable (x86-64-v3) bundle a wheel ships serves every kernel on a host with those
+/// features, ahead of compiling, and is refused with the features named where they lack;
+/// loaded beside a host-tuned bundle, each kernel is served once.
+#[test]
+fn portable_bundles_serve_hosts_with_their_features() {
+    let dir = temp_dir("portable");
+    let n = kernels().len();
+    let (host, portable) = (HostTarget::detect(), HostTarget::portable());
+    assert_eq!(portable.cpu, cpu::PORTABLE_CPU);
+    let path = dir.join("x86-64-v3.tpkb");
+    build_bundle(&path, &portable);
+    let header = bundle::inspect(&path).unwrap().header;
+    let s = children(1, &[("TPUKIT_BUNDLE", &path)])[0];
+    if host.runs_code_for(&portable) {
+        assert_eq!(header.refusal(&host), None);
+        assert!(!header.is_for(&host));
+        assert_eq!(s, [0, 0, n, 0], "every kernel from the portable bundle");
+    } else {
+        let why = header.refusal(&host).expect("refused");
+        assert!(why.contains("avx2") || why.contains("fma"), "{why}");
+        assert_eq!(s, [n, 0, 0, 0], "a CPU without AVX2 compiles");
+    }
+    // Code for this host runs here; code using one more feature does not, and says which.
+    assert!(host.runs_code_for(&host));
+    let beyond = beyond_this_cpu();
+    assert!(!host.runs_code_for(&beyond));
+    let lacked = host.missing(&beyond);
+    assert_eq!(lacked.len(), 1);
+    let mut foreign = header.clone();
+    foreign.features = beyond.features.clone();
+    let why = foreign.refusal(&host).expect("refused");
+    assert!(why.contains(&format!("lacks {}", lacked[0])), "{why}");
+    // Both loaded (the key is per target, so both hold every kernel): each served once.
+    let tuned = dir.join("host.tpkb");
+    build_bundle(&tuned, &host);
+    let both = std::env::join_paths([&tuned, &path]).unwrap();
+    let s = children(1, &[("TPUKIT_BUNDLE", Path::new(&both))])[0];
+    assert_eq!(s, [0, 0, n, 0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,6 +1,7 @@
 //! Random valid kernels, run on both devices: elementwise op DAGs over two operands (unary,
-//! binary, compare + select from the op table), 2-D blocks on extents the blocks need not
-//! divide, f32, bf16 and i32. The compiled `cpu` device must match the exact `interpret`
+//! binary, compare + select from the op table), and the richer kernels of
+//! `tpukit::random_kernel` (reductions broadcast back, matmuls, iotas, casts); 2-D blocks on
+//! extents the blocks need not divide, f32, bf16 and i32. The compiled `cpu` device must match the exact `interpret`
 //! device (exactly for i32, within a dtype tolerance for floats), and the kernel must lower
 //! to Mosaic (`tpukit_mosaic::lower`; compiling it needs libtpu, outside `cargo test`).
 //!
@@ -15,6 +16,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use tpukit::dsl::{BinaryOp, CmpOp, KernelBuilder, Role, UnaryOp, ValueId};
 use tpukit::prelude::*;
+use tpukit::random_kernel::RandomKernel;
 
 fn config() -> Config {
     let cases = std::env::var("TPUKIT_FUZZ_CASES")
@@ -108,6 +110,107 @@ proptest! {
         };
         if let Err(e) = tpukit_mosaic::lower(&k, &options) {
             panic!("lowering failed: {e}\n{k}");
+        }
+    }
+}
+
+/// Inputs for `rk` on `m x n`, drawn with `seed`.
+fn inputs(rk: &RandomKernel, m: usize, n: usize, seed: u64) -> Vec<HostArray> {
+    let mut r = rng(seed);
+    rk.input_shapes(m, n)
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            let (lo, hi, integral) = rk.input_range(i);
+            let (a, values) = random(&mut r, rk.dtype, shape, lo, hi);
+            if integral {
+                let floored: Vec<f64> = values.iter().map(|v| v.floor()).collect();
+                HostArray::from_f64(rk.dtype, shape, &floored)
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Kernels beyond elementwise ops (`tpukit::random_kernel`): reductions broadcast back,
+    /// matmuls, iotas, casts, over edge blocks of a 2-D grid.
+    #[test]
+    fn random_kernels_agree_on_interpret_and_cpu(
+        seed in any::<u64>(),
+        m in 1usize..40,
+        n in 1usize..300,
+    ) {
+        let rk = RandomKernel::new(seed);
+        let k = &rk.kernel;
+        let arrays = inputs(&rk, m, n, seed);
+        let refs: Vec<&HostArray> = arrays.iter().collect();
+        let run = |device| {
+            launch(k, device, &refs)
+                .unwrap_or_else(|e| panic!("seed {seed}, {device:?}: {e}\n{k}"))[0]
+                .to_f64_vec()
+        };
+        let (want, got) = (run(Device::Interpret), run(Device::Cpu));
+        let rel = tol(rk.dtype) * 4.0 * rk.ops as f64;
+        assert_close(&format!("seed {seed}, {m}x{n}\n{k}"), &got, &want, rel);
+        let options = tpukit_mosaic::Options {
+            bindings: rk.bindings(m, n).into_iter().collect(),
+            ..Default::default()
+        };
+        if let Err(e) = tpukit_mosaic::lower(k, &options) {
+            panic!("seed {seed}: lowering failed: {e}\n{k}");
+        }
+    }
+}
+
+/// Found by `random_kernels_agree_on_interpret_and_cpu` (seed 6016252610140686840): f32 values
+/// just above a bf16 halfway point (`0xBF18_8001`) rounded down on `interpret`, whose
+/// f64 → bf16 conversion (`half`'s) ignored the excess. Both devices must round every value
+/// near a tie correctly, through one cast or two.
+#[test]
+fn f32_to_bf16_casts_round_near_ties_alike_on_both_devices() {
+    let spec = CallSpec {
+        grid: grid2(16, 128),
+        inputs: vec![tiles(DType::F32, 16, 128)],
+        outputs: vec![tiles(DType::F32, 16, 128)],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("round_trip", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let v = b.load(x, &[]).unwrap();
+    let narrow = b.cast(v, DType::BF16).unwrap();
+    let wide = b.cast(narrow, DType::F32).unwrap();
+    b.store(o, &[], wide).unwrap();
+    let k = b.finish().unwrap();
+    // Random sign, exponent and bf16 bits; low halves at, just above and just below a tie.
+    let lows = [
+        0x8000u32, 0x8001, 0x8007, 0x80ff, 0x7fff, 0x7ff8, 0x0001, 0xffff,
+    ];
+    let mut r = rng(3);
+    let bits: Vec<u32> = (0..22 * 189)
+        .map(|i| {
+            let hi =
+                0x3c00 + (rand::Rng::random_range(&mut r, 0..0x0800u32)) | (i as u32 & 1) << 15;
+            hi << 16 | lows[i % lows.len()]
+        })
+        .collect();
+    let values: Vec<f64> = bits.iter().map(|&b| f64::from(f32::from_bits(b))).collect();
+    let want: Vec<f64> = bits
+        .iter()
+        .map(|&b| f64::from(half::bf16::from_f32(f32::from_bits(b)).to_f32()))
+        .collect();
+    let xa = HostArray::from_f64(DType::F32, &[22, 189], &values);
+    for device in [Device::Interpret, Device::Cpu] {
+        let got = launch(&k, device, &[&xa]).unwrap()[0].to_f64_vec();
+        if let Some(i) = got.iter().zip(&want).position(|(g, w)| g != w) {
+            panic!(
+                "{device:?}: {:#x} became {}, want {}",
+                bits[i], got[i], want[i]
+            );
         }
     }
 }

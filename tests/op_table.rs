@@ -69,19 +69,7 @@ fn unary(op: UnaryOp, dtype: DType, a: f64) -> f64 {
             UnaryOp::Abs => a.abs(),
             UnaryOp::Not if dtype.is_bool() => (a == 0) as i64,
             UnaryOp::Not => !a,
-            UnaryOp::Exp
-            | UnaryOp::Exp2
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Tanh
-            | UnaryOp::Erf
-            | UnaryOp::Logistic
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Sin
-            | UnaryOp::Cos => unreachable!("{op:?} accepts floats only"),
+            tpukit::dsl::float_unary_ops!() => unreachable!("{op:?} accepts floats only"),
         };
         return dtype.wrap_int(r) as f64;
     }

@@ -2,7 +2,8 @@
 //!
 //! `build` compiles every kernel the sources ship (`crate::SOURCES`: each catalog entry at
 //! its shipped shape, and every kernel every tpuBLAS operator declares), f32 and bf16, for
-//! the host CPU, lowers it to its StableHLO/Mosaic module, and, where libtpu is installed,
+//! the host CPU (or, with `--portable`, for the x86-64-v3 baseline any AVX2 machine runs:
+//! the bundle a wheel ships), lowers it to its StableHLO/Mosaic module, and, where libtpu is installed,
 //! compiles that module for v5e and v6e (through `python -m tpukit.tpu`, with `TPUKIT_PYTHON` or `python3`). The runtime loads
 //! the bundle with `TPUKIT_BUNDLE=FILE` (see `tpukit::runtime::bundle`); the Python
 //! package loads the one it ships at import.
@@ -23,11 +24,13 @@ pub fn command(args: &[String]) -> Result<String, String> {
         Some("build") => {
             let mut out = PathBuf::from("tpukit-host.tpkb");
             let mut tpu = true;
+            let mut target = HostTarget::detect();
             let mut it = args[1..].iter();
             while let Some(a) = it.next() {
                 match a.as_str() {
                     "-o" => out = it.next().ok_or("-o needs a file")?.into(),
                     "--no-tpu" => tpu = false,
+                    "--portable" => target = HostTarget::portable(),
                     other => {
                         return Err(format!(
                             "bundle build: unknown option `{other}`\n{}",
@@ -36,7 +39,7 @@ pub fn command(args: &[String]) -> Result<String, String> {
                     }
                 }
             }
-            build(&out, tpu)
+            build(&out, &target, tpu)
         }
         Some("inspect") => match args.get(1) {
             Some(path) => inspect(Path::new(path)),
@@ -87,22 +90,21 @@ fn jobs() -> Result<Vec<Job>, String> {
     Ok(jobs)
 }
 
-fn build(path: &Path, tpu: bool) -> Result<String, String> {
-    let host = HostTarget::detect();
-    let options = cpu::options_for(&host, false);
+fn build(path: &Path, host: &HostTarget, tpu: bool) -> Result<String, String> {
+    let options = cpu::options_for(host, false);
     let jobs = jobs()?;
     let mut entries = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let clock = Instant::now();
         let artifact =
-            cpu::compile_artifact(&job.kernel, &host, options).map_err(|e| e.to_string())?;
+            cpu::compile_artifact(&job.kernel, host, options).map_err(|e| e.to_string())?;
         let options_tpu = Options {
             bindings: job.bindings.clone(),
             ..Options::default()
         };
         let lowered = lower(&job.kernel, &options_tpu).map_err(|e| format!("{}: {e}", job.name))?;
         entries.push(bundle::BundleEntry {
-            key: CacheKey::new(&job.kernel, &host, options),
+            key: CacheKey::new(&job.kernel, host, options),
             name: job.name.clone(),
             ir_hash: job.kernel.structural_hash().to_string(),
             artifact,
@@ -133,7 +135,7 @@ fn build(path: &Path, tpu: bool) -> Result<String, String> {
     } else {
         String::new()
     };
-    bundle::write(path, &host, &entries).map_err(|e| format!("{}: {e}", path.display()))?;
+    bundle::write(path, host, &entries).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(format!(
         "wrote {} kernels for {} ({}){tpu_note} to {}\n",
         entries.len(),
@@ -162,8 +164,10 @@ fn inspect(path: &Path) -> Result<String, String> {
     use std::fmt::Write as _;
     let info = bundle::inspect(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let h = &info.header;
-    let usable = match h.refusal(&HostTarget::detect()) {
-        None => "usable on this host".to_string(),
+    let host = HostTarget::detect();
+    let usable = match h.refusal(&host) {
+        None if h.is_for(&host) => "usable on this host".to_string(),
+        None => "usable on this host, which has every feature its code uses".to_string(),
         Some(why) => format!("not usable on this host: {why}"),
     };
     let mut out = String::new();

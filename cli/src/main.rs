@@ -8,6 +8,7 @@
 //! tpukit lower --ir FILE [--shape AxB… | --fit divisible|edge] [...]
 //! tpukit bundle build [-o FILE] [--no-tpu]
 //! tpukit bundle inspect FILE
+//! tpukit random-kernels --seed S --count N -o DIR
 //! ```
 //!
 //! Every command and subcommand answers `--help` (its usage) and `--version` (see [`usage`]).
@@ -31,6 +32,7 @@
 
 mod bundle;
 mod ir;
+mod random;
 mod tpu;
 mod usage;
 
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         (None, Some("kernels")) => kernels_command(&args[1..]),
         (None, Some("lower")) => lower_command(&args[1..]),
         (None, Some("bundle")) => bundle::command(&args[1..]),
+        (None, Some("random-kernels")) => random::command(&args[1..]),
         _ => Err(usage::all()),
     };
     match result {

@@ -26,24 +26,30 @@ pub const LOWER: &str =
   --mosaic  the readable Mosaic module instead
   -o FILE   write to FILE instead of stdout";
 
-pub const BUNDLE: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu]
+pub const BUNDLE: &str = "usage: tpukit bundle build [-o FILE] [--portable] [--no-tpu]
        tpukit bundle inspect FILE
-  build: compile every shipped kernel for this host's CPU (and, where libtpu is installed, for
-         v5e and v6e unless --no-tpu) into one bundle (default tpukit-host.tpkb)
+  build: compile every shipped kernel for this host's CPU or the x86-64-v3 baseline (and, where
+         libtpu is installed, for v5e and v6e unless --no-tpu) into one bundle (default
+         tpukit-host.tpkb)
   inspect: list a bundle's entries and check every checksum";
 
-pub const BUNDLE_BUILD: &str = "usage: tpukit bundle build [-o FILE] [--no-tpu]
+pub const BUNDLE_BUILD: &str = "usage: tpukit bundle build [-o FILE] [--portable] [--no-tpu]
   compile every shipped kernel for this host's CPU, lower each to its StableHLO/Mosaic module
   and, where libtpu is installed, compile that for v5e and v6e, into one bundle
-  -o FILE   the bundle to write (default tpukit-host.tpkb)
-  --no-tpu  no TPU executables (no libtpu needed)";
+  -o FILE     the bundle to write (default tpukit-host.tpkb)
+  --portable  compile for the x86-64-v3 baseline (any AVX2 machine runs it), not this CPU
+  --no-tpu    no TPU executables (no libtpu needed)";
 
 pub const BUNDLE_INSPECT: &str = "usage: tpukit bundle inspect FILE
   the bundle's header (whether this host can use it) and its entries, every checksum checked";
 
+pub const RANDOM: &str = "usage: tpukit random-kernels [--seed S] [--count N] -o DIR
+  the StableHLO of N (default 1) random valid kernels (seeds S, S+1, …; default 0), each at
+  extents drawn from its seed, as DIR/random-SEED.mlir: for libtpu to compile (conformance)";
+
 /// Every command, for `tpukit --help` and a call that names none.
 pub fn all() -> String {
-    let commands: Vec<&str> = [LIST, KERNELS, LOWER, BUNDLE]
+    let commands: Vec<&str> = [LIST, KERNELS, LOWER, BUNDLE, RANDOM]
         .iter()
         .map(|u| u.strip_prefix("usage: ").unwrap_or(u))
         .collect();
@@ -64,6 +70,7 @@ fn of(args: &[String]) -> String {
         ["bundle", "build", ..] => BUNDLE_BUILD.into(),
         ["bundle", "inspect", ..] => BUNDLE_INSPECT.into(),
         ["bundle", ..] => BUNDLE.into(),
+        ["random-kernels", ..] => RANDOM.into(),
         _ => all(),
     }
 }

@@ -26,11 +26,11 @@ const COMMANDS: [(&[&str], &str); 7] = [
     (&["lower"], "usage: tpukit lower NAME --shape"),
     (
         &["bundle"],
-        "usage: tpukit bundle build [-o FILE] [--no-tpu]\n       tpukit bundle inspect",
+        "usage: tpukit bundle build [-o FILE] [--portable] [--no-tpu]\n       tpukit bundle inspect",
     ),
     (
         &["bundle", "build"],
-        "usage: tpukit bundle build [-o FILE] [--no-tpu]\n  compile",
+        "usage: tpukit bundle build [-o FILE] [--portable] [--no-tpu]\n  compile",
     ),
     (&["bundle", "inspect"], "usage: tpukit bundle inspect FILE"),
 ];

@@ -7,6 +7,7 @@
 //! passes the call's global types. Blocks come from `window_params` (`window_bounds` and a
 //! `transform_indices` function); an operand without `window_bounds` is whole.
 
+use super::element_window;
 use super::index_map::index_map;
 use super::memory_space::MemorySpace;
 use super::scope::attr;
@@ -117,7 +118,7 @@ pub fn signature(
         }
         check_dtype(&ty, global, what, index)?;
         let mut array = ArraySpec::new(global.dtype, global.shape.clone());
-        if let Some((transform, block_shape)) = window {
+        if let Some((transform, block_shape, element)) = window {
             if block_shape.len() != global.shape.len() {
                 return Err(Error::new(format!(
                     "{what} {index}: block {block_shape:?} does not match the array's rank {}",
@@ -127,9 +128,17 @@ pub fn signature(
             let f = funcs.get(transform).ok_or_else(|| {
                 Error::new(format!("index map `{transform}` is not in the module"))
             })?;
+            let map = index_map(f, spec.grid.len())?;
+            let (block, index_map) = match element {
+                Some(low) => element_window::element_dims(block_shape, map, low),
+                None => (
+                    block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
+                    map,
+                ),
+            };
             array.block = Some(Blocking {
-                block: block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
-                index_map: index_map(f, spec.grid.len())?,
+                block,
+                index_map,
                 fill: None,
             });
         }
@@ -180,8 +189,9 @@ fn semantics(list: &str, rank: usize) -> Result<Vec<Semantics>> {
     Ok(out)
 }
 
-/// Per window: `(transform function name, window bounds)`, or `None` for a whole operand.
-type WindowParam = Option<(String, Vec<usize>)>;
+/// Per window: `(transform function name, window bounds, low padding of an element window)`,
+/// or `None` for a whole operand.
+type WindowParam = Option<(String, Vec<usize>, Option<Vec<i64>>)>;
 
 /// Reads `window_params = [{transform_indices = @f, window_bounds = array<i64: …>}, …]`.
 fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<WindowParam>> {
@@ -218,11 +228,16 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
             };
             match (field("transform_indices"), field("window_bounds")) {
                 (Some(t), Some(w)) => {
-                    let bounds = text::int_array(w)?
+                    let bounds: Vec<usize> = text::int_array(w)?
                         .into_iter()
                         .map(|n| n as usize)
                         .collect();
-                    Ok(Some((t.trim_start_matches('@').to_string(), bounds)))
+                    let element = element_window::low_padding(e, bounds.len())?;
+                    Ok(Some((
+                        t.trim_start_matches('@').to_string(),
+                        bounds,
+                        element,
+                    )))
                 }
                 _ => Ok(None),
             }

@@ -14,21 +14,21 @@
 //! Upstream MLIR cannot parse `memref<…, #tpu.memory_space<vmem>>` without the tpu dialect,
 //! and the bytecode reader fails the same way. So the body is read in two steps: jaxlib,
 //! which has the tpu dialect and is present wherever JAX lowered the kernel, turns the
-//! bytecode into generic text (`tpukit/_lowering.py`); here [`memory_space::rewrite`] replaces
+//! bytecode into generic text (`tpukit/_lowering.py`); here `memory_space::rewrite` replaces
 //! each memory space by an integer memory space (lossless: [`MemorySpace`] reads it back), and
 //! melior parses the result in [`tpukit_mosaic::mosaic_context`]. The body stays in its serialized
 //! form (`stable_mosaic.*` op names): every op is then unregistered, so all attributes are
 //! plain, version-independent entries of its attribute dictionary, and no upstream verifier
 //! second-guesses Mosaic's ops. Other tpu attributes (`#tpu.dimension_semantics<…>`,
 //! `#tpu.dot_dimension_numbers<…>`) parse as opaque attributes and are read from their
-//! printed form ([`text`]).
+//! printed form (`text`).
 //!
 //! # What is imported
 //!
-//! The kernel function's signature becomes a [`tpukit_dsl::CallSpec`] ([`kernel_func`]): the
+//! The kernel function's signature becomes a [`tpukit_dsl::CallSpec`] (`kernel_func`): the
 //! grid from `iteration_bounds` and `dimension_semantics`, scalar prefetch, windows from
-//! `window_params` with their `@transform_i` index maps ([`index_map`]), scratch. The body
-//! is imported op by op through [`rules::MOSAIC`]: arith and math, `vector.load`,
+//! `window_params` with their `@transform_i` index maps (`index_map`), scratch. The body
+//! is imported op by op through `rules::MOSAIC`: arith and math, `vector.load`,
 //! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
 //! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` and
 //! `extract_strided_slice` at constant positions (single elements or whole dimensions),
@@ -42,8 +42,9 @@
 //!
 //! A JAX function without a Pallas call lowers to plain StableHLO; [`import_stablehlo`]
 //! imports its `@main` as a single-step kernel over whole arrays, one rule per StableHLO op
-//! (see [`stablehlo`]).
+//! (see `stablehlo`).
 
+mod element_window;
 mod index_map;
 mod kernel_func;
 mod memory_space;

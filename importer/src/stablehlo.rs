@@ -624,7 +624,7 @@ pub const STABLEHLO: &Table = &Table {
     ],
 };
 
-/// Every op name [`STABLEHLO`] imports (for documentation and error messages).
+/// Every op name `STABLEHLO` imports (for documentation and error messages).
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
     STABLEHLO.names()
 }

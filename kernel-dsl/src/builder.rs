@@ -15,7 +15,9 @@ use crate::{
 /// An input to a builder method: an SSA value or a literal that takes its dtype from context.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Arg {
+    /// A value the builder made.
     Value(ValueId),
+    /// A literal: a constant of the dtype (and shape) the op needs it at.
     Lit(Literal),
 }
 
@@ -195,10 +197,12 @@ impl KernelBuilder {
         self.loc = loc;
     }
 
+    /// The name of the kernel being built.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The type of the value `v`. Panics if `v` was not made by this builder.
     pub fn ty(&self, v: ValueId) -> &Type {
         &self.f.types[v.0 as usize]
     }
@@ -216,6 +220,7 @@ impl KernelBuilder {
             .collect()
     }
 
+    /// The dtype of the operand `r` refers to.
     pub fn ref_dtype(&self, r: Ref) -> DType {
         self.operands[r.0.0 as usize].dtype
     }
@@ -279,10 +284,12 @@ impl KernelBuilder {
         )
     }
 
+    /// A constant of zeros (`false` for bool) of `dtype` and `shape`.
     pub fn zeros(&mut self, dtype: DType, shape: &[usize]) -> ValueId {
         self.constant(Literal::Int(0), Type::new(dtype, shape))
     }
 
+    /// A constant of `value` (converted to `dtype`) in every element of `shape`.
     pub fn full(&mut self, value: impl Into<Literal>, dtype: DType, shape: &[usize]) -> ValueId {
         self.constant(value, Type::new(dtype, shape))
     }
@@ -357,11 +364,15 @@ impl KernelBuilder {
         Ok(v)
     }
 
+    /// The index of the current grid step along `axis` (`pl.program_id`), an i32 scalar; an
+    /// error if the grid has no such axis.
     pub fn program_id(&mut self, axis: usize) -> Result<ValueId> {
         self.grid_axis("program_id", axis)?;
         Ok(self.push1(OpKind::ProgramId { axis }, Type::scalar(DType::I32)))
     }
 
+    /// The number of steps of the grid along `axis` (`pl.num_programs`), an i32 scalar; an
+    /// error if the grid has no such axis.
     pub fn num_programs(&mut self, axis: usize) -> Result<ValueId> {
         self.grid_axis("num_programs", axis)?;
         Ok(self.push1(OpKind::NumPrograms { axis }, Type::scalar(DType::I32)))
@@ -490,6 +501,8 @@ impl KernelBuilder {
         self.store_impl(r, index, value.into(), None)
     }
 
+    /// `ref[index] = value` where the bool `mask` is true (`pl.store(..., mask=)`); the other
+    /// elements keep their contents.
     pub fn store_masked(
         &mut self,
         r: Ref,
@@ -541,6 +554,7 @@ impl KernelBuilder {
 
     // ---- elementwise --------------------------------------------------------------------
 
+    /// The elementwise `op` of `x`, of `x`'s type; an error if `op` does not accept its dtype.
     pub fn unary(&mut self, op: UnaryOp, x: impl Into<Arg>) -> Result<ValueId> {
         let x = self.value(x, None)?;
         let t = self.ty(x).clone();
@@ -586,6 +600,9 @@ impl KernelBuilder {
         Ok((self.broadcast_to(a, &shape)?, self.broadcast_to(b, &shape)?))
     }
 
+    /// The elementwise `op` of `a` and `b`, broadcast to one shape; a literal takes the other
+    /// operand's dtype. An error if the shapes do not broadcast, the dtypes differ or `op`
+    /// does not accept the dtype.
     pub fn binary(
         &mut self,
         op: BinaryOp,
@@ -597,6 +614,8 @@ impl KernelBuilder {
         self.checked(OpKind::Binary { op, lhs, rhs }, t)
     }
 
+    /// The elementwise comparison `a op b` (broadcast as in [`KernelBuilder::binary`]), a bool
+    /// value.
     pub fn compare(&mut self, op: CmpOp, a: impl Into<Arg>, b: impl Into<Arg>) -> Result<ValueId> {
         let (lhs, rhs) = self.pair(op.name(), a.into(), b.into())?;
         let t = self.ty(lhs).with_dtype(DType::Bool);
@@ -638,6 +657,7 @@ impl KernelBuilder {
         )
     }
 
+    /// `x` converted to `dtype` (`x` itself if it has that dtype already).
     pub fn cast(&mut self, x: impl Into<Arg>, dtype: DType) -> Result<ValueId> {
         let x = self.value(x, None)?;
         if self.ty(x).dtype == dtype {
@@ -671,6 +691,8 @@ impl KernelBuilder {
         })
     }
 
+    /// `x` with the same elements in row-major order in `shape` (`x` itself if it has that
+    /// shape); an error if the element counts differ.
     pub fn reshape(&mut self, x: ValueId, shape: &[usize]) -> Result<ValueId> {
         let t = self.ty(x).clone();
         if t.shape == shape {
@@ -679,6 +701,8 @@ impl KernelBuilder {
         self.checked(OpKind::Reshape { x }, Type::new(t.dtype, shape))
     }
 
+    /// `x` with its axes permuted: axis `i` of the result is axis `perm[i]` of `x`; an error if
+    /// `perm` is not a permutation of `x`'s axes.
     pub fn transpose(&mut self, x: ValueId, perm: &[usize]) -> Result<ValueId> {
         let t = self.ty(x).clone();
         if perm.len() != t.rank() || !is_permutation(perm) {
@@ -700,6 +724,9 @@ impl KernelBuilder {
         )
     }
 
+    /// A value of integer `dtype` and `shape` whose elements are their index along `dim`
+    /// (`lax.broadcasted_iota`); an error if `dim` is not an axis of `shape` or `dtype` is not
+    /// an integer type.
     pub fn iota(&mut self, dtype: DType, shape: &[usize], dim: usize) -> Result<ValueId> {
         self.checked(OpKind::Iota { dim }, Type::new(dtype, shape))
     }

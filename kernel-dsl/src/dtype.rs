@@ -8,15 +8,22 @@ use std::fmt;
 /// one byte on the host.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// IEEE single precision.
     F32,
+    /// bfloat16: f32's exponent range with 8 bits of mantissa (TPUs' native matmul input).
     BF16,
+    /// IEEE half precision.
     F16,
+    /// 32-bit integer (the index type of grids, index maps and gathers).
     I32,
+    /// 8-bit integer.
     I8,
+    /// A truth value (comparison results, masks).
     Bool,
 }
 
 impl DType {
+    /// Every dtype, in the order the printer and the tests enumerate them.
     pub const ALL: [DType; 6] = [
         DType::F32,
         DType::BF16,
@@ -26,14 +33,17 @@ impl DType {
         DType::Bool,
     ];
 
+    /// Whether this is a floating-point type (`f32`, `bf16`, `f16`).
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)
     }
 
+    /// Whether this is an integer type (`i32`, `i8`; bool is not).
     pub fn is_int(self) -> bool {
         matches!(self, DType::I32 | DType::I8)
     }
 
+    /// Whether this is [`DType::Bool`].
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }
@@ -59,6 +69,7 @@ impl DType {
         }
     }
 
+    /// The dtype whose [`DType::name`] is `name`, if any (the inverse of `name`).
     pub fn parse(name: &str) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
@@ -68,8 +79,8 @@ impl DType {
     pub fn round_f64(self, x: f64) -> f64 {
         match self {
             DType::F32 => x as f32 as f64,
-            DType::BF16 => half::bf16::from_f64(x).to_f64(),
-            DType::F16 => half::f16::from_f64(x).to_f64(),
+            DType::BF16 => crate::narrow::bf16_from_f64(x).to_f64(),
+            DType::F16 => crate::narrow::f16_from_f64(x).to_f64(),
             DType::I32 | DType::I8 => self.cast_f64_to_int(x) as f64,
             DType::Bool => (x != 0.0) as u8 as f64,
         }

@@ -33,6 +33,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order.
     pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Invalid,
         ErrorKind::Unsupported,
@@ -43,6 +44,7 @@ impl ErrorKind {
         ErrorKind::Internal,
     ];
 
+    /// The kind's stable lower-case name (`"shape"`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::Invalid => "invalid",
@@ -59,16 +61,23 @@ impl ErrorKind {
 /// What went wrong, naming the kernel, the op and the user's source line where known.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Error {
+    /// What kind of failure this is.
     pub kind: ErrorKind,
+    /// The kernel being built or verified, once known (set by [`Error::in_kernel`]).
     pub kernel: Option<String>,
+    /// The op that failed, if the error is about one.
     pub op: Option<String>,
+    /// The user's source line of that op, if it has one.
     pub loc: Option<Loc>,
+    /// What went wrong, without the kernel, op and location (which `Display` prefixes).
     pub message: String,
 }
 
+/// The result of building and verifying kernels.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An [`ErrorKind::Invalid`] error with no kernel, op or location yet.
     pub fn new(message: impl Into<String>) -> Error {
         Error {
             kind: ErrorKind::Invalid,
@@ -79,6 +88,7 @@ impl Error {
         }
     }
 
+    /// An [`ErrorKind::Invalid`] error about the op named `op`.
     pub fn op(op: &str, message: impl Into<String>) -> Error {
         Error {
             op: Some(op.to_string()),
@@ -92,16 +102,19 @@ impl Error {
         Error::new(format!("unsupported: {message}")).with_kind(ErrorKind::Unsupported)
     }
 
+    /// The same error, of kind `kind`.
     pub fn with_kind(mut self, kind: ErrorKind) -> Error {
         self.kind = kind;
         self
     }
 
+    /// The same error, naming `kernel` unless it names one already (the innermost kernel wins).
     pub fn in_kernel(mut self, kernel: &str) -> Error {
         self.kernel.get_or_insert_with(|| kernel.to_string());
         self
     }
 
+    /// The same error, at `loc` unless it has a location already (the innermost op's wins).
     pub fn at(mut self, loc: Option<&Loc>) -> Error {
         if self.loc.is_none() {
             self.loc = loc.cloned();

@@ -11,9 +11,13 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A kernel's structural hash: SHA-256 of its printed form without locations (see the
+/// module). Equal hashes mean equal kernels, up to source locations; `Display` is lower-case hex.
 pub struct KernelHash(pub [u8; 32]);
 
 impl Kernel {
+    /// This kernel's [`KernelHash`]: the same for a kernel built anywhere, by any frontend, at
+    /// any source location, as long as its IR is the same.
     pub fn structural_hash(&self) -> KernelHash {
         let text = print_kernel(self, PrintOptions { locations: false });
         KernelHash(Sha256::digest(text.as_bytes()).into())

@@ -3,8 +3,12 @@
 use crate::{DType, Dim, Extent, Func, Literal, OperandId};
 
 #[derive(Clone, Debug, PartialEq)]
+/// A kernel: a named body run once per point of its grid over its operands (see the crate's
+/// "Semantics"). Built by [`crate::KernelBuilder`] or parsed; [`crate::verify`] checks it.
 pub struct Kernel {
+    /// The kernel's name, shown in errors and printed IR.
     pub name: String,
+    /// The grid, outermost axis first; empty means one step.
     pub grid: Vec<GridAxis>,
     /// In Mosaic's order: scalar prefetch, inputs, outputs, scratch.
     pub operands: Vec<Operand>,
@@ -13,10 +17,13 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The operand `id` names. Panics if `id` is not one of this kernel's (ids come from the
+    /// builder that made the kernel).
     pub fn operand(&self, id: OperandId) -> &Operand {
         &self.operands[id.0 as usize]
     }
 
+    /// The operands of `role`, with their ids, in signature order.
     pub fn operands_with_role(&self, role: Role) -> impl Iterator<Item = (OperandId, &Operand)> {
         self.operands
             .iter()
@@ -56,6 +63,7 @@ pub enum Semantics {
 }
 
 impl Semantics {
+    /// The Pallas name of the semantics (`"parallel"`, `"arbitrary"`).
     pub fn name(self) -> &'static str {
         match self {
             Semantics::Parallel => "parallel",
@@ -65,12 +73,16 @@ impl Semantics {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One axis of the grid: how many steps, and whether they may run in any order.
 pub struct GridAxis {
+    /// The number of steps: static, or a symbol's extent divided by a block, rounded up.
     pub extent: Extent,
+    /// How the steps along this axis may be ordered.
     pub semantics: Semantics,
 }
 
 impl GridAxis {
+    /// An axis whose steps are independent ([`Semantics::Parallel`]).
     pub fn parallel(extent: impl Into<Extent>) -> GridAxis {
         GridAxis {
             extent: extent.into(),
@@ -78,6 +90,7 @@ impl GridAxis {
         }
     }
 
+    /// An axis whose steps run in increasing order ([`Semantics::Arbitrary`]): a reduction.
     pub fn arbitrary(extent: impl Into<Extent>) -> GridAxis {
         GridAxis {
             extent: extent.into(),
@@ -91,7 +104,9 @@ impl GridAxis {
 pub enum Role {
     /// A whole (small, integer) array read by index maps and the body (SMEM on a TPU).
     Prefetch,
+    /// An array the kernel reads through its window; never written.
     Input,
+    /// An array the kernel writes through its window (it may read it back).
     Output,
     /// Kernel-private memory that persists across the grid steps one worker runs (VMEM
     /// scratch). Its contents are undefined until the kernel writes them.
@@ -99,6 +114,7 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role's lower-case name, as printed (`"prefetch"`, `"input"`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Role::Prefetch => "prefetch",
@@ -110,12 +126,17 @@ impl Role {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// One array in a kernel's signature: its role, dtype, global shape and window.
 pub struct Operand {
+    /// The operand's name, unique in its kernel (errors and printed IR use it).
     pub name: String,
+    /// What the operand is to the kernel (its place in the signature).
     pub role: Role,
+    /// The element type.
     pub dtype: DType,
     /// The global shape (for scratch: the buffer's shape, always static).
     pub shape: Vec<Dim>,
+    /// Which part of the array the body sees at each grid step.
     pub window: Window,
 }
 
@@ -135,35 +156,58 @@ impl Operand {
 pub enum Window {
     /// The whole array, at every step.
     Whole,
+    /// A block placed by an index map at each step.
     Blocked(BlockSpec),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// One dimension of a [`BlockSpec`]'s block.
 pub enum BlockDim {
     /// A block of this many elements; the index map gives the block number.
     Blocked(usize),
     /// One element, dropped from the ref's shape (`None` / `pl.Squeezed()` in Pallas); the
     /// index map gives the element index.
     Squeezed,
+    /// A window of this many elements at any element offset (`pl.Element` in Pallas): the
+    /// index map gives the element where it starts. (Pallas's virtual padding is folded
+    /// into the index map by whoever builds the spec: the start is in the array's own
+    /// coordinates.)
+    Element(usize),
 }
 
 impl BlockDim {
+    /// Elements of the array this dimension covers per step (1 for a squeezed one).
     pub fn size(self) -> usize {
         match self {
-            BlockDim::Blocked(n) => n,
+            BlockDim::Blocked(n) | BlockDim::Element(n) => n,
             BlockDim::Squeezed => 1,
         }
+    }
+
+    /// Elements per unit of the index map's result: the window along this dim starts at
+    /// element `index * unit()`.
+    pub fn unit(self) -> usize {
+        match self {
+            BlockDim::Blocked(n) => n,
+            BlockDim::Squeezed | BlockDim::Element(_) => 1,
+        }
+    }
+
+    /// Whether the dim stays in the ref's shape (all but squeezed ones).
+    pub fn kept(self) -> bool {
+        self != BlockDim::Squeezed
     }
 }
 
 /// A window that moves with the grid (`pl.BlockSpec`).
 ///
 /// At grid point `g`, dimension `d` of the window starts at element
-/// `index_map(g)[d] * block[d].size()`. The start must lie inside the array (an index map that
+/// `index_map(g)[d] * block[d].unit()`. The start must lie inside the array (an index map that
 /// points past the end is an error), but the window may overhang the end: such an edge block
 /// reads `fill` where it lies outside the array and drops the writes there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSpec {
+    /// One entry per array dimension (the block's rank is the array's).
     pub block: Vec<BlockDim>,
     /// Arguments: one i32 per grid axis. Yields one i32 block index per array dimension. May
     /// load from prefetch operands.
@@ -173,13 +217,12 @@ pub struct BlockSpec {
 }
 
 impl BlockSpec {
+    /// The shape the body's ref has: the block's sizes without the squeezed dimensions.
     pub fn ref_shape(&self) -> Vec<usize> {
         self.block
             .iter()
-            .filter_map(|b| match b {
-                BlockDim::Blocked(n) => Some(*n),
-                BlockDim::Squeezed => None,
-            })
+            .filter(|b| b.kept())
+            .map(|b| b.size())
             .collect()
     }
 }

@@ -32,6 +32,9 @@
 //! widen, as TPU VPUs do), reductions and `dot` accumulate in f32, integers wrap, float →
 //! int casts truncate and saturate. `max`/`min` propagate NaN.
 
+// Every frontend and backend is written against this crate: its public items are its contract.
+#![deny(missing_docs)]
+
 mod builder;
 mod dtype;
 mod error;
@@ -40,6 +43,7 @@ mod kernel;
 mod limits;
 mod loc;
 pub mod markers;
+mod narrow;
 mod op;
 mod op_table;
 mod parse;
@@ -57,6 +61,7 @@ pub use hash::KernelHash;
 pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
 pub use limits::{MAX_BUFFER_BYTES, buffer_bytes};
 pub use loc::Loc;
+pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
     Start, UnaryOp, ValueId,

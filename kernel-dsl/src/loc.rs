@@ -8,12 +8,16 @@ use std::{fmt, sync::Arc};
 /// change its identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Loc {
+    /// The source file, as the frontend names it.
     pub file: Arc<str>,
+    /// The line, as the frontend reports it.
     pub line: u32,
+    /// The column, as the frontend reports it.
     pub column: u32,
 }
 
 impl Loc {
+    /// The location `file:line:column`.
     pub fn new(file: &str, line: u32, column: u32) -> Loc {
         Loc {
             file: file.into(),

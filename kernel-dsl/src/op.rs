@@ -19,11 +19,15 @@ pub struct OperandId(pub u32);
 /// A function: the kernel body or an index map. Value types live in one table per function.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Func {
+    /// The type of every value of the function, indexed by [`ValueId`].
     pub types: Vec<Type>,
+    /// The body: for the kernel, run once per grid step; for an index map, its args are the grid
+    /// indices and its yield the block indices.
     pub body: Region,
 }
 
 impl Func {
+    /// The type of `v`. Panics if `v` is not a value of this function.
     pub fn ty(&self, v: ValueId) -> &Type {
         &self.types[v.0 as usize]
     }
@@ -32,26 +36,38 @@ impl Func {
 /// A list of ops with block arguments, ending in [`OpKind::Yield`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Region {
+    /// The region's arguments (a loop's induction variable and carried values; an index map's
+    /// grid indices).
     pub args: Vec<ValueId>,
+    /// The ops, in execution order; the last one is a [`OpKind::Yield`].
     pub ops: Vec<Op>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// One operation: what it does, the values it defines and where the user wrote it.
 pub struct Op {
+    /// The values the op defines (most ops one; stores and yields none; loops and ifs one per
+    /// carried or yielded value).
     pub results: Vec<ValueId>,
+    /// What the op does, with its operands.
     pub kind: OpKind,
+    /// The user's source line, for errors (never part of the structural hash).
     pub loc: Option<Loc>,
 }
 
 /// A constant's value. Floats keep f64 precision here; the result type says how they round.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Literal {
+    /// A float (any float dtype).
     Float(f64),
+    /// An integer.
     Int(i64),
+    /// A truth value.
     Bool(bool),
 }
 
 impl Literal {
+    /// The value as an f64 (`true` is 1).
     pub fn as_f64(self) -> f64 {
         match self {
             Literal::Float(x) => x,
@@ -60,6 +76,7 @@ impl Literal {
         }
     }
 
+    /// The value as an i64 (floats truncate toward zero, saturating, NaN is 0; `true` is 1).
     pub fn as_i64(self) -> i64 {
         match self {
             Literal::Float(x) => x as i64,
@@ -72,7 +89,9 @@ impl Literal {
 /// Where one dimension of a ref access starts: a constant or an i32 scalar value.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Start {
+    /// A constant index.
     Static(i64),
+    /// An index computed by the body (an i32 scalar).
     Dynamic(ValueId),
 }
 
@@ -80,7 +99,12 @@ pub enum Start {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Indexer {
     /// Elements `start .. start + size`; the dimension stays in the result (`pl.ds`, `..`).
-    Slice { start: Start, size: usize },
+    Slice {
+        /// Where the slice starts.
+        start: Start,
+        /// How many elements it takes (static: value shapes are static).
+        size: usize,
+    },
     /// The one element at `start`; the dimension is dropped from the result (`ref[i]`).
     Point(Start),
 }
@@ -89,7 +113,9 @@ pub enum Indexer {
 /// dimension 0 of both; the contracted dimension is one of the last two.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DotDims {
+    /// The contracted dimension of the left operand.
     pub lhs_contract: usize,
+    /// The contracted dimension of the right operand.
     pub rhs_contract: usize,
 }
 
@@ -104,115 +130,164 @@ impl DotDims {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// What an op does. Operands are SSA values of the enclosing [`Func`]; the typing rule of each
+/// variant is what [`crate::verify`] checks.
 pub enum OpKind {
     /// A splat constant of the result type.
     Const {
+        /// The value of every element.
         value: Literal,
     },
     /// The index of this grid step along `axis` (i32).
     ProgramId {
+        /// The grid axis.
         axis: usize,
     },
     /// The grid's extent along `axis` (i32).
     NumPrograms {
+        /// The grid axis.
         axis: usize,
     },
     /// The runtime global extent of an operand's dimension (i32), as bound at launch.
     ArrayDim {
+        /// The operand whose shape is read.
         operand: OperandId,
+        /// The dimension of its global shape.
         axis: usize,
     },
     /// Reads a window of a ref. The result shape is the sizes of the `Slice` indexers.
     /// Elements outside the operand's array read its fill value; a masked-off element
     /// (`mask` false) reads `other`. A slice outside the ref's (block) shape is an error.
     Load {
+        /// The operand whose ref is read.
         operand: OperandId,
+        /// One indexer per dimension of the ref.
         index: Vec<Indexer>,
+        /// A bool value shaped like the result: where it is false, `other` is read instead.
         mask: Option<ValueId>,
+        /// What masked-off elements read (shaped like the result); with a mask only.
         other: Option<ValueId>,
     },
     /// Writes `value` (shaped like a load of `index`) into a ref. Elements outside the
     /// operand's array, or masked off, are not written.
     Store {
+        /// The operand whose ref is written.
         operand: OperandId,
+        /// One indexer per dimension of the ref.
         index: Vec<Indexer>,
+        /// The values written, of the operand's dtype.
         value: ValueId,
+        /// A bool value shaped like `value`: only where it is true are elements written.
         mask: Option<ValueId>,
     },
+    /// An elementwise op of one operand; the result has its type.
     Unary {
+        /// Which op.
         op: UnaryOp,
+        /// The operand.
         x: ValueId,
     },
+    /// An elementwise op of two operands of one type; the result has that type.
     Binary {
+        /// Which op.
         op: BinaryOp,
+        /// The left operand.
         lhs: ValueId,
+        /// The right operand.
         rhs: ValueId,
     },
     /// Elementwise comparison; the result is bool. Comparisons with NaN are false except `Ne`.
     Compare {
+        /// Which comparison.
         op: CmpOp,
+        /// The left operand.
         lhs: ValueId,
+        /// The right operand, of the left one's type.
         rhs: ValueId,
     },
     /// `cond ? on_true : on_false`, elementwise; `cond` is bool of the same shape.
     Select {
+        /// Where to take `on_true`.
         cond: ValueId,
+        /// The values where `cond` holds (of the result type).
         on_true: ValueId,
+        /// The values elsewhere (of the result type).
         on_false: ValueId,
     },
     /// Converts to the result's dtype (see `DType::round_f64` and `cast_f64_to_int`).
     Cast {
+        /// The value converted.
         x: ValueId,
     },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
+        /// The value broadcast.
         x: ValueId,
     },
     /// Same elements in row-major order, new shape.
     Reshape {
+        /// The value reshaped (as many elements as the result).
         x: ValueId,
     },
     /// `result.shape[i] = x.shape[perm[i]]`.
     Transpose {
+        /// The value transposed.
         x: ValueId,
+        /// A permutation of `x`'s axes.
         perm: Vec<usize>,
     },
     /// `result[idx] = idx[dim]` (integer result).
     Iota {
+        /// The axis whose index each element holds.
         dim: usize,
     },
     /// Reduces the listed axes away. Floats accumulate in f32 whatever their storage type.
     Reduce {
+        /// How elements combine.
         op: ReduceOp,
+        /// The value reduced.
         x: ValueId,
+        /// The axes reduced away: sorted, distinct, below `x`'s rank.
         axes: Vec<usize>,
     },
     /// Matrix product accumulated in f32 (floats) or i32 (integers), converted to the
     /// result dtype at the end.
     Dot {
+        /// The left matrix (or batch of matrices).
         lhs: ValueId,
+        /// The right matrix (or batch), of the left one's dtype.
         rhs: ValueId,
+        /// Which dimensions are contracted.
         dims: DotDims,
     },
     /// `for iv in (lower..upper).step_by(step)`; the body's args are `[iv, carried…]`, its
     /// yield gives the next carried values; the results are the last carried values.
     /// Bounds and step are i32 scalars; `step` must be positive.
     For {
+        /// The first value of the induction variable.
         lower: ValueId,
+        /// The bound the induction variable stays below.
         upper: ValueId,
+        /// The increment (positive).
         step: ValueId,
+        /// The carried values' initial values.
         init: Vec<ValueId>,
+        /// The loop body.
         body: Region,
     },
     /// Runs one region; both yield values of the result types.
     If {
+        /// A bool scalar: which region runs.
         cond: ValueId,
+        /// Runs where `cond` is true.
         then_region: Region,
+        /// Runs where `cond` is false.
         else_region: Region,
     },
     /// Ends a region, giving its values to the enclosing op (or, in an index map, the block
     /// indices).
     Yield {
+        /// The values given to the enclosing op.
         values: Vec<ValueId>,
     },
 }

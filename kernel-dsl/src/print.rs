@@ -21,6 +21,8 @@ pub struct PrintOptions {
     pub locations: bool,
 }
 
+/// The kernel as text: the form [`crate::parse_kernel`] reads back, and (without locations)
+/// what [`Kernel::structural_hash`] hashes.
 pub fn print_kernel(k: &Kernel, options: PrintOptions) -> String {
     let mut out = String::new();
     let p = Printer {
@@ -162,6 +164,7 @@ impl Printer {
                         .iter()
                         .map(|d| match d {
                             BlockDim::Blocked(n) => n.to_string(),
+                            BlockDim::Element(n) => format!("el{n}"),
                             BlockDim::Squeezed => "sq".into(),
                         })
                         .collect::<Vec<_>>()

@@ -8,16 +8,19 @@ use std::{collections::BTreeMap, fmt};
 /// One extent of an operand's global shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
+    /// An extent known when the kernel is built.
     Static(usize),
     /// A named extent bound at launch; every operand dim with the same name must agree.
     Sym(String),
 }
 
 impl Dim {
+    /// The symbolic extent `name`.
     pub fn sym(name: &str) -> Dim {
         Dim::Sym(name.to_string())
     }
 
+    /// The extent, if it is static.
     pub fn as_static(&self) -> Option<usize> {
         match self {
             Dim::Static(n) => Some(*n),
@@ -61,11 +64,14 @@ pub type Bindings = BTreeMap<String, usize>;
 /// The number of iterations of one grid axis.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Extent {
+    /// A number of iterations known when the kernel is built.
     Static(usize),
     /// `ceil(sym / block)`: the number of blocks of `block` elements that cover a symbolic
     /// extent, the last one possibly partial.
     CeilDiv {
+        /// The symbol whose bound value is covered.
         sym: String,
+        /// Elements per block.
         block: usize,
     },
 }
@@ -79,6 +85,7 @@ impl Extent {
         }
     }
 
+    /// The concrete number of iterations under `bindings`, or `None` for an unbound symbol.
     pub fn resolve(&self, bindings: &Bindings) -> Option<usize> {
         match self {
             Extent::Static(n) => Some(*n),

@@ -8,26 +8,42 @@ use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Literal};
 use std::ops;
 
 #[derive(Clone, Debug, Default, PartialEq)]
+/// How a kernel body is launched, as `pl.pallas_call`'s arguments say it: the grid and every
+/// operand's spec, by role, in signature order (prefetch, inputs, outputs, scratch).
 pub struct CallSpec {
+    /// The grid, outermost axis first (empty: one step).
     pub grid: Vec<GridAxis>,
+    /// Scalar-prefetch operands (`num_scalar_prefetch`): whole small integer arrays that index
+    /// maps may read.
     pub prefetch: Vec<ArraySpec>,
+    /// The arrays the body reads (`in_specs`).
     pub inputs: Vec<ArraySpec>,
+    /// The arrays the body writes (`out_specs`/`out_shape`).
     pub outputs: Vec<ArraySpec>,
+    /// Kernel-private buffers (`scratch_shapes`): static shapes, no window.
     pub scratch: Vec<ArraySpec>,
 }
 
 /// One operand: dtype, global shape and, for windowed operands, the block spec.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArraySpec {
+    /// The element type.
     pub dtype: DType,
+    /// The global shape: static extents or symbols bound at launch.
     pub shape: Vec<Dim>,
+    /// The window the body sees at each grid step; `None` for the whole array.
     pub block: Option<Blocking>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A moving window (`pl.BlockSpec`): the block, the index map placing it, and what loads
+/// read where it overhangs the array.
 pub struct Blocking {
+    /// The block's extent per array dimension (a squeezed one drops out of the ref's shape).
     pub block: Vec<BlockDim>,
+    /// One block index per array dimension, as a function of the grid indices.
     pub index_map: Vec<IndexExpr>,
+    /// What loads read outside the array; `None` reads zero.
     pub fill: Option<Literal>,
 }
 
@@ -106,37 +122,55 @@ impl From<bool> for Literal {
 /// is 1 when it holds and 0 otherwise (so `and`/`or` combine comparisons).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum IndexExpr {
+    /// The index of the current grid step along this axis.
     Grid(usize),
+    /// A constant.
     Const(i64),
+    /// An arithmetic or bitwise operation on two expressions.
     Binary(IndexBinOp, Box<IndexExpr>, Box<IndexExpr>),
     /// 1 if the comparison holds, else 0.
     Compare(CmpOp, Box<IndexExpr>, Box<IndexExpr>),
     /// `on_true` where `cond` is nonzero, else `on_false` (causal block skipping clamps a
     /// block index this way).
     Select {
+        /// The condition (nonzero: true).
         cond: Box<IndexExpr>,
+        /// The value where the condition holds.
         on_true: Box<IndexExpr>,
+        /// The value elsewhere.
         on_false: Box<IndexExpr>,
     },
     /// Element `index` of the `operand`-th prefetch array.
     Prefetch {
+        /// Which prefetch array (its position among the prefetch operands).
         operand: usize,
+        /// The element's index, one expression per dimension of that array.
         index: Vec<IndexExpr>,
     },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// The binary operations of index-map expressions, all on i32.
 pub enum IndexBinOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b`, rounded toward zero (0 when `b` is 0).
     Div,
+    /// `a % b`, with the sign of `a` (`a` when `b` is 0).
     Rem,
+    /// The larger of `a` and `b`.
     Max,
+    /// The smaller of `a` and `b`.
     Min,
     /// Bitwise, on i32 (on 0/1 comparisons: logical).
     And,
+    /// Bitwise or.
     Or,
+    /// Bitwise exclusive or.
     Xor,
 }
 
@@ -172,10 +206,12 @@ impl IndexExpr {
         }
     }
 
+    /// The larger of `self` and `rhs`.
     pub fn max(self, rhs: impl Into<IndexExpr>) -> IndexExpr {
         IndexExpr::Binary(IndexBinOp::Max, Box::new(self), Box::new(rhs.into()))
     }
 
+    /// The smaller of `self` and `rhs`.
     pub fn min(self, rhs: impl Into<IndexExpr>) -> IndexExpr {
         IndexExpr::Binary(IndexBinOp::Min, Box::new(self), Box::new(rhs.into()))
     }

@@ -2,8 +2,8 @@
 //! it. Errors name the kernel, the op and its source location.
 
 use crate::{
-    BlockDim, DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand,
-    Region, Result, Role, Start, Type, ValueId, Window,
+    DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand, Region, Result,
+    Role, Start, Type, ValueId, Window,
     builder::{broadcast_shapes, dot_shape, is_permutation},
     limits::check_buffer,
 };
@@ -103,7 +103,7 @@ fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), Str
             o.shape.len()
         ));
     }
-    if b.block.contains(&BlockDim::Blocked(0)) {
+    if b.block.iter().any(|d| d.kept() && d.size() == 0) {
         return Err("block dims must be positive".into());
     }
     match b.fill {

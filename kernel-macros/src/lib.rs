@@ -9,9 +9,9 @@
 //! let kernel = add_vectors(&spec)?; // spec: grid, dtypes, shapes and block specs
 //! ```
 //!
-//! The macro is a tiny compiler: [`parse`] turns syn's tree into the macro's own AST
-//! ([`ast`]), [`generate`] turns that into builder calls; every generated path comes from
-//! [`paths`]. Parameters typed `In`, `Out`, `Scratch` or `Prefetch` are refs (declared in
+//! The macro is a tiny compiler: `parse` turns syn's tree into the macro's own AST
+//! (`ast`), `generate` turns that into builder calls; every generated path comes from
+//! `paths`. Parameters typed `In`, `Out`, `Scratch` or `Prefetch` are refs (declared in
 //! order); any other parameter is a host value, a plain Rust value used while building.
 
 mod ast;

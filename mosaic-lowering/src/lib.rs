@@ -108,7 +108,7 @@ pub use shapes::Shapes;
 pub use topology::TOPOLOGIES;
 
 use melior::ir::operation::{OperationLike, OperationPrintingFlags};
-use tpukit_dsl::{DType, Error, ErrorKind, Kernel, Result};
+use tpukit_dsl::{BlockDim, DType, Error, ErrorKind, Kernel, Result};
 
 /// Everything one lowering produces.
 #[derive(Clone, Debug)]
@@ -140,9 +140,29 @@ fn refuse_f16(kernel: &Kernel) -> Result<()> {
     }
 }
 
+/// Element-offset windows (`BlockDim::Element`, from an imported `pl.Element` block spec)
+/// run on the CPU devices; lowering them back to Mosaic's `#tpu.element_window` is not built.
+fn refuse_element_windows(kernel: &Kernel) -> Result<()> {
+    let element = |o: &&tpukit_dsl::Operand| match &o.window {
+        tpukit_dsl::Window::Blocked(b) => b.block.iter().any(|d| matches!(d, BlockDim::Element(_))),
+        tpukit_dsl::Window::Whole => false,
+    };
+    match kernel.operands.iter().find(element) {
+        Some(o) => Err(Error::new(format!(
+            "operand `{}` has an element-offset window (`pl.Element`), which tpukit does not \
+             lower to Mosaic yet (it runs on `cpu` and `interpret`)",
+            o.name
+        ))
+        .with_kind(ErrorKind::Unsupported)
+        .in_kernel(&kernel.name)),
+        None => Ok(()),
+    }
+}
+
 pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     tpukit_dsl::verify(kernel)?;
     refuse_f16(kernel)?;
+    refuse_element_windows(kernel)?;
     let caller_shapes = Shapes::of(kernel, &options.bindings)?;
     let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
     let initial = initial::outputs(kernel, options.alias_outputs);

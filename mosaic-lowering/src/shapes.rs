@@ -69,6 +69,8 @@ pub fn window_shape(operand: &Operand, global: &[usize]) -> Vec<usize> {
 pub fn overhangs(block: BlockDim, extent: usize) -> bool {
     match block {
         BlockDim::Blocked(n) => !extent.is_multiple_of(n),
+        // Not lowered (`lower` refuses element windows).
+        BlockDim::Element(_) => true,
         BlockDim::Squeezed => false,
     }
 }

@@ -311,8 +311,9 @@ unsafe fn call(frame: &mut CallFrame) -> Result<(), Failure> {
     let id = unsafe { kernel_id(&frame.attrs) }?;
     let entry = registry::get(id).ok_or_else(|| {
         Failure::invalid(format!(
-            "no kernel with id {id} in this process (custom calls of tpukit run only in the \
-             process that built them)"
+            "no kernel with id {id} in this process: the id fingerprints the kernel, device, \
+             aliasing and debug mode; a program built in another process (a deserialized \
+             jax.export) runs once the same tpukit call has been traced in this one"
         ))
     })?;
     // SAFETY: the frame's operand lists are valid for the call.

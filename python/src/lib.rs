@@ -1,13 +1,13 @@
 //! `tpukit._native`: the Rust half of the `tpukit` Python package.
 //!
-//! Kept small and free of Python policy: it exposes the kernel IR ([`kernel::PyKernel`], its
-//! operands as [`operand::PyOperand`]), the catalog, tpuBLAS, the importers of JAX's lowered
+//! Kept small and free of Python policy: it exposes the kernel IR (`kernel::PyKernel`, its
+//! operands as `operand::PyOperand`), the catalog, tpuBLAS, the importers of JAX's lowered
 //! programs, the runtime's launch and its process-wide state (devices, TPU topologies,
 //! bundles, cache statistics), and the XLA FFI handler that runs registered kernels as
-//! custom calls inside jitted JAX programs ([`ffi`], [`registry`]). The Python half (`python/tpukit/`) owns the decorators,
+//! custom calls inside jitted JAX programs (`ffi`, `registry`). The Python half (`python/tpukit/`) owns the decorators,
 //! argument binding, caching and array interop.
 //!
-//! Every entry point runs in [`error::guard`]: errors cross as one exception class per
+//! Every entry point runs in `error::guard`: errors cross as one exception class per
 //! [`tpukit_dsl::ErrorKind`], and a panic as `InternalError`, never as pyo3's
 //! `PanicException`.
 
@@ -44,6 +44,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::tpu_topologies, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::register_first_bundle, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::loaded_bundles, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(registry::ffi_register, m)?)?;

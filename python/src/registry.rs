@@ -5,6 +5,13 @@
 //! Entries are never removed (a compiled XLA program may call them for the life of the
 //! process) and never change: an id always means the same kernel, device and aliasing.
 //! Registering the same kernel, device and aliasing again returns the same id.
+//!
+//! An id does not depend on the process: it is a fingerprint of the kernel's structural
+//! hash (SHA-256 of its printed IR), device, aliasing and debug mode ([`fingerprint`]). So
+//! a program that outlives the process (`jax.export` serialized, JAX's persistent compilation
+//! cache) never runs another kernel than the one it was built with: in another process its id
+//! means the same kernel or, until the same kernel is registered there, nothing (the handler's
+//! error says so).
 
 use pyo3::ffi as pyffi;
 use pyo3::prelude::*;
@@ -123,13 +130,31 @@ unsafe fn copy(a: &RawArray) -> HostArray {
     array::from_sized_bytes(a.dtype, a.shape, bytes)
 }
 
-/// The entries, indexed by id.
-static ENTRIES: RwLock<Vec<Arc<Entry>>> = RwLock::new(Vec::new());
+/// The entries, by id.
+static ENTRIES: RwLock<BTreeMap<u64, Arc<Entry>>> = RwLock::new(BTreeMap::new());
 
 /// The entry with id `id`.
 pub fn get(id: u64) -> Option<Arc<Entry>> {
     let entries = ENTRIES.read().unwrap_or_else(|e| e.into_inner());
-    entries.get(usize::try_from(id).ok()?).cloned()
+    entries.get(&id).cloned()
+}
+
+/// The id of an entry: 64-bit FNV-1a over the kernel's SHA-256, the device's name, the
+/// aliasing and the debug flag, its top bit cleared (the custom call carries it as an i64).
+/// Deterministic across processes and builds; a collision is refused at registration.
+fn fingerprint(hash: &KernelHash, device: Device, aliases: &[Option<usize>], debug: bool) -> u64 {
+    let mut bytes = hash.0.to_vec();
+    bytes.extend_from_slice(device.name().as_bytes());
+    for a in aliases {
+        let code = a.map_or(u64::MAX, |i| i as u64);
+        bytes.extend_from_slice(&code.to_le_bytes());
+    }
+    bytes.push(u8::from(debug));
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h & (u64::MAX >> 1)
 }
 
 /// Registers `kernel` to run on `device` (`cpu` or `interpret`) from custom calls, with
@@ -162,20 +187,31 @@ pub fn ffi_register(
         let aliases: Vec<Option<usize>> = (0..n_out).map(|o| aliases.get(&o).copied()).collect();
         let prepared = Prepared::new(k.clone()).map_err(error::runtime)?;
         let hash = Launchable::hash(&prepared);
+        let id = fingerprint(&hash, device, &aliases, debug);
         let mut entries = ENTRIES.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(id) = entries.iter().position(|e| {
-            e.hash == hash && e.device == device && e.aliases == aliases && e.debug == debug
-        }) {
-            return Ok(id as u64);
+        if let Some(e) = entries.get(&id) {
+            if e.hash == hash && e.device == device && e.aliases == aliases && e.debug == debug {
+                return Ok(id);
+            }
+            return Err(error::raise(
+                ErrorKind::Internal,
+                format!(
+                    "kernel `{}`: its custom-call id {id} is another kernel's",
+                    k.name
+                ),
+            ));
         }
-        entries.push(Arc::new(Entry {
-            kernel: prepared,
-            hash,
-            device,
-            aliases,
-            debug,
-        }));
-        Ok((entries.len() - 1) as u64)
+        entries.insert(
+            id,
+            Arc::new(Entry {
+                kernel: prepared,
+                hash,
+                device,
+                aliases,
+                debug,
+            }),
+        );
+        Ok(id)
     })
 }
 

@@ -2,7 +2,7 @@
 //! warm-up, and where compiled kernels came from.
 
 use pyo3::prelude::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tpukit::Device;
 use tpukit::runtime::{bundle, cpu};
 
@@ -26,6 +26,27 @@ pub fn tpu_topologies() -> PyResult<Vec<&'static str>> {
 #[pyfunction]
 pub fn register_bundle(path: &str) -> PyResult<bool> {
     guard(None, || Ok(bundle::register(Path::new(path))))
+}
+
+/// Loads the first of `paths` this machine can use (the package lists its bundles best
+/// first) and returns its path; None, after one message on stderr, if none fits.
+#[pyfunction]
+pub fn register_first_bundle(paths: Vec<String>) -> PyResult<Option<String>> {
+    guard(None, || {
+        let paths: Vec<PathBuf> = paths.into_iter().map(PathBuf::from).collect();
+        Ok(bundle::register_first(&paths).map(|p| p.display().to_string()))
+    })
+}
+
+/// The loaded bundles, in load order, as `(path, CPU its code was compiled for)`.
+#[pyfunction]
+pub fn loaded_bundles() -> PyResult<Vec<(String, String)>> {
+    guard(None, || {
+        Ok(bundle::loaded_bundles()
+            .into_iter()
+            .map(|(p, t)| (p.display().to_string(), t.cpu))
+            .collect())
+    })
 }
 
 /// Prepares the compiled backend ahead of the first launch (host target, JIT, worker

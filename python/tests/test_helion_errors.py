@@ -104,29 +104,6 @@ def test_host_tensor_used_directly_on_device():
         direct(torch.randn(128), torch.randn(128))
 
 
-def test_gathers_need_indices_loaded_from_a_host_tensor_and_a_leading_dimension():
-    @helion.kernel
-    def computed(x, w):
-        out = torch.empty([x.size(0), w.size(1)], dtype=w.dtype)
-        for t in hl.tile(x.size(0)):
-            out[t, :] = w[x[t] * 2, :]
-        return out
-
-    idx = torch.randint(0, 4, (32,), dtype=torch.int32)
-    with pytest.raises(UnsupportedConstruct, match=rf"computed tensor of indices.*{HERE}"):
-        computed(idx, torch.randn(16, 128))
-
-    @helion.kernel
-    def lanes(x, w):
-        out = torch.empty([w.size(0), x.size(0)], dtype=w.dtype)
-        for t in hl.tile(x.size(0)):
-            out[:, t] = w[:, x[t]]
-        return out
-
-    with pytest.raises(UnsupportedConstruct, match=rf"gather along the last dimension.*{HERE}"):
-        lanes(idx, torch.randn(8, 16))
-
-
 def test_a_tile_used_as_a_value_and_misused_loops():
     @helion.kernel
     def tile_value(x):

@@ -350,3 +350,52 @@ def test_concurrent_jitted_calls_agree(rng):
         results = list(pool.map(lambda xy: kernel(*xy), pairs * 3))
     for (x, y), got in zip(pairs * 3, results, strict=True):
         assert_close(got, fused(x, y), "concurrent")
+
+
+# --- native kernels (catalog, Rust) inside traced programs -----------------------------------
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_launch_of_a_catalog_kernel_under_jit_and_vmap(device, rng):
+    """``tpukit.launch`` on tracers: the catalog's ``add_vectors`` (written in Rust) as one
+    custom call between XLA ops; vmap runs it once per row."""
+    add = tpukit.instantiate("add_vectors", [1000])
+    x, y = randn(rng, (1000,), np.float32), randn(rng, (1000,), np.float32)
+
+    @jax.jit
+    def program(x, y):
+        return tpukit.launch(add, jnp.tanh(x), y, device=device)[0] * 2
+
+    assert_close(program(x, y), (jnp.tanh(x) + y) * 2, "jit")
+    xs, ys = randn(rng, (3, 1000), np.float32), randn(rng, (3, 1000), np.float32)
+    got = jax.jit(jax.vmap(lambda x, y: tpukit.launch(add, x, y, device=device)[0]))(xs, ys)
+    assert_close(got, xs + ys, "vmap")
+    with pytest.raises(TypeError, match="outputs= is for arrays"):
+        jax.jit(lambda x: tpukit.launch(add, x, x, outputs=[x]))(x)
+
+
+
+def test_custom_call_ids_fingerprint_the_kernel_not_the_process(rng):
+    """The ``kernel`` attribute a jitted program carries is the same in every process (a
+    fingerprint of kernel, device, aliasing and debug mode), so a serialized program never
+    names another kernel."""
+    add = tpukit.instantiate("add_vectors", [1000])
+    x = randn(rng, (1000,), np.float32)
+    text = jax.jit(lambda x: tpukit.launch(add, x, x)[0]).lower(x).as_text()
+    first = _native.ffi_register(add, "cpu", {}, False)
+    assert f"kernel = {first} : i64" in text
+    assert _native.ffi_register(add, "cpu", {}, False) == first
+    modes = [(d, debug) for d in tpukit.DEVICES for debug in (False, True)]
+    others = {_native.ffi_register(add, d, {}, debug) for d, debug in modes}
+    assert len(others) == 4 and first in others
+    assert first > 1 << 20  # a fingerprint, not a count of registrations
+
+
+def test_a_custom_call_naming_no_registered_kernel_is_a_clear_error(rng):
+    """What a program serialized in another process meets before its kernels are traced here."""
+    from tpukit import _custom_call
+
+    x = randn(rng, (8, 128), np.float32)
+    run = jax.ffi.ffi_call(_custom_call._target(), jax.ShapeDtypeStruct(x.shape, x.dtype))
+    with pytest.raises(tpukit.TpukitError, match="no kernel with id 12345 in this process"):
+        _custom_call.run_eager(jax.jit(lambda x: run(x, kernel=np.int64(12345))), [x])

@@ -118,11 +118,42 @@ def test_aliased_pallas_call_after_a_prologue():
     np.testing.assert_array_equal(accumulate_scaled(x, acc), acc + 1.0 + x * 3.0)
 
 
-def test_two_pallas_calls_are_refused():
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_two_pallas_calls_with_jax_ops_between(device):
+    """The function is one XLA program with a custom call per Pallas call, on either device."""
+
     @pallas.custom_jax_kernel
     def twice(x):
         call = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
         return call(call(x) + 1)
 
-    with pytest.raises(tpukit.UnsupportedError, match="2 Pallas calls"):
-        twice(np.ones((8, 128), np.float32))
+    x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    got = twice(x, device=device)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, (x * 2 + 1) * 2)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_grad_and_vmap_through_a_function_with_a_pallas_call(device):
+    """jax.grad is JAX's VJP of the whole function (here the derivative flows through the jnp
+    ops; the Pallas call's operand is held constant), with an integer operand and an integer
+    result; vmap batches the Pallas call (JAX's rule: a grid axis)."""
+
+    @pallas.custom_jax_kernel
+    def f(x, idx):
+        call = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+        y = call(jax.lax.stop_gradient(x))
+        return jnp.sum(jnp.sin(x[idx])) + jnp.sum(y), jnp.argmax(y)
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((8, 128)).astype(np.float32))
+    idx = jnp.array([1, 3, 5])
+    got = jax.jit(jax.grad(lambda x: f(x, idx, device=device)[0]))(x)
+    want = jax.grad(lambda x: jnp.sum(jnp.sin(x[idx])))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+    xs = jnp.stack([x, -x])
+    total, where = jax.vmap(lambda x: f(x, idx, device=device))(xs)
+    np.testing.assert_array_equal(np.asarray(where), [jnp.argmax(x * 2), jnp.argmax(-x * 2)])
+    np.testing.assert_allclose(
+        np.asarray(total), [float(jnp.sum(jnp.sin(v[idx])) + jnp.sum(v * 2)) for v in xs],
+        rtol=1e-5)

@@ -129,3 +129,42 @@ def test_license_and_metadata():
     assert project["license"] == {"text": "Apache-2.0"}
     # lowering for TPU needs libtpu, which only jax's `tpu` extra brings
     assert all("jax[tpu]" in d for d in project["optional-dependencies"]["jax"])
+
+
+def test_the_first_shipped_bundle_that_fits_is_loaded_and_only_a_miss_is_reported(tmp_path):
+    """`import tpukit` lists its bundles best first: one this machine cannot use is passed over
+    silently when a later one fits (which then serves the kernels), and if none fits one
+    message says so and kernels compile."""
+    shipped = pathlib.Path(tpukit.__file__).with_name("host.tpkb")
+    if not shipped.exists():
+        pytest.skip("no bundle in this build of the package (make setup builds it)")
+    broken = tmp_path / "broken.tpkb"
+    broken.write_bytes(shipped.read_bytes()[:1000])  # cut inside its index: refused
+    code = textwrap.dedent(
+        f"""
+        import json, sys, numpy as np, tpukit
+        from tpukit import _native
+        chosen = _native.register_first_bundle(sys.argv[1:])
+        x, y = np.random.default_rng(0).standard_normal((2, 1000)).astype(np.float32)
+        (out,) = tpukit.launch(tpukit.instantiate("add_vectors", (1000,), "f32"), x, y)
+        np.testing.assert_array_equal(out, x + y)
+        print(json.dumps([chosen, _native.loaded_bundles(), tpukit.cache_stats()._asdict()]))
+        """
+    )
+
+    def run(*paths):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True,
+            timeout=300, env={**os.environ, "TPUKIT_BUNDLE": "", "TPUKIT_CACHE_DIR": ""},
+        )
+        assert done.returncode == 0, done.stderr
+        return (*json.loads(done.stdout), done.stderr)
+
+    chosen, loaded, stats, stderr = run(broken, shipped)
+    assert chosen == str(shipped) and [p for p, _ in loaded] == [str(shipped)]
+    assert stats["bundle_hits"] == 1 and stats["compiled"] == 0
+    assert stderr == ""
+    chosen, loaded, stats, stderr = run(broken)
+    assert chosen is None and loaded == [] and stats["compiled"] == 1
+    assert stderr.count("tpukit: no bundle fits this machine") == 1
+    assert str(broken) in stderr and "kernels will be compiled instead" in stderr

@@ -113,16 +113,13 @@ def test_causal_block_skipping_index_map(dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_shipped_flash_attention_forward(causal, dtype, rng):
     # JAX's shipped TPU flash attention: causal block skipping selects block indices in its
-    # index maps. Its jitted entry point nests the pallas_call in a private function, which
-    # custom_jax_kernel does not look into yet, so the function under the jit is traced.
+    # index maps. Its jitted entry point nests the pallas_call in a private function.
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
     blocks = fa.BlockSizes(block_q=128, block_k_major=256, block_k=128, block_b=1)
 
     def attention(q, k, v):
-        return fa.flash_attention.__wrapped__(
-            q, k, v, ab=None, segment_ids=None, causal=causal, sm_scale=0.125,
-            block_sizes=blocks, debug=False)
+        return fa.flash_attention(q, k, v, causal=causal, sm_scale=0.125, block_sizes=blocks)
 
     def reference(q, k, v):
         s = jnp.einsum("bhqd,bhkd->bhqk", f32(q), f32(k)) * 0.125

@@ -1,6 +1,6 @@
-"""custom_jax_kernel on pure JAX functions (no pl.pallas_call): their StableHLO is imported as
-one kernel step over whole arrays and run on tpukit's cpu and interpret devices, against
-``jax.jit`` of the same function on JAX's CPU backend."""
+"""custom_jax_kernel on pure JAX functions (no pl.pallas_call), against ``jax.jit`` of the same
+function on JAX's CPU backend: on ``cpu`` the function is one XLA program; on ``interpret``
+its StableHLO is imported as one kernel step over whole arrays (the importer's tests)."""
 
 import functools
 
@@ -221,8 +221,10 @@ def test_unsupported_op_is_named_with_its_line():
     def cumulative(x):
         return jnp.sort(x, axis=-1)  # the error names this line
 
+    x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    np.testing.assert_array_equal(cumulative(x), np.sort(x, axis=-1))  # cpu: XLA runs it
     with pytest.raises(tpukit.UnsupportedError) as e:
-        cumulative(np.zeros((8, 128), np.float32))
+        cumulative(x, device="interpret")
     message = str(e.value)
     assert "stablehlo.sort" in message, message
     line = next(i for i, t in enumerate(open(__file__), 1) if "jnp.sort(x" in t)
@@ -242,9 +244,12 @@ def test_unsupported_op_is_named_with_its_line():
     ids=["strided-slice", "argmax", "prod", "constant", "reverse", "expm1"],
 )
 def test_unsupported_functions_raise(fn, what):
+    """The importer (the interpreter's path) refuses them by name; on `cpu` XLA runs them."""
     kernel = pallas.custom_jax_kernel(fn)
+    x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    np.testing.assert_allclose(kernel(x), jax.jit(fn)(x), rtol=1e-6)
     with pytest.raises(tpukit.UnsupportedError, match=what):
-        kernel(np.ones((8, 128), np.float32))
+        kernel(x, device="interpret")
 
 
 def test_result_kinds_follow_the_first_argument(rng):

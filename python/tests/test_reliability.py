@@ -164,6 +164,61 @@ def test_a_bundle_truncated_while_loaded_is_compiled_around(tmp_path):
     assert "OK" in done.stdout
 
 
+# --- pl.Element windows: element offsets, not block indices -----------------------------------
+
+
+def element_kernel(dtype, offset, padding=(0, 0), rows=8):
+    """``o[i] = 2 * x[window i]``: row windows of ``rows`` at element offset ``offset(i)``
+    (with Pallas's virtual ``padding``), three grid steps, all 128 columns."""
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+
+    in_spec = pl.BlockSpec((pl.Element(rows, padding=padding), pl.Element(128)),
+                           lambda i: (offset(i), 0))
+    out_spec = pl.BlockSpec((rows, 128), lambda i: (i, 0))
+    out = jax.ShapeDtypeStruct((3 * rows, 128), dtype)
+    ours = pallas.custom_kernel(body, out_shape=out, grid=(3,), in_specs=[in_spec],
+                                out_specs=out_spec)
+    theirs = pl.pallas_call(body, out_shape=out, grid=(3,), in_specs=[in_spec],
+                            out_specs=out_spec, interpret=True)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", [np.float32, jax.numpy.bfloat16])
+@pytest.mark.parametrize("padding, offset", [
+    ((0, 0), lambda i: i * 5 + 4),   # starts 4, 9, 14: not multiples of the 8-row block
+    ((2, 3), lambda i: i * 7 + 3),   # padded coordinates: array rows 1, 8, 15
+])
+def test_element_windows_start_at_element_offsets(device, dtype, padding, offset):
+    x = np.random.default_rng(0).standard_normal((40, 128)).astype(dtype)
+    ours, theirs = element_kernel(dtype, offset, padding, rows=8)
+    got = np.asarray(ours(x, device=device), np.float32)
+    want = np.concatenate([2 * np.asarray(x[s:s + 8], np.float32)
+                           for s in (offset(i) - padding[0] for i in range(3))])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.asarray(theirs(x), np.float32))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_element_windows_overhanging_the_end_read_the_rows_inside(device):
+    x = np.random.default_rng(1).standard_normal((30, 128)).astype(np.float32)
+    # The last window starts at row 26 of 30: its last 4 rows are padding (undefined).
+    ours, _ = element_kernel(np.float32, lambda i: i * 13, padding=(0, 8), rows=8)
+    got = np.asarray(ours(x, device=device))
+    np.testing.assert_array_equal(got[:16], 2 * np.concatenate([x[0:8], x[13:21]]))
+    np.testing.assert_array_equal(got[16:20], 2 * x[26:30])
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_an_element_window_starting_in_the_low_padding_is_an_error(device):
+    x = np.zeros((40, 128), np.float32)
+    # Offset 0 in coordinates padded by 2 rows: the window starts at array row -2.
+    ours, _ = element_kernel(np.float32, lambda i: i * 8, padding=(2, 0), rows=8)
+    with pytest.raises(tpukit.BoundsError, match="outside the array"):
+        ours(x, device=device)
+
+
 # --- no work at import; fork ----------------------------------------------------------------
 
 
@@ -221,6 +276,77 @@ FORK_CHILD = """
 
 def test_fork_after_import_and_after_a_launch_does_not_hang():
     done = run_child(FORK_CHILD, timeout=240)
+    assert "OK" in done.stdout
+
+
+FORK_WHILE_COMPILING = """
+    import os, threading, time
+    import numpy as np
+    from tpukit import _lowering, _native, launch
+
+    X = np.arange(20 * 128, dtype=np.float32).reshape(20, 128)
+    current = [1]
+    stop = threading.Event()
+
+    T = "tensor<20x128xf32>"
+    TEMPLATE = _lowering.generic_module(f\'\'\'func.func public @main(%x: {T}) -> {T} {{
+      %c = stablehlo.constant dense<1234.5> : {T}
+      %y = stablehlo.multiply %x, %c : {T}
+      return %y : {T}
+    }}\'\'\')
+    assert "1.234500e+03" in TEMPLATE
+
+    def scaled(c):
+        # A new constant is a new kernel: its first launch compiles and links. Imported from
+        # StableHLO text: no JAX in the loop, so the thread spends its time compiling.
+        text = TEMPLATE.replace("1.234500e+03", repr(float(c)))
+        return _native.import_stablehlo(text, "scaled")
+
+    def check(c):
+        (y,) = launch(scaled(c), X)
+        np.testing.assert_array_equal(y, X * np.float32(c))
+
+    def compile_forever():
+        c = 1
+        while not stop.is_set():
+            current[0] = c
+            check(c)
+            c += 1
+
+    thread = threading.Thread(target=compile_forever, daemon=True)
+    thread.start()
+    for n in range(12):
+        time.sleep(0.02 + 0.013 * n)
+        pid = os.fork()
+        if pid == 0:
+            # The kernel the thread may be compiling right now, and a new one.
+            try:
+                check(current[0])
+                check(1000.5 + n)
+                os._exit(0)
+            except BaseException as e:
+                print("child:", repr(e), flush=True)
+                os._exit(1)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 0, status
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                raise AssertionError(f"fork {n}: the child hung")
+            time.sleep(0.01)
+    stop.set()
+    thread.join()
+    print("OK", current[0])
+"""
+
+
+def test_fork_while_another_thread_compiles_does_not_hang():
+    """Another thread compiling, linking and caching kernels at the moment of ``fork``: the
+    child's own compiles neither wait on a lock nor on a compilation that thread held."""
+    done = run_child(FORK_WHILE_COMPILING, timeout=600)
     assert "OK" in done.stdout
 
 

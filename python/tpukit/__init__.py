@@ -4,11 +4,14 @@
 ``custom_jax_kernel``) also needs JAX; torch is optional everywhere: kernels accept and return
 numpy arrays, torch tensors and JAX arrays alike. ``tpukit.tpublas`` holds ATen operators.
 
-At import the package registers the bundle it ships (``tpukit/host.tpkb``, precompiled
-kernels for this host, built by ``make setup`` or ``tpukit bundle build -o …``) — only its
-index is read — so the first call of a shipped kernel compiles nothing.
-``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: none). A bundle built for
-another host or tpukit version is refused with a message, and kernels are compiled instead.
+At import the package registers the best bundle it ships that this machine can use — only
+its index is read — so the first call of a shipped kernel compiles nothing: ``host.tpkb``
+(precompiled kernels tuned for the machine that built the package, by ``make setup``, ``make
+wheel`` or ``tpukit bundle build -o …``), else ``x86-64-v3.tpkb`` (the same kernels for the
+portable x86-64-v3 baseline, which a wheel carries: any AVX2 machine runs it).
+``TPUKIT_BUNDLE=a.tpkb:b.tpkb`` loads those bundles instead (empty: none). If no shipped
+bundle fits (another tpukit version, a CPU without AVX2), one message says so and kernels are
+compiled instead.
 
 Import does no other work: no thread, no JIT, no heap warm-up, so ``import tpukit`` is cheap
 and safe before ``os.fork()``. The worker threads and the JIT start at the first launch (and
@@ -89,9 +92,10 @@ def warm_up() -> None:
 
 def _register_bundle(native):
     if "TPUKIT_BUNDLE" not in os.environ:  # else the runtime loads those, at first use
-        shipped = pathlib.Path(__file__).with_name("host.tpkb")
-        if shipped.exists():
-            native.register_bundle(str(shipped))
+        here = pathlib.Path(__file__).parent
+        shipped = [here / name for name in ("host.tpkb", "x86-64-v3.tpkb")]
+        if candidates := [str(p) for p in shipped if p.exists()]:
+            native.register_first_bundle(candidates)
 
 
 _register_bundle(_native)

@@ -1,13 +1,16 @@
 """tpukit kernels as XLA custom calls inside traced JAX programs (``jax.jit``, ``vmap``, ``grad``,
 ``lax.scan``).
 
-A kernel traced by JAX becomes ``jax.ffi.ffi_call("tpukit_kernel", ...)``: a
-``stablehlo.custom_call`` whose ``kernel`` attribute is the id of the kernel in the native
-registry (``tpukit._native.ffi_register``). XLA's CPU runtime calls tpukit's FFI handler
-(``python/src/ffi.rs``) with the operand and result buffers; the handler runs the registered
-kernel on its device. The target is registered for the CPU platform only, once per process,
-at the first such call. Under ``jax.vmap`` the call runs once per batch element
-(``vmap_method="sequential"``).
+A kernel traced by JAX becomes one ``tpukit_kernel`` primitive. On the CPU platform it lowers
+to ``jax.ffi.ffi_call("tpukit_kernel", ...)``: a ``stablehlo.custom_call`` whose ``kernel``
+attribute is the id of the kernel in the native registry (``tpukit._native.ffi_register``; a
+fingerprint of the kernel, the same in every process). XLA's CPU runtime calls tpukit's FFI
+handler (``python/src/ffi.rs``) with the operand and result buffers; the handler runs the
+registered kernel on its device. The FFI target is registered for the CPU platform once per
+process, at the first such lowering. On the TPU platform (``jax.export(...,
+platforms=["tpu"])``) it lowers to tpukit's own Mosaic ``tpu_custom_call`` of the kernel
+(``tpukit._tpu_lowering``). Under ``jax.vmap`` the call runs once per batch element (a
+``lax.map``); it has no derivative of its own (a kernel's ``backward`` gives it one).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import threading
 
 import jax
 import numpy as np
+from jax._src import core
+from jax._src.interpreters import ad, batching, mlir
 
 import tpukit
-from tpukit import _arrays, _native
+from tpukit import _arrays, _native, _tpu_lowering
 from tpukit._native import Kernel, ShapeError
 
 TARGET = "tpukit_kernel"
@@ -88,14 +93,19 @@ def _kernel_id(kernel: Kernel, device: str, aliases: dict[int, int], debug: bool
         return _ids[key]
 
 
-def _result_specs(kernel: Kernel, arrays) -> list[jax.ShapeDtypeStruct]:
-    """The kernel's outputs, their symbolic extents bound by the input arrays' shapes."""
+def _bindings(kernel: Kernel, shapes) -> dict[str, int]:
+    """The kernel's symbolic extents bound by its input arrays' ``shapes``."""
     operands = [o for o in kernel.operands if o.role in ("prefetch", "input")]
     bindings: dict[str, int] = {}
-    for o, a in zip(operands, arrays, strict=False):
-        for extent, n in zip(o.shape, a.shape, strict=False):
+    for o, shape in zip(operands, shapes, strict=False):
+        for extent, n in zip(o.shape, shape, strict=False):
             if isinstance(extent, str):
                 bindings.setdefault(extent, n)
+    return bindings
+
+
+def _result_specs(kernel: Kernel, bindings: dict[str, int]) -> list[jax.ShapeDtypeStruct]:
+    """The kernel's outputs, their symbolic extents bound by ``bindings``."""
     specs = []
     for o in kernel.operands:
         if o.role != "output":
@@ -111,6 +121,65 @@ def _result_specs(kernel: Kernel, arrays) -> list[jax.ShapeDtypeStruct]:
     return specs
 
 
+# Kernels by structural hash: the primitive's parameters name a kernel by its hash (a kernel
+# object is not a hashable parameter); entries live as long as the programs that call them.
+_kernels: dict[str, Kernel] = {}
+
+kernel_p = core.Primitive("tpukit_kernel")
+kernel_p.multiple_results = True
+
+
+@kernel_p.def_abstract_eval
+def _abstract_eval(*avals, kernel, device, aliases, debug):
+    del device, aliases, debug
+    bindings = _bindings(_kernels[kernel], [a.shape for a in avals])
+    return [core.ShapedArray(s.shape, s.dtype) for s in _result_specs(_kernels[kernel], bindings)]
+
+
+def _lower_cpu(ctx, *args, kernel, device, aliases, debug):
+    k = _kernels[kernel]
+    kid = _kernel_id(k, device, dict(aliases), debug)
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_out]
+    run = jax.ffi.ffi_call(_target(), specs)
+    return mlir.lower_fun(lambda *a: run(*a, kernel=np.int64(kid)), multiple_results=True)(
+        ctx, *args
+    )
+
+
+def _lower_tpu(ctx, *args, kernel, device, aliases, debug):
+    del device, debug
+    k = _kernels[kernel]
+    bindings = _bindings(k, [a.shape for a in ctx.avals_in])
+    return _tpu_lowering.lower(ctx, args, k, bindings, dict(aliases))
+
+
+def _batch(args, dims, **params):
+    """One call per batch element, the unbatched operands shared (``lax.map``)."""
+    mapped = [jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims, strict=True) if d is not None]
+
+    def one(xs):
+        it = iter(xs)
+        operands = [a if d is None else next(it) for a, d in zip(args, dims, strict=True)]
+        return kernel_p.bind(*operands, **params)
+
+    outs = jax.lax.map(one, mapped)
+    return outs, [0] * len(outs)
+
+
+def _no_derivative(primals, tangents, *, kernel, **params):
+    raise ValueError(
+        f"`tpukit_kernel` cannot be differentiated: kernel `{_kernels[kernel].name}` has no "
+        f"derivative; give it one with `backward=` (custom_kernel(..., backward=...))"
+    )
+
+
+kernel_p.def_impl(lambda *args, **params: jax.jit(lambda *a: kernel_p.bind(*a, **params))(*args))
+mlir.register_lowering(kernel_p, _lower_cpu, platform="cpu")
+mlir.register_lowering(kernel_p, _lower_tpu, platform="tpu")
+batching.primitive_batchers[kernel_p] = _batch
+ad.primitive_jvps[kernel_p] = _no_derivative
+
+
 def call(
     kernel: Kernel, arrays, device: str, aliases: dict[int, int] | None = None, debug=False
 ) -> list:
@@ -121,7 +190,15 @@ def call(
     n_in = sum(o.role in ("prefetch", "input") for o in kernel.operands)
     if len(arrays) != n_in:
         raise TypeError(f"kernel `{kernel.name}` takes {n_in} arrays, got {len(arrays)}")
-    specs = _result_specs(kernel, arrays)
-    kid = _kernel_id(kernel, device, aliases or {}, debug)
-    run = jax.ffi.ffi_call(_target(), specs, vmap_method="sequential")
-    return list(run(*arrays, kernel=np.int64(kid)))
+    _result_specs(kernel, _bindings(kernel, [np.shape(a) for a in arrays]))  # errors early
+    with _lock:
+        _kernels.setdefault(kernel.hash, kernel)
+    return list(
+        kernel_p.bind(
+            *arrays,
+            kernel=kernel.hash,
+            device=device,
+            aliases=tuple(sorted((aliases or {}).items())),
+            debug=bool(debug),
+        )
+    )

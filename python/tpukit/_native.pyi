@@ -30,6 +30,8 @@ __all__ = [
     "devices",
     "tpu_topologies",
     "register_bundle",
+    "register_first_bundle",
+    "loaded_bundles",
     "warm_up",
     "cache_stats",
     "_arm_test_panic",
@@ -135,6 +137,13 @@ def devices() -> list[str]: ...
 def tpu_topologies() -> list[str]: ...
 def register_bundle(path: str) -> bool:
     """False (after a message on stderr) if the bundle was refused."""
+
+def register_first_bundle(paths: list[str]) -> str | None:
+    """Loads the first bundle of ``paths`` this machine can use; None (after one message on
+    stderr) if none fits."""
+
+def loaded_bundles() -> list[tuple[str, str]]:
+    """The loaded bundles as ``(path, CPU their code was compiled for)``, in load order."""
 
 def warm_up() -> None: ...
 def cache_stats() -> tuple[int, int, int, int]:

@@ -17,7 +17,6 @@ one custom op per function, schema ``(Tensor[] args, str device, int plan) -> Te
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import jax
@@ -25,9 +24,7 @@ import torch
 
 from tpukit import _arrays
 from tpukit._native import UnsupportedError
-from tpukit._torch_op import _LIBRARY, _TORCH_DTYPES, op_name
-
-_DEFINE = threading.Lock()
+from tpukit._torch_op import _TORCH_DTYPES, KernelOp
 
 
 @dataclass
@@ -107,29 +104,15 @@ def call(kernel, arrays, statics, device: str):
     return tuple(outs) if structure[0] == "tuple" else list(outs)
 
 
-class JaxOp:
+class JaxOp(KernelOp):
     """The custom op of one ``JaxKernel``."""
 
+    SCHEMA = "(Tensor[] args, str device, int plan) -> Tensor[]"
+
     def __init__(self, kernel):
-        self.kernel = kernel
         self.plans: list[Plan] = []
         self.numbers: dict[tuple, int] = {}
-        self.name = op_name(kernel.name)
-        _LIBRARY.define(f"{self.name}(Tensor[] args, str device, int plan) -> Tensor[]")
-        _LIBRARY.impl(self.name, self._run, "CompositeExplicitAutograd")
-        qualified = f"tpukit::{self.name}"
-        torch.library.register_fake(qualified, self._fake, lib=_LIBRARY)
-        torch.library.register_autograd(
-            qualified, self._backward, setup_context=self._setup_context, lib=_LIBRARY
-        )
-        self.op = getattr(torch.ops.tpukit, self.name).default
-
-    @staticmethod
-    def of(kernel) -> JaxOp:
-        with _DEFINE:
-            if kernel._torch_op is None:
-                kernel._torch_op = JaxOp(kernel)
-            return kernel._torch_op
+        super().__init__(kernel, kernel.name)
 
     def _run(self, args, device, number):
         statics = self.plans[number].statics

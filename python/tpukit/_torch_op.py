@@ -104,14 +104,17 @@ def call(kernel, args, device: str):
     return outs[0] if single else tuple(outs)
 
 
-class TorchOp:
-    """The custom op of one kernel (a ``PallasKernel``)."""
+class KernelOp:
+    """A kernel's custom op in the ``tpukit`` library: ``SCHEMA`` (the arguments after the
+    name) defined once per kernel object, with the subclass's ``_run`` for every device,
+    ``_fake`` as the fake kernel, and ``_backward``/``_setup_context`` as its autograd."""
 
-    def __init__(self, kernel):
+    SCHEMA = "(Tensor[] args, str device) -> Tensor[]"
+
+    def __init__(self, kernel, name: str):
         self.kernel = kernel
-        self.single: bool | None = None  # whether propagate gives one placeholder
-        self.name = op_name(kernel.__name__)
-        _LIBRARY.define(f"{self.name}(Tensor[] args, str device) -> Tensor[]")
+        self.name = op_name(name)
+        _LIBRARY.define(self.name + self.SCHEMA)
         _LIBRARY.impl(self.name, self._run, "CompositeExplicitAutograd")
         qualified = f"tpukit::{self.name}"
         torch.library.register_fake(qualified, self._fake, lib=_LIBRARY)
@@ -120,13 +123,21 @@ class TorchOp:
         )
         self.op = getattr(torch.ops.tpukit, self.name).default
 
-    @staticmethod
-    def of(kernel) -> TorchOp:
+    @classmethod
+    def of(cls, kernel):
         """The kernel's op, defined on first use (once, even when threads race)."""
         with _DEFINE:
             if kernel._torch_op is None:
-                kernel._torch_op = TorchOp(kernel)
+                kernel._torch_op = cls(kernel)
             return kernel._torch_op
+
+
+class TorchOp(KernelOp):
+    """The custom op of one kernel (a ``PallasKernel``)."""
+
+    def __init__(self, kernel):
+        self.single: bool | None = None  # whether propagate gives one placeholder
+        super().__init__(kernel, kernel.__name__)
 
     def _run(self, args, device):
         return list(self.kernel._run_arrays(tuple(args), device)[1])

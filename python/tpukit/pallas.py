@@ -34,9 +34,10 @@ import sys
 import threading
 
 import jax
+import numpy as np
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _custom_call, _lowering
+from tpukit import _arrays, _custom_call, _lowering, _xla_program
 from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
@@ -457,9 +458,10 @@ class _Decorator:
 
 
 class JaxKernel:
-    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit. Called with
-    torch tensors it runs as a torch custom op whose gradients are JAX's derivative of the
-    function (see ``tpukit._torch_jax_op``); called with JAX tracers, as XLA custom calls."""
+    """A JAX function (possibly calling ``pl.pallas_call``) run through tpukit (see
+    ``custom_jax_kernel``). Called with torch tensors it runs as a torch custom op whose
+    gradients are JAX's derivative of the function (see ``tpukit._torch_jax_op``); with JAX
+    tracers, inline in the traced program (differentiable by JAX's VJP of the function)."""
 
     def __init__(self, fn, name, static_argnums, jit_kwargs, device):
         self.fn = fn
@@ -529,6 +531,8 @@ class JaxKernel:
 
             statics = tuple((i, args[i]) for i in self.static_argnums if i < len(args))
             return _torch_jax_op.call(self, arrays, statics, device)
+        if device == "cpu" or self._calls_pallas(args):
+            return self._xla(args, device)
         if _custom_call.cpu_arrays(self._split(args)[0]):
             jitted = self._jitted.get(
                 device,
@@ -544,13 +548,54 @@ class JaxKernel:
             outs = compiled.run(arrays, device)
         return jax.tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
+    def _calls_pallas(self, args) -> bool:
+        """Whether the function calls ``pl.pallas_call`` (at any depth: its TPU lowering has a
+        ``tpu_custom_call``)."""
+        return "tpu_custom_call" in self._lowered(args)[2][0]
+
+    def _xla(self, args, device):
+        """The function as one XLA program, its Pallas calls (at any depth) tpukit's custom
+        calls on ``device`` (``tpukit._xla_program``). Eager calls run it jitted; numpy
+        arguments give numpy results."""
+        arrays, _ = self._split(args)
+        if not _custom_call.traced(arrays):
+            jitted = self._jitted.get(
+                ("xla", device),
+                lambda: jax.jit(
+                    functools.partial(self._program, device), static_argnums=self.static_argnums
+                ),
+            )
+            out = _custom_call.run_eager(jitted, args)
+            if arrays and _arrays.kind(arrays[0]) == "numpy":
+                out = jax.tree_util.tree_map(np.asarray, out)
+            return out
+        return self._program(device, *args)
+
+    def _program(self, device, *args):
+        statics = dict((i, args[i]) for i in self.static_argnums if i < len(args))
+        positions = [i for i in range(len(args)) if i not in statics]
+        out_tree = []
+
+        def flat(*arrays):
+            full = dict(statics) | dict(zip(positions, arrays, strict=True))
+            leaves, tree = jax.tree_util.tree_flatten(self.fn(*(full[i] for i in range(len(args)))))
+            out_tree[:] = [tree]
+            return leaves
+
+        outs = _xla_program.call(flat, [args[i] for i in positions], device)
+        return jax.tree_util.tree_unflatten(out_tree[0], outs)
+
 
 def custom_jax_kernel(jax_fn=None, name=None, static_argnums=(), *, device="cpu", **jit_kwargs):
-    """Wraps a JAX function: one that calls ``pl.pallas_call`` (its Mosaic body is imported),
-    or one written with ordinary JAX ops (its StableHLO is imported as one kernel step over
-    whole arrays; ``stablehlo_ops()`` lists the ops). Results keep the
-    function's structure (an array, a tuple, a dict). Usable bare (``@custom_jax_kernel``) or
-    with arguments (``@custom_jax_kernel(static_argnums=(1,))``).
+    """Wraps a JAX function. On ``device="cpu"`` it runs as one XLA program (jitted), each
+    ``pl.pallas_call`` inside it (at any depth: in a nested ``jax.jit``, a ``scan``, a
+    ``custom_vjp``; any number of them) a custom call running tpukit's import of its Mosaic
+    body; on ``"interpret"`` the same, those kernels on tpukit's interpreter. A function with
+    no Pallas call on ``"interpret"`` (and on torch tensors) is imported whole instead: its
+    StableHLO as one kernel step over whole arrays (``stablehlo_ops()`` lists the ops), run
+    on tpukit's interpreter. Results keep the function's structure (an array, a tuple, a
+    dict). Usable bare (``@custom_jax_kernel``) or with arguments
+    (``@custom_jax_kernel(static_argnums=(1,))``).
     """
     if jax_fn is None:
         return lambda fn: JaxKernel(fn, name, static_argnums, jit_kwargs, device)

@@ -178,14 +178,16 @@ impl HostArray {
         let a = match dtype {
             DType::F32 => ArcArray::from_shape_vec(shape, data.iter().map(|&x| x as f32).collect())
                 .map(HostArray::F32),
-            DType::BF16 => {
-                ArcArray::from_shape_vec(shape, data.iter().map(|&x| bf16::from_f64(x)).collect())
-                    .map(HostArray::BF16)
-            }
-            DType::F16 => {
-                ArcArray::from_shape_vec(shape, data.iter().map(|&x| f16::from_f64(x)).collect())
-                    .map(HostArray::F16)
-            }
+            DType::BF16 => ArcArray::from_shape_vec(
+                shape,
+                data.iter().map(|&x| tpukit_dsl::bf16_from_f64(x)).collect(),
+            )
+            .map(HostArray::BF16),
+            DType::F16 => ArcArray::from_shape_vec(
+                shape,
+                data.iter().map(|&x| tpukit_dsl::f16_from_f64(x)).collect(),
+            )
+            .map(HostArray::F16),
             DType::I32 => ArcArray::from_shape_vec(
                 shape,
                 data.iter()

@@ -28,12 +28,12 @@
 
 use crate::cpu::artifact::{self, Artifact, Reader, Writer};
 use crate::cpu::cache::warn_once;
-use crate::cpu::{CacheKey, HostTarget};
+use crate::cpu::{CacheKey, HostTarget, options_for};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tpukit_dsl::{Bindings, KernelHash};
 
@@ -72,7 +72,9 @@ fn blob(index: &mut Writer, blobs: &mut Writer, bytes: &[u8]) {
     blobs.0.extend_from_slice(bytes);
 }
 
-/// Writes a bundle of `entries` for `target` to `path` (atomically: temp file + rename).
+/// Writes a bundle of `entries` for `target` to `path` atomically: a temporary file, synced,
+/// then renamed over `path`, so a writer killed at any moment leaves at worst a stray
+/// temporary file and readers see the old bundle or the new one, whole.
 pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::io::Result<()> {
     let mut blobs = Writer::default();
     let mut index = Writer::default();
@@ -102,8 +104,13 @@ pub fn write(path: &Path, target: &HostTarget, entries: &[BundleEntry]) -> std::
     }
     let mut out = artifact::seal(MAGIC, &index.0);
     out.extend_from_slice(&blobs.0);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, &out)?;
+    // Unique per process and call: two threads writing one path never share a temp file.
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
+    let mut f = File::create(&tmp)?;
+    std::io::Write::write_all(&mut f, &out)?;
+    f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
 
@@ -179,8 +186,18 @@ pub struct Header {
 }
 
 impl Header {
+    /// The target the bundle's code was compiled for.
+    pub fn target(&self) -> HostTarget {
+        HostTarget {
+            triple: self.triple.clone(),
+            cpu: self.cpu.clone(),
+            features: self.features.clone(),
+        }
+    }
+
     /// Why this process cannot use a bundle with this header on `host`, if it cannot: built
-    /// by another tpukit or code generator ([`BUILT_BY`]), or for another target.
+    /// by another tpukit or code generator ([`BUILT_BY`]), or for a target whose code uses
+    /// features `host` lacks (see [`HostTarget::runs_code_for`]).
     pub fn refusal(&self, host: &HostTarget) -> Option<String> {
         if (self.version.as_str(), self.codegen.as_str()) != BUILT_BY {
             return Some(format!(
@@ -188,14 +205,24 @@ impl Header {
                 self.version, self.codegen, BUILT_BY.0, BUILT_BY.1
             ));
         }
-        let built_for = (&self.triple, &self.cpu, &self.features);
-        if built_for != (&host.triple, &host.cpu, &host.features) {
-            return Some(format!(
-                "built for {} `{}` (or other CPU features); this host is {} `{}`",
-                self.triple, self.cpu, host.triple, host.cpu
-            ));
+        let target = self.target();
+        if host.runs_code_for(&target) {
+            return None;
         }
-        None
+        let lacks = if self.triple == host.triple {
+            format!("lacks {}", host.missing(&target).join(", "))
+        } else {
+            format!("is {}", host.triple)
+        };
+        Some(format!(
+            "built for {} `{}`; this CPU (`{}`) {lacks}",
+            self.triple, self.cpu, host.cpu
+        ))
+    }
+
+    /// Whether the bundle was compiled for exactly `host` (not only a target it can run).
+    pub fn is_for(&self, host: &HostTarget) -> bool {
+        self.target() == *host
     }
 }
 
@@ -310,6 +337,8 @@ pub fn inspect(path: &Path) -> Result<BundleInfo, String> {
 /// where a mapped page past the new end of the file would kill the process with `SIGBUS`.
 struct Loaded {
     files: Vec<(File, u64)>,
+    /// Each loaded bundle's path and target, in load order (parallel to `files`).
+    bundles: Vec<(PathBuf, HostTarget)>,
     slots: HashMap<CacheKey, (usize, Blob)>,
     /// The kernel hash and key of the [`WARM_UP`] entry, if a bundle has one.
     warm_up: Option<(KernelHash, CacheKey)>,
@@ -322,6 +351,7 @@ fn loaded() -> MutexGuard<'static, Loaded> {
         .get_or_init(|| {
             let mut l = Loaded {
                 files: Vec::new(),
+                bundles: Vec::new(),
                 slots: HashMap::new(),
                 warm_up: None,
             };
@@ -352,7 +382,36 @@ fn add(l: &mut Loaded, path: &Path) -> bool {
 /// Returns false, after a message on stderr, if the bundle was refused; a refused bundle
 /// registers none of its entries (and so overrides none of an earlier bundle's).
 pub fn register(path: &Path) -> bool {
+    let _gate = crate::fork::section();
     add(&mut loaded(), path)
+}
+
+/// Loads the first of `candidates` this process can use (the best first: a package lists
+/// the bundle tuned for its build host, then the portable one) and returns its path. Others
+/// refused before it are silent (a wheel's host-tuned bundle does not fit most machines, and
+/// need not); if none fits, each refusal is said once on stderr and kernels compile.
+pub fn register_first(candidates: &[PathBuf]) -> Option<PathBuf> {
+    let mut l = loaded();
+    let host = HostTarget::detect();
+    let mut refusals = Vec::new();
+    for path in candidates {
+        match load(&mut l, path, &host) {
+            Ok(()) => return Some(path.clone()),
+            Err(e) => refusals.push(format!("{}: {e}", path.display())),
+        }
+    }
+    if !refusals.is_empty() {
+        warn_once(&format!(
+            "tpukit: no bundle fits this machine ({}); kernels will be compiled instead",
+            refusals.join("; ")
+        ));
+    }
+    None
+}
+
+/// The loaded bundles' paths and the targets they were compiled for, in load order.
+pub fn loaded_bundles() -> Vec<(PathBuf, HostTarget)> {
+    loaded().bundles.clone()
 }
 
 /// Reads the sealed index at the start of `file` (`len` bytes long): only its own bytes.
@@ -371,8 +430,8 @@ fn read_index_of(file: &File, len: u64) -> Result<Index, String> {
     read_index(&bytes)
 }
 
-/// Opens `path` and indexes its entries, if it was built for this host and tpukit and every
-/// entry lies inside the file; registers them all, or none.
+/// Opens `path` and indexes its entries, if this host runs its code, it was built by this
+/// tpukit and every entry lies inside the file; registers them all, or none.
 fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     let len = file.metadata().map_err(|e| e.to_string())?.len();
@@ -409,6 +468,7 @@ fn load(l: &mut Loaded, path: &Path, host: &HostTarget) -> Result<(), String> {
         l.slots.insert(e.key, (bundle, e.artifact));
     }
     l.files.push((file, index.blobs_at as u64));
+    l.bundles.push((path.to_path_buf(), index.header.target()));
     Ok(())
 }
 
@@ -430,15 +490,34 @@ pub const WARM_UP: &str = "warm-up";
 
 /// The [`WARM_UP`] entry of the loaded bundles, as `(kernel hash, artifact)`.
 pub(crate) fn warm_up_entry() -> Option<(KernelHash, Artifact)> {
-    let (hash, key) = loaded().warm_up.clone()?;
-    Some((hash, lookup(&key)?))
+    let _gate = crate::fork::section();
+    let l = loaded();
+    let (hash, key) = l.warm_up.clone()?;
+    Some((hash, read(&l, &key)?))
+}
+
+/// The compiled form of the kernel whose structural hash is `hash` (`debug`: with bounds
+/// checks) from a loaded bundle, if one holds it intact. Each bundle's entries are keyed for
+/// the target it was compiled for (which this host runs), so the key is computed per
+/// bundle target, in load order: the first loaded bundle that has the kernel serves it.
+pub(crate) fn lookup(hash: KernelHash, debug: bool) -> Option<Artifact> {
+    let _gate = crate::fork::section();
+    let l = loaded();
+    let mut targets: Vec<&HostTarget> = Vec::new();
+    for (_, t) in &l.bundles {
+        if !targets.contains(&t) {
+            targets.push(t);
+        }
+    }
+    targets
+        .into_iter()
+        .find_map(|t| read(&l, &CacheKey::from_hash(hash, t, options_for(t, debug))))
 }
 
 /// The artifact for `key` from a loaded bundle, if one holds it intact (its bytes read from
 /// the file and checksummed at each lookup: the runtime looks an entry up once, then keeps
 /// the linked kernel).
-pub(crate) fn lookup(key: &CacheKey) -> Option<Artifact> {
-    let l = loaded();
+fn read(l: &Loaded, key: &CacheKey) -> Option<Artifact> {
     let (bundle, blob) = *l.slots.get(key)?;
     let (file, blobs_at) = &l.files[bundle];
     match blob

@@ -13,6 +13,7 @@ pub mod bundle;
 pub mod cpu;
 mod device;
 mod error;
+mod fork;
 mod interpret;
 mod launch;
 mod prepared;

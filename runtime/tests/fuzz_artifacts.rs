@@ -1,6 +1,7 @@
 //! Fuzzing the readers of bytes from disk: bundles (`bundle::inspect`, which checks every
 //! checksum, and `bundle::register`, what `TPUKIT_BUNDLE` uses) and compiled artifacts as
-//! cache entries and bundle blobs hold them (`Artifact::decode`). Mutated bytes of a real
+//! cache entries and bundle blobs hold them (`Artifact::decode`), and whole disk-cache
+//! entries as read from their files (`cpu::read_entry`). Mutated bytes of a real
 //! small bundle — byte flips, truncations, extensions — are refused or loaded, never a panic.
 //!
 //! The case count is `TPUKIT_FUZZ_CASES` (default 256, a few seconds in a debug build);
@@ -182,6 +183,26 @@ proptest! {
             apply(&mut bytes, m);
         }
         let _ = no_panic("decode", &bytes, || Artifact::decode(&bytes).map(|a| a.object.len()));
+    }
+
+    /// The bytes of a disk-cache entry as the cache reads them from its file (the sealed
+    /// container: magic, format, checksum, length, then the artifact): a mutated entry is
+    /// refused, or read back as exactly the artifact written (bytes appended after the
+    /// sealed body are ignored), never a different kernel.
+    #[test]
+    fn mutated_cache_entries_are_refused_or_read_unchanged(
+        mutations in prop::collection::vec(mutation(), 1..4),
+    ) {
+        let original = &originals().0;
+        let mut bytes = cpu::entry_bytes(original);
+        for m in &mutations {
+            apply(&mut bytes, m);
+        }
+        if let Ok(a) = no_panic("read_entry", &bytes, || cpu::read_entry(&bytes)) {
+            prop_assert_eq!(&a.object, &original.object);
+            prop_assert_eq!(&a.entry, &original.entry);
+            prop_assert_eq!(a.workspace_bytes, original.workspace_bytes);
+        }
     }
 }
 

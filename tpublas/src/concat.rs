@@ -54,7 +54,7 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
 }
 
 /// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere).
-fn cat(parts: &[HostArray], d: usize) -> Result<HostArray> {
+pub(crate) fn cat(parts: &[HostArray], d: usize) -> Result<HostArray> {
     let shape = parts[0].shape().to_vec();
     let inner: usize = shape[d + 1..].iter().product();
     if inner < BN && d > 0 {

@@ -192,6 +192,29 @@ fn gelu_tanh_backward_k(g: In, x: In, o: Out, out: DType) {
     o[..] = (g[..].cast(f32) * (right * 0.5 + dright)).cast(out);
 }
 
+/// `tanh_backward(grad, y)` with `y = tanh(x)`: `grad · (1 − y²)`.
+#[tpu_kernel]
+fn tanh_backward_k(g: In, y: In, o: Out, out: DType) {
+    let v = y[..].cast(f32);
+    o[..] = (g[..].cast(f32) * (1.0 - v * v)).cast(out);
+}
+
+/// int32 arithmetic with an int32 scalar (wrapping, as int32 tensors do in ATen).
+#[tpu_kernel]
+fn add_int(x: In, s: In, o: Out) {
+    o[..] = x[..] + s[..].broadcast_to([4096]);
+}
+
+#[tpu_kernel]
+fn sub_int(x: In, s: In, o: Out) {
+    o[..] = x[..] - s[..].broadcast_to([4096]);
+}
+
+#[tpu_kernel]
+fn mul_int(x: In, s: In, o: Out) {
+    o[..] = x[..] * s[..].broadcast_to([4096]);
+}
+
 // --- operators ------------------------------------------------------------------------------
 
 /// ATen's unary pointwise operators.
@@ -353,9 +376,18 @@ impl Binary {
             .collect()
     }
 
-    /// The kernels of the Scalar overload.
+    /// The kernels of the Scalar overload (with f32: also the int32 one of add, sub, mul).
     pub fn scalar_kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
-        Ok(vec![binary_kernel(self, dtype, Pattern::Scalar)?])
+        let mut k = vec![binary_kernel(self, dtype, Pattern::Scalar)?];
+        if dtype == DType::F32 && matches!(self, Binary::Add | Binary::Sub | Binary::Mul) {
+            k.push(int_scalar_kernel(self)?);
+        }
+        Ok(k)
+    }
+
+    /// `alpha · y` exactly (integers), for the int32 kernels.
+    fn fold_alpha_exact(self, y: f64, alpha: f64) -> f64 {
+        if self.has_alpha() { alpha * y } else { y }
     }
 
     /// `alpha · y` as the kernel sees a scalar `y` (a Python number or a one-element tensor)
@@ -502,6 +534,9 @@ pub fn binary_scalar(
     let name = op
         .aten_scalar()
         .ok_or_else(|| BlasError::new(op.aten_tensor(), "has no Scalar overload"))?;
+    if x.dtype() == DType::I32 {
+        return int_scalar(op, name, x, s, alpha);
+    }
     check_dtype(name, x)?;
     check_alpha(op, name, alpha)?;
     // ATen computes `pow(x, ±0.5)` as `sqrt`/`rsqrt`, which differ from `powf` at -inf
@@ -517,6 +552,46 @@ pub fn binary_scalar(
         &[x, &scalar(op.fold_alpha(s, alpha, x.dtype()))],
         x.shape(),
     )
+}
+
+/// The int32 kernel of `x ⊕ s` (add, sub, mul).
+fn int_scalar_kernel(op: Binary) -> Result<Prepared, BlasError> {
+    memo(("int_scalar", op), || {
+        let spec = layout::elementwise(
+            vec![flat(DType::I32), ArraySpec::new(DType::I32, [1])],
+            DType::I32,
+        );
+        Ok(match op {
+            Binary::Add => add_int(&spec)?,
+            Binary::Sub => sub_int(&spec)?,
+            Binary::Mul => mul_int(&spec)?,
+            _ => return Err(BlasError::new(op.aten_tensor(), "has no int32 kernel")),
+        })
+    })
+}
+
+/// `x ⊕ alpha·s` on an int32 tensor with integer numbers (the result int32, as ATen keeps
+/// an integer tensor's dtype with an integer scalar).
+fn int_scalar(
+    op: Binary,
+    name: &str,
+    x: &HostArray,
+    s: f64,
+    alpha: f64,
+) -> Result<HostArray, BlasError> {
+    let folded = op.fold_alpha_exact(s, alpha);
+    let fits = matches!(op, Binary::Add | Binary::Sub | Binary::Mul)
+        && folded.fract() == 0.0
+        && folded.abs() <= f64::from(i32::MAX);
+    if !fits {
+        return Err(BlasError::new(
+            name,
+            format!("on int32 tensors, serves add, sub and mul by int32 numbers, got {s}·{alpha}"),
+        )
+        .with_kind(ErrorKind::DType));
+    }
+    let s = HostArray::from_f64(DType::I32, &[1], &[folded]);
+    run(&int_scalar_kernel(op)?, &[x, &s], x.shape())
 }
 
 /// `where(cond, a, b)` (`aten.where.self`), broadcasting all three.
@@ -571,6 +646,8 @@ pub enum Backward {
     Gelu,
     /// `gelu_backward(grad, x, approximate='tanh')`.
     GeluTanh,
+    /// `tanh_backward(grad, output)`.
+    Tanh,
 }
 
 impl Backward {
@@ -578,6 +655,7 @@ impl Backward {
         match self {
             Backward::Threshold => "aten.threshold_backward.default",
             Backward::Gelu | Backward::GeluTanh => "aten.gelu_backward.default",
+            Backward::Tanh => "aten.tanh_backward.default",
         }
     }
 
@@ -596,13 +674,14 @@ impl Backward {
             Backward::Threshold => threshold_backward_k(&spec, dtype)?,
             Backward::Gelu => gelu_backward_k(&spec, dtype)?,
             Backward::GeluTanh => gelu_tanh_backward_k(&spec, dtype)?,
+            Backward::Tanh => tanh_backward_k(&spec, dtype)?,
         })
     }
 
     /// Every kernel the operator launches for tensors of `dtype`.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
         match self {
-            Backward::Threshold => Ok(vec![self.kernel(dtype)?]),
+            Backward::Threshold | Backward::Tanh => Ok(vec![self.kernel(dtype)?]),
             Backward::Gelu | Backward::GeluTanh => Ok(vec![
                 Backward::Gelu.kernel(dtype)?,
                 Backward::GeluTanh.kernel(dtype)?,
@@ -641,7 +720,7 @@ pub fn backward(
 }
 
 /// The kernel of a binary operator on `x` and a `y` presented by `pattern` (see
-/// [`layout::binary`]); add and sub also take `alpha` as a run-time scalar, except with a
+/// `layout::binary`); add and sub also take `alpha` as a run-time scalar, except with a
 /// scalar `y`, which the host has already multiplied by it.
 pub fn binary_kernel(op: Binary, dtype: DType, pattern: Pattern) -> Result<Prepared, BlasError> {
     memo(("binary", op, dtype, pattern), || {

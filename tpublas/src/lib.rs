@@ -14,24 +14,32 @@
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
 //! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`],
 //! [`norm_backward`]), products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]),
-//! permutation copies ([`copy`]) and concatenation ([`concat`]). Row operators share the
+//! permutation copies ([`copy`]) and concatenation (`concat`). Row operators share the
 //! `[m, n]` layout of [`rows`]. Every kernel computes in f32 whatever the storage dtype
 //! (ATen's opmath) and rounds once.
 
+pub mod attention;
 pub mod batch_norm;
+pub mod cast;
+pub mod compare;
 pub mod concat;
 pub mod conv;
 pub mod copy;
 pub mod elementwise;
+pub mod embedding_backward;
 mod error;
+pub mod factory;
 pub mod indexing;
 mod launch;
 mod layout;
+pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod norm_backward;
+pub mod pad;
 pub mod pool;
 mod promote;
+pub mod random;
 pub mod reduction;
 pub mod rows;
 pub mod scan;

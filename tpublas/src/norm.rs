@@ -141,7 +141,7 @@ impl Norm {
     }
 
     /// Every kernel for inputs of `dtype`, one per dtype its statistics can have (see
-    /// [`Norm::stat`]).
+    /// `Norm::stat`).
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let mut k = vec![self.kernel(dtype, self.stat(dtype, dtype))?];
         if dtype == DType::BF16 && self == Norm::Layer {
@@ -163,7 +163,7 @@ impl Norm {
 
     /// `native_layer_norm(x, normalized_shape, weight?, bias?, eps)` → `(out, mean, rstd)`;
     /// `_fused_rms_norm(x, normalized_shape, weight?, eps?)` → `(out, rstd)`. Statistics
-    /// have `x`'s shape with the normalised dims set to 1, and the dtype [`Norm::stat`]
+    /// have `x`'s shape with the normalised dims set to 1, and the dtype `Norm::stat`
     /// gives. RMS norm's `eps` defaults to f32's machine epsilon (ATen's: its opmath type's).
     pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);

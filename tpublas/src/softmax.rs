@@ -1,5 +1,5 @@
 //! The softmax family along one dimension (`_softmax`, `_log_softmax`,
-//! `_softmax_backward_data`) as two-phase row kernels (see [`crate::rows`]).
+//! `_softmax_backward_data`, `_log_softmax_backward_data`) as two-phase row kernels (see [`crate::rows`]).
 //!
 //! Softmax keeps a running row maximum `mx` and a running sum `sm` of `exp(x − mx)`,
 //! rescaling the sum when the maximum grows (online softmax), so each row is read twice
@@ -55,6 +55,22 @@ fn softmax_backward_rows(g: In, y: In, o: Out, dot: Scratch, out: DType) {
     }
 }
 
+/// `grad_input = g − exp(y) · Σ g` (`y` the log-softmax output): phase 0 sums `g`
+/// (overhangs read 0), phase 1 writes.
+#[tpu_kernel]
+fn log_softmax_backward_rows(g: In, y: In, o: Out, total: Scratch, out: DType) {
+    let gv = g[..].cast(f32);
+    if program_id(1) == 0 {
+        if program_id(2) == 0 {
+            total[..] = 0.0;
+        }
+        total[..] += gv.sum_keepdims(-1);
+    }
+    if program_id(1) == 1 {
+        o[..] = (gv - y[..].cast(f32).exp() * total[..]).cast(out);
+    }
+}
+
 const _: () = assert!(BM == 16 && BN == 512);
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -62,6 +78,7 @@ pub enum Softmax {
     Softmax,
     LogSoftmax,
     Backward,
+    LogBackward,
 }
 
 impl Softmax {
@@ -70,6 +87,7 @@ impl Softmax {
             Softmax::Softmax => "aten._softmax.default",
             Softmax::LogSoftmax => "aten._log_softmax.default",
             Softmax::Backward => "aten._softmax_backward_data.default",
+            Softmax::LogBackward => "aten._log_softmax_backward_data.default",
         }
     }
 
@@ -93,7 +111,7 @@ impl Softmax {
                 };
                 softmax_rows(&spec, self == Softmax::LogSoftmax, out)
             }
-            Softmax::Backward => {
+            Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
                     grid: rows::phased_grid(2),
                     inputs: vec![rows::input(dtype, 0.0), rows::input(dtype, 0.0)],
@@ -101,7 +119,11 @@ impl Softmax {
                     scratch: vec![rows::acc()],
                     ..Default::default()
                 };
-                softmax_backward_rows(&spec, out)
+                if self == Softmax::Backward {
+                    softmax_backward_rows(&spec, out)
+                } else {
+                    log_softmax_backward_rows(&spec, out)
+                }
             }
         }
     }
@@ -128,7 +150,7 @@ impl Softmax {
     pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
         let (inputs, dim_arg) = match self {
-            Softmax::Backward => (vec![a.tensor(0)?, a.tensor(1)?], 2),
+            Softmax::Backward | Softmax::LogBackward => (vec![a.tensor(0)?, a.tensor(1)?], 2),
             _ => (vec![a.tensor(0)?], 1),
         };
         let x = inputs[0];
@@ -147,6 +169,11 @@ impl Softmax {
         let d = a.dim(a.int(dim_arg)?, x.shape().len())?;
         let out = match self {
             Softmax::Backward => a.opt_dtype(3)?.unwrap_or(x.dtype()),
+            // ATen's CPU kernel checks `input_dtype` but returns the gradient's dtype.
+            Softmax::LogBackward => {
+                a.opt_dtype(3)?;
+                x.dtype()
+            }
             _ if a.bool_or(2, false)? => DType::F32,
             _ => x.dtype(),
         };

@@ -9,11 +9,15 @@
 
 use crate::BlasError;
 use crate::Result;
+use crate::cast;
+use crate::compare::{self, Compare};
 use crate::concat;
 use crate::copy::{self, Permute};
 use crate::elementwise::{self, Backward, Binary, Unary};
+use crate::factory::Factory;
 use crate::indexing::Gather;
 use crate::launch::Prepared;
+use crate::loss;
 use crate::matmul::Matmul;
 use crate::norm::Norm;
 use crate::norm_backward;
@@ -21,7 +25,7 @@ use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
-use crate::{batch_norm, conv, pool};
+use crate::{attention, batch_norm, conv, embedding_backward, pad, pool, random};
 use tpukit::catalog::Instance;
 use tpukit::dsl::DType;
 use tpukit::dsl::ErrorKind;
@@ -55,6 +59,18 @@ pub enum Family {
     BatchNormBackward,
     MaxPool,
     MaxPoolBackward,
+    /// `nll_loss_forward` (false) and `nll_loss_backward` (true).
+    NllLoss(bool),
+    Factory(Factory),
+    /// `clone` (no dtype argument) and `_to_copy` (its dtype at argument 1).
+    Copy(Option<usize>),
+    EmbeddingBackward,
+    Compare(Compare),
+    MaskedFill,
+    Bernoulli,
+    /// Scaled dot-product attention's forward (false) and backward (true).
+    Attention(bool),
+    Pad,
 }
 
 /// One ATen operator.
@@ -320,6 +336,112 @@ const OPS: &[Op] = &[
         F::MaxPoolBackward,
         "gradient to each window's saved maximum, as a gather-sum per input pixel",
     ),
+    // Losses, backward and factory operators of a transformer's training step.
+    op(
+        "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
+        F::NllLoss(false),
+        "(loss, total_weight): −x[i, t_i] per row, then sum or mean; weight=None",
+    ),
+    op(
+        "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
+        F::NllLoss(true),
+        "−grad (/ total_weight for mean) at each row's target column, 0 elsewhere",
+    ),
+    op(
+        "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+        F::Softmax(Softmax::LogBackward),
+        "g − exp(y)·Σ g along a dim",
+    ),
+    op(
+        "tanh_backward(Tensor grad_output, Tensor output) -> Tensor",
+        F::Backward(Backward::Tanh),
+        "grad·(1 − y²)",
+    ),
+    op(
+        "full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        F::Factory(Factory::Full),
+        "a tensor filled with a run-time scalar (f32, bf16, i32); zeros/ones/*_like map here",
+    ),
+    op(
+        "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        F::Factory(Factory::Arange),
+        "start + i·step (f32, bf16, i32)",
+    ),
+    op(
+        "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+        F::Copy(None),
+        "a row-major copy",
+    ),
+    op(
+        "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+        F::Copy(Some(1)),
+        "a row-major copy converted to dtype (f32 ↔ bf16 round to nearest even)",
+    ),
+    op(
+        "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor",
+        F::EmbeddingBackward,
+        "the table's gradient as one-hot(indices)ᵀ @ grad, one-hot blocks made in the kernel",
+    ),
+    op(
+        "eq.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Eq),
+        "x == s (bool)",
+    ),
+    op(
+        "ne.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Ne),
+        "x != s (bool)",
+    ),
+    op(
+        "lt.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Lt),
+        "x < s (bool)",
+    ),
+    op(
+        "le.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Le),
+        "x <= s (bool)",
+    ),
+    op(
+        "gt.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Gt),
+        "x > s (bool)",
+    ),
+    op(
+        "ge.Scalar(Tensor self, Scalar other) -> Tensor",
+        F::Compare(Compare::Ge),
+        "x >= s (bool)",
+    ),
+    op(
+        "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
+        F::MaskedFill,
+        "where(mask, value, self), the mask broadcasting",
+    ),
+    op(
+        "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
+        F::MaskedFill,
+        "where(mask, value, self) with a one-element value",
+    ),
+    op(
+        "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+        F::Bernoulli,
+        "1 with probability p (tpukit's counter-based generator, seeded from torch's)",
+    ),
+    op(
+        "_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)",
+        F::Attention(false),
+        "(out, logsumexp): bmm, causal mask, softmax, bmm in f32",
+    ),
+    op(
+        "_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
+        F::Attention(true),
+        "(dq, dk, dv) from the logsumexp: bmm and the softmax backward in f32",
+    ),
+    op(
+        "constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor",
+        F::Pad,
+        "padding as cat of fills and self (f32, bf16, i32)",
+    ),
 ];
 
 impl Op {
@@ -337,9 +459,13 @@ impl Op {
     /// symbols of the operator's main kernel.
     pub fn shape(&self) -> &'static [&'static str] {
         match self.family {
-            F::Reduction(_) | F::Softmax(_) | F::Norm(_) | F::NormBackward | F::Cumsum => {
-                &["m", "n"]
-            }
+            F::Reduction(_)
+            | F::Softmax(_)
+            | F::Norm(_)
+            | F::NormBackward
+            | F::Cumsum
+            | F::NllLoss(_)
+            | F::Attention(_) => &["m", "n"],
             F::Matmul(Matmul::Bmm) => &["b", "m", "k", "n"],
             F::Matmul(_) => &["m", "k", "n"],
             F::Gather(_) => &["rows", "inner", "k"],
@@ -383,6 +509,16 @@ impl Op {
             F::BatchNormBackward => batch_norm::backward_kernels(dtype),
             F::MaxPool => pool::kernels(dtype),
             F::MaxPoolBackward => pool::backward_kernels(dtype),
+            F::NllLoss(false) => loss::forward_kernels(dtype),
+            F::NllLoss(true) => loss::backward_kernels(dtype),
+            F::Factory(f) => f.kernels(dtype),
+            F::Copy(_) => cast::kernels(dtype),
+            F::EmbeddingBackward => Ok(vec![embedding_backward::kernel(dtype)?]),
+            F::Compare(c) => Ok(vec![c.kernel(dtype)?]),
+            F::MaskedFill => Ok(vec![elementwise::where_kernel(dtype)?]),
+            F::Bernoulli => Ok(vec![random::kernel(dtype)?]),
+            F::Attention(_) => attention::kernels(dtype),
+            F::Pad => pad::kernels(dtype),
         }
     }
 
@@ -461,6 +597,12 @@ impl Op {
                 a.tensor(1)?,
                 a.scalar_or(2, 0.0)?,
             )),
+            F::Backward(Backward::Tanh) => one(elementwise::backward(
+                Backward::Tanh,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                0.0,
+            )),
             F::Backward(_) => {
                 let form = match a.str_or(2, "none")? {
                     "none" => Backward::Gelu,
@@ -485,6 +627,17 @@ impl Op {
             F::BatchNormBackward => batch_norm::run_backward(args),
             F::MaxPool => pool::run(args),
             F::MaxPoolBackward => pool::run_backward(args),
+            F::NllLoss(false) => loss::forward(args),
+            F::NllLoss(true) => loss::backward(args),
+            F::Factory(f) => f.run(args),
+            F::Copy(dtype_arg) => cast::run(&name, args, dtype_arg),
+            F::EmbeddingBackward => embedding_backward::run(args),
+            F::Compare(c) => c.run(args),
+            F::MaskedFill => compare::masked_fill(&name, args),
+            F::Bernoulli => random::run(args),
+            F::Attention(false) => attention::forward(args),
+            F::Attention(true) => attention::backward(args),
+            F::Pad => pad::run(args),
         }
     }
 }

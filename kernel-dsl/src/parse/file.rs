@@ -12,6 +12,7 @@ use crate::{Bindings, Error, Fit, Kernel, Loc, Result};
 /// A parsed kernel file.
 #[derive(Clone, Debug)]
 pub struct KernelFile {
+    /// The kernel the file defines.
     pub kernel: Kernel,
     /// The extents its `// RUN:` lines bind every symbol to; `None` without such a line.
     pub bindings: Option<Bindings>,

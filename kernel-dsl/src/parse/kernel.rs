@@ -101,8 +101,11 @@ impl Parser {
             let block = self.list(']', |p| {
                 if p.eat_word("sq") {
                     Ok(BlockDim::Squeezed)
+                } else if let Some(n) = p.eat_element_block()? {
+                    Ok(BlockDim::Element(n))
                 } else {
-                    p.integer("a block size or `sq`").map(BlockDim::Blocked)
+                    p.integer("a block size, `elN` or `sq`")
+                        .map(BlockDim::Blocked)
                 }
             })?;
             self.keyword("fill")?;

@@ -178,6 +178,21 @@ impl Parser {
         hit
     }
 
+    /// `elN`, an element-offset block dim of `N` elements, if it comes next.
+    fn eat_element_block(&mut self) -> Result<Option<usize>> {
+        let Tok::Word(w) = &self.peek().tok else {
+            return Ok(None);
+        };
+        let Some(digits) = w.strip_prefix("el") else {
+            return Ok(None);
+        };
+        let n = digits
+            .parse::<usize>()
+            .map_err(|_| self.expected("an element block size (`el8`)"))?;
+        self.next();
+        Ok(Some(n))
+    }
+
     fn keyword(&mut self, w: &str) -> Result<()> {
         if self.eat_word(w) {
             Ok(())

@@ -144,19 +144,7 @@ fn unary_value<'c>(em: &Emitter<'c>, u: UnaryOp, v: Val<'c>, ty: &Type) -> Resul
                 let ones = splat(em, all_ones(ty.dtype), ty)?;
                 int_op(em, "arith.xori", &[v, ones], ty)?
             }
-            UnaryOp::Exp
-            | UnaryOp::Exp2
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Tanh
-            | UnaryOp::Erf
-            | UnaryOp::Logistic
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Sin
-            | UnaryOp::Cos => {
+            tpukit_dsl::float_unary_ops!() => {
                 unreachable!("the verifier rejects `{}` on integers", u.name())
             }
         }

@@ -1,6 +1,6 @@
 //! The lowering rules: one function per kernel-IR op, as JAX's Pallas TPU lowering keeps its
-//! `lowering_rules` dict, found by an exhaustive `match` on the op ([`rule`]). A rule reads
-//! its op's operands from the [`FuncLowering`], appends Mosaic ops through the [`Emitter`] and
+//! `lowering_rules` dict, found by an exhaustive `match` on the op (`rule`). A rule reads
+//! its op's operands from the `FuncLowering`, appends Mosaic ops through the `Emitter` and
 //! returns the op's results. Within a rule, each op family's variants are matched exhaustively
 //! too (`elementwise::unary` over every `UnaryOp`), so an op added to the op table does not
 //! compile until it lowers.
@@ -24,7 +24,7 @@ use tpukit_dsl::{Error, ErrorKind, Op, OpKind, Result};
 
 /// Lowers `op` by its rule: an exhaustive `match`, so a new IR op is a compiler error here
 /// until it has a rule. `yield` ends a region and is lowered by the region's owner
-/// ([`FuncLowering::lower_region`]), never here.
+/// (`FuncLowering::lower_region`), never here.
 pub fn lower<'c, 'k>(
     lw: &mut FuncLowering<'c, 'k>,
     em: &Emitter<'c>,

@@ -19,7 +19,10 @@ How a program is translated:
   whose grid has one axis per tiled dimension (``_runtime``, ``_plan``). Nested ``hl.tile``
   loops become ``lax.fori_loop`` over whole tiles plus one last tile that keeps the block
   size, masked (a partial tile), carrying the variables the body reassigns; ``hl.grid``
-  loops are tiles of one element. An ``if`` whose condition is known while tracing (an
+  loops are tiles of one element. A nested loop whose bounds are device values
+  (``hl.tile(start, end)`` of loaded offsets, ``hl.jagged_tile``) is a while loop over
+  block-aligned tiles, masked against its bounds (``_runtime._dynamic_dim``). An ``if``
+  whose condition is known while tracing (an
   ``hl.constexpr`` or Python value, ``x is not None``) runs as written; one on a device
   scalar becomes ``lax.cond``.
 - Block sizes come from ``config=Config(block_sizes=[…])`` in order of first appearance
@@ -43,7 +46,11 @@ How a program is translated:
   (``arbitrary``) and the block stays in VMEM between consecutive visits, or the whole tensor
   does when the visits are not consecutive: atomics are exact. Index tensors of gathers and
   scatters (``w[idx[tile], :]``) go to scalar prefetch (SMEM, at most about 256K int32
-  indices on v5e/v6e); rows are moved one at a time.
+  indices on v5e/v6e); rows are moved one at a time. Loads at computed indices
+  (``t[tile.index + 1]``, ``flat[tile.index * v + labels[tile]]``) read the indexed dimension
+  whole and select each element by a one-hot compare (``_memory.take``; stores: ``put``);
+  a dimension a tile
+  reaches past (``x[t0, t1]`` with ``t1`` tiling a wider output) is whole and padded.
 - Partial tiles (``_values``): the last tile of a range its block size does not divide reads
   past the end; those elements are never written back and never counted — every value knows
   which of its dimensions come from a partial tile, and reductions, scans, matmul
@@ -54,7 +61,7 @@ How a program is translated:
   ``_ops.ELEMENTWISE`` and ``_ops.STRUCTURAL`` (reductions, softmax, var/mean, cumsum,
   mm/addmm/bmm/baddbmm/matmul/``@``, views, casts, ``torch.where``, factories), and
   ``[:, None]`` broadcasting. Anything else — a torch function, an ``hl`` API tpukit does not
-  translate, data-dependent loops, a gather along the last dimension — raises
+  translate, an atomic at computed indices — raises
   ``tpukit.helion.exc.UnsupportedConstruct`` naming it and the kernel source line.
 - Shapes and scalar arguments are compile-time constants (``static_shapes`` is accepted but
   every signature is its own specialization); a device loop is traced, lowered and imported

@@ -12,7 +12,9 @@ top-level device loop is traced by a ``Trace``:
 Index entries, one per indexed dimension: ``("tile", Tile)``, ``("grid", Tile)`` (a
 ``hl.grid`` index: one element), ``("full",)``, ``("slice", a, b)``, ``("int", i)``,
 ``("dyn", DTensor)`` (a device scalar), ``("gather", IndexVector)`` (a vector of indices loaded
-from another host tensor) and ``("new",)`` (``None``: a new unit dimension).
+from another host tensor), ``("take", DTensor)`` (a computed integer tensor of indices:
+``t[tile.index + 1]``, ``t[base + tile.index]``, ``t[idx[tile] * n + k]``; a one-hot select
+over the whole dimension, ``take``) and ``("new",)`` (``None``: a new unit dimension).
 
 Semantics kept from Helion: elements of a partial tile past the end are not written, and
 never observed: every value carries its partial tiles (``DTensor.dims``) and every operation
@@ -38,7 +40,7 @@ from tpukit import _arrays
 from tpukit.helion import exc
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
-from tpukit.helion._values import DTensor, IndexVector, is_float, lowest, unwrap
+from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
 from tpukit.helion._where import where
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -296,7 +298,7 @@ class Trace:
             else:
                 out.append(self._entry(info, it, d))
         out.extend([("full",)] * (rank - len(logical_dims(out))))
-        if sum(1 for e in out if e[0] == "gather") > 1:
+        if sum(1 for e in out if e[0] in ("gather", "take")) > 1:
             raise exc.UnsupportedConstruct(
                 f"indexing `{info.name}` with several index tensors (one gather per access)"
                 f"{where()}"
@@ -312,21 +314,17 @@ class Trace:
             return self._slice_entry(info, it, d)
         if isinstance(it, (int, np.integer)):
             return ("int", int(it) % info.shape[d])
-        if isinstance(it, IndexVector):
-            if d == len(info.shape) - 1:
-                raise exc.UnsupportedConstruct(
-                    f"a gather along the last dimension of `{info.name}` (index a leading "
-                    f"dimension; TPUs move rows, not lanes){where()}"
-                )
+        if isinstance(it, IndexVector) and d < len(info.shape) - 1:
             return ("gather", it)
         if isinstance(it, DTensor) and it.ndim == 0:
             return ("dyn", it)
         if isinstance(it, DTensor):
-            raise exc.UnsupportedConstruct(
-                f"indexing `{info.name}` with a computed tensor of indices (a gather needs the "
-                f"indices loaded directly from a host tensor, e.g. `{info.name}[idx[tile]]`)"
-                f"{where()}"
-            )
+            if not jnp.issubdtype(it.a.dtype, jnp.integer):
+                raise exc.UnsupportedConstruct(
+                    f"indexing `{info.name}` with a tensor of dtype {it.a.dtype} (indices must "
+                    f"be integers; use `torch.where` to select with a mask){where()}"
+                )
+            return ("take", it)
         raise exc.UnsupportedConstruct(f"index {type(it).__name__} on `{info.name}`{where()}")
 
     @staticmethod
@@ -356,6 +354,8 @@ class Trace:
                 shape.append(e[1].size)
             elif k == "gather":
                 shape.append(e[1].shape[0])
+            elif k == "take":
+                shape.extend(e[1].shape)
             elif k == "full":
                 shape.append(info.shape[d])
             elif k == "slice":
@@ -375,6 +375,8 @@ class Trace:
             elif k == "gather":
                 t = e[1].source.tile
                 dims.append(t if t.partial else None)
+            elif k == "take":
+                dims.extend(e[1].dims)
             elif k in ("full", "slice"):
                 dims.append(None)
         return tuple(dims)
@@ -401,10 +403,13 @@ class Trace:
             return IndexVector(None, dims, source, shape, info.dtype)
         if any(e[0] == "gather" for e in entries):
             v = self._gather(info, entries, shape)
+        elif any(e[0] == "take" for e in entries):
+            v = self._take(info, entries)
         else:
             v = self._read(info, entries, shape)
-        if extra_mask is not None:
-            v = jnp.where(unwrap(extra_mask), v, jnp.zeros((), v.dtype))
+        mask = _bounds_mask(dims, v.shape, extra_mask)
+        if mask is not None:
+            v = select(mask, v, jnp.zeros((), v.dtype))
         if source is not None:
             return IndexVector(v, dims, source, shape, info.dtype)
         return DTensor(v, dims)
@@ -423,16 +428,23 @@ class Trace:
     def store(self, info: HostInfo, index, value, extra_mask=None):
         entries = self.entries(info, index)
         v = self._store_value(info, entries, value)
-        kind = "store" if extra_mask is None else "rmw"
+        dims = self._value_dims(entries, with_new=False)
+        if any(getattr(t, "dynamic", False) for t in dims):
+            extra_mask = _bounds_mask(dims, v.shape, extra_mask)
+        taking = any(e[0] == "take" for e in entries)
+        kind = "store" if extra_mask is None and not taking else "rmw"
         self._record(info, entries, kind)
         if self.mode == "analyze":
+            return
+        if taking:
+            self._put(info, entries, v, dims, extra_mask)
             return
         if any(e[0] == "gather" for e in entries):
             self._scatter(info, entries, v, lambda old, new: new, extra_mask)
             return
         if extra_mask is not None:
             old = self._read(info, entries, v.shape, from_output=True)
-            v = jnp.where(jnp.broadcast_to(unwrap(extra_mask), v.shape), v, old)
+            v = select(unwrap(extra_mask), v, old)
         self._write(info, entries, v)
 
     def atomic(self, info: HostInfo, index, value, sem, op):
@@ -447,6 +459,7 @@ class Trace:
             )
         combine = ATOMIC_OPS[op]
         entries = self.entries(info, index)
+        _refuse_take(info, entries, f"hl.atomic_{op} into")
         v = self._store_value(info, entries, value)
         self._record(info, entries, "rmw")
         shape = v.shape
@@ -522,9 +535,16 @@ class Trace:
                 kshape.append(e[1].size)
             return
         if k == "tile":
-            kidx.append(pl.ds(e[1]._begin, e[1].size))
+            start = _start(e[1])
+            if e[1].dynamic:
+                # data-dependent bounds: stay inside the padded dimension, at a start that is
+                # visibly a multiple of the block (a product: both Mosaic lowerings prove it)
+                n = e[1].size
+                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0, (info.pad[d] - n) // n)
+                start = pl.multiple_of(block * n, n)
+            kidx.append(pl.ds(start, e[1].size))
             kshape.append(e[1].size)
-        elif k == "full":
+        elif k in ("full", "take"):
             kidx.append(slice(0, info.shape[d]))
             kshape.append(info.shape[d])
         elif k == "slice":
@@ -543,6 +563,40 @@ class Trace:
             kidx.append(point)
 
     # --- gathers and scatters ------------------------------------------------------------------
+
+    def _put(self, info, entries, v, dims, extra_mask):
+        """``info[…, idx, …] = v`` with ``idx`` a computed integer tensor: the indexed
+        dimension is read whole, each of its positions takes the value stored to it (one of
+        them when several indices coincide) and keeps its old value otherwise; elements past a
+        partial tile and those ``extra_mask`` turns off are not stored (see ``put``)."""
+        k = next(i for i, e in enumerate(entries) if e[0] == "take")
+        idx = unwrap(entries[k][1]).astype(jnp.int32)
+        whole = entries[:k] + [("full",)] + entries[k + 1 :]
+        old = self._read(info, whole, self.value_shape(info, whole, with_new=False),
+                         from_output=True)
+        pos = sum(1 for e in entries[:k] if e[0] not in ("int", "grid", "dyn", "new"))
+        keep = None if extra_mask is None else (
+            jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
+        for ax, t in enumerate(dims):
+            if t is not None and t is not MIXED and t.partial:
+                ok = t.valid_along(v.shape, ax)
+                keep = ok if keep is None else keep & ok
+        self._write(info, whole, put(old, pos, idx, v, keep))
+
+    def _take(self, info, entries):
+        """``info[…, idx, …]`` with ``idx`` a computed integer tensor: the indexed dimension
+        is read whole, then each index selects its element by comparing it with every
+        position (a one-hot select, reduced with a maximum over the lowest value: exact for
+        every value, NaN and -0.0 included). Costs ``idx.size × extent`` per other element,
+        for small tables (offsets, labels, a shifted tile); an index outside the dimension
+        reads 0 (as a masked load does)."""
+        k = next(i for i, e in enumerate(entries) if e[0] == "take")
+        idx = entries[k][1]
+        whole = entries[:k] + [("full",)] + entries[k + 1 :]
+        base_shape = self.value_shape(info, whole)
+        table = self._read(info, whole, base_shape)
+        pos = sum(1 for e in entries[:k] if not _is_point(e))
+        return take(table, pos, unwrap(idx).astype(jnp.int32))
 
     def _index_at(self, source: IndexSource, r):
         """The ``r``-th index of an index vector, read from the prefetched (flattened) index
@@ -629,6 +683,81 @@ class Trace:
 
         olds = lax.fori_loop(0, rows_shape[0], step, jnp.zeros(rows_shape, wide))
         return (jnp.moveaxis(olds, 0, pos) if pos else olds).astype(info.dtype)
+
+
+def _bounds_mask(dims, shape, extra_mask):
+    """``extra_mask`` and, per axis indexed by a tile with data-dependent bounds (``dynamic``:
+    ``hl.tile(start, end)`` of loaded bounds, ``hl.jagged_tile`` per lane), its validity; None
+    when nothing is masked. Such tiles read 0 and write nothing past their end, as Helion
+    masks them (their static padding cannot absorb the writes)."""
+    mask = None if extra_mask is None else unwrap(extra_mask)
+    for ax, t in enumerate(dims):
+        if getattr(t, "dynamic", False):
+            v = t.valid_along(shape, ax)
+            if mask is not None:  # bool broadcast as int32 (see ``select``)
+                v = (jnp.broadcast_to(jnp.asarray(mask).astype(jnp.int32), shape) != 0) & v
+            mask = v
+    return mask
+
+
+def _start(tile):
+    """Where ``tile`` starts: a static 0 for the one tile of a grid axis (a dimension the
+    tile reaches past is whole: Mosaic must see its slice start aligned), else its begin."""
+    if tile.axis is not None and tile.count == 1 and isinstance(tile.range_begin, int):
+        return tile.range_begin
+    return tile._begin
+
+
+def take(table, pos, idx):
+    """``table`` with its dimension ``pos`` (of extent n) indexed by the integer array ``idx``
+    (numpy's rule for one index array: ``idx``'s dimensions replace dimension ``pos``); an
+    index outside ``[0, n)`` gives 0. A one-hot select over the n positions and a maximum,
+    in 32 bits (see ``Trace._take``)."""
+    n, m = table.shape[pos], idx.ndim
+    wide = _wide(table.dtype)
+    head, tail = table.shape[:pos], table.shape[pos + 1 :]
+    # the n positions come before idx's dimensions, so that the reduction is not over lanes
+    # (its result would have a layout masks cannot be relaid to); compared at the full shape,
+    # as Mosaic cannot broadcast a bool vector across sublanes
+    full = head + (n,) + idx.shape + tail
+    t = jnp.broadcast_to(jnp.reshape(table.astype(wide), head + (n,) + (1,) * m + tail), full)
+    at = jnp.reshape(idx, (1,) * (pos + 1) + idx.shape + (1,) * len(tail))
+    hit = jnp.broadcast_to(at, full) == lax.broadcasted_iota(jnp.int32, full, pos)
+    low = jnp.asarray(lowest(wide), wide)
+    picked = jnp.max(jnp.where(hit, t, low), axis=pos)
+    inside = jnp.max(jnp.where(hit, 1, 0), axis=pos) > 0
+    return jnp.where(inside, picked, jnp.zeros((), wide)).astype(table.dtype)
+
+
+def put(table, pos, idx, v, keep):
+    """``table`` with ``table[…, idx, …] = v`` along dimension ``pos`` (``v``: ``table``'s
+    shape with ``idx``'s dimensions in place of ``pos``), where ``keep`` (None: everywhere);
+    the dual of ``take``: a one-hot compare of every index with every position, the value a
+    position receives picked by a maximum (exact; the largest when indices coincide)."""
+    n, m = table.shape[pos], idx.ndim
+    wide = _wide(table.dtype)
+    head, tail = table.shape[:pos], table.shape[pos + 1 :]
+    full = head + (n,) + idx.shape + tail
+    at = jnp.reshape(idx, (1,) * (pos + 1) + idx.shape + (1,) * len(tail))
+    hit = jnp.broadcast_to(at, full) == lax.broadcasted_iota(jnp.int32, full, pos)
+    if keep is not None:  # broadcast as int32: Mosaic cannot broadcast bool vectors
+        k = jnp.reshape(keep.astype(jnp.int32), head + (1,) + idx.shape + tail)
+        hit = hit & (jnp.broadcast_to(k, full) != 0)
+    vals = jnp.broadcast_to(jnp.reshape(v.astype(wide), head + (1,) + idx.shape + tail), full)
+    axes = tuple(range(pos + 1, pos + 1 + m))
+    low = jnp.asarray(lowest(wide), wide)
+    picked = jnp.max(jnp.where(hit, vals, low), axis=axes)
+    written = jnp.max(jnp.where(hit, 1, 0), axis=axes) > 0
+    return jnp.where(written, picked, table.astype(wide)).astype(table.dtype)
+
+
+def _refuse_take(info, entries, what):
+    if any(e[0] == "take" for e in entries):
+        raise exc.UnsupportedConstruct(
+            f"{what} `{info.name}` at computed indices (a scatter through a computed index "
+            f"tensor; index with tiles, or with indices loaded from a host tensor, "
+            f"`{info.name}[idx[tile]] = v`){where()}"
+        )
 
 
 def _wide(dtype):

@@ -32,6 +32,7 @@ from tpukit.helion._values import (
     merge_dims,
     reduce_dims,
     reshape_dims,
+    select,
     unwrap,
     valid_count,
 )
@@ -530,7 +531,7 @@ def elementwise(name, impl):
 def _where_op(cond, a=None, b=None):
     if a is None:
         raise exc.UnsupportedConstruct("torch.where(cond) with one argument" + where())
-    return jnp.where(cond, a, b)
+    return select(cond, a, b)
 
 
 # Chebyshev fit of erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0 (Numerical

@@ -143,16 +143,19 @@ def layout(info: HostInfo) -> None:
     """Sets ``units``, ``blocked`` and ``squeezed`` of ``info`` from its accesses."""
     rank = len(info.shape)
     kinds = [set() for _ in range(rank)]
+    beyond = [False] * rank  # a tile's range reaches past the dimension: not blockable
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
             kinds[d].add(_kind(e))
+            if e[0] == "tile" and not e[1].dynamic and e[1].range_end > info.shape[d]:
+                beyond[d] = True
     units, blocked, squeezed = [], [], []
     for d in range(rank):
         dynamic = any(k in _DYNAMIC_POINTS for k, _ in kinds[d])
         # the last dimension gets two, the one before it one: both become leading dimensions
         units.append(d - rank + 3 if dynamic and d >= rank - 2 else 0)
         only = next(iter(kinds[d])) if len(kinds[d]) == 1 else (None, None)
-        if only[0] in ("tile", "grid") and only[1] is not None:
+        if only[0] in ("tile", "grid") and only[1] is not None and not beyond[d]:
             blocked.append(only[1])
             squeezed.append(only[0] == "grid")
         else:
@@ -250,7 +253,7 @@ def _covers(info: HostInfo, entries) -> bool:
             continue
         if e[0] in ("tile", "grid"):
             t = e[1]
-            if not (t.range_begin == 0 and t.range_end == info.shape[d]):
+            if t.dynamic or not (t.range_begin == 0 and t.range_end == info.shape[d]):
                 return False
         elif e[0] == "slice":
             if not (e[1] == 0 and e[2] == info.shape[d]):
@@ -311,7 +314,10 @@ def _padding(info: HostInfo) -> None:
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
             if info.blocked[d] is None and e[0] == "tile":
-                pad[d] = max(pad[d], e[1].window_end)
+                t = e[1]
+                # data-dependent bounds: one block past the last whole block (clamped starts)
+                reach = (cdiv(info.shape[d], t.size) + 1) * t.size if t.dynamic else t.window_end
+                pad[d] = max(pad[d], reach)
     info.pad = tuple(pad)
 
 

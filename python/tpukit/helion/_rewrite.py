@@ -50,7 +50,7 @@ import textwrap
 from tpukit.helion import exc
 
 RT = "_hl_rt"
-_LOOP_FUNCS = ("tile", "grid")
+_LOOP_FUNCS = ("tile", "grid", "jagged_tile")
 
 
 def is_device_loop(node: ast.AST) -> bool:

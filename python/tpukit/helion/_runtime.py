@@ -21,6 +21,7 @@ import os
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental import pallas as pl
 
 from tpukit import _arrays
 from tpukit.helion import exc
@@ -34,8 +35,8 @@ from tpukit.helion._plan import (
     wrap_errors,
 )
 from tpukit.helion._state import CallState, cdiv, current_call, current_trace
-from tpukit.helion._tiles import GridIndex, Tile, TileBound, TileSpec
-from tpukit.helion._values import DTensor, merge_dims, unwrap
+from tpukit.helion._tiles import GridIndex, JaggedTile, Tile, TileBound, TileSpec
+from tpukit.helion._values import DTensor, merge_dims, select, unwrap
 from tpukit.helion._where import where
 
 # JAX attributes each op to the innermost frame outside its own code; skipping this package's
@@ -204,10 +205,13 @@ def _bounds(spec, d):
     ):
         t = b.tile
         return t._begin, t.size, t.range_end, t.partial, t.window_end
-    raise exc.UnsupportedConstruct(
-        "a nested device loop whose bounds are device values (other than "
-        f"`hl.tile(t.begin, t.end)` of an enclosing tile){where()}"
-    )
+    for v in (b, e):
+        if isinstance(v, DTensor) and (v.ndim != 0 or not jnp.issubdtype(v.a.dtype, jnp.integer)):
+            raise exc.UnsupportedConstruct(
+                f"a nested device loop bound of shape {tuple(v.shape)} and dtype {v.a.dtype} "
+                f"(bounds are integer scalars){where()}"
+            )
+    return unwrap(b), None, unwrap(e), True, None
 
 
 def _inner_block(trace, site, spec, d, extent):
@@ -222,8 +226,11 @@ def _inner_block(trace, site, spec, d, extent):
         # an explicit block size is kept even past the extent (a masked tile, as in Helion:
         # `hl.zeros([tm, bn])` and the loop's tiles agree), a default one is clipped to it
         bs = spec.block_size(d)
-        bs = max(1, bs if bs is not None else min(DEFAULT_INNER_BLOCK, extent))
-    trace.inner_loops[key] = (extent, bs)
+        if bs is None:
+            bs = DEFAULT_INNER_BLOCK if extent is None else min(DEFAULT_INNER_BLOCK, extent)
+        bs = max(1, bs)
+    # a data-dependent extent (None) is recorded as 0: the plan rounds bs up to a legal tiling
+    trace.inner_loops[key] = (extent or 0, bs)
     if spec.ids[d] is not None:
         current_call().sizes[spec.ids[d]] = bs
     return key, bs
@@ -237,6 +244,8 @@ def _inner_dim(site, spec, d, body, carry):
     the block's shape (``acc += x[tm, tn]``) sums only real elements."""
     trace = current_trace()
     begin, extent, range_end, partial, window_end = _bounds(spec, d)
+    if extent is None:
+        return _dynamic_dim(site, spec, d, body, carry, begin, range_end)
     if extent <= 0:
         return carry
     key, bs = _inner_block(trace, site, spec, d, extent)
@@ -268,6 +277,40 @@ def _inner_dim(site, spec, d, body, carry):
     return carry
 
 
+def _dynamic_dim(site, spec, d, body, carry, begin, end):
+    """Inner dimension ``d`` over a range whose bounds are device values (``hl.tile(start,
+    end)`` with loaded bounds, ``hl.jagged_tile``): a loop of ``cdiv(end - begin, bs)`` whole
+    tiles (a while loop), each partial (masked against ``end``, or per lane against
+    ``spec.jagged``'s lengths)."""
+    trace = current_trace()
+    key, bs = _inner_block(trace, site, spec, d, None)
+    jagged = getattr(spec, "jagged", None)
+    begin = jnp.asarray(begin, jnp.int32)
+    end = jnp.asarray(end, jnp.int32)
+    # tiles start at multiples of the block size (aligned slices for Mosaic); the elements
+    # before `begin` are invalid, as those past `end` are
+    first = (begin // bs) * bs
+    n = jnp.maximum((end - first + (bs - 1)) // bs, 0)
+
+    def make(start):
+        start = pl.multiple_of(start, bs)
+        kw = dict(key=key, partial=True, window_end=0, count=DTensor(n), dynamic=True)
+        if jagged is not None:
+            return JaggedTile(start, bs, bs, begin, end, parent=jagged, **kw)
+        t = Tile(start, bs, bs, begin, end, **kw)
+        return GridIndex(jnp.asarray(start, jnp.int32), t) if spec.kind == "grid" else t
+
+    def masked(t, c):
+        tile = t.tile if isinstance(t, GridIndex) else t
+        return _masked_update(c, body(t, c), tile)
+
+    if trace.mode == "analyze":
+        out = body(make(first), carry)
+        _check_carry(carry, out)
+        return out
+    return _fori(lambda i: make(first + i * bs), n, masked, carry)
+
+
 def _masked_update(before, after, tile):
     """``after`` with the elements past the end of partial ``tile`` taken from ``before``, and
     ``tile`` no longer among its dimensions: a masked lane updates no carried value."""
@@ -284,7 +327,7 @@ def _masked_update(before, after, tile):
         old = jnp.broadcast_to(jnp.asarray(unwrap(b), a.a.dtype), a.shape)
         dims = b.dims if isinstance(b, DTensor) else tuple(
             None if t is tile else t for t in a.dims)
-        out.append(DTensor(jnp.where(keep, a.a, old), dims))
+        out.append(DTensor(select(keep, a.a, old), dims))
     return tuple(out)
 
 

@@ -126,7 +126,7 @@ class Tile:
     """
 
     def __init__(self, begin, size, block_size, range_begin, range_end, *, axis=None, key=None,
-                 partial=False, window_end=None, count=None):
+                 partial=False, window_end=None, count=None, dynamic=False):
         self._begin = begin
         self.size = size
         self.block_size = block_size
@@ -135,6 +135,9 @@ class Tile:
         self.axis = axis
         self.key = key
         self.partial = partial
+        # the range end is a device value (data-dependent bounds): accesses through the tile
+        # are padded by one block past the tensor and their starts clamped (``_memory``)
+        self.dynamic = dynamic
         # the largest `begin + size` of any tile of the loop (static): how far accesses reach
         self.window_end = range_end if window_end is None else window_end
         self._count = cdiv(range_end - range_begin, block_size) if count is None else count
@@ -167,21 +170,32 @@ class Tile:
     def positions(self):
         return jnp.asarray(self._begin, jnp.int32) + lax.iota(jnp.int32, self.size)
 
+    def _inside(self, pos):
+        """Whether positions ``pos`` are inside the range: below its end and, for a tile with
+        data-dependent bounds (whose tiles are aligned to the block size, so that Mosaic sees
+        aligned slice starts), not before its begin."""
+        ok = pos < self.range_end
+        if self.dynamic:
+            ok = ok & (pos >= self.range_begin)
+        return ok
+
     def valid(self):
         """A bool vector: which of the tile's ``size`` elements are inside the range."""
-        return self.positions() < self.range_end
+        return self._inside(self.positions())
 
     def valid_along(self, shape, axis):
         """A bool array of ``shape``: whether the element's position along ``axis`` (which
         this tile indexes) is inside the range. Built at full shape from an iota, as Mosaic
         cannot broadcast a bool vector across sublanes of a packed (bf16) value."""
         pos = jnp.asarray(self._begin, jnp.int32) + lax.broadcasted_iota(jnp.int32, shape, axis)
-        return pos < self.range_end
+        return self._inside(pos)
 
     def valid_count(self):
         """How many of the tile's elements are inside the range (int32 scalar)."""
-        n = jnp.asarray(self.range_end, jnp.int32) - jnp.asarray(self._begin, jnp.int32)
-        return jnp.clip(n, 0, self.size)
+        begin = jnp.asarray(self._begin, jnp.int32)
+        lo = jnp.maximum(begin, self.range_begin) if self.dynamic else begin
+        hi = jnp.minimum(begin + self.size, jnp.asarray(self.range_end, jnp.int32))
+        return jnp.clip(hi - lo, 0, self.size)
 
     def __index__(self):
         return self.size
@@ -206,3 +220,40 @@ class Tile:
         from tpukit.helion._values import torch_function
 
         return torch_function(func, args, kwargs)
+
+
+class JaggedTile(Tile):
+    """A tile of ``hl.jagged_tile(parent)``: a loop to ``parent.amax()`` whose element ``k`` is
+    valid for lane ``i`` of the enclosing tiles when ``k < parent[i]`` (``parent``'s axes are
+    tiles of enclosing loops). A value's axis of the enclosing tile is found as the nearest
+    axes before the jagged one with ``parent``'s extents (Helion's rule: a jagged tile is
+    indexed together with its parent axes, outer first)."""
+
+    def __init__(self, *args, parent, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parent = parent
+
+    def valid_along(self, shape, axis):
+        ends = self.parent.a
+        lanes, want = [], list(ends.shape)
+        for ax in range(axis - 1, -1, -1):
+            if want and shape[ax] == want[-1]:
+                lanes.insert(0, ax)
+                want.pop()
+        if want:
+            raise exc.UnsupportedConstruct(
+                f"a value of shape {tuple(shape)} indexed by a jagged tile without its parent "
+                f"tile's axes before it (index with `[tile_b, tile_k]`){where()}"
+            )
+        view = [1] * len(shape)
+        for ax, n in zip(lanes, ends.shape, strict=True):
+            view[ax] = n
+        ends = jnp.broadcast_to(jnp.reshape(ends.astype(jnp.int32), view), shape)
+        pos = jnp.asarray(self._begin, jnp.int32) + lax.broadcasted_iota(jnp.int32, shape, axis)
+        return pos < ends
+
+    def valid_count(self):
+        raise exc.UnsupportedConstruct(
+            "a mean over a jagged tile's dimension (its valid count differs per lane: sum, "
+            "then divide by the lengths)" + where()
+        )

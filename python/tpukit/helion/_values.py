@@ -191,6 +191,20 @@ def reshape_dims(in_shape, dims, out_shape) -> tuple:
     return tuple(out)
 
 
+def select(cond, a, b):
+    """``jnp.where(cond, a, b)`` with a bool ``cond`` broadcast as int32 first: Mosaic cannot
+    broadcast a bool vector across sublanes (``(t.index < n)[None, :]`` against a 2-D tile)."""
+    shape = jnp.broadcast_shapes(jnp.shape(cond), jnp.shape(a), jnp.shape(b))
+    if jnp.shape(cond) != shape and getattr(cond, "dtype", None) == jnp.bool_:
+        cond = jnp.broadcast_to(cond.astype(jnp.int32), shape) != 0
+    dtype = jnp.result_type(a, b)
+    if jnp.issubdtype(dtype, jnp.floating) and jnp.dtype(dtype).itemsize == 2:
+        # a mask from 32-bit values cannot select 16-bit ones (v6e): select in f32 (exact)
+        f32 = jnp.float32
+        return jnp.where(cond, jnp.asarray(a).astype(f32), jnp.asarray(b).astype(f32)).astype(dtype)
+    return jnp.where(cond, a, b)
+
+
 def mask_axes(x, axes, fill, what: str, a=None):
     """``x``'s array (or ``a``, an array of ``x``'s shape computed from it) with the elements
     past the end of partial tiles along ``axes`` replaced by ``fill`` (the identity of the
@@ -516,7 +530,12 @@ def subscript(value, index):
                 "indexing a device value with a tile or a tensor (hl.subscript with dynamic "
                 "indices)" + where()
             )
-    out = value.a[items if isinstance(index, tuple) else index]
+    a = value.a
+    if a.dtype == jnp.bool_:
+        # reshaped as int32: Mosaic cannot relayout a bool vector gaining a dimension
+        out = a.astype(jnp.int32)[items if isinstance(index, tuple) else index] != 0
+    else:
+        out = a[items if isinstance(index, tuple) else index]
     return DTensor(out, _subscript_dims(value, items))
 
 

@@ -30,6 +30,7 @@ from tpukit.helion._values import unwrap as _unwrap
 from tpukit.helion._where import where as _where
 
 __all__ = [
+    "jagged_tile",
     "Tile",
     "arange",
     "associative_scan",
@@ -85,6 +86,24 @@ def grid(begin_or_end, end_or_none=None, /, step=None) -> TileSpec:
     if step not in (None, 1):
         raise _exc.UnsupportedConstruct(f"hl.grid with step={step}{_where()}")
     return make_spec("grid", begin_or_end, end_or_none, None)
+
+
+def jagged_tile(parent) -> TileSpec:
+    """``for tile_k in hl.jagged_tile(lengths)`` inside a loop over ``tile_b``: tiles up to
+    ``lengths.amax()`` (a data-dependent loop), element ``k`` valid for lane ``i`` when
+    ``k < lengths[i]``: loads read 0 there, stores skip it, reductions ignore it."""
+    parent = _as_dtensor(parent)
+    if parent.ndim < 1:
+        raise _exc.UnsupportedConstruct(
+            "hl.jagged_tile of a scalar (its argument has one length per parent lane; use "
+            f"hl.tile for a scalar bound){_where()}"
+        )
+    # lanes past the end of a partial parent tile hold unspecified values: not counted
+    lengths = _mask_axes(parent, range(parent.ndim), 0, "max").astype(jnp.int32)
+    end = _DTensor(jnp.max(lengths))
+    spec = make_spec("tile", 0, end, None)
+    spec.jagged = parent
+    return spec
 
 
 def static_range(begin_or_end, end_or_none=None, step=1):
@@ -484,7 +503,7 @@ class constexpr(NamedTuple):  # noqa: N801 - Helion's name
 # Helion APIs tpukit does not translate: using one is an error naming it (not an
 # AttributeError that looks like a typo).
 _NOT_SUPPORTED = {
-    "atomic_cas", "jagged_tile", "rand4x", "dot_scaled",
+    "atomic_cas", "rand4x", "dot_scaled",
     "inline_asm_elementwise", "inline_triton", "triton_kernel", "device_print", "signal",
     "wait", "stacktensor_like", "StackTensor",
     "make_async_remote_copy", "remote_barrier", "pdl_wait", "pdl_launch_dependents",

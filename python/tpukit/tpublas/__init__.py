@@ -71,21 +71,32 @@ def _is_array(x) -> bool:
         return False
 
 
+# Operators whose int32 results are indices, int64 in ATen.
+_INDEX_RESULTS = {"aten.max_pool2d_with_indices.default"}
+
 # The schema names of index arguments: the only tensors an int64 array may be passed as.
-_INDEX_ARGUMENTS = ("index", "indices")
+_INDEX_ARGUMENTS = ("index", "indices", "target")
+# Operators whose ``self`` may also be an integer tensor: int32, or int64 narrowed to int32
+# when every value fits (their results are widened back to int64).
+INTEGER_SELF = ("aten.add.Scalar", "aten.sub.Scalar", "aten.mul.Scalar", "aten.clone.default",
+                "aten.constant_pad_nd.default")
+# Argument types accepted only at their default (a CPU, strided, contiguous tensor).
+_PLACEMENT_TYPES = ("Layout", "Device", "MemoryFormat")
 
 
 def _index_dtype(a: np.ndarray, qualified: str, argument: str) -> np.ndarray:
     """int64 indices narrowed to int32 (tpukit's index type) when every one fits; an int64
     tensor anywhere else is refused naming its dtype (not the int32 it would narrow to)."""
-    if a.dtype == np.int64 and argument not in _INDEX_ARGUMENTS:
+    integer_self = argument == "self" and qualified in INTEGER_SELF
+    if a.dtype == np.int64 and argument not in _INDEX_ARGUMENTS and not integer_self:
         raise _native.DTypeError(
             f"{qualified}: argument {argument!r}: tpuBLAS serves f32 and bf16 tensors "
             "(and int32 or int64 indices), got int64"
         )
     if a.dtype == np.int64:
         if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
-            raise _native.BoundsError(f"{qualified}: an index does not fit in int32")
+            what = "a value" if integer_self else "an index"
+            raise _native.BoundsError(f"{qualified}: {what} does not fit in int32")
         return a.astype(np.int32)
     return a
 
@@ -127,24 +138,38 @@ class Operator:
     def __call__(self, *args, **kwargs):
         return self._run(_schema.bind(self.schema, args, kwargs, self.info.name))
 
-    def _run(self, values: list):
+    def run_as(self, kind: str, *args, **kwargs):
+        """The call, its results of array kind ``kind`` (``"torch"``, ``"numpy"``, ``"jax"``)
+        when no tensor argument decides it (a factory's)."""
+        return self._run(_schema.bind(self.schema, args, kwargs, self.info.name), kind)
+
+    def _run(self, values: list, kind: str = "numpy"):
         """Runs the overload on the call's bound values."""
         name = self.info.name
         native, first = [], None
         for a, v in zip(self.schema.arguments, values, strict=True):
-            for kind, x, array in _convert(a, v, name):
-                native.append((kind, x))
+            for kind_, x, array in _convert(a, v, name):
+                native.append((kind_, x))
                 if first is None and array is not None:
                     first = array
         results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
-        k = _arrays.kind(first) if first is not None else "numpy"
-        out = [_arrays.to_kind(_index_result(_arrays.from_wire(w)), k, first) for w in results]
+        k = _arrays.kind(first) if first is not None else kind
+        widen = first is not None and name in INTEGER_SELF and \
+            str(first.dtype).removeprefix("torch.") == "int64"
+        arrays = [_arrays.from_wire(w) for w in results]
+        if widen or name in _INDEX_RESULTS:
+            # An int64 `self` was narrowed to int32, or the result is indices (tpukit's
+            # int32): int64 again, as ATen's.
+            arrays = [a.astype(np.int64) if a.dtype == np.int32 else a for a in arrays]
+        out = [_arrays.to_kind(a, k, first) for a in arrays]
         return out[0] if self.schema.results == 1 else tuple(out)
 
 
 def _convert(a: _schema.Argument, v, qualified: str):
     """The native ``(kind, value, original array or None)`` triples of one argument."""
     what = f"{qualified}: argument {a.name!r} ({a})"
+    if a.type == "Generator":  # None too: a seed from the default generator
+        return [("int", _seed(v), None)]
     if v is None:
         if not a.optional:
             raise TypeError(f"{what} may not be None")
@@ -162,6 +187,11 @@ def _convert(a: _schema.Argument, v, qualified: str):
         return out
     if a.type == "ScalarType":
         return [("str", v if isinstance(v, str) else _arrays.dtype_name(v), None)]
+    if a.type in _PLACEMENT_TYPES:
+        if str(v) not in ("cpu", "torch.strided", "torch.contiguous_format",
+                          "torch.preserve_format"):
+            raise TypeError(f"{what}: tpuBLAS makes CPU, strided, contiguous tensors, not {v}")
+        return [("none", None, None)]
     if a.list:
         items = [v] if isinstance(v, numbers.Integral) else list(v)
         if a.type == "bool":  # `bool[3] output_mask`, passed as 0/1
@@ -184,9 +214,15 @@ def _convert(a: _schema.Argument, v, qualified: str):
     raise TypeError(f"{what}: unsupported argument type")
 
 
-def _index_result(a: np.ndarray) -> np.ndarray:
-    """A result of indices (tpukit's int32, ``max_pool2d_with_indices``'s) as ATen's int64."""
-    return a.astype(np.int64) if a.dtype == np.int32 else a
+def _seed(generator) -> int:
+    """A 62-bit seed for tpuBLAS's random kernels, drawn from ``generator`` (a
+    ``torch.Generator``), or from torch's default generator (numpy's without torch): so
+    ``torch.manual_seed`` makes tpuBLAS's random tensors repeatable."""
+    if generator is None and "torch" not in sys.modules:
+        return int(np.random.randint(0, 2**62, dtype=np.int64))
+    import torch
+
+    return int(torch.randint(0, 2**62, (1,), generator=generator).item())
 
 
 def _integer(v, what: str) -> int:

@@ -4,9 +4,15 @@ Inside ``with tpublas.mode() as m:`` every ATen operator a program issues (autog
 backward operators included: the mode sits below autograd) reaches ``Mode``:
 
 - operators returning views of their inputs (``view``, ``t``, ``expand``, ``permute``,
-  ``slice``, …, any whose schema returns an alias that is not written) and operators that
-  return no tensor run as torch runs them: views stay views, no data moves
-  (``m.views`` counts them);
+  ``slice``, …, any whose schema returns an alias that is not written, and
+  ``_unsafe_view``) and operators that return no tensor run as torch runs them: views stay
+  views, no data moves (``m.views`` counts them);
+- factories (``zeros``, ``ones_like``, ``arange``, …) run tpuBLAS's fill kernels, and
+  ``empty*`` allocate without a kernel (``m.allocated``), see ``_factory``;
+- an in-place operator (``add_``, ``mul_``, ``fill_``, ``zero_``, ``copy_``, …) runs its
+  out-of-place counterpart on tpuBLAS and writes the result into ``self`` (which it
+  returns, as ATen does; autograd has already bumped its version counter), see
+  ``_inplace``;
 - an operator tpuBLAS has (``tpublas.ops()``), with every tensor argument on the CPU and of
   a dtype tpuBLAS takes, runs on tpuBLAS (``m.served``); tpuBLAS's errors are raised as they
   are, never hidden by a fallback;
@@ -25,6 +31,7 @@ raises ``FloatingPointError`` naming the operator and the line. (tpuBLAS kernels
 scratch memory, so there is none to fill with NaNs.)
 
 Counters are ``collections.Counter``s of ATen operator names (``"aten.mm.default"``).
+In-place and factory operators are counted under their own names.
 """
 
 from __future__ import annotations
@@ -41,7 +48,12 @@ from tpukit._native import UnsupportedError
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 # Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
 _INDEX_ARGUMENTS = {"index": (torch.int32, torch.int64), "indices": (torch.int32, torch.int64),
-                    "condition": (torch.bool,)}
+                    "target": (torch.int32, torch.int64), "condition": (torch.bool,),
+                    "mask": (torch.bool,)}
+# Overloads that are another's with fixed arguments: `x.sum()` is `sum.dim_IntList(x, None)`.
+_ALIASES = {"aten.sum.default": (torch.ops.aten.sum.dim_IntList, lambda a: (a[0], None))}
+# Operators returning a new tensor that is a reshape of a fresh row-major one: views.
+_VIEWS = {"aten._unsafe_view.default"}
 _NUMBER_DTYPES = (torch.float64, torch.int64, torch.int32)
 _SKIPPED_DIRS = tuple(
     os.path.dirname(m.__file__) + os.sep for m in (torch, __import__("tpukit"))
@@ -99,7 +111,8 @@ def _numbers_as_f32(func, args, kwargs):
         n = _number(v)
         return v if n is None else torch.tensor(float(n), dtype=torch.float32)
 
-    tensor_args = {a.name for a in func._schema.arguments if isinstance(a.type, torch.TensorType)}
+    tensor_args = {a.name for a in func._schema.arguments
+                   if isinstance(a.type, torch.TensorType) and a.name not in _INDEX_ARGUMENTS}
     positional = [a.name for a in func._schema.arguments if not a.kwarg_only]
     args = [convert(v) if n in tensor_args else v for n, v in zip(positional, args, strict=False)]
     return args, {k: convert(v) if k in tensor_args else v for k, v in kwargs.items()}
@@ -133,9 +146,13 @@ class Mode(TorchDispatchMode):
         self.served: collections.Counter = collections.Counter()
         self.fallback: collections.Counter = collections.Counter()
         self.views: collections.Counter = collections.Counter()
+        self.allocated: collections.Counter = collections.Counter()
 
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
+        alias = _ALIASES.get(str(func))
+        if alias is not None:
+            func, args = alias[0], alias[1](args)
         packet = self._operators.get(func._schema.name.removeprefix("aten::"))
         if packet is None or func.namespace != "aten":
             return None
@@ -151,8 +168,12 @@ class Mode(TorchDispatchMode):
         values = op._fit(args, kwargs)
         if values is None:
             return None
+        from tpukit.tpublas import INTEGER_SELF
+
         for a, v in zip(op.schema.arguments, values, strict=True):
             dtypes = _INDEX_ARGUMENTS.get(a.name, _FLOAT_DTYPES)
+            if a.name == "self" and op.info.name in INTEGER_SELF:
+                dtypes = _FLOAT_DTYPES + (torch.int32, torch.int64)
             for t in _tensors(v):
                 if t.device.type != "cpu" or t.dtype not in dtypes:
                     return None
@@ -180,13 +201,30 @@ class Mode(TorchDispatchMode):
 
         return call
 
+    def _serve(self, func, args, kwargs):
+        """A call ``(fn, args, kwargs)`` serving ``func`` on tpuBLAS, or None."""
+        from tpukit.tpublas import _factory, _inplace
+
+        make = _factory.call(func, args, kwargs, self._operators)
+        if make is not None:
+            return make, (), {}
+        write = _inplace.call(func, args, kwargs, self._serve)
+        if write is not None:
+            return write, (), {}
+        return self._tpublas_call(func, args, kwargs)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from tpukit.tpublas import _factory
+
         kwargs = kwargs or {}
         name = str(func)
-        if _is_view_or_metadata(func):
+        if _is_view_or_metadata(func) or name in _VIEWS:
             self.views[name] += 1
             return func(*args, **kwargs)
-        call = self._tpublas_call(func, args, kwargs)
+        if _factory._name(func) in _factory.ALLOCATIONS:
+            self.allocated[name] += 1
+            return func(*args, **kwargs)
+        call = self._serve(func, args, kwargs)
         if call is not None:
             self.served[name] += 1
         elif self.fallback_policy == "error":

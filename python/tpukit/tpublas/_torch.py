@@ -26,7 +26,7 @@ def qualified_name(op) -> str:
 
 def _cpu_kernel(op):
     def kernel(*args, **kwargs):
-        return op(*args, **kwargs)
+        return op.run_as("torch", *args, **kwargs)
 
     kernel.__name__ = qualified_name(op)
     return kernel
@@ -105,6 +105,25 @@ def _autograd(op):
     return setup_context, backward
 
 
+def _no_derivative_kernel(op):
+    """The autograd kernel of an op ``register_autograd`` cannot take (a keyword-only tensor
+    argument, as attention's ``attn_mask``): it has no derivative, so a call on tensors
+    that require grad raises ``UnsupportedError`` (never a silent ``grad=None``)."""
+    name = qualified_name(op)
+
+    def kernel(*args, **kwargs):
+        tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            raise UnsupportedError(
+                f"tpublas.{name} has no derivative: backward() cannot go through it"
+            )
+        with torch._C._AutoDispatchBelowAutograd():
+            return getattr(torch.ops.tpublas, op.schema.name).__getattr__(op.schema.overload)(
+                *args, **kwargs)
+
+    return kernel
+
+
 def register(packets):
     """Defines every overload of every packet once per process; returns the library."""
     global _LIBRARY
@@ -120,6 +139,9 @@ def register(packets):
             fake = _FAKES.get(name) or (_fake_kernel(aten) if aten is not None else None)
             if fake is not None:
                 torch.library.register_fake(f"tpublas::{name}", fake, lib=library)
+            if any(a.kwarg_only and a.type == "Tensor" for a in op.schema.arguments):
+                library.impl(name, _no_derivative_kernel(op), "Autograd")
+                continue
             setup_context, backward = _autograd(op)
             torch.library.register_autograd(
                 f"tpublas::{name}", backward, setup_context=setup_context, lib=library

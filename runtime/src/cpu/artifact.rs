@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use tpukit_dsl::{Loc, OperandId};
 
 /// A kernel compiled for one host target: relocatable object code exporting `entry` (see
-/// [`abi`](super::abi)), plus what the runtime needs to call it and explain its failures.
+/// `abi`), plus what the runtime needs to call it and explain its failures.
 #[derive(Clone, Debug)]
 pub struct Artifact {
     /// The exported symbol: unique per compilation, so objects never clash when linked.

@@ -19,11 +19,19 @@
 //! in memory, without the cache, and says so once. Entries appear atomically (a temporary
 //! file, synced, then renamed over the entry), so a writer killed at any moment leaves at
 //! worst a stray temporary file, never a partial entry under an entry's name; an entry that
-//! fails its checksum or does not decode is a miss, is reported once, and is replaced. A shared directory (NFS, a mounted bucket) shares the cache across hosts: the
-//! key includes the target, so hosts with different CPUs never use each other's code.
+//! fails its checksum or does not decode is a miss, is reported once, and is replaced. A
+//! shared directory (NFS, a mounted bucket) shares the cache across hosts: the key includes
+//! the target, so hosts with different CPUs never use each other's code.
+//!
+//! **Bound.** After each write the directory is trimmed (`eviction`): least-recently-used
+//! entries go until the entries total at most `TPUKIT_CACHE_MAX_BYTES`
+//! ([`DEFAULT_CACHE_MAX_BYTES`], 1 GiB, when unset), and lock and temporary files left by
+//! processes that died are removed.
 
 use super::artifact::{self, Artifact};
 use super::codegen::CodegenOptions;
+use super::eviction;
+pub use super::eviction::DEFAULT_CACHE_MAX_BYTES;
 use super::target::HostTarget;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, TryLockError};
@@ -87,13 +95,15 @@ pub fn stats() -> CacheStats {
 
 const MAGIC: &[u8; 4] = b"TPKC";
 
-/// The artifact for `key`: from a bundle, from the disk cache, or from `compile` (then stored
-/// in the disk cache).
+/// The artifact for `key`, the host's key of the kernel whose structural hash is `hash`
+/// (compiled with bounds checks if `debug`): from a bundle (keyed by each bundle's target), from
+/// the disk cache, or from `compile` (then stored in the disk cache).
 pub(crate) fn artifact(
     key: &CacheKey,
+    (hash, debug): (KernelHash, bool),
     compile: impl FnOnce() -> Result<Artifact, crate::RuntimeError>,
 ) -> Result<Artifact, crate::RuntimeError> {
-    if let Some(a) = crate::bundle::lookup(key) {
+    if let Some(a) = crate::bundle::lookup(hash, debug) {
         BUNDLE_HITS.fetch_add(1, Ordering::Relaxed);
         return Ok(a);
     }
@@ -115,8 +125,30 @@ pub(crate) fn artifact(
     }
 }
 
+/// The artifact in a disk-cache entry's bytes (a sealed, checksummed [`Artifact`]), or why
+/// they are not one. What the disk cache serves goes through here.
+pub fn read_entry(bytes: &[u8]) -> Result<Artifact, String> {
+    artifact::open(MAGIC, bytes).and_then(Artifact::decode)
+}
+
+/// The bytes of a disk-cache entry holding `a` (what [`read_entry`] reads).
+pub fn entry_bytes(a: &Artifact) -> Vec<u8> {
+    artifact::seal(MAGIC, &a.encode())
+}
+
+/// Writes `a` as the entry for `key` in the cache directory `dir`, as a launch does after
+/// compiling: atomically, then trims the directory to its bound. For filling a cache ahead
+/// of time (and for tests of concurrent writers).
+pub fn store(dir: &Path, key: &CacheKey, a: &Artifact) -> std::io::Result<()> {
+    let disk = Disk::new(dir, key)?;
+    disk.store(a)?;
+    eviction::trim(dir, eviction::max_bytes(), &disk.entry);
+    Ok(())
+}
+
 /// One key's files in the cache directory.
 struct Disk {
+    dir: PathBuf,
     entry: PathBuf,
     lock: PathBuf,
 }
@@ -125,6 +157,7 @@ impl Disk {
     fn new(dir: &Path, key: &CacheKey) -> std::io::Result<Disk> {
         fs::create_dir_all(dir)?;
         Ok(Disk {
+            dir: dir.to_path_buf(),
             entry: dir.join(format!("{}.tpkc", key.0)),
             lock: dir.join(format!("{}.lock", key.0)),
         })
@@ -136,6 +169,7 @@ impl Disk {
     ) -> Result<Artifact, crate::RuntimeError> {
         if let Some(a) = self.load(false) {
             DISK_HITS.fetch_add(1, Ordering::Relaxed);
+            eviction::touch(&self.entry);
             return Ok(a);
         }
         // Whoever holds the lock compiles; the others wait, then find the entry.
@@ -175,11 +209,12 @@ impl Disk {
         }
         COMPILED.fetch_add(1, Ordering::Relaxed);
         let a = compile()?;
-        if let Err(e) = self.store(&a) {
-            warn_once(&format!(
+        match self.store(&a) {
+            Ok(()) => eviction::trim(&self.dir, eviction::max_bytes(), &self.entry),
+            Err(e) => warn_once(&format!(
                 "tpukit: cannot write {} ({e}); the kernel is compiled but not cached",
                 self.entry.display()
-            ));
+            )),
         }
         Ok(a)
     }
@@ -216,7 +251,7 @@ impl Disk {
     /// `report`, i.e. once per lookup).
     fn load(&self, report: bool) -> Option<Artifact> {
         let bytes = fs::read(&self.entry).ok()?;
-        match artifact::open(MAGIC, &bytes).and_then(Artifact::decode) {
+        match read_entry(&bytes) {
             Ok(a) => Some(a),
             Err(_) if !report => None,
             Err(e) => {
@@ -232,13 +267,15 @@ impl Disk {
 
     /// Writes the entry atomically: a unique temporary file, then a rename over the entry.
     fn store(&self, a: &Artifact) -> std::io::Result<()> {
+        // Unique per process and write: concurrent writers never share a temporary file.
+        static WRITES: AtomicUsize = AtomicUsize::new(0);
         let tmp = self.entry.with_extension(format!(
             "tmp.{}.{}",
             std::process::id(),
-            COMPILED.load(Ordering::Relaxed)
+            WRITES.fetch_add(1, Ordering::Relaxed)
         ));
         let mut f = File::create(&tmp)?;
-        f.write_all(&artifact::seal(MAGIC, &a.encode()))?;
+        f.write_all(&entry_bytes(a))?;
         f.sync_all()?;
         fs::rename(&tmp, &self.entry)
     }
@@ -248,10 +285,17 @@ impl Disk {
 /// itself, without the cache.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The messages [`warn_once`] printed.
+static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Holds the warn-once lock (for the fork handler, see `crate::fork`).
+pub(crate) fn hold_warnings() -> std::sync::MutexGuard<'static, Vec<String>> {
+    SEEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Prints `message` to stderr the first time it is seen in this process.
 pub(crate) fn warn_once(message: &str) {
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = hold_warnings();
     if !seen.iter().any(|m| m == message) {
         eprintln!("{message}");
         seen.push(message.to_string());

@@ -50,6 +50,7 @@ pub fn compile_artifact(
     target: &HostTarget,
     options: CodegenOptions,
 ) -> Result<Artifact, RuntimeError> {
+    let _gate = crate::fork::section();
     tpukit_dsl::verify(kernel)?;
     let entry = entry_name(&CacheKey::new(kernel, target, options));
     let clock = std::time::Instant::now();
@@ -99,6 +100,7 @@ pub fn compile_artifact(
 
 /// Links an artifact into the process.
 pub fn link(artifact: Artifact) -> Result<Compiled, String> {
+    let _gate = crate::fork::section();
     let address = jit::load(&artifact.object, &artifact.entry)?;
     // SAFETY: the entry was emitted with exactly the `Entry` signature (see `abi`).
     let entry: Entry = unsafe { std::mem::transmute::<usize, Entry>(address) };
@@ -118,6 +120,7 @@ fn internal(kernel: &str, message: impl std::fmt::Display) -> RuntimeError {
 /// Compiles `kernel` for the host and links it, bypassing every cache (what the compile-
 /// latency benchmark measures).
 pub fn compile(kernel: &Kernel, debug: bool) -> Result<Compiled, RuntimeError> {
+    let _gate = crate::fork::section();
     let target = HostTarget::detect();
     let artifact = compile_artifact(kernel, &target, options_for(&target, debug))?;
     link(artifact).map_err(|m| internal(&kernel.name, m))
@@ -137,6 +140,7 @@ fn memory() -> std::sync::MutexGuard<'static, HashMap<(KernelHash, bool), Slot>>
 /// Links `artifact`, the (non-debug) compiled form of the kernel whose structural hash is
 /// `hash`, and keeps it in the in-process cache, as its first launch would.
 pub(crate) fn preload(hash: KernelHash, artifact: Artifact) {
+    let _gate = crate::fork::section();
     let slot = memory().entry((hash, false)).or_default().clone();
     slot.get_or_init(|| {
         link(artifact)
@@ -153,6 +157,9 @@ pub(crate) fn cached(
     hash: KernelHash,
     debug: bool,
 ) -> Result<Arc<Compiled>, RuntimeError> {
+    // Held while waiting for another thread's compilation too: a fork never sees one half
+    // done (see `crate::fork`).
+    let _gate = crate::fork::section();
     let slot = memory().entry((hash, debug)).or_default().clone();
     slot.get_or_init(|| {
         let clock = std::time::Instant::now();
@@ -160,7 +167,9 @@ pub(crate) fn cached(
         let options = options_for(&target, debug);
         let key = CacheKey::from_hash(hash, &target, options);
         let keyed_at = clock.elapsed();
-        let artifact = cache::artifact(&key, || compile_artifact(kernel, &target, options))?;
+        let artifact = cache::artifact(&key, (hash, debug), || {
+            compile_artifact(kernel, &target, options)
+        })?;
         let found_at = clock.elapsed();
         let compiled = link(artifact)
             .map(Arc::new)

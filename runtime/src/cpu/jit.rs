@@ -77,6 +77,7 @@ fn jit() -> Result<&'static Mutex<Jit>, String> {
 /// resolves the process symbols kernels call through it once, which sets up the lookup
 /// machinery every later link uses.
 pub(crate) fn warm_up() -> Result<(), String> {
+    let _gate = crate::fork::section();
     let jit = jit()?.lock().unwrap_or_else(|e| e.into_inner());
     let mut address: LLVMOrcExecutorAddress = 0;
     let name = CString::new("memcpy").expect("no NUL");
@@ -87,6 +88,7 @@ pub(crate) fn warm_up() -> Result<(), String> {
 /// Links `object` into the process and returns the address of its symbol `entry`.
 /// `entry` must be unique in the process (kernels are named by their hash and a counter).
 pub(crate) fn load(object: &[u8], entry: &str) -> Result<usize, String> {
+    let _gate = crate::fork::section();
     let jit = jit()?.lock().unwrap_or_else(|e| e.into_inner());
     let name = CString::new(entry).map_err(|e| e.to_string())?;
     let buffer_name = CString::new(format!("{entry}.o")).map_err(|e| e.to_string())?;

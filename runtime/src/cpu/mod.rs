@@ -10,16 +10,26 @@ pub(crate) mod artifact;
 pub(crate) mod cache;
 mod codegen;
 mod compile;
+mod eviction;
 mod jit;
 mod pool;
 mod stage;
 mod target;
 
 pub use artifact::Artifact;
-pub use cache::{CacheKey, CacheStats, LOCK_TIMEOUT, stats};
+pub(crate) use cache::warn_once;
+pub use cache::{
+    CacheKey, CacheStats, DEFAULT_CACHE_MAX_BYTES, LOCK_TIMEOUT, entry_bytes, read_entry, stats,
+    store,
+};
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
-pub use target::HostTarget;
+pub use target::{HostTarget, PORTABLE_CPU};
+
+/// The leaf locks the fork handler holds across `fork` besides its gate (see `crate::fork`).
+pub(crate) fn fork_leaves() -> Vec<Box<dyn std::any::Any>> {
+    vec![Box::new(cache::hold_warnings())]
+}
 
 /// Prepares the compiled backend ahead of the first launch: reads the host target, creates
 /// the JIT that links kernels into the process, starts the worker threads, brings the
@@ -28,6 +38,7 @@ pub use target::HostTarget;
 /// Nothing else starts any of this: each is created at its first use (threads in a forked
 /// child included, see `pool`), so loading tpukit costs nothing until it runs a kernel.
 pub fn warm_up() -> Result<(), RuntimeError> {
+    let _gate = crate::fork::section();
     HostTarget::detect();
     warm_allocator();
     jit::warm_up().map_err(|m| RuntimeError {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 /// This process's pool, created on first use.
 pub(crate) fn pool() -> Arc<ThreadPool> {
+    let _gate = crate::fork::section();
     static POOL: Mutex<Option<(u32, Arc<ThreadPool>)>> = Mutex::new(None);
     let pid = std::process::id();
     let mut slot = POOL.lock().unwrap_or_else(|e| e.into_inner());

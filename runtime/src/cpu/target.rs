@@ -1,8 +1,11 @@
-//! The machine code is generated for: the host CPU, read at run time.
+//! The machine code is generated for: the host CPU, read at run time, or (for a bundle that
+//! ships to other machines) the portable x86-64-v3 baseline.
 //!
 //! Code is tuned for the exact CPU the process runs on (its name and feature string are part
 //! of every compiled kernel's identity), so a kernel compiled on an AVX-512 machine uses
-//! 512-bit vectors and one compiled on an AVX2 machine does not.
+//! 512-bit vectors and one compiled on an AVX2 machine does not. Code compiled for another
+//! target runs here when this CPU has every feature that target's code may use
+//! ([`HostTarget::runs_code_for`]): what lets a wheel's portable bundle serve any AVX2 machine.
 
 use inkwell::OptimizationLevel;
 use inkwell::targets::{
@@ -17,7 +20,8 @@ pub(crate) fn initialize() {
     });
 }
 
-/// The host as LLVM names it: triple, CPU and features.
+/// A target as LLVM names it: triple, CPU and features (`+name` for each feature code may
+/// use; the host's string also lists what it lacks, as `-name`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HostTarget {
     pub triple: String,
@@ -25,9 +29,19 @@ pub struct HostTarget {
     pub features: String,
 }
 
+/// The name [`HostTarget::portable`] gives its CPU (LLVM's name of the baseline).
+pub const PORTABLE_CPU: &str = "x86-64-v3";
+
+/// The features of x86-64-v3 (Haswell and Zen 1 onwards: AVX2, FMA, BMI1/2, F16C, ...) as
+/// LLVM's host feature strings name them, so [`HostTarget::runs_code_for`] can compare them
+/// with the host's. The CPU name implies the rest (x87, NOPL), which every x86-64 CPU has.
+const PORTABLE_FEATURES: &str = "+64bit,+cx8,+cmov,+mmx,+fxsr,+sse,+sse2,+sse3,+ssse3,+sse4.1,\
++sse4.2,+popcnt,+crc32,+cx16,+sahf,+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave";
+
 impl HostTarget {
     /// The machine this process runs on (read once).
     pub fn detect() -> HostTarget {
+        let _gate = crate::fork::section();
         static HOST: OnceLock<HostTarget> = OnceLock::new();
         HOST.get_or_init(|| {
             initialize();
@@ -41,6 +55,35 @@ impl HostTarget {
             }
         })
         .clone()
+    }
+
+    /// The portable baseline a shipped bundle is compiled for: x86-64-v3 on x86-64 Linux
+    /// (the triple is this build's, as the host's is).
+    pub fn portable() -> HostTarget {
+        initialize();
+        HostTarget {
+            triple: TargetMachine::get_default_triple()
+                .as_str()
+                .to_string_lossy()
+                .into_owned(),
+            cpu: PORTABLE_CPU.to_string(),
+            features: PORTABLE_FEATURES.to_string(),
+        }
+    }
+
+    /// Whether this CPU runs code compiled for `code_for`: the same triple, and every feature
+    /// `code_for`'s code may use (`+name`) is one this CPU has. Code tuned for another CPU
+    /// name runs correctly (only slower, maybe) when its features are present.
+    pub fn runs_code_for(&self, code_for: &HostTarget) -> bool {
+        self == code_for || (self.triple == code_for.triple && self.missing(code_for).is_empty())
+    }
+
+    /// The features `code_for`'s code may use that this CPU lacks.
+    pub fn missing<'a>(&self, code_for: &'a HostTarget) -> Vec<&'a str> {
+        let has: std::collections::HashSet<&str> = enabled(&self.features).collect();
+        enabled(&code_for.features)
+            .filter(|f| !has.contains(f))
+            .collect()
     }
 
     /// Whether 512-bit vectors are available (sets the `dot` micro-kernel's width).
@@ -62,4 +105,9 @@ impl HostTarget {
             )
             .ok_or_else(|| format!("LLVM cannot target `{}` ({})", self.triple, self.cpu))
     }
+}
+
+/// The features a feature string enables (`+name`), without their `+`.
+fn enabled(features: &str) -> impl Iterator<Item = &str> {
+    features.split(',').filter_map(|f| f.strip_prefix('+'))
 }

@@ -25,13 +25,7 @@ impl Buffer {
     fn ref_shape(&self) -> Vec<usize> {
         match &self.block {
             None => self.shape.clone(),
-            Some(b) => b
-                .iter()
-                .filter_map(|d| match d {
-                    BlockDim::Blocked(n) => Some(*n),
-                    BlockDim::Squeezed => None,
-                })
-                .collect(),
+            Some(b) => b.iter().filter(|d| d.kept()).map(|d| d.size()).collect(),
         }
     }
 
@@ -43,12 +37,11 @@ impl Buffer {
             Some(b) => {
                 let mut k = 0;
                 for (d, bd) in b.iter().enumerate() {
-                    let l = match bd {
-                        BlockDim::Squeezed => 0,
-                        BlockDim::Blocked(_) => {
-                            k += 1;
-                            local[k - 1]
-                        }
+                    let l = if bd.kept() {
+                        k += 1;
+                        local[k - 1]
+                    } else {
+                        0
                     };
                     out.push(self.origin[d] + l);
                 }
@@ -155,7 +148,7 @@ impl Memory {
                 .collect();
             let b = &mut self.buffers[i];
             for (d, (&bi, bd)) in blocks.iter().zip(&spec.block).enumerate() {
-                let start = bi * bd.size() as i64;
+                let start = bi * bd.unit() as i64;
                 let n = b.shape[d] as i64;
                 if start < 0 || (start >= n && !(n == 0 && start == 0)) {
                     return Err(RuntimeError::new(

@@ -36,19 +36,7 @@ pub(super) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
                 UnaryOp::Abs => a.wrapping_abs(),
                 UnaryOp::Not if d == DType::Bool => (a == 0) as i64,
                 UnaryOp::Not => !a,
-                UnaryOp::Exp
-                | UnaryOp::Exp2
-                | UnaryOp::Log
-                | UnaryOp::Log1p
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqrt
-                | UnaryOp::Tanh
-                | UnaryOp::Erf
-                | UnaryOp::Logistic
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Sin
-                | UnaryOp::Cos => {
+                tpukit_dsl::float_unary_ops!() => {
                     unreachable!("verified: {op:?} on {d}")
                 }
             };

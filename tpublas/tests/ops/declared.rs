@@ -185,6 +185,93 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
     c.push(("cat", vec![x(), t(d, &[2, 600]), Value::Int(0)]));
     c.push(("cat", vec![t(d, &[3, 6]), t(d, &[3, 2]), Value::Int(1)]));
     c.extend(cnn_calls(d, o));
+    c.extend(training_calls(d, o));
+    c
+}
+
+/// Calls of the loss, backward, factory and copy operators of a training step.
+fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
+    let x = || t(d, &[3, 600]);
+    let target = || ints(&[5.0, -100.0, 599.0]);
+    let mut c: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for reduction in [0, 1, 2] {
+        let r = Value::Int(reduction);
+        let ignore = Value::Int(-100);
+        c.push((
+            "nll_loss_forward",
+            vec![x(), target(), Value::None, r.clone(), ignore.clone()],
+        ));
+        let g = if reduction == 0 {
+            t(d, &[3])
+        } else {
+            t(d, &[])
+        };
+        let args = vec![g, x(), target(), Value::None, r, ignore, t(d, &[])];
+        c.push(("nll_loss_backward", args));
+    }
+    for dtype in [d, o] {
+        let args = vec![x(), x(), Value::Int(1), Value::Str(dtype.name().into())];
+        c.push(("_log_softmax_backward_data", args));
+    }
+    c.push(("tanh_backward", vec![x(), x()]));
+    for dtype in [d, DType::I32] {
+        let dt = Value::Str(dtype.name().into());
+        c.push(("full", vec![dims(&[3, 5000]), Value::Int(2), dt.clone()]));
+        let args = vec![Value::Int(1), Value::Int(9000), Value::Int(2), dt];
+        c.push(("arange.start_step", args));
+    }
+    c.push(("clone", vec![x()]));
+    c.push(("_to_copy", vec![x(), Value::Str(o.name().into())]));
+    let embedding = vec![
+        t(d, &[3, 600]),
+        ints(&[5.0, 0.0, 5.0]),
+        Value::Int(7),
+        Value::Int(0),
+    ];
+    c.push(("embedding_dense_backward", embedding));
+    for name in [
+        "eq.Scalar",
+        "ne.Scalar",
+        "lt.Scalar",
+        "le.Scalar",
+        "gt.Scalar",
+        "ge.Scalar",
+    ] {
+        c.push((name, vec![x(), Value::Scalar(1.0)]));
+    }
+    c.push((
+        "masked_fill.Scalar",
+        vec![x(), bools(&[600]), Value::Scalar(-1.0)],
+    ));
+    c.push(("masked_fill.Tensor", vec![x(), bools(&[3, 600]), t(d, &[])]));
+    c.push(("bernoulli.p", vec![x(), Value::Scalar(0.3), Value::Int(7)]));
+    let (q, k) = (|| t(d, &[2, 3, 70, 40]), || t(d, &[2, 3, 90, 40]));
+    for causal in [false, true] {
+        let fwd = vec![q(), k(), k(), Value::Scalar(0.0), causal.into()];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));
+        let lse = t(DType::F32, &[2, 3, 70]);
+        let bwd = vec![
+            q(),
+            q(),
+            k(),
+            k(),
+            q(),
+            lse,
+            Value::Scalar(0.0),
+            causal.into(),
+        ];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu_backward", bwd));
+    }
+    c.push((
+        "constant_pad_nd",
+        vec![x(), dims(&[1, 2, 0, 3]), Value::Scalar(-1.0)],
+    ));
+    c.push((
+        "constant_pad_nd",
+        vec![ints(&[1.0, 2.0]), dims(&[0, 1]), Value::Int(-100)],
+    ));
+    c.push(("add.Scalar", vec![ints(&[1.0, 2.0]), Value::Int(3)]));
+    c.push(("clone", vec![ints(&[1.0, 2.0])]));
     c
 }
 

@@ -142,19 +142,7 @@ impl<'ctx> Emitter<'ctx, '_> {
                     &[x.into(), self.ctx.bool_type().const_zero().into()],
                 )?,
                 UnaryOp::Not => self.b.build_not(x, "not")?.into(),
-                UnaryOp::Exp
-                | UnaryOp::Exp2
-                | UnaryOp::Log
-                | UnaryOp::Log1p
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqrt
-                | UnaryOp::Tanh
-                | UnaryOp::Erf
-                | UnaryOp::Logistic
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Sin
-                | UnaryOp::Cos => {
+                tpukit_dsl::float_unary_ops!() => {
                     return Err(format!("`{}` on {dtype}", op.name()).into());
                 }
             });

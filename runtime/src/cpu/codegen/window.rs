@@ -12,7 +12,7 @@ use super::{Emitter, Report, Result};
 use crate::cpu::abi::{code, helper};
 use crate::cpu::stage;
 use inkwell::{AddressSpace, IntPredicate};
-use tpukit_dsl::{BlockDim, DType, Role, Window};
+use tpukit_dsl::{DType, Role, Window};
 
 impl<'ctx> Emitter<'ctx, '_> {
     /// Evaluates operand `i`'s index map at the current grid point, checks the window's start,
@@ -30,7 +30,9 @@ impl<'ctx> Emitter<'ctx, '_> {
             let bi = self
                 .b
                 .build_int_s_extend(bi, self.ctx.i64_type(), "block")?;
-            let start = self.b.build_int_nsw_mul(bi, self.i64(size), "start")?;
+            let start = self
+                .b
+                .build_int_nsw_mul(bi, self.i64(bd.unit() as i64), "start")?;
             let n = self.operands[i].dims[d];
             // 0 <= start < n, or start == 0 for an empty dimension.
             let inside = self
@@ -83,7 +85,7 @@ impl<'ctx> Emitter<'ctx, '_> {
             inner *= block[d] as i64;
         }
         for (d, bd) in spec.block.iter().enumerate() {
-            if let BlockDim::Blocked(_) = bd {
+            if bd.kept() {
                 let s = self.b.build_select(
                     fits,
                     st.strides[d],
@@ -203,8 +205,8 @@ fn fill_bits(dtype: DType, x: f64) -> u64 {
     let x = dtype.round_f64(x);
     match dtype {
         DType::F32 => (x as f32).to_bits() as u64,
-        DType::BF16 => half::bf16::from_f64(x).to_bits() as u64,
-        DType::F16 => half::f16::from_f64(x).to_bits() as u64,
+        DType::BF16 => tpukit_dsl::bf16_from_f64(x).to_bits() as u64,
+        DType::F16 => tpukit_dsl::f16_from_f64(x).to_bits() as u64,
         DType::I32 => x as i32 as u32 as u64,
         DType::I8 => x as i8 as u8 as u64,
         DType::Bool => (x != 0.0) as u64,

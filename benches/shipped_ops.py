@@ -1,0 +1,164 @@
+"""JAX's shipped TPU Pallas ops on the CPU, in unmodified jitted programs: under
+``tpukit.pallas.on_cpu()`` (each Pallas call a tpukit custom call, XLA for the rest), under
+``pltpu.force_tpu_interpret_mode()`` (JAX's TPU interpreter) and as XLA's plain
+``jax.numpy`` version of the same computation.
+
+Each cell is the median of the steady-state calls of one jitted program (results ready),
+after a first call that compiles; the first call is reported for tpukit. Prints a markdown
+table; ``--write`` replaces the shipped-ops section of BENCHMARKS.md. Not a test: the machine
+is noisy, read the ratios.
+
+    PYTHONPATH=python .venv/bin/python benches/shipped_ops.py [--write] [--repeats 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- shipped-ops-bench:begin -->", "<!-- shipped-ops-bench:end -->"
+
+
+def _attention(q, k, v, causal, sm_scale):
+    import jax
+    import jax.numpy as jnp
+
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * sm_scale
+    if causal:
+        s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -1e30)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def cases():
+    """``(name, shipped program, plain program, arguments)``: jitted functions."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+    from jax.experimental.pallas.ops.tpu import matmul as mm
+
+    rng = np.random.default_rng(0)
+
+    def randn(*shape):
+        return jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+
+    qkv = [randn(2, 4, 512, 128) for _ in range(3)]
+    out = []
+    for causal in (True, False):
+        out.append((
+            f"flash_attention 2×4×512×128, {'causal' if causal else 'full'}",
+            jax.jit(lambda q, k, v, c=causal: fa.flash_attention(q, k, v, causal=c,
+                                                                 sm_scale=0.125)),
+            jax.jit(lambda q, k, v, c=causal: _attention(q, k, v, c, 0.125)),
+            qkv,
+        ))
+
+    def loss(attend):
+        return lambda q, k, v: jnp.sum(jnp.sin(attend(q, k, v)))
+
+    small = [randn(1, 2, 256, 128) for _ in range(3)]
+    out.append((
+        "flash_attention 1×2×256×128 causal, jax.grad (fwd + dq, dkv kernels)",
+        jax.jit(jax.grad(loss(lambda q, k, v: fa.flash_attention(q, k, v, causal=True,
+                                                                 sm_scale=0.125)), (0, 1, 2))),
+        jax.jit(jax.grad(loss(lambda q, k, v: _attention(q, k, v, True, 0.125)), (0, 1, 2))),
+        small,
+    ))
+    x, y = randn(1024, 1024), randn(1024, 1024)
+    out.append((
+        "matmul 1024×1024×1024, 256×256 blocks, block_k 256",
+        jax.jit(lambda x, y: mm.matmul(x, y, block_shape=(256, 256), block_k=256)),
+        jax.jit(lambda x, y: x @ y),
+        [x, y],
+    ))
+    return out
+
+
+def timed(fn, args, repeats) -> tuple[float, float]:
+    """``(first call ms, median steady-state ms)``."""
+    import jax
+
+    t = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    first = (time.perf_counter() - t) * 1e3
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append((time.perf_counter() - t) * 1e3)
+    return first, statistics.median(times)
+
+
+def measure(repeats: int) -> list[tuple]:
+    import contextlib
+
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import pallas
+
+    # Each mode gets freshly made (so freshly jitted) programs: JAX's caches must not hand one
+    # mode's compiled program to another.
+    modes = [
+        ("tpukit", pallas.on_cpu, 0, repeats),
+        ("interpret", pltpu.force_tpu_interpret_mode, 0, max(1, repeats // 5)),
+        ("xla", contextlib.nullcontext, 1, repeats),
+    ]
+    results: dict[str, list] = {}
+    for mode, context, which, n in modes:
+        for case in cases():
+            with context():
+                results.setdefault(case[0], []).append(timed(case[1 + which], case[3], n))
+            print(f"{case[0]}, {mode}: {results[case[0]][-1][1]:.1f} ms", file=sys.stderr)
+    return [
+        (name, ours[0], ours[1], interpret[1], xla[1])
+        for name, (ours, interpret, xla) in results.items()
+    ]
+
+
+def table(rows) -> str:
+    lines = [
+        (
+            "| op (f32) | tpukit `on_cpu()` first call | tpukit `on_cpu()` | "
+            "`force_tpu_interpret_mode()` | XLA plain `jnp` | tpukit / XLA |"
+        ),
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, first, ours, interpret, xla in rows:
+        lines.append(
+            f"| {name} | {first:.0f} | {ours:.1f} | {interpret:.0f} | {xla:.1f} | "
+            f"{ours / xla:.2f}× |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--write", action="store_true", help="replace the section in BENCHMARKS.md")
+    p.add_argument("--repeats", type=int, default=10, help="steady-state calls per cell")
+    a = p.parse_args()
+    sys.path.insert(0, str(ROOT / "python"))
+    rows = measure(a.repeats)
+    header = (
+        f"Run on {os.cpu_count()} CPUs ({platform.machine()}), {time.strftime('%Y-%m-%d')}; "
+        f"medians of {a.repeats} steady-state calls (interpret mode: {max(1, a.repeats // 5)}), "
+        "times in ms.\n\n"
+    )
+    text = header + table(rows)
+    print(text)
+    if a.write:
+        path = ROOT / "BENCHMARKS.md"
+        doc = path.read_text()
+        if BEGIN not in doc:
+            doc += f"\n{BEGIN}\n{END}\n"
+        head, rest = doc.split(BEGIN, 1)
+        path.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Helion loads at computed indices (python/tpukit/helion/_memory.py, ``take``) lower for TPU
+and compile with libtpu for v5e and v6e, in f32 and bf16, through both lowerings (JAX's
+StableHLO of the Pallas kernel and tpukit's own Mosaic lowering of the imported IR): a shifted
+tile (``t[tile.index + 1]``), a negative shift on the last dimension under ``extra_mask``
+(concatenate), a flat index computed from loaded labels (cross_entropy) and a gather along
+lanes (``w[:, idx[tile]]``); stores at computed indices (rows at ``start + tile.index``, a
+shifted store under ``extra_mask``); and loops with data-dependent bounds (``hl.jagged_tile``, whose
+stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops).
+Their results are tested in python/tests/test_helion_indices.py and test_helion_jagged.py."""
+
+import functools
+
+import pytest
+from tpu_compile import TOPOLOGIES
+
+torch = pytest.importorskip("torch")
+
+import tpukit.helion.language as hl
+from tpukit import helion
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def next_minus_this(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t.index + 1] - x[t]
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16, 128]))
+def concat_masked(x, y):
+    out = torch.empty([x.size(0), x.size(1) + y.size(1)], dtype=x.dtype)
+    for t0, t1 in hl.tile(out.size()):
+        in_x = (t1.index < x.size(1))[None, :]
+        a = hl.load(x, [t0, t1], extra_mask=in_x)
+        b = hl.load(y, [t0, t1.index - x.size(1)], extra_mask=(t1.index >= x.size(1))[None, :])
+        out[t0, t1] = torch.where(in_x, a, b)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32]))
+def pick_logits(logits, labels):
+    n, v = logits.shape
+    flat = logits.view(-1)
+    out = torch.empty([n], dtype=logits.dtype)
+    for t in hl.tile(n):
+        out[t] = hl.load(flat, [t.index * v + labels[t]])
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def lane_gather(x, w):
+    out = torch.empty([w.size(0), x.size(0)], dtype=w.dtype)
+    for t in hl.tile(x.size(0)):
+        out[:, t] = w[:, x[t]]
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 128]))
+def jagged_scale(x, row_lengths):
+    out = x.clone()
+    for tile_b in hl.tile(row_lengths.size(0)):
+        acc = hl.zeros([tile_b], dtype=torch.float32)
+        for tile_k in hl.jagged_tile(row_lengths[tile_b]):
+            v = x[tile_b, tile_k]
+            acc = acc + v.to(torch.float32).sum(dim=1)
+            out[tile_b, tile_k] = v * 2
+        out[tile_b, 0] = acc.to(x.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def grouped_affine(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        for t in hl.tile(offsets[g], offsets[g + 1]):
+            out[t] = x[t] * (g + 1).to(x.dtype)
+    return out
+
+
+# the one-hot select holds rows x block x columns in VMEM: a small table, as on a TPU
+@helion.kernel(config=helion.Config(block_sizes=[32]))
+def grouped_rows(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for t in hl.tile(offsets[g + 1] - start):
+            out[start + t.index, :] = x[start + t.index, :] * (g + 1).to(x.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def shifted_store(x):
+    out = torch.full_like(x, -1.0)
+    for t in hl.tile(x.size(0)):
+        hl.store(out, [t.index + 3], x[t], extra_mask=t.index + 3 < x.size(0))
+    return out
+
+
+def _randn(*shape, dtype):
+    return torch.randn(*shape).to(dtype)
+
+
+KERNELS = {
+    "next_minus_this": (next_minus_this, lambda d: (_randn(300, dtype=d),)),
+    "concat_masked": (concat_masked, lambda d: (_randn(150, 40, dtype=d), _randn(150, 60, dtype=d))),
+    "pick_logits": (pick_logits, lambda d: (_randn(50, 37, dtype=d),
+                                            torch.randint(0, 37, (50,), dtype=torch.int32))),
+    "lane_gather": (lane_gather, lambda d: (torch.randint(0, 16, (200,), dtype=torch.int32),
+                                            _randn(8, 16, dtype=d))),
+    "jagged_scale": (jagged_scale, lambda d: (_randn(13, 200, dtype=d),
+                                              torch.randint(0, 201, (13,), dtype=torch.int32))),
+    "grouped_affine": (grouped_affine, lambda d: (_randn(500, dtype=d), torch.tensor(
+        [0, 7, 7, 300, 301, 470], dtype=torch.int32))),
+    "grouped_rows": (grouped_rows, lambda d: (_randn(100, 40, dtype=d), torch.tensor(
+        [0, 7, 7, 60, 61, 90], dtype=torch.int32))),
+    "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
+}
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+
+@functools.cache
+def _lowered(name, dtype, path):
+    torch.manual_seed(0)
+    kernel, build = KERNELS[name]
+    args = build(DTYPES[dtype])
+    if path == "jax":
+        return tuple(kernel.stablehlo(*args))
+    return tuple(ir.lower() for ir in kernel.ir(*args))
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("path", ["jax", "tpukit"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_computed_index_compiles_for_tpu(compiler, name, dtype, path, topology):
+    modules = _lowered(name, dtype, path)
+    assert len(modules) == 1
+    result = compiler.compile(modules[0], topology)
+    assert result["ok"], result.get("error")
+    assert result["llo_ops"][0]["total"] > 0

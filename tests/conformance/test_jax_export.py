@@ -1,0 +1,100 @@
+"""Whole jitted JAX programs calling tpukit kernels, exported for the TPU platform
+(``jax.export(..., platforms=["tpu"])``) and compiled with libtpu for v5e and v6e: each
+tpukit kernel is a ``tpu_custom_call`` carrying tpukit's own Mosaic of it (a catalog kernel
+written in Rust, an imported Pallas kernel, one whose output aliases an input), beside XLA's
+ops. Their results on the CPU are checked in python/tests/test_jax_jit.py."""
+
+import contextlib
+import functools
+import re
+
+import pytest
+from tpu_compile import TOPOLOGIES
+
+jax = pytest.importorskip("jax")
+
+
+def _export(fn, specs) -> str:
+    from jax import export
+    from tpukit import _lowering
+
+    device = _lowering._tpu_device()
+    with jax.default_device(device) if device is not None else contextlib.nullcontext():
+        return export.export(jax.jit(fn), platforms=["tpu"])(*specs).mlir_module()
+
+
+def _catalog_between_jax_ops():
+    """``tanh`` → the catalog's ``add_vectors`` (a Rust ``#[tpu_kernel]``) → ``* 2``, twice."""
+    import jax.numpy as jnp
+    from tpukit import instantiate, launch
+
+    add = instantiate("add_vectors", [1000])
+
+    def program(x, y):
+        z = launch(add, jnp.tanh(x), y)[0] * 2
+        return launch(add, z, x)[0]
+
+    spec = jax.ShapeDtypeStruct((1000,), jnp.float32)
+    return program, [spec, spec], ["add_vectors", "add_vectors"]
+
+
+def _imported_pallas_kernels():
+    """A Pallas kernel imported by tpukit (``custom_kernel``) on 16×128 blocks, then an
+    aliased one (its output starts as an input: ``input_output_aliases``), XLA ops around."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from tpukit import pallas
+
+    def scaled(x_ref, y_ref, o_ref):
+        o_ref[...] = jnp.tanh(x_ref[...]) * y_ref[...] + 1.0
+
+    spec = pl.BlockSpec((16, 128), lambda i, j: (i, j))
+    first = pallas.custom_kernel(
+        lambda x, y: jax.ShapeDtypeStruct(x.shape, x.dtype), scaled,
+        grid=(3, 3), in_specs=[spec, spec], out_specs=spec,
+    )
+
+    def accumulate(x_ref, acc_ref, o_ref):
+        o_ref[...] += x_ref[...]
+
+    second = pallas.custom_kernel(
+        lambda x, acc: jax.ShapeDtypeStruct(acc.shape, acc.dtype), accumulate,
+        input_output_aliases={1: 0},
+    )
+
+    def program(x, y):
+        out = first(x * 2, y)
+        return jnp.sum(second(out, y), axis=0)
+
+    shape = jax.ShapeDtypeStruct((48, 384), jnp.float32)
+    return program, [shape, shape], ["scaled", "accumulate"]
+
+
+PROGRAMS = {
+    "catalog": _catalog_between_jax_ops,
+    "pallas": _imported_pallas_kernels,
+}
+
+
+@functools.cache
+def _exported(name):
+    program, specs, kernels = PROGRAMS[name]()
+    return _export(program, specs), kernels
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_exported_program_carries_tpukit_s_mosaic(name):
+    text, kernels = _exported(name)
+    assert "@tpukit_kernel" not in text  # the CPU's FFI target is not in a TPU program
+    assert re.findall(r'kernel_name = "(\w+)"', text) == kernels
+    assert text.count("@tpu_custom_call") + text.count('"tpu_custom_call"') == len(kernels)
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_exported_program_compiles_for_tpu(compiler, name, topology):
+    text, kernels = _exported(name)
+    result = compiler.compile(text, topology)
+    assert result["ok"], result.get("error")
+    assert len(result["llo_ops"]) == len(kernels)
+    assert all(counts["total"] > 0 for counts in result["llo_ops"])
