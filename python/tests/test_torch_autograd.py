@@ -265,6 +265,8 @@ CASES = {
                                      rand(4, dtype=d, seed=2), None, None, True, 0.1, 1e-5), {}),
     "max_pool2d_with_indices": lambda d: ((rand(2, 3, 9, 8, dtype=d), [3, 2], [2, 2], [1, 1],
                                            [1, 1], False), {}),
+    "avg_pool2d": lambda d: ((rand(2, 3, 9, 8, dtype=d), [3, 2], [2, 2], [1, 1], False, False),
+                             {}),
 }
 
 # Results of several roundings of chained tpuBLAS ops, against float64; absolute errors scale
@@ -375,6 +377,9 @@ def test_every_op_has_a_derivative_or_refuses_backward():
             _, mean, invstd = T.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
             args = (rand(3, 4, 5, seed=1), x, None, None, None, mean, invstd, True, 1e-5,
                     [True, False, False])
+        elif name == "avg_pool2d_backward":
+            args = (rand(1, 2, 2, 2), rand(1, 2, 4, 4, seed=1), [2, 2], [2, 2], [0, 0], False,
+                    True, None)
         elif name == "max_pool2d_with_indices_backward":
             x = rand(1, 2, 4, 4)
             _, indices = T.max_pool2d_with_indices(x, [2, 2])

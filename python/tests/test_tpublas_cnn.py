@@ -199,6 +199,30 @@ def test_max_pool_refuses_ceil_mode_and_large_padding():
         tb.max_pool2d_with_indices(x, [2, 2], [2, 2], [2, 2])
 
 
+AVG_CASES = [
+    # (input shape, kernel, stride, padding, count_include_pad, divisor_override)
+    ((2, 3, 16, 16), [2, 2], [2, 2], [0, 0], True, None),
+    ((2, 5, 11, 9), [3, 3], [2, 2], [1, 1], True, None),
+    ((2, 5, 11, 9), [3, 3], [2, 2], [1, 1], False, None),
+    ((1, 130, 7, 10), [3, 2], [1, 2], [1, 0], False, 5),
+    ((3, 9, 13), [2, 3], [], [0, 1], True, None),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool_and_backward_match_aten(dtype, case):
+    shape, k, s, p, include_pad, divisor = case
+    x = randn(*shape, dtype=dtype, seed=1)
+    args = (k, s, p, False, include_pad, divisor)
+    got, want = tb.avg_pool2d(x, *args), aten.avg_pool2d(x, *args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    close(got, want, dtype)
+    g = randn(*want.shape, dtype=dtype, seed=2)
+    args = (k, s or k, p, False, include_pad, divisor)
+    close(tb.avg_pool2d_backward(g, x, *args), aten.avg_pool2d_backward(g, x, *args), dtype)
+
+
 # --- gradients through torch.ops.tpublas ----------------------------------------------------------
 
 

@@ -19,6 +19,7 @@
 //! (ATen's opmath) and rounds once.
 
 pub mod attention;
+pub mod avg_pool;
 pub mod batch_norm;
 pub mod cast;
 pub mod compare;

@@ -25,7 +25,7 @@ use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
 use crate::value::{Args, Value};
-use crate::{attention, batch_norm, conv, embedding_backward, pad, pool, random};
+use crate::{attention, avg_pool, batch_norm, conv, embedding_backward, pad, pool, random};
 use tpukit::catalog::Instance;
 use tpukit::dsl::DType;
 use tpukit::dsl::ErrorKind;
@@ -59,6 +59,8 @@ pub enum Family {
     BatchNormBackward,
     MaxPool,
     MaxPoolBackward,
+    AvgPool,
+    AvgPoolBackward,
     /// `nll_loss_forward` (false) and `nll_loss_backward` (true).
     NllLoss(bool),
     Factory(Factory),
@@ -336,6 +338,16 @@ const OPS: &[Op] = &[
         F::MaxPoolBackward,
         "gradient to each window's saved maximum, as a gather-sum per input pixel",
     ),
+    op(
+        "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+        F::AvgPool,
+        "window tap sums over ATen's divisor (count_include_pad, divisor_override)",
+    ),
+    op(
+        "avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+        F::AvgPoolBackward,
+        "grad over the divisor, summed per input pixel over the windows holding it",
+    ),
     // Losses, backward and factory operators of a transformer's training step.
     op(
         "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
@@ -471,7 +483,12 @@ impl Op {
             F::Gather(_) => &["rows", "inner", "k"],
             F::Permute(_) => &["a", "b", "c"],
             F::Cat => &["rows", "inner", "total"],
-            F::Conv | F::ConvBackward | F::MaxPool | F::MaxPoolBackward => &["p", "t", "r", "c"],
+            F::Conv
+            | F::ConvBackward
+            | F::MaxPool
+            | F::MaxPoolBackward
+            | F::AvgPool
+            | F::AvgPoolBackward => &["p", "t", "r", "c"],
             F::BatchNorm | F::BatchNormFunctional | F::BatchNormBackward => &["m", "n"],
             _ => &["n"],
         }
@@ -509,6 +526,7 @@ impl Op {
             F::BatchNormBackward => batch_norm::backward_kernels(dtype),
             F::MaxPool => pool::kernels(dtype),
             F::MaxPoolBackward => pool::backward_kernels(dtype),
+            F::AvgPool | F::AvgPoolBackward => avg_pool::kernels(dtype),
             F::NllLoss(false) => loss::forward_kernels(dtype),
             F::NllLoss(true) => loss::backward_kernels(dtype),
             F::Factory(f) => f.kernels(dtype),
@@ -627,6 +645,8 @@ impl Op {
             F::BatchNormBackward => batch_norm::run_backward(args),
             F::MaxPool => pool::run(args),
             F::MaxPoolBackward => pool::run_backward(args),
+            F::AvgPool => avg_pool::run(args),
+            F::AvgPoolBackward => avg_pool::run_backward(args),
             F::NllLoss(false) => loss::forward(args),
             F::NllLoss(true) => loss::backward(args),
             F::Factory(f) => f.run(args),

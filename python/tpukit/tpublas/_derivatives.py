@@ -405,6 +405,12 @@ def _max_pool2d(a, g, *_):
         g, a.self, a.kernel_size, a.stride, a.padding, a.dilation, a.ceil_mode, indices)}
 
 
+def _avg_pool2d(a, g):
+    return {"self": T.avg_pool2d_backward(g, a.self, a.kernel_size, a.stride or a.kernel_size,
+                                          a.padding, a.ceil_mode, a.count_include_pad,
+                                          a.divisor_override)}
+
+
 def _elementwise(fn):
     """A unary formula ``fn(a, g) -> gradient of self``."""
     return lambda a, g: {"self": fn(a, g)}
@@ -459,6 +465,7 @@ FORMULAS = {
     "convolution": _convolution,
     "native_batch_norm": _batch_norm,
     "max_pool2d_with_indices": _max_pool2d,
+    "avg_pool2d": _avg_pool2d,
 }
 
 # Outputs that are statistics for a backward kernel, not values to differentiate: marked

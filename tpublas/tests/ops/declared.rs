@@ -338,6 +338,14 @@ fn cnn_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
         &[t(d, &[2, 3, 9, 7]), pair(3, 2), pair(2, 1), pair(1, 1)],
     )
     .expect("max pool");
+    let avg = || vec![pair(3, 2), pair(2, 1), pair(1, 1)];
+    let mut args = vec![t(d, &[2, 3, 9, 7])];
+    args.extend(avg());
+    c.push(("avg_pool2d", args));
+    let mut args = vec![t(d, &[2, 3, 5, 8]), t(d, &[2, 3, 9, 7])];
+    args.extend(avg());
+    args.extend([false.into(), false.into(), Value::None]);
+    c.push(("avg_pool2d_backward", args));
     c.push((
         "max_pool2d_with_indices_backward",
         vec![
