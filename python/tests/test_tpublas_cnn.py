@@ -356,3 +356,26 @@ def test_scalar_overloads_on_bf16_are_bit_exact(op):
             assert torch.equal(got, want), (op, v, kw)
     got = tb.pow.Tensor_Scalar(x.abs(), 1.0 / 3.0)
     assert torch.equal(got, aten.pow.Tensor_Scalar(x.abs(), 1.0 / 3.0))
+
+
+def test_the_custom_ops_trace_under_torch_compile():
+    """Fake kernels (convolution_backward's empty `[0]` for masked gradients included) let
+    `torch.compile(fullgraph=True)` trace the forward and backward."""
+    T = torch.ops.tpublas
+    x = randn(2, 3, 9, 8)
+    w = randn(4, 3, 3, 3, seed=1).requires_grad_()
+
+    def net(x, w):
+        y = T.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        y = T.avg_pool2d(y, [2, 2], [2, 2], [0, 0], False, True, None)
+        return T.max_pool2d_with_indices(y, [2, 2], [2, 2], [0, 0], [1, 1], False)[0].sum()
+
+    compiled = torch.compile(net, backend="aot_eager", fullgraph=True)
+    (got,) = torch.autograd.grad(compiled(x, w), w)
+    (want,) = torch.autograd.grad(net(x, w), w)
+    torch.testing.assert_close(got, want)
+    ref = w.detach().requires_grad_()
+    y = aten.convolution(x, ref, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    y = aten.max_pool2d_with_indices(aten.avg_pool2d(y, [2, 2], [2, 2]), [2, 2], [2, 2])[0]
+    (expected,) = torch.autograd.grad(y.sum(), ref)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
