@@ -379,3 +379,15 @@ def test_the_custom_ops_trace_under_torch_compile():
     y = aten.max_pool2d_with_indices(aten.avg_pool2d(y, [2, 2], [2, 2]), [2, 2], [2, 2])[0]
     (expected,) = torch.autograd.grad(y.sum(), ref)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_cnn_step_under_debug_eager_runs_on_the_interpreter():
+    """Debug Eager: every CNN kernel on the bounds-checked interpreter, same gradients."""
+    x, y = randn(2, 3, 16, 16, seed=9), torch.randint(0, 10, (2,))
+    want_loss, want_grads = cnn_step(cnn(), x, y)
+    with tb.mode(fallback="error", debug=True) as m:
+        loss, grads = cnn_step(cnn(), x, y)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-4, atol=1e-6)
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert m.served["aten.convolution_backward.default"] == 2
