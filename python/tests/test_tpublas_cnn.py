@@ -385,8 +385,9 @@ def test_cnn_step_under_debug_eager_runs_on_the_interpreter():
     """Debug Eager: every CNN kernel on the bounds-checked interpreter, same gradients."""
     x, y = randn(2, 3, 16, 16, seed=9), torch.randint(0, 10, (2,))
     want_loss, want_grads = cnn_step(cnn(), x, y)
+    model = cnn()
     with tb.mode(fallback="error", debug=True) as m:
-        loss, grads = cnn_step(cnn(), x, y)
+        loss, grads = cnn_step(model, x, y)
     torch.testing.assert_close(loss, want_loss, rtol=1e-4, atol=1e-6)
     for g, w in zip(grads, want_grads, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
