@@ -81,8 +81,8 @@ def test_convolution_backward_matches_aten(dtype, case, mask):
 
 def test_convolution_refuses_what_it_does_not_serve():
     x, w = randn(1, 4, 8, 8), randn(4, 2, 3, 3)
-    with pytest.raises(tpukit.UnsupportedError, match="groups=2"):
-        tb.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 2)
+    with pytest.raises(tpukit.ShapeError, match="groups=3 must divide"):
+        tb.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 3)
     with pytest.raises(tpukit.UnsupportedError, match="transposed"):
         tb.convolution(x, randn(4, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)
     with pytest.raises(tpukit.ShapeError, match="input channels"):
@@ -392,3 +392,25 @@ def test_cnn_step_under_debug_eager_runs_on_the_interpreter():
     for g, w in zip(grads, want_grads, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert m.served["aten.convolution_backward.default"] == 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("xs", "ws", "groups"), [((2, 4, 9, 8), (6, 2, 3, 3), 2),
+                                                  ((2, 3, 7, 7), (3, 1, 3, 3), 3),
+                                                  ((1, 6, 11), (4, 3, 3), 2)])
+def test_grouped_convolution_and_backward_match_aten(dtype, xs, ws, groups):
+    x, w = randn(*xs, dtype=dtype, seed=1), randn(*ws, dtype=dtype, seed=2)
+    b = randn(ws[0], dtype=dtype, seed=3)
+    rank = len(xs) - 2
+    window = ([1] * rank, [1] * rank, [1] * rank, False, [0] * rank, groups)
+    got, want = tb.convolution(x, w, b, *window), aten.convolution(x, w, b, *window)
+    close(got, want, dtype, scale=xs[1])
+    g = randn(*want.shape, dtype=dtype, seed=4)
+    for mask in ([True, True, True], [False, True, False]):
+        got = tb.convolution_backward(g, x, w, [ws[0]], *window, mask)
+        want = aten.convolution_backward(g, x, w, [ws[0]], *window, mask)
+        for m, gt, wt in zip(mask, got, want, strict=True):
+            if m:
+                close(gt, wt, dtype, scale=10.0)
+            else:
+                assert gt.numel() == 0 and wt is None

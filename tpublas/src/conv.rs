@@ -11,7 +11,8 @@
 //! - `grad_weight`: `gOᵀ @ cols` (`[OC, taps·C]`), permuted to `[OC, C, KH, KW]`;
 //! - `grad_bias`: `gO` summed over `N, OH, OW`.
 //!
-//! Grouped and transposed convolutions are refused with [`ErrorKind::Unsupported`].
+//! Grouped convolutions run group by group ([`crate::conv_groups`]); transposed ones are
+//! refused with [`ErrorKind::Unsupported`].
 
 use crate::Result;
 use crate::launch::Prepared;
@@ -35,7 +36,11 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         copy::kernel(dtype)?,
         Matmul::Mm.kernel(dtype, Bias::Row)?,
         Matmul::Addmm.kernel(dtype, Bias::Row)?,
-    ])
+        crate::indexing::kernel(dtype)?,
+    ]
+    .into_iter()
+    .chain(crate::concat::kernels(dtype)?)
+    .collect())
 }
 
 pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
@@ -45,7 +50,11 @@ pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
         copy::kernel(dtype)?,
         Matmul::Mm.kernel(dtype, Bias::Row)?,
         Reduction::Sum.kernel(dtype, dtype)?,
-    ])
+        crate::indexing::kernel(dtype)?,
+    ]
+    .into_iter()
+    .chain(crate::concat::kernels(dtype)?)
+    .collect())
 }
 
 /// The arguments shared by both operators: input (as 4-D), weight (as 4-D), the window and
@@ -75,12 +84,7 @@ fn call(a: &Args, x: &HostArray, w: &HostArray, first: usize) -> Result<Call> {
             .with_kind(ErrorKind::Unsupported));
     }
     if a.int(first + 5)? != 1 {
-        return Err(a
-            .err(format!(
-                "groups={} is not supported (only groups=1)",
-                a.int(first + 5)?
-            ))
-            .with_kind(ErrorKind::Unsupported));
+        return Err(a.err("grouped calls run in conv_groups"));
     }
     let one_d = x.shape().len() == 3;
     let (x4, w4) = match (x.shape(), w.shape()) {
@@ -172,6 +176,9 @@ fn mm(a: &HostArray, b: &HostArray) -> Result<HostArray> {
 /// output_padding, groups)`.
 pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(ATEN, args);
+    if a.int(8)? != 1 {
+        return crate::conv_groups::run(args);
+    }
     let c = call(&a, a.tensor(0)?, a.tensor(1)?, 3)?;
     let cols = c.cols()?;
     let w = c.weight(true)?;
@@ -201,6 +208,9 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
 /// `(grad_input, grad_weight, grad_bias)`.
 pub fn run_backward(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(ATEN_BACKWARD, args);
+    if a.int(9)? != 1 {
+        return crate::conv_groups::run_backward(args);
+    }
     let (grad, x, w) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
     promote::check(ATEN_BACKWARD, grad)?;
     let c = call(&a, x, w, 4)?;

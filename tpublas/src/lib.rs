@@ -25,6 +25,7 @@ pub mod cast;
 pub mod compare;
 pub mod concat;
 pub mod conv;
+pub mod conv_groups;
 pub mod copy;
 pub mod elementwise;
 pub mod embedding_backward;

@@ -306,7 +306,7 @@ const OPS: &[Op] = &[
     op(
         "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
         F::Conv,
-        "1-D/2-D convolution, groups=1: im2col gather + matmul, channels-last",
+        "1-D/2-D convolution: im2col gather + matmul, channels-last; groups one by one",
     ),
     op(
         "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",

@@ -299,6 +299,29 @@ fn cnn_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     args.extend(window());
     args.push(dims(&[1, 1, 1]));
     c.push(("convolution_backward", args));
+    // Grouped: per-group index_select, convolution and cat.
+    let grouped = |last: i64| {
+        vec![
+            pair(1, 1),
+            pair(0, 0),
+            pair(1, 1),
+            false.into(),
+            dims(&[0, 0]),
+            Value::Int(last),
+        ]
+    };
+    let mut args = vec![t(d, &[2, 4, 6, 5]), t(d, &[6, 2, 3, 3]), t(d, &[6])];
+    args.extend(grouped(2));
+    c.push(("convolution", args));
+    let mut args = vec![
+        t(d, &[2, 6, 4, 3]),
+        t(d, &[2, 4, 6, 5]),
+        t(d, &[6, 2, 3, 3]),
+        dims(&[6]),
+    ];
+    args.extend(grouped(2));
+    args.push(dims(&[1, 1, 1]));
+    c.push(("convolution_backward", args));
     let v = |dt: DType| t(dt, &[3]);
     // Parameters of the input's dtype, and f32 ones for a bf16 input (ATen's mixed type).
     let params = if d == DType::BF16 {
