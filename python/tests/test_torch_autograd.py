@@ -268,6 +268,15 @@ CASES = {
     "_safe_softmax": lambda d: ((rand(37, 300, dtype=d), 1), {}),
     "tril": lambda d: ((rand(3, 5, 130, dtype=d), 1), {}),
     "triu": lambda d: ((rand(3, 5, 130, dtype=d), -2), {}),
+    "convolution": lambda d: ((rand(2, 3, 9, 8, dtype=d), rand(4, 3, 3, 3, dtype=d, seed=1),
+                               rand(4, dtype=d, seed=2), [2, 1], [1, 1], [1, 2], False, [0, 0],
+                               1), {}),
+    "native_batch_norm": lambda d: ((rand(3, 4, 5, 6, dtype=d), rand(4, dtype=d, seed=1),
+                                     rand(4, dtype=d, seed=2), None, None, True, 0.1, 1e-5), {}),
+    "max_pool2d_with_indices": lambda d: ((rand(2, 3, 9, 8, dtype=d), [3, 2], [2, 2], [1, 1],
+                                           [1, 1], False), {}),
+    "avg_pool2d": lambda d: ((rand(2, 3, 9, 8, dtype=d), [3, 2], [2, 2], [1, 1], False, False),
+                             {}),
 }
 
 # Results of several roundings of chained tpuBLAS ops, against float64; absolute errors scale
@@ -389,6 +398,23 @@ def test_every_op_has_a_derivative_or_refuses_backward():
             x = rand(8, 130)
             _, mean, rstd = T.native_layer_norm(x, [130], None, None, 1e-5)
             args = (rand(8, 130, seed=1), x, [130], mean, rstd, None, None, [True, False, False])
+        elif name == "_native_batch_norm_legit_functional":
+            args = (rand(3, 4, 5), None, None, rand(4, seed=1), pos(4, seed=2), True, 0.1, 1e-5)
+        elif name == "convolution_backward":
+            args = (rand(1, 2, 4, 4), rand(1, 3, 4, 4, seed=1), rand(2, 3, 1, 1, seed=2), [2],
+                    [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True])
+        elif name == "native_batch_norm_backward":
+            x = rand(3, 4, 5)
+            _, mean, invstd = T.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+            args = (rand(3, 4, 5, seed=1), x, None, None, None, mean, invstd, True, 1e-5,
+                    [True, False, False])
+        elif name == "avg_pool2d_backward":
+            args = (rand(1, 2, 2, 2), rand(1, 2, 4, 4, seed=1), [2, 2], [2, 2], [0, 0], False,
+                    True, None)
+        elif name == "max_pool2d_with_indices_backward":
+            x = rand(1, 2, 4, 4)
+            _, indices = T.max_pool2d_with_indices(x, [2, 2])
+            args = (rand(1, 2, 2, 2, seed=1), x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices)
         elif name in REFUSED:
             args = REFUSED[name]()
         elif name in NOT_DIFFERENTIABLE:

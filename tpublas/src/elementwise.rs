@@ -390,9 +390,19 @@ impl Binary {
         if self.has_alpha() { alpha * y } else { y }
     }
 
-    /// `alpha · y` as the kernel sees a scalar `y`: both rounded to f32 and multiplied in f32,
-    /// as ATen's opmath does it per element (so folding it on the host changes no bit).
-    fn fold_alpha(self, y: f64, alpha: f64) -> f64 {
+    /// `alpha · y` as the kernel sees a scalar `y` (a Python number or a one-element tensor)
+    /// beside a tensor of `dtype`: both rounded to f32 and multiplied in f32, as ATen's
+    /// opmath does it per element (so folding it on the host changes no bit). For a bf16
+    /// result ATen's CPU kernels of `add`, `sub` and `pow` first round the scalar and `alpha`
+    /// to bf16 (`mul` and `div` keep it in f32); so does this (checked against ATen).
+    fn fold_alpha(self, y: f64, alpha: f64, dtype: DType) -> f64 {
+        let rounded = |v: f64| HostArray::from_f64(DType::BF16, &[1], &[v]).to_f64_vec()[0];
+        let (y, alpha) = match self {
+            Binary::Add | Binary::Sub | Binary::Pow if dtype == DType::BF16 => {
+                (rounded(y), rounded(alpha))
+            }
+            _ => (y, alpha),
+        };
         if self.has_alpha() {
             f64::from(alpha as f32 * y as f32)
         } else {
@@ -467,32 +477,34 @@ pub fn binary(
         (true, false) => y.dtype(),
         _ => promote(x.dtype(), y.dtype()),
     };
+    // A one-element `y` runs as a run-time f32 scalar, with its own value: a 0-d f32 `y`
+    // beside a bf16 `x` is not rounded to bf16 first (ATen computes with it in f32).
+    let one_element = y.shape().iter().product::<usize>() == 1;
+    if x.shape() == shape.as_slice() && one_element && op.aten_scalar().is_some() {
+        let s = op.fold_alpha(y.to_f64_vec()[0], alpha, dtype);
+        let k = binary_kernel(op, dtype, Pattern::Scalar)?;
+        return run(&k, &[&to(x, dtype), &scalar(s)], &shape);
+    }
     let (x, y) = (to(x, dtype), to(y, dtype));
     // `x` of the result's shape and `y` one of the canonical broadcasts run as they are;
     // anything else is materialised on the host.
-    if x.shape() == shape.as_slice() {
-        let one_element = y.shape().iter().product::<usize>() == 1;
-        if one_element && op.aten_scalar().is_some() {
-            let s = op.fold_alpha(y.to_f64_vec()[0], alpha);
-            let k = binary_kernel(op, dtype, Pattern::Scalar)?;
-            return run(&k, &[&x, &scalar(s)], &shape);
+    if x.shape() == shape.as_slice()
+        && let Some((p, m, n)) = layout::pattern(&shape, y.shape())
+    {
+        let kernel = binary_kernel(op, dtype, p)?;
+        let (x2, y2) = match p {
+            Pattern::Row => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[1, n])),
+            Pattern::Column => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[m, 1])),
+            _ => (x.reshape(&[m * n]), y.reshape(&[m * n])),
+        };
+        let (x2, y2) = (x2.expect("same size"), y2.expect("same size"));
+        let alpha = layout::scalar_operand(alpha, x2.shape().len());
+        let mut inputs = vec![&x2, &y2];
+        if op.has_alpha() {
+            inputs.push(&alpha);
         }
-        if let Some((p, m, n)) = layout::pattern(&shape, y.shape()) {
-            let kernel = binary_kernel(op, dtype, p)?;
-            let (x2, y2) = match p {
-                Pattern::Row => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[1, n])),
-                Pattern::Column => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[m, 1])),
-                _ => (x.reshape(&[m * n]), y.reshape(&[m * n])),
-            };
-            let (x2, y2) = (x2.expect("same size"), y2.expect("same size"));
-            let alpha = layout::scalar_operand(alpha, x2.shape().len());
-            let mut inputs = vec![&x2, &y2];
-            if op.has_alpha() {
-                inputs.push(&alpha);
-            }
-            let out = crate::launch::one(&kernel, &inputs)?;
-            return Ok(layout::unflatten(out, &shape));
-        }
+        let out = crate::launch::one(&kernel, &inputs)?;
+        return Ok(layout::unflatten(out, &shape));
     }
     let (x, y) = (
         layout::expand(name, &x, &shape)?.expect("broadcast checked"),
@@ -535,7 +547,11 @@ pub fn binary_scalar(
         _ => {}
     }
     let kernel = binary_kernel(op, x.dtype(), Pattern::Scalar)?;
-    run(&kernel, &[x, &scalar(op.fold_alpha(s, alpha))], x.shape())
+    run(
+        &kernel,
+        &[x, &scalar(op.fold_alpha(s, alpha, x.dtype()))],
+        x.shape(),
+    )
 }
 
 /// The int32 kernel of `x ⊕ s` (add, sub, mul).

@@ -23,9 +23,13 @@
 //! (ATen's opmath) and rounds once.
 
 pub mod attention;
+pub mod avg_pool;
+pub mod batch_norm;
 pub mod cast;
 pub mod compare;
 pub mod concat;
+pub mod conv;
+pub mod conv_groups;
 pub mod copy;
 pub mod elementwise;
 pub mod embedding_backward;
@@ -39,6 +43,7 @@ pub mod matmul;
 pub mod norm;
 pub mod norm_backward;
 pub mod pad;
+pub mod pool;
 mod promote;
 pub mod random;
 pub mod reduction;
@@ -47,6 +52,7 @@ pub mod scan;
 pub mod softmax;
 mod source;
 pub mod table;
+pub mod taps;
 pub mod triangle;
 mod value;
 

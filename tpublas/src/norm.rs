@@ -13,7 +13,7 @@
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
-use crate::rows::{self, BM, BN};
+use crate::rows::{self, BM, BN, Weights};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
 use tpukit::dsl::ErrorKind;
@@ -106,20 +106,28 @@ impl Norm {
     /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias) and
     /// a run-time `eps`; statistics (`[m, 1]`) of `stat`.
     pub fn kernel(self, dtype: DType, stat: DType) -> Result<Prepared> {
-        memo(("norm", self, dtype, stat), || Ok(self.build(dtype, stat)?))
+        self.kernel_by(dtype, stat, Weights::PerColumn)
     }
 
-    fn build(self, dtype: DType, stat: DType) -> tpukit::dsl::Result<Kernel> {
+    /// [`Norm::kernel`] with the weight and bias varying as `weights` says (a batch norm is
+    /// the layer norm kernel with channels as rows and a weight per row).
+    pub fn kernel_by(self, dtype: DType, stat: DType, weights: Weights) -> Result<Prepared> {
+        memo(("norm", self, dtype, stat, weights), || {
+            Ok(self.build(dtype, stat, weights)?)
+        })
+    }
+
+    fn build(self, dtype: DType, stat: DType, weights: Weights) -> tpukit::dsl::Result<Kernel> {
         let mut spec = CallSpec {
             grid: rows::phased_grid(2),
-            inputs: vec![rows::input(dtype, 0.0), rows::column_vector(DType::F32)],
+            inputs: vec![rows::input(dtype, 0.0), weights.spec()],
             outputs: vec![rows::output(dtype, 2), rows::stat(stat)],
             scratch: vec![rows::acc()],
             ..Default::default()
         };
         match self {
             Norm::Layer => {
-                spec.inputs.push(rows::column_vector(DType::F32));
+                spec.inputs.push(weights.spec());
                 spec.inputs.push(layout::scalar(2));
                 spec.outputs.insert(1, rows::stat(stat));
                 spec.scratch = vec![rows::acc(); 3];

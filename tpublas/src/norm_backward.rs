@@ -9,7 +9,7 @@
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
-use crate::rows::{self, BM, BN};
+use crate::rows::{self, BM, BN, Weights};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
 use tpukit::dsl::ErrorKind;
@@ -75,12 +75,18 @@ fn layer_norm_dwdb(
 
 /// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row.
 pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Prepared> {
-    memo(("layer_norm_dx", dtype, stat), || {
-        Ok(build_dx(dtype, stat)?)
+    dx_kernel_by(dtype, stat, Weights::PerColumn)
+}
+
+/// [`dx_kernel`] with a weight per row (`Weights::PerRow`: a batch norm's, channels as rows;
+/// the weight is then constant along each row, so the same formula is its input gradient).
+pub fn dx_kernel_by(dtype: DType, stat: DType, weights: Weights) -> Result<Prepared> {
+    memo(("layer_norm_dx", dtype, stat, weights), || {
+        Ok(build_dx(dtype, stat, weights)?)
     })
 }
 
-fn build_dx(dtype: DType, stat: DType) -> tpukit::dsl::Result<Kernel> {
+fn build_dx(dtype: DType, stat: DType, weights: Weights) -> tpukit::dsl::Result<Kernel> {
     let spec = CallSpec {
         grid: rows::phased_grid(2),
         inputs: vec![
@@ -88,7 +94,7 @@ fn build_dx(dtype: DType, stat: DType) -> tpukit::dsl::Result<Kernel> {
             rows::input(dtype, 0.0),
             rows::stat(stat),
             rows::stat(stat),
-            rows::column_vector(DType::F32),
+            weights.spec(),
         ],
         outputs: vec![rows::output(dtype, 2)],
         scratch: vec![rows::acc(), rows::acc()],

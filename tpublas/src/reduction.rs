@@ -132,6 +132,10 @@ impl Reduction {
                 w[0]
             )));
         }
+        if rank == 0 {
+            // A 0-d tensor takes `dim=0` or `-1` (checked above) and has nothing to move.
+            dims.clear();
+        }
         let keepdim = a.bool_or(2, false)?;
         if self == Reduction::Amax && dims.iter().any(|&d| x.shape()[d] == 0) {
             return Err(a

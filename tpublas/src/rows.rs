@@ -109,3 +109,21 @@ pub fn matrices(dtype: DType, out: DType, scalars: usize) -> tpukit::dsl::CallSp
         ..Default::default()
     }
 }
+
+/// Where a row kernel's weight and bias vary: along the row (a layer norm's, `[1, n]`) or
+/// from row to row (a batch norm's, `[m, 1]`: channels as rows). Both are f32 and broadcast
+/// against the `[BM, BN]` window alike, so one kernel body serves both.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Weights {
+    PerColumn,
+    PerRow,
+}
+
+impl Weights {
+    pub fn spec(self) -> ArraySpec {
+        match self {
+            Weights::PerColumn => column_vector(DType::F32),
+            Weights::PerRow => stat(DType::F32),
+        }
+    }
+}

@@ -26,7 +26,7 @@ use crate::scan;
 use crate::softmax::Softmax;
 use crate::triangle::Triangle;
 use crate::value::{Args, Value};
-use crate::{attention, embedding_backward, pad, random};
+use crate::{attention, avg_pool, batch_norm, conv, embedding_backward, pad, pool, random};
 use tpukit::catalog::Instance;
 use tpukit::dsl::DType;
 use tpukit::dsl::ErrorKind;
@@ -52,6 +52,16 @@ pub enum Family {
     Gather(Gather),
     Permute(Permute),
     Cat,
+    // Convolutional networks.
+    Conv,
+    ConvBackward,
+    BatchNorm,
+    BatchNormFunctional,
+    BatchNormBackward,
+    MaxPool,
+    MaxPoolBackward,
+    AvgPool,
+    AvgPoolBackward,
     /// `nll_loss_forward` (false) and `nll_loss_backward` (true).
     NllLoss(bool),
     Factory(Factory),
@@ -294,6 +304,52 @@ const OPS: &[Op] = &[
         F::Cat,
         "concatenation as prefetch-driven row scatters into one output",
     ),
+    // Convolutional networks (conv.rs, batch_norm.rs, pool.rs).
+    op(
+        "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+        F::Conv,
+        "1-D/2-D convolution: im2col gather + matmul, channels-last; groups one by one",
+    ),
+    op(
+        "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+        F::ConvBackward,
+        "(grad_input, grad_weight, grad_bias) as output_mask asks: matmuls, col2im gather-sum",
+    ),
+    op(
+        "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+        F::BatchNorm,
+        "(out, save_mean, save_invstd), channels as rows; no in-place running-stat update",
+    ),
+    op(
+        "_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+        F::BatchNormFunctional,
+        "batch norm returning the updated running statistics (unbiased variance)",
+    ),
+    op(
+        "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+        F::BatchNormBackward,
+        "(grad_input, grad_weight, grad_bias), training or eval",
+    ),
+    op(
+        "max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+        F::MaxPool,
+        "(out, indices) over window taps, NaN-propagating, first maximum wins",
+    ),
+    op(
+        "max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor",
+        F::MaxPoolBackward,
+        "gradient to each window's saved maximum, as a gather-sum per input pixel",
+    ),
+    op(
+        "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+        F::AvgPool,
+        "window tap sums over ATen's divisor (count_include_pad, divisor_override)",
+    ),
+    op(
+        "avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+        F::AvgPoolBackward,
+        "grad over the divisor, summed per input pixel over the windows holding it",
+    ),
     // Losses, backward and factory operators of a transformer's training step.
     op(
         "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
@@ -444,6 +500,13 @@ impl Op {
             F::Gather(_) => &["rows", "inner", "k"],
             F::Permute(_) => &["a", "b", "c"],
             F::Cat => &["rows", "inner", "total"],
+            F::Conv
+            | F::ConvBackward
+            | F::MaxPool
+            | F::MaxPoolBackward
+            | F::AvgPool
+            | F::AvgPoolBackward => &["p", "t", "r", "c"],
+            F::BatchNorm | F::BatchNormFunctional | F::BatchNormBackward => &["m", "n"],
             _ => &["n"],
         }
     }
@@ -474,6 +537,13 @@ impl Op {
             F::Gather(_) => Ok(vec![crate::indexing::kernel(dtype)?]),
             F::Permute(_) => Ok(vec![copy::kernel(dtype)?]),
             F::Cat => concat::kernels(dtype),
+            F::Conv => conv::kernels(dtype),
+            F::ConvBackward => conv::backward_kernels(dtype),
+            F::BatchNorm | F::BatchNormFunctional => batch_norm::kernels(dtype),
+            F::BatchNormBackward => batch_norm::backward_kernels(dtype),
+            F::MaxPool => pool::kernels(dtype),
+            F::MaxPoolBackward => pool::backward_kernels(dtype),
+            F::AvgPool | F::AvgPoolBackward => avg_pool::kernels(dtype),
             F::NllLoss(false) => loss::forward_kernels(dtype),
             F::NllLoss(true) => loss::backward_kernels(dtype),
             F::Factory(f) => f.kernels(dtype),
@@ -586,6 +656,15 @@ impl Op {
             F::Gather(g) => g.run(args),
             F::Permute(p) => p.run(args),
             F::Cat => concat::run(args),
+            F::Conv => conv::run(args),
+            F::ConvBackward => conv::run_backward(args),
+            F::BatchNorm => batch_norm::run(args),
+            F::BatchNormFunctional => batch_norm::run_functional(args),
+            F::BatchNormBackward => batch_norm::run_backward(args),
+            F::MaxPool => pool::run(args),
+            F::MaxPoolBackward => pool::run_backward(args),
+            F::AvgPool => avg_pool::run(args),
+            F::AvgPoolBackward => avg_pool::run_backward(args),
             F::NllLoss(false) => loss::forward(args),
             F::NllLoss(true) => loss::backward(args),
             F::Factory(f) => f.run(args),

@@ -71,6 +71,9 @@ def _is_array(x) -> bool:
         return False
 
 
+# Operators whose int32 results are indices, int64 in ATen.
+_INDEX_RESULTS = {"aten.max_pool2d_with_indices.default"}
+
 # The schema names of index arguments: the only tensors an int64 array may be passed as.
 _INDEX_ARGUMENTS = ("index", "indices", "target")
 # Operators whose ``self`` may also be an integer tensor: int32, or int64 narrowed to int32
@@ -156,7 +159,9 @@ class Operator:
         widen = first is not None and name in INTEGER_SELF and \
             str(first.dtype).removeprefix("torch.") == "int64"
         arrays = [_arrays.from_wire(w) for w in results]
-        if widen:  # an int64 `self` was narrowed to int32: its results are int64 again
+        if widen or name in _INDEX_RESULTS:
+            # An int64 `self` was narrowed to int32, or the result is indices (tpukit's
+            # int32): int64 again, as ATen's.
             arrays = [a.astype(np.int64) if a.dtype == np.int32 else a for a in arrays]
         out = [_arrays.to_kind(a, k, first) for a in arrays]
         return out[0] if self.schema.results == 1 else tuple(out)

@@ -387,6 +387,44 @@ def _pad(a, g):
     return {"self": g}
 
 
+def _masked(names, a, grads):
+    """``{name: gradient}`` for the arguments that need one."""
+    return {n: g if a.need(n) else None for n, g in zip(names, grads, strict=True)}
+
+
+def _convolution(a, g):
+    names = ("input", "weight", "bias")
+    mask = [a.need(n) for n in names]
+    bias_sizes = None if a.bias is None else list(a.bias.shape)
+    grads = T.convolution_backward(g, a.input, a.weight, bias_sizes, a.stride, a.padding,
+                                   a.dilation, a.transposed, a.output_padding, a.groups, mask)
+    return _masked(names, a, grads)
+
+
+def _batch_norm(a, g, *_):
+    """``native_batch_norm`` (its running statistics are not differentiated, as in ATen).
+    ``_native_batch_norm_legit_functional`` has no derivative: it serves ``mode()``, which
+    sits below autograd."""
+    names = ("input", "weight", "bias")
+    _, mean, invstd = a.outputs[:3]
+    grads = T.native_batch_norm_backward(g, a.input, a.weight, a.running_mean, a.running_var,
+                                         mean, invstd, a.training, a.eps,
+                                         [a.need(n) for n in names])
+    return _masked(names, a, grads)
+
+
+def _max_pool2d(a, g, *_):
+    indices = a.outputs[1]
+    return {"self": T.max_pool2d_with_indices_backward(
+        g, a.self, a.kernel_size, a.stride, a.padding, a.dilation, a.ceil_mode, indices)}
+
+
+def _avg_pool2d(a, g):
+    return {"self": T.avg_pool2d_backward(g, a.self, a.kernel_size, a.stride or a.kernel_size,
+                                          a.padding, a.ceil_mode, a.count_include_pad,
+                                          a.divisor_override)}
+
+
 def _elementwise(fn):
     """A unary formula ``fn(a, g) -> gradient of self``."""
     return lambda a, g: {"self": fn(a, g)}
@@ -447,8 +485,13 @@ FORMULAS = {
         lambda a, g: T._softmax_backward_data(g, a.out, a.dim, a.self.dtype)),
     "tril": _elementwise(lambda a, g: T.tril(g, a.diagonal)),
     "triu": _elementwise(lambda a, g: T.triu(g, a.diagonal)),
+    "convolution": _convolution,
+    "native_batch_norm": _batch_norm,
+    "max_pool2d_with_indices": _max_pool2d,
+    "avg_pool2d": _avg_pool2d,
 }
 
 # Outputs that are statistics for a backward kernel, not values to differentiate: marked
 # non-differentiable (as ATen's are not differentiated through).
-STATISTICS = {"native_layer_norm": (1, 2), "_fused_rms_norm": (1,), "nll_loss_forward": (1,)}
+STATISTICS = {"native_layer_norm": (1, 2), "_fused_rms_norm": (1,), "nll_loss_forward": (1,),
+              "native_batch_norm": (1, 2), "max_pool2d_with_indices": (1,)}

@@ -19,6 +19,11 @@ backward operators included: the mode sits below autograd) reaches ``Mode``:
 - anything else runs on torch (``m.fallback``), or, with ``fallback="error"``, raises
   ``UnsupportedError`` naming the operator and the Python line that issued it.
 
+Two ATen conventions tpuBLAS's functional operators cannot follow themselves are restored
+here: ``native_batch_norm`` in training updates its running statistics in place (tpuBLAS's
+``_native_batch_norm_legit_functional`` returns them and they are copied back), and backward
+operators return the gradients their ``output_mask`` leaves out as ``None``.
+
 The default is Strict Eager: one op at a time, no extra checks. ``debug=True`` is Debug
 Eager: tpuBLAS operators run on the ``interpret`` device (exact, every access bounds-checked)
 and after each operator its results are checked: a NaN or Inf that its inputs did not have
@@ -113,6 +118,17 @@ def _numbers_as_f32(func, args, kwargs):
     return args, {k: convert(v) if k in tensor_args else v for k, v in kwargs.items()}
 
 
+def _masked(op, mask):
+    """``op`` with the results ``output_mask`` leaves out returned as ATen returns them:
+    undefined (None)."""
+
+    def call(*args, **kwargs):
+        out = op(*args, **kwargs)
+        return tuple(t if m else None for t, m in zip(out, mask, strict=True))
+
+    return call
+
+
 def _has_non_finite(tensors) -> bool:
     return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors)
 
@@ -165,7 +181,29 @@ class Mode(TorchDispatchMode):
             for t in _tensors(v):
                 if t.device.type != "cpu" or t.dtype not in dtypes:
                     return None
+        if str(func) == "aten.native_batch_norm.default":
+            return self._batch_norm_call(op, values), args, kwargs
+        names = [a.name for a in op.schema.arguments]
+        if "output_mask" in names:
+            return _masked(op, values[names.index("output_mask")]), args, kwargs
         return op, args, kwargs
+
+    def _batch_norm_call(self, op, values):
+        """``native_batch_norm`` updates its running statistics in place; tpuBLAS's
+        ``_native_batch_norm_legit_functional`` returns them, and they are written back into
+        the caller's tensors (a copy of the result, as ATen's in-place update leaves it)."""
+        _, _, _, running_mean, running_var, training, *_ = values
+        if not training or running_mean is None or running_var is None:
+            return op
+        functional = self._operators["_native_batch_norm_legit_functional"].default
+
+        def call(*args, **kwargs):
+            out, mean, invstd, new_mean, new_var = functional(*args, **kwargs)
+            running_mean.copy_(new_mean)
+            running_var.copy_(new_var)
+            return out, mean, invstd
+
+        return call
 
     def _serve(self, func, args, kwargs):
         """A call ``(fn, args, kwargs)`` serving ``func`` on tpuBLAS, or None."""

@@ -54,8 +54,20 @@ def _layer_norm_backward_fake(grad_out, input, normalized_shape, mean, rstd, wei
     )
 
 
+def _convolution_backward_fake(grad_output, input, weight, bias_sizes, stride, padding,
+                               dilation, transposed, output_padding, groups, output_mask):
+    """tpuBLAS returns an empty ``[0]`` tensor for each gradient ``output_mask`` leaves out
+    (a custom op cannot return ATen's undefined tensor)."""
+    likes = (input, weight, input.new_empty(bias_sizes or [0]))
+    return tuple(
+        torch.empty_like(t, memory_format=torch.contiguous_format) if m else t.new_empty([0])
+        for t, m in zip(likes, output_mask, strict=True)
+    )
+
+
 # Fake kernels where tpuBLAS's results differ from ATen's in more than their layout.
-_FAKES = {"native_layer_norm_backward": _layer_norm_backward_fake}
+_FAKES = {"native_layer_norm_backward": _layer_norm_backward_fake,
+          "convolution_backward": _convolution_backward_fake}
 
 
 def _aten(op):

@@ -184,6 +184,7 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
     c.push(("transpose.int", vec![x(), Value::Int(0), Value::Int(1)]));
     c.push(("cat", vec![x(), t(d, &[2, 600]), Value::Int(0)]));
     c.push(("cat", vec![t(d, &[3, 6]), t(d, &[3, 2]), Value::Int(1)]));
+    c.extend(cnn_calls(d, o));
     c.extend(training_calls(d, o));
     c
 }
@@ -283,6 +284,116 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
         let to = Value::Str("f32".into());
         c.push(("_safe_softmax", vec![x(), Value::Int(0), to]));
     }
+    c
+}
+
+/// Calls of the convolutional-network operators for inputs of `d` (`o` the other dtype).
+fn cnn_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
+    let pair = |a: i64, b: i64| dims(&[a, b]);
+    let (x, w) = (|| t(d, &[2, 3, 9, 7]), || t(d, &[4, 3, 3, 2]));
+    let window = || {
+        vec![
+            pair(2, 1),
+            pair(1, 0),
+            pair(1, 2),
+            false.into(),
+            dims(&[0, 0]),
+            Value::Int(1),
+        ]
+    };
+    let mut c: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for bias in [t(d, &[4]), Value::None] {
+        let mut args = vec![x(), w(), bias];
+        args.extend(window());
+        c.push(("convolution", args));
+    }
+    let mut args = vec![t(d, &[2, 4, 5, 5]), x(), w(), dims(&[4])];
+    args.extend(window());
+    args.push(dims(&[1, 1, 1]));
+    c.push(("convolution_backward", args));
+    // Grouped: per-group index_select, convolution and cat.
+    let grouped = |last: i64| {
+        vec![
+            pair(1, 1),
+            pair(0, 0),
+            pair(1, 1),
+            false.into(),
+            dims(&[0, 0]),
+            Value::Int(last),
+        ]
+    };
+    let mut args = vec![t(d, &[2, 4, 6, 5]), t(d, &[6, 2, 3, 3]), t(d, &[6])];
+    args.extend(grouped(2));
+    c.push(("convolution", args));
+    let mut args = vec![
+        t(d, &[2, 6, 4, 3]),
+        t(d, &[2, 4, 6, 5]),
+        t(d, &[6, 2, 3, 3]),
+        dims(&[6]),
+    ];
+    args.extend(grouped(2));
+    args.push(dims(&[1, 1, 1]));
+    c.push(("convolution_backward", args));
+    let v = |dt: DType| t(dt, &[3]);
+    // Parameters of the input's dtype, and f32 ones for a bf16 input (ATen's mixed type).
+    let params = if d == DType::BF16 {
+        vec![d, o]
+    } else {
+        vec![d]
+    };
+    for p in params {
+        for training in [true, false] {
+            let stats = || vec![v(p), v(p), v(p), v(p)];
+            let tail = || vec![training.into(), Value::Scalar(0.1), Value::Scalar(1e-5)];
+            let mut functional = vec![t(d, &[2, 3, 5, 5])];
+            functional.extend(stats());
+            functional.extend(tail());
+            c.push(("_native_batch_norm_legit_functional", functional));
+            let mut backward = vec![t(d, &[2, 3, 5, 5]), t(d, &[2, 3, 5, 5])];
+            backward.extend([v(p), v(p), v(p), v(p), v(p)]);
+            backward.extend([training.into(), Value::Scalar(1e-5), dims(&[1, 1, 1])]);
+            c.push(("native_batch_norm_backward", backward));
+        }
+    }
+    let mut plain = vec![
+        t(d, &[2, 3, 5, 5]),
+        Value::None,
+        Value::None,
+        Value::None,
+        Value::None,
+    ];
+    plain.extend([true.into(), Value::Scalar(0.1), Value::Scalar(1e-5)]);
+    c.push(("native_batch_norm", plain));
+    c.push((
+        "max_pool2d_with_indices",
+        vec![t(d, &[2, 3, 9, 7]), pair(3, 2), pair(2, 1), pair(1, 1)],
+    ));
+    let pooled = tpukit_blas::run(
+        "max_pool2d_with_indices",
+        &[t(d, &[2, 3, 9, 7]), pair(3, 2), pair(2, 1), pair(1, 1)],
+    )
+    .expect("max pool");
+    let avg = || vec![pair(3, 2), pair(2, 1), pair(1, 1)];
+    let mut args = vec![t(d, &[2, 3, 9, 7])];
+    args.extend(avg());
+    c.push(("avg_pool2d", args));
+    let mut args = vec![t(d, &[2, 3, 5, 8]), t(d, &[2, 3, 9, 7])];
+    args.extend(avg());
+    args.extend([false.into(), false.into(), Value::None]);
+    c.push(("avg_pool2d_backward", args));
+    c.push((
+        "max_pool2d_with_indices_backward",
+        vec![
+            t(d, &[2, 3, 5, 8]),
+            t(d, &[2, 3, 9, 7]),
+            pair(3, 2),
+            pair(2, 1),
+            pair(1, 1),
+            pair(1, 1),
+            false.into(),
+            pooled[1].clone().into(),
+        ],
+    ));
     c
 }
 

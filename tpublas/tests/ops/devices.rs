@@ -34,9 +34,11 @@ fn agree(r: &mut rand::rngs::StdRng, op: &str, kernel: &Kernel, dtype: DType) {
     let mut inputs: Vec<HostArray> = Vec::new();
     for (_, o) in kernel.operands_with_role(Role::Prefetch) {
         // Prefetched operands are row numbers, distinct (a scatter writing one row twice
-        // would race) and in range (sample extents of unblocked symbols are equal).
+        // would race) and in range (sample extents of unblocked symbols are equal); a 2-D
+        // table (window taps: `[pixels, taps]`) repeats them along its rows.
         let s = shape(o);
-        let mut rows: Vec<f64> = (0..s[0]).map(|i| i as f64).collect();
+        let n: usize = s.iter().product();
+        let mut rows: Vec<f64> = (0..n).map(|i| (i % s[0]) as f64).collect();
         rows.shuffle(r);
         inputs.push(HostArray::from_f64(DType::I32, &s, &rows));
     }
