@@ -117,16 +117,29 @@ class Mode(TorchDispatchMode):
         self.served: collections.Counter = collections.Counter()
         self.fallback: collections.Counter = collections.Counter()
         self.views: collections.Counter = collections.Counter()
+        self._known: dict = {}  # operator -> what `_describe` read from its schema
+
+    def _describe(self, func):
+        """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
+        the packet's Scalar overload for a Tensor one or None)``: read from the schema once
+        per operator (a dispatched call then costs dictionary lookups, not schema walks)."""
+        known = self._known.get(func)
+        if known is None:
+            op = scalar = None
+            packet = self._operators.get(func._schema.name.removeprefix("aten::"))
+            if packet is not None and func.namespace == "aten":
+                op = packet._overloads.get(func._overloadname)
+                if func._overloadname == "Tensor":
+                    scalar = packet._overloads.get("Scalar")
+            known = (str(func), _is_view_or_metadata(func), op, scalar)
+            self._known[func] = known
+        return known
 
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
-        packet = self._operators.get(func._schema.name.removeprefix("aten::"))
-        if packet is None or func.namespace != "aten":
-            return None
-        op = packet._overloads.get(func._overloadname)
+        _, _, op, scalar = self._describe(func)
         if op is None:
             return None
-        scalar = packet._overloads.get("Scalar") if func._overloadname == "Tensor" else None
         if scalar is not None and len(args) >= 2 and _number(args[1]) is not None:
             # `x * 2.1`: the number stays a number (ATen's `mul.Scalar`, no rounding to bf16).
             op, args = scalar, [args[0], _number(args[1]), *args[2:]]
@@ -144,8 +157,8 @@ class Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = str(func)
-        if _is_view_or_metadata(func):
+        name, view, _, _ = self._describe(func)
+        if view:
             self.views[name] += 1
             return func(*args, **kwargs)
         call = self._tpublas_call(func, args, kwargs)
