@@ -144,7 +144,7 @@ class Operator:
 
 def _convert(a: _schema.Argument, v, qualified: str):
     """The native ``(kind, value, original array or None)`` triples of one argument."""
-    what = f"{qualified}: argument {a.name!r} ({a})"
+    what = _What(qualified, a)
     if v is None:
         if not a.optional:
             raise TypeError(f"{what} may not be None")
@@ -184,7 +184,20 @@ def _convert(a: _schema.Argument, v, qualified: str):
     raise TypeError(f"{what}: unsupported argument type")
 
 
-def _integer(v, what: str) -> int:
+class _What:
+    """``qualified: argument 'name' (type name)``, the start of a conversion error's message:
+    formatted only when an error is raised (most calls have none)."""
+
+    __slots__ = ("argument", "qualified")
+
+    def __init__(self, qualified: str, argument: _schema.Argument):
+        self.qualified, self.argument = qualified, argument
+
+    def __format__(self, spec) -> str:
+        return f"{self.qualified}: argument {self.argument.name!r} ({self.argument})"
+
+
+def _integer(v, what: _What) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise TypeError(f"{what} must be an int, got {v!r}")
     return int(v)
