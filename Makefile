@@ -58,6 +58,7 @@ test: setup fmt lint rust-test examples conformance pytest
 bench: setup
 	$(TPUKIT_PYTHON) benches/compare.py --write
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
+	$(TPUKIT_PYTHON) benches/python_speed.py --write
 
 # The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
 # Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.
