@@ -136,3 +136,24 @@ def test_mode_serves_repeated_operators():
             got = (x + y) * 2.0 - x.t().t()
     torch.testing.assert_close(got, (x + y) * 2.0 - x)
     assert m.served["aten.add.Tensor"] == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("n", [0, 1, 1000, 100003])
+def test_kernel_launch_reads_inputs_in_place(n, dtype, rng):
+    """A catalog kernel launched on numpy arrays (read in place on cpu, copied for the
+    interpreter): both devices agree with numpy, zero-size included, and the result is a new
+    array; a read-only input stays untouched."""
+    from tpukit import _native
+    from tpukit.launch import launch
+
+    name = "bf16" if dtype == BF16 else "f32"
+    kernel, _ = _native.instantiate("add_vectors", [max(n, 1)], name)
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    y.flags.writeable = False
+    want = (x.astype(np.float32) + y.astype(np.float32)).astype(dtype)
+    for device in ["cpu", "interpret"]:
+        (out,) = launch(kernel, x, y, device=device)
+        close(out, want, dtype)
+        assert not np.shares_memory(out, x) and not np.shares_memory(out, y)
