@@ -56,6 +56,13 @@ fn elements<T: Copy>(bytes: &[u8]) -> Vec<T> {
 ///
 /// Invariant checked here: `data.len() == product(shape) * dtype.size_bytes()`.
 pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostArray> {
+    check_len(dtype, shape, data.len())?;
+    Ok(from_sized_bytes(dtype, shape, data))
+}
+
+/// Checks that `len` bytes are `product(shape) * dtype.size_bytes()`, the size of a
+/// row-major `dtype` array of `shape` (an error naming both otherwise).
+pub fn check_len(dtype: DType, shape: &[usize], len: usize) -> PyResult<()> {
     // An array's non-zero extents multiply to at most `isize::MAX` (ndarray's rule); a
     // zero-size shape may have any others, so the element count is `want / size`, checked.
     let nonzero = shape
@@ -69,13 +76,12 @@ pub fn from_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> PyResult<HostAr
         )));
     };
     let want = if shape.contains(&0) { 0 } else { nonzero };
-    if data.len() != want {
+    if len != want {
         return Err(ShapeError::new_err(format!(
-            "a {dtype} array of shape {shape:?} needs {want} bytes, got {}",
-            data.len()
+            "a {dtype} array of shape {shape:?} needs {want} bytes, got {len}"
         )));
     }
-    Ok(from_sized_bytes(dtype, shape, data))
+    Ok(())
 }
 
 /// [`from_bytes`] without the check: `data.len()` must be `product(shape) * dtype.size_bytes()`

@@ -42,11 +42,6 @@ pub fn instantiate(
         let instance = entry
             .instantiate(&shape, array::dtype(dtype)?)
             .map_err(error::dsl)?;
-        Ok((
-            PyKernel {
-                kernel: instance.kernel,
-            },
-            instance.bindings,
-        ))
+        Ok((PyKernel::new(instance.kernel), instance.bindings))
     })
 }

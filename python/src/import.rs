@@ -24,7 +24,7 @@ pub fn import_mosaic(
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
         let kernel =
             tpukit_import::import_mosaic(body, &operands, &results, name).map_err(error::dsl)?;
-        Ok(PyKernel { kernel })
+        Ok(PyKernel::new(kernel))
     })
 }
 
@@ -34,7 +34,7 @@ pub fn import_mosaic(
 pub fn import_stablehlo(module: &str, name: &str) -> PyResult<PyKernel> {
     guard(Some(name), || {
         let kernel = tpukit_import::import_stablehlo(module, name).map_err(error::dsl)?;
-        Ok(PyKernel { kernel })
+        Ok(PyKernel::new(kernel))
     })
 }
 

@@ -2,23 +2,46 @@
 
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
-use tpukit::{Device, HostArray};
+use std::sync::OnceLock;
+use tpukit::runtime::{RawArray, RuntimeError, launch_borrowed as launch_borrowed_new, launch_raw};
+use tpukit::{Device, HostArray, LaunchOptions, Prepared};
 use tpukit_dsl::{Kernel, Role};
 
 use crate::array::{self, Wire};
+use crate::borrow::{self, Borrowed};
 use crate::error::{self, TpukitError, guard};
 use crate::operand::PyOperand;
 
-/// A verified kernel. Immutable: every method reads it.
+/// A kernel. Immutable: every method reads it.
 #[pyclass(name = "Kernel", module = "tpukit._native", frozen)]
 pub struct PyKernel {
     pub kernel: Kernel,
+    /// The kernel verified and hashed, at its first launch: later launches pay neither (the
+    /// hash prints and hashes the whole IR). Unset while verification fails, so every launch
+    /// reports the failure.
+    prepared: OnceLock<Prepared>,
 }
 
 impl PyKernel {
+    pub fn new(kernel: Kernel) -> PyKernel {
+        PyKernel {
+            kernel,
+            prepared: OnceLock::new(),
+        }
+    }
+
     /// Runs a method's body in the boundary's [`guard`], naming this kernel.
     fn guard<T>(&self, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
         guard(Some(&self.kernel.name), body)
+    }
+
+    /// The kernel, verified and hashed once.
+    fn prepared(&self) -> PyResult<&Prepared> {
+        if let Some(p) = self.prepared.get() {
+            return Ok(p);
+        }
+        let p = Prepared::new(self.kernel.clone()).map_err(error::runtime)?;
+        Ok(self.prepared.get_or_init(|| p))
     }
 }
 
@@ -57,7 +80,9 @@ impl PyKernel {
 
     /// Runs the kernel on `device` (`"cpu"` or `"interpret"`) with the prefetch operands and
     /// inputs (wire form), returning new outputs. With `outputs` given, they are the outputs'
-    /// initial contents (and bind shapes), as for aliased outputs.
+    /// initial contents (and bind shapes), as for aliased outputs (copied: results never
+    /// alias the arrays given). On `cpu` the inputs are read in place where they can be (see
+    /// [`crate::borrow`]); the interpreter works on copies.
     #[pyo3(signature = (device, inputs, outputs=None))]
     fn launch<'py>(
         &self,
@@ -68,18 +93,27 @@ impl PyKernel {
     ) -> PyResult<Vec<Wire<'py>>> {
         self.guard(|| {
             let device: Device = device.parse().map_err(TpukitError::new_err)?;
-            let inputs = host_arrays(&inputs)?;
+            let kernel = self.prepared()?;
             let outputs = outputs.map(|o| host_arrays(&o)).transpose()?;
-            let kernel = &self.kernel;
-            let result = py.detach(move || {
-                let refs: Vec<&HostArray> = inputs.iter().collect();
-                match outputs {
-                    Some(mut outs) => {
-                        tpukit::launch_into(kernel, device, &refs, &mut outs).map(|()| outs)
-                    }
-                    None => tpukit::launch(kernel, device, &refs),
+            let borrowed = match device {
+                Device::Cpu => borrow::borrow(&inputs)?,
+                _ => None,
+            };
+            let result = match borrowed {
+                Some(ins) => py.detach(move || launch_borrowed(kernel, &ins, outputs)),
+                None => {
+                    let inputs = host_arrays(&inputs)?;
+                    py.detach(move || {
+                        let refs: Vec<&HostArray> = inputs.iter().collect();
+                        match outputs {
+                            Some(mut outs) => {
+                                tpukit::launch_into(kernel, device, &refs, &mut outs).map(|()| outs)
+                            }
+                            None => tpukit::launch(kernel, device, &refs),
+                        }
+                    })
                 }
-            });
+            };
             let outs = result.map_err(error::runtime)?;
             outs.into_iter().map(|a| array::to_wire(py, a)).collect()
         })
@@ -109,6 +143,38 @@ impl PyKernel {
             Ok(self.kernel.operands_with_role(role).count())
         })
     }
+}
+
+/// Launches on the compiled CPU backend reading `inputs` in place: into `outputs` (their
+/// initial contents) when given, else into new zero-filled ones.
+fn launch_borrowed(
+    kernel: &Prepared,
+    inputs: &Borrowed<'_>,
+    outputs: Option<Vec<HostArray>>,
+) -> Result<Vec<HostArray>, RuntimeError> {
+    let options = LaunchOptions::from_env();
+    let Some(mut outs) = outputs else {
+        // SAFETY: `borrow` checked each array's length against its shape; the held buffers
+        // keep the memory alive for the call.
+        return unsafe { launch_borrowed_new(kernel, &inputs.arrays, options) };
+    };
+    let shapes: Vec<Vec<usize>> = outs.iter().map(|o| o.shape().to_vec()).collect();
+    let raw: Vec<RawArray> = outs
+        .iter_mut()
+        .zip(&shapes)
+        .map(|(o, shape)| {
+            o.make_standard_layout();
+            RawArray {
+                dtype: o.dtype(),
+                shape,
+                data: o.data_ptr_mut(),
+            }
+        })
+        .collect();
+    // SAFETY: inputs as above; the outputs are this call's own row-major host arrays, which
+    // overlap nothing else.
+    unsafe { launch_raw(kernel, &inputs.arrays, &raw, options)? };
+    Ok(outs)
 }
 
 fn host_arrays(wires: &[Wire<'_>]) -> PyResult<Vec<HostArray>> {

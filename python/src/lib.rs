@@ -12,6 +12,7 @@
 //! `PanicException`.
 
 mod array;
+mod borrow;
 mod catalog;
 mod error;
 mod ffi;

@@ -25,6 +25,7 @@ _NAMES = {
     np.dtype(np.bool_): "bool",
 }
 _DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 SUPPORTED = "float32, bfloat16, float16, int32, int8, bool"
 
@@ -84,19 +85,73 @@ def kind(x) -> str:
     )
 
 
+def eager_signature(args) -> tuple | None:
+    """A hashable key of an eager call's arrays (each one's type, shape and dtype), under which
+    a caller may keep what an earlier call with the same key resolved (its compiled kernel),
+    skipping every check and lowering step next time; None for a call that must take the full
+    path: no arguments, or anything but numpy arrays and plain CPU torch tensors (see
+    ``torch_direct``)."""
+    if not args:
+        return None
+    first = type(args[0])
+    if first is np.ndarray:
+        if not all(type(a) is np.ndarray for a in args):
+            return None
+    elif not torch_direct(args):
+        return None
+    return tuple((type(a), a.shape, a.dtype) for a in args)
+
+
+def torch_direct(args) -> bool:
+    """Whether a call on ``args`` with torch tensors may run tpukit directly rather than
+    through its torch custom op: every argument a plain CPU ``torch.Tensor`` none of which
+    needs a gradient, with nothing observing the call (no ``torch.compile`` trace, no dispatch
+    or function mode, no functorch transform) — where the op would only call its CPU kernel."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    c = torch._C
+    if (
+        torch.compiler.is_compiling()  # first: dynamo folds it, and traces nothing after it
+        or c._len_torch_dispatch_stack()
+        or c._is_torch_function_mode_enabled()
+        or c._functorch.peek_interpreter_stack() is not None
+    ):
+        return False
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if type(a) is not torch.Tensor or a.device.type != "cpu" or (grad and a.requires_grad):
+            return False
+    return True
+
+
 def to_numpy(x) -> np.ndarray:
     """A C-contiguous numpy view (no copy: a CPU torch tensor through DLPack) or, where the
     memory is elsewhere or not contiguous, a copy, of an array of any supported kind."""
+    if type(x) is np.ndarray:
+        return _contiguous(x)
     k = kind(x)
     if k == "torch":
-        # DLPack has no negative or conjugate bit: a lazy `neg`/`conj` view would lose its sign.
-        t = x.detach().cpu().resolve_neg().resolve_conj().contiguous()
-        import torch
-
-        if t.dtype == torch.bfloat16:
-            return np.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
-        return np.from_dlpack(t)
+        return _contiguous(_torch_to_numpy(x))
     return _contiguous(np.asarray(x))
+
+
+def _torch_to_numpy(x) -> np.ndarray:
+    """A numpy view of a CPU torch tensor's memory (any strides), or of a CPU copy.
+    ``Tensor.numpy()`` rather than DLPack: the same view at a fraction of the cost. A lazy
+    ``neg``/``conj`` view is resolved first (numpy has no such bits)."""
+    import torch
+
+    t = x.detach() if x.requires_grad else x
+    if not t.is_cpu:
+        t = t.cpu()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
@@ -109,9 +164,12 @@ def to_wire(x: np.ndarray):
     """``(dtype name, shape, byte view)`` of a numpy array (no copy when it is C-contiguous
     and little-endian)."""
     a = _contiguous(np.asarray(x))
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    return (dtype_name(a.dtype), list(a.shape), a.reshape(-1).view(np.uint8))
+    name = _NAMES.get(a.dtype)  # a native little-endian dtype: the common case, one lookup
+    if name is None:
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        name = dtype_name(a.dtype)
+    return (name, a.shape, a.reshape(-1).view(np.uint8))
 
 
 def from_wire(wire) -> np.ndarray:
@@ -131,10 +189,11 @@ def to_kind(a: np.ndarray, k: str, like=None):
     if k == "torch":
         import torch
 
-        if a.dtype == np.dtype(ml_dtypes.bfloat16):
-            t = torch.from_dlpack(a.view(np.int16)).view(torch.bfloat16)
+        # torch.from_numpy: the same zero-copy view as DLPack, at a fraction of the cost.
+        if a.dtype == _BF16:
+            t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
         else:
-            t = torch.from_dlpack(a)
+            t = torch.from_numpy(a)
         device = getattr(like, "device", None)
         return t if device is None or device.type == "cpu" else t.to(device)
     import jax

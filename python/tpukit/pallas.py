@@ -213,6 +213,8 @@ class PallasKernel:
         self._differentiable = _Cache()  # jax.custom_vjp functions by device
         self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
         self._torch_op = None  # defined at the first call with torch tensors
+        # Eager calls already run once: (device, signature) -> (single, CompiledKernel).
+        self._plans: dict[tuple, tuple[bool, CompiledKernel]] = {}
         functools.update_wrapper(self, body)
         # pl.pallas_call's `name=` names the kernel, else the body does
         self.__name__ = call_kwargs.get("name") or getattr(body, "__name__", "pallas_kernel")
@@ -274,6 +276,11 @@ class PallasKernel:
         return str(jax.make_jaxpr(call)(*[_lowering.shape_dtype(a) for a in args]))
 
     def __call__(self, *args, device: str | None = None):
+        plan = self._plans.get((device or self.device, _arrays.eager_signature(args)))
+        if plan is not None:  # a signature run before: no checks, no lowering, no propagate
+            single, compiled = plan
+            outs = compiled.run(args, device or self.device)
+            return outs[0] if single else tuple(outs)
         device = check_device(device or self.device)
         if _torch_call(args):
             from tpukit import _torch_op
@@ -293,7 +300,11 @@ class PallasKernel:
         """Runs the kernel on arrays of any kind: whether ``propagate`` gave one output (not a
         tuple), and the list of outputs."""
         single, compiled = self._compiled(args)
-        return single, compiled.run(args, device)
+        outs = compiled.run(args, device)
+        signature = _arrays.eager_signature(args)
+        if signature is not None:
+            self._plans[(device, signature)] = (single, compiled)
+        return single, outs
 
     def _trace(self, args, device):
         """The kernel on JAX values (tracers or arrays) as custom calls."""
@@ -478,6 +489,8 @@ class JaxKernel:
         self._cache = _Cache()  # tpukit's import of it
         self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
         self._torch_op = None  # defined at the first call with torch tensors
+        # Eager calls already run once: (device, signature) -> (single, CompiledKernel).
+        self._plans: dict[tuple, tuple[bool, CompiledKernel]] = {}
         functools.update_wrapper(self, fn)
 
     def _split(self, args):

@@ -24,14 +24,7 @@ pub fn launch_with<K: Launchable>(
     kernel.verify()?;
     let k = kernel.kernel();
     let bindings = bind(k, &signatures(inputs), None)?;
-    let mut outputs = Vec::new();
-    for (_, o) in k.operands_with_role(Role::Output) {
-        let shape = resolve(k, &o.shape, &bindings, &o.name)?;
-        let what = format!("output `{}`", o.name);
-        let array = HostArray::try_zeros(o.dtype, &shape, &what)
-            .map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))?;
-        outputs.push(array);
-    }
+    let mut outputs = new_outputs(k, &bindings)?;
     device
         .backend()
         .run(kernel, &bindings, inputs, &mut outputs, options)?;
@@ -62,6 +55,18 @@ pub fn launch_into_with<K: Launchable>(
     device
         .backend()
         .run(kernel, &bindings, inputs, outputs, options)
+}
+
+/// The kernel's outputs for `bindings`, zero-filled (what [`launch`] hands the kernel).
+pub(crate) fn new_outputs(k: &Kernel, bindings: &Bindings) -> Result<Vec<HostArray>, RuntimeError> {
+    k.operands_with_role(Role::Output)
+        .map(|(_, o)| {
+            let shape = resolve(k, &o.shape, bindings, &o.name)?;
+            let what = format!("output `{}`", o.name);
+            HostArray::try_zeros(o.dtype, &shape, &what)
+                .map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
+        })
+        .collect()
 }
 
 fn resolve(

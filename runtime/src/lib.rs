@@ -25,4 +25,4 @@ pub use device::{Device, LaunchOptions};
 pub use error::RuntimeError;
 pub use launch::{launch, launch_into, launch_into_with, launch_with};
 pub use prepared::{Launchable, Prepared};
-pub use raw::{RawArray, launch_raw};
+pub use raw::{RawArray, launch_borrowed, launch_raw};

@@ -6,8 +6,8 @@
 //!
 //! [`HostArray`]: crate::HostArray
 
-use crate::launch::{Signature, bind};
-use crate::{LaunchOptions, Launchable, RuntimeError, cpu};
+use crate::launch::{Signature, bind, new_outputs};
+use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, cpu};
 use tpukit_dsl::DType;
 
 /// An array in memory the caller owns: `shape` elements of `dtype`, row-major and
@@ -57,4 +57,39 @@ pub unsafe fn launch_raw<K: Launchable>(
             options.debug,
         )
     }
+}
+
+/// [`crate::launch_with`] on the compiled CPU backend with borrowed inputs: reads `inputs`
+/// (the prefetch operands, then the inputs) in place and returns new outputs, zero-filled
+/// before the kernel runs. What a caller holding its arrays in its own memory (Python's
+/// buffers) uses to launch without copying them; the outputs are new, so they alias no input.
+///
+/// # Safety
+/// As for [`launch_raw`]'s inputs: each `data` addresses `product(shape) *
+/// dtype.size_bytes()` bytes of row-major elements (for `bool`, bytes that are 0 or 1), valid
+/// and not written by anyone else for the call.
+pub unsafe fn launch_borrowed<K: Launchable>(
+    kernel: &K,
+    inputs: &[RawArray],
+    options: LaunchOptions,
+) -> Result<Vec<HostArray>, RuntimeError> {
+    kernel.verify()?;
+    let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
+    let bindings = bind(kernel.kernel(), &ins, None)?;
+    let mut outputs = new_outputs(kernel.kernel(), &bindings)?;
+    let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
+    let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
+    // SAFETY: the caller's contract for the inputs; the outputs are new, row-major (made by
+    // `try_zeros`) and of the bound shapes.
+    unsafe {
+        cpu::run_at(
+            kernel.kernel(),
+            kernel.hash(),
+            &bindings,
+            &in_ptrs,
+            &out_ptrs,
+            options.debug,
+        )?;
+    }
+    Ok(outputs)
 }

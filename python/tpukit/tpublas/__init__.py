@@ -169,7 +169,7 @@ class Operator:
 
 def _convert(a: _schema.Argument, v, qualified: str):
     """The native ``(kind, value, original array or None)`` triples of one argument."""
-    what = f"{qualified}: argument {a.name!r} ({a})"
+    what = _What(qualified, a)
     if a.type == "Generator":  # None too: a seed from the default generator
         return [("int", _seed(v), None)]
     if v is None:
@@ -227,7 +227,22 @@ def _seed(generator) -> int:
     return int(torch.randint(0, 2**62, (1,), generator=generator).item())
 
 
-def _integer(v, what: str) -> int:
+
+
+class _What:
+    """``qualified: argument 'name' (type name)``, the start of a conversion error's message:
+    formatted only when an error is raised (most calls have none)."""
+
+    __slots__ = ("argument", "qualified")
+
+    def __init__(self, qualified: str, argument: _schema.Argument):
+        self.qualified, self.argument = qualified, argument
+
+    def __format__(self, spec) -> str:
+        return f"{self.qualified}: argument {self.argument.name!r} ({self.argument})"
+
+
+def _integer(v, what: _What) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise TypeError(f"{what} must be an int, got {v!r}")
     return int(v)

@@ -147,19 +147,32 @@ class Mode(TorchDispatchMode):
         self.fallback: collections.Counter = collections.Counter()
         self.views: collections.Counter = collections.Counter()
         self.allocated: collections.Counter = collections.Counter()
+        self._known: dict = {}  # operator -> what `_describe` read from its schema
+
+    def _describe(self, func):
+        """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
+        the packet's Scalar overload for a Tensor one or None)``: read from the schema once
+        per operator (a dispatched call then costs dictionary lookups, not schema walks)."""
+        known = self._known.get(func)
+        if known is None:
+            op = scalar = None
+            packet = self._operators.get(func._schema.name.removeprefix("aten::"))
+            if packet is not None and func.namespace == "aten":
+                op = packet._overloads.get(func._overloadname)
+                if func._overloadname == "Tensor":
+                    scalar = packet._overloads.get("Scalar")
+            known = (str(func), _is_view_or_metadata(func), op, scalar)
+            self._known[func] = known
+        return known
 
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
         alias = _ALIASES.get(str(func))
         if alias is not None:
             func, args = alias[0], alias[1](args)
-        packet = self._operators.get(func._schema.name.removeprefix("aten::"))
-        if packet is None or func.namespace != "aten":
-            return None
-        op = packet._overloads.get(func._overloadname)
+        _, _, op, scalar = self._describe(func)
         if op is None:
             return None
-        scalar = packet._overloads.get("Scalar") if func._overloadname == "Tensor" else None
         if scalar is not None and len(args) >= 2 and _number(args[1]) is not None:
             # `x * 2.1`: the number stays a number (ATen's `mul.Scalar`, no rounding to bf16).
             op, args = scalar, [args[0], _number(args[1]), *args[2:]]
@@ -221,8 +234,8 @@ class Mode(TorchDispatchMode):
         from tpukit.tpublas import _factory
 
         kwargs = kwargs or {}
-        name = str(func)
-        if _is_view_or_metadata(func) or name in _VIEWS:
+        name, view, _, _ = self._describe(func)
+        if view or name in _VIEWS:
             self.views[name] += 1
             return func(*args, **kwargs)
         if _factory._name(func) in _factory.ALLOCATIONS:

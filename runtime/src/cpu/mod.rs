@@ -52,16 +52,15 @@ pub fn warm_up() -> Result<(), RuntimeError> {
 }
 
 /// Brings the allocator to the state the first large arrays would bring it to, so the first
-/// launch does not pay for it. glibc's malloc serves large blocks from fresh `mmap`s (every
-/// page faulted in on first touch, returned at `free`) until a large block is freed; then it
-/// raises its (process-wide) mmap threshold to that block's size and serves such blocks from
-/// the allocating thread's heap, which keeps them. So: free one 24 MiB block (never touched:
-/// costs no page; glibc's dynamic threshold stops at 32 MiB), then touch and free some heap
-/// in this thread (16 MiB: arrays are allocated here) and in each worker (4 MiB: their
-/// kernels' workspace and scratch), which later blocks reuse without faults (about 3 ms once,
-/// here).
+/// launch does not pay for it. glibc's malloc serves blocks up to its mmap threshold from the
+/// allocating thread's heap; [`alloc::keep_freed_memory`] fixes that threshold at 32 MiB and
+/// keeps freed heap memory (otherwise glibc would serve large blocks from fresh `mmap`s,
+/// every page faulted in on first touch, and trim its heap at every large `free`). So: touch
+/// and free some heap in this thread (16 MiB: arrays are allocated here) and in each worker
+/// (4 MiB: their kernels' workspace and scratch), which later blocks reuse without faults
+/// (about 3 ms once, here).
 fn warm_allocator() {
-    drop(std::hint::black_box(Vec::<u8>::with_capacity(24 << 20)));
+    alloc::keep_freed_memory();
     touch_heap(16 << 20);
     pool::pool().broadcast(|_| touch_heap(4 << 20));
 }

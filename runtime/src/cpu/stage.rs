@@ -74,10 +74,8 @@ pub(crate) unsafe extern "C" fn stage(
             } else {
                 0
             };
-            if dir == IN {
-                for j in copied..row {
-                    std::ptr::copy_nonoverlapping(fill_bytes.as_ptr(), s.add(j * elem), elem);
-                }
+            if dir == IN && copied < row {
+                fill_with(s.add(copied * elem), row - copied, &fill_bytes[..elem]);
             }
         }
         for d in (0..last).rev() {
@@ -86,6 +84,101 @@ pub(crate) unsafe extern "C" fn stage(
                 break;
             }
             idx[d] = 0;
+        }
+    }
+}
+
+/// Writes `n` copies of `value` (one element's bytes) from `at`: the first copied once, then
+/// the filled prefix doubled, so a long run of fill elements costs O(log n) `memcpy`s rather
+/// than one per element (a block much larger than its array, e.g. a tiny array in 4096-element
+/// blocks, is mostly fill).
+///
+/// # Safety
+/// `at` addresses `n * value.len()` writable bytes that `value` does not overlap.
+unsafe fn fill_with(at: *mut u8, n: usize, value: &[u8]) {
+    let total = n * value.len();
+    if total == 0 {
+        return;
+    }
+    // SAFETY: every write stays in `at..at + total` (the caller's contract); the doubling
+    // copies read `at..at + done` and write `at + done..`, which do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(value.as_ptr(), at, value.len());
+        let mut done = value.len();
+        while done < total {
+            let step = done.min(total - done);
+            std::ptr::copy_nonoverlapping(at, at.add(done), step);
+            done += step;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3×5 i16 array staged in a 4×8 block at origin (1, 2): the inside part copied, the
+    /// rest the fill value; then copied back, only inside.
+    #[test]
+    fn stages_an_overhanging_window_with_its_fill() {
+        let mut array: Vec<i16> = (0..15).collect();
+        let mut staged = vec![0i16; 32];
+        let (dims, origin, block) = ([3i64, 5], [1i64, 2], [4i64, 8]);
+        let fill = (-7i16) as u16 as u64;
+        // SAFETY: sizes as documented: 15 array elements, 32 staged, rank 2, origin inside.
+        unsafe {
+            stage(
+                array.as_mut_ptr().cast(),
+                staged.as_mut_ptr().cast(),
+                dims.as_ptr(),
+                origin.as_ptr(),
+                block.as_ptr(),
+                2,
+                2,
+                fill,
+                IN,
+            );
+        }
+        for r in 0..4 {
+            for c in 0..8 {
+                let (i, j) = (1 + r, 2 + c);
+                let want = if i < 3 && j < 5 {
+                    (i * 5 + j) as i16
+                } else {
+                    -7
+                };
+                assert_eq!(staged[r * 8 + c], want, "staged[{r}][{c}]");
+            }
+        }
+        staged.iter_mut().for_each(|v| *v = 100);
+        // SAFETY: as above.
+        unsafe {
+            stage(
+                array.as_mut_ptr().cast(),
+                staged.as_mut_ptr().cast(),
+                dims.as_ptr(),
+                origin.as_ptr(),
+                block.as_ptr(),
+                2,
+                2,
+                0,
+                OUT,
+            );
+        }
+        let want: Vec<i16> = (0..15)
+            .map(|k| if k / 5 >= 1 && k % 5 >= 2 { 100 } else { k })
+            .collect();
+        assert_eq!(array, want);
+    }
+
+    #[test]
+    fn fills_runs_of_every_length() {
+        for n in 0..40 {
+            let mut v = vec![0u32; n + 1];
+            // SAFETY: `n` elements of 4 bytes, `v` has `n + 1`.
+            unsafe { fill_with(v.as_mut_ptr().cast(), n, &0xdead_beefu32.to_le_bytes()) };
+            assert!(v[..n].iter().all(|&x| x == 0xdead_beef), "n = {n}");
+            assert_eq!(v[n], 0);
         }
     }
 }

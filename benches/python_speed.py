@@ -1,0 +1,286 @@
+"""tpukit where users call it: from Python, on torch tensors, beside torch eager and XLA.
+
+Two tables, timed in one process with the implementations interleaved (each round times every
+implementation once, the figure is the median over rounds), so that load on the shared machine
+hits all of them alike:
+
+- per-call overhead on an (8, 128) f32 tensor: a tiny ``custom_kernel`` (numpy and torch
+  arguments), a tpuBLAS add (its Python API and ``torch.ops.tpublas``), an add inside
+  ``tpublas.mode()``, beside torch's eager add and a jitted JAX add;
+- steady state of tpuBLAS operators on torch CPU tensors (add, sum over dim 1, gelu, softmax,
+  layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
+  for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
+  its fraction of the machine's copy bandwidth (bytes read and written once per call over the
+  time), measured here as a 64 MB torch ``copy_``.
+
+``--write`` replaces the Python section of BENCHMARKS.md; with matplotlib installed, it also
+writes ``benches/python_speed.png`` (time against size, tpukit beside torch and XLA).
+
+    PYTHONPATH=python .venv/bin/python benches/python_speed.py [--write] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tpukit import pallas, tpublas
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- python-bench:begin -->", "<!-- python-bench:end -->"
+PLOT = ROOT / "benches" / "python_speed.png"
+
+
+def _batch(fn, seconds: float) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds (all threads) per call of ``fn`` over a batch of
+    about ``seconds``."""
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while True:
+        fn()
+        n += 1
+        t = time.perf_counter() - t0
+        if t >= seconds:
+            return t / n, (time.process_time() - c0) / n
+
+
+CPU = {}  # (implementation, label) -> median CPU seconds per call, of the last `interleaved`
+
+
+def interleaved(impls: dict, rounds: int, seconds: float) -> dict:
+    """Median wall seconds per call of each implementation, over ``rounds`` rounds that each
+    time every implementation for a batch of about ``seconds`` (after two untimed calls); the
+    median CPU seconds go to ``CPU[name]``. CPU time moves less than wall time on a loaded
+    machine (a descheduled thread costs none), so it is the column to read there."""
+    for fn in impls.values():
+        fn()
+        fn()
+    times = {name: [] for name in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            times[name].append(_batch(fn, seconds))
+    CPU.clear()
+    CPU.update({name: statistics.median(c for _, c in ts) for name, ts in times.items()})
+    return {name: statistics.median(w for w, _ in ts) for name, ts in times.items()}
+
+
+def overhead_rows(rounds: int) -> list[tuple[str, float]]:
+    def body(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    add = pallas.custom_kernel(lambda x, y: x, body)
+    xn = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    xt = torch.from_numpy(xn.copy())
+    xj = jnp.asarray(xn)
+    jit_add = jax.jit(lambda a, b: a + b)
+    op = torch.ops.tpublas.add.Tensor
+    mode = tpublas.mode()
+
+    def in_mode():
+        with mode:
+            return xt + xt
+
+    impls = {
+        "`custom_kernel`, numpy arrays": lambda: add(xn, xn),
+        "`custom_kernel`, torch tensors": lambda: add(xt, xt),
+        "tpuBLAS `tpublas.add`, torch tensors": lambda: tpublas.add.Tensor(xt, xt),
+        "tpuBLAS `torch.ops.tpublas.add.Tensor`": lambda: op(xt, xt),
+        "`x + y` inside `tpublas.mode()` (mode entered per call)": in_mode,
+        "torch eager `x + y`": lambda: xt + xt,
+        "`jax.jit(x + y)`, JAX arrays": lambda: jit_add(xj, xj).block_until_ready(),
+    }
+    times = interleaved(impls, rounds, 0.05)
+    return [(name, times[name] * 1e6) for name in impls]
+
+
+def _jax(x: torch.Tensor):
+    a = jnp.asarray(x.float().numpy())
+    return a.astype(jnp.bfloat16) if x.dtype == torch.bfloat16 else a
+
+
+def _layer_norm_jax(x, w, b):
+    xf = x.astype(jnp.float32)
+    mean = xf.mean(-1, keepdims=True)
+    var = ((xf - mean) ** 2).mean(-1, keepdims=True)
+    return ((xf - mean) * jax.lax.rsqrt(var + 1e-5) * w + b).astype(x.dtype)
+
+
+def _softmax_jax(x):
+    return jax.nn.softmax(x.astype(jnp.float32), -1).astype(x.dtype)
+
+
+def operators(shape, dtype):
+    """``{op: (bytes moved, {impl: fn})}`` on random torch tensors of ``shape`` and ``dtype``."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(shape, generator=g).to(dtype)
+    y = torch.rand(shape, generator=g).to(dtype)
+    n = shape[-1]
+    w, b = torch.rand(n, generator=g).to(dtype), torch.rand(n, generator=g).to(dtype)
+    xj, yj, wj, bj = _jax(x), _jax(y), _jax(w), _jax(b)
+    size = x.numel() * x.element_size()
+    add_j = jax.jit(lambda a, c: a + c)
+    sum_j = jax.jit(lambda a: a.sum(1))
+    gelu_j = jax.jit(lambda a: jax.nn.gelu(a, approximate=False))
+    softmax_j = jax.jit(_softmax_jax)
+    norm_j = jax.jit(_layer_norm_jax)
+    return {
+        "add": (3 * size, {
+            "tpukit": lambda: tpublas.add.Tensor(x, y),
+            "torch": lambda: x + y,
+            "xla": lambda: add_j(xj, yj).block_until_ready(),
+        }),
+        "sum dim 1": (size, {
+            "tpukit": lambda: tpublas.sum.dim_IntList(x, [1]),
+            "torch": lambda: x.sum(1),
+            "xla": lambda: sum_j(xj).block_until_ready(),
+        }),
+        "gelu": (2 * size, {
+            "tpukit": lambda: tpublas.gelu(x),
+            "torch": lambda: F.gelu(x),
+            "xla": lambda: gelu_j(xj).block_until_ready(),
+        }),
+        "softmax": (2 * size, {
+            "tpukit": lambda: tpublas._softmax(x, -1, False),
+            "torch": lambda: torch.softmax(x, -1),
+            "xla": lambda: softmax_j(xj).block_until_ready(),
+        }),
+        "layer norm": (2 * size, {
+            "tpukit": lambda: tpublas.native_layer_norm(x, [n], w, b, 1e-5),
+            "torch": lambda: F.layer_norm(x, (n,), w, b),
+            "xla": lambda: norm_j(xj, wj, bj).block_until_ready(),
+        }),
+    }
+
+
+def matmul(n, dtype):
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand((n, n), generator=g).to(dtype)
+    y = torch.rand((n, n), generator=g).to(dtype)
+    xj, yj = _jax(x), _jax(y)
+    mm_j = jax.jit(lambda a, c: jnp.dot(a, c, preferred_element_type=jnp.float32).astype(a.dtype))
+    return {
+        "tpukit": lambda: tpublas.mm(x, y),
+        "torch": lambda: x @ y,
+        "xla": lambda: mm_j(xj, yj).block_until_ready(),
+    }
+
+
+def copy_bandwidth() -> float:
+    """GB/s of a 64 MB torch ``copy_`` (read + write), the machine's threads as torch uses
+    them."""
+    src, dst = torch.rand(16 << 20), torch.empty(16 << 20)
+    t = interleaved({"copy": lambda: dst.copy_(src)}, 5, 0.2)["copy"]
+    return 2 * src.numel() * 4 / t / 1e9
+
+
+def _row(name, times, moved=None, flops=None, copy_gbs=None, fma=None):
+    t, to, x = times["tpukit"], times["torch"], times["xla"]
+    cells = [name, f"{t * 1e3:.3f}", f"{to * 1e3:.3f}", f"{x * 1e3:.3f}",
+             f"{t / to:.2f}×", f"{t / x:.2f}×",
+             f"{CPU['tpukit'] * 1e3:.3f} / {CPU['torch'] * 1e3:.3f}"]
+    if moved is not None:
+        cells.append(f"{moved / t / 1e9:.1f} GB/s ({moved / t / 1e9 / copy_gbs:.2f} of copy)")
+    else:
+        cells.append(f"{flops / t / 1e9:.0f} GFLOP/s")
+    return "| " + " | ".join(cells) + " |"
+
+
+HEAD = ("| work | tpukit (ms) | torch eager (ms) | XLA (ms) | tpukit / torch | tpukit / XLA "
+        "| CPU ms, tpukit / torch | tpukit rate |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite BENCHMARKS.md's section")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else 7
+    seconds = 0.02 if args.quick else 0.1
+    tpublas.add.Tensor(np.zeros(1, np.float32), np.zeros(1, np.float32))  # warm the runtime
+
+    run = (f"Run on {os.cpu_count()} CPUs ({platform.machine()}), "
+           f"{time.strftime('%Y-%m-%d')}; torch {torch.__version__} with "
+           f"{torch.get_num_threads()} threads, jax {jax.__version__}. Medians of "
+           f"{rounds} interleaved rounds.")
+    lines = [run, ""]
+    lines += ["Per call, (8, 128) f32:", "", "| call | µs per call |", "|---|---:|"]
+    for name, us in overhead_rows(rounds * 3):
+        lines.append(f"| {name} | {us:.1f} |")
+    print("\n".join(lines), flush=True)
+
+    copy_gbs = copy_bandwidth()
+    title = ("Steady state, torch CPU tensors in and out (copy bandwidth measured: "
+             f"{copy_gbs:.1f} GB/s):")
+    steady = ["", title, "", HEAD]
+    for dtype, dname in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
+        for op, (moved, impls) in operators((4096, 1024), dtype).items():
+            times = interleaved(impls, rounds, seconds)
+            steady.append(_row(f"{op} 4096×1024 {dname}", times, moved, copy_gbs=copy_gbs))
+            print(steady[-1], flush=True)
+        times = interleaved(matmul(1024, dtype), rounds, seconds)
+        steady.append(_row(f"mm 1024² {dname}", times, flops=2 * 1024**3))
+        print(steady[-1], flush=True)
+    lines += steady
+
+    sweep = ["", "Sizes, f32 (rows × 1024; size of one input):", "", HEAD]
+    points = {}
+    for kb in [16, 256, 1024, 4096, 16384, 65536]:
+        rows = kb * 1024 // 4096
+        ops = operators((rows, 1024), torch.float32)
+        for op in ["add", "softmax"]:
+            moved, impls = ops[op]
+            times = interleaved(impls, rounds, seconds)
+            points.setdefault(op, []).append((kb, times))
+            label = f"{kb} KB" if kb < 1024 else f"{kb // 1024} MB"
+            sweep.append(_row(f"{op} {label}", times, moved, copy_gbs=copy_gbs))
+            print(sweep[-1], flush=True)
+    lines += sweep
+
+    body = "\n".join(lines)
+    if args.write:
+        path = ROOT / "BENCHMARKS.md"
+        text = path.read_text()
+        if BEGIN not in text:
+            text += f"\n{BEGIN}\n{END}\n"
+        pre, rest = text.split(BEGIN, 1)
+        _, post = rest.split(END, 1)
+        path.write_text(f"{pre}{BEGIN}\n{body}\n{END}{post}")
+        plot(points)
+    return 0
+
+
+def plot(points: dict) -> None:
+    """Time against size per operator, tpukit beside torch and XLA (if matplotlib is
+    installed; a message otherwise)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: {PLOT.name} not written", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, len(points), figsize=(5 * len(points), 4))
+    for ax, (op, series) in zip(np.atleast_1d(axes), points.items(), strict=True):
+        sizes = [kb for kb, _ in series]
+        for impl in ["tpukit", "torch", "xla"]:
+            ax.plot(sizes, [t[impl] * 1e3 for _, t in series], marker="o", label=impl)
+        ax.set(xscale="log", yscale="log", xlabel="input size (KB)", ylabel="ms per call",
+               title=f"{op}, f32")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=100)
+    print(f"wrote {PLOT}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

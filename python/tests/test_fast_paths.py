@@ -1,0 +1,159 @@
+"""The fast call paths give the same results as the full ones: inputs read in place (strided,
+read-only, misaligned, bf16, 0-d and zero-size inputs), results that never alias the inputs,
+eager calls served from a cached plan (numpy and plain torch tensors; tensors that need a
+gradient or are traced still go through the torch op), and ``tpublas.mode()``'s per-operator
+cache. Correctness only: no timings are asserted."""
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from jax.experimental import pallas as pl
+
+from tpukit import pallas, tpublas
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _add_mul(x_ref, y_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    o_ref[...] = (x * 2.0 + y_ref[...].astype(jnp.float32)).astype(o_ref.dtype)
+
+
+def kernel():
+    """A fresh kernel (its own plan cache) over (8, 128) blocks of a (24, 256) array."""
+    block = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+    return pallas.custom_kernel(
+        lambda x, y: x, _add_mul,
+        grid=(3, 2), in_specs=[block, block], out_specs=block,
+    )
+
+
+def reference(x, y):
+    xf, yf = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    return (xf * 2.0 + yf).astype(x.dtype)
+
+
+def close(got, want, dtype):
+    tol = 1e-2 if dtype == BF16 else 1e-6
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                               rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_repeated_calls_use_new_values(dtype, rng):
+    """A signature seen before is served from the kernel's plan: new values, right results,
+    fresh outputs."""
+    k = kernel()
+    for _ in range(3):
+        x = rng.standard_normal((24, 256)).astype(dtype)
+        y = rng.standard_normal((24, 256)).astype(dtype)
+        out = k(x, y)
+        close(out, reference(x, y), dtype)
+        assert not np.shares_memory(out, x) and not np.shares_memory(out, y)
+    assert len(k._plans) == 1
+
+
+def test_strided_read_only_and_misaligned_inputs(rng):
+    """Inputs the kernel cannot read in place are copied (a transposed view, an array at an
+    odd address); read-only ones are read in place; every result matches."""
+    k = kernel()
+    base = rng.standard_normal((256, 24)).astype(np.float32)
+    strided = base.T  # (24, 256), not C-contiguous
+    ro = rng.standard_normal((24, 256)).astype(np.float32)
+    ro.flags.writeable = False
+    raw = np.zeros(24 * 256 * 4 + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32).reshape(24, 256)
+    misaligned[...] = rng.standard_normal((24, 256))
+    assert misaligned.ctypes.data % 4 != 0
+    for x, y in [(strided, ro), (ro, strided), (misaligned, ro), (ro, misaligned)]:
+        close(k(x, y), reference(x, y), np.float32)
+    assert not ro.flags.writeable
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_torch_tensors_in_torch_tensors_out(dtype):
+    """Plain CPU tensors run directly once planned; results are new torch tensors of the
+    inputs' dtype; strided and negated views are read correctly."""
+    k = kernel()
+    g = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        x = torch.randn((24, 256), generator=g).to(dtype)
+        y = torch.randn((256, 24), generator=g).to(dtype).T  # strided
+        out = k(x, y)
+        assert isinstance(out, torch.Tensor) and out.dtype == dtype
+        want = (x.float() * 2 + y.float()).to(dtype)
+        torch.testing.assert_close(out, want)
+        assert out.data_ptr() not in (x.data_ptr(), y.data_ptr())
+    neg = torch._neg_view(x)
+    torch.testing.assert_close(k(neg, x), (-x.float() * 2 + x.float()).to(dtype))
+
+
+def test_tensors_that_need_gradients_go_through_the_op():
+    """A planned signature does not bypass autograd: a tensor requiring grad reaches the
+    torch op, whose missing derivative is reported at backward()."""
+    k = kernel()
+    x, y = torch.randn(24, 256), torch.randn(24, 256)
+    k(x, y)  # planned
+    xg = x.clone().requires_grad_()
+    out = k(xg, y)
+    assert out.requires_grad
+    with pytest.raises(Exception, match="has no derivative"):
+        out.sum().backward()
+
+
+def test_zero_size_and_0d_through_tpublas():
+    for x in [np.zeros((0, 5), np.float32), np.full((), 3.5, np.float32)]:
+        out = tpublas.add(x, x)
+        assert out.shape == x.shape
+        np.testing.assert_array_equal(out, x + x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tpublas_torch_inputs(dtype):
+    """tpuBLAS on strided, negated and read-only inputs gives torch's results; results never
+    alias the inputs."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn((33, 70), generator=g).to(dtype)
+    y = torch.randn((70, 33), generator=g).to(dtype).T
+    for a, b in [(x, y), (torch._neg_view(x), x)]:
+        out = tpublas.add(a, b)
+        torch.testing.assert_close(out, a + b)
+        assert out.data_ptr() not in (a.data_ptr(), b.data_ptr())
+    ro = np.asarray(x.float().numpy())
+    ro.flags.writeable = False
+    np.testing.assert_allclose(tpublas.gelu(ro), torch.nn.functional.gelu(x.float()).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_mode_serves_repeated_operators():
+    """The mode's per-operator cache serves repeated and mixed calls with torch's results."""
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(16, 40, generator=g), torch.randn(16, 40, generator=g)
+    with tpublas.mode() as m:
+        for _ in range(3):
+            got = (x + y) * 2.0 - x.t().t()
+    torch.testing.assert_close(got, (x + y) * 2.0 - x)
+    assert m.served["aten.add.Tensor"] == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("n", [0, 1, 1000, 100003])
+def test_kernel_launch_reads_inputs_in_place(n, dtype, rng):
+    """A catalog kernel launched on numpy arrays (read in place on cpu, copied for the
+    interpreter): both devices agree with numpy, zero-size included, and the result is a new
+    array; a read-only input stays untouched."""
+    from tpukit import _native
+    from tpukit.launch import launch
+
+    name = "bf16" if dtype == BF16 else "f32"
+    kernel, _ = _native.instantiate("add_vectors", [max(n, 1)], name)
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    y.flags.writeable = False
+    want = (x.astype(np.float32) + y.astype(np.float32)).astype(dtype)
+    for device in ["cpu", "interpret"]:
+        (out,) = launch(kernel, x, y, device=device)
+        close(out, want, dtype)
+        assert not np.shares_memory(out, x) and not np.shares_memory(out, y)
