@@ -806,8 +806,6 @@ impl KernelBuilder {
 
     // ---- control flow -------------------------------------------------------------------
 
-    /// `for iv in (lower..upper).step_by(step)`, carrying `init` through `body`, which gets
-    /// the induction variable and the carried values and returns the next carried values.
     /// `lax.while_loop`: `cond` gives a bool scalar from the carried values, `body` the next
     /// carried values; returns the carried values once `cond` fails.
     pub fn while_loop(
@@ -876,6 +874,8 @@ impl KernelBuilder {
         Ok(self.f.push(kind, types, loc))
     }
 
+    /// `for iv in (lower..upper).step_by(step)`, carrying `init` through `body`, which gets
+    /// the induction variable and the carried values and returns the next carried values.
     pub fn for_loop(
         &mut self,
         lower: impl Into<Arg>,

@@ -339,8 +339,11 @@ pub enum OpKind {
     /// carried values; the results are the carried values when `cond` first yields false.
     /// A loop whose condition never fails does not end (as on a TPU).
     While {
+        /// The carried values' first values.
         init: Vec<ValueId>,
+        /// Takes the carried values; yields the bool scalar that continues the loop.
         cond: Region,
+        /// Takes the carried values; yields the next ones.
         body: Region,
     },
 }
