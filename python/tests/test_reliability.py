@@ -313,6 +313,11 @@ FORK_WHILE_COMPILING = """
             check(c)
             c += 1
 
+    # One launch first, in this thread: the launch path's lazy imports are done before the
+    # other thread starts. (A fork while another thread is in the middle of importing a
+    # module leaves that module's import lock held in the child: CPython's hazard, not the
+    # runtime's, and the child below would wait on it.)
+    check(0.5)
     thread = threading.Thread(target=compile_forever, daemon=True)
     thread.start()
     for n in range(12):
