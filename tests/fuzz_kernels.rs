@@ -194,8 +194,8 @@ fn f32_to_bf16_casts_round_near_ties_alike_on_both_devices() {
     let bits: Vec<u32> = (0..22 * 189)
         .map(|i| {
             let hi =
-                0x3c00 + (rand::Rng::random_range(&mut r, 0..0x0800u32)) | (i as u32 & 1) << 15;
-            hi << 16 | lows[i % lows.len()]
+                (0x3c00 + rand::Rng::random_range(&mut r, 0..0x0800u32)) | ((i as u32 & 1) << 15);
+            (hi << 16) | lows[i % lows.len()]
         })
         .collect();
     let values: Vec<f64> = bits.iter().map(|&b| f64::from(f32::from_bits(b))).collect();
