@@ -228,6 +228,30 @@ def test_store_at_shifted_tile(device, dtype, n):
     torch.testing.assert_close(shifted_store(x, 3), expected, rtol=0, atol=0)
 
 
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def scatter_valid_rows(x, order, count):
+    """Row ``order[i]`` of the result is row ``i`` of ``x`` for ``i < count``; the other lanes
+    store back what they read at the index of lane 0, as Helion's moe_matmul_ogs does: the
+    first of coinciding indices wins."""
+    out = torch.zeros_like(x)
+    for t in hl.tile(x.size(0)):
+        valid = t.index < count
+        rows = order[torch.where(valid, t.index, 0)]
+        old = out[rows, :]
+        out[rows, :] = torch.where(valid[:, None], x[t, :], old)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_first_of_coinciding_store_indices_wins(device, dtype):
+    x = torch.randn(16, 40).to(dtype)
+    order = torch.randperm(16).to(torch.int32)
+    count = 11
+    expected = torch.zeros_like(x)
+    expected[order[:count].long()] = x[:count]
+    torch.testing.assert_close(scatter_valid_rows(x, order, count), expected, rtol=0, atol=0)
+
+
 def test_float_index_is_refused():
     @helion.kernel
     def bad(x):

@@ -194,3 +194,31 @@ def test_batched_matmul_over_a_batch_tile(device, dtype):
     expect = torch.bmm(s.to(dtype).float(), v.float())
     tol = TOL[dtype] if dtype == F32 else dict(rtol=2e-2, atol=0.5)
     torch.testing.assert_close(batched_scores(q, k, v), expect, **tol)
+
+
+@helion.kernel
+def silu_plus_relu(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        out[t] = torch.nn.functional.silu(v, inplace=False) + torch.nn.functional.relu(v, False)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_activations_take_inplace_false(device, dtype):
+    """``F.silu(x, inplace=False)`` as Helion's jagged_hstu_attn writes it; ``inplace=True``
+    on an immutable device value is refused."""
+    x = torch.randn(300).to(dtype)
+    expected = torch.nn.functional.silu(x.float()) + torch.relu(x.float())
+    close(silu_plus_relu(x), expected.to(dtype), dtype)
+
+    @helion.kernel
+    def in_place(x):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.size(0)):
+            out[t] = torch.nn.functional.relu(x[t], inplace=True)
+        return out
+
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="inplace=True"):
+        in_place(x)

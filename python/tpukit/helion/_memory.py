@@ -733,7 +733,9 @@ def put(table, pos, idx, v, keep):
     """``table`` with ``table[…, idx, …] = v`` along dimension ``pos`` (``v``: ``table``'s
     shape with ``idx``'s dimensions in place of ``pos``), where ``keep`` (None: everywhere);
     the dual of ``take``: a one-hot compare of every index with every position, the value a
-    position receives picked by a maximum (exact; the largest when indices coincide)."""
+    position receives picked by a maximum (exact). When indices coincide the first one (in
+    ``idx``'s row-major order) wins, as the lowest lane does in Helion's examples (masked-off
+    lanes of moe_matmul_ogs store back what they read, at the index of a valid first lane)."""
     n, m = table.shape[pos], idx.ndim
     wide = _wide(table.dtype)
     head, tail = table.shape[:pos], table.shape[pos + 1 :]
@@ -745,6 +747,12 @@ def put(table, pos, idx, v, keep):
         hit = hit & (jnp.broadcast_to(k, full) != 0)
     vals = jnp.broadcast_to(jnp.reshape(v.astype(wide), head + (1,) + idx.shape + tail), full)
     axes = tuple(range(pos + 1, pos + 1 + m))
+    order = jnp.zeros(full, jnp.int32)  # each index's row-major position in idx
+    for ax, stride in zip(axes, np.cumprod((1,) + idx.shape[::-1])[::-1][1:], strict=True):
+        order = order + lax.broadcasted_iota(jnp.int32, full, ax) * int(stride)
+    last = math.prod(idx.shape)
+    first = jnp.min(jnp.where(hit, order, last), axis=axes, keepdims=True)
+    hit = hit & (order == jnp.broadcast_to(first, full))
     low = jnp.asarray(lowest(wide), wide)
     picked = jnp.max(jnp.where(hit, vals, low), axis=axes)
     written = jnp.max(jnp.where(hit, 1, 0), axis=axes) > 0

@@ -311,9 +311,9 @@ def product(a, b):
     return out, dims
 
 
-MAX_BATCH = 8
-"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many (16
-unrolled matmuls already give wrong results on the ``cpu`` device, ``interpret`` is right)."""
+MAX_BATCH = 64
+"""Batched matmuls are unrolled (tpukit's runtime runs 2-D matmuls): at most this many per
+tile, which bounds the kernel's size (Helion's linear-attention examples use 32)."""
 
 
 def _batched(pa, pb, dot2):
@@ -616,6 +616,21 @@ def isnan(x):
     return jnp.logical_not(jnp.equal(x, x))
 
 
+def _functional(f):
+    """``F.relu``/``F.silu`` with their ``inplace`` argument: device values are immutable, so
+    only ``inplace=False`` (the default) has its meaning here."""
+
+    def run(x, inplace=False):
+        if inplace:
+            raise exc.UnsupportedConstruct(
+                "inplace=True on a device value (values are immutable: use the result)"
+                + where()
+            )
+        return f(x)
+
+    return run
+
+
 def _cast(dtype):
     return lambda x: x.astype(dtype)
 
@@ -624,11 +639,11 @@ ELEMENTWISE = {
     # unary
     "exp": jnp.exp, "exp2": jnp.exp2, "log": jnp.log, "log2": jnp.log2, "log1p": jnp.log1p,
     "expm1": jnp.expm1, "sqrt": jnp.sqrt, "rsqrt": lax.rsqrt, "sin": jnp.sin, "cos": jnp.cos,
-    "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu, "abs": jnp.abs,
+    "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "relu": _functional(jax.nn.relu),
+    "silu": _functional(jax.nn.silu), "abs": jnp.abs,
     "neg": jnp.negative, "negative": jnp.negative, "reciprocal": jnp.reciprocal,
     "floor": jnp.floor, "ceil": jnp.ceil, "round": jnp.round, "trunc": jnp.trunc,
-    "erf": jax.scipy.special.erf, "erfc": _erfc, "square": jnp.square, "silu": jax.nn.silu,
-    "gelu": _gelu,
+    "erf": jax.scipy.special.erf, "erfc": _erfc, "square": jnp.square, "gelu": _gelu,
     "logical_not": jnp.logical_not, "sign": jnp.sign, "isnan": isnan,
     "bitwise_not": jnp.bitwise_not,
     # binary and ternary

@@ -91,6 +91,12 @@ impl HostTarget {
         self.features.split(',').any(|f| f == "+avx512f")
     }
 
+    /// The target machine objects are compiled for. The large code model: objects are linked
+    /// by RuntimeDyld, whose section memory manager may place a kernel's constants more than
+    /// 2 GiB from its code, where the small model's 32-bit PC-relative references silently
+    /// wrap (a kernel then read wrong constants or faulted); large-model code addresses
+    /// constants and libm with 64-bit absolute relocations, which reach anywhere. Static
+    /// relocation: the objects are only ever linked into this process, never shared.
     pub(crate) fn machine(&self) -> Result<TargetMachine, String> {
         let triple = TargetTriple::create(&self.triple);
         let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
@@ -100,8 +106,8 @@ impl HostTarget {
                 &self.cpu,
                 &self.features,
                 OptimizationLevel::Aggressive,
-                RelocMode::PIC,
-                CodeModel::Default,
+                RelocMode::Static,
+                CodeModel::Large,
             )
             .ok_or_else(|| format!("LLVM cannot target `{}` ({})", self.triple, self.cpu))
     }
