@@ -107,27 +107,55 @@ fn mangle_op<'c>(
 /// The serde version that gave `tpu.matmul` its `transpose_lhs_hint`.
 const TRANSPOSE_LHS_HINT_VERSION: i64 = 13;
 
+/// The serde version that gave `tpu.enqueue_dma` and `tpu.sem_signal` their last optional
+/// operand, `subcore_id` (checked against jaxlib's `mosaic-serde` for versions 11 to 15).
+const SUBCORE_ID_VERSION: i64 = 14;
+
 /// An op's attributes as `mosaic-serde{serialize=true target-version=version}` writes them:
-/// below version 13, `tpu.matmul` drops `transpose_lhs_hint` and carries the older
-/// `transpose_lhs = false, transpose_rhs = false` (what jax 0.10.2 writes for version 11).
+/// - below version 13, `tpu.matmul` drops `transpose_lhs_hint` and carries the older
+///   `transpose_lhs = false, transpose_rhs = false` (what jax 0.10.2 writes for version 11);
+/// - below version 14, `tpu.enqueue_dma` and `tpu.sem_signal` have no `subcore_id` segment
+///   in their `operandSegmentSizes` (the lowering never passes one: it is empty).
 fn downgrade<'c>(
     context: &'c Context,
     name: &str,
     attributes: Vec<(Identifier<'c>, Attribute<'c>)>,
     version: i64,
 ) -> Vec<(Identifier<'c>, Attribute<'c>)> {
-    if name != "stable_mosaic.tpu.matmul" || version >= TRANSPOSE_LHS_HINT_VERSION {
-        return attributes;
+    match name {
+        "stable_mosaic.tpu.matmul" if version < TRANSPOSE_LHS_HINT_VERSION => {
+            let mut out: Vec<_> = attributes
+                .into_iter()
+                .filter(|(k, _)| k.as_string_ref().as_str() != Ok("transpose_lhs_hint"))
+                .collect();
+            let no = Attribute::parse(context, "false").expect("a bool attribute");
+            for key in ["transpose_lhs", "transpose_rhs"] {
+                out.push((Identifier::new(context, key), no));
+            }
+            out
+        }
+        "stable_mosaic.tpu.enqueue_dma" | "stable_mosaic.tpu.sem_signal"
+            if version < SUBCORE_ID_VERSION =>
+        {
+            attributes
+                .into_iter()
+                .map(|(k, v)| match k.as_string_ref().as_str() {
+                    Ok("operandSegmentSizes") => (k, without_last_segment(context, v)),
+                    _ => (k, v),
+                })
+                .collect()
+        }
+        _ => attributes,
     }
-    let mut out: Vec<_> = attributes
-        .into_iter()
-        .filter(|(k, _)| k.as_string_ref().as_str() != Ok("transpose_lhs_hint"))
-        .collect();
-    let no = Attribute::parse(context, "false").expect("a bool attribute");
-    for key in ["transpose_lhs", "transpose_rhs"] {
-        out.push((Identifier::new(context, key), no));
-    }
-    out
+}
+
+/// `array<i32: a, …, y, 0>` without its last (empty) segment.
+fn without_last_segment<'c>(context: &'c Context, sizes: Attribute<'c>) -> Attribute<'c> {
+    let text = sizes.to_string();
+    let kept = text
+        .strip_suffix(", 0>")
+        .unwrap_or_else(|| panic!("a trailing empty segment in {text}"));
+    Attribute::parse(context, &format!("{kept}>")).expect("a dense i32 array")
 }
 
 /// MLIR bytecode, version 0, of the serialized module.

@@ -67,7 +67,7 @@ pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
                 &operands,
                 &[],
                 &[
-                    ("operandSegmentSizes", segments("1, 0, 1, 1, 0, 0")?),
+                    ("operandSegmentSizes", segments("1, 0, 1, 1, 0, 0, 0")?),
                     ("priority", em.attr("0 : i32")?),
                     ("strict_ordering", em.attr("false")?),
                 ],
@@ -91,7 +91,7 @@ pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
                 "tpu.sem_signal",
                 &operands,
                 &[],
-                &[("operandSegmentSizes", segments("1, 1, 0, 0")?)],
+                &[("operandSegmentSizes", segments("1, 1, 0, 0, 0")?)],
             )?;
         }
         OpKind::SemaphoreWait { sem, amount } => {
