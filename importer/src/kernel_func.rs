@@ -54,8 +54,11 @@ pub fn signature(
             })
         })
         .collect::<Result<_>>()?;
-    let n_prefetch = text::int(&attr(kernel, "scalar_prefetch")?)? as usize;
-    let n_scratch = text::int(&attr(kernel, "scratch_operands")?)? as usize;
+    let count = |name: &str| -> Result<usize> {
+        let n = text::int(&attr(kernel, name)?)?;
+        usize::try_from(n).map_err(|_| Error::new(format!("{name} = {n} is not a count")))
+    };
+    let (n_prefetch, n_scratch) = (count("scalar_prefetch")?, count("scratch_operands")?);
     let block = kernel
         .region(0)
         .ok()
@@ -72,7 +75,10 @@ pub fn signature(
     }
     let n_inputs = operands.len() - n_prefetch;
     let n_windows = n_inputs + results.len();
-    if arg_types.len() != n_prefetch + n_windows + n_scratch {
+    let wanted = n_prefetch
+        .checked_add(n_windows)
+        .and_then(|n| n.checked_add(n_scratch));
+    if wanted != Some(arg_types.len()) {
         return Err(Error::new(format!(
             "the kernel takes {} buffers but the call has {} operands, {} results and the \
              kernel {n_scratch} scratch buffers",

@@ -278,3 +278,17 @@ fn a_negative_static_start_is_an_error() {
     let e = import_mosaic(&text, &operands, &results, "negative").unwrap_err();
     assert!(e.to_string().contains("outside"), "{e}");
 }
+
+/// Found by fuzzing (`make fuzz`-style run of 20,000 cases): `scratch_operands = -1` became a
+/// huge count and the buffer-count sum overflowed.
+#[test]
+fn a_negative_scratch_count_is_an_error() {
+    let text = fixture("fuzz/negative_scratch_count");
+    let (operands, results) = signature(&text);
+    let e = import_mosaic(&text, &operands, &results, "negative").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("scratch_operands = -1 is not a count"),
+        "{e}"
+    );
+}
