@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- cpu-bench:begin -->", "<!-- cpu-bench:end -->"
 
 
 def median_seconds(f, min_repeats: int = 15, budget: float = 1.5) -> float:
@@ -415,15 +415,7 @@ def main() -> int:
     )
     print(header + body)
     if args.write:
-        path = ROOT / "BENCHMARKS.md"
-        text = (
-            path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-        )
-        if BEGIN not in text:
-            text += f"\n{BEGIN}\n{END}\n"
-        pre, rest = text.split(BEGIN, 1)
-        _, post = rest.split(END, 1)
-        path.write_text(f"{pre}{BEGIN}\n{header}{body}\n{END}{post}")
+        write_section("cpu-bench", header + body)
     return 0
 
 

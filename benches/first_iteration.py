@@ -32,8 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from report import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- first-iteration:begin -->", "<!-- first-iteration:end -->"
 SIDES = ("tpublas", "eager", "compile")
 
 
@@ -149,13 +150,9 @@ def main() -> int:
     text = header + table(rows)
     print(text)
     if a.write:
-        path = ROOT / "BENCHMARKS.md"
-        doc = path.read_text()
-        if BEGIN not in doc:
-            doc += (f"\n## A GPT-2-style training step's first iteration\n\n"
-                    f"`make bench` (`benches/first_iteration.py`).\n\n{BEGIN}\n{END}\n")
-        head, rest = doc.split(BEGIN, 1)
-        path.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+        write_section("first-iteration", text,
+                      intro="## A GPT-2-style training step's first iteration\n\n"
+                            "`make bench` (`benches/first_iteration.py`).\n\n")
     return 0
 
 

@@ -34,10 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import torch.nn.functional as F
+from report import write_section
 from tpukit import pallas, tpublas
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- python-bench:begin -->", "<!-- python-bench:end -->"
 PLOT = ROOT / "benches" / "python_speed.png"
 
 
@@ -247,13 +247,7 @@ def main() -> int:
 
     body = "\n".join(lines)
     if args.write:
-        path = ROOT / "BENCHMARKS.md"
-        text = path.read_text()
-        if BEGIN not in text:
-            text += f"\n{BEGIN}\n{END}\n"
-        pre, rest = text.split(BEGIN, 1)
-        _, post = rest.split(END, 1)
-        path.write_text(f"{pre}{BEGIN}\n{body}\n{END}{post}")
+        write_section("python-bench", body)
         plot(points)
     return 0
 

@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from report import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- shipped-ops-bench:begin -->", "<!-- shipped-ops-bench:end -->"
 
 
 def _attention(q, k, v, causal, sm_scale):
@@ -169,12 +170,7 @@ def main() -> int:
     text = header + table(rows)
     print(text)
     if a.write:
-        path = ROOT / "BENCHMARKS.md"
-        doc = path.read_text()
-        if BEGIN not in doc:
-            doc += f"\n{BEGIN}\n{END}\n"
-        head, rest = doc.split(BEGIN, 1)
-        path.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+        write_section("shipped-ops-bench", text)
     return 0
 
 

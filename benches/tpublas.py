@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- tpublas-bench:begin -->", "<!-- tpublas-bench:end -->"
 M, N = 512, 1024  # rows and row length of the elementwise and row operators' inputs
 
 
@@ -325,12 +325,7 @@ def main() -> int:
     text = header + table(rows)
     print(text)
     if a.write:
-        path = ROOT / "BENCHMARKS.md"
-        doc = path.read_text()
-        if BEGIN not in doc:
-            doc += f"\n{BEGIN}\n{END}\n"
-        head, rest = doc.split(BEGIN, 1)
-        path.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+        write_section("tpublas-bench", text)
     return 0
 
 
