@@ -5,6 +5,8 @@
 //!
 //! One test per binary: it sets the process's environment.
 
+mod common;
+
 use std::fs::{self, File};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -13,16 +15,7 @@ use tpukit_runtime::{Device, HostArray, cpu, launch};
 
 /// `o = x + c` over (8, 128) blocks: one cache key per `c`.
 fn add_constant(c: f32) -> Kernel {
-    let rows = || {
-        ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(128)])
-            .blocked([8, 128], [grid(0), 0.into()])
-    };
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
-        inputs: vec![rows()],
-        outputs: vec![rows()],
-        ..Default::default()
-    };
+    let spec = common::rows_spec();
     let mut b = KernelBuilder::new("bounded", &spec).unwrap();
     let x = b.declare(Role::Input, "x").unwrap();
     let o = b.declare(Role::Output, "o").unwrap();

@@ -9,6 +9,8 @@
 //! `make fuzz` runs more. The writer and reader roles are ignored tests this binary re-runs
 //! as child processes.
 
+mod common;
+
 use rand::Rng;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -30,16 +32,7 @@ fn rounds() -> usize {
 
 /// `o = x * 2` over (8, 128) blocks, compiled once: the artifact the writers enlarge.
 fn artifact() -> Artifact {
-    let rows = || {
-        ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::Static(128)])
-            .blocked([8, 128], [grid(0), 0.into()])
-    };
-    let spec = CallSpec {
-        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
-        inputs: vec![rows()],
-        outputs: vec![rows()],
-        ..Default::default()
-    };
+    let spec = common::rows_spec();
     let mut b = KernelBuilder::new("crash_safe", &spec).unwrap();
     let x = b.declare(Role::Input, "x").unwrap();
     let o = b.declare(Role::Output, "o").unwrap();
