@@ -3,8 +3,8 @@
 //! kernels over `[B·H, L, S]` score matrices:
 //!
 //! - forward: `s = q @ kᵀ` (`bmm`, `kᵀ` by the transpose kernel), scaled and, with
-//!   `is_causal`, masked (`col > row` → −∞, top-left aligned as ATen) by [`scores`]; the
-//!   row `logsumexp` by [`logsumexp`]; `p = softmax(s)` (the softmax kernel);
+//!   `is_causal`, masked (`col > row` → −∞, top-left aligned as ATen) by `scores`; the
+//!   row `logsumexp` by `logsumexp`; `p = softmax(s)` (the softmax kernel);
 //!   `out = p @ v`. Returns `(out, logsumexp)` as ATen: `logsumexp` is `[B, H, L]` f32.
 //! - backward: `p = exp(s − logsumexp)` (recomputed from the `logsumexp` given);
 //!   `dv = pᵀ @ dout`; `dp = dout @ vᵀ`; `ds = p·(dp − Σ dp·p)` (the softmax-backward

@@ -11,7 +11,7 @@
 //!   `shift = b − running_mean·scale` (pointwise kernels; the `[C]` vectors are computed by
 //!   tpuBLAS's pointwise kernels too);
 //! - backward: the layer norm's input-gradient kernel with a weight per row (training; in
-//!   eval the input gradient is `g·scale`), and [`batch_norm_dwdb`] for `Σ g·x̂` and `Σ g`
+//!   eval the input gradient is `g·scale`), and `batch_norm_dwdb` for `Σ g·x̂` and `Σ g`
 //!   per channel.
 //!
 //! `native_batch_norm` updates its running statistics in place in ATen; tpuBLAS's operators

@@ -1,5 +1,5 @@
 //! Factories (`full`, `arange.start_step`): tensors made from numbers, by fill kernels over
-//! the flattened output (blocks of [`BLOCK`] elements). The numbers are run-time scalars
+//! the flattened output (blocks of `BLOCK` elements). The numbers are run-time scalars
 //! (f32 operands for float results, int32 for int32 results), so one compiled kernel serves
 //! every value and size. The output is allocated on the host and written by the kernel.
 //!

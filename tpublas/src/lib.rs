@@ -14,7 +14,7 @@
 //! Families, one file each: pointwise ([`elementwise`]: 1-D kernels over the flattened
 //! tensor), reductions ([`reduction`]), the softmax family ([`softmax`]), norms ([`norm`],
 //! [`norm_backward`]), products ([`matmul`]), scans ([`scan`]), gathers ([`indexing`]),
-//! permutation copies ([`copy`]) and concatenation ([`concat`]); and what a transformer's
+//! permutation copies ([`copy`]) and concatenation ([`mod@concat`]); and what a transformer's
 //! training step adds: losses ([`loss`]), attention ([`attention`]), the embedding backward
 //! ([`embedding_backward`]), comparisons and `masked_fill` ([`compare`]), triangles
 //! ([`triangle`]), padding ([`pad`]), copies and conversions ([`cast`]), factories

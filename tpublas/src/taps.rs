@@ -7,10 +7,10 @@
 //! padding taps (their row number is clamped to 0, a row that exists).
 //!
 //! Two kernels live here, both over rows of `BC` channels:
-//! - [`gather`] (im2col): `[P, T, C]` with zeros at padding taps, so a convolution is one
+//! - [`gather_kernel`] (im2col): `[P, T, C]` with zeros at padding taps, so a convolution is one
 //!   matmul of `[P, T·C] @ [T·C, OC]`;
-//! - [`sum`] (col2im): for each *input* pixel, the sum over its taps of the rows of a
-//!   `[P·T, C]` array that the forward gather read it into — the adjoint of [`gather`],
+//! - [`sum_kernel`] (col2im): for each *input* pixel, the sum over its taps of the rows of a
+//!   `[P·T, C]` array that the forward gather read it into — the adjoint of the gather,
 //!   computed as a gather so that no two grid steps write one row (an f32 accumulator over
 //!   an `arbitrary` tap axis).
 //!
