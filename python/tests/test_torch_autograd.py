@@ -277,6 +277,16 @@ CASES = {
                                            [1, 1], False), {}),
     "avg_pool2d": lambda d: ((rand(2, 3, 9, 8, dtype=d), [3, 2], [2, 2], [1, 1], False, False),
                              {}),
+    "_scaled_dot_product_flash_attention_for_cpu": lambda d: (
+        (rand(2, 3, 37, 16, dtype=d), rand(2, 3, 45, 16, dtype=d, seed=1),
+         rand(2, 3, 45, 16, dtype=d, seed=2), 0.0, True), {"scale": 0.3}),
+    "masked_fill.Tensor": lambda d: ((rand(3, 5, 130, dtype=d), rand(5, 1, seed=2) > 0,
+                                      torch.tensor(-1.5, dtype=d)), {}),
+    "tanh_backward": lambda d: ((rand(37, 300, dtype=d),
+                                 torch.tanh(rand(37, 300, seed=1)).to(d)), {}),
+    "_log_softmax_backward_data": lambda d: ((rand(37, 300, dtype=d),
+                                              torch.log_softmax(rand(37, 300, seed=1), 1).to(d),
+                                              1, d), {}),
 }
 
 # Results of several roundings of chained tpuBLAS ops, against float64; absolute errors scale
@@ -368,16 +378,11 @@ def test_tpublas_gradient_matches_torch(name, dtype):
 
 # Backward ops and ops tpuBLAS does not differentiate: their arguments, the first made a leaf.
 REFUSED = {
-    "_log_softmax_backward_data": lambda: (rand(8, 130), rand(8, 130, seed=1), 1, torch.float32),
-    "tanh_backward": lambda: (rand(8, 130), rand(8, 130, seed=1)),
+    # torch has no derivative of bernoulli either ("not implemented").
+    "bernoulli.p": lambda: (rand(8, 130), 0.5),
     "nll_loss_backward": lambda: (rand(8), rand(8, 130), torch.arange(8), None, 0, -100,
                                   torch.tensor(0.0)),
     "embedding_dense_backward": lambda: (rand(3, 130), torch.tensor([0, 2, 0]), 5, -1, False),
-    "masked_fill.Tensor": lambda: (rand(8, 130), rand(8, 130, seed=1) > 0, torch.tensor(2.0)),
-    "bernoulli.p": lambda: (rand(8, 130), 0.5),
-    "_scaled_dot_product_flash_attention_for_cpu": lambda: (rand(1, 2, 8, 4),
-                                                            rand(1, 2, 8, 4, seed=1),
-                                                            rand(1, 2, 8, 4, seed=2)),
     "_scaled_dot_product_flash_attention_for_cpu_backward": lambda: (
         rand(1, 2, 8, 4), *(rand(1, 2, 8, 4, seed=i) for i in (1, 2, 3, 4)),
         rand(1, 2, 8, seed=5), 0.0, True),
@@ -422,8 +427,7 @@ def test_every_op_has_a_derivative_or_refuses_backward():
         else:
             pytest.fail(f"{name}: no derivative and no test that backward() refuses it")
         leaf = args[0].requires_grad_()
-        # Raised by backward(), or by the call itself for ops whose autograd kernel is a
-        # refusal (attention: keyword-only tensors, see `_torch._no_derivative_kernel`).
+        # Raised by backward() (ops with keyword-only tensors too: `_torch._function_kernel`).
         with pytest.raises(tpukit.UnsupportedError, match=f"tpublas.{name} has no derivative"):
             out = _tpublas(name)(leaf, *args[1:])
             out = out[0] if isinstance(out, tuple) else out
@@ -514,6 +518,9 @@ SMALL = {
     "index_select": lambda d: ((rand(2, 5, 3, dtype=d), 1, torch.tensor([3, 0, 4, 3])), {}),
     "embedding": lambda d: ((rand(6, 3, dtype=d), torch.tensor([[5, 0, 5], [2, 3, 5]])), {}),
     "cat": lambda d: (([rand(3, 2, dtype=d), rand(3, 4, seed=1)], 1), {}),
+    "_scaled_dot_product_flash_attention_for_cpu": lambda d: (
+        (rand(1, 2, 3, 4, dtype=d), rand(1, 2, 5, 4, dtype=d, seed=1),
+         rand(1, 2, 5, 4, dtype=d, seed=2), 0.0, False), {}),
 }
 
 
@@ -540,6 +547,23 @@ def test_gradcheck_in_float32(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "not double precision": known
         assert torch.autograd.gradcheck(first, tuple(leaves), eps=1e-3, atol=2e-3, rtol=2e-3)
+
+
+def test_attention_with_a_mask_has_torchs_gradients():
+    """Attention's keyword-only ``attn_mask`` (a bool padding mask, broadcast over heads):
+    gradients of q, k, v against ``F.scaled_dot_product_attention`` in float64."""
+    q, k, v = rand(2, 3, 37, 16), rand(2, 3, 45, 16, seed=1), rand(2, 3, 45, 16, seed=2)
+    mask = rand(2, 1, 37, 45, seed=3) > -0.5
+    up = rand(2, 3, 37, 16, seed=4)
+    got_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out, _ = T._scaled_dot_product_flash_attention_for_cpu(*got_leaves, attn_mask=mask)
+    got = torch.autograd.grad(out, got_leaves, up)
+    want_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want = torch.autograd.grad(
+        torch.nn.functional.scaled_dot_product_attention(*want_leaves, attn_mask=mask),
+        want_leaves, up.double())
+    for name, g, w in zip("qkv", got, want, strict=True):
+        torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4, msg=f"d{name}")
 
 
 def test_sparse_embedding_gradients_are_refused_by_name():

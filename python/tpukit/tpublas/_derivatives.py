@@ -425,6 +425,53 @@ def _avg_pool2d(a, g):
                                           a.divisor_override)}
 
 
+def _attention(a, g, _logsumexp=None):
+    """CPU flash attention: its backward kernel, given the forward's output and logsumexp
+    (``attn_mask`` is not differentiated, as in ATen)."""
+    out, logsumexp = a.outputs
+    grads = T._scaled_dot_product_flash_attention_for_cpu_backward(
+        g, a.query, a.key, a.value, out, logsumexp, a.dropout_p, a.is_causal,
+        attn_mask=a.attn_mask, scale=a.scale)
+    return _masked(("query", "key", "value"), a, grads)
+
+
+def _masked_fill_tensor(a, g):
+    """``self``: ``g`` with the filled places 0; ``value`` (0-d): the sum of ``g`` over them."""
+    kept = T.masked_fill.Scalar(g, a.mask, 0)
+    grads = {"self": _sum_to(kept, a.self) if a.need("self") else None}
+    if a.need("value"):
+        filled = T.sub.Tensor(g, kept)  # exact: g − g = 0 where kept, g − 0 = g where filled
+        grads["value"] = _cast(T.sum.dim_IntList(filled, list(range(g.dim())), False),
+                               a.value.dtype)
+    return grads
+
+
+def _tanh_backward(a, gg):
+    """``tanh_backward(go, y) = go·(1 − y²)``: linear in ``go``; ``−2·y·go`` along ``y``."""
+    grads = {}
+    if a.need("grad_output"):
+        grads["grad_output"] = T.tanh_backward(gg, a.output)
+    if a.need("output"):
+        grads["output"] = T.mul.Scalar(T.mul.Tensor(T.mul.Tensor(a.output, a.grad_output), gg),
+                                       -2)
+    return grads
+
+
+def _log_softmax_backward_data(a, gg):
+    """``go − exp(y)·Σ go`` (over ``dim``): ``gg − Σ gg·exp(y)`` along ``go``,
+    ``−gg·exp(y)·Σ go`` along ``y``."""
+    p = T.exp(a.output)
+    grads = {}
+    if a.need("grad_output"):
+        total = T.sum.dim_IntList(T.mul.Tensor(gg, p), [a.dim], True)
+        grads["grad_output"] = _cast(T.sub.Tensor(gg, total), a.grad_output.dtype)
+    if a.need("output"):
+        total = T.sum.dim_IntList(a.grad_output, [a.dim], True)
+        grads["output"] = _cast(T.neg(T.mul.Tensor(T.mul.Tensor(gg, p), total)),
+                                a.output.dtype)
+    return grads
+
+
 def _elementwise(fn):
     """A unary formula ``fn(a, g) -> gradient of self``."""
     return lambda a, g: {"self": fn(a, g)}
@@ -489,9 +536,14 @@ FORMULAS = {
     "native_batch_norm": _batch_norm,
     "max_pool2d_with_indices": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
+    "_scaled_dot_product_flash_attention_for_cpu": _attention,
+    "masked_fill.Tensor": _masked_fill_tensor,
+    "tanh_backward": _tanh_backward,
+    "_log_softmax_backward_data": _log_softmax_backward_data,
 }
 
 # Outputs that are statistics for a backward kernel, not values to differentiate: marked
 # non-differentiable (as ATen's are not differentiated through).
 STATISTICS = {"native_layer_norm": (1, 2), "_fused_rms_norm": (1,), "nll_loss_forward": (1,),
-              "native_batch_norm": (1, 2), "max_pool2d_with_indices": (1,)}
+              "native_batch_norm": (1, 2), "max_pool2d_with_indices": (1,),
+              "_scaled_dot_product_flash_attention_for_cpu": (1,)}

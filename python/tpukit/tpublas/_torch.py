@@ -14,6 +14,7 @@ import torch
 
 from tpukit._native import UnsupportedError
 from tpukit.tpublas import _derivatives
+from tpukit.tpublas._schema import bind
 
 _LIBRARY = None
 
@@ -105,21 +106,44 @@ def _autograd(op):
     return setup_context, backward
 
 
-def _no_derivative_kernel(op):
+def _function_kernel(op):
     """The autograd kernel of an op ``register_autograd`` cannot take (a keyword-only tensor
-    argument, as attention's ``attn_mask``): it has no derivative, so a call on tensors
-    that require grad raises ``UnsupportedError`` (never a silent ``grad=None``)."""
+    argument, as attention's ``attn_mask``): a ``torch.autograd.Function`` over every argument
+    in schema order, differentiated by the op's formula like every other op; without one,
+    ``backward()`` raises ``UnsupportedError`` naming the op (never a silent ``grad=None``)."""
     name = qualified_name(op)
+    arguments = op.schema.arguments
+    names = [a.name for a in arguments]
+    formula = _derivatives.FORMULAS.get(name)
+    statistics = _derivatives.STATISTICS.get(name, ())
+    target = getattr(getattr(torch.ops.tpublas, op.schema.name), op.schema.overload)
+
+    class Call(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *values):
+            positional = [v for a, v in zip(arguments, values, strict=True) if not a.kwarg_only]
+            keyword = {a.name: v for a, v in zip(arguments, values, strict=True) if a.kwarg_only}
+            with torch._C._AutoDispatchBelowAutograd():
+                out = target(*positional, **keyword)
+            ctx.values = values
+            ctx.outputs = out if isinstance(out, tuple) else (out,)
+            if statistics:
+                ctx.mark_non_differentiable(*(ctx.outputs[i] for i in statistics))
+            return out
+
+        @staticmethod
+        def backward(ctx, *grads):
+            if formula is None:
+                raise UnsupportedError(
+                    f"tpublas.{name} has no derivative: backward() cannot go through it"
+                )
+            needs = dict(zip(names, map(bool, ctx.needs_input_grad), strict=True))
+            inputs = _derivatives.Inputs(names, ctx.values, ctx.outputs, needs)
+            result = formula(inputs, *grads)
+            return tuple(result.get(n) if needs[n] else None for n in names)
 
     def kernel(*args, **kwargs):
-        tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            raise UnsupportedError(
-                f"tpublas.{name} has no derivative: backward() cannot go through it"
-            )
-        with torch._C._AutoDispatchBelowAutograd():
-            return getattr(torch.ops.tpublas, op.schema.name).__getattr__(op.schema.overload)(
-                *args, **kwargs)
+        return Call.apply(*bind(op.schema, args, kwargs, f"tpublas.{name}"))
 
     return kernel
 
@@ -144,7 +168,7 @@ def register(packets):
             if fake is not None:
                 torch.library.register_fake(f"tpublas::{name}", fake, lib=library)
             if any(a.kwarg_only and a.type == "Tensor" for a in op.schema.arguments):
-                library.impl(name, _no_derivative_kernel(op), "Autograd")
+                library.impl(name, _function_kernel(op), "Autograd")
                 continue
             setup_context, backward = _autograd(op)
             torch.library.register_autograd(
