@@ -4,7 +4,7 @@ export MLIR_SYS_220_PREFIX ?= /usr/lib/llvm-22
 export LLVM_SYS_221_PREFIX ?= /usr/lib/llvm-22
 export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
-EXAMPLES := add_vectors softmax layer_norm matmul row_gather
+EXAMPLES := add_vectors softmax layer_norm matmul row_gather flash_attention
 
 .PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz asan
 setup:

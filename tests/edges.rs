@@ -108,14 +108,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
     #[test]
     fn cpu_agrees_with_the_interpreter_on_every_catalog_kernel(
-        extents in proptest::collection::vec(9usize..200, 3),
+        extents in proptest::collection::vec(9usize..200, 4),
         bf16 in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let dtype = if bf16 { DType::BF16 } else { DType::F32 };
         for entry in CATALOG {
-            let shape = &extents[..entry.shape.len()];
-            agree(entry, shape, dtype, seed);
+            let mut shape = extents[..entry.shape.len()].to_vec();
+            if entry.name == "flash_attention" {
+                // [bh, l, s, d]: the interpreter runs every 128×128×d product of every
+                // step; one or two batch-heads and a head dimension below 64 keep it short.
+                shape[0] = 1 + shape[0] % 2;
+                shape[3] = 8 + shape[3] % 56;
+            }
+            agree(entry, &shape, dtype, seed);
         }
     }
 }

@@ -20,6 +20,7 @@ mod prelude {
 }
 
 pub mod add_vectors;
+pub mod flash_attention;
 pub mod layer_norm;
 pub mod matmul;
 pub mod op_kernels;
@@ -109,6 +110,14 @@ pub const CATALOG: &[Entry] = &[
         dtypes: FLOATS,
         shipped: &[1000, 256, 64],
         instance: row_gather::instance,
+    },
+    Entry {
+        name: "flash_attention",
+        about: "causal flash attention forward: online softmax over key blocks, skipping masked ones",
+        shape: &["bh", "l", "s", "d"],
+        dtypes: FLOATS,
+        shipped: &[8, 512, 512, 128],
+        instance: flash_attention::instance,
     },
 ];
 

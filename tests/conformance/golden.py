@@ -255,12 +255,18 @@ def _reaches_iota(ir, value, seen=None):
     return op.name == "tpu.iota" or any(_reaches_iota(ir, v, seen) for v in op.operands)
 
 
+def _is_load(ir, value):
+    return not isinstance(value.owner, ir.Block) and value.owner.operation.name == "vector.load"
+
+
 def body_entries(ir, func, unmask=False):
     """The kernel body as op entries (see the module doc), and the number of edge masks.
 
-    With `unmask`, a select whose condition comes from an iota (tpukit's edge-block mask,
-    `select(inside, loaded, fill)`) stands for the loaded value, and the mask computation
-    becomes dead code: what remains is the kernel as it would be on a divisible shape.
+    With `unmask`, a select of a loaded value whose condition comes from an iota (tpukit's
+    edge-block mask, `select(inside, loaded, fill)`) stands for the loaded value, and the
+    mask computation becomes dead code: what remains is the kernel as it would be on a
+    divisible shape. Selects of computed values under iota conditions are the kernel's own
+    (a causal mask) and stay.
     """
     ops = list(walk(func))[1:]
     masks = set()
@@ -268,7 +274,9 @@ def body_entries(ir, func, unmask=False):
         masks = {
             op
             for op in ops
-            if op.name == "arith.select" and _reaches_iota(ir, op.operands[0])
+            if op.name == "arith.select"
+            and _is_load(ir, op.operands[1])
+            and _reaches_iota(ir, op.operands[0])
         }
 
     def forward(v):

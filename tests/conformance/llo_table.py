@@ -22,6 +22,7 @@ CASES = [
     ("layer_norm", (64, 384)),
     ("matmul", (256, 512, 256)),
     ("row_gather", (1000, 256, 64)),
+    ("flash_attention", (8, 512, 512, 128)),
 ]
 DTYPES = ("f32", "bf16")
 

@@ -174,10 +174,76 @@ def _build():
 
         return gather, [sds((k,), jnp.int32), sds((rows, d), dtype)]
 
+    def flash_attention_twin(shape, dtype_name):
+        bh, l, s, d = shape
+        dtype = dtypes[dtype_name]
+        b = 128
+        scale = float(jnp.float32(1.0) / jnp.sqrt(jnp.float32(d)))
+        causal = 1
+
+        def flash_attention(q, k, v, o, mx, sm, acc):
+            first_row = pl.program_id(1) * 128
+            first_col = pl.program_id(2) * 128
+
+            @pl.when(pl.program_id(2) == 0)
+            def _():
+                mx[...] = jnp.full_like(mx, -3.0e38)
+                sm[...] = jnp.zeros_like(sm)
+                acc[...] = jnp.zeros_like(acc)
+
+            @pl.when(first_col <= first_row + 127 + (1 - causal) * 1073741824)
+            def _():
+                row = jax.lax.broadcasted_iota(jnp.int32, (128, 128), 0) + first_row
+                col = jax.lax.broadcasted_iota(jnp.int32, (128, 128), 1) + first_col
+                hidden = (col >= s) | ((col - row) * causal > 0)
+                scores = jax.lax.dot_general(
+                    q[...], k[...], (((1,), (1,)), ((), ())),
+                    preferred_element_type=jnp.float32,
+                ) * scale
+                scores = jnp.where(hidden, -3.0e38, scores)
+                old = mx[...]
+                new = jnp.maximum(old, jnp.max(scores, axis=-1, keepdims=True))
+                p = jnp.exp(scores - new)
+                alpha = jnp.exp(old - new)
+                sm[...] = sm[...] * alpha + jnp.sum(p, axis=-1, keepdims=True)
+                acc[...] = acc[...] * alpha + jnp.dot(
+                    p.astype(dtype), v[...], preferred_element_type=jnp.float32
+                )
+                mx[...] = new
+
+            @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+            def _():
+                o[...] = (acc[...] / sm[...]).astype(o.dtype)
+
+        def rows(index):
+            return pl.BlockSpec((pl.Squeezed(), b, d), index)
+
+        call = pl.pallas_call(
+            flash_attention,
+            out_shape=sds((bh, l, d), dtype),
+            grid=(bh, pl.cdiv(l, b), pl.cdiv(s, b)),
+            in_specs=[
+                rows(lambda h, i, j: (h, i, 0)),
+                rows(lambda h, i, j: (h, j, 0)),
+                rows(lambda h, i, j: (h, j, 0)),
+            ],
+            out_specs=rows(lambda h, i, j: (h, i, 0)),
+            scratch_shapes=[
+                pltpu.VMEM((b, 1), jnp.float32),
+                pltpu.VMEM((b, 1), jnp.float32),
+                pltpu.VMEM((b, d), jnp.float32),
+            ],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary")
+            ),
+        )
+        return call, [sds((bh, l, d), dtype), sds((bh, s, d), dtype), sds((bh, s, d), dtype)]
+
     return {
         "add_vectors": add_vectors_twin,
         "softmax": softmax_twin,
         "layer_norm": layer_norm_twin,
         "matmul": matmul_twin,
         "row_gather": row_gather_twin,
+        "flash_attention": flash_attention_twin,
     }

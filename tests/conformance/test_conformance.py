@@ -19,6 +19,7 @@ SHAPES = {
     "layer_norm": ["64x384", "517x384"],
     "matmul": ["256x512x256", "300x200x260"],
     "row_gather": ["1000x256x64", "1000x300x77"],
+    "flash_attention": ["8x512x512x128", "3x300x333x64"],
 }
 DTYPES = ["f32", "bf16"]
 

@@ -27,6 +27,7 @@ SHAPES = {
     "layer_norm": (64, 384),
     "matmul": (256, 512, 256),
     "row_gather": (1000, 256, 64),
+    "flash_attention": (8, 512, 512, 128),
 }
 # Shapes the blocks do not divide: tpukit masks loads there, Pallas does not.
 EDGE_SHAPES = {
@@ -35,6 +36,7 @@ EDGE_SHAPES = {
     "layer_norm": (517, 384),
     "matmul": (300, 200, 260),
     "row_gather": (1000, 300, 77),
+    "flash_attention": (3, 300, 333, 128),
 }
 DTYPES = ("f32", "bf16")
 
@@ -49,7 +51,7 @@ class Hunk:
     dtypes: tuple = DTYPES
 
 
-MATMUL_PREDICATE = Hunk(
+WHEN_PREDICATE = Hunk(
     pallas=(
         "arith.extui(arith.cmpi) -> i32",
         "arith.cmpi(arith.extui, 0 : i32) -> i1 {predicate=1 : i64}",
@@ -62,6 +64,8 @@ MATMUL_PREDICATE = Hunk(
 ALLOWED = {
     "add_vectors": [],
     "row_gather": [],
+    # `pl.when(program_id(2) == 0)` and the causal block skip; the last step's below.
+    "flash_attention": [WHEN_PREDICATE, WHEN_PREDICATE],
     "softmax": [
         Hunk(
             pallas=(
@@ -116,7 +120,7 @@ ALLOWED = {
         for which in ("weight", "bias")
     ],
     "matmul": [
-        MATMUL_PREDICATE,
+        WHEN_PREDICATE,
         Hunk(
             pallas=("vector.load(arg6, 0 : index, 0 : index) -> vector<128x128xf32>",),
             tpukit=(),
@@ -132,13 +136,20 @@ ALLOWED = {
 }
 
 
-def matmul_last_step(shape):
-    """The `num_programs(2) - 1` hunk for `shape` (its k grid extent is in the text)."""
-    steps = -(-shape[1] // 128)
+# The grid extent of the `arbitrary` axis whose last step writes the output, per kernel and
+# shape: the `num_programs(2) - 1` condition holds it as a constant.
+LAST_STEPS = {
+    "matmul": lambda shape: -(-shape[1] // 128),
+    "flash_attention": lambda shape: -(-shape[2] // 128),
+}
+
+
+def last_step(steps):
+    """The `num_programs(2) - 1` hunk of a kernel whose axis 2 takes `steps` steps."""
     return Hunk(
         pallas=(
             f"arith.cmpi(arg2, {steps - 1} : i32) -> i1 {{predicate=0 : i64}}",
-            *MATMUL_PREDICATE.pallas,
+            *WHEN_PREDICATE.pallas,
         ),
         tpukit=(
             f"arith.subi({steps} : i32, 1 : i32) -> i32 {{overflowFlags=#arith.overflow<none>}}",
@@ -234,7 +245,8 @@ def compare(pallas, ours, allowed):
 
 
 def allowed(name, dtype, shape):
-    hunks = ALLOWED[name] + ([matmul_last_step(shape)] if name == "matmul" else [])
+    steps = LAST_STEPS.get(name)
+    hunks = ALLOWED[name] + ([last_step(steps(shape))] if steps else [])
     return [h for h in hunks if dtype in h.dtypes]
 
 
@@ -307,8 +319,8 @@ def test_an_allowed_difference_that_does_not_occur_fails(deserializer):
     shape = SHAPES["add_vectors"]
     pallas = kernel_of(deserializer, pallas_text("add_vectors", shape, "f32"))
     ours = kernel_of(deserializer, tpukit_text("add_vectors", shape, "f32"))
-    problems = compare(pallas, ours, [MATMUL_PREDICATE])
-    hunk = (MATMUL_PREDICATE.pallas, MATMUL_PREDICATE.tpukit)
+    problems = compare(pallas, ours, [WHEN_PREDICATE])
+    hunk = (WHEN_PREDICATE.pallas, WHEN_PREDICATE.tpukit)
     assert problems == [f"an allowed difference no longer occurs: {hunk}"]
 
 
