@@ -70,3 +70,28 @@ fn loop_and_branch_carry_the_assigned_variables() {
     };
     check("macro_carried", &carried(&spec, 0.5).unwrap());
 }
+
+/// `while` over a count read from scalar prefetch: the loop carries a vector and a scalar.
+#[tpu_kernel]
+fn bounded_while(count: Prefetch, x: In, o: Out) {
+    let mut v = x[..];
+    let mut i = 0;
+    while i < count[program_id(0)] {
+        v = v * 0.5 + 1.0;
+        i = i + 1;
+    }
+    o[..] = v;
+}
+
+#[test]
+fn while_carries_the_assigned_variables() {
+    let block = ArraySpec::new(DType::F32, [16usize, 128]).blocked([8, 128], [grid(0), 0.into()]);
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(2)],
+        prefetch: vec![ArraySpec::new(DType::I32, [2usize])],
+        inputs: vec![block.clone()],
+        outputs: vec![block],
+        ..Default::default()
+    };
+    check("macro_while", &bounded_while(&spec).unwrap());
+}

@@ -576,6 +576,67 @@ pub fn for_loops_carry_values_through_ifs(device: Device) {
     assert_close("max over even chunks", &out[1].to_f64_vec(), &peak, 0.0);
 }
 
+/// Data-dependent loops: each 8-row block of `x` is doubled until its largest magnitude
+/// reaches 100 (counting the doublings), then `count[i]` ones are added to block `i`.
+#[tpu_kernel]
+fn doubling(count: Prefetch, x: In, o: Out, steps: Out) {
+    let mut v = x[..];
+    let mut n = 0;
+    while v.abs().reduce_max([0, 1]) < 100.0 {
+        v = v * 2.0;
+        n = n + 1;
+    }
+    let mut i = 0;
+    while i < count[program_id(0)] {
+        v = v + 1.0;
+        i = i + 1;
+    }
+    o[..] = v;
+    steps[..] = zeros(i32, [8, 128]) + n;
+}
+
+pub fn while_loops_run_until_their_data_says_stop(device: Device) {
+    let m = 27; // four blocks, the last overhanging: it reads fill 0.0 there
+    let block = |dtype| {
+        ArraySpec::new(dtype, [Dim::sym("m"), 128.into()]).blocked([8, 128], [grid(0), 0.into()])
+    };
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("m", 8))],
+        prefetch: vec![ArraySpec::new(DType::I32, [4usize])],
+        inputs: vec![block(DType::F32)],
+        outputs: vec![block(DType::F32), block(DType::I32)],
+        ..Default::default()
+    };
+    let k = doubling(&spec).unwrap();
+    let mut r = rng(12);
+    let (x, xv) = random(&mut r, DType::F32, &[m, 128], -0.5, 0.5);
+    let (count, cv) = random(&mut r, DType::I32, &[4], 0.0, 5.0);
+    let out = launch(&k, device, &[&count, &x]).unwrap();
+    let (mut want, mut want_steps) = (vec![], vec![]);
+    for b in 0..4 {
+        let rows = 8 * b..(8 * b + 8).min(m);
+        let peak = rows
+            .clone()
+            .flat_map(|i| &xv[i * 128..][..128])
+            .fold(0.0f64, |a, v| a.max(v.abs()));
+        let steps = (0..).find(|&s| peak * 2f64.powi(s) >= 100.0).unwrap();
+        for i in rows {
+            for c in 0..128 {
+                let v = DType::F32.round_f64(xv[i * 128 + c] * 2f64.powi(steps));
+                want.push((0..cv[b] as i32).fold(v, |a, _| DType::F32.round_f64(a + 1.0)));
+                want_steps.push(f64::from(steps));
+            }
+        }
+    }
+    assert_close(
+        "doubled, then counted ones added",
+        &out[0].to_f64_vec(),
+        &want,
+        0.0,
+    );
+    assert_close("doublings", &out[1].to_f64_vec(), &want_steps, 0.0);
+}
+
 #[tpu_kernel]
 fn masked(x: In, o: Out) {
     let keep = x[..] > 0.0;
@@ -737,7 +798,8 @@ macro_rules! device_tests {
                 casts_round_truncate_saturate_and_wrap,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
-                for_loops_carry_values_through_ifs, masked_loads_and_stores,
+                for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,
+                masked_loads_and_stores,
                 scalar_prefetch_drives_the_index_map, index_maps_compare_and_select, scratch_persists_across_an_arbitrary_axis);
         }
     };

@@ -66,6 +66,13 @@ pub enum Stmt {
         else_body: Vec<Stmt>,
         span: Span,
     },
+    /// `while cond { body }`: `cond` (a bool scalar) is evaluated on the variables the body
+    /// assigns, before each iteration (`lax.while_loop`).
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+        span: Span,
+    },
 }
 
 pub enum IndexItem {

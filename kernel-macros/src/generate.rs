@@ -192,6 +192,33 @@ fn stmt(s: &Stmt) -> TokenStream {
                 }),
             )
         }
+        Stmt::While { cond, body, span } => {
+            let carried = assigned(body);
+            let c = expr(cond);
+            let inner = stmts(body);
+            let idx = (0..carried.len()).map(syn::Index::from);
+            let idx2 = idx.clone();
+            let idx3 = idx.clone();
+            (
+                set_loc(*span),
+                quote!({
+                    let __r = __b.while_loop(
+                        &[#(#carried),*],
+                        |__b, __c| {
+                            #(#[allow(unused_variables)] let #carried = __c[#idx];)*
+                            let __cond = #c;
+                            __b.value(__cond, ::core::option::Option::None)
+                        },
+                        |__b, __c| {
+                            #(let mut #carried = __c[#idx2];)*
+                            #inner
+                            ::core::result::Result::Ok(::std::vec![#(#carried),*])
+                        },
+                    )?;
+                    #(#carried = __r[#idx3];)*
+                }),
+            )
+        }
     };
     quote!(#loc #code)
 }
@@ -222,6 +249,7 @@ fn assigned(body: &[Stmt]) -> Vec<Ident> {
                     walk(then_body, local, out);
                     walk(else_body, local, out);
                 }
+                Stmt::While { body, .. } => walk(body, local, out),
                 Stmt::Store { .. } | Stmt::MaskedStore { .. } => {}
             }
         }

@@ -13,6 +13,11 @@
 //! (`ast`), `generate` turns that into builder calls; every generated path comes from
 //! `paths`. Parameters typed `In`, `Out`, `Scratch` or `Prefetch` are refs (declared in
 //! order); any other parameter is a host value, a plain Rust value used while building.
+//!
+//! Control flow: `if`/`else` (a branch, `pl.when`), `for i in a..b` (`.step_by(s)`; a
+//! `fori_loop`) and `while cond { .. }` (a data-dependent loop, `lax.while_loop`: `cond` is
+//! a bool scalar, re-evaluated before each iteration). The variables of enclosing scopes a
+//! body assigns are carried through it.
 
 mod ast;
 mod error;

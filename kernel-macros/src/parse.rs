@@ -243,6 +243,20 @@ fn expr_stmt(scope: &mut Scope, e: &syn::Expr, span: proc_macro2::Span) -> Resul
                 span,
             })
         }
+        syn::Expr::While(w) => {
+            if let Some(label) = &w.label {
+                return Err(Error::new_spanned(
+                    label,
+                    "loop labels are not supported in #[tpu_kernel]",
+                ));
+            }
+            let cond = expr(scope, &w.cond)?;
+            Ok(Stmt::While {
+                cond,
+                body: block(scope, &w.body)?,
+                span,
+            })
+        }
         syn::Expr::If(i) => {
             let cond = expr(scope, &i.cond)?;
             let then_body = block(scope, &i.then_branch)?;
@@ -689,10 +703,9 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
 /// The error for a construct the kernel language does not have.
 fn unsupported(e: &syn::Expr) -> Error {
     let what = match e {
-        syn::Expr::While(_) => {
-            "`while` loops are not supported in #[tpu_kernel]; use `for i in a..b`"
+        syn::Expr::Loop(_) => {
+            "`loop` is not supported in #[tpu_kernel]; use `while cond` or `for i in a..b`"
         }
-        syn::Expr::Loop(_) => "`loop` is not supported in #[tpu_kernel]; use `for i in a..b`",
         syn::Expr::Match(_) => {
             "`match` is not supported in #[tpu_kernel]; use `if`/`else` or `where_`"
         }

@@ -1,4 +1,5 @@
-"""Every kernel of the lowering's FileCheck tests (``mosaic-lowering/tests/lower/*.ir``),
+"""Every kernel of the lowering's FileCheck tests (``mosaic-lowering/tests/lower/*.ir``) and
+every ``#[tpu_kernel]`` expansion pinned in ``tests/snapshots/*.ir`` (``tests/macro_ir.rs``),
 lowered by ``tpukit lower --ir``, compiles with libtpu for v5e and v6e.
 
 ``cargo test -p tpukit-mosaic --test filecheck`` checks what each kernel lowers to; this checks
@@ -14,13 +15,17 @@ import pytest
 from conftest import tpukit
 from tpu_compile import TOPOLOGIES
 
-LOWER = pathlib.Path(__file__).resolve().parents[2] / "mosaic-lowering" / "tests" / "lower"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LOWER = ROOT / "mosaic-lowering" / "tests" / "lower"
+# The macro snapshots with TPU-legal blocks (`macro_matmul` pins an expansion on 16x32 bf16
+# blocks, below the TPU's tiling); their symbols take extents the blocks divide.
+SNAPSHOTS = [ROOT / "tests" / "snapshots" / f"macro_{name}.ir" for name in ("carried", "while")]
 
 
 def cases():
     """(id, text) of every case that lowers; the text keeps the file's line numbers."""
     out = []
-    for path in sorted(LOWER.glob("*.ir")):
+    for path in sorted(LOWER.glob("*.ir")) + SNAPSHOTS:
         lines = path.read_text().splitlines(keepends=True)
         start = 0
         for i in range(len(lines) + 1):
@@ -56,7 +61,8 @@ def test_ir_file_compiles_for_tpu(compiler, tmp_path, case, text, topology, requ
     source = tmp_path / "kernel.ir"
     source.write_text(text)
     module = tmp_path / "kernel.mlir"
-    tpukit("lower", "--ir", str(source), "-o", str(module))
+    fit = ["--fit", "divisible"] if case.startswith("macro_") else []
+    tpukit("lower", "--ir", str(source), *fit, "-o", str(module))
     result = compiler.compile(module.read_text(), topology)
     assert result["ok"], f"{case}: {result.get('error')}"
     assert len(result["llo_ops"]) == 1, "one Mosaic kernel per module"

@@ -2,7 +2,7 @@ use tpukit::prelude::*;
 
 #[tpu_kernel]
 fn k(x: In, o: Out) {
-    while true {
+    loop {
         o[..] = x[..];
     }
 }
