@@ -613,7 +613,7 @@ pub fn while_loops_run_until_their_data_says_stop(device: Device) {
     let (count, cv) = random(&mut r, DType::I32, &[4], 0.0, 5.0);
     let out = launch(&k, device, &[&count, &x]).unwrap();
     let (mut want, mut want_steps) = (vec![], vec![]);
-    for b in 0..4 {
+    for (b, &count) in cv.iter().enumerate() {
         let rows = 8 * b..(8 * b + 8).min(m);
         let peak = rows
             .clone()
@@ -623,7 +623,7 @@ pub fn while_loops_run_until_their_data_says_stop(device: Device) {
         for i in rows {
             for c in 0..128 {
                 let v = DType::F32.round_f64(xv[i * 128 + c] * 2f64.powi(steps));
-                want.push((0..cv[b] as i32).fold(v, |a, _| DType::F32.round_f64(a + 1.0)));
+                want.push((0..count as i32).fold(v, |a, _| DType::F32.round_f64(a + 1.0)));
                 want_steps.push(f64::from(steps));
             }
         }
