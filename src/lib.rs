@@ -22,8 +22,8 @@ pub use tpukit_runtime::{
 /// What a kernel file needs: the macro, call-spec types, dtypes, and the launch API.
 pub mod prelude {
     pub use crate::dsl::{
-        ArraySpec, BlockDim, CallSpec, DType, Dim, Extent, GridAxis, Kernel, bf16, f16, grid,
-        prefetch,
+        ArraySpec, BlockDim, CallSpec, DType, Dim, Extent, GridAxis, Kernel, SemaphoreKind, bf16,
+        f16, grid, prefetch,
     };
     pub use crate::tpu_kernel;
     pub use crate::{

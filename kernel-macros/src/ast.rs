@@ -66,6 +66,23 @@ pub enum Stmt {
         else_body: Vec<Stmt>,
         span: Span,
     },
+    /// `dma_start(src[..], dst[..], sem[i])` / `dma_wait(src[..], dst[..], sem[i])`: an
+    /// asynchronous copy between windows, signalled on a DMA semaphore
+    /// (`pltpu.make_async_copy(src, dst, sem).start()` / `.wait()`).
+    Dma {
+        wait: bool,
+        src: Place,
+        dst: Place,
+        sem: Place,
+        span: Span,
+    },
+    /// `semaphore_signal(sem[i], n)` / `semaphore_wait(sem[i], n)`.
+    Semaphore {
+        wait: bool,
+        sem: Place,
+        amount: Expr,
+        span: Span,
+    },
     /// `while cond { body }`: `cond` (a bool scalar) is evaluated on the variables the body
     /// assigns, before each iteration (`lax.while_loop`).
     While {
@@ -73,6 +90,12 @@ pub enum Stmt {
         body: Vec<Stmt>,
         span: Span,
     },
+}
+
+/// A window of a ref that a copy or semaphore op names: `x[ds(i * 8, 8), ..]`.
+pub struct Place {
+    pub target: Ident,
+    pub index: Vec<IndexItem>,
 }
 
 pub enum IndexItem {
@@ -99,6 +122,8 @@ pub enum Expr {
         target: Ident,
         index: Vec<IndexItem>,
     },
+    /// `semaphore_read(sem[i])`: the semaphore's count, an i32 scalar.
+    SemaphoreRead(Place),
     MaskedLoad {
         target: Ident,
         index: Vec<IndexItem>,

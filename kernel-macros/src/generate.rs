@@ -6,7 +6,7 @@
 //! values assigned inside are carried through them.
 
 use crate::{
-    ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Stmt},
+    ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Place, Stmt},
     paths::dsl,
 };
 use proc_macro2::{Span, TokenStream};
@@ -192,6 +192,46 @@ fn stmt(s: &Stmt) -> TokenStream {
                 }),
             )
         }
+        Stmt::Dma {
+            wait,
+            src,
+            dst,
+            sem,
+            span,
+        } => {
+            let (s, si) = (&src.target, index_array(&src.index));
+            let (d, di) = (&dst.target, index_array(&dst.index));
+            let (m, mi) = (&sem.target, index_array(&sem.index));
+            let call = if *wait {
+                quote!(__b.dma_wait((#m, &__m), (#s, &__s), (#d, &__d))?;)
+            } else {
+                quote!(__b.dma_start((#s, &__s), (#d, &__d), (#m, &__m))?;)
+            };
+            (
+                set_loc(*span),
+                quote!({ let __s = #si; let __d = #di; let __m = #mi; #call }),
+            )
+        }
+        Stmt::Semaphore {
+            wait,
+            sem,
+            amount,
+            span,
+        } => {
+            let (m, mi, n) = (&sem.target, index_array(&sem.index), expr(amount));
+            let method = format_ident!(
+                "{}",
+                if *wait {
+                    "semaphore_wait"
+                } else {
+                    "semaphore_signal"
+                }
+            );
+            (
+                set_loc(*span),
+                quote!({ let __m = #mi; let __n = #n; __b.#method(#m, &__m, __n)?; }),
+            )
+        }
         Stmt::While { cond, body, span } => {
             let carried = assigned(body);
             let c = expr(cond);
@@ -250,7 +290,10 @@ fn assigned(body: &[Stmt]) -> Vec<Ident> {
                     walk(else_body, local, out);
                 }
                 Stmt::While { body, .. } => walk(body, local, out),
-                Stmt::Store { .. } | Stmt::MaskedStore { .. } => {}
+                Stmt::Store { .. }
+                | Stmt::MaskedStore { .. }
+                | Stmt::Dma { .. }
+                | Stmt::Semaphore { .. } => {}
             }
         }
         local.truncate(mark);
@@ -322,6 +365,10 @@ fn expr(e: &Expr) -> TokenStream {
                 quote!(__b.reduce(#r::#op, __x, &#axes)?)
             };
             wrap(quote!({ let __x = #x; #call }))
+        }
+        Expr::SemaphoreRead(Place { target, index }) => {
+            let ix = index_array(index);
+            wrap(quote!({ let __ix = #ix; __b.semaphore_read(#target, &__ix)? }))
         }
         Expr::Load { target, index } => {
             let ix = index_array(index);

@@ -18,6 +18,12 @@
 //! `fori_loop`) and `while cond { .. }` (a data-dependent loop, `lax.while_loop`: `cond` is
 //! a bool scalar, re-evaluated before each iteration). The variables of enclosing scopes a
 //! body assigns are carried through it.
+//!
+//! Manual DMA, for inputs left in HBM (`ArraySpec::any`) and semaphore scratch
+//! (`ArraySpec::semaphores`): `dma_start(src[..], dst[..], sem[i])` and
+//! `dma_wait(src[..], dst[..], sem[i])` (`pltpu.make_async_copy(src, dst, sem).start()` and
+//! `.wait()`), `semaphore_signal(sem[i], n)`, `semaphore_wait(sem[i], n)` and
+//! `semaphore_read(sem[i])` (`pl.semaphore_*`).
 
 mod ast;
 mod error;

@@ -1,7 +1,7 @@
 //! syn → the macro's AST. Everything the body may say is recognised here; anything else is an
 //! error at its span, naming the construct.
 
-use crate::ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Stmt};
+use crate::ast::{BinOp, DTypeArg, Expr, IndexItem, Kernel, Param, Place, Stmt};
 use quote::ToTokens;
 use std::collections::HashMap;
 use syn::{Error, Ident, Result, spanned::Spanned};
@@ -275,6 +275,42 @@ fn expr_stmt(scope: &mut Scope, e: &syn::Expr, span: proc_macro2::Span) -> Resul
                 span,
             })
         }
+        syn::Expr::Call(c) if matches!(callee(c).as_deref(), Some("dma_start" | "dma_wait")) => {
+            let name = callee(c).expect("matched");
+            let [src, dst, sem] = c.args.iter().collect::<Vec<_>>()[..] else {
+                return Err(Error::new_spanned(
+                    c,
+                    format!("`{name}(src[..], dst[..], sem[i])` takes 3 arguments"),
+                ));
+            };
+            Ok(Stmt::Dma {
+                wait: name == "dma_wait",
+                src: place(scope, &name, src)?,
+                dst: place(scope, &name, dst)?,
+                sem: place(scope, &name, sem)?,
+                span,
+            })
+        }
+        syn::Expr::Call(c)
+            if matches!(
+                callee(c).as_deref(),
+                Some("semaphore_signal" | "semaphore_wait")
+            ) =>
+        {
+            let name = callee(c).expect("matched");
+            let [sem, amount] = c.args.iter().collect::<Vec<_>>()[..] else {
+                return Err(Error::new_spanned(
+                    c,
+                    format!("`{name}(sem[i], amount)` takes 2 arguments"),
+                ));
+            };
+            Ok(Stmt::Semaphore {
+                wait: name == "semaphore_wait",
+                sem: place(scope, &name, sem)?,
+                amount: expr(scope, amount)?,
+                span,
+            })
+        }
         syn::Expr::Call(c) if callee(c).as_deref() == Some("store") => {
             let [target, index, value, mask] = c.args.iter().collect::<Vec<_>>()[..] else {
                 return Err(Error::new_spanned(
@@ -378,6 +414,20 @@ fn callee(c: &syn::ExprCall) -> Option<String> {
         syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
         _ => None,
     }
+}
+
+/// The window `x[index]` that copy and semaphore ops (`op`) name.
+fn place(scope: &Scope, op: &str, e: &syn::Expr) -> Result<Place> {
+    let syn::Expr::Index(ix) = e else {
+        return Err(Error::new_spanned(
+            e,
+            format!("`{op}` takes windows of refs: `x[..]`, `x[ds(i, 8), ..]`, `sem[i]`"),
+        ));
+    };
+    Ok(Place {
+        target: ref_name(scope, &ix.expr)?,
+        index: index_items(scope, &ix.index)?,
+    })
 }
 
 fn ref_name(scope: &Scope, e: &syn::Expr) -> Result<Ident> {
@@ -613,6 +663,10 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
                 }
                 Ok(())
             };
+            if name == "semaphore_read" {
+                arity(1)?;
+                return Ok(Expr::SemaphoreRead(place(scope, &name, args[0])?));
+            }
             let dt = |e: &syn::Expr| -> Result<syn::Expr> {
                 let d = syn::Ident::new(dtype(e)?, e.span());
                 Ok(syn::parse_quote!(::tpukit::dsl::DType::#d))
