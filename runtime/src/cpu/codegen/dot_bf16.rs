@@ -1,0 +1,170 @@
+//! bf16 × bf16 `dot` with AVX-512 BF16: `vdpbf16ps` multiplies 16 pairs of bf16 by 16 pairs
+//! and adds both products of each pair to one f32 lane.
+//!
+//! The operands are packed so that a pair is two bf16 adjacent along k: `A` as row-major
+//! `[m, 2·kh]` (kh = ⌈k/2⌉, a zero appended to each row when k is odd) and `B` as
+//! `[kh, n, 2]` (row pairs interleaved, a zero row appended when k is odd). A pair is then
+//! one 4-byte element, and the micro-kernel is [`Emitter::gemm`]'s with kh steps: it
+//! broadcasts one pair of `A` and multiplies it by `W` pairs of `B` per instruction, twice
+//! the f32 path's multiplies per instruction, from half the bytes.
+//!
+//! **Rounding.** Each product of two bf16 is exact in f32 (8-bit significands); the
+//! instruction adds the two products of a pair to the accumulator in f32 with round-to-
+//! nearest-even, as the f32 path's FMAs do, but (Intel SDM, `VDPBF16PS`) with denormal
+//! inputs read as zero and denormal results flushed to zero (DAZ/FTZ), and in its own order
+//! within a pair. So results agree with the widened f32 path to f32 rounding, except where
+//! values are below f32's normal range (|x| < 2⁻¹²⁶ ≈ 1.2e-38), which read and sum as 0.
+//! Columns left over after whole vectors use a scalar loop of f32 FMAs on the same packed
+//! pairs (no flushing there).
+
+use super::dot::{Gemm, Mat, Step};
+use super::value::Env;
+use super::{Emitter, Result};
+use inkwell::values::{BasicValueEnum, IntValue};
+use tpukit_dsl::{DType, DotDims, Func, ValueId};
+
+impl<'ctx, 'k> Emitter<'ctx, 'k> {
+    /// `C = lhs·rhs` (`C += lhs·rhs` if `accumulate`) for bf16 operands, `batch` products of
+    /// geometry `g`; `c` is the first product's result (the others follow at `m·n`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dot_bf16(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        (lhs, rhs, dims): (ValueId, ValueId, DotDims),
+        g: Gemm,
+        batch: usize,
+        c: Mat<'ctx>,
+        accumulate: bool,
+    ) -> Result<()> {
+        let rank = f.ty(lhs).rank();
+        let kh = g.k.div_ceil(2);
+        let i16t = self.ctx.i16_type();
+        let zero: BasicValueEnum = i16t.const_zero().into();
+        let a = self.alloc(Some(batch * g.m * kh * 4))?;
+        let b = self.alloc(Some(batch * kh * g.n * 4))?;
+        let lhs_k_last = dims.lhs_contract == rank - 1;
+        let rhs_k_first = dims.rhs_contract == rank - 2;
+        // The operand's element (bi, r, c) of its [batch,] rows × cols view.
+        let at = |bi: IntValue<'ctx>, r, c, swap: bool| -> Vec<IntValue<'ctx>> {
+            let (r, c) = if swap { (c, r) } else { (r, c) };
+            if rank == 3 {
+                vec![bi, r, c]
+            } else {
+                vec![r, c]
+            }
+        };
+        // A[bi, r, q] → a[(bi·m + r)·2kh + q].
+        self.nest(&[batch, g.m, g.k], &mut |e, idx| {
+            let x = e.elem(f, env, lhs, &at(idx[0], idx[1], idx[2], !lhs_k_last))?;
+            let bits = e.memory_form(DType::BF16, x)?;
+            let to = e.linear(&[batch, g.m, 2 * kh], idx)?;
+            e.store_at(i16t.into(), a, to, bits)
+        })?;
+        // B[bi, q, j] → b[((bi·kh + q/2)·n + j)·2 + q%2].
+        let pair_of = |e: &Self, bi, q: IntValue<'ctx>, j| -> Result<IntValue<'ctx>> {
+            let half = e.b.build_right_shift(q, e.i64(1), false, "half")?;
+            let odd = e.b.build_and(q, e.i64(1), "odd")?;
+            let p = e.linear(&[batch, kh, g.n], &[bi, half, j])?;
+            let p = e.b.build_int_nsw_mul(p, e.i64(2), "pair")?;
+            Ok(e.b.build_int_nsw_add(p, odd, "el")?)
+        };
+        self.nest(&[batch, g.k, g.n], &mut |e, idx| {
+            let x = e.elem(f, env, rhs, &at(idx[0], idx[1], idx[2], !rhs_k_first))?;
+            let bits = e.memory_form(DType::BF16, x)?;
+            let to = pair_of(e, idx[0], idx[1], idx[2])?;
+            e.store_at(i16t.into(), b, to, bits)
+        })?;
+        if g.k % 2 == 1 {
+            // The second half of the last pair: zeros, which add nothing.
+            let last = self.i64(g.k as i64);
+            self.nest(&[batch, g.m], &mut |e, idx| {
+                let to = e.linear(&[batch, g.m, 2 * kh], &[idx[0], idx[1], last])?;
+                e.store_at(i16t.into(), a, to, zero)
+            })?;
+            self.nest(&[batch, g.n], &mut |e, idx| {
+                let to = pair_of(e, idx[0], last, idx[1])?;
+                e.store_at(i16t.into(), b, to, zero)
+            })?;
+        }
+        let (lo, hi) = (self.i64(0), self.i64(batch as i64));
+        let (a, b) = (self.buffer_mat(a, kh), self.buffer_mat(b, g.n));
+        self.counted(lo, hi, &mut |e, bi| {
+            let at = |m: Mat<'ctx>, stride: usize| -> Result<Mat<'ctx>> {
+                let off = e.b.build_int_nsw_mul(bi, e.i64(stride as i64), "boff")?;
+                let t = e.ctx.i32_type();
+                let ptr = unsafe { e.b.build_in_bounds_gep(t, m.ptr, &[off], "bp")? };
+                Ok(Mat { ptr, ld: m.ld })
+            };
+            let (a, b, c) = (at(a, g.m * kh)?, at(b, kh * g.n)?, at(c, g.m * g.n)?);
+            e.gemm(g, kh, a, b, c, accumulate, Step::Bf16Pairs)
+        })
+    }
+
+    /// `acc + a₀·b₀ + a₁·b₁` per f32 lane: `vdpbf16ps` on 16 lanes, `a` and `b` 32 bf16.
+    pub(super) fn dpbf16ps(
+        &self,
+        acc: BasicValueEnum<'ctx>,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        const NAME: &str = "llvm.x86.avx512bf16.dpbf16ps.512";
+        let decl = self.module.get_function(NAME).unwrap_or_else(|| {
+            let f32v = self.ctx.f32_type().vec_type(16);
+            let bf16v = self.ctx.bf16_type().vec_type(32);
+            let t = f32v.fn_type(&[f32v.into(), bf16v.into(), bf16v.into()], false);
+            self.module.add_function(NAME, t, None)
+        });
+        self.call_value(decl, &[acc.into(), a.into(), b.into()])
+    }
+
+    /// The columns `j0..j1` of [`Emitter::gemm`] on packed bf16 pairs, with scalar f32 FMAs
+    /// (`a`, `b`, `c` as `dot_bf16` packs them: `steps` pairs along k).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm_pairs_scalar(
+        &mut self,
+        g: Gemm,
+        steps: usize,
+        a: Mat<'ctx>,
+        b: Mat<'ctx>,
+        c: Mat<'ctx>,
+        (j0, j1): (usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        let f32t = self.ctx.f32_type();
+        let i16t = self.ctx.i16_type();
+        let acc = self.slot(f32t.into())?;
+        self.nest(&[g.m, j1 - j0], &mut |e, idx| {
+            let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
+            let at = e.mat_offset(c, idx[0], j)?;
+            let init = if accumulate {
+                e.load_at(f32t.into(), c.ptr, at)?
+            } else {
+                f32t.const_zero().into()
+            };
+            e.b.build_store(acc, init)?;
+            let (lo, hi) = (e.i64(0), e.i64(steps as i64));
+            e.counted(lo, hi, &mut |e, p| {
+                // Pair offsets, then their two halves (bf16 offsets 2·pair, 2·pair + 1).
+                let pa = e.mat_offset(a, idx[0], p)?;
+                let pb = e.mat_offset(b, p, j)?;
+                for half in 0..2 {
+                    let h = |e: &Self, pair: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+                        let x = e.b.build_int_nsw_mul(pair, e.i64(2), "x2")?;
+                        Ok(e.b.build_int_nsw_add(x, e.i64(half), "h")?)
+                    };
+                    let x = e.load_at(i16t.into(), a.ptr, h(e, pa)?)?;
+                    let y = e.load_at(i16t.into(), b.ptr, h(e, pb)?)?;
+                    let x = e.register_form(DType::BF16, x)?;
+                    let y = e.register_form(DType::BF16, y)?;
+                    let s = e.b.build_load(f32t, acc, "acc")?;
+                    let r = e.intrinsic("llvm.fma", f32t.into(), &[x, y, s])?;
+                    e.b.build_store(acc, r)?;
+                }
+                Ok(())
+            })?;
+            let s = e.b.build_load(f32t, acc, "acc")?;
+            e.store_at(f32t.into(), c.ptr, at, s)
+        })
+    }
+}
