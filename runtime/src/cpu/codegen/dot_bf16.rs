@@ -18,10 +18,11 @@
 //! pairs (no flushing there).
 
 use super::dot::{Gemm, Mat, Step};
-use super::value::Env;
+use super::value::{Env, Val};
 use super::{Emitter, Result};
-use inkwell::values::{BasicValueEnum, IntValue};
-use tpukit_dsl::{DType, DotDims, Func, ValueId};
+use inkwell::types::VectorType;
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
+use tpukit_dsl::{DType, DotDims, Func, OpKind, ValueId};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// `C = lhs·rhs` (`C += lhs·rhs` if `accumulate`) for bf16 operands, `batch` products of
@@ -69,12 +70,40 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let p = e.b.build_int_nsw_mul(p, e.i64(2), "pair")?;
             Ok(e.b.build_int_nsw_add(p, odd, "el")?)
         };
-        self.nest(&[batch, g.k, g.n], &mut |e, idx| {
-            let x = e.elem(f, env, rhs, &at(idx[0], idx[1], idx[2], !rhs_k_first))?;
-            let bits = e.memory_form(DType::BF16, x)?;
-            let to = pair_of(e, idx[0], idx[1], idx[2])?;
-            e.store_at(i16t.into(), b, to, bits)
-        })?;
+        let in_place = match (batch, rhs_k_first) {
+            (1, true) => self.bf16_in_place(f, env, rhs)?,
+            _ => None,
+        };
+        // Rows `rows` × columns `cols.0..cols.1` of B, one element at a time.
+        let scalar = |e: &mut Self, rows: (usize, usize), cols: (usize, usize)| {
+            let (r0, c0) = (e.i64(rows.0 as i64), e.i64(cols.0 as i64));
+            e.nest(&[batch, rows.1 - rows.0, cols.1 - cols.0], &mut |e, idx| {
+                let q = e.b.build_int_nsw_add(idx[1], r0, "q")?;
+                let j = e.b.build_int_nsw_add(idx[2], c0, "j")?;
+                let bits = match in_place {
+                    Some(src) => e.load_at(i16t.into(), src.ptr, e.mat_offset(src, q, j)?)?,
+                    None => {
+                        let x = e.elem(f, env, rhs, &at(idx[0], q, j, !rhs_k_first))?;
+                        e.memory_form(DType::BF16, x)?
+                    }
+                };
+                let to = pair_of(e, idx[0], q, j)?;
+                e.store_at(i16t.into(), b, to, bits)
+            })
+        };
+        match in_place {
+            Some(src) => {
+                // Whole pairs of rows × whole vectors of columns in registers, the rest
+                // (columns after the last whole vector; the last row if k is odd) by element.
+                let n16 = g.n / 16 * 16;
+                self.interleave_rows(src, b, g, n16)?;
+                scalar(self, (0, g.k), (n16, g.n))?;
+                if g.k % 2 == 1 {
+                    scalar(self, (g.k - 1, g.k), (0, n16))?;
+                }
+            }
+            None => scalar(self, (0, g.k), (0, g.n))?,
+        }
         if g.k % 2 == 1 {
             // The second half of the last pair: zeros, which add nothing.
             let last = self.i64(g.k as i64);
@@ -99,6 +128,89 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let (a, b, c) = (at(a, g.m * kh)?, at(b, kh * g.n)?, at(c, g.m * g.n)?);
             e.gemm(g, kh, a, b, c, accumulate, Step::Bf16Pairs)
         })
+    }
+
+    /// `v`, a rank-2 bf16 value, where it lies in memory with contiguous columns: an
+    /// unmasked load of a bf16 operand's ref (see [`Emitter::window_mat`]). `None` otherwise
+    /// and in debug mode.
+    fn bf16_in_place(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+    ) -> Result<Option<Mat<'ctx>>> {
+        if self.options.debug || f.ty(v).rank() != 2 {
+            return Ok(None);
+        }
+        let Val::Lazy(op) = super::value::get(env, v) else {
+            return Ok(None);
+        };
+        match &op.kind {
+            OpKind::Load {
+                operand,
+                index,
+                mask: None,
+                ..
+            } if self.kernel.operand(*operand).dtype == DType::BF16
+                && !self.reads_zero_past_the_end(*operand, index) =>
+            {
+                self.window_mat(env, *operand, index)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Packs rows `0..2·⌊k/2⌋` × columns `0..n16` of `src` (bf16 in memory) as `dot_bf16`'s
+    /// B pairs into `dst`: per pair of rows, 16 columns of each loaded and interleaved.
+    fn interleave_rows(
+        &mut self,
+        src: Mat<'ctx>,
+        dst: PointerValue<'ctx>,
+        g: Gemm,
+        n16: usize,
+    ) -> Result<()> {
+        let i16t = self.ctx.i16_type();
+        let v16 = i16t.vec_type(16);
+        let mask: Vec<IntValue<'ctx>> = (0..32)
+            .map(|t| {
+                self.ctx
+                    .i32_type()
+                    .const_int((t / 2 + 16 * (t % 2)) as u64, false)
+            })
+            .collect();
+        let mask = VectorType::const_vector(&mask);
+        let (lo, pairs, vecs) = (
+            self.i64(0),
+            self.i64(g.k as i64 / 2),
+            self.i64(n16 as i64 / 16),
+        );
+        self.counted(lo, pairs, &mut |e, p| {
+            let q0 = e.b.build_int_nsw_mul(p, e.i64(2), "q0")?;
+            let q1 = e.b.build_int_nsw_add(q0, e.i64(1), "q1")?;
+            e.counted(lo, vecs, &mut |e, jv| {
+                let j = e.b.build_int_nsw_mul(jv, e.i64(16), "j")?;
+                let mut rows = [v16.get_poison(); 2];
+                for (row, q) in rows.iter_mut().zip([q0, q1]) {
+                    let at = e.mat_offset(src, q, j)?;
+                    let ptr = unsafe { e.b.build_in_bounds_gep(i16t, src.ptr, &[at], "row")? };
+                    let x = e.b.build_load(v16, ptr, "half")?;
+                    x.as_instruction_value()
+                        .map(|i| i.set_alignment(2))
+                        .transpose()
+                        .map_err(|er| er.to_string())?;
+                    *row = x.into_vector_value();
+                }
+                let pairs = e.b.build_shuffle_vector(rows[0], rows[1], mask, "pairs")?;
+                let at = e.b.build_int_nsw_mul(p, e.i64(g.n as i64), "prow")?;
+                let at = e.b.build_int_nsw_add(at, j, "pj")?;
+                let at = e.b.build_int_nsw_mul(at, e.i64(2), "el")?;
+                let ptr = unsafe { e.b.build_in_bounds_gep(i16t, dst, &[at], "to")? };
+                let st = e.b.build_store(ptr, pairs)?;
+                st.set_alignment(2).map_err(|er| er.to_string())?;
+                Ok(())
+            })
+        })?;
+        Ok(())
     }
 
     /// `acc + a₀·b₀ + a₁·b₁` per f32 lane: `vdpbf16ps` on 16 lanes, `a` and `b` 32 bf16.
