@@ -39,8 +39,8 @@ pub(super) struct Mat<'ctx> {
 
 /// What a micro-kernel step multiplies: one f32 of `A` by a vector of f32 `B` columns
 /// (`F32`), or one pair of bf16 of `A` (along k, read as an i32) by a vector of pairs of
-/// `B` (`Bf16Pairs`, see `dot_bf16`). The tile's index arithmetic is the same for both, in
-/// elements of 4 bytes.
+/// `B` (`Bf16Pairs`, see `dot_bf16`). B and C are addressed in elements of 4 bytes (f32 or
+/// pairs) for both; A in f32s, or in bf16s for pairs (row stride and offsets in bf16s).
 #[derive(Copy, Clone, PartialEq, Eq)]
 pub(super) enum Step {
     F32,
@@ -349,9 +349,23 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             for r in 0..rows {
                 let row = e.b.build_int_nsw_add(i, e.i64(r as i64), "r")?;
                 let aoff = e.b.build_int_nsw_mul(row, a.ld, "ar")?;
-                let aoff = e.b.build_int_nsw_add(aoff, p, "ap")?;
-                let q = unsafe { e.b.build_in_bounds_gep(elem, a.ptr, &[aoff], "aq")? };
+                // A's pairs are addressed in bf16s (its row stride may be odd).
+                let (k_at, at_t): (_, BasicTypeEnum) = match t.step {
+                    Step::F32 => (p, elem),
+                    Step::Bf16Pairs => (
+                        e.b.build_int_nsw_mul(p, e.i64(2), "p2")?,
+                        e.ctx.i16_type().into(),
+                    ),
+                };
+                let aoff = e.b.build_int_nsw_add(aoff, k_at, "ap")?;
+                let q = unsafe { e.b.build_in_bounds_gep(at_t, a.ptr, &[aoff], "aq")? };
                 let s = e.b.build_load(elem, q, "a")?;
+                if t.step == Step::Bf16Pairs {
+                    s.as_instruction_value()
+                        .map(|i| i.set_alignment(2))
+                        .transpose()
+                        .map_err(|er| er.to_string())?;
+                }
                 let splat = e.splat(elem.vec_type_of(w), s)?;
                 let splat: BasicValueEnum = match t.step {
                     Step::F32 => splat.into(),

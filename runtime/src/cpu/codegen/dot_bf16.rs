@@ -6,7 +6,10 @@
 //! `[kh, n, 2]` (row pairs interleaved, a zero row appended when k is odd). A pair is then
 //! one 4-byte element, and the micro-kernel is [`Emitter::gemm`]'s with kh steps: it
 //! broadcasts one pair of `A` and multiplies it by `W` pairs of `B` per instruction, twice
-//! the f32 path's multiplies per instruction, from half the bytes.
+//! the f32 path's multiplies per instruction, from half the bytes. A bf16 ref with k last
+//! and even already holds `A`'s pairs in its rows and is read where it lies; a bf16 ref
+//! with k first is interleaved 16 columns at a time in registers (see
+//! [`Emitter::interleave_rows`]); anything else is packed an element at a time.
 //!
 //! **Rounding.** Each product of two bf16 is exact in f32 (8-bit significands); the
 //! instruction adds the two products of a pair to the accumulator in f32 with round-to-
@@ -42,6 +45,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let kh = g.k.div_ceil(2);
         let i16t = self.ctx.i16_type();
         let zero: BasicValueEnum = i16t.const_zero().into();
+        let a_in_place = match (batch, lhs_k_last_even(dims, rank, g.k)) {
+            (1, true) => self.bf16_in_place(f, env, lhs)?,
+            _ => None,
+        };
         let a = self.alloc(Some(batch * g.m * kh * 4))?;
         let b = self.alloc(Some(batch * kh * g.n * 4))?;
         let lhs_k_last = dims.lhs_contract == rank - 1;
@@ -55,13 +62,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 vec![r, c]
             }
         };
-        // A[bi, r, q] → a[(bi·m + r)·2kh + q].
-        self.nest(&[batch, g.m, g.k], &mut |e, idx| {
-            let x = e.elem(f, env, lhs, &at(idx[0], idx[1], idx[2], !lhs_k_last))?;
-            let bits = e.memory_form(DType::BF16, x)?;
-            let to = e.linear(&[batch, g.m, 2 * kh], idx)?;
-            e.store_at(i16t.into(), a, to, bits)
-        })?;
+        // A[bi, r, q] → a[(bi·m + r)·2kh + q], unless it lies in memory with whole pairs.
+        if a_in_place.is_none() {
+            self.nest(&[batch, g.m, g.k], &mut |e, idx| {
+                let x = e.elem(f, env, lhs, &at(idx[0], idx[1], idx[2], !lhs_k_last))?;
+                let bits = e.memory_form(DType::BF16, x)?;
+                let to = e.linear(&[batch, g.m, 2 * kh], idx)?;
+                e.store_at(i16t.into(), a, to, bits)
+            })?;
+        }
         // B[bi, q, j] → b[((bi·kh + q/2)·n + j)·2 + q%2].
         let pair_of = |e: &Self, bi, q: IntValue<'ctx>, j| -> Result<IntValue<'ctx>> {
             let half = e.b.build_right_shift(q, e.i64(1), false, "half")?;
@@ -107,6 +116,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if g.k % 2 == 1 {
             // The second half of the last pair: zeros, which add nothing.
             let last = self.i64(g.k as i64);
+            // (k odd: A is packed.)
             self.nest(&[batch, g.m], &mut |e, idx| {
                 let to = e.linear(&[batch, g.m, 2 * kh], &[idx[0], idx[1], last])?;
                 e.store_at(i16t.into(), a, to, zero)
@@ -117,7 +127,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             })?;
         }
         let (lo, hi) = (self.i64(0), self.i64(batch as i64));
-        let (a, b) = (self.buffer_mat(a, kh), self.buffer_mat(b, g.n));
+        let a = a_in_place.unwrap_or(self.buffer_mat(a, 2 * kh));
+        let b = self.buffer_mat(b, g.n);
         self.counted(lo, hi, &mut |e, bi| {
             let at = |m: Mat<'ctx>, stride: usize| -> Result<Mat<'ctx>> {
                 let off = e.b.build_int_nsw_mul(bi, e.i64(stride as i64), "boff")?;
@@ -258,12 +269,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let (lo, hi) = (e.i64(0), e.i64(steps as i64));
             e.counted(lo, hi, &mut |e, p| {
                 // Pair offsets, then their two halves (bf16 offsets 2·pair, 2·pair + 1).
-                let pa = e.mat_offset(a, idx[0], p)?;
+                // bf16 offsets of the pairs: A's row stride is in bf16s, B's in pairs.
+                let p2 = e.b.build_int_nsw_mul(p, e.i64(2), "p2")?;
+                let pa = e.mat_offset(a, idx[0], p2)?;
                 let pb = e.mat_offset(b, p, j)?;
+                let pb = e.b.build_int_nsw_mul(pb, e.i64(2), "pb")?;
                 for half in 0..2 {
-                    let h = |e: &Self, pair: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
-                        let x = e.b.build_int_nsw_mul(pair, e.i64(2), "x2")?;
-                        Ok(e.b.build_int_nsw_add(x, e.i64(half), "h")?)
+                    let h = |e: &Self, at: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+                        Ok(e.b.build_int_nsw_add(at, e.i64(half), "h")?)
                     };
                     let x = e.load_at(i16t.into(), a.ptr, h(e, pa)?)?;
                     let y = e.load_at(i16t.into(), b.ptr, h(e, pb)?)?;
@@ -279,4 +292,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             e.store_at(f32t.into(), c.ptr, at, s)
         })
     }
+}
+
+/// Whether A's pairs lie in its rows: k is A's last dimension, and even.
+fn lhs_k_last_even(dims: DotDims, rank: usize, k: usize) -> bool {
+    dims.lhs_contract == rank - 1 && k.is_multiple_of(2)
 }
