@@ -15,6 +15,7 @@
 //! (see `dot_bf16`). `acc[w] += dot(x, y)` on an f32 ref is one `dot` that starts from and
 //! ends in `acc[w]` (see `fuse`).
 
+use super::access::TRANSPOSE_TILE;
 use super::value::{Env, Val};
 use super::{Emitter, Result};
 use inkwell::types::{BasicTypeEnum, VectorType};
@@ -152,7 +153,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let in_dtype = f.ty(v).dtype;
         let rank = f.ty(v).rank();
         let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
-        self.nest(&[batch, rows, cols], &mut |e, idx| {
+        let shape = [batch, rows, cols];
+        let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
             let (r, c) = if swap {
                 (idx[2], idx[1])
             } else {
@@ -165,9 +167,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             };
             let x = e.elem(f, env, v, &at)?;
             let x = e.cast(in_dtype, dtype, x)?;
-            let to = e.linear(&[batch, rows, cols], idx)?;
+            let to = e.linear(&shape, idx)?;
             e.buffer_store(dtype, dst, to, x)
-        })?;
+        };
+        // A swapped operand is read down its columns: in tiles, which stay in L1.
+        if swap {
+            self.tiled_nest(&shape, TRANSPOSE_TILE, &mut each)?;
+        } else {
+            self.nest(&shape, &mut each)?;
+        }
         Ok(self.buffer_mat(dst, cols))
     }
 

@@ -20,6 +20,7 @@
 //! Columns left over after whole vectors use a scalar loop of f32 FMAs on the same packed
 //! pairs (no flushing there).
 
+use super::access::TRANSPOSE_TILE;
 use super::dot::{Gemm, Mat, Step};
 use super::value::{Env, Val};
 use super::{Emitter, Result};
@@ -64,12 +65,16 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         };
         // A[bi, r, q] → a[(bi·m + r)·2kh + q], unless it lies in memory with whole pairs.
         if a_in_place.is_none() {
-            self.nest(&[batch, g.m, g.k], &mut |e, idx| {
+            let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
                 let x = e.elem(f, env, lhs, &at(idx[0], idx[1], idx[2], !lhs_k_last))?;
                 let bits = e.memory_form(DType::BF16, x)?;
                 let to = e.linear(&[batch, g.m, 2 * kh], idx)?;
                 e.store_at(i16t.into(), a, to, bits)
-            })?;
+            };
+            match lhs_k_last {
+                true => self.nest(&[batch, g.m, g.k], &mut each)?,
+                false => self.tiled_nest(&[batch, g.m, g.k], TRANSPOSE_TILE, &mut each)?,
+            }
         }
         // B[bi, q, j] → b[((bi·kh + q/2)·n + j)·2 + q%2].
         let pair_of = |e: &Self, bi, q: IntValue<'ctx>, j| -> Result<IntValue<'ctx>> {
@@ -86,7 +91,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         // Rows `rows` × columns `cols.0..cols.1` of B, one element at a time.
         let scalar = |e: &mut Self, rows: (usize, usize), cols: (usize, usize)| {
             let (r0, c0) = (e.i64(rows.0 as i64), e.i64(cols.0 as i64));
-            e.nest(&[batch, rows.1 - rows.0, cols.1 - cols.0], &mut |e, idx| {
+            let shape = [batch, rows.1 - rows.0, cols.1 - cols.0];
+            let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
                 let q = e.b.build_int_nsw_add(idx[1], r0, "q")?;
                 let j = e.b.build_int_nsw_add(idx[2], c0, "j")?;
                 let bits = match in_place {
@@ -98,7 +104,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 };
                 let to = pair_of(e, idx[0], q, j)?;
                 e.store_at(i16t.into(), b, to, bits)
-            })
+            };
+            // B with k last is read down its columns: in tiles, which stay in L1.
+            match rhs_k_first {
+                true => e.nest(&shape, &mut each),
+                false => e.tiled_nest(&shape, TRANSPOSE_TILE, &mut each),
+            }
         };
         match in_place {
             Some(src) => {
