@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use tpukit::prelude::*;
-use tpukit::runtime::cpu::HostTarget;
+use tpukit::runtime::bundle;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
 
 #[tpu_kernel]
 fn products(a: In, b: In, ab: Out, abt: Out, ab16: Out) {
@@ -50,6 +51,47 @@ fn assert_dot(what: &str, got: &[f64], (want, abs): (&[f64], &[f64]), k: usize, 
     }
 }
 
+/// The `products` kernel for `dtype` operands of shape `(m, k)` and `(k, n)`.
+fn products_kernel(dtype: DType, (m, k, n): (usize, usize, usize)) -> Kernel {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(dtype, [m, k]), ArraySpec::new(dtype, [k, n])],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [m, n]),
+            ArraySpec::new(DType::F32, [m, n]),
+            ArraySpec::new(DType::BF16, [m, n]),
+        ],
+        ..Default::default()
+    };
+    products(&spec).unwrap()
+}
+
+/// Runs [`products_kernel`] on random operands and checks its three results.
+fn check_products(dtype: DType, (m, k, n): (usize, usize, usize), seed: u64) {
+    let kern = products_kernel(dtype, (m, k, n));
+    let mut r = rng(seed);
+    let (a, av) = random(&mut r, dtype, &[m, k], -2.0, 2.0);
+    let (b, bv) = random(&mut r, dtype, &[k, n], -2.0, 2.0);
+    let (want, abs) = reference(&av, &bv, (m, k, n));
+    let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+    let at = format!("{dtype} {m}x{k}x{n}");
+    let r = (&want[..], &abs[..]);
+    assert_dot(&format!("dot {at}"), &out[0].to_f64_vec(), r, k, DType::F32);
+    assert_dot(
+        &format!("dot_t {at}"),
+        &out[1].to_f64_vec(),
+        r,
+        k,
+        DType::F32,
+    );
+    assert_dot(
+        &format!("bf16 {at}"),
+        &out[2].to_f64_vec(),
+        r,
+        k,
+        DType::BF16,
+    );
+}
+
 #[test]
 fn bf16_and_f32_products_against_f64() {
     // Edge tiles in m, leftover columns after whole vectors in n, odd and tiny k.
@@ -63,39 +105,8 @@ fn bf16_and_f32_products_against_f64() {
         (40, 129, 100),
     ];
     for dtype in [DType::BF16, DType::F32] {
-        for (s, &(m, k, n)) in shapes.iter().enumerate() {
-            let spec = CallSpec {
-                inputs: vec![ArraySpec::new(dtype, [m, k]), ArraySpec::new(dtype, [k, n])],
-                outputs: vec![
-                    ArraySpec::new(DType::F32, [m, n]),
-                    ArraySpec::new(DType::F32, [m, n]),
-                    ArraySpec::new(DType::BF16, [m, n]),
-                ],
-                ..Default::default()
-            };
-            let kern = products(&spec).unwrap();
-            let mut r = rng(40 + s as u64);
-            let (a, av) = random(&mut r, dtype, &[m, k], -2.0, 2.0);
-            let (b, bv) = random(&mut r, dtype, &[k, n], -2.0, 2.0);
-            let (want, abs) = reference(&av, &bv, (m, k, n));
-            let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
-            let at = format!("{dtype} {m}x{k}x{n}");
-            let r = (&want[..], &abs[..]);
-            assert_dot(&format!("dot {at}"), &out[0].to_f64_vec(), r, k, DType::F32);
-            assert_dot(
-                &format!("dot_t {at}"),
-                &out[1].to_f64_vec(),
-                r,
-                k,
-                DType::F32,
-            );
-            assert_dot(
-                &format!("bf16 {at}"),
-                &out[2].to_f64_vec(),
-                r,
-                k,
-                DType::BF16,
-            );
+        for (s, &shape) in shapes.iter().enumerate() {
+            check_products(dtype, shape, 40 + s as u64);
         }
     }
 }
@@ -105,19 +116,7 @@ fn bf16_and_f32_products_against_f64() {
 #[test]
 fn bf16_products_at_special_values() {
     let (m, k, n) = (3, 4, 16);
-    let spec = CallSpec {
-        inputs: vec![
-            ArraySpec::new(DType::BF16, [m, k]),
-            ArraySpec::new(DType::BF16, [k, n]),
-        ],
-        outputs: vec![
-            ArraySpec::new(DType::F32, [m, n]),
-            ArraySpec::new(DType::F32, [m, n]),
-            ArraySpec::new(DType::BF16, [m, n]),
-        ],
-        ..Default::default()
-    };
-    let kern = products(&spec).unwrap();
+    let kern = products_kernel(DType::BF16, (m, k, n));
     let big = 3e38;
     let small = 1e-30; // normal in f32: its products with 1 are exact
     let av = [
@@ -188,23 +187,87 @@ fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
 
 /// `acc[..] += dot(a, b)` over an `arbitrary` k axis, blocks overhanging every array (read
 /// as zeros): f32 (operands read in place where their window fits) and bf16.
+/// Runs [`blocked_matmul`] in blocks of `bs` on random operands of every shape of `shapes`.
+fn check_blocked(dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
+    let kern = blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap();
+    for &(m, k, n) in shapes {
+        let mut r = rng(60 + bs as u64);
+        let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+        let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+        let (want, abs) = reference(&av, &bv, (m, k, n));
+        let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+        let what = format!("{dtype} blocks {bs}, {m}x{k}x{n}");
+        assert_dot(&what, &out[0].to_f64_vec(), (&want, &abs), k, DType::F32);
+    }
+}
+
+/// `acc[..] += dot(a, b)` over an `arbitrary` k axis, blocks overhanging every array (read
+/// as zeros): f32 (operands read in place where their window fits) and bf16. k = 75: the
+/// windows that fit are views with an odd row stride.
 #[test]
 fn accumulated_blocked_products_against_f64() {
     for dtype in [DType::F32, DType::BF16] {
         for bs in [32, 48] {
-            let kern = blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap();
-            // k = 75: windows that fit are views with an odd row stride.
-            for (m, k, n) in [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)] {
-                let mut r = rng(60 + bs as u64);
-                let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
-                let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
-                let (want, abs) = reference(&av, &bv, (m, k, n));
-                let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
-                let what = format!("{dtype} blocks {bs}, {m}x{k}x{n}");
-                assert_dot(&what, &out[0].to_f64_vec(), (&want, &abs), k, DType::F32);
-            }
+            let shapes = [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)];
+            check_blocked(dtype, bs, &shapes);
         }
     }
+}
+
+/// The products of this file from a bundle compiled for the portable x86-64-v3 target
+/// (8-lane AVX2 vectors, no AVX-512 BF16), in a child process.
+#[test]
+#[ignore = "run as a child process by products_compiled_for_the_portable_target"]
+fn portable_child() {
+    for dtype in [DType::F32, DType::BF16] {
+        check_products(dtype, PORTABLE_PRODUCT, 5);
+        check_blocked(dtype, 32, &[(70, 75, 50)]);
+    }
+    let s = tpukit::runtime::cpu::stats();
+    assert_eq!((s.compiled, s.bundle_hits), (0, 4), "all from the bundle");
+}
+
+const PORTABLE_PRODUCT: (usize, usize, usize) = (25, 255, 47);
+
+#[test]
+fn products_compiled_for_the_portable_target() {
+    let (host, portable) = (HostTarget::detect(), HostTarget::portable());
+    if !host.runs_code_for(&portable) {
+        return;
+    }
+    let mut kernels = Vec::new();
+    for dtype in [DType::F32, DType::BF16] {
+        kernels.push(products_kernel(dtype, PORTABLE_PRODUCT));
+        kernels.push(blocked_matmul(&blocked_spec(dtype, 32, 1)).unwrap());
+    }
+    let options = cpu::options_for(&portable, false);
+    let entries: Vec<bundle::BundleEntry> = kernels
+        .iter()
+        .map(|k| bundle::BundleEntry {
+            key: CacheKey::new(k, &portable, options),
+            name: k.name.clone(),
+            ir_hash: k.structural_hash().to_string(),
+            artifact: cpu::compile_artifact(k, &portable, options).unwrap(),
+            tpu: None,
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("tpukit-dot-{}.tpkb", std::process::id()));
+    bundle::write(&path, &portable, &entries).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "portable_child", "--nocapture"])
+        .env_remove("TPUKIT_CACHE_DIR")
+        .env_remove("TPUKIT_DEBUG")
+        .env("TPUKIT_BUNDLE", &path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
