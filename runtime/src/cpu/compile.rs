@@ -26,6 +26,7 @@ pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
     CodegenOptions {
         debug,
         vector_lanes: if target.has_avx512() { 16 } else { 8 },
+        bf16_dot: target.has_avx512_bf16(),
     }
 }
 

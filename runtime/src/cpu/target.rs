@@ -91,6 +91,15 @@ impl HostTarget {
         self.features.split(',').any(|f| f == "+avx512f")
     }
 
+    /// Whether the AVX-512 BF16 dot-product instructions (`vdpbf16ps`) are available: bf16
+    /// `dot`s then multiply pairs of bf16 in hardware (see `codegen::dot`). Read from the
+    /// target's feature string, so the portable baseline never has them and code compiled
+    /// with them is only served to CPUs that have them ([`HostTarget::runs_code_for`], and
+    /// the feature string is part of every cache key).
+    pub fn has_avx512_bf16(&self) -> bool {
+        self.has_avx512() && self.features.split(',').any(|f| f == "+avx512bf16")
+    }
+
     /// The target machine objects are compiled for. The large code model: objects are linked
     /// by RuntimeDyld, whose section memory manager may place a kernel's constants more than
     /// 2 GiB from its code, where the small model's 32-bit PC-relative references silently

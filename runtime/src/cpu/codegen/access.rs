@@ -347,7 +347,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
 
 /// Rows and columns of the tiles a store runs in when its value reads a transpose: 16 f32
 /// rows of 64 bytes, one cache line each, fit L1 with room to spare.
-const TRANSPOSE_TILE: usize = 16;
+pub(super) const TRANSPOSE_TILE: usize = 16;
 
 /// Whether computing `v` element by element reads a value (or array) with its last two
 /// dimensions swapped: through lazily computed ops, down to the first materialised ones.

@@ -43,6 +43,11 @@ impl Uses {
         }
     }
 
+    /// How many ops use `v`.
+    pub fn count(&self, v: ValueId) -> u32 {
+        self.count[v.0 as usize]
+    }
+
     /// Whether recomputing `v` at each use could cost more than storing it once: it is used
     /// more than once, or inside a loop that its definition is outside of.
     pub fn reused(&self, v: ValueId) -> bool {

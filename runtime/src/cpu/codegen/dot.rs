@@ -1,25 +1,51 @@
-//! `dot`: operands packed into row-major f32 panels, then a register-tiled micro-kernel.
+//! `dot`: operands as row-major panels, then a register-tiled micro-kernel.
 //!
-//! The packed `A` (m×k) and `B` (k×n) make every operand layout (contracting dim first or
-//! last, bf16 or f32, lazy or materialised) one case. The micro-kernel keeps an `MR × NR`
-//! tile of `C` in vector registers for the whole `k` loop: per step it loads `NR/W` vectors
-//! of `B`, broadcasts `MR` scalars of `A` and issues `MR·NR/W` FMAs. Tiles are chosen so the
-//! accumulators, the `B` vectors and one broadcast fit the register file (16 registers with
-//! AVX2: 6×16; 32 with AVX-512: 12×32). Edge tiles are the same code with smaller static
-//! sizes; columns left over after whole vectors use a scalar loop.
+//! `A` (m×k) and `B` (k×n) are read where they lie when they already are row-major f32 (a
+//! window of an f32 operand whose columns are contiguous, or an f32 buffer): see
+//! [`Emitter::in_place`]. Otherwise they are packed into row-major f32 panels, which makes
+//! every other layout (contracting dim first or last, bf16, lazy values) one case. The
+//! micro-kernel keeps an `MR × NR` tile of `C` in vector registers for the whole `k` loop:
+//! per step it loads `NR/W` vectors of `B`, broadcasts `MR` scalars of `A` and issues
+//! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
+//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 12×32). Edge tiles
+//! are the same code with smaller static sizes; columns left over after whole vectors use a
+//! scalar loop.
+//!
+//! bf16 × bf16 products on a CPU with AVX-512 BF16 multiply bf16 pairs in hardware instead
+//! (see `dot_bf16`). `acc[w] += dot(x, y)` on an f32 ref is one `dot` that starts from and
+//! ends in `acc[w]` (see `fuse`).
 
+use super::access::TRANSPOSE_TILE;
 use super::value::{Env, Val};
 use super::{Emitter, Result};
-use inkwell::types::VectorType;
+use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
-use tpukit_dsl::{DType, Func, Op, OpKind};
+use tpukit_dsl::{DType, Func, Op, OpKind, ValueId};
 
 /// One product's static geometry.
 #[derive(Copy, Clone)]
-struct Gemm {
-    m: usize,
-    n: usize,
-    k: usize,
+pub(super) struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+/// A row-major matrix in memory: its first element and its row stride (in elements);
+/// columns are contiguous.
+#[derive(Copy, Clone)]
+pub(super) struct Mat<'ctx> {
+    pub ptr: PointerValue<'ctx>,
+    pub ld: IntValue<'ctx>,
+}
+
+/// What a micro-kernel step multiplies: one f32 of `A` by a vector of f32 `B` columns
+/// (`F32`), or one pair of bf16 of `A` (along k, read as an i32) by a vector of pairs of
+/// `B` (`Bf16Pairs`, see `dot_bf16`). B and C are addressed in elements of 4 bytes (f32 or
+/// pairs) for both; A in f32s, or in bf16s for pairs (row stride and offsets in bf16s).
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(super) enum Step {
+    F32,
+    Bf16Pairs,
 }
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
@@ -47,70 +73,182 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         } else {
             DType::I32
         };
-        let a = self.alloc_buffer(acc_dtype, batch * g.m * g.k)?;
-        let b = self.alloc_buffer(acc_dtype, batch * g.k * g.n)?;
-        let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
         let lhs_k_last = dims.lhs_contract == rank - 1;
         let rhs_k_first = dims.rhs_contract == rank - 2;
-        let in_dtype = f.ty(lhs).dtype;
-        // Pack A as [batch, m, k] and B as [batch, k, n], converted to the accumulator type.
-        let pack = |e: &mut Self, v, dst, rows: usize, cols: usize, swap: bool| {
-            e.nest(&[batch, rows, cols], &mut |e, idx| {
-                let (r, c2) = if swap {
-                    (idx[2], idx[1])
-                } else {
-                    (idx[1], idx[2])
-                };
-                let at: Vec<IntValue> = if rank == 3 {
-                    vec![idx[0], r, c2]
-                } else {
-                    vec![r, c2]
-                };
-                let x = e.elem(f, env, v, &at)?;
-                let x = e.cast(in_dtype, acc_dtype, x)?;
-                let to = e.linear(&[batch, rows, cols], idx)?;
-                e.buffer_store(acc_dtype, dst, to, x)
-            })
-        };
-        pack(self, lhs, a, g.m, g.k, !lhs_k_last)?;
-        pack(self, rhs, b, g.k, g.n, !rhs_k_first)?;
-        let (lo, hi) = (self.i64(0), self.i64(batch as i64));
-        self.counted(lo, hi, &mut |e, bi| {
-            let at =
-                |e: &Self, p: PointerValue<'ctx>, stride: usize| -> Result<PointerValue<'ctx>> {
-                    let t = e.reg_type(acc_dtype);
-                    let off = e.b.build_int_nsw_mul(bi, e.i64(stride as i64), "boff")?;
-                    Ok(unsafe { e.b.build_in_bounds_gep(t, p, &[off], "bp")? })
-                };
-            let (pa, pb, pc) = (
-                at(e, a, g.m * g.k)?,
-                at(e, b, g.k * g.n)?,
-                at(e, c, g.m * g.n)?,
-            );
-            if acc_dtype == DType::F32 {
-                e.gemm_f32(g, pa, pb, pc)
-            } else {
-                e.gemm_scalar(g, acc_dtype, pa, pb, pc, 0, g.n)
+        // The destination: the fused accumulator (see `fuse`), or a new buffer.
+        let fused = self.accumulations.get(&(op as *const Op)).copied();
+        let (c, accumulate) = match fused {
+            Some(acc) => (self.accumulator(env, acc)?, true),
+            None => {
+                let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
+                (self.buffer_mat(c, g.n), false)
             }
-        })?;
+        };
+        let bf16 = |v: ValueId| f.ty(v).dtype == DType::BF16;
+        if self.options.bf16_dot
+            && self.options.vector_lanes == 16
+            && dtype.is_float()
+            && bf16(lhs)
+            && bf16(rhs)
+        {
+            self.dot_bf16(f, env, (lhs, rhs, dims), g, batch, c, accumulate)?;
+        } else {
+            let in_place = |e: &mut Self, v, ok| -> Result<Option<Mat<'ctx>>> {
+                if ok && batch == 1 && acc_dtype == DType::F32 {
+                    e.in_place(f, env, v)
+                } else {
+                    Ok(None)
+                }
+            };
+            let a = match in_place(self, lhs, lhs_k_last)? {
+                Some(a) => a,
+                None => self.pack(f, env, lhs, acc_dtype, batch, [g.m, g.k], !lhs_k_last)?,
+            };
+            let b = match in_place(self, rhs, rhs_k_first)? {
+                Some(b) => b,
+                None => self.pack(f, env, rhs, acc_dtype, batch, [g.k, g.n], !rhs_k_first)?,
+            };
+            let (lo, hi) = (self.i64(0), self.i64(batch as i64));
+            self.counted(lo, hi, &mut |e, bi| {
+                let (a, b, c) = (
+                    e.batch_at(a, bi, g.m * g.k, acc_dtype)?,
+                    e.batch_at(b, bi, g.k * g.n, acc_dtype)?,
+                    e.batch_at(c, bi, g.m * g.n, acc_dtype)?,
+                );
+                if acc_dtype == DType::F32 {
+                    e.gemm(g, g.k, a, b, c, accumulate, Step::F32)
+                } else {
+                    e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), accumulate)
+                }
+            })?;
+        }
+        if accumulate {
+            // The `dot`'s only use, the fused `+`, is not emitted (see `fuse`).
+            return Ok(Val::Buffer(c.ptr));
+        }
         if dtype != acc_dtype {
             let total = batch * g.m * g.n;
             self.nest(&[total], &mut |e, idx| {
-                let v = e.buffer_load(acc_dtype, c, idx[0])?;
+                let v = e.buffer_load(acc_dtype, c.ptr, idx[0])?;
                 let v = e.cast(acc_dtype, dtype, v)?;
-                e.buffer_store(dtype, c, idx[0], v)
+                e.buffer_store(dtype, c.ptr, idx[0], v)
             })?;
         }
-        Ok(Val::Buffer(c))
+        Ok(Val::Buffer(c.ptr))
     }
 
-    /// `C = A·B` for one f32 matrix triple.
-    fn gemm_f32(
+    /// Copies `v` (`[batch,] rows × cols` once `swap`ped from its own `cols × rows`) into a
+    /// new row-major buffer of `dtype` (the accumulator type).
+    #[allow(clippy::too_many_arguments)]
+    fn pack(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+        dtype: DType,
+        batch: usize,
+        [rows, cols]: [usize; 2],
+        swap: bool,
+    ) -> Result<Mat<'ctx>> {
+        let in_dtype = f.ty(v).dtype;
+        let rank = f.ty(v).rank();
+        let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
+        let shape = [batch, rows, cols];
+        let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
+            let (r, c) = if swap {
+                (idx[2], idx[1])
+            } else {
+                (idx[1], idx[2])
+            };
+            let at: Vec<IntValue> = if rank == 3 {
+                vec![idx[0], r, c]
+            } else {
+                vec![r, c]
+            };
+            let x = e.elem(f, env, v, &at)?;
+            let x = e.cast(in_dtype, dtype, x)?;
+            let to = e.linear(&shape, idx)?;
+            e.buffer_store(dtype, dst, to, x)
+        };
+        // A swapped operand is read down its columns: in tiles, which stay in L1.
+        if swap {
+            self.tiled_nest(&shape, TRANSPOSE_TILE, &mut each)?;
+        } else {
+            self.nest(&shape, &mut each)?;
+        }
+        Ok(self.buffer_mat(dst, cols))
+    }
+
+    /// A row-major buffer with `cols` columns as a [`Mat`].
+    pub(super) fn buffer_mat(&self, ptr: PointerValue<'ctx>, cols: usize) -> Mat<'ctx> {
+        Mat {
+            ptr,
+            ld: self.i64(cols as i64),
+        }
+    }
+
+    /// Matrix `bi` of a batch of matrices `stride` elements of `dtype` apart (batches are
+    /// only ever packed buffers, whose row stride is static).
+    fn batch_at(
+        &self,
+        m: Mat<'ctx>,
+        bi: IntValue<'ctx>,
+        stride: usize,
+        dtype: DType,
+    ) -> Result<Mat<'ctx>> {
+        let t = self.reg_type(dtype);
+        let off = self
+            .b
+            .build_int_nsw_mul(bi, self.i64(stride as i64), "boff")?;
+        let ptr = unsafe { self.b.build_in_bounds_gep(t, m.ptr, &[off], "bp")? };
+        Ok(Mat { ptr, ld: m.ld })
+    }
+
+    /// `v`, a rank-2 f32 value, where it already lies row-major with contiguous columns: an
+    /// f32 buffer, or an unmasked load of an f32 operand's ref whose last dimension is
+    /// contiguous. `None` otherwise, and in debug mode (whose per-element checks only the
+    /// packing loop makes).
+    fn in_place(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+    ) -> Result<Option<Mat<'ctx>>> {
+        let ty = f.ty(v);
+        if self.options.debug || ty.dtype != DType::F32 || ty.rank() != 2 {
+            return Ok(None);
+        }
+        match super::value::get(env, v) {
+            Val::Buffer(p) => Ok(Some(self.buffer_mat(p, ty.shape[1]))),
+            Val::Lazy(op) => match &op.kind {
+                OpKind::Load {
+                    operand,
+                    index,
+                    mask: None,
+                    ..
+                } if self.kernel.operand(*operand).dtype == DType::F32
+                    && !self.reads_zero_past_the_end(*operand, index) =>
+                {
+                    self.window_mat(env, *operand, index)
+                }
+                _ => Ok(None),
+            },
+            Val::Scalar(_) => Ok(None),
+        }
+    }
+
+    /// `C = A·B` (`C += A·B` if `accumulate`) for one matrix triple, `steps` micro-kernel
+    /// steps along k (k itself, or its pairs).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm(
         &mut self,
         g: Gemm,
-        a: PointerValue<'ctx>,
-        b: PointerValue<'ctx>,
-        c: PointerValue<'ctx>,
+        steps: usize,
+        a: Mat<'ctx>,
+        b: Mat<'ctx>,
+        c: Mat<'ctx>,
+        accumulate: bool,
+        step: Step,
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
         let (mr, nr) = if w >= 16 { (12, 2 * w) } else { (6, 2 * w) };
@@ -123,6 +261,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if !vec_cols.is_multiple_of(nr) {
             panels.push((g.n / nr * nr, 1, vec_cols % nr));
         }
+        let tile = Tile {
+            steps,
+            w,
+            accumulate,
+            step,
+        };
         for (j0, count, width) in panels {
             let (lo, hi) = (self.i64(0), self.i64(count as i64));
             self.counted(lo, hi, &mut |e, jt| {
@@ -132,86 +276,127 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let (lo, hi) = (e.i64(0), e.i64(full as i64));
                 e.counted(lo, hi, &mut |e, it| {
                     let i = e.b.build_int_nsw_mul(it, e.i64(mr as i64), "i")?;
-                    e.tile(g, a, b, c, i, j, mr, width / w, w)
+                    e.tile(tile, [a, b, c], i, j, mr, width / w)
                 })?;
                 if !g.m.is_multiple_of(mr) {
                     let i = e.i64((full * mr) as i64);
-                    e.tile(g, a, b, c, i, j, g.m % mr, width / w, w)?;
+                    e.tile(tile, [a, b, c], i, j, g.m % mr, width / w)?;
                 }
                 Ok(())
             })?;
         }
         if vec_cols < g.n {
-            self.gemm_scalar(g, DType::F32, a, b, c, vec_cols, g.n)?;
+            match step {
+                Step::F32 => {
+                    self.gemm_scalar(g, DType::F32, a, b, c, (vec_cols, g.n), accumulate)?
+                }
+                Step::Bf16Pairs => {
+                    self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), accumulate)?
+                }
+            }
         }
         Ok(())
     }
 
     /// One `rows × (nv·w)` tile of C at (`i`, `j`), accumulated in registers over all of k.
-    #[allow(clippy::too_many_arguments)]
     fn tile(
         &mut self,
-        g: Gemm,
-        a: PointerValue<'ctx>,
-        b: PointerValue<'ctx>,
-        c: PointerValue<'ctx>,
+        t: Tile,
+        [a, b, c]: [Mat<'ctx>; 3],
         i: IntValue<'ctx>,
         j: IntValue<'ctx>,
         rows: usize,
         nv: usize,
-        w: usize,
     ) -> Result<()> {
+        let w = t.w;
         let f32t = self.ctx.f32_type();
         let vt: VectorType<'ctx> = f32t.vec_type(w as u32);
+        // A's and B's elements: f32, or pairs of bf16 (4 bytes too).
+        let (elem, bvt): (BasicTypeEnum<'ctx>, VectorType<'ctx>) = match t.step {
+            Step::F32 => (f32t.into(), vt),
+            Step::Bf16Pairs => (
+                self.ctx.i32_type().into(),
+                self.ctx.bf16_type().vec_type(2 * w as u32),
+            ),
+        };
         let accs: Vec<PointerValue<'ctx>> = (0..rows * nv)
             .map(|_| self.slot(vt.into()))
             .collect::<Result<_>>()?;
-        for p in &accs {
-            self.b.build_store(*p, vt.const_zero())?;
+        let c_at = |e: &Self, r: usize, v: usize| -> Result<PointerValue<'ctx>> {
+            let row = e.b.build_int_nsw_add(i, e.i64(r as i64), "r")?;
+            let coff = e.b.build_int_nsw_mul(row, c.ld, "cr")?;
+            let coff = e.b.build_int_nsw_add(coff, j, "cj")?;
+            let off = e.b.build_int_nsw_add(coff, e.i64((v * w) as i64), "co")?;
+            Ok(unsafe { e.b.build_in_bounds_gep(f32t, c.ptr, &[off], "cq")? })
+        };
+        for r in 0..rows {
+            for v in 0..nv {
+                let init = if t.accumulate {
+                    let x = self.b.build_load(vt, c_at(self, r, v)?, "c0")?;
+                    align4(x)?;
+                    x
+                } else {
+                    vt.const_zero().into()
+                };
+                self.b.build_store(accs[r * nv + v], init)?;
+            }
         }
-        let (lo, hi) = (self.i64(0), self.i64(g.k as i64));
+        let (lo, hi) = (self.i64(0), self.i64(t.steps as i64));
         self.counted(lo, hi, &mut |e, p| {
             // B[p, j + v·w ..]
-            let brow = e.b.build_int_nsw_mul(p, e.i64(g.n as i64), "brow")?;
+            let brow = e.b.build_int_nsw_mul(p, b.ld, "brow")?;
             let brow = e.b.build_int_nsw_add(brow, j, "bj")?;
             let mut bv: Vec<VectorValue<'ctx>> = Vec::with_capacity(nv);
             for v in 0..nv {
                 let off = e.b.build_int_nsw_add(brow, e.i64((v * w) as i64), "bo")?;
-                let q = unsafe { e.b.build_in_bounds_gep(f32t, b, &[off], "bq")? };
-                let x = e.b.build_load(vt, q, "bv")?;
-                if let Some(ins) = x.as_instruction_value() {
-                    ins.set_alignment(4).map_err(|er| er.to_string())?;
-                }
+                let q = unsafe { e.b.build_in_bounds_gep(elem, b.ptr, &[off], "bq")? };
+                let x = e.b.build_load(bvt, q, "bv")?;
+                align4(x)?;
                 bv.push(x.into_vector_value());
             }
             for r in 0..rows {
                 let row = e.b.build_int_nsw_add(i, e.i64(r as i64), "r")?;
-                let aoff = e.b.build_int_nsw_mul(row, e.i64(g.k as i64), "ar")?;
-                let aoff = e.b.build_int_nsw_add(aoff, p, "ap")?;
-                let q = unsafe { e.b.build_in_bounds_gep(f32t, a, &[aoff], "aq")? };
-                let s = e.b.build_load(f32t, q, "a")?;
-                let splat = e.splat(vt, s)?;
+                let aoff = e.b.build_int_nsw_mul(row, a.ld, "ar")?;
+                // A's pairs are addressed in bf16s (its row stride may be odd).
+                let (k_at, at_t): (_, BasicTypeEnum) = match t.step {
+                    Step::F32 => (p, elem),
+                    Step::Bf16Pairs => (
+                        e.b.build_int_nsw_mul(p, e.i64(2), "p2")?,
+                        e.ctx.i16_type().into(),
+                    ),
+                };
+                let aoff = e.b.build_int_nsw_add(aoff, k_at, "ap")?;
+                let q = unsafe { e.b.build_in_bounds_gep(at_t, a.ptr, &[aoff], "aq")? };
+                let s = e.b.build_load(elem, q, "a")?;
+                if t.step == Step::Bf16Pairs {
+                    s.as_instruction_value()
+                        .map(|i| i.set_alignment(2))
+                        .transpose()
+                        .map_err(|er| er.to_string())?;
+                }
+                let splat = e.splat(elem.vec_type_of(w), s)?;
+                let splat: BasicValueEnum = match t.step {
+                    Step::F32 => splat.into(),
+                    Step::Bf16Pairs => e.b.build_bit_cast(splat, bvt, "pairs")?,
+                };
                 for (v, bvec) in bv.iter().enumerate() {
                     let slot = accs[r * nv + v];
                     let acc = e.b.build_load(vt, slot, "acc")?;
-                    let fma =
-                        e.intrinsic("llvm.fma", vt.into(), &[splat.into(), (*bvec).into(), acc])?;
-                    e.b.build_store(slot, fma)?;
+                    let next = match t.step {
+                        Step::F32 => {
+                            e.intrinsic("llvm.fma", vt.into(), &[splat, (*bvec).into(), acc])?
+                        }
+                        Step::Bf16Pairs => e.dpbf16ps(acc, splat, (*bvec).into())?,
+                    };
+                    e.b.build_store(slot, next)?;
                 }
             }
             Ok(())
         })?;
         for r in 0..rows {
-            let row = self.b.build_int_nsw_add(i, self.i64(r as i64), "r")?;
-            let coff = self.b.build_int_nsw_mul(row, self.i64(g.n as i64), "cr")?;
-            let coff = self.b.build_int_nsw_add(coff, j, "cj")?;
             for v in 0..nv {
-                let off = self
-                    .b
-                    .build_int_nsw_add(coff, self.i64((v * w) as i64), "co")?;
-                let q = unsafe { self.b.build_in_bounds_gep(f32t, c, &[off], "cq")? };
                 let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
-                let st = self.b.build_store(q, acc)?;
+                let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
             }
         }
@@ -225,28 +410,35 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(self.b.build_shuffle_vector(v, undef, zeros, "splat")?)
     }
 
-    /// `C[:, j0..j1] = A·B[:, j0..j1]` with plain loops (integer dots, leftover columns).
+    /// `C[:, j0..j1] = A·B[:, j0..j1]` (`+=` if `accumulate`) with plain loops (integer dots,
+    /// leftover columns).
     #[allow(clippy::too_many_arguments)]
     fn gemm_scalar(
         &mut self,
         g: Gemm,
         acc_dtype: DType,
-        a: PointerValue<'ctx>,
-        b: PointerValue<'ctx>,
-        c: PointerValue<'ctx>,
-        j0: usize,
-        j1: usize,
+        a: Mat<'ctx>,
+        b: Mat<'ctx>,
+        c: Mat<'ctx>,
+        (j0, j1): (usize, usize),
+        accumulate: bool,
     ) -> Result<()> {
         let float = acc_dtype == DType::F32;
         let rt = self.reg_type(acc_dtype);
         let acc = self.slot(rt)?;
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
-            e.b.build_store(acc, e.constant(acc_dtype, 0.0))?;
+            let at = e.mat_offset(c, idx[0], j)?;
+            let init = if accumulate {
+                e.load_at(rt, c.ptr, at)?
+            } else {
+                e.constant(acc_dtype, 0.0)
+            };
+            e.b.build_store(acc, init)?;
             let (lo, hi) = (e.i64(0), e.i64(g.k as i64));
             e.counted(lo, hi, &mut |e, p| {
-                let x = e.buffer_load(acc_dtype, a, e.linear(&[g.m, g.k], &[idx[0], p])?)?;
-                let y = e.buffer_load(acc_dtype, b, e.linear(&[g.k, g.n], &[p, j])?)?;
+                let x = e.load_at(rt, a.ptr, e.mat_offset(a, idx[0], p)?)?;
+                let y = e.load_at(rt, b.ptr, e.mat_offset(b, p, j)?)?;
                 let s = e.b.build_load(rt, acc, "acc")?;
                 let r: BasicValueEnum = if float {
                     e.intrinsic("llvm.fma", rt, &[x, y, s])?
@@ -259,8 +451,53 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(())
             })?;
             let s = e.b.build_load(rt, acc, "acc")?;
-            let at = e.linear(&[g.m, g.n], &[idx[0], j])?;
-            e.buffer_store(acc_dtype, c, at, s)
+            e.store_at(rt, c.ptr, at, s)
         })
+    }
+
+    /// The offset of element (`r`, `c`) of `m`.
+    pub(super) fn mat_offset(
+        &self,
+        m: Mat<'ctx>,
+        r: IntValue<'ctx>,
+        c: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>> {
+        let row = self.b.build_int_nsw_mul(r, m.ld, "row")?;
+        Ok(self.b.build_int_nsw_add(row, c, "el")?)
+    }
+}
+
+/// The static parameters of one micro-kernel tile.
+#[derive(Copy, Clone)]
+struct Tile {
+    /// Steps along k (k, or its pairs).
+    steps: usize,
+    /// Vector lanes (f32).
+    w: usize,
+    /// Start from C's values instead of zeros.
+    accumulate: bool,
+    step: Step,
+}
+
+/// Marks a vector load or store as aligned to its element only.
+fn align4<'a>(x: impl BasicValue<'a>) -> Result<()> {
+    if let Some(ins) = x.as_instruction_value() {
+        ins.set_alignment(4).map_err(|er| er.to_string())?;
+    }
+    Ok(())
+}
+
+/// The vector of `w` elements of a scalar type.
+trait VecOf<'ctx> {
+    fn vec_type_of(self, w: usize) -> VectorType<'ctx>;
+}
+
+impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
+    fn vec_type_of(self, w: usize) -> VectorType<'ctx> {
+        match self {
+            BasicTypeEnum::FloatType(t) => t.vec_type(w as u32),
+            BasicTypeEnum::IntType(t) => t.vec_type(w as u32),
+            other => unreachable!("no vectors of {other:?} here"),
+        }
     }
 }

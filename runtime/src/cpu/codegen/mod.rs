@@ -20,6 +20,8 @@ mod analysis;
 mod control;
 mod dma;
 mod dot;
+mod dot_bf16;
+mod fuse;
 mod loops;
 mod reduce;
 mod scalar;
@@ -95,6 +97,8 @@ pub struct CodegenOptions {
     /// Lanes of the widest float vector the `dot` micro-kernel uses (8 for AVX2, 16 for
     /// AVX-512).
     pub vector_lanes: u32,
+    /// bf16 × bf16 `dot`s use AVX-512 BF16's `vdpbf16ps` (the target has it; see `dot_bf16`).
+    pub bf16_dot: bool,
 }
 
 /// An op the generated code can report a failure at.
@@ -194,6 +198,9 @@ pub(crate) struct Emitter<'ctx, 'k> {
     site_of: HashMap<*const Op, usize>,
     /// The op being emitted (its site number), for failure reports.
     site: i64,
+    /// `dot`s that add themselves to a ref, and the ops they make redundant (see `fuse`).
+    accumulations: HashMap<*const Op, fuse::Accumulate<'k>>,
+    fused: std::collections::HashSet<*const Op>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -237,6 +244,8 @@ pub(crate) fn emit<'ctx>(
         sites: Vec::new(),
         site_of: HashMap::new(),
         site: -1,
+        accumulations: HashMap::new(),
+        fused: Default::default(),
     };
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;

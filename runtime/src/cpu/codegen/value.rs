@@ -59,7 +59,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         for (a, v) in r.args.iter().zip(args) {
             env[a.0 as usize] = Some(*v);
         }
+        self.find_accumulations(f, r);
         for op in &r.ops {
+            if self.fused.contains(&(op as *const Op)) {
+                continue;
+            }
             if let OpKind::Yield { values } = &op.kind {
                 return Ok(values.iter().map(|v| get(env, *v)).collect());
             }

@@ -1,0 +1,193 @@
+//! `acc[w] += dot(x, y)` as one `dot` that starts from `acc[w]` and ends in it.
+//!
+//! Written as IR, the update is a `load` of `acc[w]`, a `dot`, their `add` and a `store` to
+//! `acc[w]`: unfused, the `dot` fills a buffer, the `load` copies `acc[w]` (an operand the
+//! kernel stores to is read as a snapshot), and the `store` adds them: three passes over the
+//! block per update, in every grid step of a blocked matmul and every iteration of a loop
+//! of small products (flash attention). Fused, the micro-kernel loads its accumulators from
+//! `acc[w]` and stores them back; the `load`, `add` and `store` emit nothing.
+//!
+//! The sum is then `acc + p₀ + p₁ + …` instead of `acc + (p₀ + p₁ + …)`: the same terms,
+//! rounded in another order (as XLA and the TPU accumulate).
+//!
+//! Fused only when nothing can tell: the four ops are in one region, each result has that
+//! one use, `acc` is an f32 operand whose window has contiguous columns, and no op between
+//! the first of them and the `store` reads or writes `acc`, writes any memory, or runs a
+//! region; the window's dynamic starts are defined before the `dot`. Not in debug mode.
+
+use super::dot::Mat;
+use super::value::Env;
+use super::{Emitter, Result};
+use std::collections::HashMap;
+use tpukit_dsl::{
+    BinaryOp, DType, Func, Indexer, Op, OpKind, OperandId, Region, Start, ValueId, Window,
+};
+
+/// The ref an accumulating `dot` adds itself to.
+#[derive(Copy, Clone)]
+pub(super) struct Accumulate<'k> {
+    pub operand: OperandId,
+    pub index: &'k [Indexer],
+}
+
+impl<'ctx, 'k> Emitter<'ctx, 'k> {
+    /// Finds the fusable accumulations among `r`'s ops (not those of nested regions):
+    /// records each in `accumulations` (by its `dot`) and its other ops in `fused`.
+    pub(super) fn find_accumulations(&mut self, f: &'k Func, r: &'k Region) {
+        for op in &r.ops {
+            let key = op as *const Op;
+            self.accumulations.remove(&key);
+            self.fused.remove(&key);
+        }
+        if self.options.debug || !std::ptr::eq(f, &self.kernel.body) {
+            return;
+        }
+        let def: HashMap<ValueId, usize> = r
+            .ops
+            .iter()
+            .enumerate()
+            .flat_map(|(i, op)| op.results.iter().map(move |v| (*v, i)))
+            .collect();
+        for (s, store) in r.ops.iter().enumerate() {
+            if let Some((load, add, dot, acc)) = self.accumulation(f, r, &def, s, store) {
+                self.accumulations.insert(&r.ops[dot] as *const Op, acc);
+                for i in [load, add, s] {
+                    self.fused.insert(&r.ops[i] as *const Op);
+                }
+            }
+        }
+    }
+
+    /// The positions of the `load`, `add` and `dot` that `store` (at `s`) completes into a
+    /// fusable accumulation, and its ref.
+    fn accumulation(
+        &self,
+        f: &'k Func,
+        r: &'k Region,
+        def: &HashMap<ValueId, usize>,
+        s: usize,
+        store: &'k Op,
+    ) -> Option<(usize, usize, usize, Accumulate<'k>)> {
+        let OpKind::Store {
+            operand,
+            index,
+            value,
+            mask: None,
+        } = &store.kind
+        else {
+            return None;
+        };
+        let ty = f.ty(*value);
+        if self.kernel.operand(*operand).dtype != DType::F32
+            || ty.dtype != DType::F32
+            || ty.rank() != 2
+            || !self.columns_contiguous(*operand, index)
+        {
+            return None;
+        }
+        let add = *def.get(value)?;
+        let OpKind::Binary {
+            op: BinaryOp::Add,
+            lhs,
+            rhs,
+        } = &r.ops[add].kind
+        else {
+            return None;
+        };
+        let once = |v: &ValueId| self.uses.count(*v) == 1;
+        for (x, y) in [(lhs, rhs), (rhs, lhs)] {
+            let (Some(&load), Some(&dot)) = (def.get(x), def.get(y)) else {
+                continue;
+            };
+            let same_ref = matches!(&r.ops[load].kind,
+                OpKind::Load { operand: o, index: i, mask: None, .. } if o == operand && i == index);
+            let dot_ok = matches!(r.ops[dot].kind, OpKind::Dot { .. }) && f.ty(*y) == ty;
+            if !(same_ref && dot_ok && once(x) && once(y) && once(value)) {
+                continue;
+            }
+            let quiet = (load.min(dot)..s)
+                .filter(|&i| i != load && i != dot && i != add)
+                .all(|i| pure_of(&r.ops[i], *operand));
+            let starts_before = index.iter().all(|ix| match ix {
+                Indexer::Slice {
+                    start: Start::Dynamic(v),
+                    ..
+                }
+                | Indexer::Point(Start::Dynamic(v)) => def.get(v).is_none_or(|&i| i < dot),
+                _ => true,
+            });
+            if quiet && starts_before {
+                let acc = Accumulate {
+                    operand: *operand,
+                    index,
+                };
+                return Some((load, add, dot, acc));
+            }
+        }
+        None
+    }
+
+    /// Whether an access of `id`'s ref through `index` is a matrix with contiguous columns:
+    /// exactly two slices, the last on the ref's last dimension, which is the array's last
+    /// (not squeezed from a block).
+    pub(super) fn columns_contiguous(&self, id: OperandId, index: &[Indexer]) -> bool {
+        let slices = index
+            .iter()
+            .filter(|ix| matches!(ix, Indexer::Slice { .. }))
+            .count();
+        let last_kept = match &self.kernel.operand(id).window {
+            Window::Whole => true,
+            Window::Blocked(spec) => spec.block.last().is_some_and(|b| b.kept()),
+        };
+        slices == 2 && last_kept && matches!(index.last(), Some(Indexer::Slice { .. }))
+    }
+
+    /// The matrix `index` accesses in `id`'s ref, if its columns are contiguous (see
+    /// [`Self::columns_contiguous`]). The access must have been checked.
+    pub(super) fn window_mat(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+    ) -> Result<Option<Mat<'ctx>>> {
+        if self.options.debug || !self.columns_contiguous(id, index) {
+            return Ok(None);
+        }
+        let zero = self.i64(0);
+        let offset = self.address(env, id, index, &[zero, zero])?;
+        let row = index
+            .iter()
+            .position(|ix| matches!(ix, Indexer::Slice { .. }))
+            .expect("two slices");
+        let st = &self.operands[id.0 as usize];
+        let (base, ld) = (st.base, st.ref_strides[row]);
+        let t = self.mem_type(self.kernel.operand(id).dtype);
+        let ptr = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "mat")? };
+        Ok(Some(Mat { ptr, ld }))
+    }
+
+    /// The fused accumulator `acc` as a matrix, its access checked as the `store` would.
+    pub(super) fn accumulator(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        acc: Accumulate<'k>,
+    ) -> Result<Mat<'ctx>> {
+        self.check_access(env, acc.operand, acc.index)?;
+        self.window_mat(env, acc.operand, acc.index)?
+            .ok_or_else(|| super::CodegenError::internal("fused accumulator is not a matrix"))
+    }
+}
+
+/// Whether `op` neither touches operand `acc` nor writes memory nor runs a region.
+fn pure_of(op: &Op, acc: OperandId) -> bool {
+    match &op.kind {
+        OpKind::Load { operand, .. } => *operand != acc,
+        OpKind::Store { .. }
+        | OpKind::DmaStart { .. }
+        | OpKind::DmaWait { .. }
+        | OpKind::SemaphoreSignal { .. }
+        | OpKind::SemaphoreWait { .. }
+        | OpKind::SemaphoreRead { .. } => false,
+        k => k.regions().is_empty(),
+    }
+}

@@ -1,0 +1,311 @@
+//! The CPU backend's `dot` paths against an f64 reference: bf16 products (with AVX-512 BF16's
+//! `vdpbf16ps` where the host has it), operands read in place, and `acc[..] += dot(..)` fused
+//! into the micro-kernel (see `runtime/src/cpu/codegen/{dot,dot_bf16,fuse}.rs`). Shapes do
+//! not divide the micro-kernel's tiles (12×32, 16-lane vectors) or the blocks; k is odd.
+
+mod common;
+
+use common::*;
+use tpukit::prelude::*;
+use tpukit::runtime::bundle;
+use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
+
+#[tpu_kernel]
+fn products(a: In, b: In, ab: Out, abt: Out, ab16: Out) {
+    ab[..] = dot(a[..], b[..]);
+    abt[..] = dot_t(a[..], b[..].t());
+    ab16[..] = dot(a[..], b[..]).cast(bf16);
+}
+
+/// `Σ_p a[i,p]·b[p,j]` in f64, and `Σ_p |a[i,p]·b[p,j]|` (what bounds the f32 sum's error).
+fn reference(av: &[f64], bv: &[f64], (m, k, n): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let (mut sum, mut abs) = (vec![0.0; m * n], vec![0.0; m * n]);
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                let t = av[i * k + p] * bv[p * n + j];
+                sum[i * n + j] += t;
+                abs[i * n + j] += t.abs();
+            }
+        }
+    }
+    (sum, abs)
+}
+
+/// Asserts `got` is the f32 sum of `k` exact products (each bf16·bf16 product is exact in
+/// f32): within `k` f32 roundings of the sum of the products' magnitudes, plus one rounding
+/// to `out` (the result's dtype).
+#[track_caller]
+fn assert_dot(what: &str, got: &[f64], (want, abs): (&[f64], &[f64]), k: usize, out: DType) {
+    let last = if out == DType::BF16 {
+        2f64.powi(-8)
+    } else {
+        0.0
+    };
+    for (i, ((g, w), a)) in got.iter().zip(want).zip(abs).enumerate() {
+        let bound = (k as f64 + 1.0) * 2f64.powi(-24) * a + last * w.abs() + 1e-30;
+        assert!(
+            (g - w).abs() <= bound,
+            "{what}: element {i}: got {g}, want {w} (bound {bound:e})"
+        );
+    }
+}
+
+/// The `products` kernel for `dtype` operands of shape `(m, k)` and `(k, n)`.
+fn products_kernel(dtype: DType, (m, k, n): (usize, usize, usize)) -> Kernel {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(dtype, [m, k]), ArraySpec::new(dtype, [k, n])],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [m, n]),
+            ArraySpec::new(DType::F32, [m, n]),
+            ArraySpec::new(DType::BF16, [m, n]),
+        ],
+        ..Default::default()
+    };
+    products(&spec).unwrap()
+}
+
+/// Runs [`products_kernel`] on random operands and checks its three results.
+fn check_products(dtype: DType, (m, k, n): (usize, usize, usize), seed: u64) {
+    let kern = products_kernel(dtype, (m, k, n));
+    let mut r = rng(seed);
+    let (a, av) = random(&mut r, dtype, &[m, k], -2.0, 2.0);
+    let (b, bv) = random(&mut r, dtype, &[k, n], -2.0, 2.0);
+    let (want, abs) = reference(&av, &bv, (m, k, n));
+    let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+    let at = format!("{dtype} {m}x{k}x{n}");
+    let r = (&want[..], &abs[..]);
+    assert_dot(&format!("dot {at}"), &out[0].to_f64_vec(), r, k, DType::F32);
+    assert_dot(
+        &format!("dot_t {at}"),
+        &out[1].to_f64_vec(),
+        r,
+        k,
+        DType::F32,
+    );
+    assert_dot(
+        &format!("bf16 {at}"),
+        &out[2].to_f64_vec(),
+        r,
+        k,
+        DType::BF16,
+    );
+}
+
+#[test]
+fn bf16_and_f32_products_against_f64() {
+    // Edge tiles in m, leftover columns after whole vectors in n, odd and tiny k.
+    let shapes = [
+        (16, 64, 16),
+        (13, 37, 29),
+        (1, 1, 1),
+        (12, 128, 32),
+        (25, 255, 47),
+        (7, 3, 33),
+        (40, 129, 100),
+    ];
+    for dtype in [DType::BF16, DType::F32] {
+        for (s, &shape) in shapes.iter().enumerate() {
+            check_products(dtype, shape, 40 + s as u64);
+        }
+    }
+}
+
+/// Extreme magnitudes in bf16: products overflowing to ±inf and NaN propagate as in f32
+/// arithmetic; values in f32's normal range are not flushed.
+#[test]
+fn bf16_products_at_special_values() {
+    let (m, k, n) = (3, 4, 16);
+    let kern = products_kernel(DType::BF16, (m, k, n));
+    let big = 3e38;
+    let small = 1e-30; // normal in f32: its products with 1 are exact
+    let av = [
+        [big, big, 0.0, 0.0],
+        [f64::NAN, 1.0, 0.0, 0.0],
+        [small, small, 0.0, 0.0],
+    ];
+    let a = HostArray::from_f64(DType::BF16, &[m, k], av.as_flattened());
+    let b = HostArray::from_f64(DType::BF16, &[k, n], &vec![1.0; k * n]);
+    let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+    let small = DType::BF16.round_f64(small);
+    for j in 0..n {
+        assert_eq!(out[j], f64::INFINITY, "overflow to inf, column {j}");
+        assert!(out[n + j].is_nan(), "NaN propagates, column {j}");
+        let want = DType::F32.round_f64(2.0 * small);
+        let got = out[2 * n + j];
+        assert!(
+            (got - want).abs() <= 1e-6 * want,
+            "column {j}: got {got}, want {want}"
+        );
+    }
+}
+
+#[tpu_kernel]
+fn blocked_matmul(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = acc[..];
+    }
+}
+
+/// The accumulate reads the ref it adds to in between: the `load` is its own value (a
+/// snapshot), so the update must not be fused past it.
+#[tpu_kernel]
+fn accumulate_and_peek(a: In, b: In, o: Out, before: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    let old = acc[..];
+    acc[..] += dot(a[..], b[..]);
+    before[..] = old;
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = acc[..];
+    }
+}
+
+fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
+    let arr = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
+    let out = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::sym("n")]);
+    CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("m", bs)),
+            GridAxis::parallel(Extent::cdiv("n", bs)),
+            GridAxis::arbitrary(Extent::cdiv("k", bs)),
+        ],
+        inputs: vec![
+            arr("m", "k").blocked([bs, bs], [grid(0), grid(2)]),
+            arr("k", "n").blocked([bs, bs], [grid(2), grid(1)]),
+        ],
+        outputs: vec![out.blocked([bs, bs], [grid(0), grid(1)]); outputs],
+        scratch: vec![ArraySpec::new(DType::F32, [bs, bs])],
+        ..Default::default()
+    }
+}
+
+/// `acc[..] += dot(a, b)` over an `arbitrary` k axis, blocks overhanging every array (read
+/// as zeros): f32 (operands read in place where their window fits) and bf16.
+/// Runs [`blocked_matmul`] in blocks of `bs` on random operands of every shape of `shapes`.
+fn check_blocked(dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
+    let kern = blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap();
+    for &(m, k, n) in shapes {
+        let mut r = rng(60 + bs as u64);
+        let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+        let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+        let (want, abs) = reference(&av, &bv, (m, k, n));
+        let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+        let what = format!("{dtype} blocks {bs}, {m}x{k}x{n}");
+        assert_dot(&what, &out[0].to_f64_vec(), (&want, &abs), k, DType::F32);
+    }
+}
+
+/// `acc[..] += dot(a, b)` over an `arbitrary` k axis, blocks overhanging every array (read
+/// as zeros): f32 (operands read in place where their window fits) and bf16. k = 75: the
+/// windows that fit are views with an odd row stride.
+#[test]
+fn accumulated_blocked_products_against_f64() {
+    for dtype in [DType::F32, DType::BF16] {
+        for bs in [32, 48] {
+            let shapes = [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)];
+            check_blocked(dtype, bs, &shapes);
+        }
+    }
+}
+
+/// The products of this file from a bundle compiled for the portable x86-64-v3 target
+/// (8-lane AVX2 vectors, no AVX-512 BF16), in a child process.
+#[test]
+#[ignore = "run as a child process by products_compiled_for_the_portable_target"]
+fn portable_child() {
+    for dtype in [DType::F32, DType::BF16] {
+        check_products(dtype, PORTABLE_PRODUCT, 5);
+        check_blocked(dtype, 32, &[(70, 75, 50)]);
+    }
+    let s = tpukit::runtime::cpu::stats();
+    assert_eq!((s.compiled, s.bundle_hits), (0, 4), "all from the bundle");
+}
+
+const PORTABLE_PRODUCT: (usize, usize, usize) = (25, 255, 47);
+
+#[test]
+fn products_compiled_for_the_portable_target() {
+    let (host, portable) = (HostTarget::detect(), HostTarget::portable());
+    if !host.runs_code_for(&portable) {
+        return;
+    }
+    let mut kernels = Vec::new();
+    for dtype in [DType::F32, DType::BF16] {
+        kernels.push(products_kernel(dtype, PORTABLE_PRODUCT));
+        kernels.push(blocked_matmul(&blocked_spec(dtype, 32, 1)).unwrap());
+    }
+    let options = cpu::options_for(&portable, false);
+    let entries: Vec<bundle::BundleEntry> = kernels
+        .iter()
+        .map(|k| bundle::BundleEntry {
+            key: CacheKey::new(k, &portable, options),
+            name: k.name.clone(),
+            ir_hash: k.structural_hash().to_string(),
+            artifact: cpu::compile_artifact(k, &portable, options).unwrap(),
+            tpu: None,
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("tpukit-dot-{}.tpkb", std::process::id()));
+    bundle::write(&path, &portable, &entries).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "portable_child", "--nocapture"])
+        .env_remove("TPUKIT_CACHE_DIR")
+        .env_remove("TPUKIT_DEBUG")
+        .env("TPUKIT_BUNDLE", &path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn accumulate_read_in_between_matches_interpret() {
+    for dtype in [DType::F32, DType::BF16] {
+        let kern = accumulate_and_peek(&blocked_spec(dtype, 32, 2)).unwrap();
+        let (m, k, n) = (40, 100, 33);
+        let mut r = rng(77);
+        let (a, _) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+        let (b, _) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+        let cpu = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+        let int = launch(&kern, Device::Interpret, &[&a, &b]).unwrap();
+        for (o, what) in [(0, "result"), (1, "accumulator before the last update")] {
+            let tol = 2e-6 * k as f64;
+            let (c, i) = (cpu[o].to_f64_vec(), int[o].to_f64_vec());
+            assert_close(&format!("{dtype} {what}"), &c, &i, tol);
+        }
+    }
+}
+
+/// The bf16 instructions are used exactly where the CPU running the tests has them: read at
+/// run time from the host, never from how the binary was built.
+#[test]
+fn bf16_dot_follows_the_host_cpu() {
+    let host = HostTarget::detect();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if host.triple.starts_with("x86_64") && !cpuinfo.is_empty() {
+        let flags = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .unwrap_or("");
+        let has = flags.split_whitespace().any(|f| f == "avx512_bf16");
+        assert_eq!(
+            host.has_avx512_bf16(),
+            has,
+            "host features: {}",
+            host.features
+        );
+    }
+    assert!(!HostTarget::portable().has_avx512_bf16());
+}
