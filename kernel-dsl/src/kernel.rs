@@ -102,7 +102,8 @@ impl GridAxis {
 /// What an operand is to the kernel, which fixes where it sits in the signature.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
-    /// A whole (small, integer) array read by index maps and the body (SMEM on a TPU).
+    /// A whole (small, integer) array read by index maps and the body (SMEM on a TPU); the
+    /// body may write the kernel's copy of it ([`crate::smem`]).
     Prefetch,
     /// An array the kernel reads through its window; never written.
     Input,
@@ -213,7 +214,7 @@ pub struct BlockSpec {
     /// One entry per array dimension (the block's rank is the array's).
     pub block: Vec<BlockDim>,
     /// Arguments: one i32 per grid axis. Yields one i32 block index per array dimension. May
-    /// load from prefetch operands.
+    /// load from prefetch operands the body does not write.
     pub index_map: Func,
     /// What loads read outside the array (converted to the operand's dtype).
     pub fill: Literal,

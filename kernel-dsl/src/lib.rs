@@ -23,8 +23,11 @@
 //!
 //! Windows are views: a load sees the operand's current contents (outputs start as the
 //! caller's buffer, zero-filled when the runtime allocates it), a store is visible to later
-//! loads of the same element. Inputs and prefetch operands are read-only. Scratch persists
-//! across the grid steps one worker runs; its contents are undefined until written.
+//! loads of the same element. Inputs are read-only. Prefetch operands are the kernel's own
+//! copies of the caller's arrays, made at launch: the body may write them (scalar memory that
+//! persists across grid steps, [`smem`] defines it), the caller's arrays stay unchanged.
+//! Scratch persists across the grid steps one worker runs; its contents are undefined until
+//! written.
 //!
 //! An operand may also live outside kernel memory ([`Space`]): an input or output left in HBM
 //! (`memory_space=pl.ANY`) is reached only by copies (`dma_start`/`dma_wait`), and semaphore
@@ -55,6 +58,7 @@ mod parse;
 mod print;
 mod sample;
 mod shape;
+pub mod smem;
 mod spec;
 mod types;
 mod verify;
