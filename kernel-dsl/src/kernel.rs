@@ -208,7 +208,9 @@ impl BlockDim {
 /// At grid point `g`, dimension `d` of the window starts at element
 /// `index_map(g)[d] * block[d].unit()`. The start must lie inside the array (an index map that
 /// points past the end is an error), but the window may overhang the end: such an edge block
-/// reads `fill` where it lies outside the array and drops the writes there.
+/// reads `fill` where it lies outside the array; an output's writes there are never written
+/// to the array, but kept while the window stays at its block over consecutive steps (see
+/// the crate's "Semantics").
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSpec {
     /// One entry per array dimension (the block's rank is the array's).

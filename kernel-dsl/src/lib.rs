@@ -17,8 +17,11 @@
 //!   dimension `d` starts at element `index_map(g)[d] * block[d]`. The start must lie inside
 //!   the array — an index map that points past the end is an error, reported with the kernel,
 //!   the operand and the grid point — but the window may overhang the end (an *edge block*):
-//!   loads there read the operand's `fill` value, stores there are dropped. So no kernel needs
-//!   its shapes to divide the block.
+//!   an input's loads there read the operand's `fill` value; an output's part past the end is
+//!   kernel memory that is never written to the array: it holds what the body stores there
+//!   while the window stays at one block over consecutive grid steps (as a TPU's VMEM block
+//!   buffer does), and reads the `fill` value after the window arrives at a block (undefined
+//!   on a TPU). So no kernel needs its shapes to divide the block.
 //! - a whole operand's ref is the whole array (prefetch operands, scratch, small arrays).
 //!
 //! Windows are views: a load sees the operand's current contents (outputs start as the

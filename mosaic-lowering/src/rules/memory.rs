@@ -153,7 +153,10 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
         },
         a.sizes.clone(),
     );
+    // An output's edge is VMEM the kernel owns while its window stays (see
+    // `tpukit_dsl::BlockSpec`): read as it is; an input's reads the fill value.
     if let Window::Blocked(spec) = &operand.window
+        && operand.role != Role::Output
         && let Some(inside) = edge::in_bounds(lw, em, id, &a.starts, &a.sizes, &a.dynamic)?
     {
         let fill = splat(em, spec.fill, &memory_ty)?;
