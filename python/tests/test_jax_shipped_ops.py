@@ -16,6 +16,7 @@ from conftest import assert_close
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as mm
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
+from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
@@ -296,6 +297,24 @@ def test_paged_attention_megacore_modes_are_a_clear_error(rng):
                 match=r"tpukit invalid error: .*op `dma_wait` at .*paged_attention_kernel.py:"
                       r"\d+:\d+ in grid step \[1, 0, 0\]: .*on a TPU this wait never returns"):
             program(q, k, v, lengths, indices)
+
+
+def test_ragged_paged_attention_is_a_clear_error(rng):
+    """Ragged paged attention reshapes its page buffer's ref (``tpu.memref_reshape``) to read
+    keys and values interleaved by strided loads: tpukit's refs are windows of an operand
+    (slices and points), not reshaped views."""
+    q = randn(rng, (16, 4, 128), np.float32)
+    kv_pages = randn(rng, (16, 16, 4, 128), np.float32)
+    kv_lens = jnp.array([40, 20], jnp.int32)
+    page_indices = jnp.asarray(rng.permutation(16)[:8].reshape(2, 4), jnp.int32)
+    cu_q_lens = jnp.array([0, 5, 12], jnp.int32)
+    program = jax.jit(lambda *a: rpa.ragged_paged_attention(
+        *a, num_kv_pages_per_block=2, num_queries_per_block=8))
+    with pallas.on_cpu(), pytest.raises(
+            tpukit.UnsupportedError,
+            match=r"kernel `ragged_paged_attention_kernel`: op `tpu.memref_reshape`: "
+                  r"unsupported: .*ragged_paged_attention/kernel.py:\d+:\d+"):
+        program(q, kv_pages, kv_lens, page_indices, cu_q_lens, jnp.array([2], jnp.int32))
 
 
 def test_megablox_gmm_is_a_clear_error(rng):
