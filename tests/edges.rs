@@ -95,8 +95,10 @@ fn check_edge_memory(device: Device, m: usize, n: usize, steps: usize) {
             GridAxis::parallel(Extent::cdiv("m", 4)),
             GridAxis::arbitrary(steps),
         ],
-        inputs: vec![ArraySpec::new(DType::F32, ["m".into(), Dim::Static(steps * 32)])
-            .blocked([4, 32], [grid(0), grid(1)])],
+        inputs: vec![
+            ArraySpec::new(DType::F32, ["m".into(), Dim::Static(steps * 32)])
+                .blocked([4, 32], [grid(0), grid(1)]),
+        ],
         outputs: vec![ArraySpec::new(DType::F32, ["m", "n"]).blocked([4, 32], [grid(0), 0.into()])],
         ..Default::default()
     };

@@ -22,7 +22,9 @@ pub(super) unsafe fn private_copies(
         let i = id.0 as usize;
         let o = kernel.operand(id);
         let first: usize = kernel.operands[..i].iter().map(|o| o.shape.len()).sum();
-        let shape = dims[first..first + o.shape.len()].iter().map(|&d| d as usize);
+        let shape = dims[first..first + o.shape.len()]
+            .iter()
+            .map(|&d| d as usize);
         let what = format!("the kernel's copy of prefetch operand `{}`", o.name);
         let bytes = tpukit_dsl::buffer_bytes(o.dtype, shape).ok_or_else(|| {
             RuntimeError::new(&kernel.name, format!("{what} is too large"))
