@@ -181,7 +181,12 @@ pub(crate) unsafe fn run_at(
         grid: &grid,
     };
     let pool = pool::pool();
-    let chunks = split(kernel, &grid, pool.current_num_threads())?;
+    let chunks = split(
+        kernel,
+        &grid,
+        pool.current_num_threads(),
+        written.is_empty(),
+    )?;
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
@@ -220,8 +225,14 @@ enum Failed {
 /// output whose index map ignores a leading axis is one block for all of that axis' steps:
 /// Pallas kernels keep accumulators in such outputs (splash attention's running max and sum),
 /// which a TPU core holds privately but two workers here would write at once. Such a kernel
-/// runs in one chunk, as does one that writes a prefetch operand (`tpukit_dsl::smem`).
-fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)>, RuntimeError> {
+/// runs in one chunk, as does one that writes a prefetch operand (`tpukit_dsl::smem`), for
+/// which the caller passes `may_split` false.
+fn split(
+    kernel: &Kernel,
+    grid: &[i64],
+    threads: usize,
+    may_split: bool,
+) -> Result<Vec<(i64, i64)>, RuntimeError> {
     let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
@@ -244,8 +255,7 @@ fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)
         }
         _ => false,
     });
-    let in_order = !kernel.written_prefetch().is_empty();
-    let chunks = if parallel && !shared_output && !in_order {
+    let chunks = if parallel && !shared_output && may_split {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1
