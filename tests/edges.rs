@@ -1,5 +1,6 @@
 //! Property tests on random shapes that mostly do not divide the block: loads outside the array
-//! read the fill value, stores outside it are dropped, one kernel serves every binding of its
+//! read the fill value, stores outside it never reach the array (an output keeps them while its
+//! window stays at its block), one kernel serves every binding of its
 //! symbols, and the compiled `cpu` device agrees with the interpreter on every catalog kernel.
 
 mod common;
@@ -67,6 +68,65 @@ proptest! {
     #[test]
     fn cpu_edge_blocks_read_fill_and_drop_stores(m in 1usize..30, n in 1usize..100) {
         check(Device::Cpu, m, n, 4, 32);
+    }
+}
+
+/// Accumulates the `k` blocks of each row block of `x` in the output block (which every `k`
+/// step revisits), overhang included, and on the last step writes each row's total over the
+/// whole block into every column.
+#[tpu_kernel]
+fn edge_accumulator(x: In, o: Out) {
+    if program_id(1) == 0 {
+        o[..] = x[..];
+    } else {
+        o[..] = o[..] + x[..];
+    }
+    if program_id(1) == num_programs(1) - 1 {
+        o[..] = o[..].sum_keepdims(1).broadcast_to([4, 32]);
+    }
+}
+
+/// An output's part past the array's end is memory while its window stays at one block: a
+/// value stored there is read back at the next grid step (the output is `n` < 32 wide, its
+/// block 32), as a TPU's VMEM block buffer keeps it.
+fn check_edge_memory(device: Device, m: usize, n: usize, steps: usize) {
+    let spec = CallSpec {
+        grid: vec![
+            GridAxis::parallel(Extent::cdiv("m", 4)),
+            GridAxis::arbitrary(steps),
+        ],
+        inputs: vec![
+            ArraySpec::new(DType::F32, ["m".into(), Dim::Static(steps * 32)])
+                .blocked([4, 32], [grid(0), grid(1)]),
+        ],
+        outputs: vec![ArraySpec::new(DType::F32, ["m", "n"]).blocked([4, 32], [grid(0), 0.into()])],
+        ..Default::default()
+    };
+    let k = edge_accumulator(&spec).unwrap();
+    let (x, xv) = random(
+        &mut rng((m * 100 + n) as u64),
+        DType::F32,
+        &[m, steps * 32],
+        -1.0,
+        1.0,
+    );
+    let mut outs = vec![HostArray::zeros(DType::F32, &[m, n])];
+    launch_into(&k, device, &[&x], &mut outs).unwrap();
+    let rows: Vec<f64> = (0..m)
+        .map(|i| xv[i * steps * 32..(i + 1) * steps * 32].iter().sum())
+        .collect();
+    let want: Vec<f64> = (0..m * n).map(|e| rows[e / n]).collect();
+    assert_close("row totals", &outs[0].to_f64_vec(), &want, 1e-5);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    #[test]
+    fn output_edges_keep_their_stores_while_the_window_stays(
+        m in 1usize..13, n in 1usize..32, steps in 1usize..4,
+    ) {
+        check_edge_memory(Device::Interpret, m, n, steps);
+        check_edge_memory(Device::Cpu, m, n, steps);
     }
 }
 

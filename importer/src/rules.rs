@@ -649,7 +649,12 @@ fn matmul(
     // accumulates in f32 either way, so the result is the same.
     let narrow =
         |b: &KernelBuilder, v: ValueId| b.ty(v).dtype.is_float() && b.ty(v).dtype != DType::F32;
-    if (lt.len() == 1 || rt.len() == 1) && (narrow(b, lhs) || narrow(b, rhs)) {
+    // Mixed float operands (paged attention's f32 query times its bf16 pages): Mosaic
+    // widens the narrower one, exactly, so the product is the f32 one.
+    let mixed = b.ty(lhs).dtype.is_float()
+        && b.ty(rhs).dtype.is_float()
+        && b.ty(lhs).dtype != b.ty(rhs).dtype;
+    if mixed || ((lt.len() == 1 || rt.len() == 1) && (narrow(b, lhs) || narrow(b, rhs))) {
         lhs = b.cast(lhs, DType::F32)?;
         rhs = b.cast(rhs, DType::F32)?;
     }

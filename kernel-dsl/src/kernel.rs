@@ -102,7 +102,8 @@ impl GridAxis {
 /// What an operand is to the kernel, which fixes where it sits in the signature.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
-    /// A whole (small, integer) array read by index maps and the body (SMEM on a TPU).
+    /// A whole (small, integer) array read by index maps and the body (SMEM on a TPU); the
+    /// body may write the kernel's copy of it ([`crate::smem`]).
     Prefetch,
     /// An array the kernel reads through its window; never written.
     Input,
@@ -207,13 +208,15 @@ impl BlockDim {
 /// At grid point `g`, dimension `d` of the window starts at element
 /// `index_map(g)[d] * block[d].unit()`. The start must lie inside the array (an index map that
 /// points past the end is an error), but the window may overhang the end: such an edge block
-/// reads `fill` where it lies outside the array and drops the writes there.
+/// reads `fill` where it lies outside the array; an output's writes there are never written
+/// to the array, but kept while the window stays at its block over consecutive steps (see
+/// the crate's "Semantics").
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSpec {
     /// One entry per array dimension (the block's rank is the array's).
     pub block: Vec<BlockDim>,
     /// Arguments: one i32 per grid axis. Yields one i32 block index per array dimension. May
-    /// load from prefetch operands.
+    /// load from prefetch operands the body does not write.
     pub index_map: Func,
     /// What loads read outside the array (converted to the operand's dtype).
     pub fill: Literal,

@@ -17,14 +17,20 @@
 //!   dimension `d` starts at element `index_map(g)[d] * block[d]`. The start must lie inside
 //!   the array — an index map that points past the end is an error, reported with the kernel,
 //!   the operand and the grid point — but the window may overhang the end (an *edge block*):
-//!   loads there read the operand's `fill` value, stores there are dropped. So no kernel needs
-//!   its shapes to divide the block.
+//!   an input's loads there read the operand's `fill` value; an output's part past the end is
+//!   kernel memory that is never written to the array: it holds what the body stores there
+//!   while the window stays at one block over consecutive grid steps (as a TPU's VMEM block
+//!   buffer does), and reads the `fill` value after the window arrives at a block (undefined
+//!   on a TPU). So no kernel needs its shapes to divide the block.
 //! - a whole operand's ref is the whole array (prefetch operands, scratch, small arrays).
 //!
 //! Windows are views: a load sees the operand's current contents (outputs start as the
 //! caller's buffer, zero-filled when the runtime allocates it), a store is visible to later
-//! loads of the same element. Inputs and prefetch operands are read-only. Scratch persists
-//! across the grid steps one worker runs; its contents are undefined until written.
+//! loads of the same element. Inputs are read-only. Prefetch operands are the kernel's own
+//! copies of the caller's arrays, made at launch: the body may write them (scalar memory that
+//! persists across grid steps, [`smem`] defines it), the caller's arrays stay unchanged.
+//! Scratch persists across the grid steps one worker runs; its contents are undefined until
+//! written.
 //!
 //! An operand may also live outside kernel memory ([`Space`]): an input or output left in HBM
 //! (`memory_space=pl.ANY`) is reached only by copies (`dma_start`/`dma_wait`), and semaphore
@@ -55,6 +61,7 @@ mod parse;
 mod print;
 mod sample;
 mod shape;
+pub mod smem;
 mod spec;
 mod types;
 mod verify;

@@ -62,7 +62,8 @@ fn verify_inner(k: &Kernel) -> Result<()> {
     if !k.body.body.args.is_empty() {
         return Err(Error::new("the kernel body takes no arguments"));
     }
-    verify_func(&ctx, &k.body, &[], Place::Body)
+    verify_func(&ctx, &k.body, &[], Place::Body)?;
+    crate::smem::check_index_maps(k)
 }
 
 /// Checks every buffer a backend sizes from the kernel's static shapes (block windows,
@@ -378,12 +379,8 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             mask,
         } => {
             let o = local(operand_of(ctx, *operand)?)?;
-            if matches!(o.role, Role::Input | Role::Prefetch) {
-                return Err(format!(
-                    "`{}` is an {}: it is read-only",
-                    o.name,
-                    o.role.name()
-                ));
+            if o.role == Role::Input {
+                return Err(format!("`{}` is an input: it is read-only", o.name));
             }
             let shape = access_shape(ctx, o, index)?;
             let t = Type::new(o.dtype, shape);

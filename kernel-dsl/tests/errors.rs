@@ -317,3 +317,41 @@ fn verifier_accepts_every_kernel_the_builder_makes() {
         verify(&k).unwrap();
     }
 }
+
+/// A kernel that stores into its prefetch operand `p` (`x` is blocked by `x_map`).
+fn writes_prefetch(x_map: IndexExpr) -> Result<Kernel> {
+    let spec = CallSpec {
+        grid: vec![GridAxis::arbitrary(2usize)],
+        prefetch: vec![ArraySpec::new(DType::I32, [2usize])],
+        inputs: vec![
+            ArraySpec::new(DType::F32, [16usize, 128]).blocked([8, 128], [x_map, 0.into()]),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [16usize, 128]).blocked([8, 128], [grid(0), 0.into()]),
+        ],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("k", &spec)?;
+    let p = b.declare(Role::Prefetch, "p")?;
+    let x = b.declare(Role::Input, "x")?;
+    let o = b.declare(Role::Output, "o")?;
+    let v = b.load(p, &[Ix::At(0.into())])?;
+    let w = b.binary(BinaryOp::Add, v, 1)?;
+    b.store(p, &[Ix::At(0.into())], w)?;
+    let y = b.load(x, &[])?;
+    b.store(o, &[], y)?;
+    b.finish()
+}
+
+#[test]
+fn stores_into_prefetch_operands_are_state_that_index_maps_may_not_read() {
+    let k = writes_prefetch(grid(0)).unwrap();
+    assert_eq!(k.written_prefetch(), vec![OperandId(0)]);
+    fails(
+        writes_prefetch(prefetch(0, [1.into()])),
+        &[
+            "kernel `k`",
+            "operand `x`: its index map reads prefetch operand `p`, which the body writes",
+        ],
+    );
+}

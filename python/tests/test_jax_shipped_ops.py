@@ -16,6 +16,7 @@ from conftest import assert_close
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as mm
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
+from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
@@ -192,16 +193,128 @@ def test_shipped_ops_through_custom_jax_kernel(device, rng):
     assert_close(got, want, f"dq on {device}", tolerance(np.float32, want, f32_rel=2e-4))
 
 
-def test_paged_attention_is_a_clear_error(rng):
-    """Paged attention copies pages by manual DMA (imported), and keeps its double-buffer
-    index in a scalar-prefetch operand it writes, which tpukit holds read-only."""
-    q = randn(rng, (2, 4, 128), np.float32)
-    pages = randn(rng, (2, 16, 16, 128), np.float32)
-    lengths = jnp.array([40, 64], jnp.int32)
-    indices = jnp.arange(8, dtype=jnp.int32).reshape(2, 4)
-    with pallas.on_cpu(), pytest.raises(tpukit.TpukitError, match="prefetch: it is read-only"):
-        jax.jit(lambda *a: paged.paged_attention(*a, pages_per_compute_block=2))(
-            q, pages, pages, lengths, indices)
+def paged_reference(q, k_pages, v_pages, lengths, page_indices):
+    """Attention of each sequence's query heads over its first ``length`` cached tokens, the
+    pages gathered by ``page_indices``; query head h reads kv head h // group. Paged
+    attention computes with the pages rounded to bf16 (its unquantized path casts them), so
+    the reference does too."""
+    batch, q_heads, dim = q.shape
+    kv_heads = k_pages.shape[0]
+
+    def gather(pages):  # [kv_heads, pages, page_size, dim] -> [batch, kv_heads, tokens, dim]
+        tokens = pages[:, page_indices].reshape(kv_heads, batch, -1, dim)
+        return f32(tokens.transpose(1, 0, 2, 3).astype(jnp.bfloat16))
+
+    k, v = gather(k_pages), gather(v_pages)
+    qg = f32(q).reshape(batch, kv_heads, q_heads // kv_heads, dim)
+    s = jnp.einsum("bhgd,bhtd->bhgt", qg, k)
+    keep = jnp.arange(k.shape[2]) < lengths[:, None, None, None]
+    p = jax.nn.softmax(jnp.where(keep, s, -jnp.inf), axis=-1)
+    return jnp.einsum("bhgt,bhtd->bhgd", p, v).reshape(batch, q_heads, dim)
+
+
+def paged_inputs(rng, dtype, batch, q_heads, kv_heads, page_size, pages_per_sequence,
+                 total_pages):
+    """Random q and pages, random lengths in 1..capacity (most not a multiple of the page or
+    block size), and a random page table drawn without repetition from the cache."""
+    q = randn(rng, (batch, q_heads, 128), dtype)
+    k_pages = randn(rng, (kv_heads, total_pages, page_size, 128), dtype)
+    v_pages = randn(rng, (kv_heads, total_pages, page_size, 128), dtype)
+    lengths = jnp.asarray(rng.integers(1, pages_per_sequence * page_size + 1, batch), jnp.int32)
+    table = rng.permutation(total_pages)[:batch * pages_per_sequence]
+    indices = jnp.asarray(table.reshape(batch, pages_per_sequence), jnp.int32)
+    return q, k_pages, v_pages, lengths, indices
+
+
+PAGED_SHAPES = {
+    # batch, q heads, kv heads, page size, pages per sequence, total pages, pages per block
+    "mha": (3, 2, 2, 16, 4, 16, 2),
+    "gqa": (2, 8, 2, 16, 6, 16, 3),
+    "groups-of-8": (2, 16, 2, 8, 4, 12, 1),
+    "one-block": (2, 4, 1, 16, 4, 10, 4),
+}
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "grid"])
+@pytest.mark.parametrize("shape", list(PAGED_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_attention_in_a_jitted_model(dtype, shape, inline, rng):
+    """Paged attention copies each block's pages from the cache by manual DMA, double
+    buffered across grid steps (and sequences), with its buffer index and first-step flag in
+    scalar-prefetch operands it writes; its running max and sum live in outputs whose block
+    overhangs their width-1 arrays. ``inline_seq_dim`` runs the blocks of a sequence in a
+    loop in one grid step (the default) or as grid steps."""
+    batch, q_heads, kv_heads, page_size, per_seq, total, per_block = PAGED_SHAPES[shape]
+    q, k, v, lengths, indices = paged_inputs(rng, dtype, batch, q_heads, kv_heads, page_size,
+                                             per_seq, total)
+
+    @jax.jit
+    def model(q, k, v, lengths, indices):
+        out = paged.paged_attention(q, k, v, lengths, indices, inline_seq_dim=inline,
+                                    pages_per_compute_block=per_block)
+        return jnp.tanh(out.astype(jnp.float32))
+
+    want = jnp.tanh(paged_reference(q, k, v, lengths, indices))
+    with pallas.on_cpu():
+        got = model(q, k, v, lengths, indices)
+        assert model.lower(q, k, v, lengths, indices).as_text().count("@tpukit_kernel") == 1
+    assert_close(got, want, f"paged {shape} {dtype.__name__}", tolerance(dtype, want))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_attention_through_custom_jax_kernel(dtype, device, rng):
+    """Unmodified ``paged_attention`` with JAX ops around it, in one function, on either
+    device; lengths include full sequences and ones shorter than a page."""
+    batch, q_heads, kv_heads, page_size, per_seq, total = 4, 8, 2, 16, 4, 24
+    q, k, v, _, indices = paged_inputs(rng, dtype, batch, q_heads, kv_heads, page_size,
+                                       per_seq, total)
+    lengths = jnp.array([64, 3, 33, 17], jnp.int32)
+
+    @pallas.custom_jax_kernel
+    def decode(q, k, v, lengths, indices):
+        out = paged.paged_attention(q * 2, k, v, lengths, indices, pages_per_compute_block=2)
+        return jax.nn.relu(out.astype(jnp.float32)) + 1
+
+    got = decode(q, k, v, lengths, indices, device=device)
+    want = jax.nn.relu(paged_reference((f32(q) * 2).astype(dtype), k, v, lengths,
+                                       indices)) + 1
+    assert_close(got, want, f"paged on {device}", tolerance(dtype, want))
+
+
+def test_paged_attention_megacore_modes_are_a_clear_error(rng):
+    """``megacore_mode`` splits the work over a TPU's two cores, each with its own copy of
+    the scalar-prefetch state; on one core (v5e, v6e, and tpukit's devices, which run such a
+    kernel in grid order) the second core's first step waits for a copy nobody started: on a
+    TPU it hangs (as JAX's docstring warns), here the wait is an error naming the op, its
+    line and the grid step."""
+    q, k, v, lengths, indices = paged_inputs(rng, np.float32, 2, 4, 2, 16, 4, 16)
+    for mode in ["kv_head", "batch"]:
+        program = jax.jit(lambda *a, mode=mode: paged.paged_attention(
+            *a, pages_per_compute_block=2, megacore_mode=mode))
+        with pallas.on_cpu(), pytest.raises(
+                jax.errors.JaxRuntimeError,
+                match=r"tpukit invalid error: .*op `dma_wait` at .*paged_attention_kernel.py:"
+                      r"\d+:\d+ in grid step \[1, 0, 0\]: .*on a TPU this wait never returns"):
+            program(q, k, v, lengths, indices)
+
+
+def test_ragged_paged_attention_is_a_clear_error(rng):
+    """Ragged paged attention reshapes its page buffer's ref (``tpu.memref_reshape``) to read
+    keys and values interleaved by strided loads: tpukit's refs are windows of an operand
+    (slices and points), not reshaped views."""
+    q = randn(rng, (16, 4, 128), np.float32)
+    kv_pages = randn(rng, (16, 16, 4, 128), np.float32)
+    kv_lens = jnp.array([40, 20], jnp.int32)
+    page_indices = jnp.asarray(rng.permutation(16)[:8].reshape(2, 4), jnp.int32)
+    cu_q_lens = jnp.array([0, 5, 12], jnp.int32)
+    program = jax.jit(lambda *a: rpa.ragged_paged_attention(
+        *a, num_kv_pages_per_block=2, num_queries_per_block=8))
+    with pallas.on_cpu(), pytest.raises(
+            tpukit.UnsupportedError,
+            match=r"kernel `ragged_paged_attention_kernel`: op `tpu.memref_reshape`: "
+                  r"unsupported: .*ragged_paged_attention/kernel.py:\d+:\d+"):
+        program(q, kv_pages, kv_lens, page_indices, cu_q_lens, jnp.array([2], jnp.int32))
 
 
 def test_megablox_gmm_is_a_clear_error(rng):

@@ -131,3 +131,37 @@ def test_splash_attention_imported_by_on_cpu_compiles_for_tpu(compiler, topology
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _paged_under_on_cpu(dtype, inline):
+    """Paged attention (pages copied by manual DMA, double buffered across grid steps; its
+    buffer index and first-step flag stored into scalar-prefetch operands; running max and
+    sum in outputs whose blocks overhang their arrays), imported by ``on_cpu()`` from its
+    jitted entry point, lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu.paged_attention import (
+        paged_attention_kernel as paged,
+    )
+    from tpukit import _cpu_lowering, pallas
+
+    q = jnp.zeros((2, 8, 128), dtype)
+    pages = jnp.zeros((2, 16, 16, 128), dtype)
+    lengths, indices = jnp.zeros((2,), jnp.int32), jnp.zeros((2, 4), jnp.int32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(lambda *a: paged.paged_attention(*a, pages_per_compute_block=2,
+                                                 inline_seq_dim=inline)).lower(
+            q, pages, pages, lengths, indices)
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize(("dtype", "inline"), [("float32", True), ("bfloat16", True),
+                                               ("float32", False)])
+def test_paged_attention_imported_by_on_cpu_compiles_for_tpu(compiler, dtype, inline, topology):
+    texts = _paged_under_on_cpu(dtype, inline)
+    assert len(texts) == 1
+    result = compiler.compile(texts[0], topology)
+    assert result["ok"], result.get("error")
+    assert result["llo_ops"][0]["total"] > 0

@@ -1,10 +1,11 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
 `jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs;
-transposes, concatenations and rotations; manual DMA and semaphores),
+transposes, concatenations and rotations; manual DMA and semaphores; stores into
+scalar-prefetch operands),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
 (``Kernel.lower``) and compiled with libtpu for v5e and v6e. Their results are checked on
-the CPU devices in python/tests/test_pallas_ops.py, test_pallas_layout_ops.py and
-test_pallas_dma.py."""
+the CPU devices in python/tests/test_pallas_ops.py, test_pallas_layout_ops.py,
+test_pallas_dma.py and test_pallas_smem.py."""
 
 import functools
 
@@ -129,6 +130,20 @@ def _dma(name, dtype):
     return call, [_sds((16, 128), dtype)]
 
 
+def _smem(dtype):
+    # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import smem_kernels as t
+    from jax.experimental import pallas as pl
+
+    x = _sds((24, 512), dtype)
+    call = pl.pallas_call(t.running_offsets, out_shape=(x, _sds(x.shape, "int32")),
+                          **t.running_offsets_call_kwargs(8, 128, (3, 4), "parallel"))
+    return call, [_sds((12,), "int32"), _sds((3,), "int32"), x]
+
+
 def _batched(dtype):
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
@@ -195,6 +210,8 @@ KERNELS = {
     "dma-scoped-f32": lambda: _dma("scoped", "float32"),
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
+    "smem-state-f32": lambda: _smem("float32"),
+    "smem-state-bf16": lambda: _smem("bfloat16"),
 }
 
 

@@ -4,7 +4,8 @@
 //! `tpu.vector_store`, as Pallas emits them (without Pallas's dead "swap" load before each
 //! store). Squeezed block dimensions and point indexers appear in the memref as extent-1
 //! dimensions and are removed or restored with `vector.shape_cast`. A scalar-prefetch operand
-//! lives in SMEM and is read one scalar at a time with `memref.load`.
+//! lives in SMEM and is read and written one scalar at a time with `memref.load` and
+//! `memref.store` (the kernel's copy, see `tpukit_dsl::smem`).
 //!
 //! Masked loads become a load and a `select` (Mosaic's TensorCore has no masked load); masked
 //! stores are `tpu.vector_store … masked` for 32-bit data and a read-select-write otherwise
@@ -152,7 +153,10 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
         },
         a.sizes.clone(),
     );
+    // An output's edge is VMEM the kernel owns while its window stays (see
+    // `tpukit_dsl::BlockSpec`): read as it is; an input's reads the fill value.
     if let Window::Blocked(spec) = &operand.window
+        && operand.role != Role::Output
         && let Some(inside) = edge::in_bounds(lw, em, id, &a.starts, &a.sizes, &a.dynamic)?
     {
         let fill = splat(em, spec.fill, &memory_ty)?;
@@ -184,20 +188,35 @@ fn prefetch_load<'c>(
     element: &str,
 ) -> Result<Val<'c>> {
     let mut operands = vec![buffer];
-    for ix in index {
-        let Indexer::Point(start) = ix else {
-            return Err(Error::new(format!(
-                "`{name}` is a scalar-prefetch operand (SMEM): read it one element at a time"
-            )));
-        };
-        operands.push(match *start {
-            Start::Static(s) => em.index(s)?,
-            Start::Dynamic(v) => {
-                em.op1("arith.index_cast", &[lw.value(v)], em.ty("index")?, &[])?
-            }
-        });
-    }
+    operands.extend(smem_indices(lw, em, index, name)?);
     em.op1("memref.load", &operands, em.ty(element)?, &[])
+}
+
+/// The `index` values of a scalar access to a scalar-prefetch (SMEM) operand: every indexer
+/// must be a point (SMEM is read and written one scalar at a time).
+fn smem_indices<'c>(
+    lw: &FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    index: &[Indexer],
+    name: &str,
+) -> Result<Vec<Val<'c>>> {
+    index
+        .iter()
+        .map(|ix| {
+            let Indexer::Point(start) = ix else {
+                return Err(Error::new(format!(
+                    "`{name}` is a scalar-prefetch operand (SMEM): access it one element at \
+                     a time"
+                )));
+            };
+            match *start {
+                Start::Static(s) => em.index(s),
+                Start::Dynamic(v) => {
+                    em.op1("arith.index_cast", &[lw.value(v)], em.ty("index")?, &[])
+                }
+            }
+        })
+        .collect()
 }
 
 pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
@@ -214,10 +233,21 @@ pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
     let buffer = lw.refs[id.0 as usize]
         .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
     if operand.role == Role::Prefetch {
-        return Err(Error::new(format!(
-            "`{}` is a read-only scalar-prefetch operand",
-            operand.name
-        )));
+        if mask.is_some() {
+            return Err(Error::new(format!(
+                "`{}` is a scalar-prefetch operand (SMEM): store into it one element at a \
+                 time, without a mask",
+                operand.name
+            )));
+        }
+        let mut v = lw.value(value);
+        if operand.dtype == DType::Bool {
+            v = convert(em, v, lw.ty(value), DType::I32)?;
+        }
+        let mut operands = vec![v, buffer];
+        operands.extend(smem_indices(lw, em, index, &operand.name)?);
+        em.op("memref.store", &operands, &[], &[])?;
+        return Ok(Vec::new());
     }
     let a = access(lw, em, id, index)?;
     let value_ty = lw.ty(value);

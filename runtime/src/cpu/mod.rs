@@ -13,6 +13,7 @@ mod compile;
 mod eviction;
 mod jit;
 mod pool;
+mod smem;
 mod stage;
 mod target;
 
@@ -166,6 +167,12 @@ pub(crate) unsafe fn run_at(
             Role::Scratch => 0,
         });
     }
+    // A kernel that writes prefetch operands gets its own copies, and runs in order on one
+    // worker (see `tpukit_dsl::smem`).
+    let written = kernel.written_prefetch();
+    // SAFETY: `base` holds the caller's input pointers (this function's contract).
+    let _copies = unsafe { smem::private_copies(kernel, &written, &dims, &mut base) }
+        .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
     let call = Call {
         kernel,
         compiled: &compiled,
@@ -174,7 +181,12 @@ pub(crate) unsafe fn run_at(
         grid: &grid,
     };
     let pool = pool::pool();
-    let chunks = split(kernel, &grid, pool.current_num_threads())?;
+    let chunks = split(
+        kernel,
+        &grid,
+        pool.current_num_threads(),
+        written.is_empty(),
+    )?;
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
@@ -213,8 +225,14 @@ enum Failed {
 /// output whose index map ignores a leading axis is one block for all of that axis' steps:
 /// Pallas kernels keep accumulators in such outputs (splash attention's running max and sum),
 /// which a TPU core holds privately but two workers here would write at once. Such a kernel
-/// runs in one chunk.
-fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)>, RuntimeError> {
+/// runs in one chunk, as does one that writes a prefetch operand (`tpukit_dsl::smem`), for
+/// which the caller passes `may_split` false.
+fn split(
+    kernel: &Kernel,
+    grid: &[i64],
+    threads: usize,
+    may_split: bool,
+) -> Result<Vec<(i64, i64)>, RuntimeError> {
     let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
@@ -237,7 +255,7 @@ fn split(kernel: &Kernel, grid: &[i64], threads: usize) -> Result<Vec<(i64, i64)
         }
         _ => false,
     });
-    let chunks = if parallel && !shared_output {
+    let chunks = if parallel && !shared_output && may_split {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1

@@ -9,11 +9,14 @@
 /// Copy direction.
 pub(crate) const IN: i64 = 0;
 pub(crate) const OUT: i64 = 1;
+/// As `IN`, but the elements outside the array keep what the stage holds (an output window
+/// that stays at its block: its edge is memory, see `tpukit_dsl::BlockSpec`).
+pub(crate) const IN_KEEP: i64 = 2;
 
 /// Copies the `block` window starting at `origin` of the row-major `array` (extents `dims`,
 /// `rank` of them, elements of `elem` bytes) into `stage` (`dir == IN`; elements outside the
-/// array become the `elem` low bytes of `fill`) or back (`dir == OUT`; elements outside the
-/// array are skipped).
+/// array become the `elem` low bytes of `fill`; with `dir == IN_KEEP` they are left as they
+/// are) or back (`dir == OUT`; elements outside the array are skipped).
 ///
 /// # Safety
 /// `array` holds `prod(dims)` elements, `stage` `prod(block)`; `dims`, `origin` and `block`
@@ -65,7 +68,7 @@ pub(crate) unsafe extern "C" fn stage(
             let s = stage.add(r * row * elem);
             let copied = if let Some(a) = at {
                 let a = array.add(a * elem);
-                if dir == IN {
+                if dir != OUT {
                     std::ptr::copy_nonoverlapping(a, s, inside * elem);
                 } else {
                     std::ptr::copy_nonoverlapping(s, a, inside * elem);

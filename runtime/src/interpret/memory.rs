@@ -21,6 +21,12 @@ struct Buffer {
     /// The block dims, or `None` for a whole-array operand.
     block: Option<Vec<BlockDim>>,
     fill: f64,
+    /// An output window's elements past the array's end (block-sized, row-major over the
+    /// block's dims): memory while the window stays at one block, the fill value when it
+    /// arrives at another (see `tpukit_dsl::BlockSpec`). Empty for other operands.
+    edge: Vec<f64>,
+    /// The origin `edge` belongs to (`None` before the first step).
+    edge_at: Option<Vec<i64>>,
 }
 
 impl Buffer {
@@ -50,6 +56,32 @@ impl Buffer {
                 }
             }
         }
+    }
+
+    /// The index in `edge` of array coordinates `coords` of the window (an output's).
+    fn edge_index(&self, coords: &[i64]) -> Option<usize> {
+        let block = self.block.as_ref()?;
+        if self.role != Role::Output {
+            return None;
+        }
+        let mut i = 0;
+        for ((&c, &o), bd) in coords.iter().zip(&self.origin).zip(block) {
+            i = i * bd.size() + (c - o) as usize;
+        }
+        Some(i)
+    }
+
+    /// Moves an output's edge memory to the window's current origin: kept if the window
+    /// stayed at its block, refilled with the fill value if it moved.
+    fn follow_window(&mut self) {
+        let Some(block) = &self.block else { return };
+        if self.role != Role::Output || self.edge_at.as_ref() == Some(&self.origin) {
+            return;
+        }
+        let n: usize = block.iter().map(|d| d.size()).product();
+        self.edge.clear();
+        self.edge.resize(n, self.fill);
+        self.edge_at = Some(self.origin.clone());
     }
 
     /// The flat offset of `coords` if they lie inside the array.
@@ -123,6 +155,8 @@ impl Memory {
                     data,
                     block,
                     fill,
+                    edge: Vec::new(),
+                    edge_at: None,
                 })
             })
             .collect::<Result<_, RuntimeError>>()?;
@@ -175,6 +209,7 @@ impl Memory {
                 }
                 b.origin[d] = start;
             }
+            self.buffers[i].follow_window();
         }
         Ok(())
     }
@@ -213,15 +248,16 @@ impl Memory {
         Ok(shape)
     }
 
-    /// Visits each element of an access: its position in the access and its array offset
-    /// (`None` outside the array).
+    /// Visits each element of an access: its position in the access, its array offset
+    /// (`None` outside the array) and, outside the array, its index in an output's edge
+    /// memory.
     fn each_element(
         &self,
         id: OperandId,
         index: &[Indexer],
         starts: &[i64],
         shape: &[usize],
-        mut f: impl FnMut(usize, Option<usize>),
+        mut f: impl FnMut(usize, Option<usize>, Option<usize>),
     ) {
         let b = &self.buffers[id.0 as usize];
         let st = strides(&b.shape);
@@ -243,7 +279,10 @@ impl Memory {
                 });
             }
             b.array_coords(&local, &mut coords);
-            f(flat, b.offset(&coords, &st));
+            match b.offset(&coords, &st) {
+                Some(off) => f(flat, Some(off), None),
+                None => f(flat, None, b.edge_index(&coords)),
+            }
             flat += 1;
         });
     }
@@ -266,10 +305,12 @@ impl Memory {
         self.check_in_flight(id, index, starts, &shape, false)?;
         let b = &self.buffers[id.0 as usize];
         let mut out = Tensor::splat(ty, 0.0);
-        self.each_element(id, index, starts, &shape, |i, off| {
-            out.data[i] = match (mask, other) {
-                (Some(m), Some(o)) if m.data[i] == 0.0 => o.data[i],
-                _ => off.map_or(b.fill, |off| b.data[off]),
+        self.each_element(id, index, starts, &shape, |i, off, edge| {
+            out.data[i] = match (mask, other, off, edge) {
+                (Some(m), Some(o), _, _) if m.data[i] == 0.0 => o.data[i],
+                (_, _, Some(off), _) => b.data[off],
+                (_, _, None, Some(e)) => b.edge[e],
+                _ => b.fill,
             };
         });
         Ok(out)
@@ -293,17 +334,23 @@ impl Memory {
     ) -> Result<(), String> {
         let shape = self.check_access(id, index, starts)?;
         self.check_in_flight(id, index, starts, &shape, true)?;
-        let mut writes = Vec::new();
-        self.each_element(id, index, starts, &shape, |i, off| {
-            if let Some(off) = off
-                && mask.is_none_or(|m| m.data[i] != 0.0)
-            {
-                writes.push((off, value.data[i]));
+        let (mut writes, mut edge_writes) = (Vec::new(), Vec::new());
+        self.each_element(id, index, starts, &shape, |i, off, edge| {
+            if mask.is_some_and(|m| m.data[i] == 0.0) {
+                return;
+            }
+            match (off, edge) {
+                (Some(off), _) => writes.push((off, value.data[i])),
+                (None, Some(e)) => edge_writes.push((e, value.data[i])),
+                (None, None) => {}
             }
         });
         let b = &mut self.buffers[id.0 as usize];
         for (off, v) in writes {
             b.data[off] = v;
+        }
+        for (e, v) in edge_writes {
+            b.edge[e] = v;
         }
         Ok(())
     }

@@ -170,6 +170,8 @@ struct OperandState<'ctx> {
     origin: Vec<IntValue<'ctx>>,
     fits: Option<IntValue<'ctx>>,
     stage: Option<PointerValue<'ctx>>,
+    /// Blocked outputs: the workspace record of the window's origin at the previous step.
+    last_origin: Option<PointerValue<'ctx>>,
 }
 
 pub(crate) struct Emitter<'ctx, 'k> {
@@ -417,6 +419,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 origin,
                 fits: None,
                 stage: None,
+                last_origin: None,
             });
         }
         Ok(())

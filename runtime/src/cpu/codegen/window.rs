@@ -5,8 +5,10 @@
 //! *staged*: it is copied into a block-sized buffer in the workspace, reading the operand's
 //! fill value outside the array; the body runs on the buffer exactly as on a view (its
 //! innermost stride is 1 either way, so the same vectorised code serves both); after the body,
-//! an output's buffer is copied back where it lies inside the array — stores past the end are
-//! dropped. Only edge steps pay for the copies, and the body is emitted once.
+//! an output's buffer is copied back where it lies inside the array — stores past the end
+//! stay in the buffer, which keeps them while the window stays at its block over
+//! consecutive steps (the operand's last origin is kept in the workspace) and is refilled
+//! when it moves. Only edge steps pay for the copies, and the body is emitted once.
 
 use super::{Emitter, Report, Result};
 use crate::cpu::abi::{code, helper};
@@ -100,8 +102,53 @@ impl<'ctx> Emitter<'ctx, '_> {
         st.span = span.into_int_value();
         st.ref_strides = ref_strides;
         st.fits = Some(fits);
+        let dir = if o.role == Role::Output {
+            let stayed = self.stayed(i)?;
+            let keep = self.i64(stage::IN_KEEP);
+            self.b
+                .build_select(stayed, keep, self.i64(stage::IN), "dir")?
+                .into_int_value()
+        } else {
+            self.i64(stage::IN)
+        };
         let overhangs = self.b.build_not(fits, "overhangs")?;
-        self.when(overhangs, &mut |e| e.stage_copy(i, &block, Copy::In))
+        self.when(overhangs, &mut |e| e.stage_copy(i, &block, dir))
+    }
+
+    /// Whether output `i`'s window has the origin it had at this worker's previous grid
+    /// step (an i1); records the current origin for the next step. The record (the origin,
+    /// then a flag set once recorded) lives in the workspace, zeroed when the worker starts.
+    fn stayed(&mut self, i: usize) -> Result<inkwell::values::IntValue<'ctx>> {
+        let i64t = self.ctx.i64_type();
+        let origin = self.operands[i].origin.clone();
+        let n = origin.len();
+        let last = match self.operands[i].last_origin {
+            Some(p) => p,
+            None => {
+                let p = self.alloc(Some((n + 1) * 8))?;
+                self.operands[i].last_origin = Some(p);
+                p
+            }
+        };
+        let at = |e: &Self, d: usize| unsafe {
+            e.b.build_in_bounds_gep(i64t, last, &[e.i64(d as i64)], "last")
+        };
+        let flag = self.b.build_load(i64t, at(self, n)?, "recorded")?;
+        let mut stayed = self.b.build_int_compare(
+            IntPredicate::NE,
+            flag.into_int_value(),
+            self.i64(0),
+            "stayed",
+        )?;
+        for (d, &o) in origin.iter().enumerate() {
+            let p = at(self, d)?;
+            let was = self.b.build_load(i64t, p, "was")?.into_int_value();
+            let same = self.b.build_int_compare(IntPredicate::EQ, was, o, "same")?;
+            stayed = self.b.build_and(stayed, same, "stayed")?;
+            self.b.build_store(p, o)?;
+        }
+        self.b.build_store(at(self, n)?, self.i64(1))?;
+        Ok(stayed)
     }
 
     /// After the body: writes a staged output window back where it lies inside the array.
@@ -113,12 +160,19 @@ impl<'ctx> Emitter<'ctx, '_> {
         let block: Vec<usize> = spec.block.iter().map(|b| b.size()).collect();
         let fits = self.operands[i].fits.expect("placed before the body");
         let overhangs = self.b.build_not(fits, "overhangs")?;
-        self.when(overhangs, &mut |e| e.stage_copy(i, &block, Copy::Out))
+        let dir = self.i64(stage::OUT);
+        self.when(overhangs, &mut |e| e.stage_copy(i, &block, dir))
     }
 
     /// Copies between operand `i`'s window in its array and its staging buffer, through the
-    /// runtime's [`stage`](crate::cpu::stage::stage) helper.
-    fn stage_copy(&mut self, i: usize, block: &[usize], dir: Copy) -> Result<()> {
+    /// runtime's [`stage`](crate::cpu::stage::stage) helper, in direction `dir` (an i64: one
+    /// of its `IN`, `IN_KEEP`, `OUT`).
+    fn stage_copy(
+        &mut self,
+        i: usize,
+        block: &[usize],
+        dir: inkwell::values::IntValue<'ctx>,
+    ) -> Result<()> {
         let o = &self.kernel.operands[i];
         let fill = match &o.window {
             Window::Blocked(b) => b.fill.as_f64(),
@@ -176,10 +230,6 @@ impl<'ctx> Emitter<'ctx, '_> {
             ],
             false,
         );
-        let dir = match dir {
-            Copy::In => stage::IN,
-            Copy::Out => stage::OUT,
-        };
         self.b.build_indirect_call(
             fn_type,
             f,
@@ -192,7 +242,7 @@ impl<'ctx> Emitter<'ctx, '_> {
                 self.i64(rank as i64).into(),
                 i64t.const_int(elem, false).into(),
                 i64t.const_int(fill, false).into(),
-                self.i64(dir).into(),
+                dir.into(),
             ],
             "",
         )?;
@@ -211,11 +261,4 @@ fn fill_bits(dtype: DType, x: f64) -> u64 {
         DType::I8 => x as i8 as u8 as u64,
         DType::Bool => (x != 0.0) as u64,
     }
-}
-
-/// Which way `stage_copy` copies.
-#[derive(Copy, Clone)]
-enum Copy {
-    In,
-    Out,
 }

@@ -119,7 +119,7 @@ impl Memory {
             &at.place.index,
             &at.starts,
             &shape,
-            |_, off| offs.extend(off),
+            |_, off, _| offs.extend(off),
         );
         Ok((shape, offs))
     }
@@ -252,7 +252,7 @@ impl Memory {
             return Ok(());
         }
         let mut offs = Vec::new();
-        self.each_element(id, index, starts, shape, |_, off| offs.extend(off));
+        self.each_element(id, index, starts, shape, |_, off, _| offs.extend(off));
         self.copies.check_access(id, &offs, write)
     }
 }
