@@ -721,6 +721,18 @@ fn trace(_: &mut Scope, _: &mut KernelBuilder, _: &OperationRef<'_, '_>, _: &Tab
     Ok(())
 }
 
+/// `tpu.iteration_bound {dim = d}`: `pl.num_programs(d)` of a dynamic grid axis.
+fn iteration_bound(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let axis = text::int(&attr(op, "dim")?)?;
+    let v = b.num_programs(axis as usize)?;
+    s.define(op, 0, v)
+}
+
 /// `tpu.iota {dimensions = array<i32: d>}`.
 fn iota(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let ty = result_type(op, 0)?;
@@ -867,6 +879,7 @@ pub const MOSAIC: &Table = &Table {
         ("vector.extract_strided_slice", extract_strided_slice),
         ("tpu.matmul", matmul),
         ("tpu.iota", iota),
+        ("tpu.iteration_bound", iteration_bound),
         ("tpu.trace_start", trace),
         ("tpu.trace_stop", trace),
         ("tpu.assume_multiple", identity),

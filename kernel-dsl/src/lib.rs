@@ -76,7 +76,7 @@ pub use op_table::{OpInfo, Typing};
 pub use parse::{KernelFile, parse_kernel, parse_kernel_in};
 pub use print::{PrintOptions, print_kernel};
 pub use sample::Fit;
-pub use shape::{Bindings, Dim, Extent};
+pub use shape::{Bindings, Dim, Extent, value_key};
 pub use spec::{ArraySpec, Blocking, CallSpec, IndexBinOp, IndexExpr, grid, prefetch};
 pub use types::Type;
 pub use verify::verify;

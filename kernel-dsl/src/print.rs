@@ -102,6 +102,7 @@ fn extent(e: &Extent) -> String {
     match e {
         Extent::Static(n) => n.to_string(),
         Extent::CeilDiv { sym, block } => format!("cdiv({}, {block})", symbol(sym)),
+        Extent::Value { operand } => format!("value({operand})"),
     }
 }
 

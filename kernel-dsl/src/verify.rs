@@ -29,6 +29,7 @@ fn verify_inner(k: &Kernel) -> Result<()> {
             )));
         }
     }
+    verify_grid_values(k)?;
     let mut names = std::collections::HashSet::new();
     let mut last_role = Role::Prefetch;
     for o in &k.operands {
@@ -63,6 +64,34 @@ fn verify_inner(k: &Kernel) -> Result<()> {
         return Err(Error::new("the kernel body takes no arguments"));
     }
     verify_func(&ctx, &k.body, &[], Place::Body)
+}
+
+/// Each [`Extent::Value`] names a 0-d int32 prefetch operand, and those operands are the
+/// kernel's first ones (where a TPU custom call takes its dynamic grid bounds).
+fn verify_grid_values(k: &Kernel) -> Result<()> {
+    let values = k.grid_values();
+    for (position, &i) in values.iter().enumerate() {
+        let Some(o) = k.operands.get(i) else {
+            return Err(Error::new(format!(
+                "a grid extent is the value of operand {i}, but the kernel has {}",
+                k.operands.len()
+            )));
+        };
+        if o.role != Role::Prefetch || o.dtype != crate::DType::I32 || !o.shape.is_empty() {
+            return Err(Error::new(format!(
+                "a grid extent is the value of operand `{}`, which must be a 0-d i32 \
+                 scalar-prefetch operand",
+                o.name
+            )));
+        }
+        if i != position {
+            return Err(Error::new(format!(
+                "operand `{}` sizes the grid, so it must come before every other operand",
+                o.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks every buffer a backend sizes from the kernel's static shapes (block windows,

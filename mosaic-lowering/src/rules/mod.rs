@@ -12,7 +12,7 @@ mod control;
 mod dma;
 mod dot;
 pub(crate) mod elementwise;
-mod grid;
+pub(crate) mod grid;
 pub(crate) mod memory;
 mod reduce;
 pub(crate) mod shape;
