@@ -20,6 +20,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ke
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
 import tpukit
+from jax.experimental import pallas as pl
 from tpukit import pallas
 
 BF16 = ml_dtypes.bfloat16
@@ -204,9 +205,95 @@ def test_paged_attention_is_a_clear_error(rng):
             q, pages, pages, lengths, indices)
 
 
-def test_megablox_gmm_is_a_clear_error(rng):
-    """megablox sizes its grid by the groups' tile count, a traced value."""
-    x, w = randn(rng, (256, 128), np.float32), randn(rng, (2, 128, 128), np.float32)
-    sizes = jnp.array([100, 156], jnp.int32)
-    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="dynamic grid"):
-        jax.jit(gmm_module.gmm)(x, w, sizes)
+def gmm_reference(x, w, sizes):
+    """Per group g: rows start_g:end_g of ``x`` times ``w[g]`` (f32)."""
+    ends = np.cumsum(np.asarray(sizes))
+    starts = ends - np.asarray(sizes)
+    rows = [f32(x)[s:e] @ f32(w)[g] for g, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    return jnp.concatenate(rows)
+
+
+def tgmm_reference(x, dy, sizes):
+    """Per group g: columns start_g:end_g of ``x`` times rows start_g:end_g of ``dy`` (f32)."""
+    ends = np.cumsum(np.asarray(sizes))
+    starts = ends - np.asarray(sizes)
+    return jnp.stack([f32(x)[:, s:e] @ f32(dy)[s:e] for s, e in zip(starts, ends, strict=True)])
+
+
+# Group sizes that do not divide megablox's 128-row tiles, one group empty.
+GROUP_SIZES = [100, 0, 37, 119]
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_megablox_gmm_and_tgmm_in_a_jitted_model(dtype, device, rng):
+    """megablox sizes its grid by the groups' tile count, a traced value (a dynamic grid
+    extent); its group metadata is computed by JAX ops around the call (XLA runs them)."""
+    m = sum(GROUP_SIZES)
+    x, w = randn(rng, (m, 128), dtype), randn(rng, (len(GROUP_SIZES), 128, 256), dtype)
+    dy = randn(rng, (m, 256), dtype)
+    sizes = jnp.array(GROUP_SIZES, jnp.int32)
+
+    @jax.jit
+    def model(x, w, dy, sizes):
+        out = gmm_module.gmm(x, w, sizes, preferred_element_type=jnp.float32)
+        return out, gmm_module.tgmm(x.T, dy, sizes, preferred_element_type=jnp.float32)
+
+    with pallas.on_cpu(device=device):
+        got, got_t = model(x, w, dy, sizes)
+        assert model.lower(x, w, dy, sizes).as_text().count("@tpukit_kernel") >= 2
+    want = gmm_reference(x, w, GROUP_SIZES)
+    assert_close(got, want, f"gmm {dtype.__name__}", tolerance(dtype, want))
+    want_t = tgmm_reference(x.T, dy, GROUP_SIZES)
+    assert_close(got_t, want_t, f"tgmm {dtype.__name__}", tolerance(dtype, want_t))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_megablox_gmm_through_custom_jax_kernel(device, rng):
+    sizes = [60, 0, 196]
+    x, w = randn(rng, (256, 128), np.float32), randn(rng, (3, 128, 128), np.float32)
+
+    @pallas.custom_jax_kernel
+    def moe(x, w, sizes):
+        return jax.nn.relu(gmm_module.gmm(x, w, sizes)) * 2
+
+    got = moe(x, w, jnp.array(sizes, jnp.int32), device=device)
+    want = jax.nn.relu(gmm_reference(x, w, sizes)) * 2
+    assert_close(got, want, device, tolerance(np.float32, want))
+
+
+def _count_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2 + pl.num_programs(0).astype(o_ref.dtype)
+
+
+def _first_blocks(x, n):
+    """The first ``n`` (traced) row blocks of ``x`` doubled plus ``n``; later rows stay 0."""
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    return pl.pallas_call(_count_kernel, grid=(n,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_own_kernel_with_a_traced_grid_extent(dtype, device, rng):
+    x = randn(rng, (40, 128), dtype)
+    model = jax.jit(lambda x, n: _first_blocks(x, n) + 0)
+    for n in (0, 2, 5):  # one compiled program serves every extent
+        with pallas.on_cpu(device=device):
+            got = model(x, jnp.int32(n))
+        want = jnp.where(jnp.arange(40)[:, None] < 8 * n, f32(x) * 2 + n, 0).astype(dtype)
+        assert_close(got, want, f"n={n}", tolerance(dtype, want))
+
+    @pallas.custom_jax_kernel
+    def twice(x, n):
+        return _first_blocks(x, n * 2)
+
+    got = twice(x, jnp.int32(2), device=device)
+    want = jnp.where(jnp.arange(40)[:, None] < 32, f32(x) * 2 + 4, 0).astype(dtype)
+    assert_close(got, want, device, tolerance(dtype, want))
+
+
+def test_a_negative_traced_grid_extent_is_a_clear_error(rng):
+    x = randn(rng, (16, 128), np.float32)
+    with pallas.on_cpu(), pytest.raises(Exception, match="sizes a grid axis but holds -1"):
+        jax.block_until_ready(jax.jit(_first_blocks)(x, jnp.int32(-1)))

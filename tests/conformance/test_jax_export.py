@@ -131,3 +131,48 @@ def test_splash_attention_imported_by_on_cpu_compiles_for_tpu(compiler, topology
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _dynamic_grids_under_on_cpu():
+    """Kernels whose grid is sized by a traced value (Mosaic's dynamic ``iteration_bounds``,
+    ``tpu.iteration_bound``): megablox ``gmm`` and ``tgmm``, and a small kernel of our own that
+    reads ``pl.num_programs`` of its traced axis, imported by ``on_cpu()`` and lowered back."""
+    import importlib
+
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from tpukit import _cpu_lowering, pallas
+
+    gmm = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
+
+    def count_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + pl.num_programs(0).astype(jnp.float32)
+
+    def counted(x, n):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(
+            count_kernel, grid=(n,), in_specs=[spec], out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        )(x)
+
+    x = jnp.zeros((256, 128), jnp.float32)
+    w = jnp.zeros((3, 128, 128), jnp.float32)
+    sizes = jnp.array([100, 0, 156], jnp.int32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(gmm.gmm).lower(x, w, sizes)
+        jax.jit(gmm.tgmm).lower(x.T, x, sizes)
+        jax.jit(counted).lower(x, jnp.int32(3))
+    return [(str(k), k.lower()) for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_dynamic_grid_kernels_compile_for_tpu(compiler, topology):
+    kernels = _dynamic_grids_under_on_cpu()
+    assert len(kernels) == 3
+    for ir, text in kernels:
+        assert "value(0)" in ir  # a grid axis sized by the kernel's first operand
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
