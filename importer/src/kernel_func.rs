@@ -123,7 +123,10 @@ pub fn signature(
         ..Default::default()
     };
     for _ in 0..n_values {
-        spec.prefetch.push(ArraySpec::new(tpukit_dsl::DType::I32, Vec::<tpukit_dsl::Dim>::new()));
+        spec.prefetch.push(ArraySpec::new(
+            tpukit_dsl::DType::I32,
+            Vec::<tpukit_dsl::Dim>::new(),
+        ));
     }
     let mut roles = Vec::new();
     for (i, global) in operands.iter().take(n_prefetch).enumerate() {

@@ -6,9 +6,7 @@
 //! are specialised to those extents. One IR kernel serves every binding; each binding gets its
 //! own Mosaic module.
 
-use tpukit_dsl::{
-    Bindings, BlockDim, Error, ErrorKind, Extent, Kernel, Operand, Result, Window,
-};
+use tpukit_dsl::{Bindings, BlockDim, Error, ErrorKind, Extent, Kernel, Operand, Result, Window};
 
 /// The concrete extents of one kernel under one binding of its symbols.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import assert_close
+from jax.experimental import pallas as pl
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as mm
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
@@ -20,7 +21,6 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ke
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
 import tpukit
-from jax.experimental import pallas as pl
 from tpukit import pallas
 
 BF16 = ml_dtypes.bfloat16
