@@ -200,12 +200,33 @@ fn cmpf(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
+/// `arith.cmpi`. An unsigned predicate (`ult`, `ule`, `ugt`, `uge`: uint32 comparisons, as
+/// the IR holds uint32 in i32) is the signed one on both operands with their sign bit flipped
+/// (`x ^ MIN`), which orders two's complement bits as unsigned numbers: exact.
 fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(
-        predicate(&predicate_name(op, false)?)?,
-        s.value(op, 0)?,
-        s.value(op, 1)?,
-    )?;
+    let name = predicate_name(op, false)?;
+    let (mut lhs, mut rhs) = (s.value(op, 0)?, s.value(op, 1)?);
+    let signed = match name.as_str() {
+        "ult" => Some("slt"),
+        "ule" => Some("sle"),
+        "ugt" => Some("sgt"),
+        "uge" => Some("sge"),
+        _ => None,
+    };
+    if signed.is_some() {
+        let min = match b.ty(lhs).dtype {
+            DType::I32 => i64::from(i32::MIN),
+            DType::I8 => i64::from(i8::MIN),
+            other => {
+                return Err(Error::unsupported(format!(
+                    "unsigned comparison `{name}` of {other} values"
+                )));
+            }
+        };
+        lhs = b.binary(BinaryOp::Xor, lhs, Arg::Lit(Literal::Int(min)))?;
+        rhs = b.binary(BinaryOp::Xor, rhs, Arg::Lit(Literal::Int(min)))?;
+    }
+    let v = b.compare(predicate(signed.unwrap_or(&name))?, lhs, rhs)?;
     s.define(op, 0, v)
 }
 

@@ -3,7 +3,8 @@ the CPU: under ``tpukit.pallas.on_cpu()`` and through ``custom_jax_kernel``, eac
 (nested in the op's own ``jax.jit``, and the backward kernels ``jax.grad`` traces) a tpukit
 custom call, checked against a plain ``jax.numpy`` reference on random inputs, f32 and bf16.
 The shipped ops need block-divisible shapes (they check it themselves); ops tpukit cannot run
-yet are a clear error naming what is missing."""
+yet are a clear error naming what is missing. The PRNG kernels (uint32 in, uint32 out) are
+checked bit for bit."""
 
 import importlib
 
@@ -14,9 +15,11 @@ import numpy as np
 import pytest
 from conftest import assert_close
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as mm
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
+from jax.experimental.pallas.ops.tpu.random import philox, threefry
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
@@ -297,3 +300,60 @@ def test_a_negative_traced_grid_extent_is_a_clear_error(rng):
     x = randn(rng, (16, 128), np.float32)
     with pallas.on_cpu(), pytest.raises(Exception, match="sizes a grid axis but holds -1"):
         jax.block_until_ready(jax.jit(_first_blocks)(x, jnp.int32(-1)))
+
+
+KEY = jnp.array([12, 345], jnp.uint32)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_threefry_kernel_is_jax_random_bits(device):
+    """The Pallas threefry kernel fuses ``shaped_iota`` and ``threefry_2x32`` (its docstring):
+    bit for bit ``jax.random.bits`` of the ``threefry2x32`` key (partitionable counts), on a
+    shape its 256 x 256 blocks do not divide (padded, then sliced by JAX ops)."""
+    bits = jax.jit(lambda k: threefry.plthreefry_random_bits(k, 32, (300, 260)))
+    with pallas.on_cpu(device=device):
+        got = bits(KEY)
+        assert "@tpukit_kernel" in bits.lower(KEY).as_text()
+    with jax.threefry_partitionable(True):
+        want = jax.random.bits(jax.random.wrap_key_data(KEY, impl="threefry2x32"), (300, 260))
+    assert got.dtype == jnp.uint32
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def _philox_ops(key):
+    return (philox.philox_split(key, (3,)), philox.philox_fold_in(key, jnp.uint32(7)),
+            philox.philox_random_bits(key, 32, (20, 300)))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_philox_kernels_match_jax_interpret_mode(device):
+    """split, fold_in and random_bits of the Pallas philox PRNG, directly and through its
+    registered ``PRNGImpl`` (``jax.random`` on its keys), bit for bit what the same functions
+    give under ``pltpu.force_tpu_interpret_mode()``."""
+
+    def via_keys(key):
+        k = jax.random.wrap_key_data(key, impl=philox.plphilox_prng_impl)
+        return (jax.random.key_data(jax.random.split(k, 3)),
+                jax.random.key_data(jax.random.fold_in(k, 7)),
+                jax.random.bits(k, (20, 300), jnp.uint32))
+
+    with pltpu.force_tpu_interpret_mode():
+        want = jax.jit(_philox_ops)(KEY)
+    for fn in (_philox_ops, via_keys):
+        with pallas.on_cpu(device=device):
+            got = jax.jit(fn)(KEY)
+        for name, g, w in zip(("split", "fold_in", "bits"), got, want, strict=True):
+            assert g.dtype == jnp.uint32, name
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=name)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_prng_kernels_through_custom_jax_kernel(device):
+    """uint32 keys in (JAX and numpy arrays), uint32 bits out, the caller's kind of array."""
+    bits = pallas.custom_jax_kernel(lambda k: threefry.plthreefry_random_bits(k, 32, (64, 256)))
+    with jax.threefry_partitionable(True):
+        want = jax.random.bits(jax.random.wrap_key_data(KEY, impl="threefry2x32"), (64, 256))
+    for key in (KEY, np.asarray(KEY)):
+        got = bits(key, device=device)
+        assert type(got) is type(key) and got.dtype == np.uint32
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
