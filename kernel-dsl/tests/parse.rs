@@ -263,3 +263,54 @@ fn element_windows_round_trip() {
     let e = parse_kernel(&bad).unwrap_err().to_string();
     assert!(e.contains("an element block size"), "{e}");
 }
+
+/// A grid axis sized by a 0-d i32 operand at launch (`grid=(n,)` with `n` traced).
+const VALUE_GRID: &str = "kernel @first_blocks grid(arbitrary value(0), parallel 2) {
+  prefetch %n: i32[]
+  input %x: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+  output %o: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+body {
+  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %0
+  yield
+}
+";
+
+#[test]
+fn a_grid_extent_read_from_an_operand_round_trips() {
+    let k = parse_kernel(VALUE_GRID).unwrap();
+    assert_eq!(k.to_string(), VALUE_GRID);
+    assert_eq!(k.grid[0].extent, Extent::Value { operand: 0 });
+    assert_eq!(k.grid_values(), vec![0]);
+    assert_eq!(k.symbols(), vec!["m".to_string()]);
+    let mut bindings = Bindings::new();
+    assert_eq!(k.grid[0].extent.resolve(&bindings), None);
+    bindings.insert(value_key(0), 5);
+    assert_eq!(k.grid[0].extent.resolve(&bindings), Some(5));
+    assert_round_trips(&k);
+}
+
+#[test]
+fn a_grid_extent_operand_must_be_a_leading_0d_i32_prefetch() {
+    let not_scalar = VALUE_GRID.replace("%n: i32[]", "%n: i32[1]");
+    fails(
+        &not_scalar,
+        &["operand `n`", "0-d i32 scalar-prefetch operand"],
+    );
+    let input = VALUE_GRID.replace("value(0)", "value(1)");
+    fails(&input, &["operand `x`", "0-d i32 scalar-prefetch operand"]);
+    let missing = VALUE_GRID.replace("value(0)", "value(7)");
+    fails(&missing, &["value of operand 7, but the kernel has 3"]);
+    let second = VALUE_GRID.replace(
+        "  prefetch %n: i32[]\n",
+        "  prefetch %rows: i32[4]\n  prefetch %n: i32[]\n",
+    );
+    fails(
+        &second.replace("value(0)", "value(1)"),
+        &["operand `n` sizes the grid, so it must come before every other operand"],
+    );
+}

@@ -176,3 +176,31 @@ def test_dynamic_grid_kernels_compile_for_tpu(compiler, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _prng_under_on_cpu():
+    """The threefry and philox PRNG kernels (uint32 arithmetic, held as i32; unsigned compares
+    imported as signed ones of sign-flipped operands), imported by ``on_cpu()`` and lowered
+    back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu.random import philox, threefry
+    from tpukit import _cpu_lowering, pallas
+
+    key = jnp.array([1, 2], jnp.uint32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(lambda k: threefry.plthreefry_random_bits(k, 32, (256, 512))).lower(key)
+        jax.jit(lambda k: philox.philox_random_bits(k, 32, (8, 256))).lower(key)
+        jax.jit(lambda k: philox.philox_split(k, (2,))).lower(key)
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_prng_kernels_compile_for_tpu(compiler, topology):
+    texts = _prng_under_on_cpu()
+    assert len(texts) == 3
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
