@@ -285,7 +285,8 @@ def unsigned_results(stablehlo: str) -> list:
         main = _main(ir.Module.parse(stablehlo))
         results = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results
         # `tensor<4x8xui32>`, `tensor<ui32>`: the element type follows the last `x` of the dims.
-        elements = [str(t).removeprefix("tensor<").removesuffix(">").split("x")[-1] for t in results]
+        dims = [str(t).removeprefix("tensor<").removesuffix(">") for t in results]
+        elements = [d.split("x")[-1] for d in dims]
         return [_arrays.UNSIGNED_MLIR.get(e) for e in elements]
 
 
