@@ -13,6 +13,8 @@ pub(crate) struct Context<'a> {
     pub grid_rank: usize,
     pub operands: &'a [Operand],
     pub types: &'a [Type],
+    /// The operands that size the grid ([`Kernel::grid_values`]), which no op may read.
+    pub grid_values: &'a [usize],
 }
 
 /// Checks a whole kernel: grid, operands, index maps and body.
@@ -55,10 +57,12 @@ fn verify_inner(k: &Kernel) -> Result<()> {
         }
         verify_space(o).map_err(what)?;
     }
+    let grid_values = k.grid_values();
     let ctx = Context {
         grid_rank: k.grid.len(),
         operands: &k.operands,
         types: &k.body.types,
+        grid_values: &grid_values,
     };
     if !k.body.body.args.is_empty() {
         return Err(Error::new("the kernel body takes no arguments"));
@@ -161,10 +165,12 @@ fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), Str
         _ => {}
     }
     let i32s = Type::scalar(DType::I32);
+    let grid_values = k.grid_values();
     let ctx = Context {
         grid_rank: k.grid.len(),
         operands: &k.operands,
         types: &b.index_map.types,
+        grid_values: &grid_values,
     };
     let args = &b.index_map.body.args;
     if args.len() != k.grid.len() || args.iter().any(|&a| b.index_map.ty(a) != &i32s) {
@@ -387,6 +393,12 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             other,
         } => {
             let o = local(operand_of(ctx, *operand)?)?;
+            if ctx.grid_values.contains(&(operand.0 as usize)) {
+                return Err(format!(
+                    "`{}` sizes the grid and is no buffer of the kernel: it cannot be read",
+                    o.name
+                ));
+            }
             let shape = access_shape(ctx, o, index)?;
             let t = Type::new(o.dtype, shape);
             expect(one()?, &t)?;

@@ -303,6 +303,14 @@ fn a_grid_extent_operand_must_be_a_leading_0d_i32_prefetch() {
     );
     let input = VALUE_GRID.replace("value(0)", "value(1)");
     fails(&input, &["operand `x`", "0-d i32 scalar-prefetch operand"]);
+    let read = VALUE_GRID.replace(
+        "  store %o[ds(0, 8), ds(0, 128)], %0\n",
+        "  %1 = load %n[] : i32[]\n  store %o[ds(0, 8), ds(0, 128)], %0\n",
+    );
+    fails(
+        &read,
+        &["`n` sizes the grid and is no buffer of the kernel"],
+    );
     let missing = VALUE_GRID.replace("value(0)", "value(7)");
     fails(&missing, &["value of operand 7, but the kernel has 3"]);
     let second = VALUE_GRID.replace(
