@@ -742,6 +742,29 @@ fn trace(_: &mut Scope, _: &mut KernelBuilder, _: &OperationRef<'_, '_>, _: &Tab
     Ok(())
 }
 
+/// `tpu.log` (`pl.debug_print` of scalars): a `print` of its tag, whose `$i` placeholders
+/// (when `formatted`) take the i32 operands. A message with values but no placeholders, and
+/// a vector's `tpu.log_buffer`, are not imported.
+fn log(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let tag = op
+        .attribute("tag")
+        .map_err(|_| Error::new("tpu.log without a tag"))?;
+    let message = melior::ir::attribute::StringAttribute::try_from(tag)
+        .map_err(|_| Error::new("tpu.log's tag is not a string"))?
+        .value()
+        .to_string();
+    let formatted = attr_opt(op, "formatted").is_some_and(|f| f.trim() == "true");
+    let args = (0..op.operand_count())
+        .map(|i| s.value(op, i))
+        .collect::<Result<Vec<_>>>()?;
+    if !args.is_empty() && !formatted {
+        return Err(Error::unsupported(
+            "a debug_print of values without `{}` placeholders",
+        ));
+    }
+    b.print(&message, &args)
+}
+
 /// `tpu.iteration_bound {dim = d}`: `pl.num_programs(d)` of a dynamic grid axis.
 fn iteration_bound(
     s: &mut Scope,
@@ -901,6 +924,7 @@ pub const MOSAIC: &Table = &Table {
         ("tpu.matmul", matmul),
         ("tpu.iota", iota),
         ("tpu.iteration_bound", iteration_bound),
+        ("tpu.log", log),
         ("tpu.trace_start", trace),
         ("tpu.trace_stop", trace),
         ("tpu.assume_multiple", identity),

@@ -72,7 +72,7 @@ pub use loc::Loc;
 pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
-    Start, UnaryOp, ValueId,
+    Start, UnaryOp, ValueId, format_message,
 };
 pub use op_table::{OpInfo, Typing};
 pub use parse::{KernelFile, parse_kernel, parse_kernel_in};

@@ -246,9 +246,10 @@ fn verify_region(
                 OpKind::Load { operand, .. } => {
                     ctx.operands.get(operand.0 as usize).map(|o| o.role) == Some(Role::Prefetch)
                 }
-                OpKind::Store { .. } | OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } => {
-                    false
-                }
+                OpKind::Store { .. }
+                | OpKind::ProgramId { .. }
+                | OpKind::NumPrograms { .. }
+                | OpKind::Print { .. } => false,
                 _ => true,
             };
             if !allowed {
@@ -570,6 +571,15 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
             semaphore(ctx, sem, SemaphoreKind::Regular)?;
             expect(ty(amount)?, &i32s).map_err(|e| format!("amount: {e}"))?;
+            none(results)?;
+        }
+        OpKind::Print { message, args } => {
+            if message.chars().any(char::is_control) {
+                return Err("a printed message holds no control characters (newlines)".into());
+            }
+            for (i, a) in args.iter().enumerate() {
+                expect(ty(a)?, &i32s).map_err(|e| format!("argument {i}: {e}"))?;
+            }
             none(results)?;
         }
         OpKind::While { .. } => {}

@@ -322,3 +322,17 @@ fn a_grid_extent_operand_must_be_a_leading_0d_i32_prefetch() {
         &["operand `n` sizes the grid, so it must come before every other operand"],
     );
 }
+
+#[test]
+fn print_ops_round_trip_and_take_i32_scalars() {
+    let text = ADD.replace(
+        "  %1 = add %0, %0 : f32[128]\n",
+        "  %1 = add %0, %0 : f32[128]\n  %2 = program_id 0 : i32[]\n  print \"step $0 \\\"x\\\"\", %2\n  print \"done\"\n",
+    );
+    let k = parse_kernel(&text).unwrap();
+    assert_eq!(k.to_string(), text);
+    assert_round_trips(&k);
+    let float = text.replace("print \"step $0 \\\"x\\\"\", %2", "print \"x $0\", %1");
+    fails(&float, &["op `print`", "argument 0"]);
+    assert_eq!(format_message("a $0 b $1 $2 $$1 $x", &[7, -3]), "a 7 b -3 $2 $-3 $x");
+}

@@ -16,6 +16,7 @@ mod error;
 mod fork;
 mod interpret;
 mod launch;
+mod print;
 mod prepared;
 mod raw;
 

@@ -13,6 +13,7 @@ mod dma;
 mod dot;
 pub(crate) mod elementwise;
 pub(crate) mod grid;
+mod print;
 pub(crate) mod memory;
 mod reduce;
 pub(crate) mod shape;
@@ -52,6 +53,7 @@ pub fn lower<'c, 'k>(
         OpKind::For { .. } => control::for_loop(lw, em, op),
         OpKind::While { .. } => control::while_loop(lw, em, op),
         OpKind::If { .. } => control::if_else(lw, em, op),
+        OpKind::Print { .. } => print::print(lw, em, op),
         OpKind::Yield { .. } => {
             Err(Error::op("yield", "ends a region: its owner lowers it")
                 .with_kind(ErrorKind::Internal))

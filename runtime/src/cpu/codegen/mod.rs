@@ -21,6 +21,7 @@ mod control;
 mod dma;
 mod dot;
 mod loops;
+mod print;
 mod reduce;
 mod scalar;
 mod value;
