@@ -204,3 +204,36 @@ def test_prng_kernels_compile_for_tpu(compiler, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _debug_print_under_on_cpu():
+    """A kernel printing scalars with ``pl.debug_print`` (``tpu.log``), imported by
+    ``on_cpu()`` and lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from tpukit import _cpu_lowering, pallas
+
+    def body(x_ref, o_ref):
+        pl.debug_print("block {} of {}", pl.program_id(0), pl.num_programs(0))
+        pl.debug_print("no values")
+        o_ref[...] = x_ref[...] * 2
+
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    x = jnp.zeros((24, 128), jnp.float32)
+    call = pl.pallas_call(body, grid=(3,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(call).lower(x)
+    return [(str(k), k.lower()) for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_debug_print_compiles_for_tpu(compiler, topology):
+    (kernel,) = _debug_print_under_on_cpu()
+    ir, text = kernel
+    assert 'print "block $0 of $1"' in ir
+    result = compiler.compile(text, topology)
+    assert result["ok"], result.get("error")
+    assert result["llo_ops"][0]["total"] > 0
