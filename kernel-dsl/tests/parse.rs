@@ -334,5 +334,8 @@ fn print_ops_round_trip_and_take_i32_scalars() {
     assert_round_trips(&k);
     let float = text.replace("print \"step $0 \\\"x\\\"\", %2", "print \"x $0\", %1");
     fails(&float, &["op `print`", "argument 0"]);
-    assert_eq!(format_message("a $0 b $1 $2 $$1 $x", &[7, -3]), "a 7 b -3 $2 $-3 $x");
+    assert_eq!(
+        format_message("a $0 b $1 $2 $$1 $x", &[7, -3]),
+        "a 7 b -3 $2 $-3 $x"
+    );
 }

@@ -16,8 +16,8 @@ mod error;
 mod fork;
 mod interpret;
 mod launch;
-mod print;
 mod prepared;
+mod print;
 mod raw;
 
 pub use array::HostArray;

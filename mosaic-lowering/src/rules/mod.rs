@@ -13,8 +13,8 @@ mod dma;
 mod dot;
 pub(crate) mod elementwise;
 pub(crate) mod grid;
-mod print;
 pub(crate) mod memory;
+mod print;
 mod reduce;
 pub(crate) mod shape;
 

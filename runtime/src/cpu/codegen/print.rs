@@ -18,7 +18,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let i64t = self.ctx.i64_type();
         let ptr = self.ctx.ptr_type(AddressSpace::default());
         let text = self.ctx.const_string(message.as_bytes(), false);
-        let global = self.module.add_global(text.get_type(), None, "print_message");
+        let global = self
+            .module
+            .add_global(text.get_type(), None, "print_message");
         global.set_initializer(&text);
         global.set_constant(true);
         global.set_linkage(inkwell::module::Linkage::Private);
@@ -27,9 +29,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let Val::Scalar(v) = get(env, a) else {
                 return Err(CodegenError::internal("a printed value is not a scalar"));
             };
-            let wide = self
-                .b
-                .build_int_s_extend(v.into_int_value(), i64t, "arg")?;
+            let wide = self.b.build_int_s_extend(v.into_int_value(), i64t, "arg")?;
             let p = unsafe {
                 self.b
                     .build_in_bounds_gep(i64t, values, &[self.i64(i as i64)], "a")?
@@ -41,10 +41,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 .build_in_bounds_gep(ptr, self.helpers, &[self.i64(helper::PRINT as i64)], "h")?
         };
         let f = self.b.build_load(ptr, f, "print")?.into_pointer_value();
-        let fn_type = self.ctx.void_type().fn_type(
-            &[ptr.into(), i64t.into(), ptr.into(), i64t.into()],
-            false,
-        );
+        let fn_type = self
+            .ctx
+            .void_type()
+            .fn_type(&[ptr.into(), i64t.into(), ptr.into(), i64t.into()], false);
         self.b.build_indirect_call(
             fn_type,
             f,
