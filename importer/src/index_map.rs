@@ -17,8 +17,13 @@ use std::collections::HashMap;
 use tpukit_dsl::{Error, ErrorKind, IndexBinOp, IndexExpr, Result};
 
 /// The block indices `transform` computes, as expressions of the grid indices (its first
-/// `grid_rank` arguments) and the prefetch operands (the rest).
-pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<Vec<IndexExpr>> {
+/// `grid_rank` arguments) and the prefetch operands (the rest), which are the kernel's
+/// prefetch operands after its first `skip` (the dynamic grid extents, no arguments here).
+pub fn index_map(
+    transform: &OperationRef<'_, '_>,
+    grid_rank: usize,
+    skip: usize,
+) -> Result<Vec<IndexExpr>> {
     let map_name = attr(transform, "sym_name")?;
     let block = transform
         .region(0)
@@ -32,7 +37,7 @@ pub fn index_map(transform: &OperationRef<'_, '_>, grid_rank: usize) -> Result<V
         if i < grid_rank {
             exprs.insert(key(arg.into()), IndexExpr::Grid(i));
         } else {
-            prefetch.insert(key(arg.into()), i - grid_rank);
+            prefetch.insert(key(arg.into()), i - grid_rank + skip);
         }
     }
     let mut op = block.first_operation();

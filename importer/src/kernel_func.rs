@@ -24,6 +24,9 @@ use tpukit_dsl::{
 /// The call spec of a kernel function, and the role of each of its memref arguments.
 pub struct Signature {
     pub spec: CallSpec,
+    /// How many leading prefetch operands of `spec` are dynamic grid extents, which are not
+    /// kernel arguments in Mosaic.
+    pub n_values: usize,
     /// The kernel's arguments after the grid indices, in order, with their roles.
     pub roles: Vec<Role>,
 }
@@ -41,19 +44,38 @@ pub fn signature(
         Err(_) => vec![],
     };
     let semantics = semantics(&attr(kernel, "dimension_semantics")?, bounds.len())?;
+    // A negative bound is Mosaic's dynamic size: the extent is the value of the custom call's
+    // next leading operand (a 0-d i32), imported as a grid-value prefetch operand.
+    let mut n_values = 0;
     let grid: Vec<GridAxis> = bounds
         .iter()
         .zip(&semantics)
         .map(|(&n, &s)| {
-            if n < 0 {
-                return Err(Error::unsupported("a dynamic grid extent"));
-            }
-            Ok(GridAxis {
-                extent: Extent::Static(n as usize),
+            let extent = if n < 0 {
+                n_values += 1;
+                Extent::Value {
+                    operand: n_values - 1,
+                }
+            } else {
+                Extent::Static(n as usize)
+            };
+            GridAxis {
+                extent,
                 semantics: s,
-            })
+            }
         })
-        .collect::<Result<_>>()?;
+        .collect();
+    if operands.len() < n_values
+        || operands[..n_values]
+            .iter()
+            .any(|t| t.dtype != tpukit_dsl::DType::I32 || !t.shape.is_empty())
+    {
+        return Err(Error::new(format!(
+            "the kernel has {n_values} dynamic grid extents but the call's first operands are \
+             not as many 0-d i32 values"
+        )));
+    }
+    let operands = &operands[n_values..];
     let count = |name: &str| -> Result<usize> {
         let n = text::int(&attr(kernel, name)?)?;
         usize::try_from(n).map_err(|_| Error::new(format!("{name} = {n} is not a count")))
@@ -100,6 +122,12 @@ pub fn signature(
         grid,
         ..Default::default()
     };
+    for _ in 0..n_values {
+        spec.prefetch.push(ArraySpec::new(
+            tpukit_dsl::DType::I32,
+            Vec::<tpukit_dsl::Dim>::new(),
+        ));
+    }
     let mut roles = Vec::new();
     for (i, global) in operands.iter().take(n_prefetch).enumerate() {
         let (ty, _) = memref(i)?;
@@ -142,7 +170,7 @@ pub fn signature(
             let f = funcs.get(transform).ok_or_else(|| {
                 Error::new(format!("index map `{transform}` is not in the module"))
             })?;
-            let map = index_map(f, spec.grid.len())?;
+            let map = index_map(f, spec.grid.len(), n_values)?;
             let (block, index_map) = match element {
                 Some(low) => element_window::element_dims(block_shape, map, low),
                 None => (
@@ -168,7 +196,11 @@ pub fn signature(
         spec.scratch.push(scratch(&ty, space)?);
         roles.push(Role::Scratch);
     }
-    Ok(Signature { spec, roles })
+    Ok(Signature {
+        spec,
+        n_values,
+        roles,
+    })
 }
 
 /// A scratch buffer of type `ty` in `space`: VMEM or SMEM, or semaphores.

@@ -153,6 +153,9 @@ fn import_mosaic_inner(
         let pid = b.program_id(axis)?;
         scope.bind_value(block.argument(axis).expect("in range").into(), pid);
     }
+    for n in 0..sig.n_values {
+        b.declare(Role::Prefetch, &format!("grid_extent{n}"))?;
+    }
     let mut counts: HashMap<Role, usize> = HashMap::new();
     for (i, role) in sig.roles.iter().enumerate() {
         let n = counts.entry(*role).or_default();

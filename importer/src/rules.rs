@@ -200,12 +200,33 @@ fn cmpf(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
+/// `arith.cmpi`. An unsigned predicate (`ult`, `ule`, `ugt`, `uge`: uint32 comparisons, as
+/// the IR holds uint32 in i32) is the signed one on both operands with their sign bit flipped
+/// (`x ^ MIN`), which orders two's complement bits as unsigned numbers: exact.
 fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
-    let v = b.compare(
-        predicate(&predicate_name(op, false)?)?,
-        s.value(op, 0)?,
-        s.value(op, 1)?,
-    )?;
+    let name = predicate_name(op, false)?;
+    let (mut lhs, mut rhs) = (s.value(op, 0)?, s.value(op, 1)?);
+    let signed = match name.as_str() {
+        "ult" => Some("slt"),
+        "ule" => Some("sle"),
+        "ugt" => Some("sgt"),
+        "uge" => Some("sge"),
+        _ => None,
+    };
+    if signed.is_some() {
+        let min = match b.ty(lhs).dtype {
+            DType::I32 => i64::from(i32::MIN),
+            DType::I8 => i64::from(i8::MIN),
+            other => {
+                return Err(Error::unsupported(format!(
+                    "unsigned comparison `{name}` of {other} values"
+                )));
+            }
+        };
+        lhs = b.binary(BinaryOp::Xor, lhs, Arg::Lit(Literal::Int(min)))?;
+        rhs = b.binary(BinaryOp::Xor, rhs, Arg::Lit(Literal::Int(min)))?;
+    }
+    let v = b.compare(predicate(signed.unwrap_or(&name))?, lhs, rhs)?;
     s.define(op, 0, v)
 }
 
@@ -726,6 +747,41 @@ fn trace(_: &mut Scope, _: &mut KernelBuilder, _: &OperationRef<'_, '_>, _: &Tab
     Ok(())
 }
 
+/// `tpu.log` (`pl.debug_print` of scalars): a `print` of its tag, whose `$i` placeholders
+/// (when `formatted`) take the i32 operands. A message with values but no placeholders, and
+/// a vector's `tpu.log_buffer`, are not imported.
+fn log(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
+    let tag = op
+        .attribute("tag")
+        .map_err(|_| Error::new("tpu.log without a tag"))?;
+    let message = melior::ir::attribute::StringAttribute::try_from(tag)
+        .map_err(|_| Error::new("tpu.log's tag is not a string"))?
+        .value()
+        .to_string();
+    let formatted = attr_opt(op, "formatted").is_some_and(|f| f.trim() == "true");
+    let args = (0..op.operand_count())
+        .map(|i| s.value(op, i))
+        .collect::<Result<Vec<_>>>()?;
+    if !args.is_empty() && !formatted {
+        return Err(Error::unsupported(
+            "a debug_print of values without `{}` placeholders",
+        ));
+    }
+    b.print(&message, &args)
+}
+
+/// `tpu.iteration_bound {dim = d}`: `pl.num_programs(d)` of a dynamic grid axis.
+fn iteration_bound(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let axis = text::int(&attr(op, "dim")?)?;
+    let v = b.num_programs(axis as usize)?;
+    s.define(op, 0, v)
+}
+
 /// `tpu.iota {dimensions = array<i32: d>}`.
 fn iota(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let ty = result_type(op, 0)?;
@@ -872,6 +928,8 @@ pub const MOSAIC: &Table = &Table {
         ("vector.extract_strided_slice", extract_strided_slice),
         ("tpu.matmul", matmul),
         ("tpu.iota", iota),
+        ("tpu.iteration_bound", iteration_bound),
+        ("tpu.log", log),
         ("tpu.trace_start", trace),
         ("tpu.trace_stop", trace),
         ("tpu.assume_multiple", identity),

@@ -1039,6 +1039,8 @@ impl KernelBuilder {
             grid_rank: self.grid.len(),
             operands: &self.operands,
             types: &self.f.types,
+            // The grid's operands are known to the kernel's verification (`finish`).
+            grid_values: &[],
         };
         crate::verify::check_op(&ctx, kind, results).map_err(|m| self.err(Some(kind.name()), m))
     }

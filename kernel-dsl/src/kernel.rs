@@ -32,6 +32,21 @@ impl Kernel {
             .map(|(i, o)| (OperandId(i as u32), o))
     }
 
+    /// The operands that size the grid ([`Extent::Value`]), by index: the first ones.
+    pub fn grid_values(&self) -> Vec<usize> {
+        let mut ids: Vec<usize> = self
+            .grid
+            .iter()
+            .filter_map(|a| match a.extent {
+                Extent::Value { operand } => Some(operand),
+                _ => None,
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
     /// Every symbol that appears in the operands' shapes or the grid, sorted.
     pub fn symbols(&self) -> Vec<String> {
         let mut syms: Vec<String> = self
@@ -44,7 +59,7 @@ impl Kernel {
             })
             .chain(self.grid.iter().filter_map(|a| match &a.extent {
                 Extent::CeilDiv { sym, .. } => Some(sym.clone()),
-                Extent::Static(_) => None,
+                Extent::Static(_) | Extent::Value { .. } => None,
             }))
             .collect();
         syms.sort();

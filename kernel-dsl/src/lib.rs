@@ -9,7 +9,9 @@
 //!
 //! A kernel runs its body once per point of its **grid** (row-major order; steps along
 //! `parallel` axes may run in any order or concurrently, steps along `arbitrary` axes run in
-//! increasing order for fixed outer indices).
+//! increasing order for fixed outer indices). An axis's extent is a number, `cdiv(sym, b)`
+//! of a symbol bound at launch, or `value(i)`: the value of operand `i`, a leading 0-d i32
+//! scalar-prefetch operand that nothing reads (a negative value fails the launch).
 //!
 //! Each **operand** is an array in memory with a global shape (static extents or symbols bound
 //! at launch) and a dtype. The body reads and writes operands through **refs**:
@@ -77,13 +79,13 @@ pub use loc::Loc;
 pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     BinaryOp, CmpOp, DotDims, Func, Indexer, Literal, Op, OpKind, OperandId, ReduceOp, Region,
-    Start, UnaryOp, ValueId,
+    Start, UnaryOp, ValueId, format_message,
 };
 pub use op_table::{OpInfo, Typing};
 pub use parse::{KernelFile, parse_kernel, parse_kernel_in};
 pub use print::{PrintOptions, print_kernel};
 pub use sample::Fit;
-pub use shape::{Bindings, Dim, Extent};
+pub use shape::{Bindings, Dim, Extent, value_key};
 pub use spec::{ArraySpec, Blocking, CallSpec, IndexBinOp, IndexExpr, grid, prefetch};
 pub use types::Type;
 pub use verify::verify;

@@ -329,6 +329,16 @@ pub enum OpKind {
         /// The i32 scalar subtracted once the semaphore holds at least that much.
         amount: ValueId,
     },
+    /// Prints `message` on the host's standard output (a line, once per execution: each grid
+    /// step that reaches it), each `$i` in it (`i < args.len()`) replaced by the decimal value
+    /// of i32 scalar `args[i]` (`pl.debug_print`, Mosaic's `tpu.log`). Steps of `parallel`
+    /// axes may print in any order.
+    Print {
+        /// The text, with `$0`, `$1`, … where the arguments go.
+        message: String,
+        /// The i32 scalars printed.
+        args: Vec<ValueId>,
+    },
     /// A semaphore's current count (i32).
     SemaphoreRead {
         /// The semaphore whose count is read.
@@ -377,6 +387,7 @@ impl OpKind {
             OpKind::SemaphoreSignal { .. } => "semaphore_signal",
             OpKind::SemaphoreWait { .. } => "semaphore_wait",
             OpKind::SemaphoreRead { .. } => "semaphore_read",
+            OpKind::Print { .. } => "print",
             OpKind::While { .. } => "while",
         }
     }
@@ -472,7 +483,34 @@ impl OpKind {
                 v
             }
             OpKind::SemaphoreRead { sem } => starts(&sem.index),
+            OpKind::Print { args, .. } => args.clone(),
             OpKind::While { init, .. } => init.clone(),
         }
     }
+}
+
+/// `message` with each `$i` (`i < args.len()`, the longest such number) replaced by
+/// `args[i]`: what [`OpKind::Print`] prints.
+pub fn format_message(message: &str, args: &[i64]) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let digits: String = rest[at + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        match digits.parse::<usize>().ok().filter(|&i| i < args.len()) {
+            Some(i) => {
+                out.push_str(&args[i].to_string());
+                rest = &rest[at + 1 + digits.len()..];
+            }
+            None => {
+                out.push('$');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }

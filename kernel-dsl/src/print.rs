@@ -102,6 +102,7 @@ fn extent(e: &Extent) -> String {
     match e {
         Extent::Static(n) => n.to_string(),
         Extent::CeilDiv { sym, block } => format!("cdiv({}, {block})", symbol(sym)),
+        Extent::Value { operand } => format!("value({operand})"),
     }
 }
 
@@ -353,6 +354,12 @@ impl Printer {
                 write!(out, "{name} {}, %{}", self.place(sem), amount.0)?
             }
             OpKind::SemaphoreRead { sem } => write!(out, "{name} {} : {}", self.place(sem), ty())?,
+            OpKind::Print { message, args } => {
+                write!(out, "print {}", quoted(message))?;
+                for a in args {
+                    write!(out, ", %{}", a.0)?;
+                }
+            }
         }
         if self.options.locations
             && let Some(loc) = &op.loc

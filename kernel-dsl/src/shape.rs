@@ -74,6 +74,21 @@ pub enum Extent {
         /// Elements per block.
         block: usize,
     },
+    /// The value of a scalar operand, read at launch (a grid sized by a traced value, as
+    /// `grid=(n,)` with `n` traced in `pl.pallas_call`): `operand` is the index of a 0-d
+    /// int32 scalar-prefetch operand among the kernel's operands. Those operands come first
+    /// and only size the grid: neither the body nor an index map reads them. A TPU receives
+    /// them as the custom call's leading operands (Mosaic's dynamic `iteration_bounds`).
+    Value {
+        /// Index of the operand (a 0-d int32 prefetch operand) holding the extent.
+        operand: usize,
+    },
+}
+
+/// The key under which launch binds the value of operand `operand` (an [`Extent::Value`]):
+/// `%N`, which no symbol of a shape spells (symbols are words or quoted names).
+pub fn value_key(operand: usize) -> String {
+    format!("%{operand}")
 }
 
 impl Extent {
@@ -90,6 +105,7 @@ impl Extent {
         match self {
             Extent::Static(n) => Some(*n),
             Extent::CeilDiv { sym, block } => bindings.get(sym).map(|n| n.div_ceil(*block)),
+            Extent::Value { operand } => bindings.get(&value_key(*operand)).copied(),
         }
     }
 }
@@ -105,6 +121,7 @@ impl fmt::Display for Extent {
         match self {
             Extent::Static(n) => write!(f, "{n}"),
             Extent::CeilDiv { sym, block } => write!(f, "cdiv({sym}, {block})"),
+            Extent::Value { operand } => write!(f, "value({operand})"),
         }
     }
 }

@@ -13,6 +13,8 @@ pub(crate) struct Context<'a> {
     pub grid_rank: usize,
     pub operands: &'a [Operand],
     pub types: &'a [Type],
+    /// The operands that size the grid ([`Kernel::grid_values`]), which no op may read.
+    pub grid_values: &'a [usize],
 }
 
 /// Checks a whole kernel: grid, operands, index maps and body.
@@ -29,6 +31,7 @@ fn verify_inner(k: &Kernel) -> Result<()> {
             )));
         }
     }
+    verify_grid_values(k)?;
     let mut names = std::collections::HashSet::new();
     let mut last_role = Role::Prefetch;
     for o in &k.operands {
@@ -54,16 +57,46 @@ fn verify_inner(k: &Kernel) -> Result<()> {
         }
         verify_space(o).map_err(what)?;
     }
+    let grid_values = k.grid_values();
     let ctx = Context {
         grid_rank: k.grid.len(),
         operands: &k.operands,
         types: &k.body.types,
+        grid_values: &grid_values,
     };
     if !k.body.body.args.is_empty() {
         return Err(Error::new("the kernel body takes no arguments"));
     }
     verify_func(&ctx, &k.body, &[], Place::Body)?;
     crate::smem::check_index_maps(k)
+}
+
+/// Each [`Extent::Value`] names a 0-d int32 prefetch operand, and those operands are the
+/// kernel's first ones (where a TPU custom call takes its dynamic grid bounds).
+fn verify_grid_values(k: &Kernel) -> Result<()> {
+    let values = k.grid_values();
+    for (position, &i) in values.iter().enumerate() {
+        let Some(o) = k.operands.get(i) else {
+            return Err(Error::new(format!(
+                "a grid extent is the value of operand {i}, but the kernel has {}",
+                k.operands.len()
+            )));
+        };
+        if o.role != Role::Prefetch || o.dtype != crate::DType::I32 || !o.shape.is_empty() {
+            return Err(Error::new(format!(
+                "a grid extent is the value of operand `{}`, which must be a 0-d i32 \
+                 scalar-prefetch operand",
+                o.name
+            )));
+        }
+        if i != position {
+            return Err(Error::new(format!(
+                "operand `{}` sizes the grid, so it must come before every other operand",
+                o.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks every buffer a backend sizes from the kernel's static shapes (block windows,
@@ -133,10 +166,12 @@ fn verify_block(k: &Kernel, o: &Operand, b: &crate::BlockSpec) -> Result<(), Str
         _ => {}
     }
     let i32s = Type::scalar(DType::I32);
+    let grid_values = k.grid_values();
     let ctx = Context {
         grid_rank: k.grid.len(),
         operands: &k.operands,
         types: &b.index_map.types,
+        grid_values: &grid_values,
     };
     let args = &b.index_map.body.args;
     if args.len() != k.grid.len() || args.iter().any(|&a| b.index_map.ty(a) != &i32s) {
@@ -212,9 +247,10 @@ fn verify_region(
                 OpKind::Load { operand, .. } => {
                     ctx.operands.get(operand.0 as usize).map(|o| o.role) == Some(Role::Prefetch)
                 }
-                OpKind::Store { .. } | OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } => {
-                    false
-                }
+                OpKind::Store { .. }
+                | OpKind::ProgramId { .. }
+                | OpKind::NumPrograms { .. }
+                | OpKind::Print { .. } => false,
                 _ => true,
             };
             if !allowed {
@@ -359,6 +395,12 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             other,
         } => {
             let o = local(operand_of(ctx, *operand)?)?;
+            if ctx.grid_values.contains(&(operand.0 as usize)) {
+                return Err(format!(
+                    "`{}` sizes the grid and is no buffer of the kernel: it cannot be read",
+                    o.name
+                ));
+            }
             let shape = access_shape(ctx, o, index)?;
             let t = Type::new(o.dtype, shape);
             expect(one()?, &t)?;
@@ -526,6 +568,15 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         OpKind::SemaphoreSignal { sem, amount } | OpKind::SemaphoreWait { sem, amount } => {
             semaphore(ctx, sem, SemaphoreKind::Regular)?;
             expect(ty(amount)?, &i32s).map_err(|e| format!("amount: {e}"))?;
+            none(results)?;
+        }
+        OpKind::Print { message, args } => {
+            if message.chars().any(char::is_control) {
+                return Err("a printed message holds no control characters (newlines)".into());
+            }
+            for (i, a) in args.iter().enumerate() {
+                expect(ty(a)?, &i32s).map_err(|e| format!("argument {i}: {e}"))?;
+            }
             none(results)?;
         }
         OpKind::While { .. } => {}

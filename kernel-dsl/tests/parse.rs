@@ -263,3 +263,79 @@ fn element_windows_round_trip() {
     let e = parse_kernel(&bad).unwrap_err().to_string();
     assert!(e.contains("an element block size"), "{e}");
 }
+
+/// A grid axis sized by a 0-d i32 operand at launch (`grid=(n,)` with `n` traced).
+const VALUE_GRID: &str = "kernel @first_blocks grid(arbitrary value(0), parallel 2) {
+  prefetch %n: i32[]
+  input %x: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+  output %o: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+body {
+  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %0
+  yield
+}
+";
+
+#[test]
+fn a_grid_extent_read_from_an_operand_round_trips() {
+    let k = parse_kernel(VALUE_GRID).unwrap();
+    assert_eq!(k.to_string(), VALUE_GRID);
+    assert_eq!(k.grid[0].extent, Extent::Value { operand: 0 });
+    assert_eq!(k.grid_values(), vec![0]);
+    assert_eq!(k.symbols(), vec!["m".to_string()]);
+    let mut bindings = Bindings::new();
+    assert_eq!(k.grid[0].extent.resolve(&bindings), None);
+    bindings.insert(value_key(0), 5);
+    assert_eq!(k.grid[0].extent.resolve(&bindings), Some(5));
+    assert_round_trips(&k);
+}
+
+#[test]
+fn a_grid_extent_operand_must_be_a_leading_0d_i32_prefetch() {
+    let not_scalar = VALUE_GRID.replace("%n: i32[]", "%n: i32[1]");
+    fails(
+        &not_scalar,
+        &["operand `n`", "0-d i32 scalar-prefetch operand"],
+    );
+    let input = VALUE_GRID.replace("value(0)", "value(1)");
+    fails(&input, &["operand `x`", "0-d i32 scalar-prefetch operand"]);
+    let read = VALUE_GRID.replace(
+        "  store %o[ds(0, 8), ds(0, 128)], %0\n",
+        "  %1 = load %n[] : i32[]\n  store %o[ds(0, 8), ds(0, 128)], %0\n",
+    );
+    fails(
+        &read,
+        &["`n` sizes the grid and is no buffer of the kernel"],
+    );
+    let missing = VALUE_GRID.replace("value(0)", "value(7)");
+    fails(&missing, &["value of operand 7, but the kernel has 3"]);
+    let second = VALUE_GRID.replace(
+        "  prefetch %n: i32[]\n",
+        "  prefetch %rows: i32[4]\n  prefetch %n: i32[]\n",
+    );
+    fails(
+        &second.replace("value(0)", "value(1)"),
+        &["operand `n` sizes the grid, so it must come before every other operand"],
+    );
+}
+
+#[test]
+fn print_ops_round_trip_and_take_i32_scalars() {
+    let text = ADD.replace(
+        "  %1 = add %0, %0 : f32[128]\n",
+        "  %1 = add %0, %0 : f32[128]\n  %2 = program_id 0 : i32[]\n  print \"step $0 \\\"x\\\"\", %2\n  print \"done\"\n",
+    );
+    let k = parse_kernel(&text).unwrap();
+    assert_eq!(k.to_string(), text);
+    assert_round_trips(&k);
+    let float = text.replace("print \"step $0 \\\"x\\\"\", %2", "print \"x $0\", %1");
+    fails(&float, &["op `print`", "argument 0"]);
+    assert_eq!(
+        format_message("a $0 b $1 $2 $$1 $x", &[7, -3]),
+        "a 7 b -3 $2 $-3 $x"
+    );
+}

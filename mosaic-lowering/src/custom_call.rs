@@ -52,7 +52,7 @@ fn alias(outputs: &[usize], output: &usize, operand_index: usize) -> String {
 }
 
 /// Quotes `s` as an MLIR string literal.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

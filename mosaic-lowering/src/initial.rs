@@ -137,7 +137,7 @@ fn first_visit<'c>(
     if lw.grid.is_empty() {
         return Ok(None);
     }
-    let (previous, first_step) = previous_step(em, &lw.grid, &lw.shapes.grid)?;
+    let (previous, first_step) = previous_step(em, &lw.grid, lw.shapes)?;
     // A whole-array window never moves: only the first step starts its visit.
     let Window::Blocked(spec) = &lw.kernel.operands[output].window else {
         return Ok(Some(first_step));
@@ -174,7 +174,7 @@ fn first_visit<'c>(
 fn previous_step<'c>(
     em: &Emitter<'c>,
     grid: &[Val<'c>],
-    bounds: &[usize],
+    shapes: &crate::Shapes,
 ) -> Result<(Vec<Val<'c>>, Val<'c>)> {
     let i32 = Type::scalar(DType::I32);
     let i1 = em.ty("i1")?;
@@ -184,7 +184,13 @@ fn previous_step<'c>(
     let mut borrow: Option<Val<'c>> = None; // `None`: true (the last axis always steps back)
     for d in (0..grid.len()).rev() {
         let at_zero = cmpi(em, "eq", grid[d], zero, &i32)?;
-        let last = em.i32(bounds[d] as i64 - 1)?;
+        let last = match shapes.grid[d] {
+            Some(n) => em.i32(n as i64 - 1)?,
+            None => {
+                let n = crate::rules::grid::extent(em, shapes, d)?;
+                em.op1("arith.subi", &[n, one], em.ty("i32")?, &[])?
+            }
+        };
         let back = em.op1("arith.subi", &[grid[d], one], em.ty("i32")?, &[])?;
         let stepped = select_values(em, at_zero, last, back, &i32)?;
         previous[d] = match borrow {

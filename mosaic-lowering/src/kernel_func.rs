@@ -106,7 +106,8 @@ impl Buffer {
     }
 }
 
-/// The kernel function's buffer arguments in signature order: scalar prefetch, inputs, the
+/// The kernel function's buffer arguments in signature order: scalar prefetch (but the
+/// operands sizing the grid, which the custom call passes as leading scalars), inputs, the
 /// initial contents of each output in `initial` (in that order), outputs, scratch — the
 /// custom call's operands, then its results, then scratch, as Mosaic pairs them.
 pub fn buffers(kernel: &Kernel, initial: &[usize]) -> Vec<Buffer> {
@@ -115,7 +116,9 @@ pub fn buffers(kernel: &Kernel, initial: &[usize]) -> Vec<Buffer> {
             .operands_with_role(r)
             .map(|(id, _)| Buffer::Operand(id.0 as usize))
     };
+    let values = kernel.grid_values();
     role(Role::Prefetch)
+        .filter(|b| !values.contains(&b.operand()))
         .chain(role(Role::Input))
         .chain(initial.iter().map(|&i| Buffer::Initial(i)))
         .chain(role(Role::Output))
@@ -190,7 +193,10 @@ pub fn build<'c>(
         ),
         (
             "scalar_prefetch",
-            outer.attr(&format!("{} : i64", count(Role::Prefetch)))?,
+            outer.attr(&format!(
+                "{} : i64",
+                count(Role::Prefetch) - kernel.grid_values().len()
+            ))?,
         ),
         (
             "scratch_operands",
@@ -199,7 +205,12 @@ pub fn build<'c>(
         ("tpu.core_type", outer.attr("#tpu.core_type<tc>")?),
     ];
     if !kernel.grid.is_empty() {
-        let bounds: Vec<String> = shapes.grid.iter().map(|n| n.to_string()).collect();
+        // Mosaic's dynamic size (`ShapedType::kDynamic`) for an axis sized at run time.
+        let bounds: Vec<String> = shapes
+            .grid
+            .iter()
+            .map(|n| n.map_or(i64::MIN, |n| n as i64).to_string())
+            .collect();
         attributes.push((
             "iteration_bounds",
             outer.attr(&format!("array<i64: {}>", bounds.join(", ")))?,

@@ -6,15 +6,16 @@
 //! are specialised to those extents. One IR kernel serves every binding; each binding gets its
 //! own Mosaic module.
 
-use tpukit_dsl::{Bindings, BlockDim, Error, ErrorKind, Kernel, Operand, Result, Window};
+use tpukit_dsl::{Bindings, BlockDim, Error, ErrorKind, Extent, Kernel, Operand, Result, Window};
 
 /// The concrete extents of one kernel under one binding of its symbols.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shapes {
     /// Each operand's global shape, in operand order.
     pub operands: Vec<Vec<usize>>,
-    /// The iteration count of each grid axis.
-    pub grid: Vec<usize>,
+    /// The iteration count of each grid axis; `None` for a count read at run time
+    /// ([`tpukit_dsl::Extent::Value`]: Mosaic's dynamic `iteration_bounds`).
+    pub grid: Vec<Option<usize>>,
 }
 
 impl Shapes {
@@ -45,10 +46,13 @@ impl Shapes {
             .grid
             .iter()
             .enumerate()
-            .map(|(i, a)| {
-                a.extent
+            .map(|(i, a)| match a.extent {
+                Extent::Value { .. } => Ok(None),
+                _ => a
+                    .extent
                     .resolve(bindings)
-                    .ok_or_else(|| unbound(format!("grid axis {i} ({})", a.extent)))
+                    .map(Some)
+                    .ok_or_else(|| unbound(format!("grid axis {i} ({})", a.extent))),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Shapes { operands, grid })

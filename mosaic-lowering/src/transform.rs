@@ -30,9 +30,12 @@ pub fn build_all<'c>(
     }
     let outer = Emitter::new(context, module_body);
     let buffers = buffer_types(context, kernel, shapes)?;
+    // The operands sizing the grid are no arguments of the kernel's functions.
+    let values = kernel.grid_values();
     let prefetch: Vec<usize> = kernel
         .operands_with_role(Role::Prefetch)
         .map(|(id, _)| id.0 as usize)
+        .filter(|i| !values.contains(i))
         .collect();
     let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
     arg_types.extend(prefetch.iter().map(|&i| buffers[i]));

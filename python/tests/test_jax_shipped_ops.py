@@ -3,7 +3,8 @@ the CPU: under ``tpukit.pallas.on_cpu()`` and through ``custom_jax_kernel``, eac
 (nested in the op's own ``jax.jit``, and the backward kernels ``jax.grad`` traces) a tpukit
 custom call, checked against a plain ``jax.numpy`` reference on random inputs, f32 and bf16.
 The shipped ops need block-divisible shapes (they check it themselves); ops tpukit cannot run
-yet are a clear error naming what is missing."""
+yet are a clear error naming what is missing. The PRNG kernels (uint32 in, uint32 out) are
+checked bit for bit."""
 
 import importlib
 
@@ -13,10 +14,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import assert_close
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as mm
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
+from jax.experimental.pallas.ops.tpu.random import philox, threefry
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
@@ -317,9 +321,153 @@ def test_ragged_paged_attention_is_a_clear_error(rng):
         program(q, kv_pages, kv_lens, page_indices, cu_q_lens, jnp.array([2], jnp.int32))
 
 
-def test_megablox_gmm_is_a_clear_error(rng):
-    """megablox sizes its grid by the groups' tile count, a traced value."""
-    x, w = randn(rng, (256, 128), np.float32), randn(rng, (2, 128, 128), np.float32)
-    sizes = jnp.array([100, 156], jnp.int32)
-    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="dynamic grid"):
-        jax.jit(gmm_module.gmm)(x, w, sizes)
+def gmm_reference(x, w, sizes):
+    """Per group g: rows start_g:end_g of ``x`` times ``w[g]`` (f32)."""
+    ends = np.cumsum(np.asarray(sizes))
+    starts = ends - np.asarray(sizes)
+    rows = [f32(x)[s:e] @ f32(w)[g] for g, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    return jnp.concatenate(rows)
+
+
+def tgmm_reference(x, dy, sizes):
+    """Per group g: columns start_g:end_g of ``x`` times rows start_g:end_g of ``dy`` (f32)."""
+    ends = np.cumsum(np.asarray(sizes))
+    starts = ends - np.asarray(sizes)
+    return jnp.stack([f32(x)[:, s:e] @ f32(dy)[s:e] for s, e in zip(starts, ends, strict=True)])
+
+
+# Group sizes that do not divide megablox's 128-row tiles, one group empty.
+GROUP_SIZES = [100, 0, 37, 119]
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_megablox_gmm_and_tgmm_in_a_jitted_model(dtype, device, rng):
+    """megablox sizes its grid by the groups' tile count, a traced value (a dynamic grid
+    extent); its group metadata is computed by JAX ops around the call (XLA runs them)."""
+    m = sum(GROUP_SIZES)
+    x, w = randn(rng, (m, 128), dtype), randn(rng, (len(GROUP_SIZES), 128, 256), dtype)
+    dy = randn(rng, (m, 256), dtype)
+    sizes = jnp.array(GROUP_SIZES, jnp.int32)
+
+    @jax.jit
+    def model(x, w, dy, sizes):
+        out = gmm_module.gmm(x, w, sizes, preferred_element_type=jnp.float32)
+        return out, gmm_module.tgmm(x.T, dy, sizes, preferred_element_type=jnp.float32)
+
+    with pallas.on_cpu(device=device):
+        got, got_t = model(x, w, dy, sizes)
+        assert model.lower(x, w, dy, sizes).as_text().count("@tpukit_kernel") >= 2
+    want = gmm_reference(x, w, GROUP_SIZES)
+    assert_close(got, want, f"gmm {dtype.__name__}", tolerance(dtype, want))
+    want_t = tgmm_reference(x.T, dy, GROUP_SIZES)
+    assert_close(got_t, want_t, f"tgmm {dtype.__name__}", tolerance(dtype, want_t))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_megablox_gmm_through_custom_jax_kernel(device, rng):
+    sizes = [60, 0, 196]
+    x, w = randn(rng, (256, 128), np.float32), randn(rng, (3, 128, 128), np.float32)
+
+    @pallas.custom_jax_kernel
+    def moe(x, w, sizes):
+        return jax.nn.relu(gmm_module.gmm(x, w, sizes)) * 2
+
+    got = moe(x, w, jnp.array(sizes, jnp.int32), device=device)
+    want = jax.nn.relu(gmm_reference(x, w, sizes)) * 2
+    assert_close(got, want, device, tolerance(np.float32, want))
+
+
+def _count_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2 + pl.num_programs(0).astype(o_ref.dtype)
+
+
+def _first_blocks(x, n):
+    """The first ``n`` (traced) row blocks of ``x`` doubled plus ``n``; later rows stay 0."""
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    return pl.pallas_call(_count_kernel, grid=(n,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_own_kernel_with_a_traced_grid_extent(dtype, device, rng):
+    x = randn(rng, (40, 128), dtype)
+    model = jax.jit(lambda x, n: _first_blocks(x, n) + 0)
+    for n in (0, 2, 5):  # one compiled program serves every extent
+        with pallas.on_cpu(device=device):
+            got = model(x, jnp.int32(n))
+        want = jnp.where(jnp.arange(40)[:, None] < 8 * n, f32(x) * 2 + n, 0).astype(dtype)
+        assert_close(got, want, f"n={n}", tolerance(dtype, want))
+
+    @pallas.custom_jax_kernel
+    def twice(x, n):
+        return _first_blocks(x, n * 2)
+
+    got = twice(x, jnp.int32(2), device=device)
+    want = jnp.where(jnp.arange(40)[:, None] < 32, f32(x) * 2 + 4, 0).astype(dtype)
+    assert_close(got, want, device, tolerance(dtype, want))
+
+
+def test_a_negative_traced_grid_extent_is_a_clear_error(rng):
+    x = randn(rng, (16, 128), np.float32)
+    message = "tpukit shape error: .*`grid_extent0` sizes a grid axis but holds -1"
+    with pallas.on_cpu(), pytest.raises(jax.errors.JaxRuntimeError, match=message):
+        jax.block_until_ready(jax.jit(_first_blocks)(x, jnp.int32(-1)))
+
+
+KEY = jnp.array([12, 345], jnp.uint32)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_threefry_kernel_is_jax_random_bits(device):
+    """The Pallas threefry kernel fuses ``shaped_iota`` and ``threefry_2x32`` (its docstring):
+    bit for bit ``jax.random.bits`` of the ``threefry2x32`` key (partitionable counts), on a
+    shape its 256 x 256 blocks do not divide (padded, then sliced by JAX ops)."""
+    bits = jax.jit(lambda k: threefry.plthreefry_random_bits(k, 32, (300, 260)))
+    with pallas.on_cpu(device=device):
+        got = bits(KEY)
+        assert "@tpukit_kernel" in bits.lower(KEY).as_text()
+    with jax.threefry_partitionable(True):
+        want = jax.random.bits(jax.random.wrap_key_data(KEY, impl="threefry2x32"), (300, 260))
+    assert got.dtype == jnp.uint32
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def _philox_ops(key):
+    return (philox.philox_split(key, (3,)), philox.philox_fold_in(key, jnp.uint32(7)),
+            philox.philox_random_bits(key, 32, (20, 300)))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_philox_kernels_match_jax_interpret_mode(device):
+    """split, fold_in and random_bits of the Pallas philox PRNG, directly and through its
+    registered ``PRNGImpl`` (``jax.random`` on its keys), bit for bit what the same functions
+    give under ``pltpu.force_tpu_interpret_mode()``."""
+
+    def via_keys(key):
+        k = jax.random.wrap_key_data(key, impl=philox.plphilox_prng_impl)
+        return (jax.random.key_data(jax.random.split(k, 3)),
+                jax.random.key_data(jax.random.fold_in(k, 7)),
+                jax.random.bits(k, (20, 300), jnp.uint32))
+
+    with pltpu.force_tpu_interpret_mode():
+        want = jax.jit(_philox_ops)(KEY)
+    for fn in (_philox_ops, via_keys):
+        with pallas.on_cpu(device=device):
+            got = jax.jit(fn)(KEY)
+        for name, g, w in zip(("split", "fold_in", "bits"), got, want, strict=True):
+            assert g.dtype == jnp.uint32, name
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=name)
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_prng_kernels_through_custom_jax_kernel(device):
+    """uint32 keys in (JAX and numpy arrays), uint32 bits out, the caller's kind of array."""
+    bits = pallas.custom_jax_kernel(lambda k: threefry.plthreefry_random_bits(k, 32, (64, 256)))
+    with jax.threefry_partitionable(True):
+        want = jax.random.bits(jax.random.wrap_key_data(KEY, impl="threefry2x32"), (64, 256))
+    for key in (KEY, np.asarray(KEY)):
+        got = bits(key, device=device)
+        assert type(got) is type(key) and got.dtype == np.uint32
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -39,6 +39,51 @@ def dtype_name(dtype) -> str:
         raise DTypeError(f"unsupported dtype {d} (tpukit supports {SUPPORTED})") from None
 
 
+# Unsigned integers cross the boundary as the signed type of their width: the kernel IR holds
+# both alike (two's complement bits; the importer keeps unsigned compares, divisions, shifts
+# and conversions unsigned), and the caller's dtype is restored on the results.
+_SIGNED = {np.dtype(np.uint32): np.dtype(np.int32), np.dtype(np.uint8): np.dtype(np.int8)}
+# The unsigned dtypes by their MLIR element type.
+UNSIGNED_MLIR = {"ui32": np.dtype(np.uint32), "ui8": np.dtype(np.uint8)}
+
+
+def _bitcast(x, dtype):
+    if isinstance(x, np.ndarray):
+        return x.view(dtype)
+    import jax
+
+    return jax.lax.bitcast_convert_type(x, dtype)
+
+
+def signed(x):
+    """A numpy or JAX array (or tracer) of an unsigned dtype tpukit holds as signed, as that
+    signed dtype (the same bits); any other array as it is."""
+    to = _SIGNED.get(np.dtype(x.dtype)) if not is_torch(x) else None
+    return x if to is None else _bitcast(x, to)
+
+
+def bitcast_to(x, dtype):
+    """A kernel result ``x`` as ``dtype`` (None: as it is), the dtype the caller's program
+    declares for it: the same bits where ``dtype`` is unsigned and ``x`` its signed
+    counterpart; otherwise ``x``."""
+    if dtype is None or is_torch(x) or _SIGNED.get(np.dtype(dtype)) != np.dtype(x.dtype):
+        return x
+    return _bitcast(x, dtype)
+
+
+def boundary_dtype_name(dtype) -> str:
+    """The tpukit name of a dtype that may cross the call boundary: one tpukit holds, or an
+    unsigned one held as its signed counterpart (named as numpy names it); any other is a
+    DTypeError."""
+    d = numpy_dtype(dtype)
+    return str(d) if d in _SIGNED else dtype_name(d)
+
+
+def is_torch(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def numpy_dtype_of(name: str) -> np.dtype:
     """The numpy dtype of a tpukit dtype name."""
     return _DTYPES[name]

@@ -276,6 +276,20 @@ def _field(text: str, name: str) -> list[int]:
     return [int(x) for x in inner.split(",") if x.strip()]
 
 
+def unsigned_results(stablehlo: str) -> list:
+    """Per result of ``@main``: its numpy dtype where it is unsigned (``ui32``, ``ui8``), else
+    None."""
+    from tpukit import _arrays
+
+    with _context(), ir.Location.unknown():
+        main = _main(ir.Module.parse(stablehlo))
+        results = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results
+        # `tensor<4x8xui32>`, `tensor<ui32>`: the element type follows the last `x` of the dims.
+        dims = [str(t).removeprefix("tensor<").removesuffix(">") for t in results]
+        elements = [d.split("x")[-1] for d in dims]
+        return [_arrays.UNSIGNED_MLIR.get(e) for e in elements]
+
+
 def shape_dtype(x) -> jax.ShapeDtypeStruct:
     """A ShapeDtypeStruct for anything with ``shape`` and ``dtype`` (numpy, torch, JAX)."""
     from tpukit import _arrays

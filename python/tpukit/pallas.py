@@ -67,17 +67,27 @@ class CompiledKernel:
         self.kernel = kernel
         self.aliases = aliases
         self.n_out = n_out
+        # The unsigned dtype of each result the program declares unsigned (else None): the
+        # kernel holds unsigned arrays as signed ones of their width (see `_arrays.signed`).
+        self.out_dtypes = _lowering.unsigned_results(stablehlo)
         self.out_tree = None  # the JAX function's result structure, when there is one
         self.prologue: Kernel | None = None
         self.epilogue: Kernel | None = None
 
     def run(self, arrays, device):
         """Runs on ``arrays``; aliased outputs start as their input's contents."""
+        arrays = [_arrays.signed(a) for a in arrays]
         operands = launch(self.prologue, *arrays, device=device) if self.prologue else arrays
         outs = self._run_call(operands, device)
         if self.epilogue:
             outs = launch(self.epilogue, *arrays, *outs, device=device)
-        return outs
+        return self._unsigned(outs)
+
+    def _unsigned(self, outs):
+        """The results with the unsigned dtypes the program declares (same bits)."""
+        if not any(self.out_dtypes):
+            return outs
+        return [_arrays.bitcast_to(o, d) for o, d in zip(outs, self.out_dtypes, strict=False)]
 
     def _run_call(self, arrays, device):
         outputs = None
@@ -100,11 +110,12 @@ class CompiledKernel:
         def call(kernel, xs, aliases=None):
             return _custom_call.call(kernel, xs, device, aliases, debug)
 
+        arrays = [_arrays.signed(a) for a in arrays]
         operands = call(self.prologue, arrays) if self.prologue else list(arrays)
         outs = call(self.kernel, operands, self.aliases)
         if self.epilogue:
             outs = call(self.epilogue, [*arrays, *outs])
-        return outs
+        return self._unsigned(outs)
 
 
 def _import(stablehlo: str, name: str) -> CompiledKernel:
@@ -134,7 +145,7 @@ def _kernel_name(name: str) -> str:
 
 
 def _signature(arrays) -> tuple:
-    return tuple((tuple(a.shape), _arrays.dtype_name(a.dtype)) for a in arrays)
+    return tuple((tuple(a.shape), _arrays.boundary_dtype_name(a.dtype)) for a in arrays)
 
 
 def _mosaic(name: str, stablehlo: str) -> str:

@@ -23,7 +23,8 @@ pub fn launch_with<K: Launchable>(
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
     let k = kernel.kernel();
-    let bindings = bind(k, &signatures(inputs), None)?;
+    let mut bindings = bind(k, &signatures(inputs), None)?;
+    bind_values(k, &mut bindings, |i| inputs[i].to_f64_vec()[0] as i64)?;
     let mut outputs = new_outputs(k, &bindings)?;
     device
         .backend()
@@ -51,7 +52,10 @@ pub fn launch_into_with<K: Launchable>(
 ) -> Result<(), RuntimeError> {
     kernel.verify()?;
     let outs: Vec<Signature> = outputs.iter().map(|a| (a.dtype(), a.shape())).collect();
-    let bindings = bind(kernel.kernel(), &signatures(inputs), Some(&outs))?;
+    let mut bindings = bind(kernel.kernel(), &signatures(inputs), Some(&outs))?;
+    bind_values(kernel.kernel(), &mut bindings, |i| {
+        inputs[i].to_f64_vec()[0] as i64
+    })?;
     device
         .backend()
         .run(kernel, &bindings, inputs, outputs, options)
@@ -86,6 +90,32 @@ fn resolve(
             })
         })
         .collect()
+}
+
+/// Binds each grid extent that is an operand's value ([`tpukit_dsl::Extent::Value`]) to that
+/// value, `read(i)` giving the element of input `i` (a 0-d int32 array, checked by `bind`;
+/// such operands come first, so operand and input indices agree). A negative value is a
+/// shape error naming the operand.
+pub(crate) fn bind_values(
+    kernel: &Kernel,
+    bindings: &mut Bindings,
+    read: impl Fn(usize) -> i64,
+) -> Result<(), RuntimeError> {
+    for i in kernel.grid_values() {
+        let n = read(i);
+        let n = usize::try_from(n).map_err(|_| {
+            RuntimeError::new(
+                &kernel.name,
+                format!(
+                    "operand `{}` sizes a grid axis but holds {n}",
+                    kernel.operands[i].name
+                ),
+            )
+            .with_kind(ErrorKind::Shape)
+        })?;
+        bindings.insert(tpukit_dsl::value_key(i), n);
+    }
+    Ok(())
 }
 
 /// What binding checks of an array: its dtype and shape.

@@ -17,6 +17,7 @@ mod fork;
 mod interpret;
 mod launch;
 mod prepared;
+mod print;
 mod raw;
 
 pub use array::HostArray;

@@ -6,7 +6,7 @@
 //!
 //! [`HostArray`]: crate::HostArray
 
-use crate::launch::{Signature, bind, new_outputs};
+use crate::launch::{Signature, bind, bind_values, new_outputs};
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, cpu};
 use tpukit_dsl::DType;
 
@@ -43,7 +43,11 @@ pub unsafe fn launch_raw<K: Launchable>(
     kernel.verify()?;
     let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
     let outs: Vec<Signature> = outputs.iter().map(RawArray::signature).collect();
-    let bindings = bind(kernel.kernel(), &ins, Some(&outs))?;
+    let mut bindings = bind(kernel.kernel(), &ins, Some(&outs))?;
+    // SAFETY: `bind` checked that a grid-value input is a 0-d i32 array at `data`.
+    bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
+        (inputs[i].data as *const i32).read_unaligned() as i64
+    })?;
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter().map(|a| a.data).collect();
     // SAFETY: the caller's contract, the shapes checked against the kernel by `bind`.
@@ -75,7 +79,11 @@ pub unsafe fn launch_borrowed<K: Launchable>(
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
     let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
-    let bindings = bind(kernel.kernel(), &ins, None)?;
+    let mut bindings = bind(kernel.kernel(), &ins, None)?;
+    // SAFETY: `bind` checked that a grid-value input is a 0-d i32 array at `data`.
+    bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
+        (inputs[i].data as *const i32).read_unaligned() as i64
+    })?;
     let mut outputs = new_outputs(kernel.kernel(), &bindings)?;
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();

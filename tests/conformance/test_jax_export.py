@@ -165,3 +165,109 @@ def test_paged_attention_imported_by_on_cpu_compiles_for_tpu(compiler, dtype, in
     result = compiler.compile(texts[0], topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _dynamic_grids_under_on_cpu():
+    """Kernels whose grid is sized by a traced value (Mosaic's dynamic ``iteration_bounds``,
+    ``tpu.iteration_bound``): megablox ``gmm`` and ``tgmm``, and a small kernel of our own that
+    reads ``pl.num_programs`` of its traced axis, imported by ``on_cpu()`` and lowered back."""
+    import importlib
+
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from tpukit import _cpu_lowering, pallas
+
+    gmm = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
+
+    def count_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + pl.num_programs(0).astype(jnp.float32)
+
+    def counted(x, n):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(
+            count_kernel, grid=(n,), in_specs=[spec], out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        )(x)
+
+    x = jnp.zeros((256, 128), jnp.float32)
+    w = jnp.zeros((3, 128, 128), jnp.float32)
+    sizes = jnp.array([100, 0, 156], jnp.int32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(gmm.gmm).lower(x, w, sizes)
+        jax.jit(gmm.tgmm).lower(x.T, x, sizes)
+        jax.jit(counted).lower(x, jnp.int32(3))
+    return [(str(k), k.lower()) for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_dynamic_grid_kernels_compile_for_tpu(compiler, topology):
+    kernels = _dynamic_grids_under_on_cpu()
+    assert len(kernels) == 3
+    for ir, text in kernels:
+        assert "value(0)" in ir  # a grid axis sized by the kernel's first operand
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _prng_under_on_cpu():
+    """The threefry and philox PRNG kernels (uint32 arithmetic, held as i32; unsigned compares
+    imported as signed ones of sign-flipped operands), imported by ``on_cpu()`` and lowered
+    back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu.random import philox, threefry
+    from tpukit import _cpu_lowering, pallas
+
+    key = jnp.array([1, 2], jnp.uint32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(lambda k: threefry.plthreefry_random_bits(k, 32, (256, 512))).lower(key)
+        jax.jit(lambda k: philox.philox_random_bits(k, 32, (8, 256))).lower(key)
+        jax.jit(lambda k: philox.philox_split(k, (2,))).lower(key)
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_prng_kernels_compile_for_tpu(compiler, topology):
+    texts = _prng_under_on_cpu()
+    assert len(texts) == 3
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _debug_print_under_on_cpu():
+    """A kernel printing scalars with ``pl.debug_print`` (``tpu.log``), imported by
+    ``on_cpu()`` and lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from tpukit import _cpu_lowering, pallas
+
+    def body(x_ref, o_ref):
+        pl.debug_print("block {} of {}", pl.program_id(0), pl.num_programs(0))
+        pl.debug_print("no values")
+        o_ref[...] = x_ref[...] * 2
+
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    x = jnp.zeros((24, 128), jnp.float32)
+    call = pl.pallas_call(body, grid=(3,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(call).lower(x)
+    return [(str(k), k.lower()) for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_debug_print_compiles_for_tpu(compiler, topology):
+    (kernel,) = _debug_print_under_on_cpu()
+    ir, text = kernel
+    assert 'print "block $0 of $1"' in ir
+    result = compiler.compile(text, topology)
+    assert result["ok"], result.get("error")
+    assert result["llo_ops"][0]["total"] > 0

@@ -12,6 +12,14 @@ impl KernelBuilder {
         })
     }
 
+    /// Prints `message` with `$i` replaced by i32 scalar `args[i]` (`pl.debug_print`).
+    pub fn print(&mut self, message: &str, args: &[ValueId]) -> Result<()> {
+        self.push0(OpKind::Print {
+            message: message.to_string(),
+            args: args.to_vec(),
+        })
+    }
+
     fn push0(&mut self, kind: OpKind) -> Result<()> {
         self.check(&kind, &[])?;
         self.f.push(kind, vec![], self.loc.clone());

@@ -313,6 +313,18 @@ impl Parser {
                 };
                 return Ok((kind, Results::None));
             }
+            "print" => {
+                let message = match &self.peek().tok {
+                    Tok::Str(m) => m.clone(),
+                    _ => return Err(self.expected("a quoted message")),
+                };
+                self.next();
+                let mut args = Vec::new();
+                while self.eat_punct(',') {
+                    args.push(self.operand_value()?);
+                }
+                return Ok((OpKind::Print { message, args }, Results::None));
+            }
             "semaphore_read" => OpKind::SemaphoreRead {
                 sem: self.ref_place()?,
             },

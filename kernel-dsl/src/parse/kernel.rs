@@ -56,6 +56,11 @@ impl Parser {
             let block = self.integer("a block size")?;
             self.punct(')')?;
             Extent::CeilDiv { sym, block }
+        } else if self.eat_word("value") {
+            self.punct('(')?;
+            let operand = self.integer("an operand index")?;
+            self.punct(')')?;
+            Extent::Value { operand }
         } else {
             Extent::Static(self.integer("a grid extent or `cdiv(symbol, block)`")?)
         };

@@ -1,7 +1,9 @@
-//! Grid queries. The grid is static once shapes are specialised, so counts and extents are
-//! constants (Pallas folds `pl.num_programs` the same way for a static grid).
+//! Grid queries. A static grid's counts are constants once shapes are specialised (Pallas
+//! folds `pl.num_programs` the same way for a static grid); an axis sized at run time is
+//! read with `tpu.iteration_bound`, as Pallas does.
 
 use crate::{
+    Shapes,
     emit::{Emitter, Val},
     lowering::FuncLowering,
 };
@@ -27,7 +29,21 @@ pub fn num_programs<'c>(
     let OpKind::NumPrograms { axis } = op.kind else {
         unreachable!()
     };
-    Ok(vec![em.i32(lw.shapes.grid[axis] as i64)?])
+    Ok(vec![extent(em, lw.shapes, axis)?])
+}
+
+/// The i32 iteration count of grid axis `axis`: a constant, or `tpu.iteration_bound` for an
+/// axis sized at run time ([`tpukit_dsl::Extent::Value`]).
+pub fn extent<'c>(em: &Emitter<'c>, shapes: &Shapes, axis: usize) -> Result<Val<'c>> {
+    match shapes.grid[axis] {
+        Some(n) => em.i32(n as i64),
+        None => em.op1(
+            "tpu.iteration_bound",
+            &[],
+            em.ty("i32")?,
+            &[("dim", em.attr(&format!("{axis} : i32"))?)],
+        ),
+    }
 }
 
 pub fn array_dim<'c>(

@@ -12,8 +12,9 @@ mod control;
 mod dma;
 mod dot;
 pub(crate) mod elementwise;
-mod grid;
+pub(crate) mod grid;
 pub(crate) mod memory;
+mod print;
 mod reduce;
 pub(crate) mod shape;
 
@@ -52,6 +53,7 @@ pub fn lower<'c, 'k>(
         OpKind::For { .. } => control::for_loop(lw, em, op),
         OpKind::While { .. } => control::while_loop(lw, em, op),
         OpKind::If { .. } => control::if_else(lw, em, op),
+        OpKind::Print { .. } => print::print(lw, em, op),
         OpKind::Yield { .. } => {
             Err(Error::op("yield", "ends a region: its owner lowers it")
                 .with_kind(ErrorKind::Internal))

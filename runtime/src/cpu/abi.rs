@@ -36,12 +36,17 @@ pub(crate) mod helper {
     /// [`stage`](crate::cpu::stage::stage): copy a window between its array and its staging
     /// buffer.
     pub const STAGE: u64 = 0;
-    pub const COUNT: usize = 1;
+    /// [`print`](crate::print::print): a `print` op's line.
+    pub const PRINT: u64 = 1;
+    pub const COUNT: usize = 2;
 }
 
 /// The helper table handed to every call, in [`helper`] order.
 pub(crate) fn helpers() -> [usize; helper::COUNT] {
-    [super::stage::stage as *const () as usize]
+    [
+        super::stage::stage as *const () as usize,
+        crate::print::print as *const () as usize,
+    ]
 }
 
 /// Length of the status record.

@@ -261,6 +261,11 @@ impl Machine<'_> {
                 return self.region(f, r, env, vec![]).map_err(Failure::Nested);
             }
             OpKind::Yield { .. } => unreachable!("handled by region"),
+            OpKind::Print { message, args } => {
+                let values: Vec<i64> = args.iter().map(|a| get(env, *a).as_i64()).collect();
+                crate::print::line(&tpukit_dsl::format_message(message, &values));
+                return Ok(Vec::new());
+            }
             OpKind::DmaStart { .. }
             | OpKind::DmaWait { .. }
             | OpKind::SemaphoreSignal { .. }

@@ -23,6 +23,7 @@ mod dot;
 mod dot_bf16;
 mod fuse;
 mod loops;
+mod print;
 mod reduce;
 mod scalar;
 mod value;

@@ -135,6 +135,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             OpKind::While { .. } => return self.while_loop(f, op, env),
             OpKind::If { .. } => return self.if_else(f, op, env),
             OpKind::Yield { .. } => unreachable!("handled by region"),
+            OpKind::Print { message, args } => {
+                self.print(message, args, env)?;
+                return Ok(Vec::new());
+            }
             OpKind::DmaStart { .. }
             | OpKind::DmaWait { .. }
             | OpKind::SemaphoreSignal { .. }
