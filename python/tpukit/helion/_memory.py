@@ -149,6 +149,10 @@ class TensorProxy:
         return f"TensorProxy({self._info.name}, shape={self._info.shape})"
 
     def __getattr__(self, name):
+        from tpukit.helion._ops import NEW
+
+        if name in NEW:  # `weight.new_zeros(n)`: a device value of weight's dtype
+            return lambda *args, **kwargs: NEW[name](self, *args, **kwargs)
         raise exc.UnsupportedConstruct(
             f"`{self._info.name}.{name}` on a host tensor in device code (load a tile first, "
             f"e.g. `{self._info.name}[tile]`){where()}"

@@ -509,6 +509,29 @@ def _like(value):
     return make
 
 
+def _new(value):
+    def make(x, *size, dtype=None, **_):
+        """``x.new_zeros(size)`` (``new_ones``, ``new_empty``): a fresh device value of
+        ``size`` (tiles allowed) and of ``x``'s dtype unless ``dtype=``; ``x`` may be a host
+        tensor, which is not read."""
+        sizes, dims = shape_and_dims(size)
+        return DTensor(jnp.full(sizes, value, jdtype(dtype if dtype is not None else x.dtype)),
+                       dims)
+
+    return make
+
+
+def new_full(x, size, fill_value, *, dtype=None, **_):
+    """``x.new_full(size, fill_value)``: ``size`` filled, of ``x``'s dtype unless ``dtype=``."""
+    sizes, dims = shape_and_dims((size,))
+    d = jdtype(dtype if dtype is not None else x.dtype)
+    return DTensor(jnp.full(sizes, unwrap(fill_value), d), dims)
+
+
+NEW = {"new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0), "new_full": new_full}
+"""The ``Tensor.new_*`` factories: also callable on a host tensor in device code."""
+
+
 # --- elementwise -----------------------------------------------------------------------------
 
 
@@ -680,6 +703,7 @@ STRUCTURAL = {
     "zeros": _factory(0), "ones": _factory(1), "empty": _factory(0), "full": full,
     "arange": arange, "zeros_like": _like(0), "ones_like": _like(1), "empty_like": _like(0),
     "full_like": _like(None),
+    **NEW,
 }
 
 _IMPLS = {name: elementwise(name, f) for name, f in ELEMENTWISE.items()} | STRUCTURAL
