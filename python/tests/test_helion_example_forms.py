@@ -93,3 +93,47 @@ def test_tile_over_dimensions_of_different_extents(device, dtype, l):
     expect = torch.zeros_like(logits)
     expect[:, :-1, :] = (logits[:, :-1, :].float() * scale[:, :, None]).to(dtype)
     close(shifted_scale(logits, scale, device=device), expect, dtype)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[1]))
+def lower_blocks(q, k):
+    """Helion's linear-attention engine form: sub-blocks addressed by static ranges
+    (``16 + hl.arange(16)``) read, multiplied and written (``a[tile, rows, cols] = …``)."""
+    bh = q.size(0)
+    c = hl.specialize(q.size(1))
+    out = torch.zeros([bh, c, c], dtype=q.dtype)
+    for tb in hl.tile(bh, block_size=1):
+        for base in (0, 16):
+            rows = base + hl.arange(16)
+            cols = hl.arange(base + 16)
+            s = hl.dot(q[tb, rows, :].float(), k[tb, cols, :].float().transpose(-2, -1))
+            causal = (rows[:, None] >= cols[None, :])[None, :, :]
+            out[tb, rows, cols] = (s * causal.to(s.dtype)).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_static_arange_ranges_index_as_slices(device, dtype):
+    q, k = torch.randn(3, 32, 40, dtype=dtype), torch.randn(3, 32, 40, dtype=dtype)
+    s = q.float() @ k.float().transpose(-2, -1)
+    expect = (s * torch.ones(32, 32).tril()).to(dtype)
+    close(lower_blocks(q, k, device=device), expect, dtype)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8]))
+def shifted_rows(x):
+    """A static range reaching past the tensor (``hl.arange(4) + 30`` of 32 rows) still reads
+    0 outside, as a gather at computed indices does."""
+    m, n = x.shape
+    out = torch.zeros([4, n], dtype=x.dtype)
+    for tn in hl.tile(n):
+        out[:, tn] = x[hl.arange(4) + 30, tn]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_static_range_past_the_end_reads_zero(device, dtype):
+    x = torch.randn(32, 20, dtype=dtype)
+    expect = torch.zeros(4, 20, dtype=dtype)
+    expect[:2] = x[30:]
+    close(shifted_rows(x, device=device), expect, dtype)

@@ -39,6 +39,7 @@ from jax.experimental import pallas as pl
 from tpukit import _arrays
 from tpukit.helion import exc
 from tpukit.helion._state import current_trace
+from tpukit.helion._ranges import StaticRange
 from tpukit.helion._tiles import GridIndex, Tile
 from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
 from tpukit.helion._where import where
@@ -320,6 +321,8 @@ class Trace:
             return ("int", int(it) % info.shape[d])
         if isinstance(it, IndexVector) and d < len(info.shape) - 1:
             return ("gather", it)
+        if isinstance(it, StaticRange) and it.slice_of(info.shape[d]) is not None:
+            return ("slice", *it.slice_of(info.shape[d]))
         if isinstance(it, DTensor) and it.ndim == 0:
             return ("dyn", it)
         if isinstance(it, DTensor):

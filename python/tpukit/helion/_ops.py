@@ -494,8 +494,13 @@ def full(shape, fill_value, *, dtype=None, **_):
 
 
 def arange(*args, dtype=None, **_):
+    from tpukit.helion._ranges import StaticRange
+
     ints = [int(a) for a in args]
     d = jdtype(dtype) if dtype is not None else np.dtype(np.int32)
+    start, stop, step = (0, ints[0], 1) if len(ints) == 1 else (*ints, 1)[:3]
+    if step == 1 and jnp.issubdtype(d, jnp.integer):
+        return StaticRange(start, stop, d)  # indexes as a static slice
     return DTensor(jnp.arange(*ints, dtype=d))
 
 
