@@ -86,10 +86,10 @@ def shifted_scale(logits, scale):
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("l", [50, 13])
-def test_tile_over_dimensions_of_different_extents(device, dtype, l):
-    logits = torch.randn(2, l + 1, 300, dtype=dtype)
-    scale = torch.randn(2, l)
+@pytest.mark.parametrize("length", [50, 13])
+def test_tile_over_dimensions_of_different_extents(device, dtype, length):
+    logits = torch.randn(2, length + 1, 300, dtype=dtype)
+    scale = torch.randn(2, length)
     expect = torch.zeros_like(logits)
     expect[:, :-1, :] = (logits[:, :-1, :].float() * scale[:, :, None]).to(dtype)
     close(shifted_scale(logits, scale, device=device), expect, dtype)

@@ -38,8 +38,8 @@ from jax.experimental import pallas as pl
 
 from tpukit import _arrays
 from tpukit.helion import exc
-from tpukit.helion._state import current_trace
 from tpukit.helion._ranges import StaticRange
+from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
 from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
 from tpukit.helion._where import where
