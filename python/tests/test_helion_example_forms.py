@@ -184,3 +184,23 @@ def temp_used_after_loop(x, first):
 def test_a_loop_temporary_used_after_the_loop_is_an_error(device):
     with pytest.raises(helion.exc.UndefinedVariable):
         temp_used_after_loop(torch.randn(20, 300), None, device=device)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[2, 128]))
+def scan_middle(g, reverse):
+    """``hl.cumsum`` of a 3-D tile along its middle dimension (Helion's linear-attention
+    engine scans the gates of a ``[bhn, C, D]`` block): one 2-D scan per leading element."""
+    b, c, d = g.shape
+    out = torch.empty_like(g)
+    for tb, td in hl.tile([b, d]):
+        out[tb, :, td] = hl.cumsum(g[tb, :, td].float(), 1, reverse=reverse).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_of_a_3d_value(device, dtype, reverse):
+    g = torch.randn(3, 40, 200, dtype=dtype)
+    f = g.float().flip(1) if reverse else g.float()
+    expect = f.cumsum(1).flip(1) if reverse else f.cumsum(1)
+    close(scan_middle(g, reverse, device=device), expect.to(dtype), dtype)

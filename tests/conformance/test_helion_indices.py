@@ -7,7 +7,8 @@ lanes (``w[:, idx[tile]]``); stores at computed indices (rows at ``start + tile.
 shifted store under ``extra_mask``); and loops with data-dependent bounds (``hl.jagged_tile``, whose
 stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops); a tile
 indexing dimensions of different extents (``[B, L + 1, V]`` written with ``tile_l`` over ``L``:
-a block of 56 on 51) and static ranges (``16 + hl.arange(16)``) indexing as block slices.
+a block of 56 on 51), static ranges (``16 + hl.arange(16)``) indexing as block slices, and a
+``hl.cumsum`` of a 3-D tile (one triangular product per leading element).
 Their results are tested in python/tests/test_helion_indices.py and test_helion_jagged.py."""
 
 import functools
@@ -123,6 +124,14 @@ def lower_blocks(q, k):
     return out
 
 
+@helion.kernel(config=helion.Config(block_sizes=[2, 128]))
+def scan_middle(g):
+    out = torch.empty_like(g)
+    for tb, td in hl.tile([g.size(0), g.size(2)]):
+        out[tb, :, td] = hl.cumsum(g[tb, :, td].float(), 1).to(out.dtype)
+    return out
+
+
 def _randn(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
@@ -143,6 +152,7 @@ KERNELS = {
     "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
     "shifted_scale": (shifted_scale, lambda d: (_randn(2, 51, 300, dtype=d), _randn(2, 50,
                                                                               dtype=torch.float32))),
+    "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
     "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
