@@ -204,3 +204,18 @@ def test_cumsum_of_a_3d_value(device, dtype, reverse):
     f = g.float().flip(1) if reverse else g.float()
     expect = f.cumsum(1).flip(1) if reverse else f.cumsum(1)
     close(scan_middle(g, reverse, device=device), expect.to(dtype), dtype)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128]))
+def row_slice_at(x, bias):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for h in hl.grid(m):
+        for tn in hl.tile(n):
+            out[h, tn] = x[h, tn] + bias[h : h + 1, tn][0]
+    return out
+
+
+def test_a_slice_with_device_value_bounds_is_refused_by_name(device):
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="slice of `bias` with bounds"):
+        row_slice_at(torch.randn(4, 200), torch.randn(4, 200), device=device)

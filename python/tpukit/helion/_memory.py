@@ -345,6 +345,11 @@ class Trace:
 
     @staticmethod
     def _slice_entry(info, it, d):
+        if any(isinstance(v, DTensor) for v in (it.start, it.stop, it.step)):
+            raise exc.UnsupportedConstruct(
+                f"a slice of `{info.name}` with bounds that are device values (static slices "
+                f"only; index with the scalar, `{info.name}[h]`, or with a tile){where()}"
+            )
         if it == slice(None):
             return ("full",)
         if all(isinstance(v, (int, type(None))) for v in (it.start, it.stop)) and (
