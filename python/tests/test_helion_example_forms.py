@@ -139,53 +139,6 @@ def test_static_range_past_the_end_reads_zero(device, dtype):
     close(shifted_rows(x, device=device), expect, dtype)
 
 
-@helion.kernel(config=helion.Config(block_sizes=[8, 128]))
-def two_phase_row_max(x, first):
-    """flex_attention's shape: a first loop under a compile-time ``if`` (maybe not taken) and a
-    second one assigning the same temporaries (``blk``, ``m_blk``), which are then unbound when
-    the second loop starts."""
-    m, n = x.shape
-    out = torch.empty([m], dtype=torch.float32)
-    for tm in hl.tile(m):
-        mx = hl.full([tm], float("-inf"), dtype=torch.float32)
-        if first is not None:
-            for tn in hl.tile(first):
-                blk = x[tm, tn].float()
-                m_blk = torch.amax(blk, -1)
-                mx = torch.maximum(mx, m_blk)
-        for tn in hl.tile(first or 0, n):
-            blk = x[tm, tn].float()
-            m_blk = torch.amax(blk, -1)
-            mx = torch.maximum(mx, m_blk)
-        out[tm] = mx
-    return out
-
-
-@pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("first", [None, 128])
-def test_loop_temporaries_bound_only_under_an_if_not_taken(device, dtype, first):
-    x = torch.randn(20, 300, dtype=dtype)
-    close(two_phase_row_max(x, first, device=device), x.float().amax(-1), F32)
-
-
-@helion.kernel(config=helion.Config(block_sizes=[8, 128]))
-def temp_used_after_loop(x, first):
-    m, n = x.shape
-    out = torch.empty([m], dtype=torch.float32)
-    for tm in hl.tile(m):
-        if first is not None:
-            s = hl.zeros([tm], dtype=torch.float32)
-        for tn in hl.tile(n):
-            s = x[tm, tn].float().sum(-1)
-        out[tm] = s
-    return out
-
-
-def test_a_loop_temporary_used_after_the_loop_is_an_error(device):
-    with pytest.raises(helion.exc.UndefinedVariable):
-        temp_used_after_loop(torch.randn(20, 300), None, device=device)
-
-
 @helion.kernel(config=helion.Config(block_sizes=[2, 128]))
 def scan_middle(g, reverse):
     """``hl.cumsum`` of a 3-D tile along its middle dimension (Helion's linear-attention

@@ -41,16 +41,7 @@ from tpukit.helion import exc
 from tpukit.helion._ranges import StaticRange
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
-from tpukit.helion._values import (
-    MIXED,
-    DTensor,
-    IndexVector,
-    as_dtensor,
-    is_float,
-    lowest,
-    select,
-    unwrap,
-)
+from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
 from tpukit.helion._where import where
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -497,7 +488,7 @@ class Trace:
     def _store_value(self, info, entries, value):
         """``value`` as an array of ``info``'s dtype and the access's shape (broadcast)."""
         shape = self.value_shape(info, entries, with_new=False)
-        v = value.a if isinstance(value, DTensor) else as_dtensor(value).a.astype(info.dtype)
+        v = value.a if isinstance(value, DTensor) else jnp.asarray(unwrap(value), info.dtype)
         if v.ndim > len(shape) and math.prod(v.shape) == math.prod(shape):
             v = jnp.reshape(v, shape)
         try:

@@ -176,30 +176,10 @@ def inner_loop(site, spec, fn, carry):
             f"a `for` loop over {type(spec).__name__} inside a device loop (device loops use "
             f"`hl.tile` or `hl.grid`){where()}"
         )
-    fn = _iteration_locals(fn, carry)
     if spec.multi and len(spec) > 1:
         # tile([a, b]) inside: nested loops, the last dimension innermost
         return _inner_multi(site, spec, fn, carry, 0, [])
     return _inner_dim(site, spec, 0, lambda t, c: fn(t if not spec.multi else (t,), c), carry)
-
-
-def _iteration_locals(fn, carry):
-    """``fn`` with the variables that are unbound when the loop starts kept unbound after each
-    iteration: a name bound before the loop only under an ``if`` not taken (flex_attention's
-    first loop, under ``if full_blocks is not None``) and assigned in the body is local to each
-    iteration, as a loop of fresh temporaries. Reading it before assigning it in an iteration
-    is ``exc.UndefinedVariable``, as is using it after the loop (never a stale value)."""
-    unbound = [i for i, c in enumerate(carry) if c is UNBOUND]
-    if not unbound:
-        return fn
-
-    def run(tile, c):
-        out = list(fn(tile, c))
-        for i in unbound:
-            out[i] = UNBOUND
-        return tuple(out)
-
-    return run
 
 
 def _inner_multi(site, spec, fn, carry, d, outer):
@@ -383,8 +363,6 @@ def _fori(tile_at, n, body, carry):
 class _Unbound:
     """A variable a compile-time ``if`` left unassigned, carried through loops and branches
     (``_rewrite._bind_if_unbound``); using it is an error."""
-
-    unbound = True  # `_values.unwrap` refuses it by this mark
 
     def __repr__(self):
         return "<unbound variable>"

@@ -278,8 +278,6 @@ def as_dtensor(x) -> DTensor:
     """``x`` as a ``DTensor`` (Python and numpy scalars become 0-d arrays)."""
     if isinstance(x, DTensor):
         return x
-    if getattr(x, "unbound", False) is True:  # _runtime.UNBOUND
-        raise exc.UndefinedVariable("a variable assigned only in a branch not taken" + where())
     return DTensor(jnp.asarray(unwrap(x)))
 
 
