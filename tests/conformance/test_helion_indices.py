@@ -5,7 +5,10 @@ tile (``t[tile.index + 1]``), a negative shift on the last dimension under ``ext
 (concatenate), a flat index computed from loaded labels (cross_entropy) and a gather along
 lanes (``w[:, idx[tile]]``); stores at computed indices (rows at ``start + tile.index``, a
 shifted store under ``extra_mask``); and loops with data-dependent bounds (``hl.jagged_tile``, whose
-stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops).
+stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops); a tile
+indexing dimensions of different extents (``[B, L + 1, V]`` written with ``tile_l`` over ``L``:
+a block of 56 on 51), static ranges (``16 + hl.arange(16)``) indexing as block slices, and a
+``hl.cumsum`` of a 3-D tile (one triangular product per leading element).
 Their results are tested in python/tests/test_helion_indices.py and test_helion_jagged.py."""
 
 import functools
@@ -97,6 +100,38 @@ def shifted_store(x):
     return out
 
 
+@helion.kernel()
+def shifted_scale(logits, scale):
+    b, l1, v = logits.shape
+    fwd = logits[:, :-1, :]
+    out = torch.zeros_like(logits)
+    for tb, tl in hl.tile([b, l1 - 1]):
+        s = scale[tb, tl]
+        for tv in hl.tile(v):
+            out[tb, tl, tv] = (fwd[tb, tl, tv].float() * s[:, :, None]).to(out.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[1]))
+def lower_blocks(q, k):
+    out = torch.zeros([q.size(0), 32, 32], dtype=q.dtype)
+    for tb in hl.tile(q.size(0), block_size=1):
+        for base in (0, 16):
+            rows = base + hl.arange(16)
+            cols = hl.arange(base + 16)
+            s = hl.dot(q[tb, rows, :].float(), k[tb, cols, :].float().transpose(-2, -1))
+            out[tb, rows, cols] = (s * (rows[:, None] >= cols[None, :])[None].float()).to(out.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[2, 128]))
+def scan_middle(g):
+    out = torch.empty_like(g)
+    for tb, td in hl.tile([g.size(0), g.size(2)]):
+        out[tb, :, td] = hl.cumsum(g[tb, :, td].float(), 1).to(out.dtype)
+    return out
+
+
 def _randn(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
@@ -115,6 +150,10 @@ KERNELS = {
     "grouped_rows": (grouped_rows, lambda d: (_randn(100, 40, dtype=d), torch.tensor(
         [0, 7, 7, 60, 61, 90], dtype=torch.int32))),
     "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
+    "shifted_scale": (shifted_scale, lambda d: (_randn(2, 51, 300, dtype=d), _randn(2, 50,
+                                                                              dtype=torch.float32))),
+    "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
+    "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 

@@ -38,6 +38,7 @@ from jax.experimental import pallas as pl
 
 from tpukit import _arrays
 from tpukit.helion import exc
+from tpukit.helion._ranges import StaticRange
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
 from tpukit.helion._values import MIXED, DTensor, IndexVector, is_float, lowest, select, unwrap
@@ -149,6 +150,10 @@ class TensorProxy:
         return f"TensorProxy({self._info.name}, shape={self._info.shape})"
 
     def __getattr__(self, name):
+        from tpukit.helion._ops import NEW
+
+        if name in NEW:  # `weight.new_zeros(n)`: a device value of weight's dtype
+            return lambda *args, **kwargs: NEW[name](self, *args, **kwargs)
         raise exc.UnsupportedConstruct(
             f"`{self._info.name}.{name}` on a host tensor in device code (load a tile first, "
             f"e.g. `{self._info.name}[tile]`){where()}"
@@ -316,6 +321,8 @@ class Trace:
             return ("int", int(it) % info.shape[d])
         if isinstance(it, IndexVector) and d < len(info.shape) - 1:
             return ("gather", it)
+        if isinstance(it, StaticRange) and it.slice_of(info.shape[d]) is not None:
+            return ("slice", *it.slice_of(info.shape[d]))
         if isinstance(it, DTensor) and it.ndim == 0:
             return ("dyn", it)
         if isinstance(it, DTensor):
@@ -329,6 +336,11 @@ class Trace:
 
     @staticmethod
     def _slice_entry(info, it, d):
+        if any(isinstance(v, DTensor) for v in (it.start, it.stop, it.step)):
+            raise exc.UnsupportedConstruct(
+                f"a slice of `{info.name}` with bounds that are device values (static slices "
+                f"only; index with the scalar, `{info.name}[h]`, or with a tile){where()}"
+            )
         if it == slice(None):
             return ("full",)
         if all(isinstance(v, (int, type(None))) for v in (it.start, it.stop)) and (

@@ -212,33 +212,58 @@ def logsumexp(x, dim, keepdim=False):
     return DTensor(r.astype(x.a.dtype), reduce_dims(x.dims, axes, keepdim))
 
 
+MAX_SCAN_BATCH = 64
+"""Most 2-D scans a cumsum over a value of 3 or more dimensions unrolls into (as for batched
+matmuls: each is one triangular product)."""
+
+
 def cumsum(x, dim, *, dtype=None, reverse=False):
-    """Inclusive prefix sums along ``dim`` of a 1-D or 2-D float value.
+    """Inclusive prefix sums along ``dim`` of a float value.
 
     Pallas has no TPU lowering for ``cumsum``; this is a product with a triangular matrix of
     ones at full f32 precision (one MXU pass per 128 columns on a TPU). Elements past the end
     of a partial tile count as 0. The product runs on the finite elements only (0 · inf and
     0 · NaN would poison the sums before a non-finite element); NaN, +inf and -inf elements
     are counted by products of 0/1 indicators (exact in f32 up to 2^24 elements) and give a
-    prefix NaN (any NaN, or both infinities, so far), +inf or -inf, as torch's scan does."""
+    prefix NaN (any NaN, or both infinities, so far), +inf or -inf, as torch's scan does.
+    A value of 3 or more dimensions, scanned along one of its last two, is one 2-D scan per
+    element of its leading dimensions (at most ``MAX_SCAN_BATCH``)."""
     x = as_dtensor(x)
     if not is_float(x.a.dtype):
         raise exc.UnsupportedConstruct(
             f"cumsum of {x.a.dtype} values (float values only on TPU){where()}"
         )
-    if x.ndim not in (1, 2):
-        raise exc.UnsupportedConstruct(
-            f"cumsum of a {x.ndim}-D value (1-D and 2-D values only){where()}"
-        )
     axis = _dim(dim, x.ndim)
     a = mask_axes(x, (axis,), 0, "cumsum", x.a.astype(jnp.float32))
-    a2 = a[None, :] if x.ndim == 1 else a
+    if x.ndim == 1:
+        r = _scan2(a[None, :], 1, reverse)[0]
+    elif x.ndim == 2:
+        r = _scan2(a, axis, reverse)
+    else:
+        lead = a.shape[:-2]
+        n = math.prod(lead)
+        if axis < x.ndim - 2 or n > MAX_SCAN_BATCH:
+            raise exc.UnsupportedConstruct(
+                f"cumsum of a {x.ndim}-D value of shape {tuple(a.shape)} along dimension "
+                f"{axis} (along one of the last two, at most {MAX_SCAN_BATCH} leading "
+                f"elements){where()}"
+            )
+        a3 = jnp.reshape(a, (n, *a.shape[-2:]))
+        ax = axis - (x.ndim - 2)
+        r = jnp.stack([_scan2(a3[i], ax, reverse) for i in range(n)])
+        r = jnp.reshape(r, a.shape)
+    d = jdtype(dtype) if dtype is not None else x.a.dtype
+    return DTensor(r.astype(d), x.dims)
+
+
+def _scan2(a2, ax, reverse):
+    """The inclusive prefix sums of the 2-D f32 ``a2`` along ``ax``, non-finite elements
+    counted apart (see ``cumsum``)."""
     inf = jnp.float32(jnp.inf)
     one, zero = jnp.float32(1), jnp.float32(0)
     # NaN is the one value not equal to itself (Mosaic has no unordered compare).
     is_nan = jnp.logical_not(a2 == a2)
     finite = jnp.where(jnp.abs(a2) < inf, a2, zero)
-    ax = axis if x.ndim == 2 else 1
     r = _prefix_sum(finite, ax, reverse)
     nans, pos, neg = (
         _prefix_sum(jnp.where(m, one, zero), ax, reverse)
@@ -247,10 +272,7 @@ def cumsum(x, dim, *, dtype=None, reverse=False):
     nan = jnp.float32(jnp.nan)
     r = jnp.where(pos > 0, inf, r)
     r = jnp.where(neg > 0, -inf, r)
-    r = jnp.where((nans > 0) | ((pos > 0) & (neg > 0)), nan, r)
-    r = r[0] if x.ndim == 1 else r
-    d = jdtype(dtype) if dtype is not None else x.a.dtype
-    return DTensor(r.astype(d), x.dims)
+    return jnp.where((nans > 0) | ((pos > 0) & (neg > 0)), nan, r)
 
 
 def _prefix_sum(a2, axis, reverse):
@@ -494,8 +516,13 @@ def full(shape, fill_value, *, dtype=None, **_):
 
 
 def arange(*args, dtype=None, **_):
+    from tpukit.helion._ranges import StaticRange
+
     ints = [int(a) for a in args]
     d = jdtype(dtype) if dtype is not None else np.dtype(np.int32)
+    start, stop, step = (0, ints[0], 1) if len(ints) == 1 else (*ints, 1)[:3]
+    if step == 1 and jnp.issubdtype(d, jnp.integer):
+        return StaticRange(start, stop, d)  # indexes as a static slice
     return DTensor(jnp.arange(*ints, dtype=d))
 
 
@@ -507,6 +534,29 @@ def _like(value):
                        x.dims)
 
     return make
+
+
+def _new(value):
+    def make(x, *size, dtype=None, **_):
+        """``x.new_zeros(size)`` (``new_ones``, ``new_empty``): a fresh device value of
+        ``size`` (tiles allowed) and of ``x``'s dtype unless ``dtype=``; ``x`` may be a host
+        tensor, which is not read."""
+        sizes, dims = shape_and_dims(size)
+        return DTensor(jnp.full(sizes, value, jdtype(dtype if dtype is not None else x.dtype)),
+                       dims)
+
+    return make
+
+
+def new_full(x, size, fill_value, *, dtype=None, **_):
+    """``x.new_full(size, fill_value)``: ``size`` filled, of ``x``'s dtype unless ``dtype=``."""
+    sizes, dims = shape_and_dims((size,))
+    d = jdtype(dtype if dtype is not None else x.dtype)
+    return DTensor(jnp.full(sizes, unwrap(fill_value), d), dims)
+
+
+NEW = {"new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0), "new_full": new_full}
+"""The ``Tensor.new_*`` factories: also callable on a host tensor in device code."""
 
 
 # --- elementwise -----------------------------------------------------------------------------
@@ -680,6 +730,7 @@ STRUCTURAL = {
     "zeros": _factory(0), "ones": _factory(1), "empty": _factory(0), "full": full,
     "arange": arange, "zeros_like": _like(0), "ones_like": _like(1), "empty_like": _like(0),
     "full_like": _like(None),
+    **NEW,
 }
 
 _IMPLS = {name: elementwise(name, f) for name, f in ELEMENTWISE.items()} | STRUCTURAL

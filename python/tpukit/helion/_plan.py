@@ -166,8 +166,9 @@ def layout(info: HostInfo) -> None:
 
 def _requirements(infos, order, n_axes):
     """Per grid axis and per inner loop dimension: the TPU tilings their block size must
-    respect, as ``(multiple, kernel rank, bits)``: 128 on a kernel array's last dimension, 8 on
-    the one before (for blocks and for ``pl.ds`` slices alike)."""
+    respect, as ``(multiple, kernel rank, bits, extent)``: 128 on a kernel array's last
+    dimension, 8 on the one before (for blocks and for ``pl.ds`` slices alike), unless the block
+    is that dimension's whole ``extent``."""
     grid = [[] for _ in range(n_axes)]
     inner: dict = {}
     for key in order:
@@ -181,20 +182,23 @@ def _requirements(infos, order, n_axes):
             for d, e in enumerate(logical_dims(acc.entries)):
                 if e[0] == "tile":
                     req = 128 if kpos == krank - 1 else 8 if kpos == krank - 2 else 1
-                    t = e[1]
+                    t, r = e[1], (req, krank, bits, info.shape[d])
                     if t.axis is not None:
-                        grid[t.axis].append((req, krank, bits))
+                        grid[t.axis].append(r)
                     elif t.key is not None:
-                        inner.setdefault(t.key, []).append((req, krank, bits))
+                        inner.setdefault(t.key, []).append(r)
                 kpos += 1 + info.units[d]
     return grid, inner
 
 
-def _legal(bs, requirements, extent) -> bool:
-    """Whether ``bs`` tiles every dimension it indexes legally on TPU (Pallas's rules)."""
-    if bs == extent:
-        return True
-    for req, rank, bits in requirements:
+def _legal(bs, requirements) -> bool:
+    """Whether ``bs`` tiles every dimension it indexes legally on TPU (Pallas's rules): the
+    whole dimension, or a multiple of its tiling. A tile may index dimensions of different
+    extents (``grad[tile_b, tile_l]`` of extent ``L + 1`` while ``tile_l`` ranges over ``L``):
+    the whole of one is not the whole of the other."""
+    for req, rank, bits, n in requirements:
+        if bs == n:
+            continue
         if rank == 1 and req == 128:
             tiling = 128 * 32 // bits
             if not (bs % 1024 == 0 or (bs & (bs - 1) == 0 and bs >= tiling)):
@@ -208,13 +212,10 @@ def legal_block(requirements, extent, provisional):
     """The smallest TPU-legal block size >= ``provisional``: at most the whole extent, unless
     ``provisional`` is already larger (an inner loop's explicit block size; its tile is masked
     and the tensor padded)."""
-    if provisional > extent:
-        bs = provisional
-        while not _legal(bs, requirements, None):
-            bs += 1
-        return bs
     bs = max(1, provisional)
-    while bs < extent and not _legal(bs, requirements, extent):
+    if bs >= extent and all(n == extent for *_, n in requirements) and provisional <= extent:
+        return extent
+    while not _legal(bs, requirements):
         bs += 1
     return bs
 
@@ -222,11 +223,11 @@ def legal_block(requirements, extent, provisional):
 def default_block(requirements, extent):
     """A grid dimension without a configured block size: 1024 for the last dimension of a
     1-D tensor, 128 for a last dimension, 32 for a second-to-last, 1 for a leading one."""
-    if any(r == 128 and rank == 1 for r, rank, _ in requirements):
+    if any(r == 128 and rank == 1 for r, rank, *_ in requirements):
         d = 1024
-    elif any(r == 128 for r, _, _ in requirements):
+    elif any(r == 128 for r, *_ in requirements):
         d = 128
-    elif any(r == 8 for r, _, _ in requirements):
+    elif any(r == 8 for r, *_ in requirements):
         d = 32
     elif requirements:
         d = 1
