@@ -14,6 +14,7 @@ is noisy, read the ratios.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
 import statistics
@@ -36,6 +37,34 @@ def _attention(q, k, v, causal, sm_scale):
     return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
 
 
+def _paged_attention(q, k_pages, v_pages, lengths, page_indices):
+    """Decode attention over each sequence's first ``length`` cached tokens, the pages
+    gathered by ``page_indices`` (query head h reads kv head h // group), in plain jnp."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, q_heads, dim = q.shape
+    kv_heads = k_pages.shape[0]
+
+    def gather(pages):
+        return pages[:, page_indices].reshape(kv_heads, batch, -1, dim).transpose(1, 0, 2, 3)
+
+    k, v = gather(k_pages), gather(v_pages)
+    s = jnp.einsum("bhgd,bhtd->bhgt", q.reshape(batch, kv_heads, -1, dim), k)
+    keep = jnp.arange(k.shape[2]) < lengths[:, None, None, None]
+    p = jax.nn.softmax(jnp.where(keep, s, -jnp.inf), axis=-1)
+    return jnp.einsum("bhgt,bhtd->bhgd", p, v).reshape(batch, q_heads, dim)
+
+
+def _grouped_matmul(x, w, sizes):
+    """Rows of group g (``sizes[g]`` of them, in order) times ``w[g]``, in plain jnp: each
+    row's group by a search of the group ends, then one batched product."""
+    import jax.numpy as jnp
+
+    group = jnp.searchsorted(jnp.cumsum(sizes), jnp.arange(x.shape[0]), side="right")
+    return jnp.einsum("md,mdn->mn", x, w[jnp.minimum(group, w.shape[0] - 1)])
+
+
 def cases():
     """``(name, shipped program, plain program, arguments)``: jitted functions."""
     import jax
@@ -43,6 +72,9 @@ def cases():
     import numpy as np
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
     from jax.experimental.pallas.ops.tpu import matmul as mm
+    from jax.experimental.pallas.ops.tpu.paged_attention import (
+        paged_attention_kernel as pa,
+    )
     from jax.experimental.pallas.ops.tpu.splash_attention import (
         splash_attention_kernel as sk,
     )
@@ -50,6 +82,8 @@ def cases():
         splash_attention_mask as sm,
     )
 
+    # megablox's package rebinds the name `gmm` to the function: the module by its path.
+    gmm = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
     rng = np.random.default_rng(0)
 
     def randn(*shape):
@@ -85,6 +119,28 @@ def cases():
         jax.jit(lambda q, k, v: splash(q, k, v)),
         jax.jit(lambda q, k, v: _attention(q[None], k[None], v[None], True, 1.0)[0]),
         heads,
+    ))
+    batch, q_heads, kv_heads, page_size, per_seq = 8, 16, 4, 16, 32
+    total = batch * per_seq
+    paged_args = [
+        randn(batch, q_heads, 128),
+        randn(kv_heads, total, page_size, 128),
+        randn(kv_heads, total, page_size, 128),
+        jnp.asarray(rng.integers(1, per_seq * page_size + 1, batch), jnp.int32),
+        jnp.asarray(rng.permutation(total).reshape(batch, per_seq), jnp.int32),
+    ]
+    out.append((
+        "paged_attention 8 sequences × 16 heads (4 kv) × 512 tokens, 16-token pages",
+        jax.jit(lambda *a: pa.paged_attention(*a, pages_per_compute_block=8)),
+        jax.jit(_paged_attention),
+        paged_args,
+    ))
+    sizes = jnp.asarray([300, 0, 700, 24], jnp.int32)
+    out.append((
+        "megablox gmm 1024×512 @ 4 groups of 512×512 (sizes 300, 0, 700, 24)",
+        jax.jit(lambda x, w, s: gmm.gmm(x, w, s)),
+        jax.jit(_grouped_matmul),
+        [randn(1024, 512), randn(4, 512, 512), sizes],
     ))
     x, y = randn(1024, 1024), randn(1024, 1024)
     out.append((
