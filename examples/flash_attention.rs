@@ -74,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .fold(0.0, f64::max);
                 let kind = if causal { "causal" } else { "full" };
                 println!(
-                    "flash attention on {device}: {kind}, {bh}x{l} queries, {len_s} keys, d={d}, {dtype}, max relative error = {worst:e}"
+                    "flash attention on {device}: {kind}, {bh}x{l} queries, {len_s} keys, d={d}, {dtype}, max relative error = {worst:.1e}"
                 );
                 if worst.is_nan() || worst >= tolerance {
                     return Err(
