@@ -235,3 +235,5 @@ def test_refusals_and_argument_errors(tmp_path):
     trace = tmp_path / "trace.json"
     run_example(torch.neg, lambda t: -t, (x,), trace_path=str(trace))
     assert '"helion"' in trace.read_text()
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="code_and_output"):
+        from tpukit.helion._testing import code_and_output  # noqa: F401

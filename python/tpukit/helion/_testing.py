@@ -15,7 +15,8 @@ with ``run_example(kernel, baseline, args)``; with ``from tpukit.helion._testing
 - ``run_example``: checks each kernel against the first baseline, then prints a timing table.
 - ``assert_close_with_mismatch_tolerance``: ``assert_close`` that tolerates a few mismatches.
 
-Helion's test-suite helpers (``TestCase``, ``code_and_output``, ``skipIf…``) are not provided.
+Helion's test-suite helpers (``TestCase``, ``code_and_output``, ``check_example``, …) are not
+provided: importing one is an ``exc.UnsupportedConstruct`` naming it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ __all__ = [
     "do_bench",
     "run_example",
 ]
+
+# Helion's test-suite helpers, refused by name (not an AttributeError that looks like a typo).
+_NOT_SUPPORTED = {
+    "TestCase", "RefEagerTestBase", "RefEagerTestDisabled", "AssertExpectedJournal",
+    "code_and_output", "output_only", "check_example", "import_path",
+}
 
 DEVICE = torch.device("cpu")
 HALF_DTYPE = torch.bfloat16
@@ -279,3 +286,11 @@ def run_example(
     times = _bench({**kernels, **baselines}, args, trace_path)
     _print_table(times, baselines)
     return times
+
+
+def __getattr__(name):
+    if name in _NOT_SUPPORTED:
+        raise UnsupportedConstruct(
+            f"`helion._testing.{name}` (Helion's test-suite helper) is not provided by tpukit"
+        )
+    raise AttributeError(f"module 'tpukit.helion._testing' has no attribute {name!r}")
