@@ -237,3 +237,12 @@ def test_refusals_and_argument_errors(tmp_path):
     assert '"helion"' in trace.read_text()
     with pytest.raises(helion.exc.UnsupportedConstruct, match="code_and_output"):
         from tpukit.helion._testing import code_and_output  # noqa: F401
+
+
+def test_an_implementation_that_raises_is_named():
+    def gpu_only(t):
+        raise RuntimeError("0 active drivers")
+
+    with pytest.raises(RuntimeError, match="0 active drivers") as info:
+        run_example(torch.neg, {"triton": gpu_only, "torch": torch.neg}, (torch.randn(3),))
+    assert "(raised by `triton`, called by run_example)" in info.value.__notes__

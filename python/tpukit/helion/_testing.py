@@ -153,6 +153,16 @@ def _clone(value):
     return value
 
 
+def _call(name: str, fn, args):
+    """``fn(*args)``; an exception it raises gets a note naming the implementation (a Triton or
+    CUDA baseline, say, cannot run here) and keeps its type."""
+    try:
+        return fn(*args)
+    except Exception as err:
+        err.add_note(f"(raised by `{name}`, called by run_example)")
+        raise
+
+
 def _outputs(result, name: str) -> list[torch.Tensor]:
     """The tensors ``name`` returned (one, or a tuple/list of them), copied."""
     items = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -275,10 +285,10 @@ def run_example(
         raise ValueError(f"run_example: {sorted(shared)} name both a kernel and a baseline")
     ref_name, ref_fn = next(iter(baselines.items()))
     candidates = {n: f for n, f in {**kernels, **baselines}.items() if n != ref_name}
-    expected = _outputs(ref_fn(*args), ref_name)
+    expected = _outputs(_call(ref_name, ref_fn, args), ref_name)
     for name, fn in candidates.items():
         print(f"Testing {name} correctness...", file=sys.stderr)
-        got = _outputs(fn(*_clone(args)), name)
+        got = _outputs(_call(name, fn, _clone(args)), name)
         _check_outputs(name, got, ref_name, expected, rtol, atol, max_mismatch_pct,
                        max_mismatched_abs_diff)
     if bwd:
