@@ -71,7 +71,7 @@ How a program is translated:
 
 from __future__ import annotations
 
-from tpukit.helion import _compat, autotuner, exc, language, runtime  # noqa: F401
+from tpukit.helion import _compat, _testing, autotuner, exc, language, runtime  # noqa: F401
 from tpukit.helion._config import Config
 from tpukit.helion._kernel import BoundKernel, Kernel, aot_kernel, device, kernel
 from tpukit.helion._state import cdiv, next_power_of_2
