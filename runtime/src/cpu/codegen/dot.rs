@@ -220,20 +220,34 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
         match super::value::get(env, v) {
             Val::Buffer(p) => Ok(Some(self.buffer_mat(p, ty.shape[1]))),
-            Val::Lazy(op) => match &op.kind {
-                OpKind::Load {
-                    operand,
-                    index,
-                    mask: None,
-                    ..
-                } if self.kernel.operand(*operand).dtype == DType::F32
-                    && !self.reads_zero_past_the_end(*operand, index) =>
-                {
-                    self.window_mat(env, *operand, index)
-                }
-                _ => Ok(None),
-            },
-            Val::Scalar(_) => Ok(None),
+            _ => self.loaded_window(env, v, DType::F32),
+        }
+    }
+
+    /// The window an unmasked load `v` of a `dtype` operand's ref reads, where it lies in
+    /// memory with contiguous columns (see [`Emitter::window_mat`]); `None` for any other
+    /// value, and for a load that reads zeros past its array's end.
+    pub(super) fn loaded_window(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+        dtype: DType,
+    ) -> Result<Option<Mat<'ctx>>> {
+        let Val::Lazy(op) = super::value::get(env, v) else {
+            return Ok(None);
+        };
+        match &op.kind {
+            OpKind::Load {
+                operand,
+                index,
+                mask: None,
+                ..
+            } if self.kernel.operand(*operand).dtype == dtype
+                && !self.reads_zero_past_the_end(*operand, index) =>
+            {
+                self.window_mat(env, *operand, index)
+            }
+            _ => Ok(None),
         }
     }
 

@@ -22,11 +22,11 @@
 
 use super::access::TRANSPOSE_TILE;
 use super::dot::{Gemm, Mat, Step};
-use super::value::{Env, Val};
+use super::value::Env;
 use super::{Emitter, Result};
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
-use tpukit_dsl::{DType, DotDims, Func, OpKind, ValueId};
+use tpukit_dsl::{DType, DotDims, Func, ValueId};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// `C = lhs·rhs` (`C += lhs·rhs` if `accumulate`) for bf16 operands, `batch` products of
@@ -164,22 +164,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if self.options.debug || f.ty(v).rank() != 2 {
             return Ok(None);
         }
-        let Val::Lazy(op) = super::value::get(env, v) else {
-            return Ok(None);
-        };
-        match &op.kind {
-            OpKind::Load {
-                operand,
-                index,
-                mask: None,
-                ..
-            } if self.kernel.operand(*operand).dtype == DType::BF16
-                && !self.reads_zero_past_the_end(*operand, index) =>
-            {
-                self.window_mat(env, *operand, index)
-            }
-            _ => Ok(None),
-        }
+        self.loaded_window(env, v, DType::BF16)
     }
 
     /// Packs rows `0..2·⌊k/2⌋` × columns `0..n16` of `src` (bf16 in memory) as `dot_bf16`'s
