@@ -92,18 +92,23 @@ def _autograd(op):
             ctx.mark_non_differentiable(*(ctx.outputs[i] for i in statistics))
 
     def backward(ctx, *grads):
-        if formula is None:
-            raise UnsupportedError(
-                f"tpublas.{name} has no derivative: backward() cannot go through it"
-            )
         needs = dict(zip(positional, ctx.needs_input_grad, strict=False))
         needs = {k: bool(v) if not isinstance(v, (list, tuple)) else any(v)
                  for k, v in needs.items()}
-        inputs = _derivatives.Inputs(names, ctx.values, ctx.outputs, needs)
-        result = formula(inputs, *grads)
-        return tuple(result.get(n) if needs.get(n) else None for n in positional)
+        return _gradients(name, formula, names, ctx, needs, grads, positional)
 
     return setup_context, backward
+
+
+def _gradients(name, formula, names, ctx, needs, grads, order):
+    """The gradients of the arguments named in ``order`` (None where not needed) by the op's
+    formula, given the call saved in ``ctx`` (``values`` by schema ``names``, ``outputs``);
+    an op without a formula raises ``UnsupportedError`` naming it."""
+    if formula is None:
+        raise UnsupportedError(f"tpublas.{name} has no derivative: backward() cannot go through it")
+    inputs = _derivatives.Inputs(names, ctx.values, ctx.outputs, needs)
+    result = formula(inputs, *grads)
+    return tuple(result.get(n) if needs.get(n) else None for n in order)
 
 
 def _function_kernel(op):
@@ -133,14 +138,8 @@ def _function_kernel(op):
 
         @staticmethod
         def backward(ctx, *grads):
-            if formula is None:
-                raise UnsupportedError(
-                    f"tpublas.{name} has no derivative: backward() cannot go through it"
-                )
             needs = dict(zip(names, map(bool, ctx.needs_input_grad), strict=True))
-            inputs = _derivatives.Inputs(names, ctx.values, ctx.outputs, needs)
-            result = formula(inputs, *grads)
-            return tuple(result.get(n) if needs[n] else None for n in names)
+            return _gradients(name, formula, names, ctx, needs, grads, names)
 
     def kernel(*args, **kwargs):
         return Call.apply(*bind(op.schema, args, kwargs, f"tpublas.{name}"))
