@@ -96,31 +96,8 @@ fn while_carries_the_assigned_variables() {
     check("macro_while", &bounded_while(&spec).unwrap());
 }
 
-/// Manual DMA from a ref left in HBM, and a regular semaphore.
-#[tpu_kernel]
-fn dma_rows(x: In, o: Out, buf: Scratch, sems: Scratch, count: Scratch) {
-    let i = program_id(0);
-    dma_start(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
-    dma_wait(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
-    semaphore_signal(count[0], 1);
-    semaphore_wait(count[0], semaphore_read(count[0]));
-    o[..] = buf[..];
-}
-
+/// Manual DMA from a ref left in HBM, and a regular semaphore (`common::dma_rows`).
 #[test]
 fn dma_and_semaphore_calls() {
-    let spec = CallSpec {
-        grid: vec![GridAxis::arbitrary(2)],
-        inputs: vec![ArraySpec::new(DType::F32, [16usize, 128]).any()],
-        outputs: vec![
-            ArraySpec::new(DType::F32, [16usize, 128]).blocked([8, 128], [grid(0), 0.into()]),
-        ],
-        scratch: vec![
-            ArraySpec::new(DType::F32, [8usize, 128]),
-            ArraySpec::semaphores(SemaphoreKind::Dma, [2]),
-            ArraySpec::semaphores(SemaphoreKind::Regular, [1]),
-        ],
-        ..Default::default()
-    };
-    check("macro_dma", &dma_rows(&spec).unwrap());
+    check("macro_dma", &dma_rows(&dma_rows_spec(16)).unwrap());
 }

@@ -637,35 +637,8 @@ pub fn while_loops_run_until_their_data_says_stop(device: Device) {
     assert_close("doublings", &out[1].to_f64_vec(), &want_steps, 0.0);
 }
 
-/// Manual DMA: each step copies its 8 rows of `x` (left in HBM) into a VMEM buffer through
-/// one of two DMA semaphores, waits, and writes them doubled plus the count a regular
-/// semaphore held (signalled by 2, read, then taken back).
-#[tpu_kernel]
-fn dma_rows(x: In, o: Out, buf: Scratch, sems: Scratch, count: Scratch) {
-    let i = program_id(0);
-    dma_start(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
-    dma_wait(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
-    semaphore_signal(count[0], 2);
-    let n = semaphore_read(count[0]);
-    semaphore_wait(count[0], n);
-    o[..] = buf[..] * 2.0 + n.cast(f32);
-}
-
 pub fn dma_copies_and_semaphores_from_the_macro(device: Device) {
-    let spec = CallSpec {
-        grid: vec![GridAxis::arbitrary(4)],
-        inputs: vec![ArraySpec::new(DType::F32, [32usize, 128]).any()],
-        outputs: vec![
-            ArraySpec::new(DType::F32, [32usize, 128]).blocked([8, 128], [grid(0), 0.into()]),
-        ],
-        scratch: vec![
-            ArraySpec::new(DType::F32, [8usize, 128]),
-            ArraySpec::semaphores(SemaphoreKind::Dma, [2]),
-            ArraySpec::semaphores(SemaphoreKind::Regular, [1]),
-        ],
-        ..Default::default()
-    };
-    let k = dma_rows(&spec).unwrap();
+    let k = dma_rows(&dma_rows_spec(32)).unwrap();
     let (x, xv) = random(&mut rng(13), DType::F32, &[32, 128], -4.0, 4.0);
     let out = launch(&k, device, &[&x]).unwrap();
     let want: Vec<f64> = xv

@@ -64,3 +64,35 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
         assert!(ok, "{what}: element {i}: got {g}, want {w} (rel tol {rel})");
     }
 }
+
+/// Manual DMA: each step copies its 8 rows of `x` (left in HBM) into a VMEM buffer through
+/// one of two DMA semaphores, waits, and writes them doubled plus the count a regular
+/// semaphore held (signalled by 2, read, then taken back).
+#[tpu_kernel]
+pub fn dma_rows(x: In, o: Out, buf: Scratch, sems: Scratch, count: Scratch) {
+    let i = program_id(0);
+    dma_start(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
+    dma_wait(x[(ds(i * 8, 8), ..)], buf[..], sems[i % 2]);
+    semaphore_signal(count[0], 2);
+    let n = semaphore_read(count[0]);
+    semaphore_wait(count[0], n);
+    o[..] = buf[..] * 2.0 + n.cast(f32);
+}
+
+/// `dma_rows`'s call: `rows` rows of `x` left in HBM, 8-row output blocks, a VMEM buffer, two
+/// DMA semaphores and one regular semaphore.
+pub fn dma_rows_spec(rows: usize) -> CallSpec {
+    CallSpec {
+        grid: vec![GridAxis::arbitrary(rows / 8)],
+        inputs: vec![ArraySpec::new(DType::F32, [rows, 128]).any()],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [rows, 128]).blocked([8, 128], [grid(0), 0.into()]),
+        ],
+        scratch: vec![
+            ArraySpec::new(DType::F32, [8usize, 128]),
+            ArraySpec::semaphores(SemaphoreKind::Dma, [2]),
+            ArraySpec::semaphores(SemaphoreKind::Regular, [1]),
+        ],
+        ..Default::default()
+    }
+}
