@@ -82,6 +82,19 @@ def _layout(dtype):
     return call, [sq, sq]
 
 
+def _value_slices(dtype):
+    # vector.extract_strided_slice wider than one element: rows and a lane range of a value
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, a_ref, b_ref):
+        x = x_ref[...]
+        a_ref[...] = x[:8] + x[8:16] * 2 + x[3]
+        b_ref[...] = x[16:24, 128:256] - x[:8, :128]
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((8, 256), dtype), _sds((8, 128), dtype)))
+    return call, [_sds((32, 256), dtype)]
+
+
 def _flash(dtype, causal):
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
@@ -196,6 +209,8 @@ KERNELS = {
     "iota-f32": lambda: _iota("float32"),
     "layout-f32": lambda: _layout("float32"),
     "layout-bf16": lambda: _layout("bfloat16"),
+    "value-slices-f32": lambda: _value_slices("float32"),
+    "value-slices-bf16": lambda: _value_slices("bfloat16"),
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
