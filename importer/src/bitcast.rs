@@ -1,12 +1,12 @@
-//! `tpu.bitcast` (`pltpu.bitcast`, `lax.bitcast_convert_type`): Mosaic's integers are
-//! signless, so a bitcast between int32 and uint32 (or any two dtypes the IR holds alike) is
-//! the value itself. A bitcast that changes the bits' meaning (f32 ↔ i32) or the shape has no
-//! kernel-IR form yet and is refused by name.
+//! `tpu.bitcast` (`pltpu.bitcast`, `lax.bitcast_convert_type` of a vector) and
+//! `arith.bitcast` (of a scalar): the IR's `bitcast`, between any two non-bool dtypes of
+//! the IR, of equal widths or packing along the second-minor dimension as Mosaic does.
+//! Between dtypes the IR holds alike (int32 and uint32) it is the value itself.
 
 use super::rules::Table;
 use super::scope::{Scope, result_type};
 use melior::ir::operation::OperationRef;
-use tpukit_dsl::{Error, KernelBuilder, Result};
+use tpukit_dsl::{Error, KernelBuilder, Result, bitcast_shape};
 
 pub(crate) fn bitcast(
     s: &mut Scope,
@@ -16,11 +16,15 @@ pub(crate) fn bitcast(
 ) -> Result<()> {
     let v = s.value(op, 0)?;
     let (from, to) = (b.ty(v).clone(), result_type(op, 0)?);
-    if from != to {
+    if from == to {
+        return s.define(op, 0, v);
+    }
+    if bitcast_shape(&from, to.dtype).as_ref() != Some(&to.shape) {
         return Err(Error::unsupported(format!(
-            "a bitcast from {from} to {to} (only bitcasts between types the IR holds alike, \
-             such as int32 and uint32, are imported)"
+            "a bitcast from {from} to {to} (bitcasts between non-bool types are imported, \
+             packing along the second-minor dimension between widths)"
         )));
     }
-    s.define(op, 0, v)
+    let r = b.bitcast(v, to.dtype)?;
+    s.define(op, 0, r)
 }

@@ -56,6 +56,7 @@ mod rules;
 mod scope;
 mod stablehlo;
 mod text;
+mod unsigned;
 
 pub use memory_space::MemorySpace;
 pub use stablehlo::{import_stablehlo, supported_ops as stablehlo_ops};

@@ -953,6 +953,8 @@ pub const MOSAIC: &Table = &Table {
         ("arith.extui", cast),
         ("arith.sitofp", cast),
         ("arith.fptosi", cast),
+        ("arith.uitofp", super::unsigned::uitofp),
+        ("arith.fptoui", super::unsigned::fptoui),
         ("arith.index_cast", identity),
         ("vector.load", load),
         ("vector.store", store),
@@ -994,6 +996,7 @@ pub const MOSAIC: &Table = &Table {
         ("memref.alloca", super::dma::alloc),
         ("tpu.sem_alloc", super::dma::alloc),
         ("tpu.bitcast", super::bitcast::bitcast),
+        ("arith.bitcast", super::bitcast::bitcast),
         ("tpu.reduce_index", super::reduce_index::reduce_index),
     ],
 };

@@ -47,6 +47,7 @@
 // Every frontend and backend is written against this crate: its public items are its contract.
 #![deny(missing_docs)]
 
+mod bitcast;
 mod builder;
 pub mod dma;
 mod dtype;
@@ -68,6 +69,7 @@ mod spec;
 mod types;
 mod verify;
 
+pub use bitcast::{bitcast_shape, bits_of, from_bits};
 pub use builder::{Arg, Ix, KernelBuilder, Ref, broadcast_shapes};
 pub use dma::{Place, SemaphoreKind, Space};
 pub use dtype::DType;

@@ -223,6 +223,16 @@ pub enum OpKind {
         /// The value converted.
         x: ValueId,
     },
+    /// Reinterprets the bits of `x` as the result's dtype (`pltpu.bitcast`,
+    /// `lax.bitcast_convert_type`; neither dtype bool). Of equal widths the shape stays;
+    /// otherwise the second-minor dimension scales by the width ratio and element
+    /// `[.., i, j]` of the wider side holds elements `[.., i * p + k, j]` (`k < p`, the
+    /// ratio) of the narrower side, element `k` in bits `k * w ..` (`w` its width): little
+    /// endian along the sublanes, as Mosaic's `tpu.bitcast` packs them.
+    Bitcast {
+        /// The value reinterpreted.
+        x: ValueId,
+    },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
         /// The value broadcast.
@@ -373,6 +383,7 @@ impl OpKind {
             OpKind::Compare { op, .. } => op.name(),
             OpKind::Select { .. } => "select",
             OpKind::Cast { .. } => "cast",
+            OpKind::Bitcast { .. } => "bitcast",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -444,6 +455,7 @@ impl OpKind {
             }
             OpKind::Unary { x, .. }
             | OpKind::Cast { x }
+            | OpKind::Bitcast { x }
             | OpKind::Broadcast { x }
             | OpKind::Reshape { x }
             | OpKind::Transpose { x, .. }

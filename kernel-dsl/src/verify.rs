@@ -467,6 +467,12 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("changes the shape from {t} to {r}"));
             }
         }
+        OpKind::Bitcast { x } => {
+            let (t, r) = (ty(x)?, one()?);
+            if Some(&r.shape) != crate::bitcast_shape(t, r.dtype).as_ref() {
+                return Err(format!("cannot bitcast {t} to {r}"));
+            }
+        }
         OpKind::Broadcast { x } => {
             let (t, r) = (ty(x)?, one()?);
             if t.dtype != r.dtype || broadcast_shapes(&t.shape, &r.shape).as_ref() != Some(&r.shape)

@@ -1,5 +1,5 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs;
+`jnp.einsum`'s trace scopes, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
 scalar-prefetch operands),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
@@ -202,7 +202,32 @@ def _while(dtype):
     return call, [_sds((8, 128), dtype)]
 
 
+def _bits():
+    # pltpu.bitcast within and across widths, lax.bitcast_convert_type, uint32 <-> float
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, h_ref, u_ref, i_ref, p_ref, q_ref, f_ref, b_ref, c_ref):
+        x, h, u = x_ref[...], h_ref[...], u_ref[...]
+        i_ref[...] = pltpu.bitcast(x, jnp.int32) ^ lax.bitcast_convert_type(x + 1.0, jnp.int32)
+        p_ref[...] = pltpu.bitcast(h, jnp.int32)
+        q_ref[...] = pltpu.bitcast(pltpu.bitcast(x, jnp.int32), jnp.bfloat16)
+        mantissa = lax.shift_right_logical(u, jnp.uint32(9)) | jnp.uint32(0x3F800000)
+        f_ref[...] = lax.bitcast_convert_type(mantissa, jnp.float32) + u.astype(jnp.float32)
+        b_ref[...] = u.astype(jnp.bfloat16)
+        c_ref[...] = x.astype(jnp.uint32)
+
+    f32, u32 = _sds((16, 128), "float32"), _sds((16, 128), "uint32")
+    call = pl.pallas_call(kernel, out_shape=(
+        _sds((16, 128), "int32"), _sds((8, 128), "int32"), _sds((32, 128), "bfloat16"),
+        f32, _sds((16, 128), "bfloat16"), u32))
+    return call, [f32, _sds((16, 128), "bfloat16"), u32]
+
+
 KERNELS = {
+    "bits": _bits,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
