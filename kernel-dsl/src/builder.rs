@@ -670,6 +670,16 @@ impl KernelBuilder {
         self.checked(OpKind::Cast { x }, t)
     }
 
+    /// `x`'s bits read as `dtype` (f32 ↔ i32; `x` itself if it has that dtype already).
+    pub fn bitcast(&mut self, x: impl Into<Arg>, dtype: DType) -> Result<ValueId> {
+        let x = self.value(x, None)?;
+        if self.ty(x).dtype == dtype {
+            return Ok(x);
+        }
+        let t = self.ty(x).with_dtype(dtype);
+        self.checked(OpKind::Bitcast { x }, t)
+    }
+
     /// Broadcasts to `shape` (numpy rules); a no-op when the shape already matches.
     pub fn broadcast_to(&mut self, x: impl Into<Arg>, shape: &[usize]) -> Result<ValueId> {
         let x = self.value(x, None)?;

@@ -223,6 +223,12 @@ pub enum OpKind {
         /// The value converted.
         x: ValueId,
     },
+    /// The same bits read as the result's dtype, elementwise: f32 and i32, which have one
+    /// width (`pltpu.bitcast`, `lax.bitcast_convert_type`). The shape is kept.
+    Bitcast {
+        /// The value reinterpreted.
+        x: ValueId,
+    },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
         /// The value broadcast.
@@ -373,6 +379,7 @@ impl OpKind {
             OpKind::Compare { op, .. } => op.name(),
             OpKind::Select { .. } => "select",
             OpKind::Cast { .. } => "cast",
+            OpKind::Bitcast { .. } => "bitcast",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -444,6 +451,7 @@ impl OpKind {
             }
             OpKind::Unary { x, .. }
             | OpKind::Cast { x }
+            | OpKind::Bitcast { x }
             | OpKind::Broadcast { x }
             | OpKind::Reshape { x }
             | OpKind::Transpose { x, .. }

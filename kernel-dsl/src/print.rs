@@ -259,6 +259,7 @@ impl Printer {
             }
             OpKind::Unary { x, .. }
             | OpKind::Cast { x }
+            | OpKind::Bitcast { x }
             | OpKind::Broadcast { x }
             | OpKind::Reshape { x } => write!(out, "{name} %{} : {}", x.0, ty())?,
             OpKind::Binary { lhs, rhs, .. } | OpKind::Compare { lhs, rhs, .. } => {

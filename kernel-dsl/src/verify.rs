@@ -467,6 +467,17 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("changes the shape from {t} to {r}"));
             }
         }
+        OpKind::Bitcast { x } => {
+            let (t, r) = (ty(x)?, one()?);
+            let pair = [t.dtype, r.dtype];
+            if t.shape != r.shape
+                || !matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32])
+            {
+                return Err(format!(
+                    "cannot bitcast {t} to {r} (f32 and i32 of one shape are bitcast)"
+                ));
+            }
+        }
         OpKind::Broadcast { x } => {
             let (t, r) = (ty(x)?, one()?);
             if t.dtype != r.dtype || broadcast_shapes(&t.shape, &r.shape).as_ref() != Some(&r.shape)

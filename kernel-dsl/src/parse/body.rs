@@ -331,6 +331,9 @@ impl Parser {
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },
+            "bitcast" => OpKind::Bitcast {
+                x: self.operand_value()?,
+            },
             "broadcast" => OpKind::Broadcast {
                 x: self.operand_value()?,
             },

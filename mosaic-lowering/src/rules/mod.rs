@@ -44,6 +44,7 @@ pub fn lower<'c, 'k>(
         OpKind::Compare { .. } => elementwise::compare(lw, em, op),
         OpKind::Select { .. } => elementwise::select(lw, em, op),
         OpKind::Cast { .. } => elementwise::cast(lw, em, op),
+        OpKind::Bitcast { .. } => elementwise::bitcast(lw, em, op),
         OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
         OpKind::Reshape { .. } => shape::reshape(lw, em, op),
         OpKind::Transpose { .. } => shape::transpose(lw, em, op),

@@ -216,6 +216,18 @@ pub(super) fn cast(x: &Tensor, ty: Type) -> Tensor {
     })
 }
 
+/// The same 32 bits read as the other dtype: an f32's bits as an i32, or an i32's as an f32.
+pub(super) fn bitcast(x: &Tensor, ty: Type) -> Tensor {
+    let to_int = !ty.dtype.is_float();
+    map(x, ty, move |a| {
+        if to_int {
+            (a as f32).to_bits() as i32 as f64
+        } else {
+            f32::from_bits(a as i64 as i32 as u32) as f64
+        }
+    })
+}
+
 /// Numpy broadcast: dimensions aligned at the right, size-1 dims repeat.
 pub(super) fn broadcast(x: &Tensor, ty: Type) -> Tensor {
     let (rank, xr) = (ty.rank(), x.ty.rank());
