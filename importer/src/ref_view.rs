@@ -10,21 +10,22 @@
 //! - A strided read of the reshaped ref is a set of elements whose row-major offsets in the
 //!   window are `base + Σ_d i_d · c_d` (`i_d < n_d`). It is imported when every step `c_d`
 //!   walks whole trailing dimensions of the window (a slice of one dimension, or of several
-//!   consecutive ones read in full), each dimension walked once and in the result's order;
+//!   consecutive ones read in full; neighbouring read dimensions that together step evenly
+//!   count as one), each dimension walked once and in the result's order;
 //!   the window's other dimensions are points. The read is then one `load` of the window and
 //!   a `reshape`. Anything else (a stride inside one dimension of the window, a dynamic
 //!   start) is refused by name.
 //! - A bitcast of equal widths (f32 ↔ i32) reads the elements and bitcasts them. A bitcast of
 //!   bf16 to 32 bits halves the second-minor dimension as Mosaic (and Pallas's interpret mode)
 //!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
-//!   those of `(.., 2r + 1, c)` in its high half. It is imported as two reads (even and odd
-//!   rows) packed by exact integer ops: a bf16 widened to f32 has its bits in the high half.
+//!   those of `(.., 2r + 1, c)` in its high half. It is imported as one read of the row pairs
+//!   (a dimension of 2 after the rows) packed by exact integer ops (`read_packed`).
 
 use super::rules::Table;
 use super::scope::{Scope, attr_opt, op_name, result_type};
 use super::text::{self, Ty};
 use melior::ir::{ValueLike, operation::OperationRef};
-use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, Ref, Result};
+use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, ReduceOp, Ref, Result};
 
 /// A ref seen through a reshape and a bitcast: the window it is made of and what it looks
 /// like.
@@ -186,13 +187,30 @@ pub fn decompose(
         .zip(window)
         .map(|(&wk, &n)| base / wk % n)
         .collect();
-    let mut slices: Vec<Option<usize>> = vec![None; window.len()];
-    let mut last: Option<usize> = None;
+    // (dimension, elements, step) of each read dimension walking more than one element,
+    // neighbours merged where the outer one steps over the whole inner one.
+    let mut walks: Vec<(usize, usize, usize)> = Vec::new();
     for (d, a) in access.iter().enumerate() {
         if a.size == 1 {
             continue;
         }
         let step = a.stride * ws[d];
+        match walks.last_mut() {
+            Some((_, n, outer)) if *outer == a.size * step => {
+                *n *= a.size;
+                *outer = step;
+            }
+            _ => walks.push((d, a.size, step)),
+        }
+    }
+    let mut slices: Vec<Option<usize>> = vec![None; window.len()];
+    let mut last: Option<usize> = None;
+    for (d, size, step) in walks {
+        let a = Access {
+            start: 0,
+            stride: access[d].stride,
+            size,
+        };
         let Some(mut k) = (0..window.len()).rev().find(|&k| w[k] == step) else {
             return Err(format!(
                 "a stride of {} along dimension {d} of {shape:?} falls inside one dimension of \
@@ -248,33 +266,7 @@ pub(crate) fn read(
     out: &[usize],
 ) -> Result<tpukit_dsl::ValueId> {
     if v.packed {
-        let r = access.len() - 2;
-        let half = |odd: usize| -> Vec<Access> {
-            let mut a = access.to_vec();
-            a[r] = Access {
-                start: 2 * access[r].start + odd,
-                stride: 2 * access[r].stride,
-                size: access[r].size,
-            };
-            a
-        };
-        let plain = Shaped {
-            packed: false,
-            dtype: b.ref_dtype(v.base.0),
-            ..v.clone()
-        };
-        let (lo, hi) = (
-            read(s, b, &plain, &half(0), out)?,
-            read(s, b, &plain, &half(1), out)?,
-        );
-        let bits = |b: &mut KernelBuilder, x| -> Result<tpukit_dsl::ValueId> {
-            let wide = b.cast(x, DType::F32)?;
-            b.bitcast(wide, DType::I32)
-        };
-        let (lo, hi) = (bits(b, lo)?, bits(b, hi)?);
-        let lo = b.binary(BinaryOp::ShrL, lo, Arg::Lit(Literal::Int(16)))?;
-        let packed = b.binary(BinaryOp::Or, lo, hi)?;
-        return b.bitcast(packed, v.dtype);
+        return read_packed(s, b, v, access, out);
     }
     let (index, shape) = decompose(&v.window, &v.shape, access).map_err(Error::unsupported)?;
     let index = super::dma::compose(s, b, v.base.clone(), index)?;
@@ -282,6 +274,45 @@ pub(crate) fn read(
     let x = b.reshape(x, &shape)?;
     let x = b.reshape(x, out)?;
     b.bitcast(x, v.dtype)
+}
+
+/// A read of a packing bitcast (bf16 → 32 bits): the bf16 rows of each 32-bit row are a
+/// pair dimension of the window's reshape (`[.., 2R, C]` as `[.., R, 2, C]`), read whole;
+/// their bits (a bf16 widened to f32 holds them in its high half) are shifted into place and
+/// summed over the pair, which no carry crosses.
+fn read_packed(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    access: &[Access],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    let r = access.len() - 2;
+    let mut shape = v.shape.clone();
+    shape[r] /= 2;
+    shape.insert(r + 1, 2);
+    let mut pairs = access.to_vec();
+    pairs.insert(
+        r + 1,
+        Access {
+            start: 0,
+            stride: 1,
+            size: 2,
+        },
+    );
+    let (index, window) = decompose(&v.window, &shape, &pairs).map_err(Error::unsupported)?;
+    let index = super::dma::compose(s, b, v.base.clone(), index)?;
+    let x = b.load(v.base.0, &index)?;
+    let x = b.reshape(x, &window)?;
+    let x = b.cast(x, DType::F32)?;
+    let bits = b.bitcast(x, DType::I32)?;
+    let low = b.binary(BinaryOp::ShrL, bits, Arg::Lit(Literal::Int(16)))?;
+    let pair = b.iota(DType::I32, &window, r + 1)?;
+    let by = b.binary(BinaryOp::Mul, pair, Arg::Lit(Literal::Int(16)))?;
+    let placed = b.binary(BinaryOp::Shl, low, by)?;
+    let packed = b.reduce(ReduceOp::Sum, placed, &[(r + 1) as i64])?;
+    let packed = b.reshape(packed, out)?;
+    b.bitcast(packed, v.dtype)
 }
 
 /// The static starts of `op`'s indices `first..first + n`, or a refusal naming the view.
@@ -355,4 +386,63 @@ pub(crate) fn strided_load(
         .collect();
     let x = read(s, b, &v, &access, &ty.shape)?;
     s.define(op, 0, x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Access, decompose};
+    use tpukit_dsl::{Arg, Ix, Literal};
+
+    fn at(x: i64) -> Ix {
+        Ix::At(Arg::Lit(Literal::Int(x)))
+    }
+
+    fn ds(x: i64, n: usize) -> Ix {
+        Ix::Ds(Arg::Lit(Literal::Int(x)), n)
+    }
+
+    fn acc(start: usize, stride: usize, size: usize) -> Access {
+        Access {
+            start,
+            stride,
+            size,
+        }
+    }
+
+    #[test]
+    fn a_stride_over_a_merged_dimension_is_a_point_of_the_window() {
+        // [2, 16, 4, 128] read as [128, 128], rows 3, 7, 11, ...: head 3 of every token.
+        let (index, shape) = decompose(
+            &[2, 16, 4, 128],
+            &[128, 128],
+            &[acc(3, 4, 32), acc(0, 1, 128)],
+        )
+        .unwrap();
+        assert_eq!(index, vec![ds(0, 2), ds(0, 16), at(3), ds(0, 128)]);
+        assert_eq!(shape, vec![32, 128]);
+    }
+
+    #[test]
+    fn neighbouring_dimensions_that_step_evenly_merge() {
+        // Row pairs of a [16, 128] window read as [8, 2, 128]: all 16 rows.
+        let (index, _) = decompose(
+            &[16, 128],
+            &[8, 2, 128],
+            &[acc(0, 1, 8), acc(0, 1, 2), acc(0, 1, 128)],
+        )
+        .unwrap();
+        assert_eq!(index, vec![ds(0, 16), ds(0, 128)]);
+    }
+
+    #[test]
+    fn a_stride_inside_one_dimension_is_refused() {
+        let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 8), acc(0, 1, 128)]).unwrap_err();
+        assert!(err.contains("falls inside one dimension"), "{err}");
+    }
+
+    #[test]
+    fn a_read_past_the_end_is_refused() {
+        let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 9), acc(0, 1, 128)]).unwrap_err();
+        assert!(err.contains("outside dimension 0"), "{err}");
+    }
 }
