@@ -17,15 +17,16 @@ def same_shape(x):
 
 
 def test_unsupported_op_names_op_and_line():
-    @pallas.custom_kernel(same_shape, grid=(1,))
+    @pallas.custom_kernel(lambda x: jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(1,))
     def reinterpret(x_ref, o_ref):
-        # a bitcast that changes the bits' meaning (one between int32 and uint32 is imported)
+        # a bitcast of a value that packs two bf16 rows into one 32-bit row (f32 <-> i32 and
+        # bitcasts of refs are imported)
         o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32).astype(jnp.float32)  # named line
 
     with pytest.raises(tpukit.UnsupportedError) as e:
-        reinterpret(np.zeros((8, 128), np.float32))
+        reinterpret(np.zeros((16, 128), jnp.bfloat16))
     message = str(e.value)
-    assert "tpu.bitcast" in message and "f32[8,128] to i32[8,128]" in message, message
+    assert "tpu.bitcast" in message and "bf16[16,128] to i32[8,128]" in message, message
     line = next(i for i, t in enumerate(open(__file__), 1) if "pltpu.bitcast(" in t)
     assert f"test_errors.py:{line}:" in message, message
 

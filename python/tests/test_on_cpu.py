@@ -109,16 +109,16 @@ def test_install_applies_until_uninstalled(rng):
 
 
 def test_an_unsupported_kernel_names_the_op(rng):
-    def body(x_ref, o_ref):  # a bitcast that changes the bits' meaning: not imported yet
+    def body(x_ref, o_ref):  # a value bitcast packing bf16 row pairs: not imported yet
         o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32).astype(jnp.float32)
 
     def f(x):
         return pl.pallas_call(
-            body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,)
+            body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(1,)
         )(x)
 
     with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.bitcast"):
-        jax.jit(f)(randn(rng, (8, 128), np.float32))
+        jax.jit(f)(randn(rng, (16, 128), ml_dtypes.bfloat16))
 
 
 def test_debug_mode_runs_the_same_kernel_checked(rng):
