@@ -52,6 +52,7 @@ mod kernel_func;
 mod memory_space;
 mod reduce_index;
 mod reduce_precision;
+mod ref_view;
 mod rules;
 mod scope;
 mod stablehlo;

@@ -283,6 +283,9 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     if results_dead(op) {
         return Ok(());
     }
+    if let Some(v) = s.shaped(op, 0) {
+        return super::ref_view::load(s, b, op, &v);
+    }
     let ty = result_type(op, 0)?;
     let index = indexers(s, op, 1, indices(op, 1)?, &ty.shape)?;
     let (r, index) = super::dma::through_view(s, b, op, 0, index)?;
@@ -956,6 +959,7 @@ pub const MOSAIC: &Table = &Table {
         ("arith.uitofp", super::unsigned::uitofp),
         ("arith.fptoui", super::unsigned::fptoui),
         ("arith.index_cast", identity),
+        ("arith.bitcast", super::bitcast::bitcast),
         ("vector.load", load),
         ("vector.store", store),
         ("memref.load", load),
@@ -985,6 +989,9 @@ pub const MOSAIC: &Table = &Table {
         ("func.return", terminator),
         ("tpu.memref_slice", super::dma::memref_slice),
         ("tpu.memref_squeeze", super::dma::memref_squeeze),
+        ("tpu.memref_reshape", super::ref_view::memref_reshape),
+        ("tpu.memref_bitcast", super::ref_view::memref_bitcast),
+        ("tpu.strided_load", super::ref_view::strided_load),
         ("tpu.enqueue_dma", super::dma::enqueue_dma),
         ("tpu.wait_dma2", super::dma::wait_dma),
         ("tpu.wait_dma", super::dma::wait_dma),

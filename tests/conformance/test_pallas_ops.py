@@ -1,11 +1,11 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
 `jnp.einsum`'s trace scopes, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
-scalar-prefetch operands),
+scalar-prefetch operands; reshaped and bitcast refs read by strided loads, value bitcasts),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
 (``Kernel.lower``) and compiled with libtpu for v5e and v6e. Their results are checked on
 the CPU devices in python/tests/test_pallas_ops.py, test_pallas_layout_ops.py,
-test_pallas_dma.py and test_pallas_smem.py."""
+test_pallas_dma.py, test_pallas_smem.py and test_pallas_ref_views.py."""
 
 import functools
 
@@ -157,6 +157,37 @@ def _smem(dtype):
     return call, [_sds((12,), "int32"), _sds((3,), "int32"), x]
 
 
+def _ref_views(name, dtype):
+    # python/tests/test_pallas_ref_views.py: a page buffer reshaped to rows, read by strided
+    # loads (f32), or bitcast to uint32 first (bf16, as ragged paged attention reads it)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def strided(x_ref, o_ref):
+        rows = x_ref.reshape(64, 128)
+        for h in range(4):
+            o_ref[h] = rows[pl.ds(h, 16, stride=4), :]
+
+    def packed(x_ref, o_ref):
+        words = x_ref.reshape(64, 128).bitcast(jnp.uint32)
+        for head in range(2):
+            w = words[pl.ds(head, 16, stride=2), :]
+            o_ref[head] = pltpu.bitcast(w << 16, jnp.float32).astype(jnp.bfloat16)
+            o_ref[head + 2] = pltpu.bitcast(w & jnp.uint32(0xFFFF0000), jnp.float32).astype(
+                jnp.bfloat16)
+
+    def bits(x_ref, o_ref):
+        o_ref[...] = pltpu.bitcast(x_ref.bitcast(jnp.int32)[...] ^ 1, jnp.float32)
+
+    if name == "bits":
+        x = _sds((16, 128), dtype)
+        return pl.pallas_call(bits, out_shape=x), [x]
+    body = {"strided": strided, "packed": packed}[name]
+    call = pl.pallas_call(body, out_shape=_sds((4, 16, 128), dtype))
+    return call, [_sds((2, 8, 4, 128), dtype)]
+
+
 def _batched(dtype):
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
@@ -252,6 +283,9 @@ KERNELS = {
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
+    "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
+    "ref-bitcast-packed-bf16": lambda: _ref_views("packed", "bfloat16"),
+    "ref-bitcast-f32": lambda: _ref_views("bits", "float32"),
 }
 
 
