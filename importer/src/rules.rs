@@ -1006,5 +1006,7 @@ pub const MOSAIC: &Table = &Table {
         ("tpu.bitcast", super::bitcast::bitcast),
         ("arith.bitcast", super::bitcast::bitcast),
         ("tpu.reduce_index", super::reduce_index::reduce_index),
+        ("tpu.prng_set_seed_32", super::prng::set_seed),
+        ("tpu.prng_random_bits", super::prng::random_bits),
     ],
 };
