@@ -117,7 +117,6 @@ def _counted_grid():
 def _hardware_prng():
     # tpu.prng_set_seed_32 and tpu.prng_random_bits, lowered back as tpukit's generator (the
     # IR's integer ops over a state buffer), with a uniform draw on top
-    import jax.numpy as jnp
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
