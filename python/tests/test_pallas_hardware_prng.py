@@ -104,3 +104,51 @@ def test_stateful_uniform_and_normal_have_their_moments():
     assert abs(u.mean() - 1.0) < 0.03 and abs(u.var() - 16 / 12) < 0.03
     assert abs(n.mean()) < 0.03 and abs(n.std() - 1.0) < 0.03
     assert np.histogram(u, bins=8, range=(-1, 3))[0].min() > 0.9 * u.size / 8
+
+
+def test_typed_keys_cross_the_call_and_seed_the_generator():
+    # a `key<pl>` operand (pltpu.to_pallas_key) read in SMEM seeds the PRNG; a key copied
+    # through the kernel comes back a key with the same data
+    def seeded(key_ref, o_ref):
+        pltpu.prng_seed(key_ref[...])
+        o_ref[...] = pltpu.prng_random_bits(o_ref.shape)
+
+    def copied(key_ref, o_ref):
+        pltpu.sync_copy(key_ref, o_ref)
+
+    def program(key):
+        smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+        bits = pl.pallas_call(seeded, in_specs=[smem],
+                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.int32))(key)
+        same = pl.pallas_call(copied, in_specs=[smem], out_specs=smem,
+                              out_shape=jax.ShapeDtypeStruct((), jax.typeof(key).dtype))(key)
+        return bits, same
+
+    key = pltpu.to_pallas_key(jax.random.key(11, impl="threefry2x32"))
+    with pallas.on_cpu():
+        bits, same = jax.jit(program)(key)
+    data = np.asarray(jax.random.key_data(key)).reshape(-1).astype(np.int64)
+    np.testing.assert_array_equal(np.asarray(bits), model_bits(tuple(data), (8, 128)))
+    np.testing.assert_array_equal(jax.random.key_data(same), jax.random.key_data(key))
+
+
+def test_sample_block_does_not_depend_on_the_blocking():
+    def body(key_ref, o_ref):
+        o_ref[...] = pltpu.sample_block(
+            jax.random.uniform, key_ref[...], block_size=o_ref.shape, tile_size=(8, 128),
+            total_size=(32, 512), block_index=(pl.program_id(0), pl.program_id(1)))
+
+    key = jax.random.key(3, impl="pallas_tpu")
+    results = []
+    for block, grid in (((8, 128), (4, 4)), ((16, 256), (2, 2))):
+        def program(k, block=block, grid=grid):
+            return pl.pallas_call(
+                body, out_shape=jax.ShapeDtypeStruct((32, 512), jnp.float32), grid=grid,
+                in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+                out_specs=pl.BlockSpec(block, lambda i, j: (i, j)))(k)
+
+        with pallas.on_cpu():
+            results.append(np.asarray(jax.jit(program)(key)))
+    np.testing.assert_array_equal(results[0], results[1])
+    assert 0.0 <= results[0].min() and results[0].max() < 1.0
+    assert len(np.unique(results[0])) > 0.99 * results[0].size
