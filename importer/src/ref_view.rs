@@ -128,7 +128,7 @@ pub(crate) fn memref_bitcast(
     } else if from == DType::BF16 && matches!(to, DType::I32 | DType::F32) {
         let rank = v.shape.len();
         let mut halved = v.shape.clone();
-        if rank < 2 || halved[rank - 2] % 2 != 0 {
+        if rank < 2 || !halved[rank - 2].is_multiple_of(2) {
             return Err(Error::unsupported(format!(
                 "a bitcast of bf16{:?} to {to} (rows pair up along the second-minor dimension)",
                 v.shape
@@ -229,7 +229,7 @@ pub fn decompose(
                 walked.push(k);
                 break;
             }
-            if digits[k] != 0 || n % window[k] != 0 || k == 0 {
+            if digits[k] != 0 || !n.is_multiple_of(window[k]) || k == 0 {
                 return Err(format!(
                     "dimension {d} of the read crosses dimensions of the window {window:?} \
                      partly"
