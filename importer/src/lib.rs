@@ -35,7 +35,8 @@
 //! `tpu.matmul`, `tpu.iota`, `tpu.transpose`, `tpu.concatenate` and `tpu.dynamic_rotate` by a
 //! constant (each of these two through a scratch buffer of its own, added after the
 //! kernel's), `scf.for` and `scf.if`; manual DMA, semaphores and `tpu.region` scopes
-//! (`dma`). Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
+//! (`dma`); `tpu.memref_reshape`/`memref_bitcast` views read by `vector.load` and
+//! `tpu.strided_load` (`ref_view`); `tpu.bitcast`/`arith.bitcast` of values (`bitcast`). Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
