@@ -390,7 +390,8 @@ pub(crate) fn strided_load(
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, decompose};
+    use super::{Access, decompose, strides};
+    use proptest::prelude::*;
     use tpukit_dsl::{Arg, Ix, Literal};
 
     fn at(x: i64) -> Ix {
@@ -444,5 +445,83 @@ mod tests {
     fn a_read_past_the_end_is_refused() {
         let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 9), acc(0, 1, 128)]).unwrap_err();
         assert!(err.contains("outside dimension 0"), "{err}");
+    }
+
+    /// The row-major offsets in `window` of the elements the indexers read, in order.
+    fn window_offsets(window: &[usize], index: &[Ix]) -> Vec<usize> {
+        let w = strides(window);
+        let mut out = vec![0];
+        for (k, ix) in index.iter().enumerate() {
+            let (start, n) = match ix {
+                Ix::Ds(Arg::Lit(Literal::Int(s)), n) => (*s as usize, *n),
+                Ix::At(Arg::Lit(Literal::Int(s))) => (*s as usize, 1),
+                other => panic!("{other:?}"),
+            };
+            let step = w[k];
+            out = out
+                .iter()
+                .flat_map(|&o| (0..n).map(move |i| o + (start + i) * step))
+                .collect();
+        }
+        out
+    }
+
+    /// The row-major offsets of the elements `access` reads of `shape`, in order.
+    fn access_offsets(shape: &[usize], access: &[Access]) -> Vec<usize> {
+        let w = strides(shape);
+        let mut out = vec![0];
+        for (d, a) in access.iter().enumerate() {
+            let (step, a) = (w[d], *a);
+            out = out
+                .iter()
+                .flat_map(|&o| (0..a.size).map(move |i| o + (a.start + a.stride * i) * step))
+                .collect();
+        }
+        out
+    }
+
+    /// Splits `factors` (prime-ish pieces of the element count) into `dims` groups.
+    fn regroup(factors: &[usize], cuts: &[bool]) -> Vec<usize> {
+        let mut shape = vec![1];
+        for (f, &cut) in factors.iter().zip(cuts) {
+            if cut {
+                shape.push(*f);
+            } else {
+                *shape.last_mut().unwrap() *= f;
+            }
+        }
+        shape
+    }
+
+    proptest! {
+        // Cheap cases; few random reads decompose with a stride, so many of them.
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Whenever a read decomposes, the window elements it names are exactly the elements
+        /// the strided read of the reshaped ref reads, in the same order.
+        #[test]
+        fn a_decomposed_read_reads_exactly_the_strided_elements(
+            factors in prop::collection::vec(prop::sample::select(vec![1usize, 2, 3, 4, 8]), 1..6),
+            window_cuts in prop::collection::vec(any::<bool>(), 6),
+            shape_cuts in prop::collection::vec(any::<bool>(), 6),
+            picks in prop::collection::vec((0usize..64, 1usize..9, 1usize..64), 6),
+        ) {
+            let window = regroup(&factors, &window_cuts);
+            let shape = regroup(&factors, &shape_cuts);
+            let access: Vec<Access> = shape
+                .iter()
+                .zip(&picks)
+                .map(|(&n, &(start, stride, size))| {
+                    let start = start % n;
+                    let stride = stride.min(n);
+                    let size = 1 + (size - 1) % ((n - 1 - start) / stride + 1);
+                    Access { start, stride, size }
+                })
+                .collect();
+            if let Ok((index, sizes)) = decompose(&window, &shape, &access) {
+                prop_assert_eq!(sizes, access.iter().map(|a| a.size).collect::<Vec<_>>());
+                prop_assert_eq!(window_offsets(&window, &index), access_offsets(&shape, &access));
+            }
+        }
     }
 }
