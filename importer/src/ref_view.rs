@@ -46,7 +46,7 @@ pub struct Shaped {
     pub packed: bool,
 }
 
-/// The static shape and dtype of the memref type of `op`'s result `i` or operand `i`.
+/// The static shape and dtype of a printed memref type.
 fn memref(ty: &str) -> Result<(Vec<usize>, DType)> {
     match text::ty(ty)? {
         Ty::MemRef { ty, .. } => Ok((ty.shape, ty.dtype)),
@@ -54,6 +54,7 @@ fn memref(ty: &str) -> Result<(Vec<usize>, DType)> {
     }
 }
 
+/// The static shape and dtype of `op`'s result, a memref.
 fn result_memref(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, DType)> {
     let r = op
         .result(0)
