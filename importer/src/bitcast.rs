@@ -1,13 +1,12 @@
-//! `tpu.bitcast` (`pltpu.bitcast`) and `arith.bitcast` (`lax.bitcast_convert_type`) of values.
-//! Mosaic's integers are signless, so a bitcast between types the IR holds alike (int32 and
-//! uint32) is the value itself; f32 ↔ i32 is the IR's `bitcast`. A bitcast that changes the
-//! shape (a packed dtype, as bf16 → i32 on a value) has no kernel-IR form and is refused by
-//! name.
+//! `tpu.bitcast` (`pltpu.bitcast`, `lax.bitcast_convert_type` of a vector) and
+//! `arith.bitcast` (of a scalar): the IR's `bitcast`, between any two non-bool dtypes of
+//! the IR, of equal widths or packing along the second-minor dimension as Mosaic does.
+//! Between dtypes the IR holds alike (int32 and uint32) it is the value itself.
 
 use super::rules::Table;
 use super::scope::{Scope, result_type};
 use melior::ir::operation::OperationRef;
-use tpukit_dsl::{DType, Error, KernelBuilder, Result};
+use tpukit_dsl::{Error, KernelBuilder, Result, bitcast_shape};
 
 pub(crate) fn bitcast(
     s: &mut Scope,
@@ -20,14 +19,12 @@ pub(crate) fn bitcast(
     if from == to {
         return s.define(op, 0, v);
     }
-    let pair = [from.dtype, to.dtype];
-    if from.shape == to.shape && matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32])
-    {
-        let out = b.bitcast(v, to.dtype)?;
-        return s.define(op, 0, out);
+    if bitcast_shape(&from, to.dtype).as_ref() != Some(&to.shape) {
+        return Err(Error::unsupported(format!(
+            "a bitcast from {from} to {to} (bitcasts between non-bool types are imported, \
+             packing along the second-minor dimension between widths)"
+        )));
     }
-    Err(Error::unsupported(format!(
-        "a bitcast from {from} to {to} (the IR bitcasts f32 and i32 of one shape, and \
-         holds int32 and uint32 alike)"
-    )))
+    let r = b.bitcast(v, to.dtype)?;
+    s.define(op, 0, r)
 }

@@ -253,3 +253,11 @@ pub fn result_type(op: &OperationRef<'_, '_>, i: usize) -> Result<Type> {
         .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
     text::value_ty(&r.r#type().to_string())
 }
+
+/// The value type of operand `i`.
+pub fn operand_type(op: &OperationRef<'_, '_>, i: usize) -> Result<Type> {
+    let v = op
+        .operand(i)
+        .map_err(|_| Error::new(format!("`{}` has no operand {i}", op_name(op))))?;
+    text::value_ty(&v.r#type().to_string())
+}

@@ -625,6 +625,7 @@ pub const STABLEHLO: &Table = &Table {
         ("stablehlo.composite", composite),
         ("func.call", call),
         ("func.return", terminator),
+        ("sdy.sharding_constraint", super::rules::identity),
     ],
 };
 

@@ -26,7 +26,7 @@ pub fn element(s: &str) -> Result<DType> {
         "bf16" => DType::BF16,
         "f16" => DType::F16,
         "i32" | "index" | "ui32" | "si32" => DType::I32,
-        "i8" | "si8" => DType::I8,
+        "i8" | "si8" | "ui8" => DType::I8,
         "i1" => DType::Bool,
         other => return Err(Error::unsupported(format!("element type `{other}`"))),
     })

@@ -696,14 +696,21 @@ impl KernelBuilder {
         self.checked(OpKind::Cast { x }, t)
     }
 
-    /// `x`'s bits read as `dtype` (f32 ↔ i32; `x` itself if it has that dtype already).
+    /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast
+    /// between widths); `x` itself if it has that dtype already.
     pub fn bitcast(&mut self, x: impl Into<Arg>, dtype: DType) -> Result<ValueId> {
         let x = self.value(x, None)?;
-        if self.ty(x).dtype == dtype {
+        let t = self.ty(x).clone();
+        if t.dtype == dtype {
             return Ok(x);
         }
-        let t = self.ty(x).with_dtype(dtype);
-        self.checked(OpKind::Bitcast { x }, t)
+        let shape = crate::bitcast_shape(&t, dtype).ok_or_else(|| {
+            Error::unsupported(format!(
+                "a bitcast of {t} to {dtype} (bool is not bitcast; between widths the \
+                 second-minor dimension must pack exactly)"
+            ))
+        })?;
+        self.checked(OpKind::Bitcast { x }, Type::new(dtype, shape))
     }
 
     /// Broadcasts to `shape` (numpy rules); a no-op when the shape already matches.

@@ -57,6 +57,14 @@ impl DType {
         }
     }
 
+    /// Bits per element as TPUs hold it (bool: 1), the unit of [`crate::OpKind::Bitcast`].
+    pub fn bit_width(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            d => 8 * d.size_bytes(),
+        }
+    }
+
     /// The short name used by the printer, the CLI and the Python API (`f32`, `bf16`, …).
     pub fn name(self) -> &'static str {
         match self {

@@ -255,8 +255,12 @@ pub enum OpKind {
         /// The value converted.
         x: ValueId,
     },
-    /// The same bits read as the result's dtype, elementwise: f32 and i32, which have one
-    /// width (`pltpu.bitcast`, `lax.bitcast_convert_type`). The shape is kept.
+    /// Reinterprets the bits of `x` as the result's dtype (`pltpu.bitcast`,
+    /// `lax.bitcast_convert_type`; neither dtype bool). Of equal widths the shape stays;
+    /// otherwise the second-minor dimension scales by the width ratio and element
+    /// `[.., i, j]` of the wider side holds elements `[.., i * p + k, j]` (`k < p`, the
+    /// ratio) of the narrower side, element `k` in bits `k * w ..` (`w` its width): little
+    /// endian along the sublanes, as Mosaic's `tpu.bitcast` packs them.
     Bitcast {
         /// The value reinterpreted.
         x: ValueId,

@@ -71,8 +71,9 @@ fn verify_inner(k: &Kernel) -> Result<()> {
     crate::smem::check_index_maps(k)
 }
 
-/// Each [`Extent::Value`] names a 0-d int32 prefetch operand, and those operands are the
-/// kernel's first ones (where a TPU custom call takes its dynamic grid bounds).
+/// Each [`Extent::Value`] names a one-element int32 prefetch operand (0-d, or `[1]` as
+/// `grid=(n,)` with a `(1,)`-shaped `n` traces), and those operands are the kernel's first
+/// ones (where a TPU custom call takes its dynamic grid bounds).
 fn verify_grid_values(k: &Kernel) -> Result<()> {
     let values = k.grid_values();
     for (position, &i) in values.iter().enumerate() {
@@ -82,9 +83,12 @@ fn verify_grid_values(k: &Kernel) -> Result<()> {
                 k.operands.len()
             )));
         };
-        if o.role != Role::Prefetch || o.dtype != crate::DType::I32 || !o.shape.is_empty() {
+        if o.role != Role::Prefetch
+            || o.dtype != crate::DType::I32
+            || !o.shape.iter().all(|d| *d == Dim::Static(1))
+        {
             return Err(Error::new(format!(
-                "a grid extent is the value of operand `{}`, which must be a 0-d i32 \
+                "a grid extent is the value of operand `{}`, which must be a one-element i32 \
                  scalar-prefetch operand",
                 o.name
             )));
@@ -472,13 +476,8 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         }
         OpKind::Bitcast { x } => {
             let (t, r) = (ty(x)?, one()?);
-            let pair = [t.dtype, r.dtype];
-            if t.shape != r.shape
-                || !matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32])
-            {
-                return Err(format!(
-                    "cannot bitcast {t} to {r} (f32 and i32 of one shape are bitcast)"
-                ));
+            if Some(&r.shape) != crate::bitcast_shape(t, r.dtype).as_ref() {
+                return Err(format!("cannot bitcast {t} to {r}"));
             }
         }
         OpKind::Broadcast { x } => {

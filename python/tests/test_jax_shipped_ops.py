@@ -6,6 +6,7 @@ The shipped ops need block-divisible shapes (they check it themselves); ops tpuk
 yet are a clear error naming what is missing. The PRNG kernels (uint32 in, uint32 out) are
 checked bit for bit."""
 
+import functools
 import importlib
 
 import jax
@@ -284,6 +285,24 @@ def test_paged_attention_through_custom_jax_kernel(dtype, device, rng):
     want = jax.nn.relu(paged_reference((f32(q) * 2).astype(dtype), k, v, lengths,
                                        indices)) + 1
     assert_close(got, want, f"paged on {device}", tolerance(dtype, want))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_paged_attention_on_torch_tensors(device, rng):
+    """``custom_jax_kernel(paged_attention)`` itself on torch tensors: the op is a
+    ``jax.jit`` function, so its Pallas call sits in a private function ``@main`` calls,
+    inlined before the import (``.kernel()`` shows the one imported kernel)."""
+    torch = pytest.importorskip("torch")
+    q, k, v, _, indices = paged_inputs(rng, np.float32, 3, 4, 2, 16, 4, 16)
+    lengths = jnp.array([64, 5, 30], jnp.int32)
+    attention = functools.partial(paged.paged_attention, pages_per_compute_block=2)
+    kernel = pallas.custom_jax_kernel(attention)
+    assert "dma_start" in str(kernel.kernel(q, k, v, lengths, indices))
+    t = [torch.from_numpy(np.asarray(a)) for a in (q, k, v, lengths, indices)]
+    got = kernel(*t, device=device)
+    assert isinstance(got, torch.Tensor)
+    want = paged_reference(q, k, v, lengths, indices)
+    assert_close(got.numpy(), want, "paged on torch", tolerance(np.float32, want))
 
 
 def test_paged_attention_megacore_modes_are_a_clear_error(rng):

@@ -109,16 +109,16 @@ def test_install_applies_until_uninstalled(rng):
 
 
 def test_an_unsupported_kernel_names_the_op(rng):
-    def body(x_ref, o_ref):  # a value bitcast packing bf16 row pairs: not imported yet
-        o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32).astype(jnp.float32)
+    def body(x_ref, o_ref):  # a population count (math.ctpop): not imported yet
+        o_ref[...] = jax.lax.population_count(x_ref[...])
 
     def f(x):
         return pl.pallas_call(
-            body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(1,)
+            body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,)
         )(x)
 
-    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="tpu.bitcast"):
-        jax.jit(f)(randn(rng, (16, 128), ml_dtypes.bfloat16))
+    with pallas.on_cpu(), pytest.raises(tpukit.UnsupportedError, match="math.ctpop"):
+        jax.jit(f)(randn(rng, (8, 128), np.float32).view(np.int32))
 
 
 def test_debug_mode_runs_the_same_kernel_checked(rng):
@@ -214,3 +214,70 @@ def test_the_same_body_with_other_block_specs_is_another_kernel(rng):
         backward = jax.jit(lambda x: f(x, True))(x)
     assert_close(forward, x * 2.0, "forward")
     assert_close(backward, jnp.concatenate([x[8:], x[:8]]) * 2.0, "reversed blocks")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_an_emit_pipeline_matmul_over_hbm_refs(dtype, rng):
+    """A kernel that pipelines its own blocks: HBM operands (`pl.ANY`) and
+    `pltpu.emit_pipeline` over a 3-D grid accumulating into the output block; M and K are
+    not powers of two. Tracing it asks Pallas for TPU tilings (`get_tpu_info`), which a CPU
+    device answers as the v5e tpukit compiles for."""
+
+    def block_step(x_ref, y_ref, z_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            z_ref[...] = jnp.zeros(z_ref.shape, z_ref.dtype)
+
+        z_ref[...] += jnp.dot(x_ref[...], y_ref[...],
+                              preferred_element_type=jnp.float32).astype(z_ref.dtype)
+
+    def kernel(x_hbm, y_hbm, z_hbm):
+        pltpu.emit_pipeline(
+            block_step, grid=(3, 2, 2),
+            in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        )(x_hbm, y_hbm, z_hbm)
+
+    def matmul(x, y):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((384, 256), jnp.float32),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2,
+            out_specs=pl.BlockSpec(memory_space=pl.ANY))(x, y)
+
+    x, y = randn(rng, (384, 256), dtype), randn(rng, (256, 256), dtype)
+    with pallas.on_cpu():
+        got = jax.jit(matmul)(x, y)
+    want = jnp.dot(x, y, preferred_element_type=jnp.float32)
+    assert_close(got, want, "emit_pipeline matmul", dict(rtol=1e-4, atol=1e-3))
+
+
+@pytest.mark.parametrize("n_shape", [(), (1,)])
+def test_a_grid_sized_by_a_traced_value_counts_its_steps(n_shape):
+    """`grid=(n,)` with `n` traced, 0-d or of shape (1,) (as `jax.random.randint(..., (1,))`
+    gives it); the body keeps a count in an SMEM output across the steps and, for a vector
+    output, copies the rows the steps reach."""
+
+    def body(_, x_ref, count_ref, o_ref):
+        count_ref[0] = jax.lax.cond(pl.program_id(0) == 0, lambda: 1,
+                                    lambda: count_ref[0] + 1)
+        o_ref[...] = x_ref[...] * 2.0
+
+    def program(n, x):
+        return pl.pallas_call(
+            body,
+            out_shape=(pltpu.SMEM((1,), jnp.int32), jax.ShapeDtypeStruct(x.shape, x.dtype)),
+            grid=(n,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                      pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=(pl.BlockSpec(memory_space=pltpu.SMEM),
+                       pl.BlockSpec((8, 128), lambda i: (i, 0))),
+        )(n, x)
+
+    x = np.random.default_rng(1).standard_normal((48, 128)).astype(np.float32)
+    for steps in (1, 4, 6):
+        n = np.full(n_shape, steps, np.int32)
+        with pallas.on_cpu():
+            count, out = jax.jit(program)(n, x)
+        assert int(np.asarray(count)[0]) == steps
+        np.testing.assert_array_equal(np.asarray(out)[:8 * steps], x[:8 * steps] * 2.0)

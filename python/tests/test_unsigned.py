@@ -72,12 +72,3 @@ def test_numpy_and_jax_arrays(device, operands):
 def test_inside_jit(device, operands):
     x, y, want = operands
     check(jax.jit(lambda a, b: kernel(a, b, device=device))(x, y), want)
-
-
-def test_an_unsigned_conversion_to_float_is_a_clear_error():
-    @pallas.custom_kernel(lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float32))
-    def to_float(x_ref, o_ref):
-        o_ref[...] = x_ref[...].astype(jnp.float32)
-
-    with pytest.raises(tpukit.UnsupportedError, match="arith.uitofp"):
-        to_float(np.zeros((8, 128), np.uint32))

@@ -37,7 +37,7 @@ import jax
 import numpy as np
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _custom_call, _lowering, _xla_program
+from tpukit import _arrays, _custom_call, _inline, _lowering, _xla_program
 from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
@@ -121,10 +121,12 @@ class CompiledKernel:
 def _import(stablehlo: str, name: str) -> CompiledKernel:
     """The kernel of a lowered function: its Pallas call's Mosaic body (with the function's
     other ops as a prologue and an epilogue kernel), or, for a function without one, its
-    StableHLO as a single-step kernel over whole arrays."""
-    stages = _lowering.pallas_stages(stablehlo)
+    StableHLO as a single-step kernel over whole arrays. Calls of nested ``jax.jit``
+    functions are inlined first."""
+    flat = _inline.inline_calls(stablehlo)
+    stages = _lowering.pallas_stages(flat)
     if stages is None:
-        kernel = import_stablehlo(_lowering.generic_module(stablehlo), name)
+        kernel = import_stablehlo(_lowering.generic_module(flat), name)
         n_out = kernel.count("output")
         return CompiledKernel(stablehlo, kernel, {}, n_out)
     call = stages.call
@@ -151,7 +153,7 @@ def _signature(arrays) -> tuple:
 def _mosaic(name: str, stablehlo: str) -> str:
     """The readable Mosaic of the Pallas call in ``stablehlo``, which tpukit need not be able
     to import (it is JAX's lowering)."""
-    call = _lowering.mosaic_call(stablehlo)
+    call = _lowering.mosaic_call(_inline.inline_calls(stablehlo))
     if call is None:
         raise TypeError(
             f"`{name}` has no Pallas call: JAX lowered it to plain StableHLO (see `.lower(...)`), "

@@ -8,7 +8,7 @@
 
 use half::{bf16, f16};
 use ndarray::{ArcArray, ArrayD, Dimension, IxDyn};
-use tpukit_dsl::DType;
+use tpukit_dsl::{DType, bits_of, from_bits};
 
 /// A row-major array on the host.
 #[derive(Clone, Debug, PartialEq)]
@@ -162,9 +162,16 @@ impl HostArray {
         v.try_reserve_exact(n)
             .map_err(|_| crate::alloc::out_of_memory(what, n.checked_mul(8)))?;
         match self {
-            HostArray::F32(a) => v.extend(a.iter().map(|&x| x as f64)),
-            HostArray::BF16(a) => v.extend(a.iter().map(|x| x.to_f64())),
-            HostArray::F16(a) => v.extend(a.iter().map(|x| x.to_f64())),
+            // Through the bits: NaNs keep their payloads (`tpukit_dsl::from_bits`).
+            HostArray::F32(a) => {
+                v.extend(a.iter().map(|x| from_bits(DType::F32, x.to_bits().into())))
+            }
+            HostArray::BF16(a) => {
+                v.extend(a.iter().map(|x| from_bits(DType::BF16, x.to_bits().into())))
+            }
+            HostArray::F16(a) => {
+                v.extend(a.iter().map(|x| from_bits(DType::F16, x.to_bits().into())))
+            }
             HostArray::I32(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::I8(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::Bool(a) => v.extend(a.iter().map(|&x| x as u8 as f64)),
@@ -176,16 +183,26 @@ impl HostArray {
     pub fn from_f64(dtype: DType, shape: &[usize], data: &[f64]) -> HostArray {
         let shape = IxDyn(shape);
         let a = match dtype {
-            DType::F32 => ArcArray::from_shape_vec(shape, data.iter().map(|&x| x as f32).collect())
-                .map(HostArray::F32),
+            // Through the bits, as `to_f64_vec` reads them: NaNs keep their payloads.
+            DType::F32 => ArcArray::from_shape_vec(
+                shape,
+                data.iter()
+                    .map(|&x| f32::from_bits(bits_of(dtype, x) as u32))
+                    .collect(),
+            )
+            .map(HostArray::F32),
             DType::BF16 => ArcArray::from_shape_vec(
                 shape,
-                data.iter().map(|&x| tpukit_dsl::bf16_from_f64(x)).collect(),
+                data.iter()
+                    .map(|&x| bf16::from_bits(bits_of(dtype, x) as u16))
+                    .collect(),
             )
             .map(HostArray::BF16),
             DType::F16 => ArcArray::from_shape_vec(
                 shape,
-                data.iter().map(|&x| tpukit_dsl::f16_from_f64(x)).collect(),
+                data.iter()
+                    .map(|&x| f16::from_bits(bits_of(dtype, x) as u16))
+                    .collect(),
             )
             .map(HostArray::F16),
             DType::I32 => ArcArray::from_shape_vec(

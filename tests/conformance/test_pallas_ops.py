@@ -1,5 +1,5 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, shifts, comparisons and selects in index maps, no array inputs;
+`jnp.einsum`'s trace scopes, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
 scalar-prefetch operands; reshaped and bitcast refs read by strided loads, value bitcasts),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
@@ -80,6 +80,38 @@ def _layout(dtype):
     call = pl.pallas_call(kernel, out_shape=(
         sq, _sds((256, 128), dtype), _sds((128, 256), dtype), sq))
     return call, [sq, sq]
+
+
+def _value_slices(dtype):
+    # vector.extract_strided_slice wider than one element: rows and a lane range of a value
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, a_ref, b_ref):
+        x = x_ref[...]
+        a_ref[...] = x[:8] + x[8:16] * 2 + x[3]
+        b_ref[...] = x[16:24, 128:256] - x[:8, :128]
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((8, 256), dtype), _sds((8, 128), dtype)))
+    return call, [_sds((32, 256), dtype)]
+
+
+def _counted_grid():
+    # grid=(n,) with a (1,)-shaped traced n: Mosaic's dynamic iteration bound, an SMEM output
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def body(_, count_ref):
+        count_ref[0] = lax.cond(pl.program_id(0) == 0, lambda: 1, lambda: count_ref[0] + 1)
+
+    def call(n):
+        return pl.pallas_call(
+            body, out_shape=pltpu.SMEM((1,), jnp.int32), grid=(n,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.SMEM))(n)
+
+    return call, [_sds((1,), "int32")]
 
 
 def _flash(dtype, causal):
@@ -232,17 +264,45 @@ def _while(dtype):
     return call, [_sds((8, 128), dtype)]
 
 
+def _bits():
+    # pltpu.bitcast within and across widths, lax.bitcast_convert_type, uint32 <-> float
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, h_ref, u_ref, i_ref, p_ref, q_ref, f_ref, b_ref, c_ref):
+        x, h, u = x_ref[...], h_ref[...], u_ref[...]
+        i_ref[...] = pltpu.bitcast(x, jnp.int32) ^ lax.bitcast_convert_type(x + 1.0, jnp.int32)
+        p_ref[...] = pltpu.bitcast(h, jnp.int32)
+        q_ref[...] = pltpu.bitcast(pltpu.bitcast(x, jnp.int32), jnp.bfloat16)
+        mantissa = lax.shift_right_logical(u, jnp.uint32(9)) | jnp.uint32(0x3F800000)
+        f_ref[...] = lax.bitcast_convert_type(mantissa, jnp.float32) + u.astype(jnp.float32)
+        b_ref[...] = u.astype(jnp.bfloat16)
+        c_ref[...] = x.astype(jnp.uint32)
+
+    f32, u32 = _sds((16, 128), "float32"), _sds((16, 128), "uint32")
+    call = pl.pallas_call(kernel, out_shape=(
+        _sds((16, 128), "int32"), _sds((8, 128), "int32"), _sds((32, 128), "bfloat16"),
+        f32, _sds((16, 128), "bfloat16"), u32))
+    return call, [f32, _sds((16, 128), "bfloat16"), u32]
+
+
 KERNELS = {
+    "bits": _bits,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
     "iota-f32": lambda: _iota("float32"),
     "layout-f32": lambda: _layout("float32"),
     "layout-bf16": lambda: _layout("bfloat16"),
+    "value-slices-f32": lambda: _value_slices("float32"),
+    "value-slices-bf16": lambda: _value_slices("bfloat16"),
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
     "argmax-f32": _argmax,
+    "counted-grid-i32": _counted_grid,
     "while-f32": lambda: _while("float32"),
     "batched-dot-f32": lambda: _batched("float32"),
     "batched-dot-bf16": lambda: _batched("bfloat16"),

@@ -501,19 +501,6 @@ pub fn cast<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     Ok(vec![convert(em, lw.value(x), lw.ty(x), to)?])
 }
 
-/// `arith.bitcast` (as Pallas lowers `lax.bitcast_convert_type`): same shape, same width.
-pub fn bitcast<'c>(
-    lw: &mut FuncLowering<'c, '_>,
-    em: &Emitter<'c>,
-    op: &Op,
-) -> Result<Vec<Val<'c>>> {
-    let OpKind::Bitcast { x } = op.kind else {
-        unreachable!()
-    };
-    let out = em.ty(&types::value(lw.ty(op.results[0])))?;
-    Ok(vec![em.op1("arith.bitcast", &[lw.value(x)], out, &[])?])
-}
-
 /// Converts `v` (of IR type `from`) to `to`: floats round to nearest even, float → int
 /// truncates (Mosaic's conversion saturates), → bool compares with zero.
 pub fn convert<'c>(em: &Emitter<'c>, v: Val<'c>, from: &Type, to: DType) -> Result<Val<'c>> {

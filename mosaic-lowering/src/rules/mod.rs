@@ -8,6 +8,7 @@
 //! Ops are lowered as Pallas lowers the matching JAX primitives (the Mosaic format notes in
 //! the project's shared design documents), so libtpu sees the Mosaic it is tested against.
 
+mod bitcast;
 mod control;
 mod dma;
 mod dot;
@@ -44,7 +45,7 @@ pub fn lower<'c, 'k>(
         OpKind::Compare { .. } => elementwise::compare(lw, em, op),
         OpKind::Select { .. } => elementwise::select(lw, em, op),
         OpKind::Cast { .. } => elementwise::cast(lw, em, op),
-        OpKind::Bitcast { .. } => elementwise::bitcast(lw, em, op),
+        OpKind::Bitcast { .. } => bitcast::bitcast(lw, em, op),
         OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
         OpKind::Reshape { .. } => shape::reshape(lw, em, op),
         OpKind::Transpose { .. } => shape::transpose(lw, em, op),

@@ -4,7 +4,9 @@ use super::{
     Env, get,
     tensor::{Tensor, for_each_index, strides},
 };
-use tpukit_dsl::{BinaryOp, CmpOp, DType, DotDims, Indexer, ReduceOp, Start, Type, UnaryOp};
+use tpukit_dsl::{
+    BinaryOp, CmpOp, DType, DotDims, Indexer, ReduceOp, Start, Type, UnaryOp, bits_of, from_bits,
+};
 
 /// The start of each indexer, as numbers.
 pub(super) fn starts(index: &[Indexer], env: &Env) -> Vec<i64> {
@@ -216,16 +218,39 @@ pub(super) fn cast(x: &Tensor, ty: Type) -> Tensor {
     })
 }
 
-/// The same 32 bits read as the other dtype: an f32's bits as an i32, or an i32's as an f32.
+/// The bits of `x` read as `ty` (see `OpKind::Bitcast`): between widths, `p` elements of
+/// the narrower side along the second-minor dimension make one of the wider side.
 pub(super) fn bitcast(x: &Tensor, ty: Type) -> Tensor {
-    let to_int = !ty.dtype.is_float();
-    map(x, ty, move |a| {
-        if to_int {
-            (a as f32).to_bits() as i32 as f64
+    let (from, to) = (x.ty.dtype, ty.dtype);
+    let (fw, tw) = (from.bit_width(), to.bit_width());
+    if fw == tw {
+        return map(x, ty, move |a| from_bits(to, bits_of(from, a)));
+    }
+    let rank = ty.rank();
+    let in_strides = strides(&x.ty.shape);
+    let mut data = Vec::with_capacity(ty.num_elements());
+    for_each_index(&ty.shape, |idx| {
+        // The input element in row `row` of the second-minor dimension, elsewhere at `idx`.
+        let at = |row: usize| {
+            let mut off = row * in_strides[rank - 2];
+            for d in (0..rank).filter(|&d| d + 2 != rank) {
+                off += idx[d] * in_strides[d];
+            }
+            x.data[off]
+        };
+        let row = idx[rank - 2];
+        let bits = if fw < tw {
+            let p = tw / fw;
+            (0..p).fold(0u64, |acc, k| {
+                acc | bits_of(from, at(row * p + k)) << (k * fw)
+            })
         } else {
-            f32::from_bits(a as i64 as i32 as u32) as f64
-        }
-    })
+            let p = fw / tw;
+            bits_of(from, at(row / p)) >> ((row % p) * tw)
+        };
+        data.push(from_bits(to, bits));
+    });
+    Tensor { ty, data }
 }
 
 /// Numpy broadcast: dimensions aligned at the right, size-1 dims repeat.

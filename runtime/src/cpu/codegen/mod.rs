@@ -17,6 +17,7 @@
 
 mod access;
 mod analysis;
+mod bitcast;
 mod control;
 mod dma;
 mod dot;

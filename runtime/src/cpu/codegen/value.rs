@@ -248,11 +248,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let v = self.elem(f, env, *x, idx)?;
                 self.cast(dt(x), ty.dtype, v)?
             }
-            OpKind::Bitcast { x } => {
-                let v = self.elem(f, env, *x, idx)?;
-                self.b
-                    .build_bit_cast(v, self.reg_type(ty.dtype), "bitcast")?
-            }
+            OpKind::Bitcast { x } => self.bitcast_elem(f, env, *x, ty.dtype, idx)?,
             OpKind::Broadcast { x } => {
                 let xs = &f.ty(*x).shape;
                 let lead = idx.len() - xs.len();

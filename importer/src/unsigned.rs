@@ -1,0 +1,91 @@
+//! `arith.uitofp` and `arith.fptoui`: conversions between floats and unsigned integers
+//! (JAX's `uint32`/`uint8`, held by the IR as the signless bits of `i32`/`i8`), built from
+//! the IR's signed conversions so that both are exact:
+//!
+//! - `uitofp` of 32 bits converts the high and low 16 bits separately: both convert to f32
+//!   exactly, `hi * 65536` is exact, and the one rounding is their sum's — the correctly
+//!   rounded f32. A bf16/f16 result is that f32 rounded again, as XLA converts (JAX's
+//!   `uint32.astype(bfloat16)` on the CPU goes through f32 too). Of 8 bits, the bits
+//!   zero-extended to i32 convert exactly.
+//! - `fptoui` truncates toward zero and saturates, as JAX does on the CPU: NaN and
+//!   negatives give 0, values past the type's maximum give the maximum.
+
+use super::rules::Table;
+use super::scope::{Scope, result_type};
+use melior::ir::operation::OperationRef;
+use tpukit_dsl::{BinaryOp, CmpOp, DType, Error, KernelBuilder, Result, ValueId};
+
+pub(crate) fn uitofp(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let x = s.value(op, 0)?;
+    let to = result_type(op, 0)?.dtype;
+    let r = match b.ty(x).dtype {
+        DType::I32 => {
+            let f = u32_to_f32(b, x)?;
+            b.cast(f, to)?
+        }
+        DType::I8 => {
+            let wide = b.cast(x, DType::I32)?;
+            let bits = b.binary(BinaryOp::And, wide, 0xff)?;
+            b.cast(bits, to)?
+        }
+        DType::Bool => b.cast(x, to)?,
+        d => return Err(Error::unsupported(format!("a conversion of {d} to {to}"))),
+    };
+    s.define(op, 0, r)
+}
+
+/// The f32 nearest the unsigned value of the bits of `x` (i32).
+fn u32_to_f32(b: &mut KernelBuilder, x: ValueId) -> Result<ValueId> {
+    let hi = b.binary(BinaryOp::ShrL, x, 16)?;
+    let lo = b.binary(BinaryOp::And, x, 0xffff)?;
+    let (hi, lo) = (b.cast(hi, DType::F32)?, b.cast(lo, DType::F32)?);
+    let hi = b.binary(BinaryOp::Mul, hi, 65536.0)?;
+    b.binary(BinaryOp::Add, hi, lo)
+}
+
+pub(crate) fn fptoui(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let x = s.value(op, 0)?;
+    let to = result_type(op, 0)?.dtype;
+    let from = b.ty(x).dtype;
+    if !from.is_float() {
+        return Err(Error::unsupported(format!(
+            "a conversion of {from} to {to}"
+        )));
+    }
+    let x = b.cast(x, DType::F32)?;
+    // max propagates NaN, which the signed conversion turns into 0.
+    let x = b.binary(BinaryOp::Max, x, 0.0)?;
+    let r = match to {
+        DType::I32 => {
+            // Below 2^31 the signed conversion is the answer; from 2^31 on, the conversion
+            // of x - 2^31 (exact in f32 there, saturating past 2^32) with the top bit set.
+            let low = b.cast(x, DType::I32)?;
+            let shifted = b.binary(BinaryOp::Sub, x, 2_147_483_648.0)?;
+            let high = b.cast(shifted, DType::I32)?;
+            let high = b.binary(BinaryOp::Xor, high, i32::MIN)?;
+            let big = b.compare(CmpOp::Ge, x, 2_147_483_648.0)?;
+            b.select(big, high, low)?
+        }
+        DType::I8 => {
+            let x = b.binary(BinaryOp::Min, x, 255.0)?;
+            let wide = b.cast(x, DType::I32)?;
+            b.cast(wide, DType::I8)?
+        }
+        d => {
+            return Err(Error::unsupported(format!(
+                "a conversion of {from} to unsigned {d}"
+            )));
+        }
+    };
+    s.define(op, 0, r)
+}
