@@ -13,8 +13,11 @@
 //!   consecutive ones read in full; neighbouring read dimensions that together step evenly
 //!   count as one), each dimension walked once and in the result's order;
 //!   the window's other dimensions are points. The read is then one `load` of the window and
-//!   a `reshape`. Anything else (a stride inside one dimension of the window, a dynamic
-//!   start) is refused by name.
+//!   a `reshape` (lowered back as Pallas's own reads of such buffers are).
+//! - A read of a view that is not reshaped (a ref, a slice of one) with any other stride or a
+//!   dynamic start is the IR's strided load (`Indexer::Slice` with a `stride`), which Mosaic
+//!   gets back as `tpu.strided_load`. A read of a reshaped ref that does not decompose (a
+//!   stride inside one dimension of the window, a dynamic start) is refused by name.
 //! - A bitcast of equal widths (f32 ↔ i32) reads the elements and bitcasts them. A bitcast of
 //!   bf16 to 32 bits halves the second-minor dimension as Mosaic (and Pallas's interpret mode)
 //!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
@@ -43,7 +46,7 @@ pub struct Shaped {
     pub packed: bool,
 }
 
-/// The static shape and dtype of the memref type of `op`'s result `i` or operand `i`.
+/// The static shape and dtype of a printed memref type.
 fn memref(ty: &str) -> Result<(Vec<usize>, DType)> {
     match text::ty(ty)? {
         Ty::MemRef { ty, .. } => Ok((ty.shape, ty.dtype)),
@@ -51,6 +54,7 @@ fn memref(ty: &str) -> Result<(Vec<usize>, DType)> {
     }
 }
 
+/// The static shape and dtype of `op`'s result, a memref.
 fn result_memref(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, DType)> {
     let r = op
         .result(0)
@@ -128,7 +132,7 @@ pub(crate) fn memref_bitcast(
     } else if from == DType::BF16 && matches!(to, DType::I32 | DType::F32) {
         let rank = v.shape.len();
         let mut halved = v.shape.clone();
-        if rank < 2 || halved[rank - 2] % 2 != 0 {
+        if rank < 2 || !halved[rank - 2].is_multiple_of(2) {
             return Err(Error::unsupported(format!(
                 "a bitcast of bf16{:?} to {to} (rows pair up along the second-minor dimension)",
                 v.shape
@@ -257,8 +261,8 @@ pub fn decompose(
 }
 
 /// Reads `access` (one per dimension of the view's shape, static) of shaped view `v`, as a
-/// value of shape `out`.
-pub(crate) fn read(
+/// value of shape `out`, through the decomposition (see the module doc).
+fn read(
     s: &Scope,
     b: &mut KernelBuilder,
     v: &Shaped,
@@ -274,6 +278,121 @@ pub(crate) fn read(
     let x = b.reshape(x, &shape)?;
     let x = b.reshape(x, out)?;
     b.bitcast(x, v.dtype)
+}
+
+/// `start · mul + add`, folded for a constant start.
+fn affine(b: &mut KernelBuilder, start: Arg, mul: i64, add: i64) -> Result<Arg> {
+    if let Arg::Lit(Literal::Int(x)) = start {
+        return Ok(Arg::Lit(Literal::Int(x * mul + add)));
+    }
+    let scaled = b.binary(BinaryOp::Mul, start, Arg::Lit(Literal::Int(mul)))?;
+    Ok(Arg::Value(b.binary(
+        BinaryOp::Add,
+        scaled,
+        Arg::Lit(Literal::Int(add)),
+    )?))
+}
+
+/// Reads `sizes` elements every `strides` from `starts` (one of each per dimension) of a view
+/// that is not reshaped, as the IR's strided load of its ref (any start, any stride); a packed
+/// bitcast as two such reads, its even and odd bf16 rows, packed as in [`read_packed`].
+fn read_direct(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    starts: &[Arg],
+    strides: &[usize],
+    sizes: &[usize],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    if v.packed {
+        let r = starts.len() - 2;
+        let mut halves = [None, None];
+        for (odd, half) in halves.iter_mut().enumerate() {
+            let mut at = starts.to_vec();
+            at[r] = affine(b, starts[r], 2, odd as i64)?;
+            let mut by = strides.to_vec();
+            by[r] *= 2;
+            let plain = Shaped {
+                packed: false,
+                dtype: b.ref_dtype(v.base.0),
+                shape: v.window.clone(),
+                ..v.clone()
+            };
+            let x = read_direct(s, b, &plain, &at, &by, sizes, out)?;
+            let x = b.cast(x, DType::F32)?;
+            *half = Some(b.bitcast(x, DType::I32)?);
+        }
+        let [Some(lo), Some(hi)] = halves else {
+            unreachable!("both halves read")
+        };
+        let lo = b.binary(BinaryOp::ShrL, lo, Arg::Lit(Literal::Int(16)))?;
+        let packed = b.binary(BinaryOp::Or, lo, hi)?;
+        return b.bitcast(packed, v.dtype);
+    }
+    let index: Vec<Ix> = starts
+        .iter()
+        .zip(sizes)
+        .map(|(&a, &n)| Ix::Ds(a, n))
+        .collect();
+    let index = super::dma::compose(s, b, v.base.clone(), index)?;
+    let mut by = strides.iter();
+    let per_dim: Vec<usize> = v
+        .base
+        .1
+        .iter()
+        .map(|ix| match ix {
+            Ix::Ds(..) => by.next().copied().unwrap_or(1),
+            _ => 1,
+        })
+        .collect();
+    let x = b.load_strided(v.base.0, &index, &per_dim)?;
+    let x = b.reshape(x, out)?;
+    b.bitcast(x, v.dtype)
+}
+
+/// Reads `sizes` elements every `strides` from `starts` of shaped view `v` as a value of
+/// shape `out`: through the decomposition when the starts are static and it applies, else,
+/// for a view that is not reshaped, by the IR's strided load.
+fn read_any(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    starts: &[Arg],
+    strides: &[usize],
+    sizes: &[usize],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    let fixed: Option<Vec<usize>> = starts
+        .iter()
+        .map(|a| match a {
+            Arg::Lit(Literal::Int(x)) if *x >= 0 => Some(*x as usize),
+            _ => None,
+        })
+        .collect();
+    let reshaped = v.shape != v.window;
+    match fixed {
+        Some(fixed) => {
+            let access: Vec<Access> = (0..starts.len())
+                .map(|d| Access {
+                    start: fixed[d],
+                    stride: strides[d],
+                    size: sizes[d],
+                })
+                .collect();
+            match read(s, b, v, &access, out) {
+                Err(e) if !reshaped && e.kind == tpukit_dsl::ErrorKind::Unsupported => {}
+                other => return other,
+            }
+        }
+        None if reshaped => {
+            return Err(Error::unsupported(
+                "a dynamic start in a read of a reshaped ref",
+            ));
+        }
+        None => {}
+    }
+    read_direct(s, b, v, starts, strides, sizes, out)
 }
 
 /// A read of a packing bitcast (bf16 → 32 bits): the bf16 rows of each 32-bit row are a
@@ -315,23 +434,6 @@ fn read_packed(
     b.bitcast(packed, v.dtype)
 }
 
-/// The static starts of `op`'s indices `first..first + n`, or a refusal naming the view.
-fn static_starts(
-    s: &Scope,
-    op: &OperationRef<'_, '_>,
-    first: usize,
-    n: usize,
-) -> Result<Vec<usize>> {
-    (0..n)
-        .map(|d| match s.arg(op, first + d)? {
-            Arg::Lit(Literal::Int(x)) if x >= 0 => Ok(x as usize),
-            _ => Err(Error::unsupported(
-                "a dynamic start in a read of a reshaped or bitcast ref",
-            )),
-        })
-        .collect()
-}
-
 /// `vector.load` of a shaped view (the load rule hands it over).
 pub(crate) fn load(
     s: &mut Scope,
@@ -341,18 +443,16 @@ pub(crate) fn load(
 ) -> Result<()> {
     let ty = result_type(op, 0)?;
     let rank = v.shape.len();
-    let starts = static_starts(s, op, 1, rank)?;
+    let starts = (0..rank)
+        .map(|d| s.arg(op, 1 + d))
+        .collect::<Result<Vec<_>>>()?;
     let points = rank
         .checked_sub(ty.shape.len())
         .ok_or_else(|| Error::new("a load of higher rank than its ref"))?;
-    let access: Vec<Access> = (0..rank)
-        .map(|d| Access {
-            start: starts[d],
-            stride: 1,
-            size: if d < points { 1 } else { ty.shape[d - points] },
-        })
+    let sizes: Vec<usize> = (0..rank)
+        .map(|d| if d < points { 1 } else { ty.shape[d - points] })
         .collect();
-    let x = read(s, b, v, &access, &ty.shape)?;
+    let x = read_any(s, b, v, &starts, &vec![1; rank], &sizes, &ty.shape)?;
     s.define(op, 0, x)
 }
 
@@ -376,21 +476,18 @@ pub(crate) fn strided_load(
             "a strided load of another rank, or a non-positive stride",
         ));
     }
-    let starts = static_starts(s, op, 1, rank)?;
-    let access: Vec<Access> = (0..rank)
-        .map(|d| Access {
-            start: starts[d],
-            stride: stride[d] as usize,
-            size: ty.shape[d],
-        })
-        .collect();
-    let x = read(s, b, &v, &access, &ty.shape)?;
+    let starts = (0..rank)
+        .map(|d| s.arg(op, 1 + d))
+        .collect::<Result<Vec<_>>>()?;
+    let strides: Vec<usize> = stride.iter().map(|&k| k as usize).collect();
+    let x = read_any(s, b, &v, &starts, &strides, &ty.shape, &ty.shape)?;
     s.define(op, 0, x)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, decompose};
+    use super::{Access, decompose, strides};
+    use proptest::prelude::*;
     use tpukit_dsl::{Arg, Ix, Literal};
 
     fn at(x: i64) -> Ix {
@@ -444,5 +541,83 @@ mod tests {
     fn a_read_past_the_end_is_refused() {
         let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 9), acc(0, 1, 128)]).unwrap_err();
         assert!(err.contains("outside dimension 0"), "{err}");
+    }
+
+    /// The row-major offsets in `window` of the elements the indexers read, in order.
+    fn window_offsets(window: &[usize], index: &[Ix]) -> Vec<usize> {
+        let w = strides(window);
+        let mut out = vec![0];
+        for (k, ix) in index.iter().enumerate() {
+            let (start, n) = match ix {
+                Ix::Ds(Arg::Lit(Literal::Int(s)), n) => (*s as usize, *n),
+                Ix::At(Arg::Lit(Literal::Int(s))) => (*s as usize, 1),
+                other => panic!("{other:?}"),
+            };
+            let step = w[k];
+            out = out
+                .iter()
+                .flat_map(|&o| (0..n).map(move |i| o + (start + i) * step))
+                .collect();
+        }
+        out
+    }
+
+    /// The row-major offsets of the elements `access` reads of `shape`, in order.
+    fn access_offsets(shape: &[usize], access: &[Access]) -> Vec<usize> {
+        let w = strides(shape);
+        let mut out = vec![0];
+        for (d, a) in access.iter().enumerate() {
+            let (step, a) = (w[d], *a);
+            out = out
+                .iter()
+                .flat_map(|&o| (0..a.size).map(move |i| o + (a.start + a.stride * i) * step))
+                .collect();
+        }
+        out
+    }
+
+    /// Splits `factors` (prime-ish pieces of the element count) into `dims` groups.
+    fn regroup(factors: &[usize], cuts: &[bool]) -> Vec<usize> {
+        let mut shape = vec![1];
+        for (f, &cut) in factors.iter().zip(cuts) {
+            if cut {
+                shape.push(*f);
+            } else {
+                *shape.last_mut().unwrap() *= f;
+            }
+        }
+        shape
+    }
+
+    proptest! {
+        // Cheap cases; few random reads decompose with a stride, so many of them.
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Whenever a read decomposes, the window elements it names are exactly the elements
+        /// the strided read of the reshaped ref reads, in the same order.
+        #[test]
+        fn a_decomposed_read_reads_exactly_the_strided_elements(
+            factors in prop::collection::vec(prop::sample::select(vec![1usize, 2, 3, 4, 8]), 1..6),
+            window_cuts in prop::collection::vec(any::<bool>(), 6),
+            shape_cuts in prop::collection::vec(any::<bool>(), 6),
+            picks in prop::collection::vec((0usize..64, 1usize..9, 1usize..64), 6),
+        ) {
+            let window = regroup(&factors, &window_cuts);
+            let shape = regroup(&factors, &shape_cuts);
+            let access: Vec<Access> = shape
+                .iter()
+                .zip(&picks)
+                .map(|(&n, &(start, stride, size))| {
+                    let start = start % n;
+                    let stride = stride.min(n);
+                    let size = 1 + (size - 1) % ((n - 1 - start) / stride + 1);
+                    Access { start, stride, size }
+                })
+                .collect();
+            if let Ok((index, sizes)) = decompose(&window, &shape, &access) {
+                prop_assert_eq!(sizes, access.iter().map(|a| a.size).collect::<Vec<_>>());
+                prop_assert_eq!(window_offsets(&window, &index), access_offsets(&shape, &access));
+            }
+        }
     }
 }

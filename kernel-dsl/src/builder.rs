@@ -445,18 +445,12 @@ impl KernelBuilder {
                             format!("`..` over symbolic extent `{dim}` of ref `{name}`: use a static slice"),
                         ));
                     };
-                    out.push(Indexer::Slice {
-                        start: Start::Static(0),
-                        size: n,
-                    });
+                    out.push(Indexer::slice(Start::Static(0), n));
                     shape.push(n);
                 }
                 Ix::At(a) => out.push(Indexer::Point(start(self, a)?)),
                 Ix::Ds(a, size) => {
-                    out.push(Indexer::Slice {
-                        start: start(self, a)?,
-                        size,
-                    });
+                    out.push(Indexer::slice(start(self, a)?, size));
                     shape.push(size);
                 }
             }
@@ -467,6 +461,38 @@ impl KernelBuilder {
     /// `ref[index]`.
     pub fn load(&mut self, r: Ref, index: &[Ix]) -> Result<ValueId> {
         let (index, shape) = self.indexers("load", r, index)?;
+        let dtype = self.ref_dtype(r);
+        let kind = OpKind::Load {
+            operand: r.0,
+            index,
+            mask: None,
+            other: None,
+        };
+        self.checked(kind, Type::new(dtype, shape))
+    }
+
+    /// `ref[index]` taking every `strides[d]`-th element along each dimension `d` of the ref
+    /// (`pl.ds(start, size, stride)`; 1 for points and whole dimensions): a plain load when
+    /// every stride is 1.
+    pub fn load_strided(&mut self, r: Ref, index: &[Ix], strides: &[usize]) -> Result<ValueId> {
+        let (mut index, shape) = self.indexers("load", r, index)?;
+        if strides.len() != index.len() {
+            return Err(Error::new(format!(
+                "{} strides for a load of rank {}",
+                strides.len(),
+                index.len()
+            ))
+            .with_kind(ErrorKind::Shape));
+        }
+        for (ix, &k) in index.iter_mut().zip(strides) {
+            match ix {
+                Indexer::Slice { stride, .. } => *stride = k,
+                Indexer::Point(_) if k == 1 => {}
+                Indexer::Point(_) => {
+                    return Err(Error::new("a stride on a point of a load"));
+                }
+            }
+        }
         let dtype = self.ref_dtype(r);
         let kind = OpKind::Load {
             operand: r.0,

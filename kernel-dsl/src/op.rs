@@ -98,12 +98,16 @@ pub enum Start {
 /// How one dimension of a ref is accessed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Indexer {
-    /// Elements `start .. start + size`; the dimension stays in the result (`pl.ds`, `..`).
+    /// Elements `start, start + stride, …`, `size` of them; the dimension stays in the
+    /// result (`pl.ds`, `..`; `pl.ds(start, size, stride)`). Only loads read with a stride
+    /// other than 1; the access spans `start .. start + stride · (size - 1) + 1`.
     Slice {
         /// Where the slice starts.
         start: Start,
         /// How many elements it takes (static: value shapes are static).
         size: usize,
+        /// The distance between the elements taken (at least 1).
+        stride: usize,
     },
     /// The one element at `start`; the dimension is dropped from the result (`ref[i]`).
     Point(Start),
@@ -117,6 +121,34 @@ pub struct DotDims {
     pub lhs_contract: usize,
     /// The contracted dimension of the right operand.
     pub rhs_contract: usize,
+}
+
+impl Indexer {
+    /// A slice of `size` consecutive elements from `start`.
+    pub fn slice(start: Start, size: usize) -> Indexer {
+        Indexer::Slice {
+            start,
+            size,
+            stride: 1,
+        }
+    }
+
+    /// How many elements of the dimension the access spans: one for a point, from the first
+    /// to the last element taken for a slice.
+    pub fn span(&self) -> usize {
+        match *self {
+            Indexer::Slice { size, stride, .. } => stride * size.saturating_sub(1) + 1.min(size),
+            Indexer::Point(_) => 1,
+        }
+    }
+
+    /// The slice's stride (1 for a point).
+    pub fn stride(&self) -> usize {
+        match *self {
+            Indexer::Slice { stride, .. } => stride,
+            Indexer::Point(_) => 1,
+        }
+    }
 }
 
 impl DotDims {

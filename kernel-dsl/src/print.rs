@@ -132,7 +132,16 @@ fn indexers(index: &[Indexer]) -> String {
     index
         .iter()
         .map(|ix| match *ix {
-            Indexer::Slice { start: s, size } => format!("ds({}, {size})", start(s)),
+            Indexer::Slice {
+                start: s,
+                size,
+                stride: 1,
+            } => format!("ds({}, {size})", start(s)),
+            Indexer::Slice {
+                start: s,
+                size,
+                stride,
+            } => format!("ds({}, {size}, {stride})", start(s)),
             Indexer::Point(s) => start(s),
         })
         .collect::<Vec<_>>()

@@ -405,7 +405,10 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     o.name
                 ));
             }
-            let shape = access_shape(ctx, o, index)?;
+            if index.iter().any(|ix| ix.stride() != 1) && o.role == Role::Prefetch {
+                return Err(format!("a strided read of scalar-prefetch `{}`", o.name));
+            }
+            let shape = access_shape_with(ctx, o, index, true)?;
             let t = Type::new(o.dtype, shape);
             expect(one()?, &t)?;
             if let Some(m) = mask {
@@ -659,8 +662,26 @@ fn operand_of<'a>(ctx: &'a Context, id: crate::OperandId) -> Result<&'a Operand,
         .ok_or_else(|| format!("operand #{} does not exist", id.0))
 }
 
-/// The shape a load or store through `index` reads or writes, checking static bounds.
+/// The shape a store or copy through `index` writes or reads (consecutive elements),
+/// checking static bounds.
 fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usize>, String> {
+    access_shape_with(ctx, o, index, false)
+}
+
+/// The shape an access through `index` reads or writes, checking static bounds; only with
+/// `strided` may its slices take every k-th element.
+fn access_shape_with(
+    ctx: &Context,
+    o: &Operand,
+    index: &[Indexer],
+    strided: bool,
+) -> Result<Vec<usize>, String> {
+    if !strided && index.iter().any(|ix| ix.stride() != 1) {
+        return Err(format!(
+            "a strided access of `{}` (only loads read with a stride)",
+            o.name
+        ));
+    }
     let ref_shape = o.ref_shape();
     if index.len() != ref_shape.len() {
         return Err(format!(
@@ -673,9 +694,16 @@ fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usi
     let mut shape = Vec::new();
     for (d, (ix, dim)) in index.iter().zip(&ref_shape).enumerate() {
         let (start, size) = match *ix {
-            Indexer::Slice { start, size } => {
+            Indexer::Slice {
+                start,
+                size,
+                stride,
+            } => {
+                if stride == 0 {
+                    return Err(format!("a slice of dim {d} with stride 0"));
+                }
                 shape.push(size);
-                (start, size)
+                (start, ix.span())
             }
             Indexer::Point(start) => (start, 1),
         };

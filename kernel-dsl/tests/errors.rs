@@ -230,10 +230,7 @@ fn verifier_catches_malformed_ir() {
             "slice outside the block",
             |k| {
                 if let OpKind::Load { index, .. } = &mut k.body.body.ops[0].kind {
-                    index[1] = Indexer::Slice {
-                        start: Start::Static(64),
-                        size: 128,
-                    };
+                    index[1] = Indexer::slice(Start::Static(64), 128);
                 }
             },
             &[

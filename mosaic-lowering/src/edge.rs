@@ -23,14 +23,15 @@ use crate::{
 };
 use tpukit_dsl::{DType, OperandId, Result, Start, Type, Window};
 
-/// A `vector<sizes x i1>` that is true where the access of `sizes` elements at `starts` (one
-/// per buffer dimension) lies inside operand `id`'s array, or `None` when it always does.
+/// A `vector<sizes x i1>` that is true where the access of `sizes` elements at `starts`, every
+/// `strides`-th (one of each per buffer dimension), lies inside operand `id`'s array, or `None` when it always does.
 pub fn in_bounds<'c>(
     lw: &mut FuncLowering<'c, '_>,
     em: &Emitter<'c>,
     id: OperandId,
     starts: &[Start],
     sizes: &[usize],
+    strides: &[usize],
     dynamic_starts: &[Option<Val<'c>>],
 ) -> Result<Option<Val<'c>>> {
     let operand = lw.kernel.operand(id);
@@ -70,7 +71,14 @@ pub fn in_bounds<'c>(
         if let Some(s) = start {
             base = em.op1("arith.addi", &[base, s], em.ty("i32")?, &[])?;
         }
-        let iota = iota_positions(em, sizes, d)?;
+        let mut iota = iota_positions(em, sizes, d)?;
+        if strides[d] != 1 {
+            let step = em.constant(
+                &format!("dense<{}>", strides[d]),
+                &crate::types::value(&positions),
+            )?;
+            iota = em.op1("arith.muli", &[iota, step], vector, &[])?;
+        }
         let base = em.op1("vector.broadcast", &[base], vector, &[])?;
         let position = em.op1("arith.addi", &[iota, base], vector, &[])?;
         let extent = em.constant(

@@ -322,11 +322,14 @@ def test_paged_attention_megacore_modes_are_a_clear_error(rng):
             program(q, k, v, lengths, indices)
 
 
-def ragged_reference(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale):
+def ragged_reference(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale,
+                     sliding_window=None, soft_cap=None):
     """Per sequence i: its queries attend causally (aligned at the end of its keys) to its
     first kv_lens[i] keys and values, pages page_indices[i] of the cache, whose combined head
     axis alternates keys and values; q head h reads kv head h // (q_heads // kv_heads). The
-    rows of the first cu_q_lens[num_seqs] tokens (f32)."""
+    rows of the first cu_q_lens[num_seqs] tokens (f32). With ``sliding_window`` a query sees
+    only the last that many positions up to its own; ``soft_cap`` squashes the scores to
+    ``soft_cap · tanh(score / soft_cap)``."""
     q, kv = np.asarray(f32(q)), np.asarray(f32(kv_pages))
     q_heads, dim = q.shape[1:]
     group = q_heads // (kv.shape[2] // 2)
@@ -337,10 +340,14 @@ def ragged_reference(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm
         keys, values = tokens[:, 0::2], tokens[:, 1::2]
         positions = kv_len - (end - start) + np.arange(end - start)
         allowed = np.arange(kv_len)[None, :] <= positions[:, None]
+        if sliding_window is not None:
+            allowed &= np.arange(kv_len)[None, :] > positions[:, None] - sliding_window
         out = np.empty((end - start, q_heads, dim), np.float32)
         for h in range(q_heads):
-            scores = np.where(allowed, q[start:end, h] @ keys[:, h // group].T * sm_scale,
-                              -np.inf)
+            scores = q[start:end, h] @ keys[:, h // group].T * sm_scale
+            if soft_cap is not None:
+                scores = soft_cap * np.tanh(scores / soft_cap)
+            scores = np.where(allowed, scores, -np.inf)
             p = np.exp(scores - scores.max(axis=1, keepdims=True))
             out[:, h] = (p / p.sum(axis=1, keepdims=True)) @ values[:, h // group]
         rows.append(out)
@@ -397,6 +404,20 @@ def test_ragged_paged_attention_in_a_jitted_model(dtype, shape, device, rng):
     want = ragged_reference(*args, sm_scale=0.3)
     assert_close(f32(got)[:want.shape[0]], want, f"ragged {shape} {dtype.__name__}",
                  tolerance(dtype, want))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_ragged_paged_attention_with_a_sliding_window_and_a_soft_cap(device, rng):
+    """The op's options: each query sees its last 10 positions, scores soft-capped at 5."""
+    args = ragged_inputs(rng, np.float32, RAGGED_SHAPES["gqa"])
+    program = jax.jit(lambda *a: rpa.ragged_paged_attention(
+        *a, sm_scale=0.5, sliding_window=10, soft_cap=5.0, num_kv_pages_per_block=2,
+        num_queries_per_block=8))
+    with pallas.on_cpu(device=device):
+        got = program(*args)
+    want = ragged_reference(*args, sm_scale=0.5, sliding_window=10, soft_cap=5.0)
+    assert_close(f32(got)[:want.shape[0]], want, "ragged window cap",
+                 tolerance(np.float32, want))
 
 
 @pytest.mark.parametrize("device", tpukit.DEVICES)

@@ -95,13 +95,42 @@ def test_value_bitcasts_between_f32_and_i32(rng):
           lambda x, i: (np.asarray(x).view(np.int32) ^ 1, np.asarray(i).view(np.float32)))
 
 
-def test_a_stride_inside_one_dimension_is_a_clear_error(rng):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_loads_of_a_ref(dtype, rng):
+    # every 4th row from a dynamic start (a prefetched scalar), every 3rd column of a block
+    # whose rows the array does not fill, and every other row of a bf16 ref's uint32 view
+    def kernel(start_ref, x_ref, rows_ref, cols_ref):
+        rows_ref[...] = x_ref[pl.ds(start_ref[0], 8, stride=4), :] * 2
+        cols_ref[...] = x_ref[pl.ds(1, 12, stride=2), pl.ds(2, 40, stride=3)]
+
+    start = np.array([3], np.int32)
+    x = rng.standard_normal((37, 128)).astype(dtype)
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(1,),
+        in_specs=[pl.BlockSpec((40, 128), lambda i, s: (0, 0))],
+        out_specs=[pl.BlockSpec((8, 128), lambda i, s: (0, 0)),
+                   pl.BlockSpec((12, 40), lambda i, s: (0, 0))])
+    check(kernel, (sds((8, 128), dtype), sds((12, 40), dtype)), [start, x],
+          lambda s, x: ((np.asarray(x, np.float32)[3:35:4] * 2).astype(dtype),
+                        np.asarray(x)[1:25:2, 2:122:3]),
+          grid_spec=grid_spec)
+
+
+def test_strided_words_of_a_bitcast_ref(rng):
     def kernel(x_ref, o_ref):
-        o_ref[...] = x_ref[pl.ds(1, 8, stride=4), :]
+        o_ref[...] = x_ref.bitcast(jnp.uint32)[pl.ds(1, 5, stride=2), :]
+
+    x = rng.standard_normal((20, 128)).astype(BF16)
+    check(kernel, sds((5, 128), jnp.uint32), [x], lambda x: packed_rows(x)[1:10:2])
+
+
+def test_a_stride_inside_a_reshaped_dimension_is_a_clear_error(rng):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref.reshape(64, 128)[pl.ds(1, 8, stride=3), :]
 
     kernel = pallas.custom_kernel(lambda x: sds((8, 128), x.dtype), kernel)
-    x = rng.standard_normal((32, 128)).astype(np.float32)
+    x = rng.standard_normal((8, 8, 128)).astype(np.float32)
     with pytest.raises(tpukit.UnsupportedError,
-                       match=r"op `tpu.strided_load`: unsupported: a stride of 4 along "
+                       match=r"op `tpu.strided_load`: unsupported: a stride of 3 along "
                              r"dimension 0 .* falls inside one dimension .*test_pallas_ref_views"):
         kernel(x)

@@ -219,9 +219,21 @@ def _ref_views(name, dtype):
     def bits(x_ref, o_ref):
         o_ref[...] = pltpu.bitcast(x_ref.bitcast(jnp.int32)[...] ^ 1, jnp.float32)
 
+    def rows(start_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(start_ref[0], 8, stride=4), :]
+
     if name == "bits":
         x = _sds((16, 128), dtype)
         return pl.pallas_call(bits, out_shape=x), [x]
+    if name == "rows":
+        # a dynamic start (a prefetched scalar), every 4th row of a block the array does not
+        # fill
+        grid_spec = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(1,),
+            in_specs=[pl.BlockSpec((48, 128), lambda i, s: (0, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, s: (0, 0)))
+        call = pl.pallas_call(rows, out_shape=_sds((8, 128), dtype), grid_spec=grid_spec)
+        return call, [_sds((1,), "int32"), _sds((45, 128), dtype)]
     body = {"strided": strided, "packed": packed}[name]
     call = pl.pallas_call(body, out_shape=_sds((4, 16, 128), dtype))
     return call, [_sds((2, 8, 4, 128), dtype)]
@@ -327,6 +339,7 @@ KERNELS = {
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
     "ref-bitcast-packed-bf16": lambda: _ref_views("packed", "bfloat16"),
     "ref-bitcast-f32": lambda: _ref_views("bits", "float32"),
+    "strided-rows-f32": lambda: _ref_views("rows", "float32"),
 }
 
 
@@ -345,3 +358,17 @@ def test_imported_kernel_compiles_for_tpu(compiler, name, topology):
     result = compiler.compile(_lowered(name), topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+def test_a_bf16_strided_load_is_refused_by_the_lowering():
+    """Mosaic strides 32-bit data only ("Strided load with non 32-bit data", also for
+    Pallas's own kernel): tpukit's lowering says so instead of handing libtpu the op (the
+    CPU devices run it, python/tests/test_pallas_ref_views.py)."""
+    import tpukit
+    from tpukit import pallas
+
+    fn, specs = _ref_views("rows", "bfloat16")
+    kernel = pallas.custom_jax_kernel(fn).kernel(*[jax.numpy.zeros(s.shape, s.dtype)
+                                                   for s in specs])
+    with pytest.raises(tpukit.UnsupportedError, match="strided load of bf16 data"):
+        kernel.lower()

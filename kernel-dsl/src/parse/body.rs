@@ -186,7 +186,7 @@ impl Parser {
         self.list(']', Parser::axis)
     }
 
-    /// `[ds(start, size) | start, …]`.
+    /// `[ds(start, size) | ds(start, size, stride) | start, …]`.
     fn indexers(&mut self) -> Result<Vec<Indexer>> {
         self.punct('[')?;
         self.list(']', |p| {
@@ -195,8 +195,17 @@ impl Parser {
                 let start = p.start()?;
                 p.punct(',')?;
                 let size = p.integer("a slice size")?;
+                let stride = if p.eat_punct(',') {
+                    p.integer("a slice stride")?
+                } else {
+                    1
+                };
                 p.punct(')')?;
-                Ok(Indexer::Slice { start, size })
+                Ok(Indexer::Slice {
+                    start,
+                    size,
+                    stride,
+                })
             } else {
                 Ok(Indexer::Point(p.start()?))
             }

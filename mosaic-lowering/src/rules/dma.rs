@@ -22,7 +22,7 @@ fn view<'c>(lw: &FuncLowering<'c, '_>, em: &Emitter<'c>, p: &Place) -> Result<Va
     let mut squeezed = Vec::new();
     for ix in &p.index {
         let (start, size) = match *ix {
-            Indexer::Slice { start, size } => (start, size),
+            Indexer::Slice { start, size, .. } => (start, size),
             Indexer::Point(start) => (start, 1),
         };
         starts.push(match start {
@@ -36,7 +36,7 @@ fn view<'c>(lw: &FuncLowering<'c, '_>, em: &Emitter<'c>, p: &Place) -> Result<Va
     }
     let mut v = buffer;
     let is_whole = p.index.iter().zip(&whole).all(
-        |(ix, &n)| matches!(ix, Indexer::Slice { start: Start::Static(0), size } if *size == n),
+        |(ix, &n)| matches!(ix, Indexer::Slice { start: Start::Static(0), size, .. } if *size == n),
     );
     if !is_whole {
         let mut operands = vec![buffer];

@@ -30,6 +30,8 @@ struct Access<'c> {
     /// The i32 value of each dynamic start.
     dynamic: Vec<Option<Val<'c>>>,
     sizes: Vec<usize>,
+    /// The distance between the elements read along each dimension (1 but in strided loads).
+    strides: Vec<usize>,
 }
 
 fn access<'c>(
@@ -49,14 +51,19 @@ fn access<'c>(
         starts: Vec::new(),
         dynamic: Vec::new(),
         sizes: Vec::new(),
+        strides: Vec::new(),
     };
     for sq in squeezed {
-        let (start, size) = if sq {
-            (Start::Static(0), 1)
+        let (start, size, stride) = if sq {
+            (Start::Static(0), 1, 1)
         } else {
             match ix.next() {
-                Some(Indexer::Slice { start, size }) => (*start, *size),
-                Some(Indexer::Point(start)) => (*start, 1),
+                Some(Indexer::Slice {
+                    start,
+                    size,
+                    stride,
+                }) => (*start, *size, *stride),
+                Some(Indexer::Point(start)) => (*start, 1, 1),
                 None => unreachable!("the verifier checks one indexer per ref dimension"),
             }
         };
@@ -74,6 +81,7 @@ fn access<'c>(
         a.starts.push(start);
         a.dynamic.push(dynamic);
         a.sizes.push(size);
+        a.strides.push(stride);
     }
     Ok(a)
 }
@@ -139,12 +147,23 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     let memory = types::memory_element(stored);
     let mut operands = vec![buffer];
     operands.extend(&a.indices);
-    let mut v = em.op1(
-        "vector.load",
-        &operands,
-        em.ty(&types::vector(&a.sizes, memory))?,
-        &[],
-    )?;
+    let loaded = em.ty(&types::vector(&a.sizes, memory))?;
+    let strided = a.strides.iter().any(|&k| k != 1);
+    if strided && !matches!(stored, DType::F32 | DType::I32) {
+        return Err(Error::unsupported(format!(
+            "a strided load of {stored} data from `{}`: Mosaic strides 32-bit data only (a \
+             bitcast of the ref to uint32, as ragged paged attention reads bf16, is lowered)",
+            operand.name
+        )));
+    }
+    let mut v = if !strided {
+        em.op1("vector.load", &operands, loaded, &[])?
+    } else {
+        // `ref[pl.ds(start, n, stride=k)]`, as Pallas lowers it.
+        let strides: Vec<String> = a.strides.iter().map(|k| k.to_string()).collect();
+        let attr = em.attr(&format!("array<i32: {}>", strides.join(", ")))?;
+        em.op1("tpu.strided_load", &operands, loaded, &[("strides", attr)])?
+    };
     let memory_ty = Type::new(
         if stored == DType::Bool {
             DType::I32
@@ -157,7 +176,8 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     // `tpukit_dsl::BlockSpec`): read as it is; an input's reads the fill value.
     if let Window::Blocked(spec) = &operand.window
         && operand.role != Role::Output
-        && let Some(inside) = edge::in_bounds(lw, em, id, &a.starts, &a.sizes, &a.dynamic)?
+        && let Some(inside) =
+            edge::in_bounds(lw, em, id, &a.starts, &a.sizes, &a.strides, &a.dynamic)?
     {
         let fill = splat(em, spec.fill, &memory_ty)?;
         v = select_values(em, inside, v, fill, &memory_ty)?;

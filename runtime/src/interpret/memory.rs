@@ -229,7 +229,7 @@ impl Memory {
             let size = match ix {
                 Indexer::Slice { size, .. } => {
                     shape.push(*size);
-                    *size
+                    ix.span()
                 }
                 Indexer::Point(_) => 1,
             };
@@ -271,9 +271,9 @@ impl Memory {
             let mut k = 0;
             for (ix, &s) in index.iter().zip(starts) {
                 local.push(match ix {
-                    Indexer::Slice { .. } => {
+                    Indexer::Slice { stride, .. } => {
                         k += 1;
-                        s + idx[k - 1] as i64
+                        s + (idx[k - 1] * stride) as i64
                     }
                     Indexer::Point(_) => s,
                 });

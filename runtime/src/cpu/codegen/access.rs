@@ -86,7 +86,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
             let (extent, static_extent) = self.ref_extent(id, d);
             let (start, size, reported) = match ix {
-                Indexer::Slice { start, size } => (start, *size, *size as i64),
+                Indexer::Slice { start, .. } => (start, ix.span(), ix.span() as i64),
                 Indexer::Point(start) => (start, 1, -1),
             };
             if matches!(start, Start::Static(_)) && static_extent {
@@ -121,10 +121,16 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let mut offset = self.i64(0);
         let mut k = 0;
         for ((ix, s), stride) in index.iter().zip(starts).zip(strides) {
-            let local = match ix {
-                Indexer::Slice { .. } => {
+            let local = match *ix {
+                Indexer::Slice { stride: 1, .. } => {
                     k += 1;
                     self.b.build_int_nsw_add(s, idx[k - 1], "l")?
+                }
+                Indexer::Slice { stride, .. } => {
+                    k += 1;
+                    let step = self.i64(stride as i64);
+                    let i = self.b.build_int_nsw_mul(idx[k - 1], step, "s")?;
+                    self.b.build_int_nsw_add(s, i, "l")?
                 }
                 Indexer::Point(_) => s,
             };

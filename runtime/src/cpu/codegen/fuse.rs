@@ -128,9 +128,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// Whether an access of `id`'s ref through `index` is a matrix with contiguous columns:
-    /// exactly two slices, the last on the ref's last dimension, which is the array's last
-    /// (not squeezed from a block).
+    /// exactly two slices of consecutive elements, the last on the ref's last dimension,
+    /// which is the array's last (not squeezed from a block).
     pub(super) fn columns_contiguous(&self, id: OperandId, index: &[Indexer]) -> bool {
+        if index.iter().any(|ix| ix.stride() != 1) {
+            return false;
+        }
         let slices = index
             .iter()
             .filter(|ix| matches!(ix, Indexer::Slice { .. }))
