@@ -287,6 +287,25 @@ impl KernelBuilder {
         )
     }
 
+    /// A constant of type `ty` with `values` in row-major order (as many as `ty` has
+    /// elements): a splat [`OpKind::Const`] when they are all equal, else [`OpKind::Dense`].
+    pub fn dense(&mut self, values: Vec<Literal>, ty: Type) -> Result<ValueId> {
+        if values.len() != ty.num_elements() {
+            return Err(self
+                .err(
+                    Some("dense"),
+                    format!("{} values for a constant of type {ty}", values.len()),
+                )
+                .with_kind(ErrorKind::Shape));
+        }
+        if let Some(&first) = values.first()
+            && values.iter().all(|v| v == &first)
+        {
+            return Ok(self.constant(first, ty));
+        }
+        self.checked(OpKind::Dense { values }, ty)
+    }
+
     /// A constant of zeros (`false` for bool) of `dtype` and `shape`.
     pub fn zeros(&mut self, dtype: DType, shape: &[usize]) -> ValueId {
         self.constant(Literal::Int(0), Type::new(dtype, shape))

@@ -138,6 +138,13 @@ pub enum OpKind {
         /// The value of every element.
         value: Literal,
     },
+    /// A constant with one value per element of the result, in row-major order (a
+    /// `jnp.array([...])` or `np.arange` constant; a splat is a [`OpKind::Const`]).
+    Dense {
+        /// The elements' values (as many as the result has elements), each rounded or
+        /// wrapped to the result's dtype.
+        values: Vec<Literal>,
+    },
     /// The index of this grid step along `axis` (i32).
     ProgramId {
         /// The grid axis.
@@ -373,6 +380,7 @@ impl OpKind {
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Const { .. } => "const",
+            OpKind::Dense { .. } => "dense",
             OpKind::ProgramId { .. } => "program_id",
             OpKind::NumPrograms { .. } => "num_programs",
             OpKind::ArrayDim { .. } => "array_dim",
@@ -434,6 +442,7 @@ impl OpKind {
         };
         match self {
             OpKind::Const { .. }
+            | OpKind::Dense { .. }
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
             | OpKind::ArrayDim { .. }

@@ -214,6 +214,10 @@ impl Printer {
         let name = op.kind.name();
         match &op.kind {
             OpKind::Const { value } => write!(out, "const {} : {}", literal(*value), ty())?,
+            OpKind::Dense { values } => {
+                let values: Vec<String> = values.iter().map(|v| literal(*v)).collect();
+                write!(out, "dense [{}] : {}", values.join(", "), ty())?
+            }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
                 write!(out, "{name} {axis} : {}", ty())?
             }

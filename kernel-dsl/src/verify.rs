@@ -368,6 +368,18 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("float constant of type {t}"));
             }
         }
+        OpKind::Dense { values } => {
+            let t = one()?;
+            if values.len() != t.num_elements() {
+                return Err(format!(
+                    "{} values for a constant of type {t}",
+                    values.len()
+                ));
+            }
+            if !t.dtype.is_float() && values.iter().any(|v| matches!(v, Literal::Float(_))) {
+                return Err(format!("float values in a constant of type {t}"));
+            }
+        }
         OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
             if *axis >= ctx.grid_rank {
                 return Err(format!(

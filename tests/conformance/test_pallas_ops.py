@@ -1,5 +1,5 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
+`jnp.einsum`'s trace scopes, non-splat constants, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
 scalar-prefetch operands),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
@@ -213,7 +213,23 @@ def _bits():
     return call, [f32, _sds((16, 128), "bfloat16"), u32]
 
 
+def _constants(dtype):
+    # non-splat constants (tpukit's `dense`), in a plain JAX function imported as one kernel
+    import jax.numpy as jnp
+    import numpy as np
+
+    def tables(x, i):
+        rows = jnp.array([3, -1, 4, 1, -5, 9, 2, -6], jnp.int32)[:, None]
+        lanes = jnp.asarray(np.arange(128, dtype=np.float32) * 0.5).astype(x.dtype)[None, :]
+        mask = jnp.array([[True], [False]] * 4)  # (a 1-D bool vector does not reshape yet)
+        return jnp.where(mask, x * lanes, x + rows.astype(x.dtype)), i * rows
+
+    return tables, [_sds((8, 128), dtype), _sds((8, 128), "int32")]
+
+
 KERNELS = {
+    "constants-f32": lambda: _constants("float32"),
+    "constants-bf16": lambda: _constants("bfloat16"),
     "bits": _bits,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),

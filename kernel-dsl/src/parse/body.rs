@@ -246,6 +246,12 @@ impl Parser {
             "const" => OpKind::Const {
                 value: self.literal()?,
             },
+            "dense" => {
+                self.punct('[')?;
+                OpKind::Dense {
+                    values: self.list(']', Parser::literal)?,
+                }
+            }
             "program_id" => OpKind::ProgramId { axis: self.axis()? },
             "num_programs" => OpKind::NumPrograms { axis: self.axis()? },
             "array_dim" => OpKind::ArrayDim {

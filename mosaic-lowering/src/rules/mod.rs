@@ -10,6 +10,7 @@
 
 mod bitcast;
 mod control;
+mod dense;
 mod dma;
 mod dot;
 pub(crate) mod elementwise;
@@ -35,6 +36,7 @@ pub fn lower<'c, 'k>(
 ) -> Result<Vec<Val<'c>>> {
     match &op.kind {
         OpKind::Const { .. } => elementwise::constant(lw, em, op),
+        OpKind::Dense { .. } => dense::dense(lw, em, op),
         OpKind::ProgramId { .. } => grid::program_id(lw, em, op),
         OpKind::NumPrograms { .. } => grid::num_programs(lw, em, op),
         OpKind::ArrayDim { .. } => grid::array_dim(lw, em, op),

@@ -161,6 +161,13 @@ impl Machine<'_> {
         let v = |id: &ValueId| get(env, *id);
         Ok(vec![match &op.kind {
             OpKind::Const { value } => Tensor::splat(ty(0), ty(0).dtype.round_f64(value.as_f64())),
+            OpKind::Dense { values } => Tensor {
+                data: values
+                    .iter()
+                    .map(|v| ty(0).dtype.round_f64(v.as_f64()))
+                    .collect(),
+                ty: ty(0),
+            },
             OpKind::ProgramId { axis } => Tensor::scalar_i32(self.point[*axis] as i64),
             OpKind::NumPrograms { axis } => Tensor::scalar_i32(self.grid[*axis] as i64),
             OpKind::ArrayDim { operand, axis } => {

@@ -19,6 +19,7 @@ mod access;
 mod analysis;
 mod bitcast;
 mod control;
+mod dense;
 mod dma;
 mod dot;
 mod dot_bf16;
