@@ -4,8 +4,8 @@
 ``jax.numpy`` version of the same computation.
 
 Each cell is the median of the steady-state calls of one jitted program (results ready),
-after a first call that compiles; the first call is reported for tpukit. Prints a markdown
-table; ``--write`` replaces the shipped-ops section of BENCHMARKS.md. Not a test: the machine
+after a first call that compiles; the first call is reported for tpukit. A mode that cannot
+run an op (an exception) is a "fails" cell. Prints a markdown table; ``--write`` replaces the shipped-ops section of BENCHMARKS.md. Not a test: the machine
 is noisy, read the ratios.
 
     PYTHONPATH=python .venv/bin/python benches/shipped_ops.py [--write] [--repeats 10]
@@ -56,6 +56,30 @@ def _paged_attention(q, k_pages, v_pages, lengths, page_indices):
     return jnp.einsum("bhgt,bhtd->bhgd", p, v).reshape(batch, q_heads, dim)
 
 
+def _ragged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, max_q):
+    """Each sequence's queries (at most ``max_q``) attending causally to its cached tokens,
+    in plain jnp: pages gathered per sequence (keys and values alternate in the head axis),
+    queries padded to ``max_q`` per sequence and scattered back to their rows."""
+    import jax
+    import jax.numpy as jnp
+
+    tokens, q_heads, dim = q.shape
+    seqs = page_indices.shape[0]
+    kv = kv_pages[page_indices].reshape(seqs, -1, kv_pages.shape[2], dim)
+    k, v = kv[:, :, 0::2], kv[:, :, 1::2]
+    kv_heads, span = k.shape[2], k.shape[1]
+    q_lens = cu_q_lens[1:] - cu_q_lens[:-1]
+    rows = cu_q_lens[:-1, None] + jnp.arange(max_q)
+    valid = (jnp.arange(max_q) < q_lens[:, None]) & (jnp.arange(seqs) < num_seqs[0])[:, None]
+    qs = q[jnp.minimum(rows, tokens - 1)].reshape(seqs, max_q, kv_heads, -1, dim)
+    s = jnp.einsum("sqhgd,sthd->shgqt", qs, k)
+    positions = (kv_lens - q_lens)[:, None] + jnp.arange(max_q)
+    keep = jnp.arange(span)[None, None, :] <= positions[:, :, None]
+    p = jax.nn.softmax(jnp.where(keep[:, None, None], s, -jnp.inf), axis=-1)
+    o = jnp.einsum("shgqt,sthd->sqhgd", p, v).reshape(seqs, max_q, q_heads, dim)
+    return jnp.zeros_like(q).at[jnp.where(valid, rows, tokens)].set(o, mode="drop")
+
+
 def _grouped_matmul(x, w, sizes):
     """Rows of group g (``sizes[g]`` of them, in order) times ``w[g]``, in plain jnp: every
     group's product over all rows, its rows kept by a mask (what dense code computes)."""
@@ -77,6 +101,7 @@ def cases():
     from jax.experimental.pallas.ops.tpu.paged_attention import (
         paged_attention_kernel as pa,
     )
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
     from jax.experimental.pallas.ops.tpu.splash_attention import (
         splash_attention_kernel as sk,
     )
@@ -137,6 +162,22 @@ def cases():
         jax.jit(_paged_attention),
         paged_args,
     ))
+    q_lens = np.array([1, 1, 1, 1, 64, 64, 64, 64], np.int32)
+    kv_lens = np.maximum(q_lens, rng.integers(1, per_seq * page_size + 1, batch)).astype(np.int32)
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    ragged_args = [
+        randn(int(cu[-1]), q_heads, 128),
+        randn(total, page_size, 2 * kv_heads, 128),
+        jnp.asarray(kv_lens), paged_args[4], jnp.asarray(cu), jnp.array([batch], jnp.int32),
+    ]
+    out.append((
+        ("ragged_paged_attention 4 decode + 4 prefill (64 tokens) sequences × 16 heads (4 kv) "
+         "× ≤512 tokens, 16-token pages"),
+        jax.jit(lambda *a: rpa.ragged_paged_attention(*a, num_kv_pages_per_block=8,
+                                                      num_queries_per_block=32)),
+        jax.jit(lambda *a: _ragged_attention(*a, max_q=64)),
+        ragged_args,
+    ))
     sizes = jnp.asarray([300, 0, 700, 24], jnp.int32)
     out.append((
         "megablox gmm 1024×512 @ 4 groups of 512×512 (sizes 300, 0, 700, 24)",
@@ -189,8 +230,13 @@ def measure(repeats: int) -> list[tuple]:
         timings = []
         for (mode, context, which, n), programs in zip(modes, made, strict=True):
             case = programs[i]
-            with context():
-                timings.append(timed(case[1 + which], case[3], n))
+            try:
+                with context():
+                    timings.append(timed(case[1 + which], case[3], n))
+            except Exception as e:  # noqa: BLE001 - a mode that cannot run the op is a cell
+                timings.append((None, None))
+                print(f"{name}, {mode}: fails: {type(e).__name__}: {e}"[:400], file=sys.stderr)
+                continue
             print(f"{name}, {mode}: {timings[-1][1]:.1f} ms", file=sys.stderr)
         ours, interpret, xla = timings
         rows.append((name, ours[0], ours[1], interpret[1], xla[1]))
@@ -205,10 +251,14 @@ def table(rows) -> str:
         ),
         "|---|---:|---:|---:|---:|---:|",
     ]
+    def cell(x, digits):
+        return "fails" if x is None else f"{x:.{digits}f}"
+
     for name, first, ours, interpret, xla in rows:
+        ratio = "" if ours is None or xla is None else f"{ours / xla:.2f}×"
         lines.append(
-            f"| {name} | {first:.0f} | {ours:.1f} | {interpret:.0f} | {xla:.1f} | "
-            f"{ours / xla:.2f}× |"
+            f"| {name} | {cell(first, 0)} | {cell(ours, 1)} | {cell(interpret, 0)} | "
+            f"{cell(xla, 1)} | {ratio} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -124,9 +124,20 @@ pub(crate) fn through_view(
     i: usize,
     index: Vec<Ix>,
 ) -> Result<(Ref, Vec<Ix>)> {
-    let (r, view) = s.place(op, i)?;
+    let place = s.place(op, i)?;
+    Ok((place.0, compose(s, b, place, index)?))
+}
+
+/// The indexers of `r` reading `index` of its view `view` (the view's starts added to the
+/// access's; `index` itself for a whole ref).
+pub(crate) fn compose(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    (_, view): (Ref, Vec<Ix>),
+    index: Vec<Ix>,
+) -> Result<Vec<Ix>> {
     if view.is_empty() {
-        return Ok((r, index));
+        return Ok(index);
     }
     let mut access = index.into_iter();
     let mut out = Vec::with_capacity(view.len());
@@ -143,7 +154,7 @@ pub(crate) fn through_view(
     if access.next().is_some() {
         return Err(Error::new("an access of another rank than its view"));
     }
-    Ok((r, out))
+    Ok(out)
 }
 
 /// The indexers of a view of `r` (all of `r` when `index` is empty).

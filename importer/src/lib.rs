@@ -30,11 +30,10 @@
 //! `window_params` with their `@transform_i` index maps (`index_map`), scratch. The body
 //! is imported op by op through `rules::MOSAIC`: arith and math, `vector.load`,
 //! `tpu.vector_store` (masked too), `memref.load/store` (SMEM scalars), `vector.broadcast`,
-//! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` and
-//! `extract_strided_slice` at constant positions (single elements or whole dimensions),
-//! `tpu.matmul`, `tpu.iota`, `tpu.transpose`, `tpu.concatenate` and `tpu.dynamic_rotate` by a
-//! constant (each of these two through a scratch buffer of its own, added after the
-//! kernel's), `scf.for` and `scf.if`; manual DMA, semaphores and `tpu.region` scopes
+//! `shape_cast`, `transpose`, `multi_reduction`, `vector.extract` at constant positions,
+//! `extract_strided_slice` (unit strides), `tpu.matmul`, `tpu.iota`, `tpu.transpose`,
+//! `tpu.concatenate`, `tpu.dynamic_rotate` (these three, and slices wider than one element,
+//! through a scratch buffer of their own, added after the kernel's), `scf.for` and `scf.if`; manual DMA, semaphores and `tpu.region` scopes
 //! (`dma`). Anything else — an op, a memory space, a dtype, a predicate, a dynamic shape —
 //! is an error naming it and, where the body has one, the Python source location; errors
 //! about unsupported input are of kind [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
@@ -53,6 +52,7 @@ mod kernel_func;
 mod memory_space;
 mod reduce_index;
 mod reduce_precision;
+mod ref_view;
 mod rules;
 mod scope;
 mod stablehlo;

@@ -8,7 +8,7 @@
 //! does not handle (a masked or accumulating store it cannot express, a reduction kind, a
 //! comparison predicate) fails the same way. No rule approximates.
 
-use super::scope::{Scope, attr, attr_opt, op_key, op_name, result_type};
+use super::scope::{Scope, attr, attr_opt, op_key, op_name, operand_type, result_type};
 use super::text;
 use melior::ir::{
     BlockRef, RegionLike, Value, ValueLike,
@@ -288,6 +288,9 @@ fn load(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     if results_dead(op) {
         return Ok(());
     }
+    if let Some(v) = s.shaped(op, 0) {
+        return super::ref_view::load(s, b, op, &v);
+    }
     let ty = result_type(op, 0)?;
     let index = indexers(s, op, 1, indices(op, 1)?, &ty.shape)?;
     let (r, index) = super::dma::through_view(s, b, op, 0, index)?;
@@ -426,10 +429,15 @@ fn transpose(
 /// The scratch buffer a Mosaic op goes through, set aside before import (the IR slices refs,
 /// not values): a `tpu.concatenate` stores its operands into its result and loads it whole
 /// (the StableHLO rule); a `tpu.dynamic_rotate` stores its operand twice along the rotated
-/// dimension and loads one window of it.
+/// dimension and loads one window of it; a `vector.extract_strided_slice` wider than one
+/// element in some narrowed dimension stores its operand and loads the slice.
 pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Type>> {
     match op_name(op).as_str() {
         "tpu.concatenate" => Some(result_type(op, 0)),
+        // A malformed slice reserves nothing: its rule reports it, at the op.
+        "vector.extract_strided_slice" => {
+            wide_slice(op).ok().flatten().map(|()| operand_type(op, 0))
+        }
         "tpu.dynamic_rotate" => Some(result_type(op, 0).and_then(|mut t| {
             let d = rotated_dim(op, t.rank())?;
             t.shape[d] *= 2;
@@ -575,38 +583,75 @@ fn extract(
     s.define(op, 0, v)
 }
 
-/// `vector.extract_strided_slice` (a static slice of a value, as `x[3]` lowers): each
-/// dimension is kept whole or narrowed to one element (picked as [`extract`] does). Wider
-/// slices and strides have no kernel-IR form (the IR slices refs, not values) and are refused.
+/// A `vector.extract_strided_slice`'s `(offset, size)` per leading dimension it names, checked
+/// against the operand's shape (in bounds, unit strides).
+fn slice_bounds(op: &OperationRef<'_, '_>) -> Result<Vec<(i64, i64)>> {
+    let offsets = text::int_list(&attr(op, "offsets")?)?;
+    let sizes = text::int_list(&attr(op, "sizes")?)?;
+    let strides = text::int_list(&attr(op, "strides")?)?;
+    if strides.iter().any(|&st| st != 1) {
+        return Err(Error::unsupported(format!(
+            "a strided slice of a value (strides {strides:?})"
+        )));
+    }
+    let shape = operand_type(op, 0)?.shape;
+    if offsets.len() != sizes.len() || offsets.len() > shape.len() {
+        return Err(Error::new(format!(
+            "a slice with offsets {offsets:?} and sizes {sizes:?} of a value of shape {shape:?}"
+        )));
+    }
+    for (d, (&o, &n)) in offsets.iter().zip(&sizes).enumerate() {
+        if o < 0 || n < 0 || o + n > shape[d] as i64 {
+            return Err(Error::new(format!(
+                "a slice of elements {o}..{} of dimension {d} of a value of shape {shape:?}",
+                o + n
+            )));
+        }
+    }
+    Ok(offsets.into_iter().zip(sizes).collect())
+}
+
+/// `Some(())` when the slice narrows some dimension to more than one element but not all of
+/// them: it goes through a scratch buffer (see [`mosaic_scratch_type`]).
+fn wide_slice(op: &OperationRef<'_, '_>) -> Result<Option<()>> {
+    let shape = operand_type(op, 0)?.shape;
+    let wide = slice_bounds(op)?
+        .iter()
+        .zip(&shape)
+        .any(|(&(_, n), &extent)| n > 1 && n != extent as i64);
+    Ok(wide.then_some(()))
+}
+
+/// `vector.extract_strided_slice` (a static slice of a value, as `x[3]` or `x[:16]` lowers),
+/// unit strides only. When every dimension is kept whole or narrowed to one element, the
+/// elements are picked as [`extract`] does; a wider slice stores the value into its scratch
+/// buffer and loads the slice back (the IR slices refs, not values).
 fn extract_strided_slice(
     s: &mut Scope,
     b: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    let offsets = text::int_list(&attr(op, "offsets")?)?;
-    let sizes = text::int_list(&attr(op, "sizes")?)?;
-    let strides = text::int_list(&attr(op, "strides")?)?;
+    let bounds = slice_bounds(op)?;
     let mut v = s.value(op, 0)?;
     let shape = b.ty(v).shape.clone();
-    for (d, (&o, &n)) in offsets.iter().zip(&sizes).enumerate() {
-        let extent = shape.get(d).copied().unwrap_or(0) as i64;
-        if strides.get(d).is_some_and(|&st| st != 1) {
-            return Err(Error::unsupported(format!(
-                "a strided slice of a value (strides {strides:?})"
-            )));
+    if wide_slice(op)?.is_some() {
+        let buf = *s
+            .scratch
+            .get(&op_key(op))
+            .ok_or_else(|| Error::new("no scratch buffer set aside for the slice"))?;
+        b.store(buf, &vec![Ix::Full; shape.len()], v)?;
+        let mut window = vec![Ix::Full; shape.len()];
+        for (d, &(o, n)) in bounds.iter().enumerate() {
+            window[d] = Ix::Ds(Arg::Lit(Literal::Int(o)), n as usize);
         }
-        if n == extent {
-            continue;
+        let v = b.load(buf, &window)?;
+        return s.define(op, 0, v);
+    }
+    for (d, &(o, n)) in bounds.iter().enumerate() {
+        if n != shape[d] as i64 {
+            v = pick(b, v, d, o)?;
         }
-        if n != 1 {
-            return Err(Error::unsupported(format!(
-                "a slice of {n} of {extent} elements of a value (dimension {d}); \
-                 only whole dimensions or single elements can be taken from values: slice the \
-                 ref instead"
-            )));
-        }
-        v = pick(b, v, d, o)?;
     }
     let v = b.reshape(v, &result_type(op, 0)?.shape)?;
     s.define(op, 0, v)
@@ -919,6 +964,7 @@ pub const MOSAIC: &Table = &Table {
         ("arith.uitofp", super::unsigned::uitofp),
         ("arith.fptoui", super::unsigned::fptoui),
         ("arith.index_cast", identity),
+        ("arith.bitcast", super::bitcast::bitcast),
         ("vector.load", load),
         ("vector.store", store),
         ("memref.load", load),
@@ -948,6 +994,9 @@ pub const MOSAIC: &Table = &Table {
         ("func.return", terminator),
         ("tpu.memref_slice", super::dma::memref_slice),
         ("tpu.memref_squeeze", super::dma::memref_squeeze),
+        ("tpu.memref_reshape", super::ref_view::memref_reshape),
+        ("tpu.memref_bitcast", super::ref_view::memref_bitcast),
+        ("tpu.strided_load", super::ref_view::strided_load),
         ("tpu.enqueue_dma", super::dma::enqueue_dma),
         ("tpu.wait_dma2", super::dma::wait_dma),
         ("tpu.wait_dma", super::dma::wait_dma),

@@ -34,6 +34,9 @@ pub struct Scope {
     /// Views of refs (`tpu.memref_slice`, `memref_squeeze`): the ref and one indexer per
     /// dimension of its ref shape.
     views: HashMap<usize, (Ref, Vec<Ix>)>,
+    /// Refs seen through a reshape or bitcast (`tpu.memref_reshape`, `memref_bitcast`),
+    /// which only loads read ([`super::ref_view`]).
+    shaped: HashMap<usize, super::ref_view::Shaped>,
 }
 
 /// An op's identity (stable while its module lives).
@@ -144,9 +147,35 @@ impl Scope {
         Ok(())
     }
 
+    /// Binds result 0 of `op` to a reshaped or bitcast view.
+    pub fn define_shaped(
+        &mut self,
+        op: &OperationRef<'_, '_>,
+        v: super::ref_view::Shaped,
+    ) -> Result<()> {
+        let r = op
+            .result(0)
+            .map_err(|_| Error::new(format!("`{}` has no result", op_name(op))))?;
+        self.shaped.insert(key(r.into()), v);
+        Ok(())
+    }
+
+    /// Operand `i` of `op` if it is a reshaped or bitcast view.
+    pub fn shaped(&self, op: &OperationRef<'_, '_>, i: usize) -> Option<super::ref_view::Shaped> {
+        let v = op.operand(i).ok()?;
+        self.shaped.get(&key(v)).cloned()
+    }
+
     /// Operand `i` as a ref or a view of one: the ref and its indexers (none for a whole
     /// ref).
     pub fn place(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<(Ref, Vec<Ix>)> {
+        if self.shaped(op, i).is_some() {
+            return Err(Error::unsupported(format!(
+                "operand {i} of `{}` is a reshaped or bitcast ref (`tpu.memref_reshape`/\
+                 `memref_bitcast`), which tpukit imports for loads only",
+                op_name(op)
+            )));
+        }
         if let Ok(v) = op.operand(i)
             && let Some(view) = self.views.get(&key(v))
         {
@@ -223,4 +252,12 @@ pub fn result_type(op: &OperationRef<'_, '_>, i: usize) -> Result<Type> {
         .result(i)
         .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
     text::value_ty(&r.r#type().to_string())
+}
+
+/// The value type of operand `i`.
+pub fn operand_type(op: &OperationRef<'_, '_>, i: usize) -> Result<Type> {
+    let v = op
+        .operand(i)
+        .map_err(|_| Error::new(format!("`{}` has no operand {i}", op_name(op))))?;
+    text::value_ty(&v.r#type().to_string())
 }

@@ -322,22 +322,99 @@ def test_paged_attention_megacore_modes_are_a_clear_error(rng):
             program(q, k, v, lengths, indices)
 
 
-def test_ragged_paged_attention_is_a_clear_error(rng):
-    """Ragged paged attention reshapes its page buffer's ref (``tpu.memref_reshape``) to read
-    keys and values interleaved by strided loads: tpukit's refs are windows of an operand
-    (slices and points), not reshaped views."""
-    q = randn(rng, (16, 4, 128), np.float32)
-    kv_pages = randn(rng, (16, 16, 4, 128), np.float32)
-    kv_lens = jnp.array([40, 20], jnp.int32)
-    page_indices = jnp.asarray(rng.permutation(16)[:8].reshape(2, 4), jnp.int32)
-    cu_q_lens = jnp.array([0, 5, 12], jnp.int32)
-    program = jax.jit(lambda *a: rpa.ragged_paged_attention(
-        *a, num_kv_pages_per_block=2, num_queries_per_block=8))
-    with pallas.on_cpu(), pytest.raises(
-            tpukit.UnsupportedError,
-            match=r"kernel `ragged_paged_attention_kernel`: op `tpu.memref_reshape`: "
-                  r"unsupported: .*ragged_paged_attention/kernel.py:\d+:\d+"):
-        program(q, kv_pages, kv_lens, page_indices, cu_q_lens, jnp.array([2], jnp.int32))
+def ragged_reference(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale):
+    """Per sequence i: its queries attend causally (aligned at the end of its keys) to its
+    first kv_lens[i] keys and values, pages page_indices[i] of the cache, whose combined head
+    axis alternates keys and values; q head h reads kv head h // (q_heads // kv_heads). The
+    rows of the first cu_q_lens[num_seqs] tokens (f32)."""
+    q, kv = np.asarray(f32(q)), np.asarray(f32(kv_pages))
+    q_heads, dim = q.shape[1:]
+    group = q_heads // (kv.shape[2] // 2)
+    rows = []
+    for i in range(int(num_seqs[0])):
+        start, end, kv_len = int(cu_q_lens[i]), int(cu_q_lens[i + 1]), int(kv_lens[i])
+        tokens = kv[np.asarray(page_indices[i])].reshape(-1, kv.shape[2], dim)[:kv_len]
+        keys, values = tokens[:, 0::2], tokens[:, 1::2]
+        positions = kv_len - (end - start) + np.arange(end - start)
+        allowed = np.arange(kv_len)[None, :] <= positions[:, None]
+        out = np.empty((end - start, q_heads, dim), np.float32)
+        for h in range(q_heads):
+            scores = np.where(allowed, q[start:end, h] @ keys[:, h // group].T * sm_scale,
+                              -np.inf)
+            p = np.exp(scores - scores.max(axis=1, keepdims=True))
+            out[:, h] = (p / p.sum(axis=1, keepdims=True)) @ values[:, h // group]
+        rows.append(out)
+    return jnp.asarray(np.concatenate(rows))
+
+
+# (q heads, kv heads, page size, pages per sequence, total pages, pages per block, queries per
+# block, tokens, sequences, max sequences): token counts, sequence lengths and pages per
+# sequence that the blocks do not divide
+RAGGED_SHAPES = {
+    "gqa": (4, 2, 8, 5, 24, 2, 8, 21, 3, 4),
+    "mha": (4, 4, 16, 3, 16, 2, 16, 37, 4, 5),
+}
+
+
+def ragged_inputs(rng, dtype, shape):
+    q_heads, kv_heads, page, per_seq, total, _, _, tokens, seqs, max_seqs = shape
+    q_lens = rng.multinomial(tokens - seqs, np.ones(seqs) / seqs) + 1  # each at least 1
+    q_lens[rng.integers(seqs)] = 1  # a decode step among the prefills
+    kv_lens = np.minimum(q_lens + rng.integers(0, page * per_seq, seqs), page * per_seq)
+    kv_lens = np.maximum(kv_lens, q_lens)
+    cu = np.zeros(max_seqs + 1, np.int32)
+    cu[1:seqs + 1] = np.cumsum(q_lens)
+    cu[seqs + 1:] = cu[seqs]
+    lens = np.zeros(max_seqs, np.int32)
+    lens[:seqs] = kv_lens
+    pages = rng.permutation(total)[:max_seqs * per_seq].reshape(max_seqs, per_seq)
+    return (randn(rng, (tokens, q_heads, 128), dtype),
+            randn(rng, (total, page, 2 * kv_heads, 128), dtype),
+            jnp.asarray(lens), jnp.asarray(pages, jnp.int32), jnp.asarray(cu),
+            jnp.array([seqs], jnp.int32))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("shape", list(RAGGED_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ragged_paged_attention_in_a_jitted_model(dtype, shape, device, rng):
+    """Ragged paged attention (prefill and decode sequences of random lengths in one batch)
+    copies pages by manual DMA into a double buffer, reshapes that buffer's ref to rows
+    (``tpu.memref_reshape``) and reads keys and values interleaved by strided loads; in bf16
+    through a bitcast of the ref to uint32 (``tpu.memref_bitcast``), a key and its value in
+    one word. Rows past the last sequence's tokens are not written by the kernel."""
+    args = ragged_inputs(rng, dtype, RAGGED_SHAPES[shape])
+    per_block, q_block = RAGGED_SHAPES[shape][5:7]
+
+    @jax.jit
+    def model(*args):
+        return rpa.ragged_paged_attention(*args, sm_scale=0.3, num_kv_pages_per_block=per_block,
+                                          num_queries_per_block=q_block)
+
+    with pallas.on_cpu(device=device):
+        got = model(*args)
+        assert model.lower(*args).as_text().count("@tpukit_kernel") == 1
+    want = ragged_reference(*args, sm_scale=0.3)
+    assert_close(f32(got)[:want.shape[0]], want, f"ragged {shape} {dtype.__name__}",
+                 tolerance(dtype, want))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ragged_paged_attention_through_custom_jax_kernel(dtype, device, rng):
+    """Unmodified ``ragged_paged_attention`` with JAX ops around it, in one function."""
+    args = ragged_inputs(rng, dtype, RAGGED_SHAPES["gqa"])
+    total = int(args[4][int(args[5][0])])
+
+    @pallas.custom_jax_kernel
+    def attend(q, *rest):
+        out = rpa.ragged_paged_attention(q * 2, *rest, num_kv_pages_per_block=2,
+                                         num_queries_per_block=8)
+        return jnp.tanh(out[:total].astype(jnp.float32))
+
+    got = attend(*args, device=device)
+    want = jnp.tanh(ragged_reference((f32(args[0]) * 2).astype(dtype), *args[1:], sm_scale=1.0))
+    assert_close(got, want, f"ragged on {device}", tolerance(dtype, want))
 
 
 def gmm_reference(x, w, sizes):

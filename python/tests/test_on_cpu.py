@@ -214,3 +214,39 @@ def test_the_same_body_with_other_block_specs_is_another_kernel(rng):
         backward = jax.jit(lambda x: f(x, True))(x)
     assert_close(forward, x * 2.0, "forward")
     assert_close(backward, jnp.concatenate([x[8:], x[:8]]) * 2.0, "reversed blocks")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_an_emit_pipeline_matmul_over_hbm_refs(dtype, rng):
+    """A kernel that pipelines its own blocks: HBM operands (`pl.ANY`) and
+    `pltpu.emit_pipeline` over a 3-D grid accumulating into the output block; M and K are
+    not powers of two. Tracing it asks Pallas for TPU tilings (`get_tpu_info`), which a CPU
+    device answers as the v5e tpukit compiles for."""
+
+    def block_step(x_ref, y_ref, z_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            z_ref[...] = jnp.zeros(z_ref.shape, z_ref.dtype)
+
+        z_ref[...] += jnp.dot(x_ref[...], y_ref[...],
+                              preferred_element_type=jnp.float32).astype(z_ref.dtype)
+
+    def kernel(x_hbm, y_hbm, z_hbm):
+        pltpu.emit_pipeline(
+            block_step, grid=(3, 2, 2),
+            in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        )(x_hbm, y_hbm, z_hbm)
+
+    def matmul(x, y):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((384, 256), jnp.float32),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2,
+            out_specs=pl.BlockSpec(memory_space=pl.ANY))(x, y)
+
+    x, y = randn(rng, (384, 256), dtype), randn(rng, (256, 256), dtype)
+    with pallas.on_cpu():
+        got = jax.jit(matmul)(x, y)
+    want = jnp.dot(x, y, preferred_element_type=jnp.float32)
+    assert_close(got, want, "emit_pipeline matmul", dict(rtol=1e-4, atol=1e-3))

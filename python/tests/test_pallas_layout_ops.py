@@ -122,3 +122,27 @@ def test_roll_by_a_traced_shift(dtype, rng):
             [jnp.roll(x[8 * i:8 * i + 8], int(s[0]) + 7 * i, 1) for i in range(3)])
 
     check(kernel, sds(x.shape, dtype), [s, x], reference, grid_spec=grid_spec)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [np.int32])
+def test_static_slices_of_values(dtype, rng):
+    # `x[:8]`, `x[8:24]` and a lane range of a loaded value (vector.extract_strided_slice
+    # wider than one element), beside a single row `x[3]`, over partial row blocks
+    def kernel(x_ref, a_ref, b_ref):
+        x = x_ref[...]
+        a_ref[...] = x[:8] + x[8:16] * 2 + x[3]
+        b_ref[...] = x[16:24, 128:256] - x[:8, :128]
+
+    x = (rng.standard_normal((60, 256)) * 10).astype(dtype)
+
+    def reference(x):
+        # in `dtype`, rounding after each op as the kernel does
+        blocks = jnp.pad(jnp.asarray(x), ((0, 4), (0, 0))).reshape(2, 32, 256)
+        a = blocks[:, :8] + blocks[:, 8:16] * 2 + blocks[:, 3:4]
+        b = blocks[:, 16:24, 128:] - blocks[:, :8, :128]
+        return a.reshape(16, 256), b.reshape(16, 128)
+
+    check(kernel, (sds((16, 256), dtype), sds((16, 128), dtype)), [x], reference, grid=(2,),
+          in_specs=[pl.BlockSpec((32, 256), lambda i: (i, 0))],
+          out_specs=[pl.BlockSpec((8, 256), lambda i: (i, 0)),
+                     pl.BlockSpec((8, 128), lambda i: (i, 0))])

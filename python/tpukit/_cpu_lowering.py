@@ -84,11 +84,27 @@ def imported() -> list:
         return [c.kernel for c in _imports.values()]
 
 
+def _cpu_tpu_info():
+    """What Pallas's ``pltpu.get_tpu_info()`` answers on a CPU device once tpukit's rule is
+    registered: the facts of the chip tpukit compiles for (a v5e TensorCore, its default
+    topology), since the kernels are lowered for that TPU. ``emit_pipeline`` asks for them
+    (tilings) while a kernel is traced, before any lowering rule runs; without an answer JAX
+    refuses the CPU's device kind. Pallas caches what it derives from them, so the answer
+    does not depend on being inside ``on_cpu()``."""
+    from jax._src.pallas.mosaic import tpu_info
+
+    return tpu_info.get_tpu_info_for_chip(tpu_info.ChipVersion.TPU_V5E, 1)
+
+
 def _register():
     global _registered
     with _lock:
         if not _registered:
+            from jax._src.pallas.mosaic import tpu_info
+
             mlir.register_lowering(_pallas_call.pallas_call_p, _rule, platform="cpu")
+            # JAX's hook for device kinds it does not know (the CPU's is "cpu").
+            tpu_info.registry.setdefault("cpu", _cpu_tpu_info)
             _registered = True
 
 

@@ -271,3 +271,33 @@ def test_debug_print_compiles_for_tpu(compiler, topology):
     result = compiler.compile(text, topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _ragged_under_on_cpu(dtype):
+    """Ragged paged attention (pages copied by manual DMA into a double buffer whose ref is
+    reshaped to rows and read by strided loads; in bf16 through a bitcast of the ref to
+    uint32), imported by ``on_cpu()`` from its jitted entry point, lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
+    from tpukit import _cpu_lowering, pallas
+
+    q = jnp.zeros((16, 4, 128), dtype)
+    pages = jnp.zeros((16, 16, 4, 128), dtype)
+    lens, indices = jnp.zeros((2,), jnp.int32), jnp.zeros((2, 4), jnp.int32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(lambda *a: rpa.ragged_paged_attention(
+            *a, num_kv_pages_per_block=2, num_queries_per_block=8)).lower(
+            q, pages, lens, indices, jnp.zeros((3,), jnp.int32), jnp.ones((1,), jnp.int32))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_ragged_paged_attention_imported_by_on_cpu_compiles_for_tpu(compiler, dtype, topology):
+    texts = _ragged_under_on_cpu(dtype)
+    assert len(texts) == 1
+    result = compiler.compile(texts[0], topology)
+    assert result["ok"], result.get("error")
+    assert result["llo_ops"][0]["total"] > 0

@@ -1,11 +1,11 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
 `jnp.einsum`'s trace scopes, non-splat constants, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
-scalar-prefetch operands),
+scalar-prefetch operands; reshaped and bitcast refs read by strided loads, value bitcasts),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
 (``Kernel.lower``) and compiled with libtpu for v5e and v6e. Their results are checked on
 the CPU devices in python/tests/test_pallas_ops.py, test_pallas_layout_ops.py,
-test_pallas_dma.py and test_pallas_smem.py."""
+test_pallas_dma.py, test_pallas_smem.py and test_pallas_ref_views.py."""
 
 import functools
 
@@ -82,6 +82,19 @@ def _layout(dtype):
     return call, [sq, sq]
 
 
+def _value_slices(dtype):
+    # vector.extract_strided_slice wider than one element: rows and a lane range of a value
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, a_ref, b_ref):
+        x = x_ref[...]
+        a_ref[...] = x[:8] + x[8:16] * 2 + x[3]
+        b_ref[...] = x[16:24, 128:256] - x[:8, :128]
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((8, 256), dtype), _sds((8, 128), dtype)))
+    return call, [_sds((32, 256), dtype)]
+
+
 def _flash(dtype, causal):
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
@@ -142,6 +155,37 @@ def _smem(dtype):
     call = pl.pallas_call(t.running_offsets, out_shape=(x, _sds(x.shape, "int32")),
                           **t.running_offsets_call_kwargs(8, 128, (3, 4), "parallel"))
     return call, [_sds((12,), "int32"), _sds((3,), "int32"), x]
+
+
+def _ref_views(name, dtype):
+    # python/tests/test_pallas_ref_views.py: a page buffer reshaped to rows, read by strided
+    # loads (f32), or bitcast to uint32 first (bf16, as ragged paged attention reads it)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def strided(x_ref, o_ref):
+        rows = x_ref.reshape(64, 128)
+        for h in range(4):
+            o_ref[h] = rows[pl.ds(h, 16, stride=4), :]
+
+    def packed(x_ref, o_ref):
+        words = x_ref.reshape(64, 128).bitcast(jnp.uint32)
+        for head in range(2):
+            w = words[pl.ds(head, 16, stride=2), :]
+            o_ref[head] = pltpu.bitcast(w << 16, jnp.float32).astype(jnp.bfloat16)
+            o_ref[head + 2] = pltpu.bitcast(w & jnp.uint32(0xFFFF0000), jnp.float32).astype(
+                jnp.bfloat16)
+
+    def bits(x_ref, o_ref):
+        o_ref[...] = pltpu.bitcast(x_ref.bitcast(jnp.int32)[...] ^ 1, jnp.float32)
+
+    if name == "bits":
+        x = _sds((16, 128), dtype)
+        return pl.pallas_call(bits, out_shape=x), [x]
+    body = {"strided": strided, "packed": packed}[name]
+    call = pl.pallas_call(body, out_shape=_sds((4, 16, 128), dtype))
+    return call, [_sds((2, 8, 4, 128), dtype)]
 
 
 def _batched(dtype):
@@ -237,6 +281,8 @@ KERNELS = {
     "iota-f32": lambda: _iota("float32"),
     "layout-f32": lambda: _layout("float32"),
     "layout-bf16": lambda: _layout("bfloat16"),
+    "value-slices-f32": lambda: _value_slices("float32"),
+    "value-slices-bf16": lambda: _value_slices("bfloat16"),
     "flash-f32": lambda: _flash("float32", False),
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
@@ -253,6 +299,9 @@ KERNELS = {
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
+    "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
+    "ref-bitcast-packed-bf16": lambda: _ref_views("packed", "bfloat16"),
+    "ref-bitcast-f32": lambda: _ref_views("bits", "float32"),
 }
 
 

@@ -1,0 +1,448 @@
+//! Refs seen through another shape or dtype (`tpu.memref_reshape`, `tpu.memref_bitcast`) and
+//! strided reads (`tpu.strided_load`, `ref[pl.ds(start, size, stride=k)]`), as ragged paged
+//! attention reads keys and values interleaved in its page buffer.
+//!
+//! The IR's refs are windows of an operand, so a read through such a view is imported as
+//! reads of the underlying window (a view of [`Scope`]) in its own shape:
+//!
+//! - A reshape is row-major, as Mosaic defines it: element `i` (in row-major order) of the
+//!   reshaped ref is element `i` of the window.
+//! - A strided read of the reshaped ref is a set of elements whose row-major offsets in the
+//!   window are `base + Σ_d i_d · c_d` (`i_d < n_d`). It is imported when every step `c_d`
+//!   walks whole trailing dimensions of the window (a slice of one dimension, or of several
+//!   consecutive ones read in full; neighbouring read dimensions that together step evenly
+//!   count as one), each dimension walked once and in the result's order;
+//!   the window's other dimensions are points. The read is then one `load` of the window and
+//!   a `reshape`. Anything else (a stride inside one dimension of the window, a dynamic
+//!   start) is refused by name.
+//! - A bitcast of equal widths (f32 ↔ i32) reads the elements and bitcasts them. A bitcast of
+//!   bf16 to 32 bits halves the second-minor dimension as Mosaic (and Pallas's interpret mode)
+//!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
+//!   those of `(.., 2r + 1, c)` in its high half. It is imported as one read of the row pairs
+//!   (a dimension of 2 after the rows) packed by exact integer ops (`read_packed`).
+
+use super::rules::Table;
+use super::scope::{Scope, attr_opt, op_name, result_type};
+use super::text::{self, Ty};
+use melior::ir::{ValueLike, operation::OperationRef};
+use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, ReduceOp, Ref, Result};
+
+/// A ref seen through a reshape and a bitcast: the window it is made of and what it looks
+/// like.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shaped {
+    /// The underlying ref and its indexers (a whole ref: slices of every dimension).
+    pub base: (Ref, Vec<Ix>),
+    /// The window's own shape (the sizes of its slices), in its dtype.
+    pub window: Vec<usize>,
+    /// The reshaped shape, in the window's dtype (before any bitcast).
+    pub shape: Vec<usize>,
+    /// The dtype read: the window's, or what a bitcast made of it.
+    pub dtype: DType,
+    /// Whether a bitcast packed two bf16 rows (second-minor) into one 32-bit row.
+    pub packed: bool,
+}
+
+/// The static shape and dtype of the memref type of `op`'s result `i` or operand `i`.
+fn memref(ty: &str) -> Result<(Vec<usize>, DType)> {
+    match text::ty(ty)? {
+        Ty::MemRef { ty, .. } => Ok((ty.shape, ty.dtype)),
+        other => Err(Error::new(format!("a ref of type {other:?}"))),
+    }
+}
+
+fn result_memref(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, DType)> {
+    let r = op
+        .result(0)
+        .map_err(|_| Error::new(format!("`{}` has no result", op_name(op))))?;
+    memref(&r.r#type().to_string())
+}
+
+/// The shaped view of operand 0 of `op`: one already made, or its plain window.
+fn source(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>) -> Result<Shaped> {
+    if let Some(v) = s.shaped(op, 0) {
+        return Ok(v);
+    }
+    let (r, index) = s.place(op, 0)?;
+    let index = if index.is_empty() {
+        b.ref_shape(r)?
+            .into_iter()
+            .map(|n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
+            .collect()
+    } else {
+        index
+    };
+    let window: Vec<usize> = index
+        .iter()
+        .filter_map(|ix| match ix {
+            Ix::Ds(_, n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    Ok(Shaped {
+        base: (r, index),
+        shape: window.clone(),
+        window,
+        dtype: b.ref_dtype(r),
+        packed: false,
+    })
+}
+
+/// `tpu.memref_reshape`: the same elements in row-major order, in the result's shape.
+pub(crate) fn memref_reshape(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let mut v = source(s, b, op)?;
+    if v.dtype != b.ref_dtype(v.base.0) {
+        return Err(Error::unsupported(
+            "a reshape of a bitcast ref (reshape before bitcasting)",
+        ));
+    }
+    let (shape, _) = result_memref(op)?;
+    if shape.iter().product::<usize>() != v.window.iter().product::<usize>() {
+        return Err(Error::new("a reshape to another element count"));
+    }
+    v.shape = shape;
+    s.define_shaped(op, v)
+}
+
+/// `tpu.memref_bitcast`: f32 ↔ i32 elementwise, or bf16 → 32 bits packing row pairs.
+pub(crate) fn memref_bitcast(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let mut v = source(s, b, op)?;
+    let (shape, to) = result_memref(op)?;
+    let from = v.dtype;
+    let pair = [from, to];
+    if v.packed || v.dtype != b.ref_dtype(v.base.0) {
+        return Err(Error::unsupported("a bitcast of a bitcast ref"));
+    }
+    if from == to || matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32]) {
+        v.dtype = to;
+    } else if from == DType::BF16 && matches!(to, DType::I32 | DType::F32) {
+        let rank = v.shape.len();
+        let mut halved = v.shape.clone();
+        if rank < 2 || halved[rank - 2] % 2 != 0 {
+            return Err(Error::unsupported(format!(
+                "a bitcast of bf16{:?} to {to} (rows pair up along the second-minor dimension)",
+                v.shape
+            )));
+        }
+        halved[rank - 2] /= 2;
+        if halved != shape {
+            return Err(Error::new("a packing bitcast to an unexpected shape"));
+        }
+        v.dtype = to;
+        v.packed = true;
+    } else {
+        return Err(Error::unsupported(format!(
+            "a ref bitcast from {from} to {to} (f32 ↔ i32 and bf16 → 32 bits are imported)"
+        )));
+    }
+    s.define_shaped(op, v)
+}
+
+/// One dimension of a read: its static start, stride and size.
+#[derive(Copy, Clone, Debug)]
+pub struct Access {
+    pub start: usize,
+    pub stride: usize,
+    pub size: usize,
+}
+
+/// Row-major strides of `shape`.
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut w = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        w[d] = w[d + 1] * shape[d + 1];
+    }
+    w
+}
+
+/// The window indexers (over `window`'s dimensions) reading `access` of `shape` (a
+/// row-major reshape of `window`), and the shape that read has; see the module doc.
+pub fn decompose(
+    window: &[usize],
+    shape: &[usize],
+    access: &[Access],
+) -> std::result::Result<(Vec<Ix>, Vec<usize>), String> {
+    let (w, ws) = (strides(window), strides(shape));
+    for (d, a) in access.iter().enumerate() {
+        if a.size == 0 || a.stride == 0 || a.start + a.stride * (a.size - 1) >= shape[d] {
+            return Err(format!(
+                "a read of {} elements from {} by {} outside dimension {d} of {shape:?}",
+                a.size, a.start, a.stride
+            ));
+        }
+    }
+    let base: usize = access.iter().zip(&ws).map(|(a, w)| a.start * w).sum();
+    let digits: Vec<usize> = w
+        .iter()
+        .zip(window)
+        .map(|(&wk, &n)| base / wk % n)
+        .collect();
+    // (dimension, elements, step) of each read dimension walking more than one element,
+    // neighbours merged where the outer one steps over the whole inner one.
+    let mut walks: Vec<(usize, usize, usize)> = Vec::new();
+    for (d, a) in access.iter().enumerate() {
+        if a.size == 1 {
+            continue;
+        }
+        let step = a.stride * ws[d];
+        match walks.last_mut() {
+            Some((_, n, outer)) if *outer == a.size * step => {
+                *n *= a.size;
+                *outer = step;
+            }
+            _ => walks.push((d, a.size, step)),
+        }
+    }
+    let mut slices: Vec<Option<usize>> = vec![None; window.len()];
+    let mut last: Option<usize> = None;
+    for (d, size, step) in walks {
+        let a = Access {
+            start: 0,
+            stride: access[d].stride,
+            size,
+        };
+        let Some(mut k) = (0..window.len()).rev().find(|&k| w[k] == step) else {
+            return Err(format!(
+                "a stride of {} along dimension {d} of {shape:?} falls inside one dimension of \
+                 the ref's window {window:?}",
+                a.stride
+            ));
+        };
+        let mut n = a.size;
+        let mut walked = vec![];
+        loop {
+            if slices[k].is_some() {
+                return Err("two dimensions of the read walk one dimension of the window".into());
+            }
+            if digits[k] + n <= window[k] {
+                slices[k] = Some(n);
+                walked.push(k);
+                break;
+            }
+            if digits[k] != 0 || n % window[k] != 0 || k == 0 {
+                return Err(format!(
+                    "dimension {d} of the read crosses dimensions of the window {window:?} \
+                     partly"
+                ));
+            }
+            slices[k] = Some(window[k]);
+            walked.push(k);
+            n /= window[k];
+            k -= 1;
+        }
+        let first = *walked.last().expect("walked one dimension");
+        if last.is_some_and(|l| first <= l) {
+            return Err("the read's dimensions walk the window out of order".into());
+        }
+        last = walked.first().copied();
+    }
+    let lit = |x: usize| Arg::Lit(Literal::Int(x as i64));
+    let index = (0..window.len())
+        .map(|k| match slices[k] {
+            Some(n) => Ix::Ds(lit(digits[k]), n),
+            None => Ix::At(lit(digits[k])),
+        })
+        .collect();
+    Ok((index, access.iter().map(|a| a.size).collect()))
+}
+
+/// Reads `access` (one per dimension of the view's shape, static) of shaped view `v`, as a
+/// value of shape `out`.
+pub(crate) fn read(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    access: &[Access],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    if v.packed {
+        return read_packed(s, b, v, access, out);
+    }
+    let (index, shape) = decompose(&v.window, &v.shape, access).map_err(Error::unsupported)?;
+    let index = super::dma::compose(s, b, v.base.clone(), index)?;
+    let x = b.load(v.base.0, &index)?;
+    let x = b.reshape(x, &shape)?;
+    let x = b.reshape(x, out)?;
+    b.bitcast(x, v.dtype)
+}
+
+/// A read of a packing bitcast (bf16 → 32 bits): the bf16 rows of each 32-bit row are a
+/// pair dimension of the window's reshape (`[.., 2R, C]` as `[.., R, 2, C]`), read whole;
+/// their bits (a bf16 widened to f32 holds them in its high half) are shifted into place and
+/// summed over the pair, which no carry crosses.
+fn read_packed(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    access: &[Access],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    let r = access.len() - 2;
+    let mut shape = v.shape.clone();
+    shape[r] /= 2;
+    shape.insert(r + 1, 2);
+    let mut pairs = access.to_vec();
+    pairs.insert(
+        r + 1,
+        Access {
+            start: 0,
+            stride: 1,
+            size: 2,
+        },
+    );
+    let (index, window) = decompose(&v.window, &shape, &pairs).map_err(Error::unsupported)?;
+    let index = super::dma::compose(s, b, v.base.clone(), index)?;
+    let x = b.load(v.base.0, &index)?;
+    let x = b.reshape(x, &window)?;
+    let x = b.cast(x, DType::F32)?;
+    let bits = b.bitcast(x, DType::I32)?;
+    let low = b.binary(BinaryOp::ShrL, bits, Arg::Lit(Literal::Int(16)))?;
+    let pair = b.iota(DType::I32, &window, r + 1)?;
+    let by = b.binary(BinaryOp::Mul, pair, Arg::Lit(Literal::Int(16)))?;
+    let placed = b.binary(BinaryOp::Shl, low, by)?;
+    let packed = b.reduce(ReduceOp::Sum, placed, &[(r + 1) as i64])?;
+    let packed = b.reshape(packed, out)?;
+    b.bitcast(packed, v.dtype)
+}
+
+/// The static starts of `op`'s indices `first..first + n`, or a refusal naming the view.
+fn static_starts(
+    s: &Scope,
+    op: &OperationRef<'_, '_>,
+    first: usize,
+    n: usize,
+) -> Result<Vec<usize>> {
+    (0..n)
+        .map(|d| match s.arg(op, first + d)? {
+            Arg::Lit(Literal::Int(x)) if x >= 0 => Ok(x as usize),
+            _ => Err(Error::unsupported(
+                "a dynamic start in a read of a reshaped or bitcast ref",
+            )),
+        })
+        .collect()
+}
+
+/// `vector.load` of a shaped view (the load rule hands it over).
+pub(crate) fn load(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    v: &Shaped,
+) -> Result<()> {
+    let ty = result_type(op, 0)?;
+    let rank = v.shape.len();
+    let starts = static_starts(s, op, 1, rank)?;
+    let points = rank
+        .checked_sub(ty.shape.len())
+        .ok_or_else(|| Error::new("a load of higher rank than its ref"))?;
+    let access: Vec<Access> = (0..rank)
+        .map(|d| Access {
+            start: starts[d],
+            stride: 1,
+            size: if d < points { 1 } else { ty.shape[d - points] },
+        })
+        .collect();
+    let x = read(s, b, v, &access, &ty.shape)?;
+    s.define(op, 0, x)
+}
+
+/// `tpu.strided_load %ref[%starts…] {strides}`: elements `start + stride · i` of each
+/// dimension, `i` below the result's extent.
+pub(crate) fn strided_load(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let v = source(s, b, op)?;
+    let ty = result_type(op, 0)?;
+    let rank = v.shape.len();
+    let stride = attr_opt(op, "strides")
+        .map(|a| text::int_array(&a))
+        .transpose()?
+        .ok_or_else(|| Error::new("a strided load without strides"))?;
+    if stride.len() != rank || ty.shape.len() != rank || stride.iter().any(|&k| k <= 0) {
+        return Err(Error::new(
+            "a strided load of another rank, or a non-positive stride",
+        ));
+    }
+    let starts = static_starts(s, op, 1, rank)?;
+    let access: Vec<Access> = (0..rank)
+        .map(|d| Access {
+            start: starts[d],
+            stride: stride[d] as usize,
+            size: ty.shape[d],
+        })
+        .collect();
+    let x = read(s, b, &v, &access, &ty.shape)?;
+    s.define(op, 0, x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Access, decompose};
+    use tpukit_dsl::{Arg, Ix, Literal};
+
+    fn at(x: i64) -> Ix {
+        Ix::At(Arg::Lit(Literal::Int(x)))
+    }
+
+    fn ds(x: i64, n: usize) -> Ix {
+        Ix::Ds(Arg::Lit(Literal::Int(x)), n)
+    }
+
+    fn acc(start: usize, stride: usize, size: usize) -> Access {
+        Access {
+            start,
+            stride,
+            size,
+        }
+    }
+
+    #[test]
+    fn a_stride_over_a_merged_dimension_is_a_point_of_the_window() {
+        // [2, 16, 4, 128] read as [128, 128], rows 3, 7, 11, ...: head 3 of every token.
+        let (index, shape) = decompose(
+            &[2, 16, 4, 128],
+            &[128, 128],
+            &[acc(3, 4, 32), acc(0, 1, 128)],
+        )
+        .unwrap();
+        assert_eq!(index, vec![ds(0, 2), ds(0, 16), at(3), ds(0, 128)]);
+        assert_eq!(shape, vec![32, 128]);
+    }
+
+    #[test]
+    fn neighbouring_dimensions_that_step_evenly_merge() {
+        // Row pairs of a [16, 128] window read as [8, 2, 128]: all 16 rows.
+        let (index, _) = decompose(
+            &[16, 128],
+            &[8, 2, 128],
+            &[acc(0, 1, 8), acc(0, 1, 2), acc(0, 1, 128)],
+        )
+        .unwrap();
+        assert_eq!(index, vec![ds(0, 16), ds(0, 128)]);
+    }
+
+    #[test]
+    fn a_stride_inside_one_dimension_is_refused() {
+        let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 8), acc(0, 1, 128)]).unwrap_err();
+        assert!(err.contains("falls inside one dimension"), "{err}");
+    }
+
+    #[test]
+    fn a_read_past_the_end_is_refused() {
+        let err = decompose(&[32, 128], &[32, 128], &[acc(1, 4, 9), acc(0, 1, 128)]).unwrap_err();
+        assert!(err.contains("outside dimension 0"), "{err}");
+    }
+}
