@@ -965,6 +965,7 @@ pub const MOSAIC: &Table = &Table {
         ("arith.fptoui", super::unsigned::fptoui),
         ("arith.index_cast", identity),
         ("arith.bitcast", super::bitcast::bitcast),
+        ("tpu.dynamic_gather", super::gather::dynamic_gather),
         ("vector.load", load),
         ("vector.store", store),
         ("memref.load", load),
@@ -1008,7 +1009,6 @@ pub const MOSAIC: &Table = &Table {
         ("memref.alloca", super::dma::alloc),
         ("tpu.sem_alloc", super::dma::alloc),
         ("tpu.bitcast", super::bitcast::bitcast),
-        ("arith.bitcast", super::bitcast::bitcast),
         ("tpu.reduce_index", super::reduce_index::reduce_index),
     ],
 };

@@ -689,6 +689,13 @@ impl KernelBuilder {
         self.checked(OpKind::Cast { x }, t)
     }
 
+    /// `x` gathered along `axis` at `indices` (i32, of the result's shape; see
+    /// [`OpKind::Gather`]): `jnp.take_along_axis`.
+    pub fn gather(&mut self, x: ValueId, indices: ValueId, axis: usize) -> Result<ValueId> {
+        let t = self.ty(indices).with_dtype(self.ty(x).dtype);
+        self.checked(OpKind::Gather { x, indices, axis }, t)
+    }
+
     /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast
     /// between widths); `x` itself if it has that dtype already.
     pub fn bitcast(&mut self, x: impl Into<Arg>, dtype: DType) -> Result<ValueId> {

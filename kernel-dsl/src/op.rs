@@ -240,6 +240,19 @@ pub enum OpKind {
         /// The value reinterpreted.
         x: ValueId,
     },
+    /// `result[i] = x[i with i[axis] replaced by indices[i]]` (`jnp.take_along_axis`, Mosaic's
+    /// `tpu.dynamic_gather`): `indices` is i32 of the result's shape, `x` has the result's
+    /// dtype and rank and its extents except along `axis`. An index outside
+    /// `0..x.shape[axis]` reads an unspecified value: on a TPU whatever the hardware
+    /// gathers, 0 (`false`) on the CPU devices.
+    Gather {
+        /// The value gathered from.
+        x: ValueId,
+        /// Where along `axis` each result element reads (i32).
+        indices: ValueId,
+        /// The axis indexed.
+        axis: usize,
+    },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
         /// The value broadcast.
@@ -392,6 +405,7 @@ impl OpKind {
             OpKind::Select { .. } => "select",
             OpKind::Cast { .. } => "cast",
             OpKind::Bitcast { .. } => "bitcast",
+            OpKind::Gather { .. } => "gather",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -469,6 +483,7 @@ impl OpKind {
             | OpKind::Reshape { x }
             | OpKind::Transpose { x, .. }
             | OpKind::Reduce { x, .. } => vec![*x],
+            OpKind::Gather { x, indices, .. } => vec![*x, *indices],
             OpKind::Binary { lhs, rhs, .. }
             | OpKind::Compare { lhs, rhs, .. }
             | OpKind::Dot { lhs, rhs, .. } => vec![*lhs, *rhs],

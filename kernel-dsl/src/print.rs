@@ -281,6 +281,13 @@ impl Printer {
                 on_false.0,
                 ty()
             )?,
+            OpKind::Gather { x, indices, axis } => write!(
+                out,
+                "gather %{}, %{} axis {axis} : {}",
+                x.0,
+                indices.0,
+                ty()
+            )?,
             OpKind::Transpose { x, perm } => write!(out, "transpose %{} {perm:?} : {}", x.0, ty())?,
             OpKind::Iota { dim } => write!(out, "iota {dim} : {}", ty())?,
             OpKind::Reduce { x, axes, .. } => write!(out, "{name} %{} {axes:?} : {}", x.0, ty())?,

@@ -479,6 +479,20 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("changes the shape from {t} to {r}"));
             }
         }
+        OpKind::Gather { x, indices, axis } => {
+            let (t, i, r) = (ty(x)?, ty(indices)?, one()?);
+            let fits = i.dtype == DType::I32
+                && i.shape == r.shape
+                && t.dtype == r.dtype
+                && t.rank() == r.rank()
+                && *axis < r.rank()
+                && (0..r.rank()).all(|d| d == *axis || t.shape[d] == r.shape[d]);
+            if !fits {
+                return Err(format!(
+                    "cannot gather {r} from {t} along axis {axis} with indices {i}"
+                ));
+            }
+        }
         OpKind::Bitcast { x } => {
             let (t, r) = (ty(x)?, one()?);
             if Some(&r.shape) != crate::bitcast_shape(t, r.dtype).as_ref() {

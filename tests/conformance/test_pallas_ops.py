@@ -1,5 +1,5 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, non-splat constants, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
+`jnp.einsum`'s trace scopes, non-splat constants, gathers, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
 scalar-prefetch operands; reshaped and bitcast refs read by strided loads, value bitcasts),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
@@ -271,7 +271,24 @@ def _constants(dtype):
     return tables, [_sds((8, 128), dtype), _sds((8, 128), "int32")]
 
 
+def _gather(dtype):
+    # jnp.take_along_axis along the lanes and the sublanes (tpu.dynamic_gather)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, l_ref, r_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.take_along_axis(x, l_ref[...], axis=1)
+        p_ref[...] = jnp.take_along_axis(x, r_ref[...], axis=0)
+
+    x, i = _sds((8, 128), dtype), _sds((8, 128), "int32")
+    return pl.pallas_call(kernel, out_shape=(x, x)), [x, i, i]
+
+
 KERNELS = {
+    "gather-f32": lambda: _gather("float32"),
+    "gather-bf16": lambda: _gather("bfloat16"),
+    "gather-i32": lambda: _gather("int32"),
     "constants-f32": lambda: _constants("float32"),
     "constants-bf16": lambda: _constants("bfloat16"),
     "bits": _bits,

@@ -337,6 +337,15 @@ impl Parser {
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },
+            "gather" => {
+                let (x, indices) = self.two_values()?;
+                self.keyword("axis")?;
+                OpKind::Gather {
+                    x,
+                    indices,
+                    axis: self.axis()?,
+                }
+            }
             "bitcast" => OpKind::Bitcast {
                 x: self.operand_value()?,
             },

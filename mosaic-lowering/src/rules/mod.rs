@@ -14,6 +14,7 @@ mod dense;
 mod dma;
 mod dot;
 pub(crate) mod elementwise;
+mod gather;
 pub(crate) mod grid;
 pub(crate) mod memory;
 mod print;
@@ -48,6 +49,7 @@ pub fn lower<'c, 'k>(
         OpKind::Select { .. } => elementwise::select(lw, em, op),
         OpKind::Cast { .. } => elementwise::cast(lw, em, op),
         OpKind::Bitcast { .. } => bitcast::bitcast(lw, em, op),
+        OpKind::Gather { .. } => gather::gather(lw, em, op),
         OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
         OpKind::Reshape { .. } => shape::reshape(lw, em, op),
         OpKind::Transpose { .. } => shape::transpose(lw, em, op),

@@ -211,6 +211,7 @@ impl Machine<'_> {
             } => ops::select(v(cond), v(on_true), v(on_false)),
             OpKind::Cast { x } => ops::cast(v(x), ty(0)),
             OpKind::Bitcast { x } => ops::bitcast(v(x), ty(0)),
+            OpKind::Gather { x, indices, axis } => ops::gather(v(x), v(indices), *axis, ty(0)),
             OpKind::Broadcast { x } => ops::broadcast(v(x), ty(0)),
             OpKind::Reshape { x } => Tensor {
                 ty: ty(0),

@@ -24,6 +24,7 @@ mod dma;
 mod dot;
 mod dot_bf16;
 mod fuse;
+mod gather;
 mod loops;
 mod print;
 mod reduce;

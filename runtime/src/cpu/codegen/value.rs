@@ -250,6 +250,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 self.cast(dt(x), ty.dtype, v)?
             }
             OpKind::Bitcast { x } => self.bitcast_elem(f, env, *x, ty.dtype, idx)?,
+            OpKind::Gather { x, indices, axis } => {
+                self.gather_elem(f, env, *x, *indices, *axis, idx)?
+            }
             OpKind::Broadcast { x } => {
                 let xs = &f.ty(*x).shape;
                 let lead = idx.len() - xs.len();
