@@ -216,7 +216,7 @@ pub fn dense_values(s: &str, ty: &tpukit_dsl::Type) -> Result<Option<Vec<Literal
     let values: Vec<Literal> = if let Some(hex) = v.strip_prefix("\"0x") {
         let hex = hex.trim_end_matches('"');
         let size = dtype.size_bytes();
-        if dtype.is_bool() || hex.len() % (2 * size) != 0 {
+        if dtype.is_bool() || !hex.len().is_multiple_of(2 * size) {
             return Err(Error::unsupported(format!(
                 "a constant of {dtype} as hex data (`{}`)",
                 truncate(s)

@@ -20,7 +20,7 @@ pub fn bitcast_shape(t: &Type, to: DType) -> Option<Vec<usize>> {
     }
     let mut shape = t.shape.clone();
     let bits = shape[rank - 2] * from_w;
-    if bits % to_w != 0 {
+    if !bits.is_multiple_of(to_w) {
         return None;
     }
     shape[rank - 2] = bits / to_w;

@@ -696,6 +696,29 @@ impl KernelBuilder {
         self.checked(OpKind::Gather { x, indices, axis }, t)
     }
 
+    /// `x` rolled by `shift` (an i32 scalar or literal) along `axis`, as `jnp.roll` and
+    /// `pltpu.roll` do: element `i` moves to `i + shift` modulo the extent. Built as a
+    /// [`OpKind::Gather`] at `(i - shift) mod n`.
+    pub fn roll(&mut self, x: ValueId, shift: impl Into<Arg>, axis: usize) -> Result<ValueId> {
+        let shape = self.ty(x).shape.clone();
+        let Some(&n) = shape.get(axis) else {
+            let t = self.ty(x).clone();
+            return Err(self
+                .err(Some("roll"), format!("axis {axis} of a {t} value"))
+                .with_kind(ErrorKind::Shape));
+        };
+        let n = n.max(1) as i64;
+        let shift = self.index_value(shift, "a roll's shift")?;
+        let i = self.iota(DType::I32, &shape, axis)?;
+        // `(i + n - shift % n) % n`: the remainder keeps the shift's sign, so the sum is
+        // positive and below 3n.
+        let r = self.binary(BinaryOp::Rem, shift, n)?;
+        let back = self.binary(BinaryOp::Sub, n, r)?;
+        let at = self.binary(BinaryOp::Add, i, back)?;
+        let at = self.binary(BinaryOp::Rem, at, n)?;
+        self.gather(x, at, axis)
+    }
+
     /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast
     /// between widths); `x` itself if it has that dtype already.
     pub fn bitcast(&mut self, x: impl Into<Arg>, dtype: DType) -> Result<ValueId> {
