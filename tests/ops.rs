@@ -804,11 +804,11 @@ pub fn rolls_and_gathers_move_elements(device: Device) {
     let k = rolls_and_gathers(&rolls_and_gathers_spec()).unwrap();
     let mut r = rng(21);
     let (x, xv) = random(&mut r, DType::F32, &[16, 128], -4.0, 4.0);
-    let (mut idx, mut iv) = random(&mut r, DType::I32, &[16, 128], 0.0, 128.0);
+    let (_, mut iv) = random(&mut r, DType::I32, &[16, 128], 0.0, 128.0);
     for (at, bad) in [(5, -1.0), (300, 128.0), (2000, 1000.0)] {
         iv[at] = bad;
     }
-    idx = HostArray::from_f64(DType::I32, &[16, 128], &iv);
+    let idx = HostArray::from_f64(DType::I32, &[16, 128], &iv);
     let out = launch(&k, device, &[&x, &idx]).unwrap();
     let (mut rows, mut lanes, mut picked) = (vec![0.0; 2048], vec![0.0; 2048], vec![0.0; 2048]);
     for e in 0..2048 {

@@ -229,7 +229,7 @@ pub fn decompose(
                 walked.push(k);
                 break;
             }
-            if digits[k] != 0 || n % window[k] != 0 || k == 0 {
+            if digits[k] != 0 || !n.is_multiple_of(window[k]) || k == 0 {
                 return Err(format!(
                     "dimension {d} of the read crosses dimensions of the window {window:?} \
                      partly"
