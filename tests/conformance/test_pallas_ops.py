@@ -101,7 +101,7 @@ def _flash(dtype, causal):
     blocks = fa.BlockSizes(block_q=128, block_k_major=256, block_k=128, block_b=1)
 
     def attention(q, k, v):
-        # under the jit: nested pallas_calls are not found yet (issue 13)
+        # the op without its own jit (its jitted form is inlined too, see _inline.py)
         return fa.flash_attention.__wrapped__(
             q, k, v, ab=None, segment_ids=None, causal=causal, sm_scale=0.125,
             block_sizes=blocks, debug=False)
