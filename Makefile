@@ -6,7 +6,7 @@ export TABLEGEN_220_PREFIX ?= /usr/lib/llvm-22
 export TPUKIT_PYTHON ?= $(CURDIR)/.venv/bin/python
 EXAMPLES := add_vectors softmax layer_norm matmul row_gather flash_attention
 
-.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz asan
+.PHONY: setup demo test fmt lint rust-test examples conformance pytest wheel wheel-check doc package bench fuzz asan corpus
 setup:
 	@bash scripts/setup.sh
 
@@ -117,3 +117,11 @@ ASAN := RUSTFLAGS=-Zsanitizer=address ASAN_OPTIONS=detect_leaks=0:allocator_may_
 asan:
 	$(ASAN) -p tpukit-runtime
 	$(ASAN) -p tpukit --test reliability --test cache --test fuzz_kernels
+
+# JAX's own TPU Pallas tests run on tpukit (scripts/pallas_corpus): JAX_SRC is a jax-ml/jax
+# checkout at the installed version's tag. Not part of `make test`: it reads JAX's sources.
+JAX_SRC ?=
+corpus: setup
+	@test -n "$(JAX_SRC)" || { echo "make corpus JAX_SRC=<jax-ml/jax checkout at jax-v0.10.2>"; exit 2; }
+	$(TPUKIT_PYTHON) -m pip install -q absl-py hypothesis
+	scripts/pallas_corpus/run.sh $(JAX_SRC) target/pallas-corpus

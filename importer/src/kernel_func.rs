@@ -45,7 +45,7 @@ pub fn signature(
     };
     let semantics = semantics(&attr(kernel, "dimension_semantics")?, bounds.len())?;
     // A negative bound is Mosaic's dynamic size: the extent is the value of the custom call's
-    // next leading operand (a 0-d i32), imported as a grid-value prefetch operand.
+    // next leading operand (one i32: 0-d, or `[1]`), imported as a grid-value prefetch operand.
     let mut n_values = 0;
     let grid: Vec<GridAxis> = bounds
         .iter()
@@ -68,14 +68,14 @@ pub fn signature(
     if operands.len() < n_values
         || operands[..n_values]
             .iter()
-            .any(|t| t.dtype != tpukit_dsl::DType::I32 || !t.shape.is_empty())
+            .any(|t| t.dtype != tpukit_dsl::DType::I32 || t.shape.iter().product::<usize>() != 1)
     {
         return Err(Error::new(format!(
             "the kernel has {n_values} dynamic grid extents but the call's first operands are \
-             not as many 0-d i32 values"
+             not as many one-element i32 values"
         )));
     }
-    let operands = &operands[n_values..];
+    let (value_operands, operands) = operands.split_at(n_values);
     let count = |name: &str| -> Result<usize> {
         let n = text::int(&attr(kernel, name)?)?;
         usize::try_from(n).map_err(|_| Error::new(format!("{name} = {n} is not a count")))
@@ -122,11 +122,9 @@ pub fn signature(
         grid,
         ..Default::default()
     };
-    for _ in 0..n_values {
-        spec.prefetch.push(ArraySpec::new(
-            tpukit_dsl::DType::I32,
-            Vec::<tpukit_dsl::Dim>::new(),
-        ));
+    for t in value_operands {
+        spec.prefetch
+            .push(ArraySpec::new(tpukit_dsl::DType::I32, t.shape.clone()));
     }
     let mut roles = Vec::new();
     for (i, global) in operands.iter().take(n_prefetch).enumerate() {

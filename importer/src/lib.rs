@@ -51,6 +51,7 @@ mod gather;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod prng;
 mod reduce_index;
 mod reduce_precision;
 mod ref_view;
@@ -143,6 +144,12 @@ fn import_mosaic_inner(
         sig.spec.scratch.push(a?);
         allocation_keys.push(key);
     }
+    // The PRNG's state, last, when the kernel seeds or draws.
+    let mut uses_prng = false;
+    stablehlo::walk(&kernel_fn, &mut |x| uses_prng |= prng::uses_state(x));
+    if uses_prng {
+        sig.spec.scratch.push(prng::state_spec());
+    }
     let mut b = KernelBuilder::new(name, &sig.spec)?;
     let mut scope = Scope::default();
     let block = kernel_fn
@@ -179,6 +186,11 @@ fn import_mosaic_inner(
         scope.scratch.insert(*key, r);
     }
     dma::declare(&mut b, &mut scope, &allocation_keys, &mut counts)?;
+    if uses_prng {
+        let n = counts.entry(Role::Scratch).or_default();
+        scope.prng_state = Some(b.declare(Role::Scratch, &format!("scratch{n}"))?);
+        *n += 1;
+    }
     scope.ops(&mut b, block, rules::MOSAIC)?;
     b.finish()
 }

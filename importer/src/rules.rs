@@ -110,8 +110,9 @@ fn cast(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     s.define(op, 0, v)
 }
 
-/// `index_cast`, `assume_multiple`: the value itself (index is i32 in the IR).
-fn identity(
+/// `index_cast`, `assume_multiple`, `sdy.sharding_constraint` (a layout hint for XLA's
+/// partitioner, on one device nothing): the value itself (index is i32 in the IR).
+pub(crate) fn identity(
     s: &mut Scope,
     _: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
@@ -1010,5 +1011,7 @@ pub const MOSAIC: &Table = &Table {
         ("tpu.sem_alloc", super::dma::alloc),
         ("tpu.bitcast", super::bitcast::bitcast),
         ("tpu.reduce_index", super::reduce_index::reduce_index),
+        ("tpu.prng_set_seed_32", super::prng::set_seed),
+        ("tpu.prng_random_bits", super::prng::random_bits),
     ],
 };

@@ -31,6 +31,8 @@ pub struct Scope {
     /// Scratch buffers set aside for particular ops (by [`op_key`]): StableHLO's slices and
     /// concatenations go through memory, as the IR slices only refs.
     pub scratch: HashMap<usize, Ref>,
+    /// The PRNG's state buffer, when the kernel seeds or draws ([`super::prng`]).
+    pub prng_state: Option<Ref>,
     /// Views of refs (`tpu.memref_slice`, `memref_squeeze`): the ref and one indexer per
     /// dimension of its ref shape.
     views: HashMap<usize, (Ref, Vec<Ix>)>,

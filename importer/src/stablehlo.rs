@@ -630,6 +630,7 @@ pub const STABLEHLO: &Table = &Table {
         ("stablehlo.composite", composite),
         ("func.call", call),
         ("func.return", terminator),
+        ("sdy.sharding_constraint", super::rules::identity),
     ],
 };
 

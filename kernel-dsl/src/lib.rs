@@ -10,8 +10,9 @@
 //! A kernel runs its body once per point of its **grid** (row-major order; steps along
 //! `parallel` axes may run in any order or concurrently, steps along `arbitrary` axes run in
 //! increasing order for fixed outer indices). An axis's extent is a number, `cdiv(sym, b)`
-//! of a symbol bound at launch, or `value(i)`: the value of operand `i`, a leading 0-d i32
-//! scalar-prefetch operand that nothing reads (a negative value fails the launch).
+//! of a symbol bound at launch, or `value(i)`: the value of operand `i`, a leading
+//! one-element i32 scalar-prefetch operand that nothing reads (a negative value fails the
+//! launch).
 //!
 //! Each **operand** is an array in memory with a global shape (static extents or symbols bound
 //! at launch) and a dtype. The body reads and writes operands through **refs**:

@@ -75,12 +75,13 @@ pub enum Extent {
         block: usize,
     },
     /// The value of a scalar operand, read at launch (a grid sized by a traced value, as
-    /// `grid=(n,)` with `n` traced in `pl.pallas_call`): `operand` is the index of a 0-d
-    /// int32 scalar-prefetch operand among the kernel's operands. Those operands come first
-    /// and only size the grid: neither the body nor an index map reads them. A TPU receives
-    /// them as the custom call's leading operands (Mosaic's dynamic `iteration_bounds`).
+    /// `grid=(n,)` with `n` traced in `pl.pallas_call`): `operand` is the index of a
+    /// one-element (0-d or `[1]`) int32 scalar-prefetch operand among the kernel's operands.
+    /// Those operands come first and only size the grid: neither the body nor an index map
+    /// reads them. A TPU receives them as the custom call's leading operands (Mosaic's
+    /// dynamic `iteration_bounds`).
     Value {
-        /// Index of the operand (a 0-d int32 prefetch operand) holding the extent.
+        /// Index of the operand (a one-element int32 prefetch operand) holding the extent.
         operand: usize,
     },
 }

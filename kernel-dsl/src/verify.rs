@@ -71,8 +71,9 @@ fn verify_inner(k: &Kernel) -> Result<()> {
     crate::smem::check_index_maps(k)
 }
 
-/// Each [`Extent::Value`] names a 0-d int32 prefetch operand, and those operands are the
-/// kernel's first ones (where a TPU custom call takes its dynamic grid bounds).
+/// Each [`Extent::Value`] names a one-element int32 prefetch operand (0-d, or `[1]` as
+/// `grid=(n,)` with a `(1,)`-shaped `n` traces), and those operands are the kernel's first
+/// ones (where a TPU custom call takes its dynamic grid bounds).
 fn verify_grid_values(k: &Kernel) -> Result<()> {
     let values = k.grid_values();
     for (position, &i) in values.iter().enumerate() {
@@ -82,9 +83,12 @@ fn verify_grid_values(k: &Kernel) -> Result<()> {
                 k.operands.len()
             )));
         };
-        if o.role != Role::Prefetch || o.dtype != crate::DType::I32 || !o.shape.is_empty() {
+        if o.role != Role::Prefetch
+            || o.dtype != crate::DType::I32
+            || !o.shape.iter().all(|d| *d == Dim::Static(1))
+        {
             return Err(Error::new(format!(
-                "a grid extent is the value of operand `{}`, which must be a 0-d i32 \
+                "a grid extent is the value of operand `{}`, which must be a one-element i32 \
                  scalar-prefetch operand",
                 o.name
             )));

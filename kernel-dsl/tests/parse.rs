@@ -264,7 +264,7 @@ fn element_windows_round_trip() {
     assert!(e.contains("an element block size"), "{e}");
 }
 
-/// A grid axis sized by a 0-d i32 operand at launch (`grid=(n,)` with `n` traced).
+/// A grid axis sized by a one-element i32 operand at launch (`grid=(n,)` with `n` traced).
 const VALUE_GRID: &str = "kernel @first_blocks grid(arbitrary value(0), parallel 2) {
   prefetch %n: i32[]
   input %x: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
@@ -295,14 +295,19 @@ fn a_grid_extent_read_from_an_operand_round_trips() {
 }
 
 #[test]
-fn a_grid_extent_operand_must_be_a_leading_0d_i32_prefetch() {
-    let not_scalar = VALUE_GRID.replace("%n: i32[]", "%n: i32[1]");
+fn a_grid_extent_operand_must_be_a_leading_one_element_i32_prefetch() {
+    let one = VALUE_GRID.replace("%n: i32[]", "%n: i32[1]");
+    assert_round_trips(&parse_kernel(&one).unwrap());
+    let not_scalar = VALUE_GRID.replace("%n: i32[]", "%n: i32[2]");
     fails(
         &not_scalar,
-        &["operand `n`", "0-d i32 scalar-prefetch operand"],
+        &["operand `n`", "one-element i32 scalar-prefetch operand"],
     );
     let input = VALUE_GRID.replace("value(0)", "value(1)");
-    fails(&input, &["operand `x`", "0-d i32 scalar-prefetch operand"]);
+    fails(
+        &input,
+        &["operand `x`", "one-element i32 scalar-prefetch operand"],
+    );
     let read = VALUE_GRID.replace(
         "  store %o[ds(0, 8), ds(0, 128)], %0\n",
         "  %1 = load %n[] : i32[]\n  store %o[ds(0, 8), ds(0, 128)], %0\n",

@@ -88,6 +88,27 @@ def test_jax_ops_around_a_pallas_call(device):
     assert "tpu_custom_call" in kernel.lower(x, m)
 
 
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_a_sharding_constraint_around_a_pallas_call_is_a_hint(device):
+    # `with_sharding_constraint` (`sdy.sharding_constraint` in the exported program) places
+    # data across devices; on one device it changes nothing. The torch path imports the
+    # function's StableHLO, constraint included.
+    torch = pytest.importorskip("torch")
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mesh = jax.make_mesh((1,), ("rows",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def f(x):
+        x = jax.lax.with_sharding_constraint(x + 1, NamedSharding(mesh, PartitionSpec("rows")))
+        return pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    x = np.random.default_rng(0).standard_normal((16, 128)).astype(np.float32)
+    kernel = pallas.custom_jax_kernel(f)
+    assert "sdy.sharding_constraint" in kernel.lower(x)
+    got = kernel(torch.from_numpy(x), device=device)
+    np.testing.assert_array_equal(got.numpy(), (x + 1) * 2)
+
+
 def test_bool_operands_of_a_pallas_call():
     def select_kernel(m_ref, x_ref, o_ref):
         o_ref[...] = jnp.where(m_ref[...], x_ref[...], -x_ref[...])

@@ -250,3 +250,34 @@ def test_an_emit_pipeline_matmul_over_hbm_refs(dtype, rng):
         got = jax.jit(matmul)(x, y)
     want = jnp.dot(x, y, preferred_element_type=jnp.float32)
     assert_close(got, want, "emit_pipeline matmul", dict(rtol=1e-4, atol=1e-3))
+
+
+@pytest.mark.parametrize("n_shape", [(), (1,)])
+def test_a_grid_sized_by_a_traced_value_counts_its_steps(n_shape):
+    """`grid=(n,)` with `n` traced, 0-d or of shape (1,) (as `jax.random.randint(..., (1,))`
+    gives it); the body keeps a count in an SMEM output across the steps and, for a vector
+    output, copies the rows the steps reach."""
+
+    def body(_, x_ref, count_ref, o_ref):
+        count_ref[0] = jax.lax.cond(pl.program_id(0) == 0, lambda: 1,
+                                    lambda: count_ref[0] + 1)
+        o_ref[...] = x_ref[...] * 2.0
+
+    def program(n, x):
+        return pl.pallas_call(
+            body,
+            out_shape=(pltpu.SMEM((1,), jnp.int32), jax.ShapeDtypeStruct(x.shape, x.dtype)),
+            grid=(n,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                      pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=(pl.BlockSpec(memory_space=pltpu.SMEM),
+                       pl.BlockSpec((8, 128), lambda i: (i, 0))),
+        )(n, x)
+
+    x = np.random.default_rng(1).standard_normal((48, 128)).astype(np.float32)
+    for steps in (1, 4, 6):
+        n = np.full(n_shape, steps, np.int32)
+        with pallas.on_cpu():
+            count, out = jax.jit(program)(n, x)
+        assert int(np.asarray(count)[0]) == steps
+        np.testing.assert_array_equal(np.asarray(out)[:8 * steps], x[:8 * steps] * 2.0)

@@ -48,8 +48,25 @@ def _rule(ctx, *in_nodes, interpret, **params):
         return _jax_rule(ctx, *in_nodes, interpret=interpret, **params)
     device, debug = mode
     compiled = _compiled(ctx.avals_in, params)
-    lowered = mlir.lower_fun(lambda *a: compiled.trace(a, device, debug), multiple_results=True)
-    return lowered(ctx, *in_nodes)
+
+    def run(*args):
+        # Typed PRNG keys (`key<pl>`) cross the kernel as their data, as they do on a TPU.
+        outs = compiled.trace([_key_data(a) for a in args], device, debug)
+        return [_as_key(o, aval) for o, aval in zip(outs, ctx.avals_out, strict=True)]
+
+    return mlir.lower_fun(run, multiple_results=True)(ctx, *in_nodes)
+
+
+def _is_key(aval) -> bool:
+    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
+
+
+def _key_data(x):
+    return jax.random.key_data(x) if _is_key(x) else x
+
+
+def _as_key(x, aval):
+    return jax.random.wrap_key_data(x, impl=aval.dtype._impl) if _is_key(aval) else x
 
 
 def _compiled(avals, params):

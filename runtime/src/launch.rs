@@ -93,7 +93,7 @@ fn resolve(
 }
 
 /// Binds each grid extent that is an operand's value ([`tpukit_dsl::Extent::Value`]) to that
-/// value, `read(i)` giving the element of input `i` (a 0-d int32 array, checked by `bind`;
+/// value, `read(i)` giving the element of input `i` (a one-element int32 array, checked by `bind`;
 /// such operands come first, so operand and input indices agree). A negative value is a
 /// shape error naming the operand.
 pub(crate) fn bind_values(

@@ -44,7 +44,7 @@ pub unsafe fn launch_raw<K: Launchable>(
     let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
     let outs: Vec<Signature> = outputs.iter().map(RawArray::signature).collect();
     let mut bindings = bind(kernel.kernel(), &ins, Some(&outs))?;
-    // SAFETY: `bind` checked that a grid-value input is a 0-d i32 array at `data`.
+    // SAFETY: `bind` checked that a grid-value input is a one-element i32 array at `data`.
     bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
         (inputs[i].data as *const i32).read_unaligned() as i64
     })?;
@@ -80,7 +80,7 @@ pub unsafe fn launch_borrowed<K: Launchable>(
     kernel.verify()?;
     let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
     let mut bindings = bind(kernel.kernel(), &ins, None)?;
-    // SAFETY: `bind` checked that a grid-value input is a 0-d i32 array at `data`.
+    // SAFETY: `bind` checked that a grid-value input is a one-element i32 array at `data`.
     bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
         (inputs[i].data as *const i32).read_unaligned() as i64
     })?;

@@ -1,5 +1,5 @@
-//! A grid axis sized at launch by the value of a 0-d i32 operand (`Extent::Value`, Pallas's
-//! `grid=(n,)` with `n` traced): one kernel serves every extent on both devices, the body
+//! A grid axis sized at launch by the value of a one-element i32 operand (`Extent::Value`,
+//! Pallas's `grid=(n,)` with `n` traced): one kernel serves every extent on both devices, the body
 //! sees it through `num_programs`, and a negative value is a shape error naming the operand.
 
 use tpukit_dsl::{ErrorKind, parse_kernel};

@@ -95,6 +95,45 @@ def _value_slices(dtype):
     return call, [_sds((32, 256), dtype)]
 
 
+def _counted_grid():
+    # grid=(n,) with a (1,)-shaped traced n: Mosaic's dynamic iteration bound, an SMEM output
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def body(_, count_ref):
+        count_ref[0] = lax.cond(pl.program_id(0) == 0, lambda: 1, lambda: count_ref[0] + 1)
+
+    def call(n):
+        return pl.pallas_call(
+            body, out_shape=pltpu.SMEM((1,), jnp.int32), grid=(n,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.SMEM))(n)
+
+    return call, [_sds((1,), "int32")]
+
+
+def _hardware_prng():
+    # tpu.prng_set_seed_32 and tpu.prng_random_bits, lowered back as tpukit's generator (the
+    # IR's integer ops over a state buffer), with a uniform draw on top
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(seed_ref, bits_ref, u_ref):
+        pltpu.prng_seed(seed_ref[0], pl.program_id(0))
+        bits_ref[...] = pltpu.prng_random_bits(bits_ref.shape)
+        u_ref[...] = pltpu.stateful_uniform(shape=u_ref.shape)
+
+    call = pl.pallas_call(
+        kernel, grid=(2,),
+        out_shape=(_sds((32, 256), "int32"), _sds((32, 128), "float32")),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=(pl.BlockSpec((16, 256), lambda i: (i, 0)),
+                   pl.BlockSpec((16, 128), lambda i: (i, 0))))
+    return call, [_sds((1,), "int32")]
+
+
 def _flash(dtype, causal):
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
@@ -304,6 +343,8 @@ KERNELS = {
     "flash-causal-f32": lambda: _flash("float32", True),
     "flash-causal-bf16": lambda: _flash("bfloat16", True),
     "argmax-f32": _argmax,
+    "counted-grid-i32": _counted_grid,
+    "hardware-prng": _hardware_prng,
     "while-f32": lambda: _while("float32"),
     "batched-dot-f32": lambda: _batched("float32"),
     "batched-dot-bf16": lambda: _batched("bfloat16"),

@@ -56,7 +56,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 self.b.build_int_truncate(part, narrow, "part")?
             }
         };
-        self.register_of_bits(to, bits)
+        self.bits_as(to, bits)
     }
 
     /// The integer type of `bits` bits (8, 16 or 32: the widths of the IR's dtypes).
@@ -76,7 +76,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// The register of `dtype` (not bool) whose bits are `bits` (an integer of its width).
-    fn register_of_bits(&self, dtype: DType, bits: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
+    fn bits_as(&self, dtype: DType, bits: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
         let m = self
             .b
             .build_bit_cast(bits, self.mem_type(dtype), "from.bits")?;
