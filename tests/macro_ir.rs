@@ -46,6 +46,16 @@ fn ref_compound_assignment_and_when() {
     check("macro_matmul", &matmul(&spec).unwrap());
 }
 
+/// `roll` and `gather` expand to iota arithmetic and the IR's `gather`
+/// (`tests/common/mod.rs`, run on both devices in `tests/ops.rs`).
+#[test]
+fn rolls_and_gathers_expand_to_gathers() {
+    check(
+        "macro_rolls_and_gathers",
+        &rolls_and_gathers(&rolls_and_gathers_spec()).unwrap(),
+    );
+}
+
 #[tpu_kernel]
 fn carried(x: In, o: Out, scale: f32) {
     let mut s = zeros(f32, [8, 128]);

@@ -798,6 +798,37 @@ pub fn scratch_persists_across_an_arbitrary_axis(device: Device) {
     }
 }
 
+/// `roll` (a constant and a traced shift, negative included) and `gather` (in-range lane
+/// indices, and a few outside the lanes, which read 0 on the CPU devices) against loops.
+pub fn rolls_and_gathers_move_elements(device: Device) {
+    let k = rolls_and_gathers(&rolls_and_gathers_spec()).unwrap();
+    let mut r = rng(21);
+    let (x, xv) = random(&mut r, DType::F32, &[16, 128], -4.0, 4.0);
+    let (_, mut iv) = random(&mut r, DType::I32, &[16, 128], 0.0, 128.0);
+    for (at, bad) in [(5, -1.0), (300, 128.0), (2000, 1000.0)] {
+        iv[at] = bad;
+    }
+    let idx = HostArray::from_f64(DType::I32, &[16, 128], &iv);
+    let out = launch(&k, device, &[&x, &idx]).unwrap();
+    let (mut rows, mut lanes, mut picked) = (vec![0.0; 2048], vec![0.0; 2048], vec![0.0; 2048]);
+    for e in 0..2048 {
+        let (i, j) = (e / 128, e % 128);
+        let (block, row) = (i / 8, i % 8);
+        rows[e] = xv[(block * 8 + (row + 8 - 3) % 8) * 128 + j];
+        let shift = block as i64 * 7 - 5;
+        lanes[e] = xv[i * 128 + (j as i64 - shift).rem_euclid(128) as usize];
+        let at = iv[e] as i64;
+        picked[e] = if (0..128).contains(&at) {
+            xv[i * 128 + at as usize]
+        } else {
+            0.0
+        };
+    }
+    assert_close("roll by 3 along the rows", &out[0].to_f64_vec(), &rows, 0.0);
+    assert_close("roll by a traced shift", &out[1].to_f64_vec(), &lanes, 0.0);
+    assert_close("gather along the lanes", &out[2].to_f64_vec(), &picked, 0.0);
+}
+
 /// Instantiates every behaviour above as a `#[test]` for one device.
 macro_rules! device_tests {
     ($module:ident, $device:expr) => {
@@ -811,7 +842,7 @@ macro_rules! device_tests {
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,
                 dma_copies_and_semaphores_from_the_macro,
-                masked_loads_and_stores,
+                masked_loads_and_stores, rolls_and_gathers_move_elements,
                 scalar_prefetch_drives_the_index_map, index_maps_compare_and_select, scratch_persists_across_an_arbitrary_axis);
         }
     };

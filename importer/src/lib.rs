@@ -49,6 +49,7 @@
 mod bitcast;
 mod dma;
 mod element_window;
+mod gather;
 mod index_map;
 mod kernel_func;
 mod memory_space;

@@ -142,7 +142,12 @@ fn constant(
     _: &Table,
 ) -> Result<()> {
     let ty = result_type(op, 0)?;
-    let lit = text::literal(&attr(op, "value")?, ty.dtype)?;
+    let value = attr(op, "value")?;
+    if let Some(values) = text::dense_values(&value, &ty)? {
+        let v = b.dense(values, ty)?;
+        return s.define(op, 0, v);
+    }
+    let lit = text::literal(&value, ty.dtype)?;
     let v = b.constant(lit, ty);
     s.note_const(v, lit);
     s.define(op, 0, v)
@@ -961,6 +966,7 @@ pub const MOSAIC: &Table = &Table {
         ("arith.fptoui", super::unsigned::fptoui),
         ("arith.index_cast", identity),
         ("arith.bitcast", super::bitcast::bitcast),
+        ("tpu.dynamic_gather", super::gather::dynamic_gather),
         ("vector.load", load),
         ("vector.store", store),
         ("memref.load", load),
@@ -1004,7 +1010,6 @@ pub const MOSAIC: &Table = &Table {
         ("memref.alloca", super::dma::alloc),
         ("tpu.sem_alloc", super::dma::alloc),
         ("tpu.bitcast", super::bitcast::bitcast),
-        ("arith.bitcast", super::bitcast::bitcast),
         ("tpu.reduce_index", super::reduce_index::reduce_index),
         ("tpu.prng_set_seed_32", super::prng::set_seed),
         ("tpu.prng_random_bits", super::prng::random_bits),

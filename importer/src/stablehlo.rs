@@ -162,7 +162,12 @@ fn terminator(s: &mut Scope, _: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) 
 
 fn constant(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Result<()> {
     let ty = result_type(op, 0)?;
-    let lit = text::literal(&attr(op, "value")?, ty.dtype)?;
+    let value = attr(op, "value")?;
+    if let Some(values) = text::dense_values(&value, &ty)? {
+        let v = b.dense(values, ty)?;
+        return s.define(op, 0, v);
+    }
+    let lit = text::literal(&value, ty.dtype)?;
     let v = b.constant(lit, ty);
     s.note_const(v, lit);
     s.define(op, 0, v)

@@ -197,6 +197,78 @@ pub fn literal(s: &str, dtype: DType) -> Result<Literal> {
     }
 }
 
+/// The values of a constant attribute (`dense<…> : type`) of type `ty`: `None` for a splat
+/// (which [`literal`] reads), else one literal per element in row-major order, from a
+/// bracketed list (`dense<[[1, 2], [3, 4]]>`) or hex data (`dense<"0x0000803F…">`, the
+/// elements' little-endian bytes). Integers wrap to the dtype (an unsigned `4294967295` is
+/// the i32 bits of -1).
+pub fn dense_values(s: &str, ty: &tpukit_dsl::Type) -> Result<Option<Vec<Literal>>> {
+    let s = s.trim();
+    let Some(rest) = s.strip_prefix("dense<") else {
+        return Ok(None);
+    };
+    let end = rest
+        .rfind("> :")
+        .or_else(|| rest.rfind('>'))
+        .ok_or_else(|| bad("a dense attribute", s))?;
+    let v = rest[..end].trim();
+    let dtype = ty.dtype;
+    let values: Vec<Literal> = if let Some(hex) = v.strip_prefix("\"0x") {
+        let hex = hex.trim_end_matches('"');
+        let size = dtype.size_bytes();
+        if dtype.is_bool() || !hex.len().is_multiple_of(2 * size) {
+            return Err(Error::unsupported(format!(
+                "a constant of {dtype} as hex data (`{}`)",
+                truncate(s)
+            )));
+        }
+        let values: Vec<Literal> = hex
+            .as_bytes()
+            .chunks(2 * size)
+            .map(|chunk| {
+                let mut bits = 0u64;
+                for (i, byte) in chunk.chunks(2).enumerate() {
+                    let byte = std::str::from_utf8(byte)
+                        .ok()
+                        .and_then(|b| u8::from_str_radix(b, 16).ok())
+                        .ok_or_else(|| bad("hex data", s))?;
+                    bits |= (byte as u64) << (8 * i);
+                }
+                let x = tpukit_dsl::from_bits(dtype, bits);
+                Ok(if dtype.is_float() {
+                    Literal::Float(x)
+                } else {
+                    Literal::Int(x as i64)
+                })
+            })
+            .collect::<Result<_>>()?;
+        match values.as_slice() {
+            // A splat's hex data holds one element.
+            [one] => vec![*one; ty.num_elements()],
+            _ => values,
+        }
+    } else if v.starts_with('[') {
+        v.split(',')
+            .map(|e| {
+                let lit = literal(
+                    e.trim_matches(|c: char| c == '[' || c == ']' || c.is_whitespace()),
+                    dtype,
+                )?;
+                Ok(match lit {
+                    Literal::Int(i) if dtype.is_int() => Literal::Int(dtype.wrap_int(i)),
+                    other => other,
+                })
+            })
+            .collect::<Result<_>>()?
+    } else {
+        return Ok(None);
+    };
+    if values.len() != ty.num_elements() {
+        return Err(bad(&format!("{} values", ty.num_elements()), s));
+    }
+    Ok(Some(values))
+}
+
 fn truncate(s: &str) -> String {
     if s.len() > 80 {
         format!("{}…", &s[..80])

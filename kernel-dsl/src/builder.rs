@@ -287,6 +287,25 @@ impl KernelBuilder {
         )
     }
 
+    /// A constant of type `ty` with `values` in row-major order (as many as `ty` has
+    /// elements): a splat [`OpKind::Const`] when they are all equal, else [`OpKind::Dense`].
+    pub fn dense(&mut self, values: Vec<Literal>, ty: Type) -> Result<ValueId> {
+        if values.len() != ty.num_elements() {
+            return Err(self
+                .err(
+                    Some("dense"),
+                    format!("{} values for a constant of type {ty}", values.len()),
+                )
+                .with_kind(ErrorKind::Shape));
+        }
+        if let Some(&first) = values.first()
+            && values.iter().all(|v| v == &first)
+        {
+            return Ok(self.constant(first, ty));
+        }
+        self.checked(OpKind::Dense { values }, ty)
+    }
+
     /// A constant of zeros (`false` for bool) of `dtype` and `shape`.
     pub fn zeros(&mut self, dtype: DType, shape: &[usize]) -> ValueId {
         self.constant(Literal::Int(0), Type::new(dtype, shape))
@@ -694,6 +713,36 @@ impl KernelBuilder {
         }
         let t = self.ty(x).with_dtype(dtype);
         self.checked(OpKind::Cast { x }, t)
+    }
+
+    /// `x` gathered along `axis` at `indices` (i32, of the result's shape; see
+    /// [`OpKind::Gather`]): `jnp.take_along_axis`.
+    pub fn gather(&mut self, x: ValueId, indices: ValueId, axis: usize) -> Result<ValueId> {
+        let t = self.ty(indices).with_dtype(self.ty(x).dtype);
+        self.checked(OpKind::Gather { x, indices, axis }, t)
+    }
+
+    /// `x` rolled by `shift` (an i32 scalar or literal) along `axis`, as `jnp.roll` and
+    /// `pltpu.roll` do: element `i` moves to `i + shift` modulo the extent. Built as a
+    /// [`OpKind::Gather`] at `(i - shift) mod n`.
+    pub fn roll(&mut self, x: ValueId, shift: impl Into<Arg>, axis: usize) -> Result<ValueId> {
+        let shape = self.ty(x).shape.clone();
+        let Some(&n) = shape.get(axis) else {
+            let t = self.ty(x).clone();
+            return Err(self
+                .err(Some("roll"), format!("axis {axis} of a {t} value"))
+                .with_kind(ErrorKind::Shape));
+        };
+        let n = n.max(1) as i64;
+        let shift = self.index_value(shift, "a roll's shift")?;
+        let i = self.iota(DType::I32, &shape, axis)?;
+        // `(i + n - shift % n) % n`: the remainder keeps the shift's sign, so the sum is
+        // positive and below 3n.
+        let r = self.binary(BinaryOp::Rem, shift, n)?;
+        let back = self.binary(BinaryOp::Sub, n, r)?;
+        let at = self.binary(BinaryOp::Add, i, back)?;
+        let at = self.binary(BinaryOp::Rem, at, n)?;
+        self.gather(x, at, axis)
     }
 
     /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast

@@ -170,6 +170,13 @@ pub enum OpKind {
         /// The value of every element.
         value: Literal,
     },
+    /// A constant with one value per element of the result, in row-major order (a
+    /// `jnp.array([...])` or `np.arange` constant; a splat is a [`OpKind::Const`]).
+    Dense {
+        /// The elements' values (as many as the result has elements), each rounded or
+        /// wrapped to the result's dtype.
+        values: Vec<Literal>,
+    },
     /// The index of this grid step along `axis` (i32).
     ProgramId {
         /// The grid axis.
@@ -264,6 +271,19 @@ pub enum OpKind {
     Bitcast {
         /// The value reinterpreted.
         x: ValueId,
+    },
+    /// `result[i] = x[i with i[axis] replaced by indices[i]]` (`jnp.take_along_axis`, Mosaic's
+    /// `tpu.dynamic_gather`): `indices` is i32 of the result's shape, `x` has the result's
+    /// dtype and rank and its extents except along `axis`. An index outside
+    /// `0..x.shape[axis]` reads an unspecified value: on a TPU whatever the hardware
+    /// gathers, 0 (`false`) on the CPU devices.
+    Gather {
+        /// The value gathered from.
+        x: ValueId,
+        /// Where along `axis` each result element reads (i32).
+        indices: ValueId,
+        /// The axis indexed.
+        axis: usize,
     },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
@@ -405,6 +425,7 @@ impl OpKind {
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Const { .. } => "const",
+            OpKind::Dense { .. } => "dense",
             OpKind::ProgramId { .. } => "program_id",
             OpKind::NumPrograms { .. } => "num_programs",
             OpKind::ArrayDim { .. } => "array_dim",
@@ -416,6 +437,7 @@ impl OpKind {
             OpKind::Select { .. } => "select",
             OpKind::Cast { .. } => "cast",
             OpKind::Bitcast { .. } => "bitcast",
+            OpKind::Gather { .. } => "gather",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -466,6 +488,7 @@ impl OpKind {
         };
         match self {
             OpKind::Const { .. }
+            | OpKind::Dense { .. }
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
             | OpKind::ArrayDim { .. }
@@ -492,6 +515,7 @@ impl OpKind {
             | OpKind::Reshape { x }
             | OpKind::Transpose { x, .. }
             | OpKind::Reduce { x, .. } => vec![*x],
+            OpKind::Gather { x, indices, .. } => vec![*x, *indices],
             OpKind::Binary { lhs, rhs, .. }
             | OpKind::Compare { lhs, rhs, .. }
             | OpKind::Dot { lhs, rhs, .. } => vec![*lhs, *rhs],

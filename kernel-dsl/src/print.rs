@@ -223,6 +223,10 @@ impl Printer {
         let name = op.kind.name();
         match &op.kind {
             OpKind::Const { value } => write!(out, "const {} : {}", literal(*value), ty())?,
+            OpKind::Dense { values } => {
+                let values: Vec<String> = values.iter().map(|v| literal(*v)).collect();
+                write!(out, "dense [{}] : {}", values.join(", "), ty())?
+            }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
                 write!(out, "{name} {axis} : {}", ty())?
             }
@@ -284,6 +288,13 @@ impl Printer {
                 cond.0,
                 on_true.0,
                 on_false.0,
+                ty()
+            )?,
+            OpKind::Gather { x, indices, axis } => write!(
+                out,
+                "gather %{}, %{} axis {axis} : {}",
+                x.0,
+                indices.0,
                 ty()
             )?,
             OpKind::Transpose { x, perm } => write!(out, "transpose %{} {perm:?} : {}", x.0, ty())?,

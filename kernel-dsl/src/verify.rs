@@ -372,6 +372,18 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("float constant of type {t}"));
             }
         }
+        OpKind::Dense { values } => {
+            let t = one()?;
+            if values.len() != t.num_elements() {
+                return Err(format!(
+                    "{} values for a constant of type {t}",
+                    values.len()
+                ));
+            }
+            if !t.dtype.is_float() && values.iter().any(|v| matches!(v, Literal::Float(_))) {
+                return Err(format!("float values in a constant of type {t}"));
+            }
+        }
         OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
             if *axis >= ctx.grid_rank {
                 return Err(format!(
@@ -472,6 +484,20 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             let (t, r) = (ty(x)?, one()?);
             if t.shape != r.shape {
                 return Err(format!("changes the shape from {t} to {r}"));
+            }
+        }
+        OpKind::Gather { x, indices, axis } => {
+            let (t, i, r) = (ty(x)?, ty(indices)?, one()?);
+            let fits = i.dtype == DType::I32
+                && i.shape == r.shape
+                && t.dtype == r.dtype
+                && t.rank() == r.rank()
+                && *axis < r.rank()
+                && (0..r.rank()).all(|d| d == *axis || t.shape[d] == r.shape[d]);
+            if !fits {
+                return Err(format!(
+                    "cannot gather {r} from {t} along axis {axis} with indices {i}"
+                ));
             }
         }
         OpKind::Bitcast { x } => {

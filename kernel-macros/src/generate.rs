@@ -452,6 +452,14 @@ fn call(name: &str, args: &[Expr], host: &[syn::Expr], refs: &[Ident], span: Spa
             })
         }
         "where_" => quote!(__b.select(#v0, #v1, #v2)?),
+        "gather" => {
+            let a = &host[0];
+            quote!(__b.gather(#v0, #v1, (#a) as usize)?)
+        }
+        "roll" => {
+            let a = &host[0];
+            quote!(__b.roll(#v0, #v1, (#a) as usize)?)
+        }
         "iota" => {
             let (d, shape, dim) = (&host[0], &host[1], &host[2]);
             quote!({ let __s: ::std::vec::Vec<usize> = (#shape).iter().map(|&d| d as usize).collect(); __b.iota(#d, &__s, (#dim) as usize)? })

@@ -707,6 +707,15 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
                         vec![],
                     )
                 }
+                "gather" | "roll" => {
+                    arity(3)?;
+                    call(
+                        &name,
+                        vec![expr(scope, args[0])?, expr(scope, args[1])?],
+                        vec![args[2].clone()],
+                        vec![],
+                    )
+                }
                 "iota" => {
                     arity(3)?;
                     call(

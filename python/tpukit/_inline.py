@@ -1,8 +1,10 @@
-"""Inlining of ``func.call`` into ``@main``: a function whose Pallas call (or any op) sits in
-a nested ``jax.jit`` lowers to ``call @inner(...)`` of a private function, which tpukit's
-importers (reading ``@main`` alone) cannot follow. ``inline_calls`` copies each callee's body
-into ``@main`` in place of its call, until ``@main`` calls nothing, and drops the private
-functions left unused."""
+"""Inlining of ``func.call`` into ``@main`` for a Pallas call in a nested ``jax.jit``: such a
+function lowers to ``call @inner(...)`` of a private function holding the
+``tpu_custom_call``, which ``_lowering.pallas_stages`` (reading ``@main``'s ops) cannot see.
+``inline_calls`` copies each callee's body into ``@main`` in place of its call, until
+``@main`` calls nothing. Functions without a Pallas call are left as they are (the StableHLO
+importer inlines calls itself, keeping their call sites in its locations), and so are the
+private functions (a ``stablehlo.composite`` may still name its decomposition)."""
 
 from jaxlib.mlir import ir
 
@@ -11,8 +13,8 @@ from . import _lowering
 
 def inline_calls(stablehlo: str) -> str:
     """``stablehlo`` with every ``func.call`` in ``@main`` (at any depth of calls) replaced by
-    the callee's body; the text unchanged when main calls nothing."""
-    if "call @" not in stablehlo:
+    the callee's body, when a Pallas call sits in a called function; else unchanged."""
+    if "call @" not in stablehlo or "tpu_custom_call" not in stablehlo:
         return stablehlo
     with _lowering._context(), ir.Location.unknown():
         module = ir.Module.parse(stablehlo)
@@ -22,11 +24,10 @@ def inline_calls(stablehlo: str) -> str:
             if op.operation.name == "func.func"
         }
         _, block = _lowering._main_block(module)
+        if any(_lowering._is_pallas_call(op) for op in block.operations):
+            return stablehlo
         while (call := _first_call(block)) is not None:
             _inline(call, funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value])
-        for name, op in funcs.items():
-            if name != "main":
-                op.operation.erase()
         return module.operation.get_asm(enable_debug_info=True)
 
 

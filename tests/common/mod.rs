@@ -96,3 +96,27 @@ pub fn dma_rows_spec(rows: usize) -> CallSpec {
         ..Default::default()
     }
 }
+
+/// Rolls along the sublanes (by a constant) and the lanes (by a traced shift), and a gather
+/// along the lanes at indices read from an input (`roll`, `gather`).
+#[tpu_kernel]
+pub fn rolls_and_gathers(x: In, idx: In, rows: Out, lanes: Out, picked: Out) {
+    let v = x[..];
+    rows[..] = roll(v, 3, 0);
+    lanes[..] = roll(v, program_id(0) * 7 - 5, 1);
+    picked[..] = gather(v, idx[..], 1);
+}
+
+/// Its call: 8x128 blocks of two 16x128 arrays (f32 values, i32 indices) on a grid of 2.
+pub fn rolls_and_gathers_spec() -> CallSpec {
+    let block = |d: DType| {
+        ArraySpec::new(d, [16usize, 128])
+            .blocked([8, 128], [grid(0), tpukit::dsl::IndexExpr::Const(0)])
+    };
+    CallSpec {
+        grid: vec![GridAxis::parallel(2)],
+        inputs: vec![block(DType::F32), block(DType::I32)],
+        outputs: vec![block(DType::F32), block(DType::F32), block(DType::F32)],
+        ..Default::default()
+    }
+}

@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOWER = ROOT / "mosaic-lowering" / "tests" / "lower"
 # The macro snapshots with TPU-legal blocks (`macro_matmul` pins an expansion on 16x32 bf16
 # blocks, below the TPU's tiling); their symbols take extents the blocks divide.
-SNAPSHOTS = [ROOT / "tests" / "snapshots" / f"macro_{name}.ir" for name in ("carried", "while", "dma")]
+SNAPSHOTS = [ROOT / "tests" / "snapshots" / f"macro_{name}.ir" for name in ("carried", "while", "dma", "rolls_and_gathers")]
 
 
 def cases():

@@ -1,5 +1,5 @@
 """Kernels with the Mosaic ops tpukit learned to import for issue 13 (a 1-D `jnp.dot` operand,
-`jnp.einsum`'s trace scopes, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
+`jnp.einsum`'s trace scopes, non-splat constants, gathers, bitcasts, unsigned conversions, shifts, comparisons and selects in index maps, no array inputs;
 transposes, concatenations and rotations; manual DMA and semaphores; stores into
 scalar-prefetch operands; reshaped and bitcast refs read by strided loads, value bitcasts),
 imported from real Pallas kernels and JAX's shipped flash attention, lowered back by tpukit
@@ -140,7 +140,7 @@ def _flash(dtype, causal):
     blocks = fa.BlockSizes(block_q=128, block_k_major=256, block_k=128, block_b=1)
 
     def attention(q, k, v):
-        # under the jit: nested pallas_calls are not found yet (issue 13)
+        # the op without its own jit (its jitted form is inlined too, see _inline.py)
         return fa.flash_attention.__wrapped__(
             q, k, v, ab=None, segment_ids=None, causal=causal, sm_scale=0.125,
             block_sizes=blocks, debug=False)
@@ -308,7 +308,40 @@ def _bits():
     return call, [f32, _sds((16, 128), "bfloat16"), u32]
 
 
+def _constants(dtype):
+    # non-splat constants (tpukit's `dense`), in a plain JAX function imported as one kernel
+    import jax.numpy as jnp
+    import numpy as np
+
+    def tables(x, i):
+        rows = jnp.array([3, -1, 4, 1, -5, 9, 2, -6], jnp.int32)[:, None]
+        lanes = jnp.asarray(np.arange(128, dtype=np.float32) * 0.5).astype(x.dtype)[None, :]
+        mask = jnp.array([[True], [False]] * 4)  # (a 1-D bool vector does not reshape yet)
+        return jnp.where(mask, x * lanes, x + rows.astype(x.dtype)), i * rows
+
+    return tables, [_sds((8, 128), dtype), _sds((8, 128), "int32")]
+
+
+def _gather(dtype):
+    # jnp.take_along_axis along the lanes and the sublanes (tpu.dynamic_gather)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, l_ref, r_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = jnp.take_along_axis(x, l_ref[...], axis=1)
+        p_ref[...] = jnp.take_along_axis(x, r_ref[...], axis=0)
+
+    x, i = _sds((8, 128), dtype), _sds((8, 128), "int32")
+    return pl.pallas_call(kernel, out_shape=(x, x)), [x, i, i]
+
+
 KERNELS = {
+    "gather-f32": lambda: _gather("float32"),
+    "gather-bf16": lambda: _gather("bfloat16"),
+    "gather-i32": lambda: _gather("int32"),
+    "constants-f32": lambda: _constants("float32"),
+    "constants-bf16": lambda: _constants("bfloat16"),
     "bits": _bits,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),

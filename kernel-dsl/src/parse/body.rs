@@ -255,6 +255,12 @@ impl Parser {
             "const" => OpKind::Const {
                 value: self.literal()?,
             },
+            "dense" => {
+                self.punct('[')?;
+                OpKind::Dense {
+                    values: self.list(']', Parser::literal)?,
+                }
+            }
             "program_id" => OpKind::ProgramId { axis: self.axis()? },
             "num_programs" => OpKind::NumPrograms { axis: self.axis()? },
             "array_dim" => OpKind::ArrayDim {
@@ -340,6 +346,15 @@ impl Parser {
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },
+            "gather" => {
+                let (x, indices) = self.two_values()?;
+                self.keyword("axis")?;
+                OpKind::Gather {
+                    x,
+                    indices,
+                    axis: self.axis()?,
+                }
+            }
             "bitcast" => OpKind::Bitcast {
                 x: self.operand_value()?,
             },

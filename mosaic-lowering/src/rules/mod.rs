@@ -10,9 +10,11 @@
 
 mod bitcast;
 mod control;
+mod dense;
 mod dma;
 mod dot;
 pub(crate) mod elementwise;
+mod gather;
 pub(crate) mod grid;
 pub(crate) mod memory;
 mod print;
@@ -35,6 +37,7 @@ pub fn lower<'c, 'k>(
 ) -> Result<Vec<Val<'c>>> {
     match &op.kind {
         OpKind::Const { .. } => elementwise::constant(lw, em, op),
+        OpKind::Dense { .. } => dense::dense(lw, em, op),
         OpKind::ProgramId { .. } => grid::program_id(lw, em, op),
         OpKind::NumPrograms { .. } => grid::num_programs(lw, em, op),
         OpKind::ArrayDim { .. } => grid::array_dim(lw, em, op),
@@ -46,6 +49,7 @@ pub fn lower<'c, 'k>(
         OpKind::Select { .. } => elementwise::select(lw, em, op),
         OpKind::Cast { .. } => elementwise::cast(lw, em, op),
         OpKind::Bitcast { .. } => bitcast::bitcast(lw, em, op),
+        OpKind::Gather { .. } => gather::gather(lw, em, op),
         OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
         OpKind::Reshape { .. } => shape::reshape(lw, em, op),
         OpKind::Transpose { .. } => shape::transpose(lw, em, op),

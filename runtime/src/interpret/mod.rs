@@ -161,6 +161,13 @@ impl Machine<'_> {
         let v = |id: &ValueId| get(env, *id);
         Ok(vec![match &op.kind {
             OpKind::Const { value } => Tensor::splat(ty(0), ty(0).dtype.round_f64(value.as_f64())),
+            OpKind::Dense { values } => Tensor {
+                data: values
+                    .iter()
+                    .map(|v| ty(0).dtype.round_f64(v.as_f64()))
+                    .collect(),
+                ty: ty(0),
+            },
             OpKind::ProgramId { axis } => Tensor::scalar_i32(self.point[*axis] as i64),
             OpKind::NumPrograms { axis } => Tensor::scalar_i32(self.grid[*axis] as i64),
             OpKind::ArrayDim { operand, axis } => {
@@ -204,6 +211,7 @@ impl Machine<'_> {
             } => ops::select(v(cond), v(on_true), v(on_false)),
             OpKind::Cast { x } => ops::cast(v(x), ty(0)),
             OpKind::Bitcast { x } => ops::bitcast(v(x), ty(0)),
+            OpKind::Gather { x, indices, axis } => ops::gather(v(x), v(indices), *axis, ty(0)),
             OpKind::Broadcast { x } => ops::broadcast(v(x), ty(0)),
             OpKind::Reshape { x } => Tensor {
                 ty: ty(0),

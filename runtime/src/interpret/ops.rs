@@ -253,6 +253,28 @@ pub(super) fn bitcast(x: &Tensor, ty: Type) -> Tensor {
     Tensor { ty, data }
 }
 
+/// `x` gathered along `axis` at `indices` (see `OpKind::Gather`): an index outside the axis
+/// reads 0.
+pub(super) fn gather(x: &Tensor, indices: &Tensor, axis: usize, ty: Type) -> Tensor {
+    let xs = strides(&x.ty.shape);
+    let n = x.ty.shape[axis] as i64;
+    let mut data = Vec::with_capacity(ty.num_elements());
+    let mut k = 0;
+    for_each_index(&ty.shape, |idx| {
+        let j = indices.data[k] as i64;
+        k += 1;
+        if !(0..n).contains(&j) {
+            data.push(0.0);
+            return;
+        }
+        let off: usize = (0..idx.len())
+            .map(|d| if d == axis { j as usize } else { idx[d] } * xs[d])
+            .sum();
+        data.push(x.data[off]);
+    });
+    Tensor { ty, data }
+}
+
 /// Numpy broadcast: dimensions aligned at the right, size-1 dims repeat.
 pub(super) fn broadcast(x: &Tensor, ty: Type) -> Tensor {
     let (rank, xr) = (ty.rank(), x.ty.rank());

@@ -221,6 +221,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let dt = |v: &ValueId| f.ty(*v).dtype;
         Ok(match &op.kind {
             OpKind::Const { value } => self.constant(ty.dtype, ty.dtype.round_f64(value.as_f64())),
+            OpKind::Dense { values } => self.dense_elem(ty, values, idx)?,
             OpKind::Load { .. } => self.load_elem(f, env, op, idx)?,
             OpKind::Unary { op: u, x } => {
                 let x = self.elem(f, env, *x, idx)?;
@@ -249,6 +250,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 self.cast(dt(x), ty.dtype, v)?
             }
             OpKind::Bitcast { x } => self.bitcast_elem(f, env, *x, ty.dtype, idx)?,
+            OpKind::Gather { x, indices, axis } => {
+                self.gather_elem(f, env, *x, *indices, *axis, idx)?
+            }
             OpKind::Broadcast { x } => {
                 let xs = &f.ty(*x).shape;
                 let lead = idx.len() - xs.len();
