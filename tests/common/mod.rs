@@ -57,6 +57,24 @@ pub fn tol(dtype: DType) -> f64 {
 
 /// Asserts `got` matches `want` elementwise within `rel` relative (and absolute near 0).
 #[track_caller]
+/// Like [`assert_close`], but each element's tolerance scales with the largest magnitude in
+/// `want` rather than its own: what sums whose order may change need, since cancellation
+/// leaves a small result with the rounding error of its large terms.
+pub fn assert_close_normwise(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    let scale = want
+        .iter()
+        .filter(|w| w.is_finite())
+        .fold(0.0_f64, |m, w| m.max(w.abs()));
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rel * (1.0 + scale);
+        assert!(
+            ok,
+            "{what}: element {i}: got {g}, want {w} (rel tol {rel} of {scale})"
+        );
+    }
+}
+
 pub fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
     assert_eq!(got.len(), want.len(), "{what}: lengths differ");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
