@@ -78,7 +78,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         // The destination: the fused accumulator (see `fuse`), or a new buffer.
         let fused = self.accumulations.get(&(op as *const Op)).copied();
         let (c, accumulate) = match fused {
-            Some(acc) => (self.accumulator(env, acc)?, true),
+            Some(acc) => (self.accumulator(env, acc, [g.m, g.n])?, true),
             None => {
                 let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
                 (self.buffer_mat(c, g.n), false)
@@ -153,6 +153,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let in_dtype = f.ty(v).dtype;
         let rank = f.ty(v).rank();
         let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
+        if swap && batch == 1 && dtype == DType::F32 {
+            // Read where it lies: whole tiles transposed in registers.
+            if let Some(src) = self.in_place(f, env, v)? {
+                let dst = self.buffer_mat(dst, cols);
+                self.transpose_f32(src, dst, rows, cols)?;
+                return Ok(dst);
+            }
+        }
         let shape = [batch, rows, cols];
         let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
             let (r, c) = if swap {
@@ -206,8 +214,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
 
     /// `v`, a rank-2 f32 value, where it already lies row-major with contiguous columns: an
     /// f32 buffer, or an unmasked load of an f32 operand's ref whose last dimension is
-    /// contiguous. `None` otherwise, and in debug mode (whose per-element checks only the
-    /// packing loop makes).
+    /// contiguous, or either reshaped by adding or dropping unit dimensions. `None` otherwise,
+    /// and in debug mode (whose per-element checks only the packing loop makes).
     fn in_place(
         &mut self,
         f: &'k Func,
@@ -218,22 +226,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if self.options.debug || ty.dtype != DType::F32 || ty.rank() != 2 {
             return Ok(None);
         }
-        match super::value::get(env, v) {
+        match super::value::get(env, unit_reshapes(f, env, v)) {
             Val::Buffer(p) => Ok(Some(self.buffer_mat(p, ty.shape[1]))),
-            _ => self.loaded_window(env, v, DType::F32),
+            _ => self.loaded_window(f, env, v, DType::F32),
         }
     }
 
-    /// The window an unmasked load `v` of a `dtype` operand's ref reads, where it lies in
-    /// memory with contiguous columns (see [`Emitter::window_mat`]); `None` for any other
-    /// value, and for a load that reads zeros past its array's end.
+    /// The window that `v`, a rank-2 unmasked load of a `dtype` operand's ref (or one
+    /// reshaped by adding or dropping unit dimensions), reads, where it lies in memory with
+    /// contiguous columns (see [`Emitter::window_mat`]); `None` for any other value, and for
+    /// a load that reads zeros past its array's end.
     pub(super) fn loaded_window(
         &mut self,
+        f: &'k Func,
         env: &Env<'ctx, 'k>,
         v: ValueId,
         dtype: DType,
     ) -> Result<Option<Mat<'ctx>>> {
-        let Val::Lazy(op) = super::value::get(env, v) else {
+        let shape = match f.ty(v).shape[..] {
+            [m, n] => [m, n],
+            _ => return Ok(None),
+        };
+        let Val::Lazy(op) = super::value::get(env, unit_reshapes(f, env, v)) else {
             return Ok(None);
         };
         match &op.kind {
@@ -245,7 +259,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             } if self.kernel.operand(*operand).dtype == dtype
                 && !self.reads_zero_past_the_end(*operand, index) =>
             {
-                self.window_mat(env, *operand, index)
+                self.window_mat(env, *operand, index, shape)
             }
             _ => Ok(None),
         }
@@ -514,4 +528,19 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
             other => unreachable!("no vectors of {other:?} here"),
         }
     }
+}
+
+/// `v` with lazy reshapes that only add or drop unit dimensions looked through: the value
+/// whose row-major elements, in order, are `v`'s.
+fn unit_reshapes<'k>(f: &'k Func, env: &Env<'_, 'k>, mut v: ValueId) -> ValueId {
+    let squeezed = |x: ValueId| -> Vec<usize> {
+        f.ty(x).shape.iter().copied().filter(|&n| n != 1).collect()
+    };
+    while let Val::Lazy(op) = super::value::get(env, v) {
+        match &op.kind {
+            OpKind::Reshape { x } if squeezed(*x) == squeezed(v) => v = *x,
+            _ => break,
+        }
+    }
+    v
 }

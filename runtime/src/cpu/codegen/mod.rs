@@ -27,6 +27,7 @@ mod loops;
 mod print;
 mod reduce;
 mod scalar;
+mod transpose;
 mod value;
 mod window;
 
