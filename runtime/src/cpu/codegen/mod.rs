@@ -27,6 +27,7 @@ mod loops;
 mod print;
 mod reduce;
 mod scalar;
+mod snapshot;
 mod transpose;
 mod value;
 mod window;
@@ -208,6 +209,8 @@ pub(crate) struct Emitter<'ctx, 'k> {
     fused: std::collections::HashSet<*const Op>,
     /// Every workspace buffer's base, in allocation order (see `alias`).
     buffers: Vec<PointerValue<'ctx>>,
+    /// Loads of stored operands that need no snapshot (see `snapshot`).
+    unsnapshotted: std::collections::HashSet<*const Op>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -254,6 +257,7 @@ pub(crate) fn emit<'ctx>(
         accumulations: HashMap::new(),
         fused: Default::default(),
         buffers: Vec::new(),
+        unsnapshotted: Default::default(),
     };
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;
