@@ -1,7 +1,7 @@
 //! The CPU backend's `dot` paths against an f64 reference: bf16 products (with AVX-512 BF16's
 //! `vdpbf16ps` where the host has it), operands read in place, and `acc[..] += dot(..)` fused
 //! into the micro-kernel (see `runtime/src/cpu/codegen/{dot,dot_bf16,fuse}.rs`). Shapes do
-//! not divide the micro-kernel's tiles (12×32, 16-lane vectors) or the blocks; k is odd.
+//! not divide the micro-kernel's tiles (8×48 and 12×32, 16-lane vectors) or the blocks; k is odd.
 
 mod common;
 
@@ -103,6 +103,7 @@ fn bf16_and_f32_products_against_f64() {
         (25, 255, 47),
         (7, 3, 33),
         (40, 129, 100),
+        (20, 33, 70),
     ];
     for dtype in [DType::BF16, DType::F32] {
         for (s, &shape) in shapes.iter().enumerate() {

@@ -7,9 +7,9 @@
 //! micro-kernel keeps an `MR × NR` tile of `C` in vector registers for the whole `k` loop:
 //! per step it loads `NR/W` vectors of `B`, broadcasts `MR` scalars of `A` and issues
 //! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
-//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 12×32). Edge tiles
-//! are the same code with smaller static sizes; columns left over after whole vectors use a
-//! scalar loop.
+//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 8×48, see
+//! `panels`). Edge tiles are the same code with smaller static sizes; columns left over after
+//! whole vectors use a scalar loop.
 //!
 //! bf16 × bf16 products on a CPU with AVX-512 BF16 multiply bf16 pairs in hardware instead
 //! (see `dot_bf16`). `acc[w] += dot(x, y)` on an f32 ref is one `dot` that starts from and
@@ -279,23 +279,20 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         step: Step,
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
-        let (mr, nr) = if w >= 16 { (12, 2 * w) } else { (6, 2 * w) };
         let vec_cols = g.n / w * w;
-        // Column panels of NR, then one of the remaining whole vectors.
-        let mut panels = vec![];
-        if g.n / nr > 0 {
-            panels.push((0, g.n / nr, nr));
-        }
-        if !vec_cols.is_multiple_of(nr) {
-            panels.push((g.n / nr * nr, 1, vec_cols % nr));
-        }
         let tile = Tile {
             steps,
             w,
             accumulate,
             step,
         };
-        for (j0, count, width) in panels {
+        for Panels {
+            j0,
+            count,
+            width,
+            mr,
+        } in panels(g.n / w, w)
+        {
             let (lo, hi) = (self.i64(0), self.i64(count as i64));
             self.counted(lo, hi, &mut |e, jt| {
                 let j = e.b.build_int_nsw_mul(jt, e.i64(width as i64), "j")?;
@@ -493,6 +490,49 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let row = self.b.build_int_nsw_mul(r, m.ld, "row")?;
         Ok(self.b.build_int_nsw_add(row, c, "el")?)
     }
+}
+
+/// `count` column panels of `width` columns from column `j0`, in tiles of `mr` rows.
+struct Panels {
+    j0: usize,
+    count: usize,
+    width: usize,
+    mr: usize,
+}
+
+/// How the micro-kernel covers `vectors` whole vectors of `w` lanes of C's columns. With 16
+/// registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 8 rows × 3 vectors (24
+/// accumulators, 3 loads of B and 8 broadcasts of A per step, and few enough A rows that
+/// their addresses stay in registers), with the vectors left over in panels of 2 (12 rows:
+/// 24 accumulators again), or of 1 when there is a single vector.
+fn panels(vectors: usize, w: usize) -> Vec<Panels> {
+    let mut out = Vec::new();
+    let mut push = |j0: usize, count: usize, nv: usize, mr: usize| {
+        if count > 0 {
+            out.push(Panels {
+                j0: j0 * w,
+                count,
+                width: nv * w,
+                mr,
+            });
+        }
+    };
+    if w < 16 {
+        push(0, vectors / 2, 2, 6);
+        push(vectors / 2 * 2, vectors % 2, 1, 6);
+        return out;
+    }
+    // vectors = 3·threes + 2·twos (+ 1 when vectors is 1).
+    let (threes, twos) = match vectors % 3 {
+        0 => (vectors / 3, 0),
+        2 => (vectors / 3, 1),
+        _ if vectors >= 4 => (vectors / 3 - 1, 2),
+        _ => (0, 0),
+    };
+    push(0, threes, 3, 8);
+    push(3 * threes, twos, 2, 12);
+    push(3 * threes + 2 * twos, vectors - 3 * threes - 2 * twos, 1, 12);
+    out
 }
 
 /// The static parameters of one micro-kernel tile.
