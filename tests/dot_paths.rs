@@ -150,7 +150,13 @@ fn unit_dim_windows_read_in_place_and_transposed() {
         let kmat: Vec<f64> = (0..k * n).map(|i| kb[(i % n) * k + i / n]).collect();
         let (want, abs) = reference(&qv[b * m * k..(b + 1) * m * k], &kmat, (m, k, n));
         let s_b = &s_got[b * m * n..(b + 1) * m * n];
-        assert_dot(&format!("q·kᵀ, head {b}"), s_b, (&want, &abs), k, DType::F32);
+        assert_dot(
+            &format!("q·kᵀ, head {b}"),
+            s_b,
+            (&want, &abs),
+            k,
+            DType::F32,
+        );
         let (want, abs) = reference(s_b, &vv[b * n * d..(b + 1) * n * d], (m, n, d));
         let o_b = &o_got[b * m * d..(b + 1) * m * d];
         assert_dot(&format!("s·v, head {b}"), o_b, (&want, &abs), n, DType::F32);

@@ -844,12 +844,12 @@ pub fn loads_see_the_ref_as_it_was_when_loaded(device: Device) {
         let s2: Vec<f32> = (0..256).map(|e| s1[e] + row_max(e / 16)).collect();
         let s3: Vec<f32> = (0..256).map(|e| s2[(e % 16) * 16 + e / 16]).collect();
         let s4: Vec<f32> = (0..256).map(|e| s3[e / 16 * 16] - s3[e]).collect();
-        for e in 0..256 {
+        for (e, &v) in s4.iter().enumerate() {
             let (r, col) = (bi * 16 + e / 16, bj * 16 + e % 16);
             if r < m {
-                o[r * n + col] = s4[e] as f64;
-                t[r * n + col] = s4[e] as f64;
-                c[r * n + col] = (s4[e] * 3.0) as f64;
+                o[r * n + col] = v as f64;
+                t[r * n + col] = v as f64;
+                c[r * n + col] = (v * 3.0) as f64;
             }
         }
     }

@@ -46,8 +46,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         let scope_kind = self.ctx.get_kind_id("alias.scope");
         let noalias_kind = self.ctx.get_kind_id("noalias");
         // One (alias.scope, noalias) pair of lists per buffer, made when first needed.
-        let mut lists: HashMap<usize, (MetadataValue<'ctx>, MetadataValue<'ctx>)> =
-            HashMap::new();
+        let mut lists: HashMap<usize, (MetadataValue<'ctx>, MetadataValue<'ctx>)> = HashMap::new();
         for bb in self.func.get_basic_blocks() {
             let mut next = bb.get_first_instruction();
             while let Some(ins) = next {
@@ -87,7 +86,10 @@ fn address(ins: InstructionValue<'_>) -> Option<PointerValue<'_>> {
 }
 
 /// The buffer `p` is based on: `p` is a buffer's base or a chain of GEPs from one.
-fn based_on<'ctx>(mut p: PointerValue<'ctx>, id: &HashMap<PointerValue<'ctx>, usize>) -> Option<usize> {
+fn based_on<'ctx>(
+    mut p: PointerValue<'ctx>,
+    id: &HashMap<PointerValue<'ctx>, usize>,
+) -> Option<usize> {
     loop {
         if let Some(&i) = id.get(&p) {
             return Some(i);

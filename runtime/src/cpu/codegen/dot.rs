@@ -531,7 +531,12 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
     };
     push(0, threes, 3, 8);
     push(3 * threes, twos, 2, 12);
-    push(3 * threes + 2 * twos, vectors - 3 * threes - 2 * twos, 1, 12);
+    push(
+        3 * threes + 2 * twos,
+        vectors - 3 * threes - 2 * twos,
+        1,
+        12,
+    );
     out
 }
 
@@ -573,9 +578,8 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
 /// `v` with lazy reshapes that only add or drop unit dimensions looked through: the value
 /// whose row-major elements, in order, are `v`'s.
 fn unit_reshapes<'k>(f: &'k Func, env: &Env<'_, 'k>, mut v: ValueId) -> ValueId {
-    let squeezed = |x: ValueId| -> Vec<usize> {
-        f.ty(x).shape.iter().copied().filter(|&n| n != 1).collect()
-    };
+    let squeezed =
+        |x: ValueId| -> Vec<usize> { f.ty(x).shape.iter().copied().filter(|&n| n != 1).collect() };
     while let Val::Lazy(op) = super::value::get(env, v) {
         match &op.kind {
             OpKind::Reshape { x } if squeezed(*x) == squeezed(v) => v = *x,

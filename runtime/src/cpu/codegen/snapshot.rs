@@ -172,9 +172,11 @@ fn pointwise(
         | OpKind::Compare { .. }
         | OpKind::Select { .. }
         | OpKind::Cast { .. }
-        | OpKind::Reshape { .. } => op.kind.operands().iter().all(|x| {
-            !lazy.contains(x) || (same(x) && pointwise(f, *x, load, def, lazy))
-        }),
+        | OpKind::Reshape { .. } => op
+            .kind
+            .operands()
+            .iter()
+            .all(|x| !lazy.contains(x) || (same(x) && pointwise(f, *x, load, def, lazy))),
         _ => false,
     }
 }
