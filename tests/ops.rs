@@ -801,7 +801,7 @@ pub fn scratch_persists_across_an_arbitrary_axis(device: Device) {
 /// Loads of a ref that the kernel then stores to: each sees the ref as it was at the load,
 /// whether the CPU backend reads it in place (rewrites computed pointwise from it, with a
 /// materialised reduction beside) or copies it first (a transposed rewrite, a broadcast of
-/// one column, a store before the last read).
+/// one column, a mask read transposed, a store before the last read).
 #[tpu_kernel]
 fn rewrite_in_place(x: In, o: Out, t: Out, c: Out, s: Scratch) {
     s[..] = x[..];
@@ -813,6 +813,8 @@ fn rewrite_in_place(x: In, o: Out, t: Out, c: Out, s: Scratch) {
     s[..] = d.t();
     let e = s[(.., ds(0, 1))];
     s[..] = e.broadcast_to([16, 16]) - s[..];
+    let h = s[..];
+    store(s, (.., ..), h + 1.0, h.t() > 0.0);
     o[..] = s[..];
     let g = s[..];
     s[..] = 0.0;
@@ -844,7 +846,13 @@ pub fn loads_see_the_ref_as_it_was_when_loaded(device: Device) {
         let s2: Vec<f32> = (0..256).map(|e| s1[e] + row_max(e / 16)).collect();
         let s3: Vec<f32> = (0..256).map(|e| s2[(e % 16) * 16 + e / 16]).collect();
         let s4: Vec<f32> = (0..256).map(|e| s3[e / 16 * 16] - s3[e]).collect();
-        for (e, &v) in s4.iter().enumerate() {
+        let s5: Vec<f32> = (0..256)
+            .map(|e| match s4[(e % 16) * 16 + e / 16] > 0.0 {
+                true => s4[e] + 1.0,
+                false => s4[e],
+            })
+            .collect();
+        for (e, &v) in s5.iter().enumerate() {
             let (r, col) = (bi * 16 + e / 16, bj * 16 + e % 16);
             if r < m {
                 o[r * n + col] = v as f64;

@@ -12,9 +12,10 @@
 //! snapshot if none of the ops after it, up to the last of those readers, writes the ref (a
 //! `store` to it, a `dot` fused into an accumulation of it, a region op that does either,
 //! any DMA or semaphore op), except that the last reader may be a `store` to the same
-//! elements (the load's `index`, the same shape up to unit dimensions) of a value computed
-//! from the load pointwise (elementwise ops and unit-dimension reshapes only): each element
-//! is then read before it is written, and by nothing else. Not in debug mode.
+//! elements (the load's `index`, the same shape up to unit dimensions) of a value, under a
+//! mask, both computed from the load pointwise (elementwise ops and unit-dimension reshapes
+//! only): each element is then read before it is written, and by nothing else. Not in debug
+//! mode.
 
 use super::Emitter;
 use std::collections::{HashMap, HashSet};
@@ -121,8 +122,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 }
 
-/// Whether `store` writes exactly the elements `load` reads, each from a value computed
-/// pointwise from the load's element at the same place.
+/// Whether `store` writes exactly the elements `load` reads, each from a value (and under a
+/// mask) computed pointwise from the load's element at the same place.
 fn stores_pointwise(
     f: &Func,
     store: &Op,
@@ -135,7 +136,7 @@ fn stores_pointwise(
             operand: so,
             index: si,
             value,
-            ..
+            mask,
         },
         OpKind::Load {
             operand: lo,
@@ -147,7 +148,11 @@ fn stores_pointwise(
     else {
         return false;
     };
-    so == lo && si == li && pointwise(f, *value, load.results[0], def, lazy)
+    let at = load.results[0];
+    so == lo
+        && si == li
+        && pointwise(f, *value, at, def, lazy)
+        && mask.is_none_or(|m| pointwise(f, m, at, def, lazy))
 }
 
 /// Whether element `i` of `v` reads the lazy values of `lazy` (computed from `load`) only at
