@@ -4,9 +4,11 @@
 ``jax.numpy`` version of the same computation.
 
 Each cell is the median of the steady-state calls of one jitted program (results ready),
-after a first call that compiles; the first call is reported for tpukit. A mode that cannot
-run an op (an exception) is a "fails" cell. Prints a markdown table; ``--write`` replaces the shipped-ops section of BENCHMARKS.md. Not a test: the machine
-is noisy, read the ratios.
+after a first call that compiles; the first call is reported for tpukit. tpukit's and XLA's
+steady calls alternate, so that the load of a shared machine weighs on both alike. A mode
+that cannot run an op (an exception) is a "fails" cell. Prints a markdown table;
+``--write`` replaces the shipped-ops section of BENCHMARKS.md. Not a test: the machine is
+noisy, read the ratios.
 
     PYTHONPATH=python .venv/bin/python benches/shipped_ops.py [--write] [--repeats 10]
 """
@@ -197,49 +199,57 @@ def cases():
 
 def timed(fn, args, repeats) -> tuple[float, float]:
     """``(first call ms, median steady-state ms)``."""
+    first, [times] = interleaved([(fn, args)], repeats)
+    return first[0], statistics.median(times)
+
+
+def interleaved(calls, repeats) -> tuple[list[float], list[list[float]]]:
+    """Each ``(fn, args)``'s first call (ms), then ``repeats`` rounds that call each once in
+    turn: the calls' times (ms), so that the load of the (shared) machine drifts alike for
+    all of them."""
     import jax
 
-    t = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = (time.perf_counter() - t) * 1e3
-    times = []
-    for _ in range(repeats):
+    def once(fn, args):
         t = time.perf_counter()
         jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - t) * 1e3)
-    return first, statistics.median(times)
+        return (time.perf_counter() - t) * 1e3
+
+    first = [once(fn, args) for fn, args in calls]
+    times = [[] for _ in calls]
+    for _ in range(repeats):
+        for i, (fn, args) in enumerate(calls):
+            times[i].append(once(fn, args))
+    return first, times
 
 
 def measure(repeats: int) -> list[tuple]:
-    import contextlib
-
     from jax.experimental.pallas import tpu as pltpu
     from tpukit import pallas
 
     # Each mode gets freshly made (so freshly jitted) programs: JAX's caches must not hand one
-    # mode's compiled program to another. The modes of one op run back to back, so that the
-    # load of the (shared) machine drifts less between them.
-    modes = [
-        ("tpukit", pallas.on_cpu, 0, repeats),
-        ("interpret", pltpu.force_tpu_interpret_mode, 0, max(1, repeats // 5)),
-        ("xla", contextlib.nullcontext, 1, repeats),
-    ]
-    made = [cases() for _ in modes]
+    # mode's compiled program to another. tpukit's and XLA's calls alternate (a program jitted
+    # inside `on_cpu()` keeps its custom calls outside it); interpret mode, 100× slower, is
+    # timed on its own.
+    ours, interpret, plain = cases(), cases(), cases()
     rows = []
-    for i, (name, *_) in enumerate(made[0]):
-        timings = []
-        for (mode, context, which, n), programs in zip(modes, made, strict=True):
-            case = programs[i]
-            try:
-                with context():
-                    timings.append(timed(case[1 + which], case[3], n))
-            except Exception as e:  # noqa: BLE001 - a mode that cannot run the op is a cell
-                timings.append((None, None))
-                print(f"{name}, {mode}: fails: {type(e).__name__}: {e}"[:400], file=sys.stderr)
-                continue
-            print(f"{name}, {mode}: {timings[-1][1]:.1f} ms", file=sys.stderr)
-        ours, interpret, xla = timings
-        rows.append((name, ours[0], ours[1], interpret[1], xla[1]))
+    for i, (name, *_) in enumerate(ours):
+        with pallas.on_cpu():
+            # Lower (and compile) inside the context; the steady calls then run outside it.
+            first = interleaved([(ours[i][1], ours[i][3])], 0)[0][0]
+        _warm, (t_ours, t_xla) = interleaved(
+            [(ours[i][1], ours[i][3]), (plain[i][2], plain[i][3])], repeats
+        )
+        try:
+            with pltpu.force_tpu_interpret_mode():
+                t_interp = timed(interpret[i][1], interpret[i][3], max(1, repeats // 5))[1]
+        except Exception as e:  # noqa: BLE001 - a mode that cannot run the op is a cell
+            t_interp = None
+            print(f"{name}, interpret: fails: {type(e).__name__}: {e}"[:400], file=sys.stderr)
+        med = statistics.median
+        for mode, t in [("tpukit", med(t_ours)), ("interpret", t_interp), ("xla", med(t_xla))]:
+            if t is not None:
+                print(f"{name}, {mode}: {t:.1f} ms", file=sys.stderr)
+        rows.append((name, first, med(t_ours), t_interp, med(t_xla)))
     return rows
 
 

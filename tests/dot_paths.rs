@@ -1,7 +1,7 @@
 //! The CPU backend's `dot` paths against an f64 reference: bf16 products (with AVX-512 BF16's
 //! `vdpbf16ps` where the host has it), operands read in place, and `acc[..] += dot(..)` fused
 //! into the micro-kernel (see `runtime/src/cpu/codegen/{dot,dot_bf16,fuse}.rs`). Shapes do
-//! not divide the micro-kernel's tiles (12×32, 16-lane vectors) or the blocks; k is odd.
+//! not divide the micro-kernel's tiles (8×48 and 12×32, 16-lane vectors) or the blocks; k is odd.
 
 mod common;
 
@@ -103,11 +103,63 @@ fn bf16_and_f32_products_against_f64() {
         (25, 255, 47),
         (7, 3, 33),
         (40, 129, 100),
+        (20, 33, 70),
     ];
     for dtype in [DType::BF16, DType::F32] {
         for (s, &shape) in shapes.iter().enumerate() {
             check_products(dtype, shape, 40 + s as u64);
         }
+    }
+}
+
+/// Windows with a leading unit dimension, reshaped to matrices (how JAX's flash attention
+/// reads its blocks): `s = q·ktᵀ`, its `kt` read where it lies and transposed 16×16 (or 8×8)
+/// tiles at a time in registers, with leftover rows and columns; then `s·v`.
+#[tpu_kernel]
+fn unit_dim_products(q: In, kt: In, v: In, s: Out, o: Out) {
+    let qm = q[(ds(0, 1), .., ..)].reshape([37, 45]);
+    let km = kt[(ds(0, 1), .., ..)].reshape([29, 45]);
+    let sm = dot_t(qm, km);
+    s[(ds(0, 1), .., ..)] = sm.reshape([1, 37, 29]);
+    let vm = v[(ds(0, 1), .., ..)].reshape([29, 19]);
+    o[(ds(0, 1), .., ..)] = dot(sm, vm).reshape([1, 37, 19]);
+}
+
+#[test]
+fn unit_dim_windows_read_in_place_and_transposed() {
+    let (h, m, k, n, d) = (2, 37, 45, 29, 19);
+    let arr = |r, c| {
+        ArraySpec::new(DType::F32, [h, r, c]).blocked([1, r, c], [grid(0), 0.into(), 0.into()])
+    };
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::Static(h))],
+        inputs: vec![arr(m, k), arr(n, k), arr(n, d)],
+        outputs: vec![arr(m, n), arr(m, d)],
+        ..Default::default()
+    };
+    let kern = unit_dim_products(&spec).unwrap();
+    let mut r = rng(70);
+    let (q, qv) = random(&mut r, DType::F32, &[h, m, k], -1.0, 1.0);
+    let (kt, ktv) = random(&mut r, DType::F32, &[h, n, k], -1.0, 1.0);
+    let (v, vv) = random(&mut r, DType::F32, &[h, n, d], -1.0, 1.0);
+    let out = launch(&kern, Device::Cpu, &[&q, &kt, &v]).unwrap();
+    let (s_got, o_got) = (out[0].to_f64_vec(), out[1].to_f64_vec());
+    for b in 0..h {
+        // kᵀ as a k × n matrix, then s as computed (f32), then s·v.
+        let kb = &ktv[b * n * k..(b + 1) * n * k];
+        let kmat: Vec<f64> = (0..k * n).map(|i| kb[(i % n) * k + i / n]).collect();
+        let (want, abs) = reference(&qv[b * m * k..(b + 1) * m * k], &kmat, (m, k, n));
+        let s_b = &s_got[b * m * n..(b + 1) * m * n];
+        assert_dot(
+            &format!("q·kᵀ, head {b}"),
+            s_b,
+            (&want, &abs),
+            k,
+            DType::F32,
+        );
+        let (want, abs) = reference(s_b, &vv[b * n * d..(b + 1) * n * d], (m, n, d));
+        let o_b = &o_got[b * m * d..(b + 1) * m * d];
+        assert_dot(&format!("s·v, head {b}"), o_b, (&want, &abs), n, DType::F32);
     }
 }
 

@@ -829,6 +829,74 @@ pub fn rolls_and_gathers_move_elements(device: Device) {
     assert_close("gather along the lanes", &out[2].to_f64_vec(), &picked, 0.0);
 }
 
+/// Loads of a ref that the kernel then stores to: each sees the ref as it was at the load,
+/// whether the CPU backend reads it in place (rewrites computed pointwise from it, with a
+/// materialised reduction beside) or copies it first (a transposed rewrite, a broadcast of
+/// one column, a mask read transposed, a store before the last read).
+#[tpu_kernel]
+fn rewrite_in_place(x: In, o: Out, t: Out, c: Out, s: Scratch) {
+    s[..] = x[..];
+    let a = s[..];
+    s[..] = a * 2.0 + 1.0;
+    let b = s[..];
+    s[..] = b + b.reduce_max_keepdims(1).broadcast_to([16, 16]);
+    let d = s[..];
+    s[..] = d.t();
+    let e = s[(.., ds(0, 1))];
+    s[..] = e.broadcast_to([16, 16]) - s[..];
+    let h = s[..];
+    store(s, (.., ..), h + 1.0, h.t() > 0.0);
+    o[..] = s[..];
+    let g = s[..];
+    s[..] = 0.0;
+    t[..] = g;
+    c[..] = s[..] + g * 3.0;
+}
+
+pub fn loads_see_the_ref_as_it_was_when_loaded(device: Device) {
+    let spec = CallSpec {
+        grid: grid2(16, 16),
+        inputs: vec![tiles(DType::F32, 16, 16)],
+        outputs: vec![tiles(DType::F32, 16, 16); 3],
+        scratch: vec![ArraySpec::new(DType::F32, [16usize, 16])],
+        ..Default::default()
+    };
+    let k = rewrite_in_place(&spec).unwrap();
+    let (m, n) = (40, 32);
+    let (x, xv) = random(&mut rng(12), DType::F32, &[m, n], -2.0, 2.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let (mut o, mut t, mut c) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
+    for (bi, bj) in (0..m.div_ceil(16)).flat_map(|i| (0..n / 16).map(move |j| (i, j))) {
+        // The block as f32, rows past the array read as 0 (the fill).
+        let at = |i: usize, j: usize| {
+            let (r, col) = (bi * 16 + i, bj * 16 + j);
+            if r < m { xv[r * n + col] as f32 } else { 0.0 }
+        };
+        let s1: Vec<f32> = (0..256).map(|e| at(e / 16, e % 16) * 2.0 + 1.0).collect();
+        let row_max = |i: usize| s1[i * 16..][..16].iter().copied().fold(f32::MIN, f32::max);
+        let s2: Vec<f32> = (0..256).map(|e| s1[e] + row_max(e / 16)).collect();
+        let s3: Vec<f32> = (0..256).map(|e| s2[(e % 16) * 16 + e / 16]).collect();
+        let s4: Vec<f32> = (0..256).map(|e| s3[e / 16 * 16] - s3[e]).collect();
+        let s5: Vec<f32> = (0..256)
+            .map(|e| match s4[(e % 16) * 16 + e / 16] > 0.0 {
+                true => s4[e] + 1.0,
+                false => s4[e],
+            })
+            .collect();
+        for (e, &v) in s5.iter().enumerate() {
+            let (r, col) = (bi * 16 + e / 16, bj * 16 + e % 16);
+            if r < m {
+                o[r * n + col] = v as f64;
+                t[r * n + col] = v as f64;
+                c[r * n + col] = (v * 3.0) as f64;
+            }
+        }
+    }
+    assert_close("rewritten", &out[0].to_f64_vec(), &o, 0.0);
+    assert_close("loaded before a store", &out[1].to_f64_vec(), &t, 0.0);
+    assert_close("after the store", &out[2].to_f64_vec(), &c, 0.0);
+}
+
 /// Instantiates every behaviour above as a `#[test]` for one device.
 macro_rules! device_tests {
     ($module:ident, $device:expr) => {
@@ -843,7 +911,8 @@ macro_rules! device_tests {
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,
                 dma_copies_and_semaphores_from_the_macro,
                 masked_loads_and_stores, rolls_and_gathers_move_elements,
-                scalar_prefetch_drives_the_index_map, index_maps_compare_and_select, scratch_persists_across_an_arbitrary_axis);
+                scalar_prefetch_drives_the_index_map, index_maps_compare_and_select,
+                scratch_persists_across_an_arbitrary_axis, loads_see_the_ref_as_it_was_when_loaded);
         }
     };
     (@each $device:expr; $($test:ident),* $(,)?) => {

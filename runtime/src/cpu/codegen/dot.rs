@@ -7,9 +7,9 @@
 //! micro-kernel keeps an `MR × NR` tile of `C` in vector registers for the whole `k` loop:
 //! per step it loads `NR/W` vectors of `B`, broadcasts `MR` scalars of `A` and issues
 //! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
-//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 12×32). Edge tiles
-//! are the same code with smaller static sizes; columns left over after whole vectors use a
-//! scalar loop.
+//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 8×48, see
+//! `panels`). Edge tiles are the same code with smaller static sizes; columns left over after
+//! whole vectors use a scalar loop.
 //!
 //! bf16 × bf16 products on a CPU with AVX-512 BF16 multiply bf16 pairs in hardware instead
 //! (see `dot_bf16`). `acc[w] += dot(x, y)` on an f32 ref is one `dot` that starts from and
@@ -78,7 +78,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         // The destination: the fused accumulator (see `fuse`), or a new buffer.
         let fused = self.accumulations.get(&(op as *const Op)).copied();
         let (c, accumulate) = match fused {
-            Some(acc) => (self.accumulator(env, acc)?, true),
+            Some(acc) => (self.accumulator(env, acc, [g.m, g.n])?, true),
             None => {
                 let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
                 (self.buffer_mat(c, g.n), false)
@@ -153,6 +153,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let in_dtype = f.ty(v).dtype;
         let rank = f.ty(v).rank();
         let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
+        if swap && batch == 1 && dtype == DType::F32 {
+            // Read where it lies: whole tiles transposed in registers.
+            if let Some(src) = self.in_place(f, env, v)? {
+                let dst = self.buffer_mat(dst, cols);
+                self.transpose_f32(src, dst, rows, cols)?;
+                return Ok(dst);
+            }
+        }
         let shape = [batch, rows, cols];
         let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {
             let (r, c) = if swap {
@@ -206,8 +214,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
 
     /// `v`, a rank-2 f32 value, where it already lies row-major with contiguous columns: an
     /// f32 buffer, or an unmasked load of an f32 operand's ref whose last dimension is
-    /// contiguous. `None` otherwise, and in debug mode (whose per-element checks only the
-    /// packing loop makes).
+    /// contiguous, or either reshaped by adding or dropping unit dimensions. `None` otherwise,
+    /// and in debug mode (whose per-element checks only the packing loop makes).
     fn in_place(
         &mut self,
         f: &'k Func,
@@ -218,22 +226,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if self.options.debug || ty.dtype != DType::F32 || ty.rank() != 2 {
             return Ok(None);
         }
-        match super::value::get(env, v) {
+        match super::value::get(env, unit_reshapes(f, env, v)) {
             Val::Buffer(p) => Ok(Some(self.buffer_mat(p, ty.shape[1]))),
-            _ => self.loaded_window(env, v, DType::F32),
+            _ => self.loaded_window(f, env, v, DType::F32),
         }
     }
 
-    /// The window an unmasked load `v` of a `dtype` operand's ref reads, where it lies in
-    /// memory with contiguous columns (see [`Emitter::window_mat`]); `None` for any other
-    /// value, and for a load that reads zeros past its array's end.
+    /// The window that `v`, a rank-2 unmasked load of a `dtype` operand's ref (or one
+    /// reshaped by adding or dropping unit dimensions), reads, where it lies in memory with
+    /// contiguous columns (see [`Emitter::window_mat`]); `None` for any other value, and for
+    /// a load that reads zeros past its array's end.
     pub(super) fn loaded_window(
         &mut self,
+        f: &'k Func,
         env: &Env<'ctx, 'k>,
         v: ValueId,
         dtype: DType,
     ) -> Result<Option<Mat<'ctx>>> {
-        let Val::Lazy(op) = super::value::get(env, v) else {
+        let shape = match f.ty(v).shape[..] {
+            [m, n] => [m, n],
+            _ => return Ok(None),
+        };
+        let Val::Lazy(op) = super::value::get(env, unit_reshapes(f, env, v)) else {
             return Ok(None);
         };
         match &op.kind {
@@ -245,7 +259,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             } if self.kernel.operand(*operand).dtype == dtype
                 && !self.reads_zero_past_the_end(*operand, index) =>
             {
-                self.window_mat(env, *operand, index)
+                self.window_mat(env, *operand, index, shape)
             }
             _ => Ok(None),
         }
@@ -265,23 +279,20 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         step: Step,
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
-        let (mr, nr) = if w >= 16 { (12, 2 * w) } else { (6, 2 * w) };
         let vec_cols = g.n / w * w;
-        // Column panels of NR, then one of the remaining whole vectors.
-        let mut panels = vec![];
-        if g.n / nr > 0 {
-            panels.push((0, g.n / nr, nr));
-        }
-        if !vec_cols.is_multiple_of(nr) {
-            panels.push((g.n / nr * nr, 1, vec_cols % nr));
-        }
         let tile = Tile {
             steps,
             w,
             accumulate,
             step,
         };
-        for (j0, count, width) in panels {
+        for Panels {
+            j0,
+            count,
+            width,
+            mr,
+        } in panels(g.n / w, w)
+        {
             let (lo, hi) = (self.i64(0), self.i64(count as i64));
             self.counted(lo, hi, &mut |e, jt| {
                 let j = e.b.build_int_nsw_mul(jt, e.i64(width as i64), "j")?;
@@ -481,6 +492,54 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 }
 
+/// `count` column panels of `width` columns from column `j0`, in tiles of `mr` rows.
+struct Panels {
+    j0: usize,
+    count: usize,
+    width: usize,
+    mr: usize,
+}
+
+/// How the micro-kernel covers `vectors` whole vectors of `w` lanes of C's columns. With 16
+/// registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 8 rows × 3 vectors (24
+/// accumulators, 3 loads of B and 8 broadcasts of A per step, and few enough A rows that
+/// their addresses stay in registers), with the vectors left over in panels of 2 (12 rows:
+/// 24 accumulators again), or of 1 when there is a single vector.
+fn panels(vectors: usize, w: usize) -> Vec<Panels> {
+    let mut out = Vec::new();
+    let mut push = |j0: usize, count: usize, nv: usize, mr: usize| {
+        if count > 0 {
+            out.push(Panels {
+                j0: j0 * w,
+                count,
+                width: nv * w,
+                mr,
+            });
+        }
+    };
+    if w < 16 {
+        push(0, vectors / 2, 2, 6);
+        push(vectors / 2 * 2, vectors % 2, 1, 6);
+        return out;
+    }
+    // vectors = 3·threes + 2·twos (+ 1 when vectors is 1).
+    let (threes, twos) = match vectors % 3 {
+        0 => (vectors / 3, 0),
+        2 => (vectors / 3, 1),
+        _ if vectors >= 4 => (vectors / 3 - 1, 2),
+        _ => (0, 0),
+    };
+    push(0, threes, 3, 8);
+    push(3 * threes, twos, 2, 12);
+    push(
+        3 * threes + 2 * twos,
+        vectors - 3 * threes - 2 * twos,
+        1,
+        12,
+    );
+    out
+}
+
 /// The static parameters of one micro-kernel tile.
 #[derive(Copy, Clone)]
 struct Tile {
@@ -514,4 +573,18 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
             other => unreachable!("no vectors of {other:?} here"),
         }
     }
+}
+
+/// `v` with lazy reshapes that only add or drop unit dimensions looked through: the value
+/// whose row-major elements, in order, are `v`'s.
+fn unit_reshapes<'k>(f: &'k Func, env: &Env<'_, 'k>, mut v: ValueId) -> ValueId {
+    let squeezed =
+        |x: ValueId| -> Vec<usize> { f.ty(x).shape.iter().copied().filter(|&n| n != 1).collect() };
+    while let Val::Lazy(op) = super::value::get(env, v) {
+        match &op.kind {
+            OpKind::Reshape { x } if squeezed(*x) == squeezed(v) => v = *x,
+            _ => break,
+        }
+    }
+    v
 }

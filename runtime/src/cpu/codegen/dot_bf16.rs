@@ -164,7 +164,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if self.options.debug || f.ty(v).rank() != 2 {
             return Ok(None);
         }
-        self.loaded_window(env, v, DType::BF16)
+        self.loaded_window(f, env, v, DType::BF16)
     }
 
     /// Packs rows `0..2·⌊k/2⌋` × columns `0..n16` of `src` (bf16 in memory) as `dot_bf16`'s

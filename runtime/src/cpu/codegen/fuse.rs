@@ -145,25 +145,67 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         slices == 2 && last_kept && matches!(index.last(), Some(Indexer::Slice { .. }))
     }
 
-    /// The matrix `index` accesses in `id`'s ref, if its columns are contiguous (see
-    /// [`Self::columns_contiguous`]). The access must have been checked.
+    /// Where an access of `id`'s ref through `index` lies as an `m × n` matrix with
+    /// contiguous columns: its last indexer is a slice of `n` along the ref's last dimension,
+    /// which is the array's last (not squeezed from a block), and its other slices are the
+    /// `m` rows and any number of length 1 (what a reshape that drops unit dimensions reads).
+    /// The position in `index` of the rows' slice (`None` for a single row without one).
+    pub(super) fn matrix_rows(
+        &self,
+        id: OperandId,
+        index: &[Indexer],
+        [m, n]: [usize; 2],
+    ) -> Option<Option<usize>> {
+        let last_kept = match &self.kernel.operand(id).window {
+            Window::Whole => true,
+            Window::Blocked(spec) => spec.block.last().is_some_and(|b| b.kept()),
+        };
+        let (Some(Indexer::Slice { size, .. }), true) = (index.last(), last_kept) else {
+            return None;
+        };
+        if *size != n {
+            return None;
+        }
+        let others: Vec<(usize, usize)> = index[..index.len() - 1]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ix)| match ix {
+                Indexer::Slice { size, .. } => Some((i, *size)),
+                Indexer::Point(_) => None,
+            })
+            .collect();
+        let long: Vec<&(usize, usize)> = others.iter().filter(|(_, s)| *s != 1).collect();
+        match long[..] {
+            [] if m == 1 => Some(others.last().map(|(i, _)| *i)),
+            [&(i, s)] if s == m => Some(Some(i)),
+            _ => None,
+        }
+    }
+
+    /// The `m × n` matrix `index` accesses in `id`'s ref, if it lies there with contiguous
+    /// columns (see [`Self::matrix_rows`]). The access must have been checked.
     pub(super) fn window_mat(
         &mut self,
         env: &Env<'ctx, 'k>,
         id: OperandId,
         index: &[Indexer],
+        shape: [usize; 2],
     ) -> Result<Option<Mat<'ctx>>> {
-        if self.options.debug || !self.columns_contiguous(id, index) {
+        if self.options.debug {
             return Ok(None);
         }
-        let zero = self.i64(0);
-        let offset = self.address(env, id, index, &[zero, zero])?;
-        let row = index
+        let Some(row) = self.matrix_rows(id, index, shape) else {
+            return Ok(None);
+        };
+        let slices = index
             .iter()
-            .position(|ix| matches!(ix, Indexer::Slice { .. }))
-            .expect("two slices");
+            .filter(|ix| matches!(ix, Indexer::Slice { .. }))
+            .count();
+        let zeros = vec![self.i64(0); slices];
+        let offset = self.address(env, id, index, &zeros)?;
         let st = &self.operands[id.0 as usize];
-        let (base, ld) = (st.base, st.ref_strides[row]);
+        // A single row's stride is never used.
+        let (base, ld) = (st.base, row.map_or(self.i64(0), |r| st.ref_strides[r]));
         let t = self.mem_type(self.kernel.operand(id).dtype);
         let ptr = unsafe { self.b.build_in_bounds_gep(t, base, &[offset], "mat")? };
         Ok(Some(Mat { ptr, ld }))
@@ -174,9 +216,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         &mut self,
         env: &Env<'ctx, 'k>,
         acc: Accumulate<'k>,
+        shape: [usize; 2],
     ) -> Result<Mat<'ctx>> {
         self.check_access(env, acc.operand, acc.index)?;
-        self.window_mat(env, acc.operand, acc.index)?
+        self.window_mat(env, acc.operand, acc.index, shape)?
             .ok_or_else(|| super::CodegenError::internal("fused accumulator is not a matrix"))
     }
 }

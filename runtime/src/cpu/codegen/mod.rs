@@ -16,6 +16,7 @@
 //! the kernel also stores to (a load sees memory as it was at the load).
 
 mod access;
+mod alias;
 mod analysis;
 mod bitcast;
 mod control;
@@ -29,6 +30,8 @@ mod loops;
 mod print;
 mod reduce;
 mod scalar;
+mod snapshot;
+mod transpose;
 mod value;
 mod window;
 
@@ -207,6 +210,10 @@ pub(crate) struct Emitter<'ctx, 'k> {
     /// `dot`s that add themselves to a ref, and the ops they make redundant (see `fuse`).
     accumulations: HashMap<*const Op, fuse::Accumulate<'k>>,
     fused: std::collections::HashSet<*const Op>,
+    /// Every workspace buffer's base, in allocation order (see `alias`).
+    buffers: Vec<PointerValue<'ctx>>,
+    /// Loads of stored operands that need no snapshot (see `snapshot`).
+    unsnapshotted: std::collections::HashSet<*const Op>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -252,6 +259,8 @@ pub(crate) fn emit<'ctx>(
         site: -1,
         accumulations: HashMap::new(),
         fused: Default::default(),
+        buffers: Vec::new(),
+        unsnapshotted: Default::default(),
     };
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;
@@ -261,6 +270,7 @@ pub(crate) fn emit<'ctx>(
     let (lo, hi) = (param(n + 3).into_int_value(), param(n + 4).into_int_value());
     e.grid_loops(lo, hi)?;
     e.b.build_return(Some(&ctx.i32_type().const_zero()))?;
+    e.scope_buffers();
     if !(func.verify(false)
         && e.module
             .get_function(entry)
@@ -533,14 +543,19 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             });
         };
         self.workspace_bytes = end;
-        Ok(unsafe {
+        let base = unsafe {
             self.b.build_in_bounds_gep(
                 self.ctx.i8_type(),
                 self.workspace,
                 &[self.i64(off as i64)],
                 "buf",
             )?
-        })
+        };
+        // A base folded into the workspace pointer itself would stand for every buffer.
+        if base.as_instruction().is_some() {
+            self.buffers.push(base);
+        }
+        Ok(base)
     }
 
     /// The site number of `op` (stable across the two body copies).

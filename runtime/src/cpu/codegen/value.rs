@@ -60,6 +60,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             env[a.0 as usize] = Some(*v);
         }
         self.find_accumulations(f, r);
+        self.find_unsnapshotted(f, r);
         for op in &r.ops {
             if self.fused.contains(&(op as *const Op)) {
                 continue;
@@ -122,7 +123,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 if !self.reads_zero_past_the_end(*operand, index) {
                     self.check_access(env, *operand, index)?;
                 }
-                let snapshot = self.stored.contains(operand);
+                let snapshot = self.stored.contains(operand)
+                    && !self.unsnapshotted.contains(&(op as *const Op));
                 self.define(f, op, env, snapshot)?
             }
             OpKind::Store { .. } => {
