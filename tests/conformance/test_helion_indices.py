@@ -132,6 +132,46 @@ def scan_middle(g):
     return out
 
 
+# windows of rows of a flat tensor (the jagged examples' `x_flat[(starts + k) * M + m]`):
+# one dynamic leading-dimension slice per lane, start rows from SMEM (python/tpukit/helion/_windows.py)
+@helion.kernel(config=helion.Config(block_sizes=[8, 128, 16]))
+def flat_row_sums(x, offsets):
+    m = x.size(1)
+    out = torch.zeros([offsets.size(0) - 1, m], dtype=x.dtype)
+    flat = x.view(-1)
+    for tb in hl.tile(offsets.size(0) - 1):
+        starts = offsets[tb]
+        lengths = offsets[tb.index + 1] - starts
+        for tm in hl.tile(m):
+            acc = hl.zeros([tb, tm], dtype=torch.float32)
+            for tk in hl.jagged_tile(lengths):
+                rows = starts[:, None] + tk.index[None, :]
+                idx = rows[:, :, None] * m + tm.index[None, None, :]
+                acc = acc + hl.load(flat, [idx]).float().sum(dim=1)
+            out[tb, tm] = acc.to(out.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 128, 16]))
+def flat_row_scale(x, offsets):
+    m = x.size(1)
+    out = torch.zeros_like(x)
+    flat, out_flat = x.view(-1), out.view(-1)
+    for tb in hl.tile(offsets.size(0) - 1):
+        starts = offsets[tb]
+        lengths = offsets[tb.index + 1] - starts
+        for tm in hl.tile(m):
+            for tk in hl.jagged_tile(lengths):
+                rows = starts[:, None] + tk.index[None, :]
+                idx = rows[:, :, None] * m + tm.index[None, None, :]
+                hl.store(out_flat, [idx], hl.load(flat, [idx]) * 2)
+    return out
+
+
+def _offsets(lengths):
+    return torch.cumsum(torch.tensor([0] + lengths), 0).to(torch.int32)
+
+
 def _randn(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
@@ -152,6 +192,10 @@ KERNELS = {
     "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
     "shifted_scale": (shifted_scale, lambda d: (_randn(2, 51, 300, dtype=d), _randn(2, 50,
                                                                               dtype=torch.float32))),
+    "flat_row_sums": (flat_row_sums, lambda d: (_randn(60, 200, dtype=d),
+                                                _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]))),
+    "flat_row_scale": (flat_row_scale, lambda d: (_randn(60, 200, dtype=d),
+                                                  _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]))),
     "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
     "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }

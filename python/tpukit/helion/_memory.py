@@ -37,7 +37,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays
-from tpukit.helion import exc
+from tpukit.helion import _windows, exc
 from tpukit.helion._ranges import StaticRange
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
@@ -86,6 +86,8 @@ class HostInfo:
     units: tuple = ()  # unit dimensions inserted after it (0, 1 or 2)
     blocked: tuple = ()  # the grid axis blocking it, or None
     squeezed: tuple = ()  # blocked by a hl.grid axis (no block dimension)
+    flat: tuple = ()  # a 1-D tensor folded into rows (``_windows``): its shape (then ``shape``
+    front: int = 0  # is the folded one) and the zero rows padded before its first row
     # roles
     is_input: bool = False
     is_output: bool = False
@@ -121,7 +123,7 @@ class TensorProxy:
 
     @property
     def ndim(self):
-        return len(self._info.shape)
+        return len(self._info.flat or self._info.shape)
 
     @property
     def device(self):
@@ -138,7 +140,7 @@ class TensorProxy:
         return self._info.obj.stride(dim) if dim is not None else self._info.obj.stride()
 
     def numel(self):
-        return math.prod(self._info.shape)
+        return math.prod(self._info.flat or self._info.shape)
 
     def __getitem__(self, index):
         return self._trace.load(self._info, index)
@@ -279,6 +281,8 @@ class Trace:
     # --- index entries -----------------------------------------------------------------------
 
     def entries(self, info: HostInfo, index) -> list:
+        if info.flat:  # folded (emit): the user's index is into the flat tensor
+            return self.entries(_Unfolded(info), index)
         items = index if isinstance(index, tuple) else (index,)
         flat = []
         for it in items:
@@ -308,6 +312,10 @@ class Trace:
                 f"indexing `{info.name}` with several index tensors (one gather per access)"
                 f"{where()}"
             )
+        if len(out) == 1 and out[0][0] == "take" and out[0][1].affine is not None:
+            w = _windows.decompose(out[0][1], out[0][1].affine)
+            if w is not None:
+                return [("window", w)]
         return out
 
     def _entry(self, info, it, d):
@@ -366,7 +374,7 @@ class Trace:
                 shape.append(e[1].size)
             elif k == "gather":
                 shape.append(e[1].shape[0])
-            elif k == "take":
+            elif k in ("take", "window"):
                 shape.extend(e[1].shape)
             elif k == "full":
                 shape.append(info.shape[d])
@@ -387,8 +395,8 @@ class Trace:
             elif k == "gather":
                 t = e[1].source.tile
                 dims.append(t if t.partial else None)
-            elif k == "take":
-                dims.extend(e[1].dims)
+            elif k in ("take", "window"):
+                dims.extend(e[1].idx.dims if k == "window" else e[1].dims)
             elif k in ("full", "slice"):
                 dims.append(None)
         return tuple(dims)
@@ -417,6 +425,12 @@ class Trace:
             v = self._gather(info, entries, shape)
         elif any(e[0] == "take" for e in entries):
             v = self._take(info, entries)
+        elif entries[0][0] == "window":
+            w = entries[0][1]
+            if info.flat:
+                v = _windows.take(self, info, w, _wide(info.dtype)).astype(info.dtype)
+            else:
+                v = self._take(info, [("take", w.idx)])
         else:
             v = self._read(info, entries, shape)
         mask = _bounds_mask(dims, v.shape, extra_mask)
@@ -443,11 +457,17 @@ class Trace:
         dims = self._value_dims(entries, with_new=False)
         if any(getattr(t, "dynamic", False) for t in dims):
             extra_mask = _bounds_mask(dims, v.shape, extra_mask)
-        taking = any(e[0] == "take" for e in entries)
+        taking = any(e[0] in ("take", "window") for e in entries)
         kind = "store" if extra_mask is None and not taking else "rmw"
         self._record(info, entries, kind)
         if self.mode == "analyze":
             return
+        if entries[0][0] == "window" and info.flat:
+            _windows.put(self, info, entries[0][1], v, _keep(v, dims, extra_mask),
+                         _wide(info.dtype), _pick_row)
+            return
+        if entries[0][0] == "window":
+            entries = [("take", entries[0][1].idx)]
         if taking:
             self._put(info, entries, v, dims, extra_mask)
             return
@@ -587,13 +607,7 @@ class Trace:
         old = self._read(info, whole, self.value_shape(info, whole, with_new=False),
                          from_output=True)
         pos = sum(1 for e in entries[:k] if e[0] not in ("int", "grid", "dyn", "new"))
-        keep = None if extra_mask is None else (
-            jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
-        for ax, t in enumerate(dims):
-            if t is not None and t is not MIXED and t.partial:
-                ok = t.valid_along(v.shape, ax)
-                keep = ok if keep is None else keep & ok
-        self._write(info, whole, put(old, pos, idx, v, keep))
+        self._write(info, whole, put(old, pos, idx, v, _keep(v, dims, extra_mask)))
 
     def _take(self, info, entries):
         """``info[…, idx, …]`` with ``idx`` a computed integer tensor: the indexed dimension
@@ -705,11 +719,30 @@ def _bounds_mask(dims, shape, extra_mask):
     mask = None if extra_mask is None else unwrap(extra_mask)
     for ax, t in enumerate(dims):
         if getattr(t, "dynamic", False):
-            v = t.valid_along(shape, ax)
+            v = t.valid_along(shape, ax, dims)
             if mask is not None:  # bool broadcast as int32 (see ``select``)
                 v = (jnp.broadcast_to(jnp.asarray(mask).astype(jnp.int32), shape) != 0) & v
             mask = v
     return mask
+
+
+def _keep(v, dims, extra_mask):
+    """Which elements of ``v`` a store at computed indices writes (None: all): those under
+    ``extra_mask`` and inside their partial tiles."""
+    keep = None if extra_mask is None else (
+        jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
+    for ax, t in enumerate(dims):
+        if t is not None and t is not MIXED and t.partial:
+            ok = t.valid_along(v.shape, ax, dims)
+            keep = ok if keep is None else keep & ok
+    return keep
+
+
+class _Unfolded:
+    """A folded tensor's ``HostInfo`` as the user indexes it (its flat shape)."""
+
+    def __init__(self, info):
+        self.name, self.shape, self.flat = info.name, info.flat, ()
 
 
 def _start(tile):
@@ -772,7 +805,7 @@ def put(table, pos, idx, v, keep):
 
 
 def _refuse_take(info, entries, what):
-    if any(e[0] == "take" for e in entries):
+    if any(e[0] in ("take", "window") for e in entries):
         raise exc.UnsupportedConstruct(
             f"{what} `{info.name}` at computed indices (a scatter through a computed index "
             f"tensor; index with tiles, or with indices loaded from a host tensor, "

@@ -36,7 +36,7 @@ from tpukit.helion._values import DeviceMode, DTensor
 from tpukit.helion._where import where, where_tb
 
 DEFAULT_INNER_BLOCK = 128
-_DYNAMIC_POINTS = ("grid", "dyn", "gather")
+_DYNAMIC_POINTS = ("grid", "dyn", "gather", "wrows")
 
 
 class LaunchPlan:
@@ -137,6 +137,26 @@ def _kind(e):
     if e[0] in ("tile", "grid"):
         return (e[0], e[1].axis)
     return (e[0], None)
+
+
+def fold(info: HostInfo) -> None:
+    """Folds a 1-D tensor that every access indexes by windows of rows (``_windows``) into
+    ``[rows, width]``: ``shape`` becomes the folded shape (``flat`` keeps the user's) and each
+    access's entries index rows (``wrows``) and a tile of columns. A tensor also accessed
+    otherwise, or whose accesses disagree on the width, keeps the one-hot ``take``."""
+    wins = [a for a in info.accesses if a.entries and a.entries[0][0] == "window"]
+    if not wins or info.flat:
+        return
+    widths = {a.entries[0][1].width for a in wins}
+    width = next(iter(widths))
+    if len(wins) == len(info.accesses) and len(widths) == 1 and info.shape[0] % width == 0:
+        info.flat, info.shape = info.shape, (info.shape[0] // width, width)
+        for a in wins:
+            w = a.entries[0][1]
+            a.entries = [("wrows", w), ("tile", w.col_tile)]
+        return
+    for a in wins:
+        a.entries = [("take", a.entries[0][1].idx)]
 
 
 def layout(info: HostInfo) -> None:
@@ -275,6 +295,8 @@ def _roles(plan: LaunchPlan, n_axes) -> set:
                     src = e[1].source.info
                     prefetch.add(src.key)
                     plan.gathers.append((src.key, plan.infos[key].shape[d], acc.where))
+                if e[0] == "wrows":  # window start rows are read from SMEM
+                    prefetch.update(src.info.key for _, src in e[1].sources)
     arbitrary: set = set()
     for key in plan.order:
         info = plan.infos[key]
@@ -314,6 +336,9 @@ def _padding(info: HostInfo) -> None:
     pad = list(info.shape)
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
+            if e[0] == "wrows":  # windows start anywhere: zero rows before and after
+                info.front = max(info.front, e[1].rows)
+                pad[d] = max(pad[d], info.shape[d] + 2 * info.front)
             if info.blocked[d] is None and e[0] == "tile":
                 t = e[1]
                 # data-dependent bounds: one block past the last whole block (clamped starts)
@@ -388,6 +413,7 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
         if bid is not None:
             st.sizes[bid] = sizes[i]
     for key in plan.order:
+        fold(plan.infos[key])
         layout(plan.infos[key])
     arbitrary = _roles(plan, len(extents))
     for key in plan.order:
@@ -418,6 +444,7 @@ def _block_sizes(st, spec, device_fn, env, c0, extents):
         provisional.append(min(bs, x) if bs is not None else min(DEFAULT_INNER_BLOCK, x))
     first = _analyze(st, spec, device_fn, env, c0, provisional, {}, masks=False)
     for key in first.order:
+        fold(first.infos[key])
         layout(first.infos[key])
     grid_reqs, inner_reqs = _requirements(first.infos, first.order, len(extents))
     sizes = []
@@ -526,15 +553,21 @@ def narrowed(a: np.ndarray, dtype, name: str) -> np.ndarray:
 
 def to_kernel(obj, info: HostInfo):
     a = narrowed(_arrays.to_numpy(obj), info.dtype, info.name)
+    if info.flat:
+        a = np.reshape(a, info.shape)
     if info.pad != info.shape:
-        a = np.pad(a, [(0, p - n) for n, p in zip(info.shape, info.pad, strict=True)])
+        front = [info.front] + [0] * (len(info.shape) - 1)
+        a = np.pad(a, [(f, p - n - f) for n, p, f in zip(info.shape, info.pad, front,
+                                                          strict=True)])
     return np.reshape(a, info.kshape)
 
 
 def from_kernel(result, info: HostInfo):
     """A kernel output in the tensor's logical shape (padding dropped)."""
     a = np.reshape(np.asarray(result), info.pad)
-    return a[tuple(slice(0, n) for n in info.shape)]
+    front = [info.front] + [0] * (len(info.shape) - 1)
+    a = a[tuple(slice(f, f + n) for n, f in zip(info.shape, front, strict=True))]
+    return np.reshape(a, info.flat) if info.flat else a
 
 
 # SMEM holds scalar prefetch: 1 MiB on v5e and v6e, a few KiB of which Mosaic uses itself

@@ -322,7 +322,7 @@ def _masked_update(before, after, tile):
             continue
         keep = None
         for ax in axes:
-            v = tile.valid_along(a.shape, ax)
+            v = tile.valid_along(a.shape, ax, a.dims)
             keep = v if keep is None else keep & v
         old = jnp.broadcast_to(jnp.asarray(unwrap(b), a.a.dtype), a.shape)
         dims = b.dims if isinstance(b, DTensor) else tuple(
