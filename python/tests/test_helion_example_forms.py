@@ -169,6 +169,8 @@ def row_slice_at(x, bias):
     return out
 
 
-def test_a_slice_with_device_value_bounds_is_refused_by_name(device):
-    with pytest.raises(helion.exc.UnsupportedConstruct, match="slice of `bias` with bounds"):
-        row_slice_at(torch.randn(4, 200), torch.randn(4, 200), device=device)
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_a_slice_with_device_scalar_bounds_is_a_dynamic_slice(device, dtype):
+    """`bias[h : h + 1]` (KDA's form): a slice of static length at a device scalar."""
+    x, bias = torch.randn(4, 200, dtype=dtype), torch.randn(4, 200, dtype=dtype)
+    close(row_slice_at(x, bias, device=device), (x.float() + bias.float()).to(dtype), dtype)

@@ -161,3 +161,84 @@ def test_flat_tiles_with_and_without_other_accesses(device, dtype):
     x = torch.randn(20, 40).to(dtype)
     torch.testing.assert_close(flat_tiles(x), x * 3, **TOL[dtype])
     torch.testing.assert_close(flat_tiles_and_head(x), x + x[0][None, :], **TOL[dtype])
+
+
+@helion.kernel()
+def group_heads(x, offsets):
+    """Helion's persistent grouped GEMM indexing: rows `start + hl.arange(8)` from a loaded
+    offset and columns `j * 128 + hl.arange(128)`, masked: dynamic slices, not gathers."""
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        end = offsets[g + 1]
+        for j in hl.grid(x.size(1) // 128):
+            rows = start + hl.arange(8)
+            cols = j * 128 + hl.arange(128)
+            ok = (rows < end)[:, None]
+            v = hl.load(x, [rows, cols], extra_mask=ok)
+            hl.store(out, [rows, cols], v * (g + 1).to(x.dtype), extra_mask=ok)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_rows_and_columns_at_device_scalar_starts(device, dtype):
+    lengths = [5, 0, 17, 3, 9, 1, 20, 0, 2, 3]
+    offsets = torch.cumsum(torch.tensor([0, *lengths]), 0).to(torch.int32)
+    x = torch.randn(60, 384).to(dtype)
+    expected = torch.zeros_like(x)
+    for g, n in enumerate(lengths):
+        s = int(offsets[g])
+        expected[s:s + min(n, 8)] = x[s:s + min(n, 8)] * (g + 1)
+    torch.testing.assert_close(group_heads(x, offsets), expected, **TOL[dtype])
+
+
+@helion.kernel(config=helion.Config(block_sizes=[1, 128]))
+def head_bias(x, bias):
+    """Helion's KDA example: `bias[h : h + 1, tile]` with a device scalar `h`."""
+    out = torch.empty_like(x)
+    for tr, td in hl.tile([x.size(0), x.size(1)], block_size=[1, None]):
+        r = tr.begin  # one row (a tile of one row would be rounded up to 8 sublanes)
+        h = r % bias.size(0)
+        out[r, td] = x[r, td] + bias[h : h + 1, td][0]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_a_slice_with_device_scalar_bounds(device, dtype):
+    x, bias = torch.randn(20, 300).to(dtype), torch.randn(3, 300).to(dtype)
+    expected = x + bias[torch.arange(20) % 3]
+    torch.testing.assert_close(head_bias(x, bias), expected, **TOL[dtype])
+
+
+def test_a_slice_of_a_device_value_length_is_refused(device):
+    @helion.kernel()
+    def k(x, n):
+        out = torch.zeros_like(x)
+        for t in hl.tile(x.size(0)):
+            m = n[0]
+            out[t, 0:1] = x[t, 0:1] + x[t, m : 2 * m].sum(1, keepdim=True)
+        return out
+
+    with pytest.raises(helion.exc.UnsupportedConstruct, match=r"a slice of `x` with bounds "
+                       r"that are device values.*test_helion_windows.py"):
+        k(torch.randn(8, 16), torch.tensor([2], dtype=torch.int32))
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 128, 16]))
+def nested_blocks(x):
+    """Nested inner loops keep their own block sizes (the config's third entry is the
+    innermost loop's: 16 rows, where the middle loop's columns must be 128)."""
+    out = torch.zeros([x.size(0), x.size(2)], dtype=torch.float32)
+    for tb in hl.tile(x.size(0)):
+        for tm in hl.tile(x.size(2)):
+            acc = hl.zeros([tb, tm], dtype=torch.float32)
+            for tk in hl.tile(x.size(1)):
+                acc = acc + x[tb, tk, tm].float().sum(1)
+            out[tb, tm] = acc
+    return out
+
+
+def test_nested_inner_loops_have_their_own_block_sizes(device):
+    x = torch.randn(10, 40, 200)
+    assert nested_blocks.block_sizes(x)[:3] == [8, 128, 16]
+    torch.testing.assert_close(nested_blocks(x), x.sum(1), **TOL[F32])

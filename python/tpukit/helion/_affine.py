@@ -9,7 +9,8 @@ views carry an ``Affine``: their exact value as
     value[i] = const + Σ c·scalar + Σ_axis stride[axis]·i[axis] + Σ c·S[i[axis]]
 
 where a *scalar* is a tile's begin (a traced int32 scalar: the loop counter or program id)
-and ``S`` an index vector loaded from a host tensor through a tile (``offsets[tile_b]``),
+or an integer device scalar of no known form (a loaded offset, ``i % n``: a ``Scalar``), and
+``S`` an index vector loaded from a host tensor through a tile (``offsets[tile_b]``),
 readable one element at a time from scalar prefetch (SMEM). Any other operation drops the
 form (the value is then only an array). ``_memory`` turns a 1-D table indexed by such a
 form into windows of rows (``window``).
@@ -17,7 +18,10 @@ form into windows of rows (``window``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import jax.numpy as jnp
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,31 @@ class Affine:
                       tuple((remap[ax], k, src) for ax, k, src in self.rows))
 
 
+class Scalar:
+    """An integer device scalar (0-d ``DTensor``) with no known form, as a term."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def scalar_value(t):
+    """The int32 value of a scalar term (a ``Tile``: its begin; a ``Scalar``: its value)."""
+    if isinstance(t, Scalar):
+        return t.value.a.astype(jnp.int32)
+    return jnp.asarray(t._begin, jnp.int32)
+
+
+def alignment(form: Affine) -> int:
+    """The largest int every value of ``form`` at position 0 is a multiple of, whatever its
+    scalars (the gcd of its constant and coefficients; 0 when all are 0)."""
+    g = abs(form.const)
+    for c, _ in form.scalars:
+        g = math.gcd(g, abs(c))
+    for _, c, _ in form.rows:
+        g = math.gcd(g, abs(c))
+    return g
+
+
 def add(a: Affine, b: Affine, shape) -> Affine | None:
     """``a + b`` at the broadcast ``shape``."""
     a, b = a.broadcast(shape), b.broadcast(shape)
@@ -96,8 +125,21 @@ def add(a: Affine, b: Affine, shape) -> Affine | None:
 def _merge(scalars) -> tuple:
     out: dict = {}
     for k, t in scalars:
-        out[id(t)] = (out.get(id(t), (0, t))[0] + k, t)
+        key = id(t.value) if isinstance(t, Scalar) else id(t)
+        out[key] = (out.get(key, (0, t))[0] + k, t)
     return tuple(v for v in out.values() if v[0] != 0)
+
+
+def span(start, stop) -> Affine | None:
+    """The form of ``arange(start, stop)`` for slice bounds whose difference is a positive
+    constant (``h : h + 1`` with a device scalar ``h``), else None."""
+    a, b = of(start if start is not None else 0), of(stop)
+    if a is None or b is None or a.shape or b.shape:
+        return None
+    d = add(b, a.scaled(-1), ())
+    if d is None or d.scalars or d.rows or d.const <= 0:
+        return None
+    return Affine((d.const,), a.const, a.scalars, (1,))
 
 
 def of(x) -> Affine | None:
@@ -110,10 +152,8 @@ def of(x) -> Affine | None:
         return None
     if isinstance(x, int):
         return Affine((), const=x)
-    if isinstance(x, TileBound):
-        if x.which == "begin":
-            return Affine((), scalars=((1, x.tile),))
-        return None
+    if isinstance(x, TileBound) and x.which == "begin":
+        return Affine((), scalars=((1, x.tile),))
     if isinstance(x, GridIndex):
         return Affine((), scalars=((1, x.tile),))
     if isinstance(x, IndexVector):
@@ -121,6 +161,8 @@ def of(x) -> Affine | None:
             return None
         return Affine(x.shape, strides=(0,), rows=((0, 1, x.source),))
     if isinstance(x, DTensor):
+        if x.affine is None and x.ndim == 0 and jnp.issubdtype(x.a.dtype, jnp.integer):
+            return Affine((), scalars=((1, Scalar(x)),))
         return x.affine
     return None
 

@@ -37,7 +37,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays
-from tpukit.helion import _windows, exc
+from tpukit.helion import _affine, _windows, exc
 from tpukit.helion._ranges import StaticRange
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
@@ -86,14 +86,19 @@ class HostInfo:
     units: tuple = ()  # unit dimensions inserted after it (0, 1 or 2)
     blocked: tuple = ()  # the grid axis blocking it, or None
     squeezed: tuple = ()  # blocked by a hl.grid axis (no block dimension)
-    flat: tuple = ()  # a 1-D tensor folded into rows (``_windows``): its shape (then ``shape``
-    front: int = 0  # is the folded one) and the zero rows padded before its first row
+    flat: tuple = ()  # a 1-D tensor folded into rows (``_windows``): its shape (``shape`` is
+    # then the folded one)
+    fronts: tuple = ()  # per dimension, the zero elements padded before its first element
+    # (dynamic windows and slices may start before it; empty: none)
     # roles
     is_input: bool = False
     is_output: bool = False
     is_prefetch: bool = False
     init: str | None = None  # how an input+output block starts: "step" | "first"
     init_axes: tuple = ()  # for "first": the grid axes whose first step initialises it
+
+    def front(self, d: int) -> int:
+        return self.fronts[d] if self.fronts else 0
 
     @property
     def kshape(self) -> tuple:
@@ -339,15 +344,24 @@ class Trace:
                     f"indexing `{info.name}` with a tensor of dtype {it.a.dtype} (indices must "
                     f"be integers; use `torch.where` to select with a mask){where()}"
                 )
-            return ("take", it)
+            entry = _windows.as_slice(it, info.shape[d], d == len(info.shape) - 1)
+            return entry if entry is not None else ("take", it)
         raise exc.UnsupportedConstruct(f"index {type(it).__name__} on `{info.name}`{where()}")
 
     @staticmethod
     def _slice_entry(info, it, d):
         if any(isinstance(v, DTensor) for v in (it.start, it.stop, it.step)):
+            form = _affine.span(it.start, it.stop) if it.step in (None, 1) else None
+            if form is not None:  # `t[h : h + 1]`: a dynamic slice of static size
+                d_last = d == len(info.shape) - 1
+                n = form.shape[0]
+                if not d_last or (_affine.alignment(form) % 128 == 0 and n % 128 == 0):
+                    return ("dslice", _windows.DSlice(form, (None,), n, 128 if d_last else 1))
             raise exc.UnsupportedConstruct(
-                f"a slice of `{info.name}` with bounds that are device values (static slices "
-                f"only; index with the scalar, `{info.name}[h]`, or with a tile){where()}"
+                f"a slice of `{info.name}` with bounds that are device values (supported: "
+                f"`h : h + n` with a Python int `n`, on the last dimension at starts and of "
+                f"lengths that are multiples of 128; else index with the scalar, "
+                f"`{info.name}[h]`, or with a tile){where()}"
             )
         if it == slice(None):
             return ("full",)
@@ -376,6 +390,8 @@ class Trace:
                 shape.append(e[1].shape[0])
             elif k in ("take", "window"):
                 shape.extend(e[1].shape)
+            elif k == "dslice":
+                shape.append(e[1].size)
             elif k == "full":
                 shape.append(info.shape[d])
             elif k == "slice":
@@ -397,6 +413,8 @@ class Trace:
                 dims.append(t if t.partial else None)
             elif k in ("take", "window"):
                 dims.extend(e[1].idx.dims if k == "window" else e[1].dims)
+            elif k == "dslice":
+                dims.extend(e[1].dims)
             elif k in ("full", "slice"):
                 dims.append(None)
         return tuple(dims)
@@ -464,7 +482,7 @@ class Trace:
             return
         if entries[0][0] == "window" and info.flat:
             _windows.put(self, info, entries[0][1], v, _keep(v, dims, extra_mask),
-                         _wide(info.dtype), _pick_row)
+                         _wide(info.dtype))
             return
         if entries[0][0] == "window":
             entries = [("take", entries[0][1].idx)]
@@ -566,33 +584,40 @@ class Trace:
                 kidx.append(slice(None))
                 kshape.append(e[1].size)
             return
+        f = info.front(d)  # positions shift by the zero elements padded before the first
         if k == "tile":
             start = _start(e[1])
+            n = e[1].size
             if e[1].dynamic:
                 # data-dependent bounds: stay inside the padded dimension, at a start that is
                 # visibly a multiple of the block (a product: both Mosaic lowerings prove it)
-                n = e[1].size
-                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0, (info.pad[d] - n) // n)
-                start = pl.multiple_of(block * n, n)
-            kidx.append(pl.ds(start, e[1].size))
+                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0,
+                                 (info.pad[d] - f - n) // n)
+                start = pl.multiple_of(block * n + f, n) if f % n == 0 else block * n + f
+            elif f:
+                start = start + f
+            kidx.append(pl.ds(start, n))
+            kshape.append(n)
+        elif k == "dslice":
+            kidx.append(_windows.slice_index(e[1], info.shape[d], f))
             kshape.append(e[1].size)
         elif k in ("full", "take"):
-            kidx.append(slice(0, info.shape[d]))
+            kidx.append(slice(f, f + info.shape[d]))
             kshape.append(info.shape[d])
         elif k == "slice":
-            kidx.append(slice(e[1], e[2]))
+            kidx.append(slice(e[1] + f, e[2] + f))
             kshape.append(e[2] - e[1])
         elif k == "int" and is_last:
-            kidx.append(pl.ds(e[1], 1))
+            kidx.append(pl.ds(_shift(e[1], f), 1))
             kshape.append(1)
         elif k == "int":
-            kidx.append(e[1])
+            kidx.append(_shift(e[1], f))
         elif k == "grid":
-            kidx.append(jnp.asarray(e[1]._begin, jnp.int32))
+            kidx.append(_shift(jnp.asarray(e[1]._begin, jnp.int32), f))
         elif k == "dyn":
-            kidx.append(e[1].a.astype(jnp.int32))
+            kidx.append(_shift(e[1].a.astype(jnp.int32), f))
         elif k == "gather":
-            kidx.append(point)
+            kidx.append(_shift(point, f))
 
     # --- gathers and scatters ------------------------------------------------------------------
 
@@ -724,6 +749,11 @@ def _bounds_mask(dims, shape, extra_mask):
                 v = (jnp.broadcast_to(jnp.asarray(mask).astype(jnp.int32), shape) != 0) & v
             mask = v
     return mask
+
+
+def _shift(x, f):
+    """``x + f`` (no operation when ``f`` is 0)."""
+    return x + f if f else x
 
 
 def _keep(v, dims, extra_mask):

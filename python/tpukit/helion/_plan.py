@@ -171,7 +171,9 @@ def layout(info: HostInfo) -> None:
                 beyond[d] = True
     units, blocked, squeezed = [], [], []
     for d in range(rank):
-        dynamic = any(k in _DYNAMIC_POINTS for k, _ in kinds[d])
+        # a dynamic slice of a dimension before the last: a leading one too (any start)
+        dynamic = any(k in _DYNAMIC_POINTS or (k == "dslice" and d < rank - 1)
+                      for k, _ in kinds[d])
         # the last dimension gets two, the one before it one: both become leading dimensions
         units.append(d - rank + 3 if dynamic and d >= rank - 2 else 0)
         only = next(iter(kinds[d])) if len(kinds[d]) == 1 else (None, None)
@@ -334,17 +336,27 @@ def _revisits(info: HostInfo, n_axes) -> set:
 def _padding(info: HostInfo) -> None:
     """Pads whole (unblocked) dimensions that tiles read or write past the end."""
     pad = list(info.shape)
+    fronts = [0] * len(info.shape)
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
-            if e[0] == "wrows":  # windows start anywhere: zero rows before and after
-                info.front = max(info.front, e[1].rows)
-                pad[d] = max(pad[d], info.shape[d] + 2 * info.front)
+            if e[0] in ("wrows", "dslice"):  # they start anywhere: zeros before and after
+                fronts[d] = max(fronts[d], e[1].rows if e[0] == "wrows" else e[1].size)
+                pad[d] = max(pad[d], _slice_reach(info.shape[d], fronts[d], e))
             if info.blocked[d] is None and e[0] == "tile":
                 t = e[1]
                 # data-dependent bounds: one block past the last whole block (clamped starts)
                 reach = (cdiv(info.shape[d], t.size) + 1) * t.size if t.dynamic else t.window_end
                 pad[d] = max(pad[d], reach)
-    info.pad = tuple(pad)
+    info.pad = tuple(p + f for p, f in zip(pad, fronts, strict=True))
+    info.fronts = tuple(fronts) if any(fronts) else ()
+
+
+def _slice_reach(extent, front, e) -> int:
+    """How far past the front padding a dynamic window or slice reaches: its start is clamped
+    to ``[-size, extent]`` (rounded up to its alignment), then it spans ``size``."""
+    if e[0] == "wrows":
+        return extent + e[1].rows
+    return -(-extent // e[1].align) * e[1].align + e[1].size
 
 
 # --- the Pallas call --------------------------------------------------------------------------
@@ -556,17 +568,15 @@ def to_kernel(obj, info: HostInfo):
     if info.flat:
         a = np.reshape(a, info.shape)
     if info.pad != info.shape:
-        front = [info.front] + [0] * (len(info.shape) - 1)
-        a = np.pad(a, [(f, p - n - f) for n, p, f in zip(info.shape, info.pad, front,
-                                                          strict=True)])
+        a = np.pad(a, [(info.front(d), p - n - info.front(d))
+                       for d, (n, p) in enumerate(zip(info.shape, info.pad, strict=True))])
     return np.reshape(a, info.kshape)
 
 
 def from_kernel(result, info: HostInfo):
     """A kernel output in the tensor's logical shape (padding dropped)."""
     a = np.reshape(np.asarray(result), info.pad)
-    front = [info.front] + [0] * (len(info.shape) - 1)
-    a = a[tuple(slice(f, f + n) for n, f in zip(info.shape, front, strict=True))]
+    a = a[tuple(slice(info.front(d), info.front(d) + n) for d, n in enumerate(info.shape))]
     return np.reshape(a, info.flat) if info.flat else a
 
 

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
-from tpukit.helion._affine import Affine
+from tpukit.helion._affine import Affine, alignment, scalar_value
+from tpukit.helion._tiles import Tile
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def decompose(idx, form: Affine) -> Window | None:
     shape, rank = form.shape, len(form.shape)
     if rank == 0 or len(shape) != len(idx.shape):
         return None
-    col_terms = [(c, t) for c, t in form.scalars if c == 1 and t.size == shape[-1]]
+    col_terms = [(c, t) for c, t in form.scalars
+                 if c == 1 and isinstance(t, Tile) and t.size == shape[-1]]
     if form.strides[-1] != 1 or len(col_terms) != 1 or shape[-1] < 2:
         return None
     col_tile = col_terms[0][1]
@@ -109,7 +113,7 @@ def row_start(trace, w: Window, lane):
     """The first row of lane ``lane``'s window (int32 scalar; rows of the unfolded tensor)."""
     row = jnp.asarray(w.row_const, jnp.int32)
     for c, t in w.row_scalars:
-        row = row + c * jnp.asarray(t._begin, jnp.int32)
+        row = row + c * scalar_value(t)
     for c, src in w.sources:
         row = row + c * trace._index_at(src, lane)
     return row
@@ -117,17 +121,16 @@ def row_start(trace, w: Window, lane):
 
 def window_index(trace, info, w: Window, lane):
     """The ref index of lane ``lane``'s window in the folded layout ``[rows, 1, cols]``."""
-    from jax.experimental import pallas as pl
-
     n_rows = info.shape[0]
-    start = jnp.clip(row_start(trace, w, lane), -w.rows, n_rows) + info.front
+    start = jnp.clip(row_start(trace, w, lane), -w.rows, n_rows) + info.front(0)
     col, _ = [], []
     trace._index_dim(info, 1, ("tile", w.col_tile), None, True, col, _)
     return (pl.ds(start, w.rows), slice(None), col[0])
 
 
 def take(trace, info, w: Window, wide):
-    """``flat[idx]`` by windows, as ``wide`` (f32 or i32), in ``idx``'s shape."""
+    """``flat[idx]`` by windows, as ``wide`` (f32 or i32), in ``idx``'s shape: each lane's
+    window is copied into a scoped VMEM buffer ``[lanes, rows, cols]``, then read whole."""
     ref = trace._in_ref(info)
     rows = (w.rows, w.cols)
 
@@ -136,40 +139,90 @@ def take(trace, info, w: Window, wide):
 
     if w.lanes == 1:
         return jnp.reshape(read(0), w.shape)
-    full = (w.lanes,) + rows
 
-    def step(lane, acc):
-        at = lax.broadcasted_iota(jnp.int32, full, 0) == lane
-        return jnp.where(at, jnp.broadcast_to(read(lane)[None], full), acc)
+    def gather(buf):
+        def step(lane, carry):
+            buf[lane] = read(lane)
+            return carry
 
-    acc = lax.fori_loop(0, w.lanes, step, jnp.zeros(full, wide))
+        lax.fori_loop(0, w.lanes, step, 0)
+        return buf[...]
+
+    acc = pl.run_scoped(gather, pltpu.VMEM((w.lanes,) + rows, wide))
     return jnp.reshape(acc, w.shape)
 
 
-def put(trace, info, w: Window, v, keep, wide, pick_row):
+def put(trace, info, w: Window, v, keep, wide):
     """``flat[idx] = v`` by windows, lane after lane (read-modify-write), where ``keep``
-    (None: everywhere); ``v`` and ``keep`` in ``idx``'s shape."""
+    (None: everywhere); ``v`` and ``keep`` in ``idx``'s shape, staged in scoped VMEM buffers
+    from which each lane reads its window's values."""
     ref = trace._out_ref(info)
     full = (w.lanes, w.rows, w.cols)
     win = (w.rows, 1, w.cols)
     vals = jnp.reshape(v.astype(wide), full)
-    keeps = None if keep is None else jnp.reshape(keep.astype(jnp.int32), full)
+    keeps = jnp.reshape((jnp.ones(v.shape, jnp.int32) if keep is None
+                         else keep.astype(jnp.int32)), full)
 
-    def write(lane):
-        kidx = window_index(trace, info, w, lane)
-        old = ref[kidx]
-        new = jnp.reshape(pick_row(vals, lane), win)
-        if keeps is not None:
-            k = jnp.reshape(pick_row(keeps, lane), win) > 0
-            new = jnp.where(k, new, old.astype(wide))
-        ref[kidx] = new.astype(old.dtype)
+    def scatter(vbuf, kbuf):
+        vbuf[...] = vals
+        kbuf[...] = keeps
 
-    if w.lanes == 1:
-        write(0)
-        return
+        def step(lane, carry):
+            kidx = window_index(trace, info, w, lane)
+            old = ref[kidx]
+            new = jnp.reshape(vbuf[lane], win)
+            k = jnp.reshape(kbuf[lane], win) > 0
+            ref[kidx] = jnp.where(k, new, old.astype(wide)).astype(old.dtype)
+            return carry
 
-    def step(lane, carry):
-        write(lane)
-        return carry
+        lax.fori_loop(0, w.lanes, step, 0)
 
-    lax.fori_loop(0, w.lanes, step, 0)
+    pl.run_scoped(scatter, pltpu.VMEM(full, wide), pltpu.VMEM(full, jnp.int32))
+
+
+@dataclass(frozen=True)
+class DSlice:
+    """A dimension indexed by ``start + arange(size)`` with a device-value ``start`` (an affine
+    ``form`` of stride 1 with scalars): a dynamic slice. ``align``: what ``start`` is always
+    a multiple of (on a last dimension, of 128: Mosaic slices lanes at aligned starts)."""
+
+    form: Affine
+    dims: tuple  # the partial tiles of the indices (one)
+    size: int
+    align: int
+
+
+def as_slice(idx, extent: int, last: bool):
+    """The entry for a dimension (of ``extent``; ``last``: the kernel array's last) indexed by
+    ``idx``: a tile when ``idx`` is ``tile.index``, a ``dslice`` when it is a scalar plus a
+    range, else None (a one-hot ``take``)."""
+    form = idx.affine
+    if form is None or len(form.shape) != 1 or form.strides != (1,) or form.rows:
+        return None
+    n = form.shape[0]
+    if not form.scalars:
+        return None
+    if form.const == 0 and len(form.scalars) == 1:
+        c, t = form.scalars[0]
+        if c == 1 and isinstance(t, Tile) and t.size == n:
+            return ("tile", t)
+    align = alignment(form)
+    if last and (align % 128 or n % 128):
+        return None
+    return ("dslice", DSlice(form, idx.dims, n, 128 if last else 1))
+
+
+def slice_index(ds: DSlice, extent: int, front: int):
+    """The ref index of a ``dslice`` in a dimension padded with ``front`` zeros before and
+    enough after (``_plan._padding``): a start outside ``[-size, extent]`` is clamped there
+    (every position of the slice stays outside the tensor, reading zeros)."""
+    start = jnp.asarray(ds.form.const, jnp.int32)
+    for c, t in ds.form.scalars:
+        start = start + c * scalar_value(t)
+    a = ds.align
+    if a == 1:
+        return pl.ds(jnp.clip(start, -ds.size, extent) + front, ds.size)
+    # a visible product of the alignment (both Mosaic lowerings prove aligned lane slices so);
+    # `start` is a multiple of `a`, as are the bounds and `front`: the division is exact
+    block = jnp.clip(start // a, -ds.size // a, -(-extent // a)) + front // a
+    return pl.ds(pl.multiple_of(block * a, a), ds.size)
