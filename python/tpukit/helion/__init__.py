@@ -52,7 +52,8 @@ How a program is translated:
   (``_windows``; the index's affine form, ``_affine``, shows both). Other loads at computed
   indices (``t[tile.index + 1]``, ``flat[tile.index * v + labels[tile]]``) read the indexed
   dimension whole and select each element by a one-hot compare (``_memory.take``; stores:
-  ``put``); a dimension a tile reaches past (``x[t0, t1]`` with ``t1`` tiling a wider output) is whole and padded.
+  ``put``); a dimension a tile reaches past (``x[t0, t1]`` with ``t1`` tiling a wider
+  output) is whole and padded.
 - Partial tiles (``_values``): the last tile of a range its block size does not divide reads
   past the end; those elements are never written back and never counted — every value knows
   which of its dimensions come from a partial tile, and reductions, scans, matmul
