@@ -10,7 +10,8 @@ indexing dimensions of different extents (``[B, L + 1, V]`` written with ``tile_
 a block of 56 on 51), static ranges (``16 + hl.arange(16)``) indexing as block slices, and a
 ``hl.cumsum`` of a 3-D tile (one triangular product per leading element); windows of rows of a
 flat tensor (the jagged examples' form, loads and stores) and dynamic slices at device-scalar
-starts (``start + hl.arange(8)``, ``j * 128 + hl.arange(128)``, ``bias[h : h + 1]``).
+starts (``start + hl.arange(8)``, ``j * 128 + hl.arange(128)``, ``bias[h : h + 1]``); a tile of
+one row on a second-to-last dimension and an index into a size-1 dimension (flex attention).
 Their results are tested in python/tests/test_helion_indices.py, test_helion_jagged.py and
 test_helion_windows.py."""
 
@@ -204,6 +205,26 @@ def head_bias(x, bias):
     return out
 
 
+# a tile of one row on a second-to-last dimension (made leading: its block stays 1), and an
+# index into a size-1 dimension (Helion drops it: element 0), as flex attention has both
+@helion.kernel()
+def row_plus_begin(x):
+    out = torch.empty_like(x)
+    for tr in hl.tile(x.size(0), block_size=1):
+        out[tr, :] = x[tr, :] + tr.begin.to(x.dtype)
+    return out
+
+
+@helion.kernel()
+def per_head_count(x, counts):
+    b, h, m = x.shape
+    out = torch.empty_like(x)
+    for tb, th, tm in hl.tile([b, h, m], block_size=[1, 1, 128]):
+        n = counts[tb.begin, th.begin, tm.begin // 4096]
+        out[tb, th, tm] = x[tb, th, tm] * n.to(x.dtype)
+    return out
+
+
 def _offsets(lengths):
     return torch.cumsum(torch.tensor([0] + lengths), 0).to(torch.int32)
 
@@ -235,6 +256,9 @@ KERNELS = {
     "group_heads": (group_heads, lambda d: (_randn(60, 256, dtype=d),
                                             _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]))),
     "head_bias": (head_bias, lambda d: (_randn(20, 300, dtype=d), _randn(3, 300, dtype=d))),
+    "row_plus_begin": (row_plus_begin, lambda d: (_randn(21, 300, dtype=d),)),
+    "per_head_count": (per_head_count, lambda d: (_randn(2, 3, 200, dtype=d),
+                                                  torch.full([1, 1, 1], 3, dtype=torch.int32))),
     "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
     "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }

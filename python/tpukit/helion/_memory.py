@@ -612,6 +612,9 @@ class Trace:
             kshape.append(1)
         elif k == "int":
             kidx.append(_shift(e[1], f))
+        elif k in ("grid", "dyn") and info.shape[d] == 1:
+            # Helion drops a size-1 dimension's offset: any index reads its one element
+            kidx.append(f)
         elif k == "grid":
             kidx.append(_shift(jnp.asarray(e[1]._begin, jnp.int32), f))
         elif k == "dyn":
@@ -665,6 +668,8 @@ class Trace:
                 pos = jnp.asarray(e[1]._begin, jnp.int32)
             else:  # dyn
                 pos = e[1].a.astype(jnp.int32)
+            if info.shape[d] == 1:
+                pos = 0  # Helion drops a size-1 dimension's offset
             flat = flat + pos * int(strides[d])
         n = math.prod(info.shape)
         return pref[jnp.clip(flat, 0, n - 1)]

@@ -164,16 +164,20 @@ def layout(info: HostInfo) -> None:
     rank = len(info.shape)
     kinds = [set() for _ in range(rank)]
     beyond = [False] * rank  # a tile's range reaches past the dimension: not blockable
+    ones = [False] * rank  # indexed by a tile of one element (`block_size=1`)
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
             kinds[d].add(_kind(e))
+            ones[d] |= e[0] == "tile" and e[1].block_size == 1 and not e[1].dynamic
             if e[0] == "tile" and not e[1].dynamic and e[1].range_end > info.shape[d]:
                 beyond[d] = True
     units, blocked, squeezed = [], [], []
     for d in range(rank):
         # a dynamic slice of a dimension before the last: a leading one too (any start)
-        dynamic = any(k in _DYNAMIC_POINTS or (k == "dslice" and d < rank - 1)
-                      for k, _ in kinds[d])
+        # a tile of one element there too: its block size stays 1 (rounded up to the 8 or 128
+        # of a last two dimension, `tile.begin` would no longer be every element's)
+        dynamic = ones[d] or any(k in _DYNAMIC_POINTS or (k == "dslice" and d < rank - 1)
+                                 for k, _ in kinds[d])
         # the last dimension gets two, the one before it one: both become leading dimensions
         units.append(d - rank + 3 if dynamic and d >= rank - 2 else 0)
         only = next(iter(kinds[d])) if len(kinds[d]) == 1 else (None, None)
