@@ -153,6 +153,32 @@ def test_reading_a_variable_a_compile_time_if_left_unassigned_names_it():
         wrong(torch.randn(256), False)
 
 
+@helion.kernel(config=helion.Config(block_sizes=[8, 128, 128]))
+def two_phase_sums(x, first: hl.constexpr):
+    """Flex attention's form: temporaries (`v`, `s`) assigned in one loop under a compile-time
+    `if` and again in a later loop, where they are local to each iteration."""
+    out = torch.empty([x.size(0)], dtype=torch.float32)
+    for tm in hl.tile(x.size(0)):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        if first:
+            for tn in hl.tile(x.size(1)):
+                v = x[tm, tn].to(torch.float32)
+                s = v.sum(1)
+                acc = acc + s
+        for tn in hl.tile(x.size(1)):
+            v = x[tm, tn].to(torch.float32) * 2
+            s = v.sum(1)
+            acc = acc + s
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_temporary_first_assigned_in_a_loop_is_local_to_it(device, first):
+    x = torch.randn(20, 300)
+    close(two_phase_sums(x, first), x.sum(1) * (3 if first else 2), F32)
+
+
 def test_stored_names_are_those_of_the_enclosing_scope():
     import ast
 

@@ -169,6 +169,44 @@ def row_slice_at(x, bias):
     return out
 
 
-def test_a_slice_with_device_value_bounds_is_refused_by_name(device):
-    with pytest.raises(helion.exc.UnsupportedConstruct, match="slice of `bias` with bounds"):
-        row_slice_at(torch.randn(4, 200), torch.randn(4, 200), device=device)
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_a_slice_with_device_scalar_bounds_is_a_dynamic_slice(device, dtype):
+    """`bias[h : h + 1]` (KDA's form): a slice of static length at a device scalar."""
+    x, bias = torch.randn(4, 200, dtype=dtype), torch.randn(4, 200, dtype=dtype)
+    close(row_slice_at(x, bias, device=device), (x.float() + bias.float()).to(dtype), dtype)
+
+
+@helion.kernel()
+def row_plus_begin(x):
+    """A tile of one row (`block_size=1`) on a second-to-last dimension keeps its size: every
+    element of it is at `tile.begin` (a block rounded up to 8 rows would not be)."""
+    out = torch.empty_like(x)
+    for tr in hl.tile(x.size(0), block_size=1):
+        out[tr, :] = x[tr, :] + tr.begin.to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_a_tile_of_one_row_keeps_its_begin(device, dtype):
+    x = torch.randn(21, 300, dtype=dtype)
+    expected = (x.float() + torch.arange(21, dtype=torch.float32)[:, None]).to(dtype)
+    close(row_plus_begin(x, device=device), expected, dtype)
+
+
+@helion.kernel(static_shapes=True)
+def per_head_count(x, counts):
+    """Flex attention's block mask form: `counts` of shape [1, 1, 1] indexed with the head's
+    index; as in Helion, a size-1 dimension's index is dropped (it reads element 0)."""
+    b, h, m = x.shape
+    out = torch.empty_like(x)
+    for tb, th, tm in hl.tile([b, h, m], block_size=[1, 1, 128]):
+        n = counts[tb.begin, th.begin, tm.begin // 4096]
+        out[tb, th, tm] = x[tb, th, tm] * n.to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_an_index_into_a_size_one_dimension_reads_its_element(device, dtype):
+    x = torch.randn(2, 3, 200, dtype=dtype)
+    counts = torch.full([1, 1, 1], 3, dtype=torch.int32)
+    close(per_head_count(x, counts, device=device), (x.float() * 3).to(dtype), dtype)

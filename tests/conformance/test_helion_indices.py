@@ -8,8 +8,12 @@ shifted store under ``extra_mask``); and loops with data-dependent bounds (``hl.
 stores are masked per lane, and ``hl.tile(start, end)`` with loaded bounds: while loops); a tile
 indexing dimensions of different extents (``[B, L + 1, V]`` written with ``tile_l`` over ``L``:
 a block of 56 on 51), static ranges (``16 + hl.arange(16)``) indexing as block slices, and a
-``hl.cumsum`` of a 3-D tile (one triangular product per leading element).
-Their results are tested in python/tests/test_helion_indices.py and test_helion_jagged.py."""
+``hl.cumsum`` of a 3-D tile (one triangular product per leading element); windows of rows of a
+flat tensor (the jagged examples' form, loads and stores) and dynamic slices at device-scalar
+starts (``start + hl.arange(8)``, ``j * 128 + hl.arange(128)``, ``bias[h : h + 1]``); a tile of
+one row on a second-to-last dimension and an index into a size-1 dimension (flex attention).
+Their results are tested in python/tests/test_helion_indices.py, test_helion_jagged.py and
+test_helion_windows.py."""
 
 import functools
 
@@ -132,6 +136,99 @@ def scan_middle(g):
     return out
 
 
+# windows of rows of a flat tensor (the jagged examples' `x_flat[(starts + k) * M + m]`):
+# one dynamic leading-dimension slice per lane, start rows from SMEM, staged in a scoped VMEM
+# buffer (python/tpukit/helion/_windows.py); 128 lanes (a 1-D offsets tile) x 8 rows x 128
+# columns, as VMEM allows (a jagged tile's 128 rows would need 8 MiB per value)
+@helion.kernel(config=helion.Config(block_sizes=[128, 128, 8]))
+def flat_row_sums(x, offsets, max_len: int):
+    m = x.size(1)
+    out = torch.zeros([offsets.size(0) - 1, m], dtype=x.dtype)
+    flat = x.view(-1)
+    for tb in hl.tile(offsets.size(0) - 1):
+        starts = offsets[tb]
+        lengths = offsets[tb.index + 1] - starts
+        for tm in hl.tile(m):
+            acc = hl.zeros([tb, tm], dtype=torch.float32)
+            for tk in hl.tile(max_len):
+                rows = starts[:, None] + tk.index[None, :]
+                idx = rows[:, :, None] * m + tm.index[None, None, :]
+                inside = (tk.index[None, :] < lengths[:, None])[:, :, None]
+                acc = acc + hl.load(flat, [idx], extra_mask=inside).float().sum(dim=1)
+            out[tb, tm] = acc.to(out.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[128, 128, 8]))
+def flat_row_scale(x, offsets, max_len: int):
+    m = x.size(1)
+    out = torch.zeros_like(x)
+    flat, out_flat = x.view(-1), out.view(-1)
+    for tb in hl.tile(offsets.size(0) - 1):
+        starts = offsets[tb]
+        lengths = offsets[tb.index + 1] - starts
+        for tm in hl.tile(m):
+            for tk in hl.tile(max_len):
+                rows = starts[:, None] + tk.index[None, :]
+                idx = rows[:, :, None] * m + tm.index[None, None, :]
+                inside = (tk.index[None, :] < lengths[:, None])[:, :, None]
+                hl.store(out_flat, [idx], hl.load(flat, [idx]) * 2, extra_mask=inside)
+    return out
+
+
+# dynamic slices (python/tpukit/helion/_windows.py, ``DSlice``): rows `start + hl.arange(8)`
+# from a loaded offset (a leading dimension: any start) and columns `j * 128 + hl.arange(128)`
+# (lanes at aligned starts), as Helion's persistent grouped GEMM indexes; `bias[h : h + 1]`
+# with a device scalar `h`, as its KDA example does
+@helion.kernel()
+def group_heads(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        end = offsets[g + 1]
+        for j in hl.grid(x.size(1) // 128):
+            rows = start + hl.arange(8)
+            cols = j * 128 + hl.arange(128)
+            ok = (rows < end)[:, None]
+            v = hl.load(x, [rows, cols], extra_mask=ok)
+            hl.store(out, [rows, cols], v * (g + 1).to(x.dtype), extra_mask=ok)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[1, 128]))
+def head_bias(x, bias):
+    out = torch.empty_like(x)
+    for tr, td in hl.tile([x.size(0), x.size(1)], block_size=[1, None]):
+        r = tr.begin  # one row (a tile of one row would be rounded up to 8 sublanes)
+        h = r % bias.size(0)
+        out[r, td] = x[r, td] + bias[h : h + 1, td][0]
+    return out
+
+
+# a tile of one row on a second-to-last dimension (made leading: its block stays 1), and an
+# index into a size-1 dimension (Helion drops it: element 0), as flex attention has both
+@helion.kernel()
+def row_plus_begin(x):
+    out = torch.empty_like(x)
+    for tr in hl.tile(x.size(0), block_size=1):
+        out[tr, :] = x[tr, :] + tr.begin.to(x.dtype)
+    return out
+
+
+@helion.kernel()
+def per_head_count(x, counts):
+    b, h, m = x.shape
+    out = torch.empty_like(x)
+    for tb, th, tm in hl.tile([b, h, m], block_size=[1, 1, 128]):
+        n = counts[tb.begin, th.begin, tm.begin // 4096]
+        out[tb, th, tm] = x[tb, th, tm] * n.to(x.dtype)
+    return out
+
+
+def _offsets(lengths):
+    return torch.cumsum(torch.tensor([0] + lengths), 0).to(torch.int32)
+
+
 def _randn(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
@@ -152,6 +249,16 @@ KERNELS = {
     "shifted_store": (shifted_store, lambda d: (_randn(300, dtype=d),)),
     "shifted_scale": (shifted_scale, lambda d: (_randn(2, 51, 300, dtype=d), _randn(2, 50,
                                                                               dtype=torch.float32))),
+    "flat_row_sums": (flat_row_sums, lambda d: (_randn(60, 200, dtype=d),
+                                                _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]), 20)),
+    "flat_row_scale": (flat_row_scale, lambda d: (_randn(60, 200, dtype=d),
+                                                  _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]), 20)),
+    "group_heads": (group_heads, lambda d: (_randn(60, 256, dtype=d),
+                                            _offsets([5, 0, 17, 3, 9, 1, 20, 0, 2, 3]))),
+    "head_bias": (head_bias, lambda d: (_randn(20, 300, dtype=d), _randn(3, 300, dtype=d))),
+    "row_plus_begin": (row_plus_begin, lambda d: (_randn(21, 300, dtype=d),)),
+    "per_head_count": (per_head_count, lambda d: (_randn(2, 3, 200, dtype=d),
+                                                  torch.full([1, 1, 1], 3, dtype=torch.int32))),
     "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
     "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }

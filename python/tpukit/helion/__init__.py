@@ -46,11 +46,14 @@ How a program is translated:
   (``arbitrary``) and the block stays in VMEM between consecutive visits, or the whole tensor
   does when the visits are not consecutive: atomics are exact. Index tensors of gathers and
   scatters (``w[idx[tile], :]``) go to scalar prefetch (SMEM, at most about 256K int32
-  indices on v5e/v6e); rows are moved one at a time. Loads at computed indices
-  (``t[tile.index + 1]``, ``flat[tile.index * v + labels[tile]]``) read the indexed dimension
-  whole and select each element by a one-hot compare (``_memory.take``; stores: ``put``);
-  a dimension a tile
-  reaches past (``x[t0, t1]`` with ``t1`` tiling a wider output) is whole and padded.
+  indices on v5e/v6e); rows are moved one at a time. A device scalar plus a range indexing a
+  dimension (``start + hl.arange(n)``, ``x[h : h + 1]``) is a dynamic slice, and a flat
+  tensor indexed by rows walked from loaded offsets is read and written in windows of rows
+  (``_windows``; the index's affine form, ``_affine``, shows both). Other loads at computed
+  indices (``t[tile.index + 1]``, ``flat[tile.index * v + labels[tile]]``) read the indexed
+  dimension whole and select each element by a one-hot compare (``_memory.take``; stores:
+  ``put``); a dimension a tile reaches past (``x[t0, t1]`` with ``t1`` tiling a wider
+  output) is whole and padded.
 - Partial tiles (``_values``): the last tile of a range its block size does not divide reads
   past the end; those elements are never written back and never counted — every value knows
   which of its dimensions come from a partial tile, and reductions, scans, matmul

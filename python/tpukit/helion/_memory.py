@@ -37,7 +37,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from tpukit import _arrays
-from tpukit.helion import exc
+from tpukit.helion import _affine, _windows, exc
 from tpukit.helion._ranges import StaticRange
 from tpukit.helion._state import current_trace
 from tpukit.helion._tiles import GridIndex, Tile
@@ -86,12 +86,19 @@ class HostInfo:
     units: tuple = ()  # unit dimensions inserted after it (0, 1 or 2)
     blocked: tuple = ()  # the grid axis blocking it, or None
     squeezed: tuple = ()  # blocked by a hl.grid axis (no block dimension)
+    flat: tuple = ()  # a 1-D tensor folded into rows (``_windows``): its shape (``shape`` is
+    # then the folded one)
+    fronts: tuple = ()  # per dimension, the zero elements padded before its first element
+    # (dynamic windows and slices may start before it; empty: none)
     # roles
     is_input: bool = False
     is_output: bool = False
     is_prefetch: bool = False
     init: str | None = None  # how an input+output block starts: "step" | "first"
     init_axes: tuple = ()  # for "first": the grid axes whose first step initialises it
+
+    def front(self, d: int) -> int:
+        return self.fronts[d] if self.fronts else 0
 
     @property
     def kshape(self) -> tuple:
@@ -121,7 +128,7 @@ class TensorProxy:
 
     @property
     def ndim(self):
-        return len(self._info.shape)
+        return len(self._info.flat or self._info.shape)
 
     @property
     def device(self):
@@ -138,7 +145,7 @@ class TensorProxy:
         return self._info.obj.stride(dim) if dim is not None else self._info.obj.stride()
 
     def numel(self):
-        return math.prod(self._info.shape)
+        return math.prod(self._info.flat or self._info.shape)
 
     def __getitem__(self, index):
         return self._trace.load(self._info, index)
@@ -279,6 +286,8 @@ class Trace:
     # --- index entries -----------------------------------------------------------------------
 
     def entries(self, info: HostInfo, index) -> list:
+        if info.flat:  # folded (emit): the user's index is into the flat tensor
+            return self.entries(_Unfolded(info), index)
         items = index if isinstance(index, tuple) else (index,)
         flat = []
         for it in items:
@@ -308,6 +317,10 @@ class Trace:
                 f"indexing `{info.name}` with several index tensors (one gather per access)"
                 f"{where()}"
             )
+        if len(out) == 1 and out[0][0] == "take" and out[0][1].affine is not None:
+            w = _windows.decompose(out[0][1], out[0][1].affine)
+            if w is not None:
+                return [("window", w)]
         return out
 
     def _entry(self, info, it, d):
@@ -331,15 +344,24 @@ class Trace:
                     f"indexing `{info.name}` with a tensor of dtype {it.a.dtype} (indices must "
                     f"be integers; use `torch.where` to select with a mask){where()}"
                 )
-            return ("take", it)
+            entry = _windows.as_slice(it, info.shape[d], d == len(info.shape) - 1)
+            return entry if entry is not None else ("take", it)
         raise exc.UnsupportedConstruct(f"index {type(it).__name__} on `{info.name}`{where()}")
 
     @staticmethod
     def _slice_entry(info, it, d):
         if any(isinstance(v, DTensor) for v in (it.start, it.stop, it.step)):
+            form = _affine.span(it.start, it.stop) if it.step in (None, 1) else None
+            if form is not None:  # `t[h : h + 1]`: a dynamic slice of static size
+                d_last = d == len(info.shape) - 1
+                n = form.shape[0]
+                if not d_last or (_affine.alignment(form) % 128 == 0 and n % 128 == 0):
+                    return ("dslice", _windows.DSlice(form, (None,), n, 128 if d_last else 1))
             raise exc.UnsupportedConstruct(
-                f"a slice of `{info.name}` with bounds that are device values (static slices "
-                f"only; index with the scalar, `{info.name}[h]`, or with a tile){where()}"
+                f"a slice of `{info.name}` with bounds that are device values (supported: "
+                f"`h : h + n` with a Python int `n`, on the last dimension at starts and of "
+                f"lengths that are multiples of 128; else index with the scalar, "
+                f"`{info.name}[h]`, or with a tile){where()}"
             )
         if it == slice(None):
             return ("full",)
@@ -366,8 +388,10 @@ class Trace:
                 shape.append(e[1].size)
             elif k == "gather":
                 shape.append(e[1].shape[0])
-            elif k == "take":
+            elif k in ("take", "window"):
                 shape.extend(e[1].shape)
+            elif k == "dslice":
+                shape.append(e[1].size)
             elif k == "full":
                 shape.append(info.shape[d])
             elif k == "slice":
@@ -387,7 +411,9 @@ class Trace:
             elif k == "gather":
                 t = e[1].source.tile
                 dims.append(t if t.partial else None)
-            elif k == "take":
+            elif k in ("take", "window"):
+                dims.extend(e[1].idx.dims if k == "window" else e[1].dims)
+            elif k == "dslice":
                 dims.extend(e[1].dims)
             elif k in ("full", "slice"):
                 dims.append(None)
@@ -417,6 +443,12 @@ class Trace:
             v = self._gather(info, entries, shape)
         elif any(e[0] == "take" for e in entries):
             v = self._take(info, entries)
+        elif entries[0][0] == "window":
+            w = entries[0][1]
+            if info.flat:
+                v = _windows.take(self, info, w, _wide(info.dtype)).astype(info.dtype)
+            else:
+                v = self._take(info, [("take", w.idx)])
         else:
             v = self._read(info, entries, shape)
         mask = _bounds_mask(dims, v.shape, extra_mask)
@@ -443,11 +475,17 @@ class Trace:
         dims = self._value_dims(entries, with_new=False)
         if any(getattr(t, "dynamic", False) for t in dims):
             extra_mask = _bounds_mask(dims, v.shape, extra_mask)
-        taking = any(e[0] == "take" for e in entries)
+        taking = any(e[0] in ("take", "window") for e in entries)
         kind = "store" if extra_mask is None and not taking else "rmw"
         self._record(info, entries, kind)
         if self.mode == "analyze":
             return
+        if entries[0][0] == "window" and info.flat:
+            _windows.put(self, info, entries[0][1], v, _keep(v, dims, extra_mask),
+                         _wide(info.dtype))
+            return
+        if entries[0][0] == "window":
+            entries = [("take", entries[0][1].idx)]
         if taking:
             self._put(info, entries, v, dims, extra_mask)
             return
@@ -546,33 +584,43 @@ class Trace:
                 kidx.append(slice(None))
                 kshape.append(e[1].size)
             return
+        f = info.front(d)  # positions shift by the zero elements padded before the first
         if k == "tile":
             start = _start(e[1])
+            n = e[1].size
             if e[1].dynamic:
                 # data-dependent bounds: stay inside the padded dimension, at a start that is
                 # visibly a multiple of the block (a product: both Mosaic lowerings prove it)
-                n = e[1].size
-                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0, (info.pad[d] - n) // n)
-                start = pl.multiple_of(block * n, n)
-            kidx.append(pl.ds(start, e[1].size))
+                block = jnp.clip(jnp.asarray(start, jnp.int32) // n, 0,
+                                 (info.pad[d] - f - n) // n)
+                start = pl.multiple_of(block * n + f, n) if f % n == 0 else block * n + f
+            elif f:
+                start = start + f
+            kidx.append(pl.ds(start, n))
+            kshape.append(n)
+        elif k == "dslice":
+            kidx.append(_windows.slice_index(e[1], info.shape[d], f))
             kshape.append(e[1].size)
         elif k in ("full", "take"):
-            kidx.append(slice(0, info.shape[d]))
+            kidx.append(slice(f, f + info.shape[d]))
             kshape.append(info.shape[d])
         elif k == "slice":
-            kidx.append(slice(e[1], e[2]))
+            kidx.append(slice(e[1] + f, e[2] + f))
             kshape.append(e[2] - e[1])
         elif k == "int" and is_last:
-            kidx.append(pl.ds(e[1], 1))
+            kidx.append(pl.ds(_shift(e[1], f), 1))
             kshape.append(1)
         elif k == "int":
-            kidx.append(e[1])
+            kidx.append(_shift(e[1], f))
+        elif k in ("grid", "dyn") and info.shape[d] == 1:
+            # Helion drops a size-1 dimension's offset: any index reads its one element
+            kidx.append(f)
         elif k == "grid":
-            kidx.append(jnp.asarray(e[1]._begin, jnp.int32))
+            kidx.append(_shift(jnp.asarray(e[1]._begin, jnp.int32), f))
         elif k == "dyn":
-            kidx.append(e[1].a.astype(jnp.int32))
+            kidx.append(_shift(e[1].a.astype(jnp.int32), f))
         elif k == "gather":
-            kidx.append(point)
+            kidx.append(_shift(point, f))
 
     # --- gathers and scatters ------------------------------------------------------------------
 
@@ -587,13 +635,7 @@ class Trace:
         old = self._read(info, whole, self.value_shape(info, whole, with_new=False),
                          from_output=True)
         pos = sum(1 for e in entries[:k] if e[0] not in ("int", "grid", "dyn", "new"))
-        keep = None if extra_mask is None else (
-            jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
-        for ax, t in enumerate(dims):
-            if t is not None and t is not MIXED and t.partial:
-                ok = t.valid_along(v.shape, ax)
-                keep = ok if keep is None else keep & ok
-        self._write(info, whole, put(old, pos, idx, v, keep))
+        self._write(info, whole, put(old, pos, idx, v, _keep(v, dims, extra_mask)))
 
     def _take(self, info, entries):
         """``info[…, idx, …]`` with ``idx`` a computed integer tensor: the indexed dimension
@@ -626,6 +668,8 @@ class Trace:
                 pos = jnp.asarray(e[1]._begin, jnp.int32)
             else:  # dyn
                 pos = e[1].a.astype(jnp.int32)
+            if info.shape[d] == 1:
+                pos = 0  # Helion drops a size-1 dimension's offset
             flat = flat + pos * int(strides[d])
         n = math.prod(info.shape)
         return pref[jnp.clip(flat, 0, n - 1)]
@@ -705,11 +749,35 @@ def _bounds_mask(dims, shape, extra_mask):
     mask = None if extra_mask is None else unwrap(extra_mask)
     for ax, t in enumerate(dims):
         if getattr(t, "dynamic", False):
-            v = t.valid_along(shape, ax)
+            v = t.valid_along(shape, ax, dims)
             if mask is not None:  # bool broadcast as int32 (see ``select``)
                 v = (jnp.broadcast_to(jnp.asarray(mask).astype(jnp.int32), shape) != 0) & v
             mask = v
     return mask
+
+
+def _shift(x, f):
+    """``x + f`` (no operation when ``f`` is 0)."""
+    return x + f if f else x
+
+
+def _keep(v, dims, extra_mask):
+    """Which elements of ``v`` a store at computed indices writes (None: all): those under
+    ``extra_mask`` and inside their partial tiles."""
+    keep = None if extra_mask is None else (
+        jnp.broadcast_to(jnp.asarray(unwrap(extra_mask)).astype(jnp.int32), v.shape) != 0)
+    for ax, t in enumerate(dims):
+        if t is not None and t is not MIXED and t.partial:
+            ok = t.valid_along(v.shape, ax, dims)
+            keep = ok if keep is None else keep & ok
+    return keep
+
+
+class _Unfolded:
+    """A folded tensor's ``HostInfo`` as the user indexes it (its flat shape)."""
+
+    def __init__(self, info):
+        self.name, self.shape, self.flat = info.name, info.flat, ()
 
 
 def _start(tile):
@@ -772,7 +840,7 @@ def put(table, pos, idx, v, keep):
 
 
 def _refuse_take(info, entries, what):
-    if any(e[0] == "take" for e in entries):
+    if any(e[0] in ("take", "window") for e in entries):
         raise exc.UnsupportedConstruct(
             f"{what} `{info.name}` at computed indices (a scatter through a computed index "
             f"tensor; index with tiles, or with indices loaded from a host tensor, "

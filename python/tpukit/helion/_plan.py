@@ -36,7 +36,7 @@ from tpukit.helion._values import DeviceMode, DTensor
 from tpukit.helion._where import where, where_tb
 
 DEFAULT_INNER_BLOCK = 128
-_DYNAMIC_POINTS = ("grid", "dyn", "gather")
+_DYNAMIC_POINTS = ("grid", "dyn", "gather", "wrows")
 
 
 class LaunchPlan:
@@ -139,19 +139,45 @@ def _kind(e):
     return (e[0], None)
 
 
+def fold(info: HostInfo) -> None:
+    """Folds a 1-D tensor that every access indexes by windows of rows (``_windows``) into
+    ``[rows, width]``: ``shape`` becomes the folded shape (``flat`` keeps the user's) and each
+    access's entries index rows (``wrows``) and a tile of columns. A tensor also accessed
+    otherwise, or whose accesses disagree on the width, keeps the one-hot ``take``."""
+    wins = [a for a in info.accesses if a.entries and a.entries[0][0] == "window"]
+    if not wins or info.flat:
+        return
+    widths = {a.entries[0][1].width for a in wins}
+    width = next(iter(widths))
+    if len(wins) == len(info.accesses) and len(widths) == 1 and info.shape[0] % width == 0:
+        info.flat, info.shape = info.shape, (info.shape[0] // width, width)
+        for a in wins:
+            w = a.entries[0][1]
+            a.entries = [("wrows", w), ("tile", w.col_tile)]
+        return
+    for a in wins:
+        a.entries = [("take", a.entries[0][1].idx)]
+
+
 def layout(info: HostInfo) -> None:
     """Sets ``units``, ``blocked`` and ``squeezed`` of ``info`` from its accesses."""
     rank = len(info.shape)
     kinds = [set() for _ in range(rank)]
     beyond = [False] * rank  # a tile's range reaches past the dimension: not blockable
+    ones = [False] * rank  # indexed by a tile of one element (`block_size=1`)
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
             kinds[d].add(_kind(e))
+            ones[d] |= e[0] == "tile" and e[1].block_size == 1 and not e[1].dynamic
             if e[0] == "tile" and not e[1].dynamic and e[1].range_end > info.shape[d]:
                 beyond[d] = True
     units, blocked, squeezed = [], [], []
     for d in range(rank):
-        dynamic = any(k in _DYNAMIC_POINTS for k, _ in kinds[d])
+        # a dynamic slice of a dimension before the last: a leading one too (any start)
+        # a tile of one element there too: its block size stays 1 (rounded up to the 8 or 128
+        # of a last two dimension, `tile.begin` would no longer be every element's)
+        dynamic = ones[d] or any(k in _DYNAMIC_POINTS or (k == "dslice" and d < rank - 1)
+                                 for k, _ in kinds[d])
         # the last dimension gets two, the one before it one: both become leading dimensions
         units.append(d - rank + 3 if dynamic and d >= rank - 2 else 0)
         only = next(iter(kinds[d])) if len(kinds[d]) == 1 else (None, None)
@@ -275,6 +301,8 @@ def _roles(plan: LaunchPlan, n_axes) -> set:
                     src = e[1].source.info
                     prefetch.add(src.key)
                     plan.gathers.append((src.key, plan.infos[key].shape[d], acc.where))
+                if e[0] == "wrows":  # window start rows are read from SMEM
+                    prefetch.update(src.info.key for _, src in e[1].sources)
     arbitrary: set = set()
     for key in plan.order:
         info = plan.infos[key]
@@ -312,14 +340,27 @@ def _revisits(info: HostInfo, n_axes) -> set:
 def _padding(info: HostInfo) -> None:
     """Pads whole (unblocked) dimensions that tiles read or write past the end."""
     pad = list(info.shape)
+    fronts = [0] * len(info.shape)
     for acc in info.accesses:
         for d, e in enumerate(logical_dims(acc.entries)):
+            if e[0] in ("wrows", "dslice"):  # they start anywhere: zeros before and after
+                fronts[d] = max(fronts[d], e[1].rows if e[0] == "wrows" else e[1].size)
+                pad[d] = max(pad[d], _slice_reach(info.shape[d], fronts[d], e))
             if info.blocked[d] is None and e[0] == "tile":
                 t = e[1]
                 # data-dependent bounds: one block past the last whole block (clamped starts)
                 reach = (cdiv(info.shape[d], t.size) + 1) * t.size if t.dynamic else t.window_end
                 pad[d] = max(pad[d], reach)
-    info.pad = tuple(pad)
+    info.pad = tuple(p + f for p, f in zip(pad, fronts, strict=True))
+    info.fronts = tuple(fronts) if any(fronts) else ()
+
+
+def _slice_reach(extent, front, e) -> int:
+    """How far past the front padding a dynamic window or slice reaches: its start is clamped
+    to ``[-size, extent]`` (rounded up to its alignment), then it spans ``size``."""
+    if e[0] == "wrows":
+        return extent + e[1].rows
+    return -(-extent // e[1].align) * e[1].align + e[1].size
 
 
 # --- the Pallas call --------------------------------------------------------------------------
@@ -388,6 +429,7 @@ def make_plan(st, spec: TileSpec, device_fn, env, c0) -> LaunchPlan:
         if bid is not None:
             st.sizes[bid] = sizes[i]
     for key in plan.order:
+        fold(plan.infos[key])
         layout(plan.infos[key])
     arbitrary = _roles(plan, len(extents))
     for key in plan.order:
@@ -418,6 +460,7 @@ def _block_sizes(st, spec, device_fn, env, c0, extents):
         provisional.append(min(bs, x) if bs is not None else min(DEFAULT_INNER_BLOCK, x))
     first = _analyze(st, spec, device_fn, env, c0, provisional, {}, masks=False)
     for key in first.order:
+        fold(first.infos[key])
         layout(first.infos[key])
     grid_reqs, inner_reqs = _requirements(first.infos, first.order, len(extents))
     sizes = []
@@ -526,15 +569,19 @@ def narrowed(a: np.ndarray, dtype, name: str) -> np.ndarray:
 
 def to_kernel(obj, info: HostInfo):
     a = narrowed(_arrays.to_numpy(obj), info.dtype, info.name)
+    if info.flat:
+        a = np.reshape(a, info.shape)
     if info.pad != info.shape:
-        a = np.pad(a, [(0, p - n) for n, p in zip(info.shape, info.pad, strict=True)])
+        a = np.pad(a, [(info.front(d), p - n - info.front(d))
+                       for d, (n, p) in enumerate(zip(info.shape, info.pad, strict=True))])
     return np.reshape(a, info.kshape)
 
 
 def from_kernel(result, info: HostInfo):
     """A kernel output in the tensor's logical shape (padding dropped)."""
     a = np.reshape(np.asarray(result), info.pad)
-    return a[tuple(slice(0, n) for n in info.shape)]
+    a = a[tuple(slice(info.front(d), info.front(d) + n) for d, n in enumerate(info.shape))]
+    return np.reshape(a, info.flat) if info.flat else a
 
 
 # SMEM holds scalar prefetch: 1 MiB on v5e and v6e, a few KiB of which Mosaic uses itself

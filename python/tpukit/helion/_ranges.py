@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from tpukit.helion._affine import Affine
 from tpukit.helion._values import DTensor
 
 
@@ -20,7 +21,8 @@ class StaticRange(DTensor):
     __slots__ = ("start", "stop")
 
     def __init__(self, start: int, stop: int, dtype=jnp.int32):
-        super().__init__(jnp.arange(start, stop, dtype=dtype))
+        super().__init__(jnp.arange(start, stop, dtype=dtype),
+                         affine=Affine((stop - start,), const=start, strides=(1,)))
         self.start, self.stop = start, stop
 
     def _shifted(self, k):

@@ -389,6 +389,7 @@ class _Rewriter:
     def inner(self, loop: ast.For, defined: set[str]):
         _check_loop(loop, self.filename)
         name = self._name("inner")
+        site = self.counter  # before the body's loops take the next numbers
         targets = _stored_names([loop.target])
         carried = sorted((_stored_names(loop.body) & defined) - targets)
 
@@ -419,7 +420,7 @@ class _Rewriter:
         )
         call = ast.Call(
             func=ast.Attribute(ast.Name(RT, ast.Load()), "inner_loop", ast.Load()),
-            args=[ast.Constant(self.counter), loop.iter, ast.Name(name, ast.Load()),
+            args=[ast.Constant(site), loop.iter, ast.Name(name, ast.Load()),
                   tup(ast.Load)],
             keywords=[],
         )

@@ -176,10 +176,27 @@ def inner_loop(site, spec, fn, carry):
             f"a `for` loop over {type(spec).__name__} inside a device loop (device loops use "
             f"`hl.tile` or `hl.grid`){where()}"
         )
+    fn = _locals_stay_unbound(fn)
     if spec.multi and len(spec) > 1:
         # tile([a, b]) inside: nested loops, the last dimension innermost
         return _inner_multi(site, spec, fn, carry, 0, [])
     return _inner_dim(site, spec, 0, lambda t, c: fn(t if not spec.multi else (t,), c), carry)
+
+
+def _locals_stay_unbound(fn):
+    """``fn`` whose results are ``UNBOUND`` wherever its carried input was: a variable first
+    assigned inside a loop body (bound before the loop only in a compile-time ``if`` not
+    taken) is local to each iteration, as the body must assign it before reading it; after
+    the loop it stays unbound (reading it there is an ``UndefinedVariable`` error, where
+    Python would see the last iteration's value)."""
+
+    def run(t, carry):
+        out = fn(t, carry)
+        if len(out) != len(carry):
+            return out
+        return tuple(UNBOUND if c is UNBOUND else o for c, o in zip(carry, out, strict=True))
+
+    return run
 
 
 def _inner_multi(site, spec, fn, carry, d, outer):
@@ -322,7 +339,7 @@ def _masked_update(before, after, tile):
             continue
         keep = None
         for ax in axes:
-            v = tile.valid_along(a.shape, ax)
+            v = tile.valid_along(a.shape, ax, a.dims)
             keep = v if keep is None else keep & v
         old = jnp.broadcast_to(jnp.asarray(unwrap(b), a.a.dtype), a.shape)
         dims = b.dims if isinstance(b, DTensor) else tuple(

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from tpukit.helion import exc
+from tpukit.helion._affine import Affine
 from tpukit.helion._state import allocate_block_id, cdiv, configured_block
 from tpukit.helion._values import DTensor
 from tpukit.helion._where import where
@@ -154,7 +155,8 @@ class Tile:
     @property
     def index(self):
         """``[begin, begin + 1, …]`` (int32), one per element the tile indexes."""
-        return DTensor(self.positions(), dims=(self if self.partial else None,))
+        form = Affine((self.size,), scalars=((1, self),), strides=(1,))
+        return DTensor(self.positions(), dims=(self if self.partial else None,), affine=form)
 
     @property
     def id(self):
@@ -183,10 +185,11 @@ class Tile:
         """A bool vector: which of the tile's ``size`` elements are inside the range."""
         return self._inside(self.positions())
 
-    def valid_along(self, shape, axis):
+    def valid_along(self, shape, axis, dims=None):
         """A bool array of ``shape``: whether the element's position along ``axis`` (which
         this tile indexes) is inside the range. Built at full shape from an iota, as Mosaic
-        cannot broadcast a bool vector across sublanes of a packed (bf16) value."""
+        cannot broadcast a bool vector across sublanes of a packed (bf16) value. ``dims``:
+        the value's partial tiles, when known (see ``JaggedTile``)."""
         pos = jnp.asarray(self._begin, jnp.int32) + lax.broadcasted_iota(jnp.int32, shape, axis)
         return self._inside(pos)
 
@@ -227,16 +230,21 @@ class JaggedTile(Tile):
     valid for lane ``i`` of the enclosing tiles when ``k < parent[i]`` (``parent``'s axes are
     tiles of enclosing loops). A value's axis of the enclosing tile is found as the nearest
     axes before the jagged one with ``parent``'s extents (Helion's rule: a jagged tile is
-    indexed together with its parent axes, outer first)."""
+    indexed together with its parent axes, outer first); an axis the value's ``dims`` name as
+    another partial tile's (say a jagged ``tile_k`` of the same extent) is skipped."""
 
     def __init__(self, *args, parent, **kwargs):
         super().__init__(*args, **kwargs)
         self.parent = parent
 
-    def valid_along(self, shape, axis):
+    def valid_along(self, shape, axis, dims=None):
         ends = self.parent.a
         lanes, want = [], list(ends.shape)
+        mine = {id(t) for t in self.parent.dims if t is not None}
         for ax in range(axis - 1, -1, -1):
+            other = dims[ax] if dims is not None else None
+            if other is not None and id(other) not in mine:
+                continue  # the axis of another tile
             if want and shape[ax] == want[-1]:
                 lanes.insert(0, ax)
                 want.pop()

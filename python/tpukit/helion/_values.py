@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from tpukit.helion import exc
+from tpukit.helion import _affine, exc
 from tpukit.helion._where import where
 
 # --- dtypes ------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def mask_axes(x, axes, fill, what: str, a=None):
                 f"range is not a multiple of the block size) and other elements; reduce before "
                 f"reshaping, or choose a block size that divides the range{where()}"
             )
-        v = t.valid_along(a.shape, ax)
+        v = t.valid_along(a.shape, ax, x.dims)
         mask = v if mask is None else (mask & v)
     if mask is None:
         return a
@@ -281,11 +281,15 @@ def as_dtensor(x) -> DTensor:
     return DTensor(jnp.asarray(unwrap(x)))
 
 
-def _binop(op, swap=False):
+def _binop(op, swap=False, name=None):
     def method(self, other):
         o = other if isinstance(other, (int, float, bool)) else unwrap(other)
         r = op(o, self.a) if swap else op(self.a, o)
-        return DTensor(r, merge_dims(r.shape, self, other))
+        form = None
+        if name is not None:
+            x, y = (other, self) if swap else (self, other)
+            form = _affine.binary(name, x, y, r.shape)
+        return DTensor(r, merge_dims(r.shape, self, other), affine=form)
 
     return method
 
@@ -298,10 +302,12 @@ class DTensor:
     """A device value (a tile of data) in a traced Helion device loop: a JAX array ``a`` and,
     per dimension, the partial tile indexing it (``dims``; see the module docs)."""
 
-    __slots__ = ("_a", "dims", "perm_of")
+    __slots__ = ("_a", "dims", "perm_of", "affine")
 
-    def __init__(self, a, dims=None, perm_of=None):
+    def __init__(self, a, dims=None, perm_of=None, affine=None):
         self._a = a
+        # the exact value as an affine form of tiles and loaded offsets, when known (``_affine``)
+        self.affine = affine
         # (source, permutation) when this is a transpose of ``source`` not yet computed: a
         # matmul contracts the source directly (Mosaic's matmul takes transposed operands,
         # a separate ``tpu.transpose`` is not always available)
@@ -404,12 +410,12 @@ class DTensor:
         )
 
     # --- operators ---
-    __add__ = _binop(jnp.add)
-    __radd__ = _binop(jnp.add, swap=True)
-    __sub__ = _binop(jnp.subtract)
-    __rsub__ = _binop(jnp.subtract, swap=True)
-    __mul__ = _binop(jnp.multiply)
-    __rmul__ = _binop(jnp.multiply, swap=True)
+    __add__ = _binop(jnp.add, name="add")
+    __radd__ = _binop(jnp.add, swap=True, name="add")
+    __sub__ = _binop(jnp.subtract, name="sub")
+    __rsub__ = _binop(jnp.subtract, swap=True, name="sub")
+    __mul__ = _binop(jnp.multiply, name="mul")
+    __rmul__ = _binop(jnp.multiply, swap=True, name="mul")
     __truediv__ = _binop(jnp.true_divide)
     __rtruediv__ = _binop(jnp.true_divide, swap=True)
     __floordiv__ = _binop(jnp.floor_divide)
@@ -485,7 +491,7 @@ class IndexVector(DTensor):
     an index) records that on the source, so that the plan also passes the index tensor as a
     regular input; a vector only used as an index has no value in the emitted kernel."""
 
-    __slots__ = ("_arr", "source", "_shape", "_dtype")
+    __slots__ = ("_arr", "source", "_shape", "_dtype")  # plus DTensor's ``affine``
 
     def __init__(self, a, dims, source, shape, dtype):
         self.source = source
@@ -493,6 +499,7 @@ class IndexVector(DTensor):
         self._dtype = np.dtype(dtype)
         self._arr = a
         self.dims = _normal_dims(dims, len(self._shape))
+        self.affine = None  # ``_affine.of`` gives an index vector's form
 
     @property
     def a(self):
@@ -536,7 +543,9 @@ def subscript(value, index):
         out = a.astype(jnp.int32)[items if isinstance(index, tuple) else index] != 0
     else:
         out = a[items if isinstance(index, tuple) else index]
-    return DTensor(out, _subscript_dims(value, items))
+    form = _affine.of(value)
+    form = form.expanded(items) if form is not None else None
+    return DTensor(out, _subscript_dims(value, items), affine=form)
 
 
 def _subscript_dims(value, items) -> tuple:
