@@ -12,7 +12,11 @@
 //!   therefore all distinct; draws and seeds differ in every bit pattern a test can see.
 //!
 //! The state (key, draw count) lives in a small scratch buffer of its own, kept across grid
-//! steps as the hardware's is; bits drawn before any seed are unspecified, as on a TPU.
+//! steps as the hardware's is; bits drawn before any seed are unspecified, as on a TPU. Steps
+//! of `parallel` axes may run on different workers, each with its own state (a TPU's cores
+//! each have theirs), so a kernel that draws in several steps after one seed gets bits that
+//! depend on that split: seeding each step (`prng_seed(seed, pl.program_id(0))`) makes them
+//! depend on the step alone.
 
 use super::rules::Table;
 use super::scope::{Scope, op_name, result_type};
