@@ -43,10 +43,7 @@ pub(crate) fn alloc(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    let r = *s
-        .scratch
-        .get(&super::scope::op_key(op))
-        .ok_or_else(|| Error::new("an allocation without its scratch operand"))?;
+    let r = s.scratch_of(op, "the allocation")?;
     let result = op
         .result(0)
         .map_err(|_| Error::new("an allocation without a result"))?;

@@ -8,7 +8,7 @@
 //! does not handle (a masked or accumulating store it cannot express, a reduction kind, a
 //! comparison predicate) fails the same way. No rule approximates.
 
-use super::scope::{Scope, attr, attr_opt, op_key, op_name, operand_type, result_type};
+use super::scope::{Scope, attr, attr_opt, op_name, operand_type, result_type};
 use super::text;
 use melior::ir::{
     BlockRef, RegionLike, Value, ValueLike,
@@ -476,10 +476,7 @@ fn dynamic_rotate(
     let shift = s.value(op, 1)?;
     let shape = b.ty(x).shape.clone();
     let d = rotated_dim(op, shape.len())?;
-    let buf = *s
-        .scratch
-        .get(&op_key(op))
-        .ok_or_else(|| Error::new("no scratch buffer set aside for the rotation"))?;
+    let buf = s.scratch_of(op, "the rotation")?;
     let n = shape[d] as i64;
     let window = |start: Arg| {
         let mut index = vec![Ix::Full; shape.len()];
@@ -637,10 +634,7 @@ fn extract_strided_slice(
     let mut v = s.value(op, 0)?;
     let shape = b.ty(v).shape.clone();
     if wide_slice(op)?.is_some() {
-        let buf = *s
-            .scratch
-            .get(&op_key(op))
-            .ok_or_else(|| Error::new("no scratch buffer set aside for the slice"))?;
+        let buf = s.scratch_of(op, "the slice")?;
         b.store(buf, &vec![Ix::Full; shape.len()], v)?;
         let mut window = vec![Ix::Full; shape.len()];
         for (d, &(o, n)) in bounds.iter().enumerate() {

@@ -64,6 +64,15 @@ pub fn op_name(op: &OperationRef<'_, '_>) -> String {
 }
 
 impl Scope {
+    /// The scratch buffer set aside for `op` before import (see [`Scope::scratch`]); `what`
+    /// names it in the error when none was.
+    pub fn scratch_of(&self, op: &OperationRef<'_, '_>, what: &str) -> Result<Ref> {
+        self.scratch
+            .get(&op_key(op))
+            .copied()
+            .ok_or_else(|| Error::new(format!("no scratch buffer set aside for {what}")))
+    }
+
     pub fn bind(&mut self, v: Value<'_, '_>, val: Val) {
         self.values.insert(key(v), val);
     }

@@ -488,10 +488,7 @@ fn slice(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Re
     if dims(op, "strides")?.iter().any(|&st| st != 1) {
         return Err(Error::unsupported("a strided slice"));
     }
-    let buf = *s
-        .scratch
-        .get(&op_key(op))
-        .ok_or_else(|| Error::new("no scratch buffer set aside for the slice"))?;
+    let buf = s.scratch_of(op, "the slice")?;
     let x = s.value(op, 0)?;
     let full = vec![Ix::Full; start.len()];
     b.store(buf, &full, x)?;
@@ -518,10 +515,7 @@ pub(crate) fn concatenate(
     _: &Table,
 ) -> Result<()> {
     let dim = text::int(&attr(op, "dimension")?)? as usize;
-    let buf = *s
-        .scratch
-        .get(&op_key(op))
-        .ok_or_else(|| Error::new("no scratch buffer set aside for the concatenation"))?;
+    let buf = s.scratch_of(op, "the concatenation")?;
     let rank = result_type(op, 0)?.rank();
     let mut at = 0;
     for i in 0..op.operand_count() {
@@ -547,10 +541,7 @@ fn pad(s: &mut Scope, b: &mut KernelBuilder, op: &Op<'_, '_>, _: &Table) -> Resu
             "a pad with negative or interior padding",
         ));
     }
-    let buf = *s
-        .scratch
-        .get(&op_key(op))
-        .ok_or_else(|| Error::new("no scratch buffer set aside for the pad"))?;
+    let buf = s.scratch_of(op, "the pad")?;
     let to = result_type(op, 0)?;
     let x = s.value(op, 0)?;
     let fill = b.broadcast_to(s.value(op, 1)?, &to.shape)?;
