@@ -480,6 +480,11 @@ impl KernelBuilder {
     /// `ref[index]`.
     pub fn load(&mut self, r: Ref, index: &[Ix]) -> Result<ValueId> {
         let (index, shape) = self.indexers("load", r, index)?;
+        self.plain_load(r, index, shape)
+    }
+
+    /// An unmasked `Load` of `r` at checked `index`, of `shape`.
+    fn plain_load(&mut self, r: Ref, index: Vec<Indexer>, shape: Vec<usize>) -> Result<ValueId> {
         let dtype = self.ref_dtype(r);
         let kind = OpKind::Load {
             operand: r.0,
@@ -512,14 +517,7 @@ impl KernelBuilder {
                 }
             }
         }
-        let dtype = self.ref_dtype(r);
-        let kind = OpKind::Load {
-            operand: r.0,
-            index,
-            mask: None,
-            other: None,
-        };
-        self.checked(kind, Type::new(dtype, shape))
+        self.plain_load(r, index, shape)
     }
 
     /// `ref[index]` where `mask`, else `other` (default: zero).
