@@ -18,7 +18,8 @@ use melior::ir::{
 };
 use std::collections::HashMap;
 use tpukit_dsl::{
-    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics, Type,
+    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics,
+    Space, Type,
 };
 
 /// The call spec of a kernel function, and the role of each of its memref arguments.
@@ -297,6 +298,24 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
                 }
                 _ => Ok(None),
             }
+        })
+        .collect()
+}
+
+/// The aliased `(result, operand)` pairs of the call (`aliases`, operands counted as the call
+/// counts them, grid extents and prefetch first) that are one buffer in the kernel: both in HBM
+/// (`Space::Any`). Each as `(input argument, output argument)`, positions in `sig.roles`.
+pub fn shared_buffers(sig: &Signature, aliases: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let n_prefetch = sig.spec.prefetch.len() - sig.n_values;
+    let first_input = sig.n_values + n_prefetch;
+    let n_inputs = sig.spec.inputs.len();
+    aliases
+        .iter()
+        .filter_map(|&(result, operand)| {
+            let input = operand.checked_sub(first_input)?;
+            let (i, o) = (sig.spec.inputs.get(input)?, sig.spec.outputs.get(result)?);
+            (i.space == Space::Any && o.space == Space::Any)
+                .then_some((n_prefetch + input, n_prefetch + n_inputs + result))
         })
         .collect()
 }

@@ -91,13 +91,30 @@ pub fn import_mosaic(
     results: &[Type],
     name: &str,
 ) -> Result<Kernel> {
-    import_mosaic_inner(body, operands, results, name).map_err(|e| e.in_kernel(name))
+    import_aliased_mosaic(body, operands, results, &[], name)
+}
+
+/// [`import_mosaic`] for a call whose results alias operands (`output_operand_aliases`):
+/// `aliases` holds `(result, operand)` pairs, operands counted as the call counts them. An
+/// aliased pair left in HBM (`memory_space=pl.ANY`, as `pl.run_state`/`pl.core_map` pass the
+/// refs a kernel updates in place) is one buffer on a TPU: the kernel's input ref reads and
+/// writes the output, which starts as the input's contents (see [`Role::Output`]'s launch).
+/// Windowed pairs keep separate refs: there the TPU copies blocks in and out.
+pub fn import_aliased_mosaic(
+    body: &str,
+    operands: &[Type],
+    results: &[Type],
+    aliases: &[(usize, usize)],
+    name: &str,
+) -> Result<Kernel> {
+    import_mosaic_inner(body, operands, results, aliases, name).map_err(|e| e.in_kernel(name))
 }
 
 fn import_mosaic_inner(
     body: &str,
     operands: &[Type],
     results: &[Type],
+    aliases: &[(usize, usize)],
     name: &str,
 ) -> Result<Kernel> {
     let text = memory_space::rewrite(body)?;
@@ -170,6 +187,7 @@ fn import_mosaic_inner(
         b.declare(Role::Prefetch, &format!("grid_extent{n}"))?;
     }
     let mut counts: HashMap<Role, usize> = HashMap::new();
+    let mut refs = Vec::with_capacity(sig.roles.len());
     for (i, role) in sig.roles.iter().enumerate() {
         let n = counts.entry(*role).or_default();
         let label = match role {
@@ -182,6 +200,11 @@ fn import_mosaic_inner(
         let r = b.declare(*role, &label)?;
         let arg = block.argument(grid_rank + i).expect("in range");
         scope.bind(arg.into(), Val::Ref(r));
+        refs.push(r);
+    }
+    for (input, output) in kernel_func::shared_buffers(&sig, aliases) {
+        let arg = block.argument(grid_rank + input).expect("in range");
+        scope.bind(arg.into(), Val::Ref(refs[output]));
     }
     for (key, _) in &through_memory {
         let n = counts.entry(Role::Scratch).or_default();

@@ -281,3 +281,66 @@ def test_a_grid_sized_by_a_traced_value_counts_its_steps(n_shape):
             count, out = jax.jit(program)(n, x)
         assert int(np.asarray(count)[0]) == steps
         np.testing.assert_array_equal(np.asarray(out)[:8 * steps], x[:8 * steps] * 2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_a_kernel_over_a_tensorcore_mesh(device, dtype, rng):
+    """`pl.kernel(mesh=pltpu.create_tensorcore_mesh(..))` (JAX's `mpmd_map`): HBM refs the
+    body copies through VMEM scratch, a row at a time in a `fori_loop`. The mesh has as many
+    cores as `jax.devices()[0].num_cores`, which a CPU device answers as the v5e's one."""
+    rows, cols = 40, 300
+
+    def program(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, jnp.float32),
+                   mesh=pltpu.create_tensorcore_mesh("core"),
+                   scratch_types=[pltpu.VMEM((8, cols), x.dtype),
+                                  pltpu.VMEM((8, cols), jnp.float32)])
+        def scaled(x_hbm, o_hbm, x_vmem, o_vmem):
+            def step(i, carry):
+                rows_i = pl.ds(pl.multiple_of(i * 8, 8), 8)
+                pltpu.sync_copy(x_hbm.at[rows_i], x_vmem)
+                o_vmem[...] = jnp.exp(x_vmem[...].astype(jnp.float32)) * 0.5
+                pltpu.sync_copy(o_vmem, o_hbm.at[rows_i])
+                return carry
+
+            jax.lax.fori_loop(0, rows // 8, step, 0)
+
+        return scaled(x)
+
+    x = randn(rng, (rows, cols), dtype)
+    with pallas.on_cpu(device=device):
+        assert jax.devices()[0].num_cores == 1
+        got = jax.jit(program)(x)
+    assert_close(got, jnp.exp(x.astype(jnp.float32)) * 0.5, "mesh kernel",
+                 dict(rtol=1e-5, atol=1e-5))
+
+
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_a_core_map_updates_refs_in_place(device, rng):
+    """`pl.run_state` around a `pl.core_map`: the kernel DMAs into a ref it was given (an HBM
+    operand JAX aliases to a result). It reads the ref's incoming contents and leaves the
+    other operand as it was."""
+
+    def program(x, acc):
+        def stateful(refs):
+            x_ref, acc_ref = refs
+
+            @pl.core_map(pltpu.create_tensorcore_mesh("core"))
+            def _():
+                def body(x_vmem, acc_vmem):
+                    pltpu.sync_copy(x_ref, x_vmem)
+                    pltpu.sync_copy(acc_ref, acc_vmem)
+                    acc_vmem[...] += x_vmem[...] * 2.0
+                    pltpu.sync_copy(acc_vmem, acc_ref)
+
+                pl.run_scoped(body, pltpu.VMEM(x.shape, x.dtype),
+                              pltpu.VMEM(acc.shape, acc.dtype))
+
+        return pl.run_state(stateful)((x, acc))
+
+    x, acc = randn(rng, (24, 256), np.float32), randn(rng, (24, 256), np.float32)
+    with pallas.on_cpu(device=device):
+        x_out, acc_out = jax.jit(program)(x, acc)
+    np.testing.assert_array_equal(np.asarray(x_out), np.asarray(x))
+    assert_close(acc_out, acc + x * 2.0, "in-place update", dict(rtol=1e-6, atol=1e-6))

@@ -22,6 +22,7 @@ import threading
 
 import jax
 from jax._src.interpreters import mlir
+from jax._src.pallas import mpmd as _mpmd
 from jax._src.pallas import pallas_call as _pallas_call
 
 from tpukit._native import UnsupportedError
@@ -42,12 +43,31 @@ def _jax_rule(ctx, *in_nodes, **params):
     return _pallas_call._pallas_call_lowering(ctx, *in_nodes, **params)
 
 
+def _jax_mesh_rule(ctx, *in_nodes, **params):
+    """JAX's own lowering of a mesh kernel (``pl.kernel``/``pl.core_map``): on the CPU, a
+    ``pallas_call`` that only interpret mode runs."""
+    return _mpmd._mpmd_map_lowering(ctx, *in_nodes, **params)
+
+
 def _rule(ctx, *in_nodes, interpret, **params):
+    return _lower(_pallas_call.pallas_call_p, _jax_rule, ctx, in_nodes, interpret, params)
+
+
+def _mesh_rule(ctx, *in_nodes, interpret, **params):
+    """A kernel over a TensorCore mesh (``pl.kernel(mesh=pltpu.create_tensorcore_mesh(..))``,
+    ``pl.core_map``) — JAX's ``mpmd_map``, which it lowers on a TPU to one Mosaic kernel whose
+    grid is the mesh, as it does a ``pallas_call``."""
+    return _lower(_mpmd.mpmd_map_p, _jax_mesh_rule, ctx, in_nodes, interpret, params)
+
+
+def _lower(primitive, jax_rule, ctx, in_nodes, interpret, params):
+    """tpukit's kernel for one ``primitive`` (``pallas_call`` or ``mpmd_map``) when tpukit's
+    rule is in effect and the call is not in interpret mode; ``jax_rule`` otherwise."""
     mode = _active.get() or _installed
     if mode is None or interpret:
-        return _jax_rule(ctx, *in_nodes, interpret=interpret, **params)
+        return jax_rule(ctx, *in_nodes, interpret=interpret, **params)
     device, debug = mode
-    compiled = _compiled(ctx.avals_in, params)
+    compiled = _compiled(primitive, ctx.avals_in, params)
 
     def run(*args):
         # Typed PRNG keys (`key<pl>`) cross the kernel as their data, as they do on a TPU.
@@ -69,8 +89,8 @@ def _as_key(x, aval):
     return jax.random.wrap_key_data(x, impl=aval.dtype._impl) if _is_key(aval) else x
 
 
-def _compiled(avals, params):
-    """The imported kernel of the ``pallas_call`` with ``params`` on operands ``avals``."""
+def _compiled(primitive, avals, params):
+    """The imported kernel of the ``primitive`` call with ``params`` on operands ``avals``."""
     if not all(isinstance(a, jax.core.ShapedArray) for a in avals):
         raise UnsupportedError(
             "tpukit.pallas.on_cpu: a pallas_call with closed-over refs or dynamic grid bounds "
@@ -78,7 +98,11 @@ def _compiled(avals, params):
         )
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
     # Every parameter (grid, block specs and index maps, compiler params), not just the body.
-    key = (tuple(sorted(params.items())), tuple((s.shape, str(s.dtype)) for s in specs))
+    key = (
+        primitive,
+        tuple(sorted(params.items())),
+        tuple((s.shape, str(s.dtype)) for s in specs),
+    )
     with _lock:
         found = _imports.get(key)
     if found is not None:
@@ -86,12 +110,21 @@ def _compiled(avals, params):
     from tpukit import _lowering, pallas
 
     def call(*args):
-        return _pallas_call.pallas_call_p.bind(*args, interpret=False, **params)
+        return primitive.bind(*args, interpret=False, **params)
 
-    name = pallas._kernel_name(getattr(params.get("name_and_src_info"), "name", "pallas_call"))
+    name = pallas._kernel_name(_call_name(params))
     compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
     with _lock:
         return _imports.setdefault(key, compiled)
+
+
+def _call_name(params) -> str:
+    """The user's name of the call: ``pallas_call``'s ``name_and_src_info``, a mesh kernel's
+    ``name`` (``pl.kernel(name=...)`` or the body's)."""
+    named = params.get("name_and_src_info")
+    if named is not None:
+        return named.name
+    return params.get("name") or "pallas_call"
 
 
 def imported() -> list:
@@ -113,6 +146,23 @@ def _cpu_tpu_info():
     return tpu_info.get_tpu_info_for_chip(tpu_info.ChipVersion.TPU_V5E, 1)
 
 
+def _install_num_cores():
+    """Give CPU devices the ``num_cores`` a TPU device reports: 1, the TensorCores of the v5e
+    chip tpukit compiles for. ``pltpu.create_tensorcore_mesh`` and kernels that size their grid
+    by ``jax.devices()[0].num_cores`` read it while they are traced; a CPU device has no such
+    attribute, so without it they fail before tpukit's rule could run them. Other devices keep
+    answering from their own attributes (``Device.__getattr__``)."""
+    device_type = type(jax.devices("cpu")[0])
+    if isinstance(device_type.__dict__.get("num_cores"), property):
+        return
+    device_attribute = device_type.__getattr__
+
+    def num_cores(device):
+        return 1 if device.platform == "cpu" else device_attribute(device, "num_cores")
+
+    device_type.num_cores = property(num_cores)
+
+
 def _register():
     global _registered
     with _lock:
@@ -120,8 +170,10 @@ def _register():
             from jax._src.pallas.mosaic import tpu_info
 
             mlir.register_lowering(_pallas_call.pallas_call_p, _rule, platform="cpu")
+            mlir.register_lowering(_mpmd.mpmd_map_p, _mesh_rule, platform="cpu")
             # JAX's hook for device kinds it does not know (the CPU's is "cpu").
             tpu_info.registry.setdefault("cpu", _cpu_tpu_info)
+            _install_num_cores()
             _registered = True
 
 

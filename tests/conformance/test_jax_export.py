@@ -301,3 +301,58 @@ def test_ragged_paged_attention_imported_by_on_cpu_compiles_for_tpu(compiler, dt
     result = compiler.compile(texts[0], topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _mesh_kernels_under_on_cpu():
+    """A kernel over a TensorCore mesh (``pl.kernel``) and a ``pl.core_map`` inside
+    ``pl.run_state`` that DMAs into an aliased HBM operand, imported by ``on_cpu()`` and
+    lowered back by tpukit."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import _cpu_lowering, pallas
+
+    def mesh_program(x):
+        @pl.kernel(out_type=x, mesh=pltpu.create_tensorcore_mesh("core"),
+                   scratch_types=[pltpu.VMEM(x.shape, x.dtype)])
+        def doubled(x_hbm, o_hbm, vmem):
+            pltpu.sync_copy(x_hbm, vmem)
+            vmem[...] = vmem[...] * 2.0
+            pltpu.sync_copy(vmem, o_hbm)
+
+        return doubled(x)
+
+    def in_place(x, acc):
+        def stateful(refs):
+            x_ref, acc_ref = refs
+
+            @pl.core_map(pltpu.create_tensorcore_mesh("core"))
+            def _():
+                def body(x_vmem, acc_vmem):
+                    pltpu.sync_copy(x_ref, x_vmem)
+                    pltpu.sync_copy(acc_ref, acc_vmem)
+                    acc_vmem[...] += x_vmem[...]
+                    pltpu.sync_copy(acc_vmem, acc_ref)
+
+                pl.run_scoped(body, pltpu.VMEM(x.shape, x.dtype),
+                              pltpu.VMEM(acc.shape, acc.dtype))
+
+        return pl.run_state(stateful)((x, acc))
+
+    x = jnp.zeros((16, 256), jnp.float32)
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(mesh_program).lower(x)
+        jax.jit(in_place).lower(x, x)
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_mesh_kernels_imported_by_on_cpu_compile_for_tpu(compiler, topology):
+    texts = _mesh_kernels_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
