@@ -16,6 +16,7 @@ use crate::{
     emit::{Emitter, Val},
     lowering::FuncLowering,
     rules::elementwise::{cmpi, convert, select_values, splat},
+    rules::row_gather,
     types,
 };
 use tpukit_dsl::{
@@ -156,6 +157,13 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
             operand.name
         )));
     }
+    if !strided
+        && matches!(stored, DType::F32 | DType::I32)
+        && operand.window == Window::Whole
+        && let Some(v) = load_rows(lw, em, id, buffer, &a, memory, &result_ty.shape)?
+    {
+        return Ok(vec![v]);
+    }
     let mut v = if !strided {
         em.op1("vector.load", &operands, loaded, &[])?
     } else {
@@ -195,6 +203,69 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
         v = select_values(em, lw.value(mask), v, other, result_ty)?;
     }
     Ok(vec![v])
+}
+
+/// The load `a` of a whole buffer as a strided load of rows (see [`row_gather`]), shaped as
+/// `result`; `None` where it does not read one row per tile.
+fn load_rows<'c>(
+    lw: &FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    id: OperandId,
+    buffer: Val<'c>,
+    a: &Access<'c>,
+    memory: &str,
+    result: &[usize],
+) -> Result<Option<Val<'c>>> {
+    let operand = lw.kernel.operand(id);
+    let extents = crate::shapes::window_shape(operand, &lw.shapes.operands[id.0 as usize]);
+    let starts: Vec<Option<usize>> = a
+        .starts
+        .iter()
+        .map(|s| match s {
+            Start::Static(s) => usize::try_from(*s).ok(),
+            Start::Dynamic(_) => None,
+        })
+        .collect();
+    let Some(g) = row_gather::plan(&starts, &a.sizes, &extents) else {
+        return Ok(None);
+    };
+    let (first, second_minor) = (g.first, extents.len() - 2);
+    let mut view_shape = extents[..first].to_vec();
+    view_shape.extend([g.rows, extents[second_minor + 1]]);
+    let space = types::MemorySpace::of(operand.role, operand.space);
+    let view_ty = types::memref(em.context, &view_shape, operand.dtype, space)?;
+    let view = em.op1("tpu.memref_reshape", &[buffer], view_ty, &[])?;
+    // The first row read: dimension `first`'s start in rows, plus the second-minor index.
+    let row = match (starts[first], starts[second_minor]) {
+        (Some(f), Some(r)) => em.index((f * g.rows_per_first + r) as i64)?,
+        _ => {
+            let i32_of = |d: usize| match a.dynamic[d] {
+                Some(v) => Ok(v),
+                None => em.i32(starts[d].expect("static") as i64),
+            };
+            let i32_ty = em.ty("i32")?;
+            let step = em.i32(g.rows_per_first as i64)?;
+            let first_row = em.op1("arith.muli", &[i32_of(first)?, step], i32_ty, &[])?;
+            let row = em.op1(
+                "arith.addi",
+                &[first_row, i32_of(second_minor)?],
+                i32_ty,
+                &[],
+            )?;
+            em.op1("arith.index_cast", &[row], em.ty("index")?, &[])?
+        }
+    };
+    let mut indices = vec![view];
+    indices.extend(&a.indices[..first]);
+    indices.extend([row, a.indices[second_minor + 1]]);
+    let mut shape = vec![1; first];
+    shape.extend([g.count, extents[second_minor + 1]]);
+    let mut strides = vec!["1".to_string(); first];
+    strides.extend([g.stride.to_string(), "1".to_string()]);
+    let attr = em.attr(&format!("array<i32: {}>", strides.join(", ")))?;
+    let loaded = em.ty(&types::vector(&shape, memory))?;
+    let v = em.op1("tpu.strided_load", &indices, loaded, &[("strides", attr)])?;
+    reshape(em, v, &shape, result, memory).map(Some)
 }
 
 /// A scalar read from a scalar-prefetch (SMEM) operand of `element` type (an i8 table's

@@ -19,6 +19,7 @@ pub(crate) mod grid;
 pub(crate) mod memory;
 mod print;
 mod reduce;
+mod row_gather;
 pub(crate) mod shape;
 
 use crate::{
