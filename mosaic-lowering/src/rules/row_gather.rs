@@ -38,7 +38,7 @@ pub fn plan(starts: &[Option<usize>], sizes: &[usize], extents: &[usize]) -> Opt
     }
     let (second_minor, minor) = (n - 2, n - 1);
     let whole = |d: usize| starts[d] == Some(0) && sizes[d] == extents[d];
-    let tiled = extents[second_minor] % 8 == 0 && extents[minor] % 128 == 0;
+    let tiled = extents[second_minor].is_multiple_of(8) && extents[minor].is_multiple_of(128);
     if sizes[second_minor] != 1 || extents[second_minor] < 8 || !tiled || !whole(minor) {
         return None;
     }
