@@ -139,6 +139,12 @@ fn import_mosaic_inner(
     let kernel_fn =
         kernel_fn.ok_or_else(|| Error::new("the Mosaic module has no kernel function"))?;
     let mut sig = kernel_func::signature(&kernel_fn, &funcs, operands, results)?;
+    // A Pallas output holds nothing until the kernel writes it, unless an input aliases it.
+    for (j, output) in sig.spec.outputs.iter_mut().enumerate() {
+        if !aliases.iter().any(|&(result, _)| result == j) {
+            output.initial = tpukit_dsl::Initial::Undefined;
+        }
+    }
     // Ops that go through memory (concatenations, rotations) get a scratch buffer each, after
     // the kernel's own.
     let mut through_memory = Vec::new();

@@ -152,6 +152,7 @@ impl KernelBuilder {
                     shape: a.shape.clone(),
                     window,
                     space: a.space,
+                    initial: a.initial,
                 });
             }
         }

@@ -157,6 +157,24 @@ pub struct Operand {
     /// Where it lives: loads and stores reach [`Space::Local`] operands only, DMA reaches
     /// the others (see [`crate::dma`]).
     pub space: Space,
+    /// What an output holds before the body writes it (always [`Initial::Caller`] for other
+    /// roles).
+    pub initial: Initial,
+}
+
+/// What an output holds before the body first writes it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Initial {
+    /// The caller's buffer: zeros for a new array, the initial contents when a caller passes
+    /// them (aliased outputs). A load sees them, a masked store keeps them: on a TPU the
+    /// lowering copies them in (`tpukit_mosaic`'s `initial`).
+    #[default]
+    Caller,
+    /// Anything (printed `undefined`): a Pallas output that no input aliases, which a kernel
+    /// reads only after writing it (an accumulator). The CPU devices start it as
+    /// [`Initial::Caller`] would; a TPU starts it with whatever its VMEM held, as Pallas does,
+    /// so the lowering copies nothing in.
+    Undefined,
 }
 
 impl Operand {

@@ -76,7 +76,9 @@ pub use dma::{Place, SemaphoreKind, Space};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use hash::KernelHash;
-pub use kernel::{BlockDim, BlockSpec, GridAxis, Kernel, Operand, Role, Semantics, Window};
+pub use kernel::{
+    BlockDim, BlockSpec, GridAxis, Initial, Kernel, Operand, Role, Semantics, Window,
+};
 pub use limits::{MAX_BUFFER_BYTES, buffer_bytes};
 pub use loc::Loc;
 pub use narrow::{bf16_from_f64, f16_from_f64};

@@ -6,8 +6,8 @@
 //! are printed quoted, so every kernel round-trips (see `parse/mod.rs` for what exactly).
 
 use crate::{
-    BlockDim, Dim, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Region, Start, ValueId,
-    Window,
+    BlockDim, Dim, Extent, Func, Indexer, Initial, Kernel, Literal, Op, OpKind, Region, Start,
+    ValueId, Window,
 };
 use std::{
     borrow::Cow,
@@ -168,6 +168,9 @@ impl Printer {
             )?;
             if let Some(space) = o.space.name() {
                 write!(out, " {space}")?;
+            }
+            if o.initial == Initial::Undefined {
+                write!(out, " undefined")?;
             }
             match &o.window {
                 Window::Whole => writeln!(out)?,

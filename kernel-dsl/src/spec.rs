@@ -4,7 +4,7 @@
 //! A kernel body (written with `#[tpu_kernel]`, or traced from Python) plus a [`CallSpec`]
 //! makes one [`crate::Kernel`].
 
-use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Literal, SemaphoreKind, Space};
+use crate::{BlockDim, CmpOp, DType, Dim, GridAxis, Initial, Literal, SemaphoreKind, Space};
 use std::ops;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,6 +35,8 @@ pub struct ArraySpec {
     pub block: Option<Blocking>,
     /// Where the operand lives (default: kernel memory).
     pub space: Space,
+    /// What an output holds before the body writes it (default: the caller's buffer).
+    pub initial: Initial,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -57,7 +59,15 @@ impl ArraySpec {
             shape: shape.into_iter().map(Into::into).collect(),
             block: None,
             space: Space::Local,
+            initial: Initial::Caller,
         }
+    }
+
+    /// An output whose contents are undefined until the body writes them (see
+    /// [`Initial::Undefined`]).
+    pub fn undefined(mut self) -> ArraySpec {
+        self.initial = Initial::Undefined;
+        self
     }
 
     /// A whole array left in HBM (`memory_space=pl.ANY`), reached by DMA only.

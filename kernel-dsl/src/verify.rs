@@ -2,8 +2,8 @@
 //! it. Errors name the kernel, the op and its source location.
 
 use crate::{
-    DType, Dim, Error, Extent, Func, Indexer, Kernel, Literal, Op, OpKind, Operand, Region, Result,
-    Role, SemaphoreKind, Space, Start, Type, ValueId, Window,
+    DType, Dim, Error, Extent, Func, Indexer, Initial, Kernel, Literal, Op, OpKind, Operand,
+    Region, Result, Role, SemaphoreKind, Space, Start, Type, ValueId, Window,
     builder::{broadcast_shapes, dot_shape, is_permutation},
     limits::check_buffer,
 };
@@ -56,6 +56,9 @@ fn verify_inner(k: &Kernel) -> Result<()> {
             _ => {}
         }
         verify_space(o).map_err(what)?;
+        if o.initial == Initial::Undefined && o.role != Role::Output {
+            return Err(what("only an output starts undefined".into()));
+        }
     }
     let grid_values = k.grid_values();
     let ctx = Context {

@@ -344,3 +344,24 @@ fn print_ops_round_trip_and_take_i32_scalars() {
         "a 7 b -3 $2 $-3 $x"
     );
 }
+
+#[test]
+fn an_output_that_starts_undefined_round_trips_and_hashes_apart() {
+    let text = ADD.replace(
+        "output %o: f32[n] block",
+        "output %o: f32[n] undefined block",
+    );
+    let k = parse_kernel(&text).unwrap();
+    assert_eq!(k.operands[1].initial, Initial::Undefined);
+    assert_eq!(k.operands[0].initial, Initial::Caller);
+    assert_eq!(k.to_string(), text);
+    assert_round_trips(&k);
+    assert_ne!(
+        k.structural_hash(),
+        parse_kernel(ADD).unwrap().structural_hash()
+    );
+    fails(
+        &ADD.replace("input %x: f32[n] block", "input %x: f32[n] undefined block"),
+        &["only an output starts undefined"],
+    );
+}

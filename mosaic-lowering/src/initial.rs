@@ -41,17 +41,22 @@ use crate::{
     types,
 };
 use melior::ir::{Block, Region, RegionLike};
-use tpukit_dsl::{DType, Kernel, OpKind, Region as IrRegion, Result, Role, Type, Window};
+use tpukit_dsl::{DType, Initial, Kernel, OpKind, Region as IrRegion, Result, Role, Type, Window};
 
 /// The outputs (operand indices, in operand order) that start as the caller's buffer: every
 /// output with [`crate::Options::alias_outputs`]; otherwise each output the body loads from,
 /// or stores to under a mask (a masked store keeps the elements it masks off, so they must
-/// hold the caller's values). Other outputs start undefined, as in Pallas.
+/// hold the caller's values), unless the IR says it starts undefined ([`Initial::Undefined`]:
+/// an imported Pallas output no input aliases). Other outputs start undefined, as in Pallas.
 pub fn outputs(kernel: &Kernel, alias_all: bool) -> Vec<usize> {
     kernel
         .operands_with_role(Role::Output)
+        .filter(|(id, o)| {
+            alias_all
+                || (o.initial == Initial::Caller
+                    && needs_contents(&kernel.body.body, id.0 as usize))
+        })
         .map(|(id, _)| id.0 as usize)
-        .filter(|&i| alias_all || needs_contents(&kernel.body.body, i))
         .collect()
 }
 

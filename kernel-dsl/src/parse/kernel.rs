@@ -3,8 +3,8 @@
 
 use super::{Parser, body::FuncState, lexer::Tok};
 use crate::{
-    BlockDim, BlockSpec, DType, Dim, Extent, GridAxis, Kernel, Literal, Operand, Result, Role,
-    Semantics, Type, Window,
+    BlockDim, BlockSpec, DType, Dim, Extent, GridAxis, Initial, Kernel, Literal, Operand, Result,
+    Role, Semantics, Type, Window,
 };
 
 const SEMANTICS: [Semantics; 2] = [Semantics::Parallel, Semantics::Arbitrary];
@@ -105,6 +105,11 @@ impl Parser {
             .into_iter()
             .find(|s| s.name().is_some_and(|n| self.eat_word(n)))
             .unwrap_or_default();
+        let initial = if self.eat_word("undefined") {
+            Initial::Undefined
+        } else {
+            Initial::Caller
+        };
         let window = if self.eat_word("block") {
             self.punct('[')?;
             let block = self.list(']', |p| {
@@ -143,6 +148,7 @@ impl Parser {
             shape,
             window,
             space,
+            initial,
         })
     }
 
