@@ -800,3 +800,52 @@ def test_cumsum_around_nan_and_infinities(device, dtype):
     close(cols, f.cumsum(0), equal_nan=True, **tol)
     close(rev, f.flip(1).cumsum(1).flip(1), equal_nan=True, **tol)
     assert torch.isfinite(rows[3, :2]).all() and torch.isfinite(rows[4, :1]).all()
+
+
+@helion.kernel
+def two_stage(x, a, b):
+    """Helion's squeeze-and-excitation forward: two nested loops over k, one inside a loop over
+    n whose last tile is partial (its body is traced twice: whole tiles, then the last)."""
+    m, k, n = x.size(0), a.size(1), b.size(1)
+    c = torch.empty([m, k], dtype=x.dtype)
+    out = torch.empty([m, n], dtype=x.dtype)
+    for tm in hl.tile(m):
+        for tk in hl.tile(k):
+            c[tm, tk] = torch.relu(x[tm, :] @ a[:, tk])
+        for tn in hl.tile(n):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(k):
+                acc = torch.addmm(acc, c[tm, tk], b[tk, tn])
+            out[tm, tn] = torch.sigmoid(acc)
+    return out, c
+
+
+@helion.kernel
+def repeated_launch(x):
+    """One device loop run three times by a host loop, with a nested loop: two block sizes."""
+    out = torch.zeros([x.size(0)], dtype=torch.float32)
+    for _ in range(3):
+        for tm in hl.tile(x.size(0)):
+            acc = hl.zeros([tm], dtype=torch.float32)
+            for tk in hl.tile(x.size(1)):
+                acc += x[tm, tk].float().sum(1)
+            out[tm] += acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_block_sizes_has_one_entry_per_tile_loop_in_the_source(device, dtype):
+    """As in Helion, each `hl.tile` of the source has its block size once in
+    `Config.block_sizes`, however many times its loop body is traced or its loop runs."""
+    x, a = torch.randn(37, 300, dtype=dtype), torch.randn(300, 256, dtype=dtype)
+    b = torch.randn(256, 200, dtype=dtype)
+    assert len(two_stage.block_sizes(x, a, b)) == 4
+    cfg = helion.Config(block_sizes=[8, 256, 128, 128])
+    assert two_stage.block_sizes(x, a, b, config=cfg) == [8, 256, 128, 128]
+    out, c = two_stage(x, a, b)
+    tol = TOL[BF16] if dtype == BF16 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(c.float(), torch.relu(x.float() @ a.float()), **tol)
+    torch.testing.assert_close(out.float(), torch.sigmoid(c.float() @ b.float()), **tol)
+    y = torch.randn(37, 300, dtype=dtype)
+    assert len(repeated_launch.block_sizes(y)) == 2
+    torch.testing.assert_close(repeated_launch(y), 3 * y.float().sum(1), rtol=1e-4, atol=1e-3)

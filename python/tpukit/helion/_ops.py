@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 
 from tpukit.helion import exc
+from tpukit.helion._precision import opmath_scalar, rounded_once
 from tpukit.helion._values import (
     MIXED,
     DTensor,
@@ -160,12 +161,13 @@ def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    v = _moments(x, dim, unbiased, keepdim, correction)[0]
-    return DTensor(jnp.sqrt(v.a), v.dims)
+    v = _moments(x, dim, unbiased, keepdim, correction, jnp.float32)[0]
+    return DTensor(jnp.sqrt(v.a).astype(as_dtensor(x).a.dtype), v.dims)
 
 
-def _moments(x, dim, unbiased, keepdim, correction):
-    """(variance, mean) over the valid elements, in f32, in ``x``'s dtype."""
+def _moments(x, dim, unbiased, keepdim, correction, dtype=None):
+    """(variance, mean) over the valid elements, computed in f32, in ``dtype`` (default:
+    ``x``'s)."""
     x = as_dtensor(x)
     c = 1 if correction is None and unbiased in (None, True) else (correction or 0)
     axes = _axes(dim, x.ndim)
@@ -177,7 +179,8 @@ def _moments(x, dim, unbiased, keepdim, correction):
     if not keepdim:
         m = jnp.squeeze(m, axis=axes)
     dims = reduce_dims(x.dims, axes, keepdim)
-    return DTensor(v.astype(x.a.dtype), dims), DTensor(m.astype(x.a.dtype), dims)
+    d = x.a.dtype if dtype is None else dtype
+    return DTensor(v.astype(d), dims), DTensor(m.astype(d), dims)
 
 
 def _softmax_parts(x, dim, dtype):
@@ -733,7 +736,27 @@ STRUCTURAL = {
     **NEW,
 }
 
-_IMPLS = {name: elementwise(name, f) for name, f in ELEMENTWISE.items()} | STRUCTURAL
+ROUNDED_ONCE = frozenset({
+    "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
+    "sigmoid", "silu", "reciprocal", "erf", "erfc", "gelu", "lerp",
+})
+"""Functions JAX spells as several primitives, or whose primitive may be lowered in several
+steps: on bf16/f16 values computed in f32 and rounded once (``_precision``), as torch does.
+The arithmetic operators already round once per operation; ``pow`` and ``remainder`` round as
+torch's do (a Python float operand rounded to bf16 first)."""
+
+OPMATH_SCALAR = frozenset({"mul", "multiply", "div", "divide", "true_divide"})
+"""Products and quotients whose Python-number operand keeps its f32 value with a bf16 tensor, as
+torch's do (its sums and differences round the number to bf16 first, as JAX does)."""
+
+
+def _precise(name, f):
+    if name in ROUNDED_ONCE:
+        return rounded_once(f)
+    return opmath_scalar(f) if name in OPMATH_SCALAR else f
+
+
+_IMPLS = {n: elementwise(n, _precise(n, f)) for n, f in ELEMENTWISE.items()} | STRUCTURAL
 
 
 def names():

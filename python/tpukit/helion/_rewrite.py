@@ -163,6 +163,16 @@ def _function_locals(fn: ast.FunctionDef) -> set[str]:
     return params | _stored_names(fn.body)
 
 
+def _at_site(site: int) -> ast.Call:
+    """``_hl_rt.at_site(site)``: evaluated just before the loop's ``hl.tile(...)``, so the block
+    sizes that call allocates belong to this loop (``_state.allocate_block_id``)."""
+    return ast.Call(
+        func=ast.Attribute(ast.Name(RT, ast.Load()), "at_site", ast.Load()),
+        args=[ast.Constant(site)],
+        keywords=[],
+    )
+
+
 def _check_loop(node: ast.For, filename: str) -> None:
     where = f"{filename}:{node.lineno}"
     if node.orelse:
@@ -298,7 +308,7 @@ class _Rewriter:
         call = ast.Expr(
             ast.Call(
                 func=ast.Attribute(ast.Name(RT, ast.Load()), "launch", ast.Load()),
-                args=[ast.Constant(site), loop.iter, ast.Name(name, ast.Load()), env],
+                args=[_at_site(site), loop.iter, ast.Name(name, ast.Load()), env],
                 keywords=[],
             )
         )
@@ -420,7 +430,7 @@ class _Rewriter:
         )
         call = ast.Call(
             func=ast.Attribute(ast.Name(RT, ast.Load()), "inner_loop", ast.Load()),
-            args=[ast.Constant(site), loop.iter, ast.Name(name, ast.Load()),
+            args=[_at_site(site), loop.iter, ast.Name(name, ast.Load()),
                   tup(ast.Load)],
             keywords=[],
         )

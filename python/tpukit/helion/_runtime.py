@@ -34,7 +34,14 @@ from tpukit.helion._plan import (
     make_plan,
     wrap_errors,
 )
-from tpukit.helion._state import CallState, cdiv, current_call, current_trace
+from tpukit.helion._state import (
+    CallState,
+    cdiv,
+    current_call,
+    current_trace,
+    enter_site,
+    leave_site,
+)
 from tpukit.helion._tiles import GridIndex, JaggedTile, Tile, TileBound, TileSpec
 from tpukit.helion._values import DTensor, merge_dims, select, unwrap
 from tpukit.helion._where import where
@@ -117,8 +124,16 @@ def _current_plan(st, site, spec, device_fn, env):
     return key, plan, hosts, fresh
 
 
+def at_site(site):
+    """Called by the rewritten kernel just before a loop's ``hl.tile(...)`` is evaluated (see
+    ``_state.allocate_block_id``); ``launch``/``inner_loop`` end the site."""
+    enter_site(site)
+    return site
+
+
 def launch(site, spec, device_fn, env):
     """Runs one top-level device loop (called by the rewritten kernel)."""
+    leave_site()
     st = current_call()
     if not isinstance(spec, TileSpec):
         raise exc.HelionError(
@@ -168,6 +183,7 @@ def _copy_into(obj, result):
 
 def inner_loop(site, spec, fn, carry):
     """Runs a nested device loop ``for tile in spec: carry = fn(tile, carry)``."""
+    leave_site()
     trace = current_trace()
     if trace is None:
         raise exc.HelionError("a nested device loop outside a device loop" + where())

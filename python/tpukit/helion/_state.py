@@ -28,6 +28,9 @@ class CallState:
     lowered: list = field(default_factory=list)  # StableHLO per device loop (lower mode)
     kernels: list = field(default_factory=list)  # tpukit kernel IR per device loop (lower mode)
     sizes: dict = field(default_factory=dict)  # block id -> size used
+    site: int | None = None  # the loop whose `hl.tile(...)` is being evaluated
+    site_next: int = 0  # how many block ids that evaluation has taken so far
+    site_ids: dict = field(default_factory=dict)  # loop site -> its block ids, in order
 
 
 def current_call() -> CallState:
@@ -50,11 +53,36 @@ def device_only(name: str) -> None:
 
 
 def allocate_block_id() -> int:
-    """The next ``Config.block_sizes`` index (order of first appearance)."""
+    """The next ``Config.block_sizes`` index (order of first appearance).
+
+    As in Helion, a loop's ``hl.tile`` has its block ids once per kernel source location, not
+    once per evaluation: a nested loop whose enclosing body is traced twice (whole tiles, then
+    the partial last one) or a loop in a host ``for`` reuses the ids it took first."""
     st = current_call()
-    i = st.counter
-    st.counter += 1
+    if st.site is None:
+        i = st.counter
+        st.counter += 1
+        return i
+    ids = st.site_ids.setdefault(st.site, [])
+    if st.site_next < len(ids):
+        i = ids[st.site_next]
+    else:
+        i = st.counter
+        ids.append(i)
+    st.site_next += 1
+    st.counter = max(st.counter, i + 1)
     return i
+
+
+def enter_site(site) -> None:
+    """The block ids allocated until ``leave_site`` belong to loop ``site``."""
+    st = current_call()
+    st.site = site
+    st.site_next = 0
+
+
+def leave_site() -> None:
+    current_call().site = None
 
 
 def configured_block(block_id: int):

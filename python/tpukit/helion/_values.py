@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from tpukit.helion import _affine, exc
+from tpukit.helion._precision import opmath_scalar
 from tpukit.helion._where import where
 
 # --- dtypes ------------------------------------------------------------------------------
@@ -414,10 +415,12 @@ class DTensor:
     __radd__ = _binop(jnp.add, swap=True, name="add")
     __sub__ = _binop(jnp.subtract, name="sub")
     __rsub__ = _binop(jnp.subtract, swap=True, name="sub")
-    __mul__ = _binop(jnp.multiply, name="mul")
-    __rmul__ = _binop(jnp.multiply, swap=True, name="mul")
-    __truediv__ = _binop(jnp.true_divide)
-    __rtruediv__ = _binop(jnp.true_divide, swap=True)
+    # `*` and `/` of a Python number and a bf16 value use the number's f32 value, as torch's do
+    # (``_precision``; torch's `+`/`-` round it to bf16 first, as JAX does)
+    __mul__ = _binop(opmath_scalar(jnp.multiply), name="mul")
+    __rmul__ = _binop(opmath_scalar(jnp.multiply), swap=True, name="mul")
+    __truediv__ = _binop(opmath_scalar(jnp.true_divide))
+    __rtruediv__ = _binop(opmath_scalar(jnp.true_divide), swap=True)
     __floordiv__ = _binop(jnp.floor_divide)
     __rfloordiv__ = _binop(jnp.floor_divide, swap=True)
     __mod__ = _binop(jnp.remainder)
