@@ -316,15 +316,20 @@ impl Call<'_> {
                 let words = tpukit_dsl::buffer_bytes(o.dtype, shape)
                     .map_or(usize::MAX, |b| b.div_ceil(8).max(1));
                 let what = format!("scratch operand `{}`", o.name);
-                let mut mem = alloc::zeroed::<u64>(words, &what).map_err(Failed::Memory)?;
-                poison(&mut mem, o.dtype);
+                let mem = match poison(o.dtype) {
+                    Some(nan) => alloc::filled(words, nan, &what),
+                    None => alloc::zeroed::<u64>(words, &what),
+                };
+                let mut mem = mem.map_err(Failed::Memory)?;
                 ptrs[i] = mem.as_mut_ptr() as usize;
                 scratch.push(mem);
             }
         }
+        // Not zeroed: the kernel writes each workspace word before reading it (it zeroes its
+        // own records, see `codegen::window`).
         let words = self.compiled.workspace_bytes.div_ceil(8).saturating_add(8);
         let mut workspace =
-            alloc::zeroed::<u64>(words, "the kernel's workspace").map_err(Failed::Memory)?;
+            alloc::uninit(words, "the kernel's workspace").map_err(Failed::Memory)?;
         let ws = (workspace.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
         let mut status: Status = Box::new([0; STATUS_LEN]);
         // SAFETY: the pointers are live for the call and sized as the ABI says; the kernel
@@ -351,17 +356,17 @@ impl Call<'_> {
     }
 }
 
-/// Fills float scratch with NaN (as the interpreter does), so a kernel that reads its scratch
-/// before writing it fails loudly instead of looking right by luck.
-fn poison(mem: &mut [u64], dtype: tpukit_dsl::DType) {
+/// The word float scratch of `dtype` is filled with: NaN (as the interpreter fills it), so
+/// a kernel that reads its scratch before writing it fails loudly instead of looking right by
+/// luck. `None` for other dtypes, whose scratch is zeroed (semaphores start at zero).
+fn poison(dtype: tpukit_dsl::DType) -> Option<u64> {
     use tpukit_dsl::DType;
-    let pattern = match dtype {
-        DType::F32 => 0x7fc0_0000_7fc0_0000,
-        DType::BF16 => 0x7fc0_7fc0_7fc0_7fc0,
-        DType::F16 => 0x7e00_7e00_7e00_7e00,
-        _ => return,
-    };
-    mem.fill(pattern);
+    match dtype {
+        DType::F32 => Some(0x7fc0_0000_7fc0_0000),
+        DType::BF16 => Some(0x7fc0_7fc0_7fc0_7fc0),
+        DType::F16 => Some(0x7e00_7e00_7e00_7e00),
+        _ => None,
+    }
 }
 
 /// Turns a failed kernel's status record into an error naming the kernel, the operand or op

@@ -214,6 +214,9 @@ pub(crate) struct Emitter<'ctx, 'k> {
     buffers: Vec<PointerValue<'ctx>>,
     /// Loads of stored operands that need no snapshot (see `snapshot`).
     unsnapshotted: std::collections::HashSet<*const Op>,
+    /// Workspace offsets of the words the body zeroes on entry (the flags of `window`'s
+    /// origin records): the runtime does not zero the workspace.
+    zero_on_entry: Vec<usize>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -261,6 +264,7 @@ pub(crate) fn emit<'ctx>(
         fused: Default::default(),
         buffers: Vec::new(),
         unsnapshotted: Default::default(),
+        zero_on_entry: Vec::new(),
     };
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;
@@ -270,6 +274,7 @@ pub(crate) fn emit<'ctx>(
     let (lo, hi) = (param(n + 3).into_int_value(), param(n + 4).into_int_value());
     e.grid_loops(lo, hi)?;
     e.b.build_return(Some(&ctx.i32_type().const_zero()))?;
+    e.zero_records(start)?;
     e.scope_buffers();
     if !(func.verify(false)
         && e.module
@@ -529,7 +534,13 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// size that overflowed) and a workspace whose size overflows are errors: the verifier
     /// bounds every buffer (`tpukit_dsl::MAX_BUFFER_BYTES`), so neither happens for a
     /// verified kernel, but a wrapped size would let the kernel write past its workspace.
+    /// The memory is not zeroed: its user writes it before reading it.
     fn alloc(&mut self, bytes: Option<usize>) -> Result<PointerValue<'ctx>> {
+        Ok(self.alloc_at(bytes)?.0)
+    }
+
+    /// [`Emitter::alloc`], also returning the buffer's offset in the workspace.
+    fn alloc_at(&mut self, bytes: Option<usize>) -> Result<(PointerValue<'ctx>, usize)> {
         let end = bytes.and_then(|b| {
             self.workspace_bytes
                 .checked_next_multiple_of(64)
@@ -555,7 +566,29 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if base.as_instruction().is_some() {
             self.buffers.push(base);
         }
-        Ok(base)
+        Ok((base, off))
+    }
+
+    /// Zeroes the `zero_on_entry` words at the start of the body's `entry` block (emitted
+    /// last, when every one of them is known).
+    fn zero_records(&mut self, entry: inkwell::basic_block::BasicBlock<'ctx>) -> Result<()> {
+        match entry.get_first_instruction() {
+            Some(first) => self.b.position_before(&first),
+            None => self.b.position_at_end(entry),
+        }
+        let i64t = self.ctx.i64_type();
+        for off in std::mem::take(&mut self.zero_on_entry) {
+            let at = unsafe {
+                self.b.build_in_bounds_gep(
+                    self.ctx.i8_type(),
+                    self.workspace,
+                    &[self.i64(off as i64)],
+                    "record",
+                )?
+            };
+            self.b.build_store(at, i64t.const_zero())?;
+        }
+        Ok(())
     }
 
     /// The site number of `op` (stable across the two body copies).
