@@ -203,6 +203,17 @@ fn blocked_matmul(a: In, b: In, o: Out, acc: Scratch) {
     }
 }
 
+/// JAX's shipped matmul: the output block is written from the accumulator at every k step
+/// (the copy is fused into the product's micro-kernel, see `fuse`).
+#[tpu_kernel]
+fn matmul_copy_out(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    o[..] = acc[..];
+}
+
 /// The accumulate reads the ref it adds to in between: the `load` is its own value (a
 /// snapshot), so the update must not be fused past it.
 #[tpu_kernel]
@@ -241,14 +252,24 @@ fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
 /// as zeros): f32 (operands read in place where their window fits) and bf16.
 /// Runs [`blocked_matmul`] in blocks of `bs` on random operands of every shape of `shapes`.
 fn check_blocked(dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
-    let kern = blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap();
+    check_blocked_kernel(
+        &blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap(),
+        dtype,
+        bs,
+        shapes,
+    );
+}
+
+/// Runs `kern` (a blocked product of `dtype` operands in blocks of `bs`) on random operands of
+/// every shape of `shapes`, against the f64 reference.
+fn check_blocked_kernel(kern: &Kernel, dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
     for &(m, k, n) in shapes {
         let mut r = rng(60 + bs as u64);
         let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
         let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
         let (want, abs) = reference(&av, &bv, (m, k, n));
-        let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
-        let what = format!("{dtype} blocks {bs}, {m}x{k}x{n}");
+        let out = launch(kern, Device::Cpu, &[&a, &b]).unwrap();
+        let what = format!("{} {dtype} blocks {bs}, {m}x{k}x{n}", kern.name);
         assert_dot(&what, &out[0].to_f64_vec(), (&want, &abs), k, DType::F32);
     }
 }
@@ -262,6 +283,20 @@ fn accumulated_blocked_products_against_f64() {
         for bs in [32, 48] {
             let shapes = [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)];
             check_blocked(dtype, bs, &shapes);
+        }
+    }
+}
+
+/// `acc[..] += dot(a, b); o[..] = acc[..]` at every step: the copy to `o` made by the
+/// micro-kernel, for windows that fit and that overhang (staged), and blocks of 40 columns
+/// (two vectors and 8 columns the scalar loop finishes).
+#[test]
+fn accumulated_products_copied_out_against_f64() {
+    for dtype in [DType::F32, DType::BF16] {
+        for bs in [32, 40] {
+            let kern = matmul_copy_out(&blocked_spec(dtype, bs, 1)).unwrap();
+            let shapes = [(70, 90, 50), (bs, 3 * bs, bs), (5, 7, 3)];
+            check_blocked_kernel(&kern, dtype, bs, &shapes);
         }
     }
 }

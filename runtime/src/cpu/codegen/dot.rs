@@ -78,12 +78,23 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         // The destination: the fused accumulator (see `fuse`), or a new buffer.
         let fused = self.accumulations.get(&(op as *const Op)).copied();
         let (c, accumulate) = match fused {
-            Some(acc) => (self.accumulator(env, acc, [g.m, g.n])?, true),
+            Some(acc) => {
+                let target = super::fuse::Target {
+                    operand: acc.operand,
+                    index: acc.index,
+                };
+                (self.accumulator(env, target, [g.m, g.n])?, true)
+            }
             None => {
                 let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
                 (self.buffer_mat(c, g.n), false)
             }
         };
+        let copy = match fused.and_then(|acc| acc.copy) {
+            Some(to) => Some(self.accumulator(env, to, [g.m, g.n])?),
+            None => None,
+        };
+        let dest = Dest { accumulate, copy };
         let bf16 = |v: ValueId| f.ty(v).dtype == DType::BF16;
         if self.options.bf16_dot
             && self.options.vector_lanes == 16
@@ -91,7 +102,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             && bf16(lhs)
             && bf16(rhs)
         {
-            self.dot_bf16(f, env, (lhs, rhs, dims), g, batch, c, accumulate)?;
+            self.dot_bf16(f, env, (lhs, rhs, dims), g, batch, c, dest)?;
         } else {
             let in_place = |e: &mut Self, v, ok| -> Result<Option<Mat<'ctx>>> {
                 if ok && batch == 1 && acc_dtype == DType::F32 {
@@ -116,7 +127,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     e.batch_at(c, bi, g.m * g.n, acc_dtype)?,
                 );
                 if acc_dtype == DType::F32 {
-                    e.gemm(g, g.k, a, b, c, accumulate, Step::F32)
+                    e.gemm(g, g.k, a, b, c, dest, Step::F32)
                 } else {
                     e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), accumulate)
                 }
@@ -265,8 +276,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
-    /// `C = A·B` (`C += A·B` if `accumulate`) for one matrix triple, `steps` micro-kernel
-    /// steps along k (k itself, or its pairs).
+    /// `C = A·B` (`C += A·B` if `dest.accumulate`, and C copied to `dest.copy`) for one
+    /// matrix triple, `steps` micro-kernel steps along k (k itself, or its pairs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm(
         &mut self,
@@ -275,15 +286,17 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         a: Mat<'ctx>,
         b: Mat<'ctx>,
         c: Mat<'ctx>,
-        accumulate: bool,
+        dest: Dest<'ctx>,
         step: Step,
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
         let vec_cols = g.n / w * w;
+        let accumulate = dest.accumulate;
         let tile = Tile {
             steps,
             w,
             accumulate,
+            copy: dest.copy,
             step,
         };
         for Panels {
@@ -319,6 +332,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), accumulate)?
                 }
             }
+            if let Some(d) = dest.copy {
+                let f32t = self.ctx.f32_type().into();
+                self.nest(&[g.m, g.n - vec_cols], &mut |e, idx| {
+                    let j = e.b.build_int_nsw_add(idx[1], e.i64(vec_cols as i64), "j")?;
+                    let x = e.load_at(f32t, c.ptr, e.mat_offset(c, idx[0], j)?)?;
+                    e.store_at(f32t, d.ptr, e.mat_offset(d, idx[0], j)?, x)
+                })?;
+            }
         }
         Ok(())
     }
@@ -326,7 +347,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// One `rows × (nv·w)` tile of C at (`i`, `j`), accumulated in registers over all of k.
     fn tile(
         &mut self,
-        t: Tile,
+        t: Tile<'ctx>,
         [a, b, c]: [Mat<'ctx>; 3],
         i: IntValue<'ctx>,
         j: IntValue<'ctx>,
@@ -347,13 +368,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let accs: Vec<PointerValue<'ctx>> = (0..rows * nv)
             .map(|_| self.slot(vt.into()))
             .collect::<Result<_>>()?;
-        let c_at = |e: &Self, r: usize, v: usize| -> Result<PointerValue<'ctx>> {
+        let at = |e: &Self, c: Mat<'ctx>, r: usize, v: usize| -> Result<PointerValue<'ctx>> {
             let row = e.b.build_int_nsw_add(i, e.i64(r as i64), "r")?;
             let coff = e.b.build_int_nsw_mul(row, c.ld, "cr")?;
             let coff = e.b.build_int_nsw_add(coff, j, "cj")?;
             let off = e.b.build_int_nsw_add(coff, e.i64((v * w) as i64), "co")?;
             Ok(unsafe { e.b.build_in_bounds_gep(f32t, c.ptr, &[off], "cq")? })
         };
+        let c_at = |e: &Self, r: usize, v: usize| at(e, c, r, v);
         for r in 0..rows {
             for v in 0..nv {
                 let init = if t.accumulate {
@@ -423,6 +445,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
                 let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
+                if let Some(d) = t.copy {
+                    let st = self.b.build_store(at(self, d, r, v)?, acc)?;
+                    st.set_alignment(4).map_err(|er| er.to_string())?;
+                }
             }
         }
         Ok(())
@@ -540,15 +566,25 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
     out
 }
 
+/// Where a product goes besides C: whether it adds to C's values (else it starts from
+/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`).
+#[derive(Copy, Clone)]
+pub(super) struct Dest<'ctx> {
+    pub accumulate: bool,
+    pub copy: Option<Mat<'ctx>>,
+}
+
 /// The static parameters of one micro-kernel tile.
 #[derive(Copy, Clone)]
-struct Tile {
+struct Tile<'ctx> {
     /// Steps along k (k, or its pairs).
     steps: usize,
     /// Vector lanes (f32).
     w: usize,
     /// Start from C's values instead of zeros.
     accumulate: bool,
+    /// Also store the finished tile here.
+    copy: Option<Mat<'ctx>>,
     step: Step,
 }
 
