@@ -163,6 +163,57 @@ fn unit_dim_windows_read_in_place_and_transposed() {
     }
 }
 
+/// Operands computed in the kernel that a product reads down their columns: a transposed
+/// elementwise value (`(2·x)ᵀ` as the left operand), and one contracted along its rows
+/// (`dot_t` of `a` with `2·bt`): each is computed row-major into a buffer and transposed in
+/// registers, with leftover rows and columns.
+#[tpu_kernel]
+fn computed_transposed_products(x: In, b: In, a: In, bt: In, xb: Out, abt: Out) {
+    xb[..] = dot((x[..] * 2.0).t(), b[..]);
+    abt[..] = dot_t(a[..], bt[..] * 2.0);
+}
+
+#[test]
+fn computed_operands_read_down_their_columns() {
+    let (m, k, n) = (37, 45, 29);
+    let spec = CallSpec {
+        inputs: vec![
+            ArraySpec::new(DType::F32, [k, m]),
+            ArraySpec::new(DType::F32, [k, n]),
+            ArraySpec::new(DType::F32, [m, k]),
+            ArraySpec::new(DType::F32, [n, k]),
+        ],
+        outputs: vec![ArraySpec::new(DType::F32, [m, n]); 2],
+        ..Default::default()
+    };
+    let kern = computed_transposed_products(&spec).unwrap();
+    let mut r = rng(71);
+    let (x, xv) = random(&mut r, DType::F32, &[k, m], -1.0, 1.0);
+    let (b, bv) = random(&mut r, DType::F32, &[k, n], -1.0, 1.0);
+    let (a, av) = random(&mut r, DType::F32, &[m, k], -1.0, 1.0);
+    let (bt, btv) = random(&mut r, DType::F32, &[n, k], -1.0, 1.0);
+    let out = launch(&kern, Device::Cpu, &[&x, &b, &a, &bt]).unwrap();
+    // (2·x)ᵀ as an m × k matrix; 2·btᵀ as a k × n matrix (doubling is exact).
+    let xt: Vec<f64> = (0..m * k).map(|i| 2.0 * xv[(i % k) * m + i / k]).collect();
+    let b2: Vec<f64> = (0..k * n).map(|i| 2.0 * btv[(i % n) * k + i / n]).collect();
+    let want = reference(&xt, &bv, (m, k, n));
+    assert_dot(
+        "(2x)ᵀ·b",
+        &out[0].to_f64_vec(),
+        (&want.0, &want.1),
+        k,
+        DType::F32,
+    );
+    let want = reference(&av, &b2, (m, k, n));
+    assert_dot(
+        "a·(2bt)ᵀ",
+        &out[1].to_f64_vec(),
+        (&want.0, &want.1),
+        k,
+        DType::F32,
+    );
+}
+
 /// Extreme magnitudes in bf16: products overflowing to ±inf and NaN propagate as in f32
 /// arithmetic; values in f32's normal range are not flushed.
 #[test]

@@ -164,9 +164,19 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let in_dtype = f.ty(v).dtype;
         let rank = f.ty(v).rank();
         let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
-        if swap && batch == 1 && dtype == DType::F32 {
-            // Read where it lies: whole tiles transposed in registers.
-            if let Some(src) = self.in_place(f, env, v)? {
+        if batch == 1 && rank == 2 && dtype == DType::F32 && in_dtype == DType::F32 {
+            // A packing that would walk down its source's columns (a swapped operand, or a
+            // transposed value read as it is) reads the source row-major instead, where it
+            // lies or else computed into a buffer, and transposes whole tiles in registers.
+            let (src, down_columns) = match transposed_source(f, env, v) {
+                Some(x) => (x, !swap),
+                None => (v, swap),
+            };
+            if down_columns && !self.options.debug {
+                let src = match self.in_place(f, env, src)? {
+                    Some(src) => src,
+                    None => self.materialise_f32(f, env, src)?,
+                };
                 let dst = self.buffer_mat(dst, cols);
                 self.transpose_f32(src, dst, rows, cols)?;
                 return Ok(dst);
@@ -196,6 +206,24 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             self.nest(&shape, &mut each)?;
         }
         Ok(self.buffer_mat(dst, cols))
+    }
+
+    /// `v`, a rank-2 f32 value, computed into a new row-major buffer (in row order, which
+    /// LLVM vectorises along the rows).
+    fn materialise_f32(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+    ) -> Result<Mat<'ctx>> {
+        let shape = f.ty(v).shape.clone();
+        let buf = self.alloc_buffer(DType::F32, shape.iter().product())?;
+        self.nest(&shape, &mut |e, idx| {
+            let x = e.elem(f, env, v, idx)?;
+            let at = e.linear(&shape, idx)?;
+            e.buffer_store(DType::F32, buf, at, x)
+        })?;
+        Ok(self.buffer_mat(buf, shape[1]))
     }
 
     /// A row-major buffer with `cols` columns as a [`Mat`].
@@ -608,6 +636,17 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
             BasicTypeEnum::IntType(t) => t.vec_type(w as u32),
             other => unreachable!("no vectors of {other:?} here"),
         }
+    }
+}
+
+/// The value `v` transposes, if `v` is a lazy transpose of a rank-2 value.
+fn transposed_source(f: &Func, env: &Env<'_, '_>, v: ValueId) -> Option<ValueId> {
+    match super::value::get(env, v) {
+        Val::Lazy(Op {
+            kind: OpKind::Transpose { x, perm },
+            ..
+        }) if perm[..] == [1, 0] && f.ty(*x).rank() == 2 => Some(*x),
+        _ => None,
     }
 }
 
