@@ -265,6 +265,18 @@ fn matmul_copy_out(a: In, b: In, o: Out, acc: Scratch) {
     o[..] = acc[..];
 }
 
+/// As [`matmul_copy_out`], the output block written from a value computed from the
+/// accumulator (not a fusable copy): the store runs at the last k step only (see
+/// `deferred`).
+#[tpu_kernel]
+fn matmul_scaled_out(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    o[..] = acc[..] * 2.0;
+}
+
 /// The accumulate reads the ref it adds to in between: the `load` is its own value (a
 /// snapshot), so the update must not be fused past it.
 #[tpu_kernel]
@@ -339,8 +351,9 @@ fn accumulated_blocked_products_against_f64() {
 }
 
 /// `acc[..] += dot(a, b); o[..] = acc[..]` at every step: the copy to `o` made by the
-/// micro-kernel, for windows that fit and that overhang (staged), and blocks of 40 columns
-/// (two vectors and 8 columns the scalar loop finishes).
+/// micro-kernel (at the last k step only), for windows that fit and that overhang
+/// (staged), and blocks of 40 columns (two vectors and 8 columns the scalar loop
+/// finishes); and `o[..] = 2·acc[..]`, stored at the last k step only.
 #[test]
 fn accumulated_products_copied_out_against_f64() {
     for dtype in [DType::F32, DType::BF16] {
@@ -348,6 +361,17 @@ fn accumulated_products_copied_out_against_f64() {
             let kern = matmul_copy_out(&blocked_spec(dtype, bs, 1)).unwrap();
             let shapes = [(70, 90, 50), (bs, 3 * bs, bs), (5, 7, 3)];
             check_blocked_kernel(&kern, dtype, bs, &shapes);
+            // Doubled exactly: the same sums as the copy's, times 2.
+            let scaled = matmul_scaled_out(&blocked_spec(dtype, bs, 1)).unwrap();
+            for &(m, k, n) in &shapes {
+                let mut r = rng(90);
+                let (a, _) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+                let (b, _) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+                let copied = launch(&kern, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+                let got = launch(&scaled, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+                let want: Vec<f64> = copied.iter().map(|x| 2.0 * x).collect();
+                assert_eq!(got, want, "{dtype} blocks {bs}, {m}x{k}x{n}: 2·acc");
+            }
         }
     }
 }

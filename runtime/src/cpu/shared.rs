@@ -89,7 +89,7 @@ impl Shared {
 
 /// Whether `spec`'s index map reads grid axis `axis` (an op of it, or its yield, uses the
 /// axis' argument).
-fn reads_axis(spec: &BlockSpec, axis: usize) -> bool {
+pub(crate) fn reads_axis(spec: &BlockSpec, axis: usize) -> bool {
     let body = &spec.index_map.body;
     body.args
         .get(axis)

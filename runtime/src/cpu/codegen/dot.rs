@@ -90,11 +90,18 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 (self.buffer_mat(c, g.n), false)
             }
         };
-        let copy = match fused.and_then(|acc| acc.copy) {
-            Some(to) => Some(self.accumulator(env, to, [g.m, g.n])?),
-            None => None,
+        let (copy, copy_if) = match fused.and_then(|acc| acc.copy) {
+            Some(to) => (
+                Some(self.accumulator(env, to, [g.m, g.n])?),
+                self.store_runs(to.operand)?,
+            ),
+            None => (None, None),
         };
-        let dest = Dest { accumulate, copy };
+        let dest = Dest {
+            accumulate,
+            copy,
+            copy_if,
+        };
         let bf16 = |v: ValueId| f.ty(v).dtype == DType::BF16;
         if self.options.bf16_dot
             && self.options.vector_lanes == 16
@@ -325,6 +332,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             w,
             accumulate,
             copy: dest.copy,
+            copy_if: dest.copy_if,
             step,
         };
         for Panels {
@@ -362,11 +370,17 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             }
             if let Some(d) = dest.copy {
                 let f32t = self.ctx.f32_type().into();
-                self.nest(&[g.m, g.n - vec_cols], &mut |e, idx| {
-                    let j = e.b.build_int_nsw_add(idx[1], e.i64(vec_cols as i64), "j")?;
-                    let x = e.load_at(f32t, c.ptr, e.mat_offset(c, idx[0], j)?)?;
-                    e.store_at(f32t, d.ptr, e.mat_offset(d, idx[0], j)?, x)
-                })?;
+                let mut copy = |e: &mut Self| {
+                    e.nest(&[g.m, g.n - vec_cols], &mut |e, idx| {
+                        let j = e.b.build_int_nsw_add(idx[1], e.i64(vec_cols as i64), "j")?;
+                        let x = e.load_at(f32t, c.ptr, e.mat_offset(c, idx[0], j)?)?;
+                        e.store_at(f32t, d.ptr, e.mat_offset(d, idx[0], j)?, x)
+                    })
+                };
+                match dest.copy_if {
+                    Some(runs) => self.when(runs, &mut copy)?,
+                    None => copy(self)?,
+                }
             }
         }
         Ok(())
@@ -468,15 +482,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             }
             Ok(())
         })?;
+        let mut finals = Vec::with_capacity(rows * nv);
         for r in 0..rows {
             for v in 0..nv {
                 let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
                 let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
-                if let Some(d) = t.copy {
-                    let st = self.b.build_store(at(self, d, r, v)?, acc)?;
-                    st.set_alignment(4).map_err(|er| er.to_string())?;
+                finals.push(acc);
+            }
+        }
+        if let Some(d) = t.copy {
+            let mut copy = |e: &mut Self| {
+                for r in 0..rows {
+                    for v in 0..nv {
+                        let st = e.b.build_store(at(e, d, r, v)?, finals[r * nv + v])?;
+                        st.set_alignment(4).map_err(|er| er.to_string())?;
+                    }
                 }
+                Ok(())
+            };
+            match t.copy_if {
+                Some(runs) => self.when(runs, &mut copy)?,
+                None => copy(self)?,
             }
         }
         Ok(())
@@ -595,11 +622,13 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
 }
 
 /// Where a product goes besides C: whether it adds to C's values (else it starts from
-/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`).
+/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`), only
+/// where `copy_if` holds if it is given (see `deferred`).
 #[derive(Copy, Clone)]
 pub(super) struct Dest<'ctx> {
     pub accumulate: bool,
     pub copy: Option<Mat<'ctx>>,
+    pub copy_if: Option<IntValue<'ctx>>,
 }
 
 /// The static parameters of one micro-kernel tile.
@@ -611,8 +640,9 @@ struct Tile<'ctx> {
     w: usize,
     /// Start from C's values instead of zeros.
     accumulate: bool,
-    /// Also store the finished tile here.
+    /// Also store the finished tile here (where `copy_if` holds, if given).
     copy: Option<Mat<'ctx>>,
+    copy_if: Option<IntValue<'ctx>>,
     step: Step,
 }
 

@@ -20,6 +20,7 @@ mod alias;
 mod analysis;
 mod bitcast;
 mod control;
+mod deferred;
 mod dense;
 mod dma;
 mod dot;
@@ -217,6 +218,8 @@ pub(crate) struct Emitter<'ctx, 'k> {
     /// Workspace offsets of the words the body zeroes on entry (the flags of `window`'s
     /// origin records): the runtime does not zero the workspace.
     zero_on_entry: Vec<usize>,
+    /// Outputs whose store runs only at the last step of the innermost axis (see `deferred`).
+    deferred: Vec<OperandId>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -265,7 +268,9 @@ pub(crate) fn emit<'ctx>(
         buffers: Vec::new(),
         unsnapshotted: Default::default(),
         zero_on_entry: Vec::new(),
+        deferred: Vec::new(),
     };
+    e.deferred = e.deferred_outputs();
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;
     e.grid = (0..kernel.grid.len())
@@ -492,6 +497,26 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             self.unstage_window(i)?;
         }
         Ok(())
+    }
+
+    /// Whether a store to `operand` runs at this grid step (an i1): true, or, for a deferred
+    /// output (see `deferred`), whether this is the last step of the innermost axis. `None`
+    /// when it always runs.
+    fn store_runs(&self, operand: OperandId) -> Result<Option<IntValue<'ctx>>> {
+        if !self.deferred.contains(&operand) {
+            return Ok(None);
+        }
+        let last = self.kernel.grid.len() - 1;
+        let end = self
+            .b
+            .build_int_sub(self.grid[last], self.i64(1), "lastk")?;
+        let at = self.b.build_int_compare(
+            inkwell::IntPredicate::EQ,
+            self.point[last],
+            end,
+            "laststep",
+        )?;
+        Ok(Some(at))
     }
 
     /// Branches to the failure exit unless `ok`, recording `report` in the status.
