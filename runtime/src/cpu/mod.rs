@@ -218,6 +218,9 @@ pub(crate) unsafe fn run_at(
 
 type Status = Box<[i64; STATUS_LEN]>;
 
+/// A range `lo..hi` of the linearised leading grid axes that one worker call runs.
+type Chunk = (i64, i64);
+
 /// Why a worker stopped: the kernel failed (its status record), or its buffers could not be
 /// allocated.
 enum Failed {
@@ -244,7 +247,7 @@ unsafe fn split(
     threads: usize,
     may_split: bool,
     (base, dims): (&[usize], &[i64]),
-) -> Result<(Vec<(i64, i64)>, Option<Shared>), RuntimeError> {
+) -> Result<(Vec<Chunk>, Option<Shared>), RuntimeError> {
     let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
