@@ -163,6 +163,57 @@ fn unit_dim_windows_read_in_place_and_transposed() {
     }
 }
 
+/// Operands computed in the kernel that a product reads down their columns: a transposed
+/// elementwise value (`(2·x)ᵀ` as the left operand), and one contracted along its rows
+/// (`dot_t` of `a` with `2·bt`): each is computed row-major into a buffer and transposed in
+/// registers, with leftover rows and columns.
+#[tpu_kernel]
+fn computed_transposed_products(x: In, b: In, a: In, bt: In, xb: Out, abt: Out) {
+    xb[..] = dot((x[..] * 2.0).t(), b[..]);
+    abt[..] = dot_t(a[..], bt[..] * 2.0);
+}
+
+#[test]
+fn computed_operands_read_down_their_columns() {
+    let (m, k, n) = (37, 45, 29);
+    let spec = CallSpec {
+        inputs: vec![
+            ArraySpec::new(DType::F32, [k, m]),
+            ArraySpec::new(DType::F32, [k, n]),
+            ArraySpec::new(DType::F32, [m, k]),
+            ArraySpec::new(DType::F32, [n, k]),
+        ],
+        outputs: vec![ArraySpec::new(DType::F32, [m, n]); 2],
+        ..Default::default()
+    };
+    let kern = computed_transposed_products(&spec).unwrap();
+    let mut r = rng(71);
+    let (x, xv) = random(&mut r, DType::F32, &[k, m], -1.0, 1.0);
+    let (b, bv) = random(&mut r, DType::F32, &[k, n], -1.0, 1.0);
+    let (a, av) = random(&mut r, DType::F32, &[m, k], -1.0, 1.0);
+    let (bt, btv) = random(&mut r, DType::F32, &[n, k], -1.0, 1.0);
+    let out = launch(&kern, Device::Cpu, &[&x, &b, &a, &bt]).unwrap();
+    // (2·x)ᵀ as an m × k matrix; 2·btᵀ as a k × n matrix (doubling is exact).
+    let xt: Vec<f64> = (0..m * k).map(|i| 2.0 * xv[(i % k) * m + i / k]).collect();
+    let b2: Vec<f64> = (0..k * n).map(|i| 2.0 * btv[(i % n) * k + i / n]).collect();
+    let want = reference(&xt, &bv, (m, k, n));
+    assert_dot(
+        "(2x)ᵀ·b",
+        &out[0].to_f64_vec(),
+        (&want.0, &want.1),
+        k,
+        DType::F32,
+    );
+    let want = reference(&av, &b2, (m, k, n));
+    assert_dot(
+        "a·(2bt)ᵀ",
+        &out[1].to_f64_vec(),
+        (&want.0, &want.1),
+        k,
+        DType::F32,
+    );
+}
+
 /// Extreme magnitudes in bf16: products overflowing to ±inf and NaN propagate as in f32
 /// arithmetic; values in f32's normal range are not flushed.
 #[test]
@@ -203,6 +254,29 @@ fn blocked_matmul(a: In, b: In, o: Out, acc: Scratch) {
     }
 }
 
+/// JAX's shipped matmul: the output block is written from the accumulator at every k step
+/// (the copy is fused into the product's micro-kernel, see `fuse`).
+#[tpu_kernel]
+fn matmul_copy_out(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    o[..] = acc[..];
+}
+
+/// As [`matmul_copy_out`], the output block written from a value computed from the
+/// accumulator (not a fusable copy): the store runs at the last k step only (see
+/// `deferred`).
+#[tpu_kernel]
+fn matmul_scaled_out(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    o[..] = acc[..] * 2.0;
+}
+
 /// The accumulate reads the ref it adds to in between: the `load` is its own value (a
 /// snapshot), so the update must not be fused past it.
 #[tpu_kernel]
@@ -241,14 +315,24 @@ fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
 /// as zeros): f32 (operands read in place where their window fits) and bf16.
 /// Runs [`blocked_matmul`] in blocks of `bs` on random operands of every shape of `shapes`.
 fn check_blocked(dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
-    let kern = blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap();
+    check_blocked_kernel(
+        &blocked_matmul(&blocked_spec(dtype, bs, 1)).unwrap(),
+        dtype,
+        bs,
+        shapes,
+    );
+}
+
+/// Runs `kern` (a blocked product of `dtype` operands in blocks of `bs`) on random operands of
+/// every shape of `shapes`, against the f64 reference.
+fn check_blocked_kernel(kern: &Kernel, dtype: DType, bs: usize, shapes: &[(usize, usize, usize)]) {
     for &(m, k, n) in shapes {
         let mut r = rng(60 + bs as u64);
         let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
         let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
         let (want, abs) = reference(&av, &bv, (m, k, n));
-        let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
-        let what = format!("{dtype} blocks {bs}, {m}x{k}x{n}");
+        let out = launch(kern, Device::Cpu, &[&a, &b]).unwrap();
+        let what = format!("{} {dtype} blocks {bs}, {m}x{k}x{n}", kern.name);
         assert_dot(&what, &out[0].to_f64_vec(), (&want, &abs), k, DType::F32);
     }
 }
@@ -262,6 +346,32 @@ fn accumulated_blocked_products_against_f64() {
         for bs in [32, 48] {
             let shapes = [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)];
             check_blocked(dtype, bs, &shapes);
+        }
+    }
+}
+
+/// `acc[..] += dot(a, b); o[..] = acc[..]` at every step: the copy to `o` made by the
+/// micro-kernel (at the last k step only), for windows that fit and that overhang
+/// (staged), and blocks of 40 columns (two vectors and 8 columns the scalar loop
+/// finishes); and `o[..] = 2·acc[..]`, stored at the last k step only.
+#[test]
+fn accumulated_products_copied_out_against_f64() {
+    for dtype in [DType::F32, DType::BF16] {
+        for bs in [32, 40] {
+            let kern = matmul_copy_out(&blocked_spec(dtype, bs, 1)).unwrap();
+            let shapes = [(70, 90, 50), (bs, 3 * bs, bs), (5, 7, 3)];
+            check_blocked_kernel(&kern, dtype, bs, &shapes);
+            // Doubled exactly: the same sums as the copy's, times 2.
+            let scaled = matmul_scaled_out(&blocked_spec(dtype, bs, 1)).unwrap();
+            for &(m, k, n) in &shapes {
+                let mut r = rng(90);
+                let (a, _) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+                let (b, _) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+                let copied = launch(&kern, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+                let got = launch(&scaled, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+                let want: Vec<f64> = copied.iter().map(|x| 2.0 * x).collect();
+                assert_eq!(got, want, "{dtype} blocks {bs}, {m}x{k}x{n}: 2·acc");
+            }
         }
     }
 }

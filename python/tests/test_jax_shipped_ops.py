@@ -128,7 +128,8 @@ def heads_reference(q, k, v, causal):
 def test_splash_attention_forward(causal, dtype, rng):
     """Splash attention reads int8 block-mask tables in its index maps; 384 is not a multiple
     of its default 512 blocks. It keeps its running max and sum in outputs that every head
-    revisits (so the heads axis cannot be split across threads): repeated calls agree."""
+    revisits (the heads axis is split across threads with private copies of them): repeated
+    calls agree."""
     heads, seq = 2, 384
     q, k, v = (randn(rng, (heads, seq, 128), dtype) for _ in range(3))
     mask = masks.CausalMask((seq, seq)) if causal else masks.FullMask((seq, seq))

@@ -118,8 +118,9 @@ def test_blocked_matmul_with_scratch_accumulator(dtype, rng):
 def test_accumulator_in_an_output_every_parallel_step_revisits(rng):
     """Row blocks i (a `parallel` axis) each sum their column blocks j into a (64, 1024)
     accumulator *output* whose index map ignores i (as splash attention keeps its running max
-    and sum), then write their row: the cpu backend must not split i across threads that
-    would share the accumulator. Repeated so that a race would show."""
+    and sum), then write their row: the cpu backend must not let threads that split i share
+    the accumulator (each gets its own; the caller's ends as the last row block's). Repeated
+    so that a race would show."""
     x = rng.standard_normal((512, 8192)).astype(np.float32)
 
     def kernel(x_ref, o_ref, acc_ref):

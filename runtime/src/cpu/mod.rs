@@ -13,6 +13,7 @@ mod compile;
 mod eviction;
 mod jit;
 mod pool;
+mod shared;
 mod smem;
 mod stage;
 mod target;
@@ -77,7 +78,8 @@ use crate::backend::Backend;
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, alloc};
 use abi::{STATUS_LEN, code, field};
 use rayon::prelude::*;
-use tpukit_dsl::{Bindings, BlockSpec, ErrorKind, Kernel, KernelHash, Role, Semantics, Window};
+use shared::Shared;
+use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
 
 /// The compiled CPU backend: each kernel compiled once per structural hash (see
 /// [`compile::cached`]); `debug` compiles bounds checks into every access.
@@ -173,20 +175,26 @@ pub(crate) unsafe fn run_at(
     // SAFETY: `base` holds the caller's input pointers (this function's contract).
     let _copies = unsafe { smem::private_copies(kernel, &written, &dims, &mut base) }
         .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
+    let pool = pool::pool();
+    // SAFETY: `base` holds the caller's arrays (this function's contract); no worker runs.
+    let (chunks, shared) = unsafe {
+        split(
+            kernel,
+            &grid,
+            pool.current_num_threads(),
+            written.is_empty(),
+            (&base, &dims),
+        )
+    }?;
     let call = Call {
         kernel,
         compiled: &compiled,
         base: &base,
         dims: &dims,
         grid: &grid,
+        shared: shared.as_ref(),
+        last: chunks.last().map_or(0, |c| c.1),
     };
-    let pool = pool::pool();
-    let chunks = split(
-        kernel,
-        &grid,
-        pool.current_num_threads(),
-        written.is_empty(),
-    )?;
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
@@ -210,6 +218,9 @@ pub(crate) unsafe fn run_at(
 
 type Status = Box<[i64; STATUS_LEN]>;
 
+/// A range `lo..hi` of the linearised leading grid axes that one worker call runs.
+type Chunk = (i64, i64);
+
 /// Why a worker stopped: the kernel failed (its status record), or its buffers could not be
 /// allocated.
 enum Failed {
@@ -219,20 +230,24 @@ enum Failed {
 
 /// The ranges of the leading grid axes (taken together, see `codegen::split_axes`) each
 /// chunk of work runs: everything in one chunk unless they are `parallel`, else a few chunks
-/// per thread (so the pool can balance them).
+/// per thread (so the pool can balance them); and the outputs those chunks share (see
+/// `shared`), whose contents before the launch are kept for the chunks' private copies.
 ///
-/// Workers write outputs in place, so chunks must write disjoint output blocks. A blocked
-/// output whose index map ignores a leading axis is one block for all of that axis' steps:
-/// Pallas kernels keep accumulators in such outputs (splash attention's running max and sum),
-/// which a TPU core holds privately but two workers here would write at once. Such a kernel
-/// runs in one chunk, as does one that writes a prefetch operand (`tpukit_dsl::smem`), for
-/// which the caller passes `may_split` false.
-fn split(
+/// Workers write outputs in place, so chunks must write disjoint output blocks: all but the
+/// last chunk get private copies of shared outputs. A kernel whose shared outputs exceed
+/// [`shared::MAX_SHARED_BYTES`] runs in one chunk, as does one that writes a prefetch operand
+/// (`tpukit_dsl::smem`), for which the caller passes `may_split` false.
+///
+/// # Safety
+/// `base` holds the operands' pointers, each addressing its array (of `dims`), and no worker
+/// runs yet.
+unsafe fn split(
     kernel: &Kernel,
     grid: &[i64],
     threads: usize,
     may_split: bool,
-) -> Result<Vec<(i64, i64)>, RuntimeError> {
+    (base, dims): (&[usize], &[i64]),
+) -> Result<(Vec<Chunk>, Option<Shared>), RuntimeError> {
     let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
@@ -249,28 +264,27 @@ fn split(
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    let shared_output = kernel.operands.iter().any(|o| match &o.window {
-        Window::Blocked(spec) if o.role == Role::Output => {
-            (0..lead).any(|axis| !reads_axis(spec, axis))
-        }
-        _ => false,
-    });
-    let chunks = if parallel && !shared_output && may_split {
+    let found = Shared::find(kernel, lead, dims);
+    let shared_bytes = found
+        .iter()
+        .try_fold(0usize, |n, &(_, b)| b.and_then(|b| n.checked_add(b)));
+    let fits = shared_bytes.is_some_and(|b| b <= shared::MAX_SHARED_BYTES);
+    let chunks = if parallel && fits && may_split {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1
     };
+    let shared = if chunks > 1 && !found.is_empty() {
+        // SAFETY: the caller's contract; the sizes were checked above.
+        Some(
+            unsafe { Shared::snapshot(&found, base) }
+                .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?,
+        )
+    } else {
+        None
+    };
     let at = |t: i64| (steps as i128 * t as i128 / chunks as i128) as i64;
-    Ok((0..chunks).map(|t| (at(t), at(t + 1))).collect())
-}
-
-/// Whether `spec`'s index map reads grid axis `axis` (an op of it, or its yield, uses the
-/// axis' argument).
-fn reads_axis(spec: &BlockSpec, axis: usize) -> bool {
-    let body = &spec.index_map.body;
-    body.args
-        .get(axis)
-        .is_some_and(|arg| body.ops.iter().any(|op| op.kind.operands().contains(arg)))
+    Ok(((0..chunks).map(|t| (at(t), at(t + 1))).collect(), shared))
 }
 
 /// One launch's arguments, shared by its workers.
@@ -281,12 +295,22 @@ struct Call<'a> {
     base: &'a [usize],
     dims: &'a [i64],
     grid: &'a [i64],
+    /// The outputs the chunks share, when the grid is split (see `shared`).
+    shared: Option<&'a Shared>,
+    /// The end of the last chunk: the chunk that ends there writes the shared outputs.
+    last: i64,
 }
 
 impl Call<'_> {
     /// Runs the grid points whose first coordinate is in `lo..hi` on this thread.
     fn worker(&self, (lo, hi): (i64, i64)) -> Result<(), Failed> {
         let mut ptrs = self.base.to_vec();
+        let _private = match self.shared {
+            Some(shared) if hi != self.last => {
+                shared.privatise(&mut ptrs).map_err(Failed::Memory)?
+            }
+            _ => Vec::new(),
+        };
         let mut scratch: Vec<Vec<u64>> = Vec::new();
         for (i, o) in self.kernel.operands.iter().enumerate() {
             if o.role == Role::Scratch {
@@ -295,15 +319,20 @@ impl Call<'_> {
                 let words = tpukit_dsl::buffer_bytes(o.dtype, shape)
                     .map_or(usize::MAX, |b| b.div_ceil(8).max(1));
                 let what = format!("scratch operand `{}`", o.name);
-                let mut mem = alloc::zeroed::<u64>(words, &what).map_err(Failed::Memory)?;
-                poison(&mut mem, o.dtype);
+                let mem = match poison(o.dtype) {
+                    Some(nan) => alloc::filled(words, nan, &what),
+                    None => alloc::zeroed::<u64>(words, &what),
+                };
+                let mut mem = mem.map_err(Failed::Memory)?;
                 ptrs[i] = mem.as_mut_ptr() as usize;
                 scratch.push(mem);
             }
         }
+        // Not zeroed: the kernel writes each workspace word before reading it (it zeroes its
+        // own records, see `codegen::window`).
         let words = self.compiled.workspace_bytes.div_ceil(8).saturating_add(8);
         let mut workspace =
-            alloc::zeroed::<u64>(words, "the kernel's workspace").map_err(Failed::Memory)?;
+            alloc::uninit(words, "the kernel's workspace").map_err(Failed::Memory)?;
         let ws = (workspace.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
         let mut status: Status = Box::new([0; STATUS_LEN]);
         // SAFETY: the pointers are live for the call and sized as the ABI says; the kernel
@@ -330,17 +359,17 @@ impl Call<'_> {
     }
 }
 
-/// Fills float scratch with NaN (as the interpreter does), so a kernel that reads its scratch
-/// before writing it fails loudly instead of looking right by luck.
-fn poison(mem: &mut [u64], dtype: tpukit_dsl::DType) {
+/// The word float scratch of `dtype` is filled with: NaN (as the interpreter fills it), so
+/// a kernel that reads its scratch before writing it fails loudly instead of looking right by
+/// luck. `None` for other dtypes, whose scratch is zeroed (semaphores start at zero).
+fn poison(dtype: tpukit_dsl::DType) -> Option<u64> {
     use tpukit_dsl::DType;
-    let pattern = match dtype {
-        DType::F32 => 0x7fc0_0000_7fc0_0000,
-        DType::BF16 => 0x7fc0_7fc0_7fc0_7fc0,
-        DType::F16 => 0x7e00_7e00_7e00_7e00,
-        _ => return,
-    };
-    mem.fill(pattern);
+    match dtype {
+        DType::F32 => Some(0x7fc0_0000_7fc0_0000),
+        DType::BF16 => Some(0x7fc0_7fc0_7fc0_7fc0),
+        DType::F16 => Some(0x7e00_7e00_7e00_7e00),
+        _ => None,
+    }
 }
 
 /// Turns a failed kernel's status record into an error naming the kernel, the operand or op

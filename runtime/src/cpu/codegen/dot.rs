@@ -78,11 +78,29 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         // The destination: the fused accumulator (see `fuse`), or a new buffer.
         let fused = self.accumulations.get(&(op as *const Op)).copied();
         let (c, accumulate) = match fused {
-            Some(acc) => (self.accumulator(env, acc, [g.m, g.n])?, true),
+            Some(acc) => {
+                let target = super::fuse::Target {
+                    operand: acc.operand,
+                    index: acc.index,
+                };
+                (self.accumulator(env, target, [g.m, g.n])?, true)
+            }
             None => {
                 let c = self.alloc_buffer(acc_dtype, batch * g.m * g.n)?;
                 (self.buffer_mat(c, g.n), false)
             }
+        };
+        let (copy, copy_if) = match fused.and_then(|acc| acc.copy) {
+            Some(to) => (
+                Some(self.accumulator(env, to, [g.m, g.n])?),
+                self.store_runs(to.operand)?,
+            ),
+            None => (None, None),
+        };
+        let dest = Dest {
+            accumulate,
+            copy,
+            copy_if,
         };
         let bf16 = |v: ValueId| f.ty(v).dtype == DType::BF16;
         if self.options.bf16_dot
@@ -91,7 +109,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             && bf16(lhs)
             && bf16(rhs)
         {
-            self.dot_bf16(f, env, (lhs, rhs, dims), g, batch, c, accumulate)?;
+            self.dot_bf16(f, env, (lhs, rhs, dims), g, batch, c, dest)?;
         } else {
             let in_place = |e: &mut Self, v, ok| -> Result<Option<Mat<'ctx>>> {
                 if ok && batch == 1 && acc_dtype == DType::F32 {
@@ -116,7 +134,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     e.batch_at(c, bi, g.m * g.n, acc_dtype)?,
                 );
                 if acc_dtype == DType::F32 {
-                    e.gemm(g, g.k, a, b, c, accumulate, Step::F32)
+                    e.gemm(g, g.k, a, b, c, dest, Step::F32)
                 } else {
                     e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), accumulate)
                 }
@@ -153,9 +171,19 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let in_dtype = f.ty(v).dtype;
         let rank = f.ty(v).rank();
         let dst = self.alloc_buffer(dtype, batch * rows * cols)?;
-        if swap && batch == 1 && dtype == DType::F32 {
-            // Read where it lies: whole tiles transposed in registers.
-            if let Some(src) = self.in_place(f, env, v)? {
+        if batch == 1 && rank == 2 && dtype == DType::F32 && in_dtype == DType::F32 {
+            // A packing that would walk down its source's columns (a swapped operand, or a
+            // transposed value read as it is) reads the source row-major instead, where it
+            // lies or else computed into a buffer, and transposes whole tiles in registers.
+            let (src, down_columns) = match transposed_source(f, env, v) {
+                Some(x) => (x, !swap),
+                None => (v, swap),
+            };
+            if down_columns && !self.options.debug {
+                let src = match self.in_place(f, env, src)? {
+                    Some(src) => src,
+                    None => self.materialise_f32(f, env, src)?,
+                };
                 let dst = self.buffer_mat(dst, cols);
                 self.transpose_f32(src, dst, rows, cols)?;
                 return Ok(dst);
@@ -185,6 +213,24 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             self.nest(&shape, &mut each)?;
         }
         Ok(self.buffer_mat(dst, cols))
+    }
+
+    /// `v`, a rank-2 f32 value, computed into a new row-major buffer (in row order, which
+    /// LLVM vectorises along the rows).
+    fn materialise_f32(
+        &mut self,
+        f: &'k Func,
+        env: &Env<'ctx, 'k>,
+        v: ValueId,
+    ) -> Result<Mat<'ctx>> {
+        let shape = f.ty(v).shape.clone();
+        let buf = self.alloc_buffer(DType::F32, shape.iter().product())?;
+        self.nest(&shape, &mut |e, idx| {
+            let x = e.elem(f, env, v, idx)?;
+            let at = e.linear(&shape, idx)?;
+            e.buffer_store(DType::F32, buf, at, x)
+        })?;
+        Ok(self.buffer_mat(buf, shape[1]))
     }
 
     /// A row-major buffer with `cols` columns as a [`Mat`].
@@ -265,8 +311,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
-    /// `C = A·B` (`C += A·B` if `accumulate`) for one matrix triple, `steps` micro-kernel
-    /// steps along k (k itself, or its pairs).
+    /// `C = A·B` (`C += A·B` if `dest.accumulate`, and C copied to `dest.copy`) for one
+    /// matrix triple, `steps` micro-kernel steps along k (k itself, or its pairs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm(
         &mut self,
@@ -275,15 +321,18 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         a: Mat<'ctx>,
         b: Mat<'ctx>,
         c: Mat<'ctx>,
-        accumulate: bool,
+        dest: Dest<'ctx>,
         step: Step,
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
         let vec_cols = g.n / w * w;
+        let accumulate = dest.accumulate;
         let tile = Tile {
             steps,
             w,
             accumulate,
+            copy: dest.copy,
+            copy_if: dest.copy_if,
             step,
         };
         for Panels {
@@ -319,6 +368,20 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), accumulate)?
                 }
             }
+            if let Some(d) = dest.copy {
+                let f32t = self.ctx.f32_type().into();
+                let mut copy = |e: &mut Self| {
+                    e.nest(&[g.m, g.n - vec_cols], &mut |e, idx| {
+                        let j = e.b.build_int_nsw_add(idx[1], e.i64(vec_cols as i64), "j")?;
+                        let x = e.load_at(f32t, c.ptr, e.mat_offset(c, idx[0], j)?)?;
+                        e.store_at(f32t, d.ptr, e.mat_offset(d, idx[0], j)?, x)
+                    })
+                };
+                match dest.copy_if {
+                    Some(runs) => self.when(runs, &mut copy)?,
+                    None => copy(self)?,
+                }
+            }
         }
         Ok(())
     }
@@ -326,7 +389,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// One `rows × (nv·w)` tile of C at (`i`, `j`), accumulated in registers over all of k.
     fn tile(
         &mut self,
-        t: Tile,
+        t: Tile<'ctx>,
         [a, b, c]: [Mat<'ctx>; 3],
         i: IntValue<'ctx>,
         j: IntValue<'ctx>,
@@ -347,13 +410,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let accs: Vec<PointerValue<'ctx>> = (0..rows * nv)
             .map(|_| self.slot(vt.into()))
             .collect::<Result<_>>()?;
-        let c_at = |e: &Self, r: usize, v: usize| -> Result<PointerValue<'ctx>> {
+        let at = |e: &Self, c: Mat<'ctx>, r: usize, v: usize| -> Result<PointerValue<'ctx>> {
             let row = e.b.build_int_nsw_add(i, e.i64(r as i64), "r")?;
             let coff = e.b.build_int_nsw_mul(row, c.ld, "cr")?;
             let coff = e.b.build_int_nsw_add(coff, j, "cj")?;
             let off = e.b.build_int_nsw_add(coff, e.i64((v * w) as i64), "co")?;
             Ok(unsafe { e.b.build_in_bounds_gep(f32t, c.ptr, &[off], "cq")? })
         };
+        let c_at = |e: &Self, r: usize, v: usize| at(e, c, r, v);
         for r in 0..rows {
             for v in 0..nv {
                 let init = if t.accumulate {
@@ -418,11 +482,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             }
             Ok(())
         })?;
+        let mut finals = Vec::with_capacity(rows * nv);
         for r in 0..rows {
             for v in 0..nv {
                 let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
                 let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
+                finals.push(acc);
+            }
+        }
+        if let Some(d) = t.copy {
+            let mut copy = |e: &mut Self| {
+                for r in 0..rows {
+                    for v in 0..nv {
+                        let st = e.b.build_store(at(e, d, r, v)?, finals[r * nv + v])?;
+                        st.set_alignment(4).map_err(|er| er.to_string())?;
+                    }
+                }
+                Ok(())
+            };
+            match t.copy_if {
+                Some(runs) => self.when(runs, &mut copy)?,
+                None => copy(self)?,
             }
         }
         Ok(())
@@ -540,15 +621,28 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
     out
 }
 
+/// Where a product goes besides C: whether it adds to C's values (else it starts from
+/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`), only
+/// where `copy_if` holds if it is given (see `deferred`).
+#[derive(Copy, Clone)]
+pub(super) struct Dest<'ctx> {
+    pub accumulate: bool,
+    pub copy: Option<Mat<'ctx>>,
+    pub copy_if: Option<IntValue<'ctx>>,
+}
+
 /// The static parameters of one micro-kernel tile.
 #[derive(Copy, Clone)]
-struct Tile {
+struct Tile<'ctx> {
     /// Steps along k (k, or its pairs).
     steps: usize,
     /// Vector lanes (f32).
     w: usize,
     /// Start from C's values instead of zeros.
     accumulate: bool,
+    /// Also store the finished tile here (where `copy_if` holds, if given).
+    copy: Option<Mat<'ctx>>,
+    copy_if: Option<IntValue<'ctx>>,
     step: Step,
 }
 
@@ -572,6 +666,17 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
             BasicTypeEnum::IntType(t) => t.vec_type(w as u32),
             other => unreachable!("no vectors of {other:?} here"),
         }
+    }
+}
+
+/// The value `v` transposes, if `v` is a lazy transpose of a rank-2 value.
+fn transposed_source(f: &Func, env: &Env<'_, '_>, v: ValueId) -> Option<ValueId> {
+    match super::value::get(env, v) {
+        Val::Lazy(Op {
+            kind: OpKind::Transpose { x, perm },
+            ..
+        }) if perm[..] == [1, 0] && f.ty(*x).rank() == 2 => Some(*x),
+        _ => None,
     }
 }
 

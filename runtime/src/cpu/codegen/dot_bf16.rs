@@ -29,8 +29,9 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 use tpukit_dsl::{DType, DotDims, Func, ValueId};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
-    /// `C = lhs·rhs` (`C += lhs·rhs` if `accumulate`) for bf16 operands, `batch` products of
-    /// geometry `g`; `c` is the first product's result (the others follow at `m·n`).
+    /// `C = lhs·rhs` (`C += lhs·rhs` if `dest.accumulate`, and C copied to `dest.copy`) for bf16
+    /// operands, `batch` products of geometry `g`; `c` is the first product's result (the others
+    /// follow at `m·n`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn dot_bf16(
         &mut self,
@@ -40,7 +41,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         g: Gemm,
         batch: usize,
         c: Mat<'ctx>,
-        accumulate: bool,
+        dest: super::dot::Dest<'ctx>,
     ) -> Result<()> {
         let rank = f.ty(lhs).rank();
         let kh = g.k.div_ceil(2);
@@ -148,7 +149,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(Mat { ptr, ld: m.ld })
             };
             let (a, b, c) = (at(a, g.m * kh)?, at(b, kh * g.n)?, at(c, g.m * g.n)?);
-            e.gemm(g, kh, a, b, c, accumulate, Step::Bf16Pairs)
+            e.gemm(g, kh, a, b, c, dest, Step::Bf16Pairs)
         })
     }
 

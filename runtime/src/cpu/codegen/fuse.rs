@@ -14,6 +14,15 @@
 //! one use, `acc` is an f32 operand whose window has contiguous columns, and no op between
 //! the first of them and the `store` reads or writes `acc`, writes any memory, or runs a
 //! region; the window's dynamic starts are defined before the `dot`. Not in debug mode.
+//!
+//! An update followed by `out[v] = acc[w]` (a blocked matmul writes its output block from
+//! the accumulator at every k step) also *copies*: the micro-kernel stores each finished
+//! tile to `out[v]` too, while it is in registers, and that `load` and `store` emit nothing
+//! (one pass less over the block per step). Only when `out` is another f32 operand whose
+//! window has contiguous columns, the load's result has that one use, the ops between
+//! them are as above for `acc` and `out`, no op of the region loads `out` (so the product
+//! reads nothing the copy writes), and `out[v]`'s dynamic starts are defined before the
+//! `dot`.
 
 use super::dot::Mat;
 use super::value::Env;
@@ -23,9 +32,17 @@ use tpukit_dsl::{
     BinaryOp, DType, Func, Indexer, Op, OpKind, OperandId, Region, Start, ValueId, Window,
 };
 
-/// The ref an accumulating `dot` adds itself to.
+/// The ref an accumulating `dot` adds itself to, and the ref its result is then copied to.
 #[derive(Copy, Clone)]
 pub(super) struct Accumulate<'k> {
+    pub operand: OperandId,
+    pub index: &'k [Indexer],
+    pub copy: Option<Target<'k>>,
+}
+
+/// A ref a fused `dot` writes: an operand, through an index.
+#[derive(Copy, Clone)]
+pub(super) struct Target<'k> {
     pub operand: OperandId,
     pub index: &'k [Indexer],
 }
@@ -49,7 +66,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             .flat_map(|(i, op)| op.results.iter().map(move |v| (*v, i)))
             .collect();
         for (s, store) in r.ops.iter().enumerate() {
-            if let Some((load, add, dot, acc)) = self.accumulation(f, r, &def, s, store) {
+            if let Some((load, add, dot, mut acc)) = self.accumulation(f, r, &def, s, store) {
+                if let Some((copy_load, copy_store, copy)) =
+                    self.copy_after(f, r, &def, s, dot, acc)
+                {
+                    acc.copy = Some(copy);
+                    for i in [copy_load, copy_store] {
+                        self.fused.insert(&r.ops[i] as *const Op);
+                    }
+                }
                 self.accumulations.insert(&r.ops[dot] as *const Op, acc);
                 for i in [load, add, s] {
                     self.fused.insert(&r.ops[i] as *const Op);
@@ -108,20 +133,72 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let quiet = (load.min(dot)..s)
                 .filter(|&i| i != load && i != dot && i != add)
                 .all(|i| pure_of(&r.ops[i], *operand));
-            let starts_before = index.iter().all(|ix| match ix {
-                Indexer::Slice {
-                    start: Start::Dynamic(v),
-                    ..
-                }
-                | Indexer::Point(Start::Dynamic(v)) => def.get(v).is_none_or(|&i| i < dot),
-                _ => true,
-            });
-            if quiet && starts_before {
+            if quiet && defined_before(index, def, dot) {
                 let acc = Accumulate {
                     operand: *operand,
                     index,
+                    copy: None,
                 };
                 return Some((load, add, dot, acc));
+            }
+        }
+        None
+    }
+
+    /// The positions of a `load` of `acc` and a `store` of it to another ref that follow the
+    /// accumulation's `store` (at `s`; its `dot` at `dot`) as a copy the `dot` can make (see
+    /// the module doc), and that ref.
+    fn copy_after(
+        &self,
+        f: &'k Func,
+        r: &'k Region,
+        def: &HashMap<ValueId, usize>,
+        s: usize,
+        dot: usize,
+        acc: Accumulate<'k>,
+    ) -> Option<(usize, usize, Target<'k>)> {
+        let mut load = None;
+        for (t, op) in r.ops.iter().enumerate().skip(s + 1) {
+            match &op.kind {
+                OpKind::Load {
+                    operand,
+                    index,
+                    mask: None,
+                    ..
+                } if load.is_none() && *operand == acc.operand && *index == acc.index => {
+                    load = Some(t);
+                }
+                OpKind::Store {
+                    operand,
+                    index,
+                    value,
+                    mask: None,
+                } if load.is_some() && def.get(value) == load.as_ref() => {
+                    let load = load?;
+                    let out = *operand;
+                    let ty = f.ty(*value);
+                    let ok = out != acc.operand
+                        && self.uses.count(*value) == 1
+                        && self.kernel.operand(out).dtype == DType::F32
+                        && ty.dtype == DType::F32
+                        && ty.rank() == 2
+                        && self.columns_contiguous(out, index)
+                        && (s + 1..t).all(|i| i == load || pure_of(&r.ops[i], out))
+                        && r.ops[..t].iter().all(
+                            |op| !matches!(op.kind, OpKind::Load { operand, .. } if operand == out),
+                        )
+                        && defined_before(index, def, dot);
+                    return ok.then_some((
+                        load,
+                        t,
+                        Target {
+                            operand: out,
+                            index,
+                        },
+                    ));
+                }
+                _ if pure_of(op, acc.operand) => {}
+                _ => return None,
             }
         }
         None
@@ -211,17 +288,31 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(Some(Mat { ptr, ld }))
     }
 
-    /// The fused accumulator `acc` as a matrix, its access checked as the `store` would.
+    /// A ref a fused `dot` writes (its accumulator or copy) as a matrix, its access checked as
+    /// the `store` would.
     pub(super) fn accumulator(
         &mut self,
         env: &Env<'ctx, 'k>,
-        acc: Accumulate<'k>,
+        acc: Target<'k>,
         shape: [usize; 2],
     ) -> Result<Mat<'ctx>> {
         self.check_access(env, acc.operand, acc.index)?;
         self.window_mat(env, acc.operand, acc.index, shape)?
             .ok_or_else(|| super::CodegenError::internal("fused accumulator is not a matrix"))
     }
+}
+
+/// Whether `index`'s dynamic starts are all defined (in the region whose definitions `def`
+/// gives) before the op at `at`.
+fn defined_before(index: &[Indexer], def: &HashMap<ValueId, usize>, at: usize) -> bool {
+    index.iter().all(|ix| match ix {
+        Indexer::Slice {
+            start: Start::Dynamic(v),
+            ..
+        }
+        | Indexer::Point(Start::Dynamic(v)) => def.get(v).is_none_or(|&i| i < at),
+        _ => true,
+    })
 }
 
 /// Whether `op` neither touches operand `acc` nor writes memory nor runs a region.

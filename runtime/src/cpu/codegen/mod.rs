@@ -20,6 +20,7 @@ mod alias;
 mod analysis;
 mod bitcast;
 mod control;
+mod deferred;
 mod dense;
 mod dma;
 mod dot;
@@ -214,6 +215,11 @@ pub(crate) struct Emitter<'ctx, 'k> {
     buffers: Vec<PointerValue<'ctx>>,
     /// Loads of stored operands that need no snapshot (see `snapshot`).
     unsnapshotted: std::collections::HashSet<*const Op>,
+    /// Workspace offsets of the words the body zeroes on entry (the flags of `window`'s
+    /// origin records): the runtime does not zero the workspace.
+    zero_on_entry: Vec<usize>,
+    /// Outputs whose store runs only at the last step of the innermost axis (see `deferred`).
+    deferred: Vec<OperandId>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -261,7 +267,10 @@ pub(crate) fn emit<'ctx>(
         fused: Default::default(),
         buffers: Vec::new(),
         unsnapshotted: Default::default(),
+        zero_on_entry: Vec::new(),
+        deferred: Vec::new(),
     };
+    e.deferred = e.deferred_outputs();
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
     e.bind_operands(&ptrs, param(n).into_pointer_value())?;
     e.grid = (0..kernel.grid.len())
@@ -270,6 +279,7 @@ pub(crate) fn emit<'ctx>(
     let (lo, hi) = (param(n + 3).into_int_value(), param(n + 4).into_int_value());
     e.grid_loops(lo, hi)?;
     e.b.build_return(Some(&ctx.i32_type().const_zero()))?;
+    e.zero_records(start)?;
     e.scope_buffers();
     if !(func.verify(false)
         && e.module
@@ -489,6 +499,26 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
+    /// Whether a store to `operand` runs at this grid step (an i1): true, or, for a deferred
+    /// output (see `deferred`), whether this is the last step of the innermost axis. `None`
+    /// when it always runs.
+    fn store_runs(&self, operand: OperandId) -> Result<Option<IntValue<'ctx>>> {
+        if !self.deferred.contains(&operand) {
+            return Ok(None);
+        }
+        let last = self.kernel.grid.len() - 1;
+        let end = self
+            .b
+            .build_int_sub(self.grid[last], self.i64(1), "lastk")?;
+        let at = self.b.build_int_compare(
+            inkwell::IntPredicate::EQ,
+            self.point[last],
+            end,
+            "laststep",
+        )?;
+        Ok(Some(at))
+    }
+
     /// Branches to the failure exit unless `ok`, recording `report` in the status.
     fn check(&mut self, ok: IntValue<'ctx>, report: Report<'ctx>) -> Result<()> {
         let bad = self.ctx.append_basic_block(self.func, "bad");
@@ -529,7 +559,13 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// size that overflowed) and a workspace whose size overflows are errors: the verifier
     /// bounds every buffer (`tpukit_dsl::MAX_BUFFER_BYTES`), so neither happens for a
     /// verified kernel, but a wrapped size would let the kernel write past its workspace.
+    /// The memory is not zeroed: its user writes it before reading it.
     fn alloc(&mut self, bytes: Option<usize>) -> Result<PointerValue<'ctx>> {
+        Ok(self.alloc_at(bytes)?.0)
+    }
+
+    /// [`Emitter::alloc`], also returning the buffer's offset in the workspace.
+    fn alloc_at(&mut self, bytes: Option<usize>) -> Result<(PointerValue<'ctx>, usize)> {
         let end = bytes.and_then(|b| {
             self.workspace_bytes
                 .checked_next_multiple_of(64)
@@ -555,7 +591,29 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if base.as_instruction().is_some() {
             self.buffers.push(base);
         }
-        Ok(base)
+        Ok((base, off))
+    }
+
+    /// Zeroes the `zero_on_entry` words at the start of the body's `entry` block (emitted
+    /// last, when every one of them is known).
+    fn zero_records(&mut self, entry: inkwell::basic_block::BasicBlock<'ctx>) -> Result<()> {
+        match entry.get_first_instruction() {
+            Some(first) => self.b.position_before(&first),
+            None => self.b.position_at_end(entry),
+        }
+        let i64t = self.ctx.i64_type();
+        for off in std::mem::take(&mut self.zero_on_entry) {
+            let at = unsafe {
+                self.b.build_in_bounds_gep(
+                    self.ctx.i8_type(),
+                    self.workspace,
+                    &[self.i64(off as i64)],
+                    "record",
+                )?
+            };
+            self.b.build_store(at, i64t.const_zero())?;
+        }
+        Ok(())
     }
 
     /// The site number of `op` (stable across the two body copies).

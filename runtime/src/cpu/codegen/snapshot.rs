@@ -105,7 +105,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             OpKind::Dot { .. } => self
                 .accumulations
                 .get(&(op as *const Op))
-                .is_some_and(|acc| acc.operand == operand),
+                .is_some_and(|acc| {
+                    acc.operand == operand || acc.copy.is_some_and(|c| c.operand == operand)
+                }),
             OpKind::DmaStart { .. }
             | OpKind::DmaWait { .. }
             | OpKind::SemaphoreSignal { .. }

@@ -127,8 +127,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     && !self.unsnapshotted.contains(&(op as *const Op));
                 self.define(f, op, env, snapshot)?
             }
-            OpKind::Store { .. } => {
-                self.store(f, op, env)?;
+            OpKind::Store { operand, .. } => {
+                match self.store_runs(*operand)? {
+                    Some(runs) => self.when(runs, &mut |e| e.store(f, op, env))?,
+                    None => self.store(f, op, env)?,
+                }
                 return Ok(Vec::new());
             }
             OpKind::Reduce { .. } => self.reduce(f, op, env)?,

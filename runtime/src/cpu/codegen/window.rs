@@ -117,7 +117,8 @@ impl<'ctx> Emitter<'ctx, '_> {
 
     /// Whether output `i`'s window has the origin it had at this worker's previous grid
     /// step (an i1); records the current origin for the next step. The record (the origin,
-    /// then a flag set once recorded) lives in the workspace, zeroed when the worker starts.
+    /// then a flag set once recorded) lives in the workspace, its flag zeroed when the body
+    /// starts (see `zero_records`).
     fn stayed(&mut self, i: usize) -> Result<inkwell::values::IntValue<'ctx>> {
         let i64t = self.ctx.i64_type();
         let origin = self.operands[i].origin.clone();
@@ -125,7 +126,8 @@ impl<'ctx> Emitter<'ctx, '_> {
         let last = match self.operands[i].last_origin {
             Some(p) => p,
             None => {
-                let p = self.alloc(Some((n + 1) * 8))?;
+                let (p, off) = self.alloc_at(Some((n + 1) * 8))?;
+                self.zero_on_entry.push(off + n * 8);
                 self.operands[i].last_origin = Some(p);
                 p
             }
