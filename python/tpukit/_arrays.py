@@ -217,6 +217,18 @@ def to_wire(x: np.ndarray):
     return (name, a.shape, a.reshape(-1).view(np.uint8))
 
 
+def plain_wires(arrays) -> list | None:
+    """The wire triples of ``arrays`` if every one is a C-contiguous numpy array of a dtype
+    tpukit holds as it is (no copy, no conversion: the eager fast path); else None."""
+    wires = []
+    for a in arrays:
+        name = _NAMES.get(a.dtype) if type(a) is np.ndarray else None
+        if name is None or not a.flags.c_contiguous:
+            return None
+        wires.append((name, a.shape, a.reshape(-1).view(np.uint8)))
+    return wires
+
+
 def from_wire(wire) -> np.ndarray:
     """The numpy array of a wire triple: a writable view of the native result, which it keeps
     alive."""
