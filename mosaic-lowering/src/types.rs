@@ -17,6 +17,7 @@ pub fn element(dtype: DType) -> &'static str {
         DType::BF16 => "bf16",
         DType::F16 => "f16",
         DType::I32 => "i32",
+        DType::I16 => "i16",
         DType::I8 => "i8",
         DType::Bool => "i1",
     }

@@ -509,7 +509,7 @@ pub fn convert<'c>(em: &Emitter<'c>, v: Val<'c>, from: &Type, to: DType) -> Resu
     let out = em.ty(&types::value(&out_ty))?;
     let width = |d: DType| match d {
         DType::F32 | DType::I32 => 32,
-        DType::BF16 | DType::F16 => 16,
+        DType::BF16 | DType::F16 | DType::I16 => 16,
         DType::I8 => 8,
         DType::Bool => 1,
     };
