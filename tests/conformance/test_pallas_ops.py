@@ -336,6 +336,29 @@ def _gather(dtype):
     return pl.pallas_call(kernel, out_shape=(x, x)), [x, i, i]
 
 
+def _int16():
+    # wrapping arithmetic, shifts, signed compares, floor division and conversions on int16
+    # blocks (python/tests/test_pallas_int16.py checks the results)
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, s_ref, a_ref, b_ref, c_ref):
+        x, y, s = x_ref[...], y_ref[...], s_ref[...]
+        a_ref[...] = x * y + (x << s) ^ (y >> s) ^ lax.shift_right_logical(x, s)
+        b_ref[...] = jnp.where(x < y, jnp.maximum(x, s), jnp.minimum(y, s)) + x // y + x % y
+        wide = x.astype(jnp.int32)
+        c_ref[...] = ((x.astype(jnp.float32) * 0.5).astype(jnp.int16)
+                      + x.astype(jnp.int8).astype(jnp.int16)
+                      + jnp.sum(wide, axis=1, keepdims=True).astype(jnp.int16))
+
+    spec = _sds((40, 256), "int16")
+    block = pl.BlockSpec((16, 128), lambda i, j: (i, j))
+    call = pl.pallas_call(kernel, out_shape=(spec, spec, spec), grid=(3, 2),
+                          in_specs=[block] * 3, out_specs=(block,) * 3)
+    return call, [spec, spec, spec]
+
+
 KERNELS = {
     "gather-f32": lambda: _gather("float32"),
     "gather-bf16": lambda: _gather("bfloat16"),
@@ -346,6 +369,8 @@ KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
+    "shifts-i16": lambda: _shifts("int16"),
+    "int16": _int16,
     "iota-f32": lambda: _iota("float32"),
     "layout-f32": lambda: _layout("float32"),
     "layout-bf16": lambda: _layout("bfloat16"),
