@@ -17,6 +17,7 @@ from tpukit import pallas
 SHAPE = (40, 300)  # blocks of (16, 128): edge blocks on both axes
 BLOCK = pl.BlockSpec((16, 128), lambda i, j: (i, j))
 GRID = (3, 3)
+NAMES = ("add", "mul", "shifts", "pick", "div", "conv")
 
 
 def elementwise(x_ref, y_ref, s_ref, add_ref, mul_ref, shifts_ref, pick_ref, div_ref, conv_ref):
@@ -81,7 +82,7 @@ def kernel():
 def test_int16_elementwise_matches_numpy(device):
     x, y, s = inputs(1)
     got = kernel()(x, y, s, device=device)
-    for name, g, w in zip(("add", "mul", "shifts", "pick", "div", "conv"), got, reference(x, y, s)):
+    for name, g, w in zip(NAMES, got, reference(x, y, s), strict=True):
         assert g.dtype == np.int16, name
         np.testing.assert_array_equal(g, w, err_msg=name)
 
@@ -93,11 +94,11 @@ def test_int16_torch_and_jax_arrays(device):
     want = reference(x, y, s)
     got = kernel()(*(torch.from_numpy(a) for a in (x, y, s)), device=device)
     assert all(g.dtype == torch.int16 for g in got)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g.numpy(), w)
     got = kernel()(*(jnp.asarray(a) for a in (x, y, s)), device=device)
     assert all(g.dtype == jnp.int16 for g in got)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
 
 
