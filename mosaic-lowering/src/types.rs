@@ -31,6 +31,19 @@ pub fn memory_element(dtype: DType) -> &'static str {
     }
 }
 
+/// Mosaic extracts only 32-bit scalars from vectors (libtpu: "Only 32-bit scalar
+/// vector.extracts supported", v5e and v6e), so reading one element of an 8- or 16-bit vector
+/// as a scalar is refused, with what to do instead.
+pub fn check_scalar_extract(element: &str) -> Result<()> {
+    if matches!(element, "i16" | "i8" | "bf16" | "f16") {
+        return Err(Error::unsupported(format!(
+            "a scalar {element} read out of a vector: TPU scalar units hold 32-bit values only; \
+             cast to a 32-bit type before taking one element"
+        )));
+    }
+    Ok(())
+}
+
 /// `AxBx` (the shape prefix of a vector, memref or tensor type).
 fn dims(shape: &[usize]) -> String {
     shape.iter().map(|d| format!("{d}x")).collect()
