@@ -478,7 +478,7 @@ fn read_unpacked(
 ) -> Result<tpukit_dsl::ValueId> {
     let r = access.len() - 2;
     let rows = access[r];
-    if rows.stride != 1 || rows.start % 2 != 0 || rows.size % 2 != 0 {
+    if rows.stride != 1 || !rows.start.is_multiple_of(2) || !rows.size.is_multiple_of(2) {
         return Err(Error::unsupported(format!(
             "a read of {} rows from {} by {} of a 32-bit ref bitcast to {} (whole row pairs \
              are imported)",
