@@ -222,9 +222,15 @@ def _ref_views(name, dtype):
     def rows(start_ref, x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(start_ref[0], 8, stride=4), :]
 
+    def split(x_ref, o_ref):
+        # 32-bit rows read as int16 row pairs, as JAX's test_load_bitcasted_ref reads them
+        o_ref[...] = x_ref.bitcast(jnp.int16)[16:48, 128:] + 1
+
     if name == "bits":
         x = _sds((16, 128), dtype)
         return pl.pallas_call(bits, out_shape=x), [x]
+    if name == "split":
+        return pl.pallas_call(split, out_shape=_sds((32, 128), "int16")), [_sds((32, 256), dtype)]
     if name == "rows":
         # a dynamic start (a prefetched scalar), every 4th row of a block the array does not
         # fill
@@ -397,6 +403,7 @@ KERNELS = {
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
     "ref-bitcast-packed-bf16": lambda: _ref_views("packed", "bfloat16"),
     "ref-bitcast-f32": lambda: _ref_views("bits", "float32"),
+    "ref-bitcast-split-i32": lambda: _ref_views("split", "int32"),
     "strided-rows-f32": lambda: _ref_views("rows", "float32"),
 }
 
