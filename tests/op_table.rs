@@ -28,9 +28,12 @@ fn domain(case: Case, dtype: DType, operand: usize) -> (f64, f64) {
             Case::Binary(BinaryOp::Shl | BinaryOp::ShrA | BinaryOp::ShrL)
         );
         return match case {
-            // Shift amounts: negative, in range, and past the width (32 or 8).
+            // Shift amounts: negative, in range, and past the width (32, 16 or 8).
             _ if shift && operand == 1 => (-3.0, 40.0),
             _ if shift => (-100.0, 100.0),
+            // Products of i16 overflow and wrap; sums of a row (300 elements) too.
+            Case::Binary(_) if dtype == DType::I16 => (-400.0, 400.0),
+            Case::Reduce(_) if dtype == DType::I16 => (-4000.0, 4000.0),
             // Small values: products of i8 overflow and wrap, divisors include 0.
             Case::Binary(_) => (-12.0, 12.0),
             _ if wide => (-1000.0, 1000.0),

@@ -346,6 +346,103 @@ pub fn shifts_are_defined_past_the_width(device: Device) {
 }
 
 #[tpu_kernel]
+fn int16_ops(
+    x: In,
+    y: In,
+    s: In,
+    f: In,
+    wrapped: Out,
+    ratio: Out,
+    shifts: Out,
+    cmp: Out,
+    conv: Out,
+    rows: Out,
+) {
+    let a = x[..];
+    let b = y[..];
+    let k = s[..];
+    wrapped[..] = (a + b) ^ (a * b) ^ (a - b);
+    ratio[..] = (a / b) ^ (a % b) ^ a.max(b) ^ a.min(b);
+    shifts[..] = (a << k) ^ (a >> k) ^ a.shr_logical(k);
+    cmp[..] = where_(a < b, a, -b);
+    let back = a.cast(f32).cast(i16) ^ a.cast(i8).cast(i16) ^ a.cast(i32).cast(i16);
+    conv[..] = f[..].cast(i16) ^ back ^ (a.cast(bf16) * 2.0).cast(i32).cast(i16);
+    let r = a.sum_keepdims(1) ^ a.reduce_max_keepdims(1) ^ a.reduce_min_keepdims(1);
+    rows[..] = r.broadcast_to([8, 128]);
+}
+
+/// i16 with exact integer semantics, against Rust's i16 arithmetic: wrapping `+ - *`, `/` and
+/// `%` truncating (`MIN / -1` wraps, by zero gives 0 and the dividend), shifts defined past
+/// the width, signed compares, conversions (f32 → i16 truncating and saturating, NaN → 0; i8
+/// wrapping), and reductions whose sums wrap.
+pub fn int16_is_exact(device: Device) {
+    let (m, n) = (21, 200);
+    let spec = CallSpec {
+        grid: grid2(8, 128),
+        inputs: [DType::I16, DType::I16, DType::I16, DType::F32]
+            .map(|d| tiles(d, 8, 128))
+            .to_vec(),
+        outputs: vec![tiles(DType::I16, 8, 128); 6],
+        ..Default::default()
+    };
+    let k = int16_ops(&spec).unwrap();
+    let mut r = rng(16);
+    let (_, mut xv) = random(&mut r, DType::I16, &[m, n], -32768.0, 32767.0);
+    let (_, mut yv) = random(&mut r, DType::I16, &[m, n], -32768.0, 32767.0);
+    let (s, sv) = random(&mut r, DType::I16, &[m, n], -3.0, 40.0);
+    let (_, mut fv) = random(&mut r, DType::F32, &[m, n], -1e5, 1e5);
+    xv[..4].copy_from_slice(&[-32768.0, -32768.0, 7.0, 32767.0]);
+    yv[..4].copy_from_slice(&[-1.0, 0.0, 0.0, 32767.0]);
+    fv[..5].copy_from_slice(&[f64::NAN, f64::INFINITY, -3e4 - 0.5, 40000.0, -0.99]);
+    let x = HostArray::from_f64(DType::I16, &[m, n], &xv);
+    let y = HostArray::from_f64(DType::I16, &[m, n], &yv);
+    let f = HostArray::from_f64(DType::F32, &[m, n], &fv);
+    let out = launch(&k, device, &[&x, &y, &s, &f]).unwrap();
+    let at = |i: usize, j: usize| {
+        if i < m && j < n {
+            xv[i * n + j] as i16
+        } else {
+            0
+        }
+    }; // fill 0
+    let bf16 = |a: i16| tpukit::dsl::bf16::from_f32(a as f32).to_f32();
+    let mut want: [Vec<i16>; 6] = Default::default();
+    for i in 0..m {
+        for j in 0..n {
+            let (a, b, sh) = (
+                xv[i * n + j] as i16,
+                yv[i * n + j] as i16,
+                sv[i * n + j] as i16,
+            );
+            let k = sh as u16 as u32;
+            want[0].push(a.wrapping_add(b) ^ a.wrapping_mul(b) ^ a.wrapping_sub(b));
+            let (div, rem) = match b {
+                0 => (0, a),
+                _ => (a.wrapping_div(b), a.wrapping_rem(b)),
+            };
+            want[1].push(div ^ rem ^ a.max(b) ^ a.min(b));
+            let shl = if k >= 16 { 0 } else { a << k };
+            let shr_l = if k >= 16 { 0 } else { ((a as u16) >> k) as i16 };
+            want[2].push(shl ^ (a >> k.min(15)) ^ shr_l);
+            want[3].push(if a < b { a } else { b.wrapping_neg() });
+            let doubled = (bf16(a) * 2.0) as i32 as i16;
+            want[4].push((fv[i * n + j] as f32 as i16) ^ a ^ (a as i8 as i16) ^ a ^ doubled);
+            let row = (0..128).map(|c| at(i, j / 128 * 128 + c));
+            let sum = row.clone().fold(0i16, i16::wrapping_add);
+            want[5].push(sum ^ row.clone().max().unwrap() ^ row.min().unwrap());
+        }
+    }
+    let names = ["wrapped", "ratio", "shifts", "cmp", "conv", "rows"];
+    for ((o, w), name) in out.iter().zip(want).zip(names) {
+        assert_eq!(
+            o.as_i16().unwrap().iter().copied().collect::<Vec<_>>(),
+            w,
+            "{name}"
+        );
+    }
+}
+
+#[tpu_kernel]
 fn casts(x: In, bf: Out, int: Out, byte: Out, flag: Out) {
     let v = x[..];
     bf[..] = v.cast(bf16);
@@ -905,6 +1002,7 @@ macro_rules! device_tests {
             device_tests!(@each $device; elementwise_unary, transcendentals_at_special_values,
                 elementwise_binary,
                 integer_arithmetic_wraps_and_truncates, shifts_are_defined_past_the_width,
+                int16_is_exact,
                 casts_round_truncate_saturate_and_wrap,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,

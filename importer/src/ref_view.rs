@@ -44,6 +44,8 @@ pub struct Shaped {
     pub dtype: DType,
     /// Whether a bitcast packed two bf16 rows (second-minor) into one 32-bit row.
     pub packed: bool,
+    /// Whether a bitcast split each 32-bit row (second-minor) into two 16-bit rows.
+    pub unpacked: bool,
 }
 
 /// The static shape and dtype of a printed memref type.
@@ -89,6 +91,7 @@ fn source(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>) -> Result<Sha
         window,
         dtype: b.ref_dtype(r),
         packed: false,
+        unpacked: false,
     })
 }
 
@@ -124,11 +127,27 @@ pub(crate) fn memref_bitcast(
     let (shape, to) = result_memref(op)?;
     let from = v.dtype;
     let pair = [from, to];
-    if v.packed || v.dtype != b.ref_dtype(v.base.0) {
+    if v.packed || v.unpacked || v.dtype != b.ref_dtype(v.base.0) {
         return Err(Error::unsupported("a bitcast of a bitcast ref"));
     }
+    let widths = [from.bit_width(), to.bit_width()];
     if from == to || matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32]) {
         v.dtype = to;
+    } else if widths == [32, 16] && v.shape == v.window {
+        let rank = v.shape.len();
+        let mut doubled = v.shape.clone();
+        if rank < 2 {
+            return Err(Error::unsupported(format!(
+                "a bitcast of {from}{:?} to {to} (rows split along the second-minor dimension)",
+                v.shape
+            )));
+        }
+        doubled[rank - 2] *= 2;
+        if doubled != shape {
+            return Err(Error::new("an unpacking bitcast to an unexpected shape"));
+        }
+        v.dtype = to;
+        v.unpacked = true;
     } else if from == DType::BF16 && matches!(to, DType::I32 | DType::F32) {
         let rank = v.shape.len();
         let mut halved = v.shape.clone();
@@ -146,7 +165,8 @@ pub(crate) fn memref_bitcast(
         v.packed = true;
     } else {
         return Err(Error::unsupported(format!(
-            "a ref bitcast from {from} to {to} (f32 ↔ i32 and bf16 → 32 bits are imported)"
+            "a ref bitcast from {from} to {to} (f32 ↔ i32, bf16 → 32 bits and 32 bits → 16 \
+             bits of a ref not reshaped are imported)"
         )));
     }
     s.define_shaped(op, v)
@@ -272,6 +292,9 @@ fn read(
     if v.packed {
         return read_packed(s, b, v, access, out);
     }
+    if v.unpacked {
+        return read_unpacked(s, b, v, access, out);
+    }
     let (index, shape) = decompose(&v.window, &v.shape, access).map_err(Error::unsupported)?;
     let index = super::dma::compose(s, b, v.base.clone(), index)?;
     let x = b.load(v.base.0, &index)?;
@@ -305,6 +328,13 @@ fn read_direct(
     sizes: &[usize],
     out: &[usize],
 ) -> Result<tpukit_dsl::ValueId> {
+    if v.unpacked {
+        return Err(Error::unsupported(format!(
+            "a strided or dynamic read of a 32-bit ref bitcast to {} (static reads of whole \
+             row pairs are imported)",
+            v.dtype
+        )));
+    }
     if v.packed {
         let r = starts.len() - 2;
         let mut halves = [None, None];
@@ -315,6 +345,7 @@ fn read_direct(
             by[r] *= 2;
             let plain = Shaped {
                 packed: false,
+                unpacked: false,
                 dtype: b.ref_dtype(v.base.0),
                 shape: v.window.clone(),
                 ..v.clone()
@@ -432,6 +463,40 @@ fn read_packed(
     let packed = b.reduce(ReduceOp::Sum, placed, &[(r + 1) as i64])?;
     let packed = b.reshape(packed, out)?;
     b.bitcast(packed, v.dtype)
+}
+
+/// A read of an unpacking bitcast (32 bits → 16): 16-bit rows `2r` and `2r + 1` are the low
+/// and high halves of the window's row `r` (the inverse of [`read_packed`]), so a read of
+/// whole row pairs is a read of the 32-bit rows they come from, bitcast (the IR's `bitcast`
+/// unpacks along the second-minor dimension as Mosaic does).
+fn read_unpacked(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    access: &[Access],
+    out: &[usize],
+) -> Result<tpukit_dsl::ValueId> {
+    let r = access.len() - 2;
+    let rows = access[r];
+    if rows.stride != 1 || !rows.start.is_multiple_of(2) || !rows.size.is_multiple_of(2) {
+        return Err(Error::unsupported(format!(
+            "a read of {} rows from {} by {} of a 32-bit ref bitcast to {} (whole row pairs \
+             are imported)",
+            rows.size, rows.start, rows.stride, v.dtype
+        )));
+    }
+    let mut wide = access.to_vec();
+    wide[r] = Access {
+        start: rows.start / 2,
+        stride: 1,
+        size: rows.size / 2,
+    };
+    let (index, shape) = decompose(&v.window, &v.shape, &wide).map_err(Error::unsupported)?;
+    let index = super::dma::compose(s, b, v.base.clone(), index)?;
+    let x = b.load(v.base.0, &index)?;
+    let x = b.reshape(x, &shape)?;
+    let x = b.bitcast(x, v.dtype)?;
+    b.reshape(x, out)
 }
 
 /// `vector.load` of a shaped view (the load rule hands it over).

@@ -222,6 +222,7 @@ fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
     if signed.is_some() {
         let min = match b.ty(lhs).dtype {
             DType::I32 => i64::from(i32::MIN),
+            DType::I16 => i64::from(i16::MIN),
             DType::I8 => i64::from(i8::MIN),
             other => {
                 return Err(Error::unsupported(format!(
@@ -660,6 +661,7 @@ fn pick(b: &mut KernelBuilder, v: ValueId, d: usize, p: i64) -> Result<ValueId> 
     let lowest = match ty.dtype {
         d if d.is_float() => Literal::Float(f64::NEG_INFINITY),
         DType::I32 => Literal::Int(i32::MIN as i64),
+        DType::I16 => Literal::Int(i16::MIN as i64),
         DType::I8 => Literal::Int(i8::MIN as i64),
         other => {
             return Err(Error::unsupported(format!(

@@ -26,6 +26,7 @@ pub fn element(s: &str) -> Result<DType> {
         "bf16" => DType::BF16,
         "f16" => DType::F16,
         "i32" | "index" | "ui32" | "si32" => DType::I32,
+        "i16" | "si16" | "ui16" => DType::I16,
         "i8" | "si8" | "ui8" => DType::I8,
         "i1" => DType::Bool,
         other => return Err(Error::unsupported(format!("element type `{other}`"))),

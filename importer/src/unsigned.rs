@@ -1,11 +1,11 @@
 //! `arith.uitofp` and `arith.fptoui`: conversions between floats and unsigned integers
-//! (JAX's `uint32`/`uint8`, held by the IR as the signless bits of `i32`/`i8`), built from
+//! (JAX's `uint32`/`uint16`/`uint8`, held by the IR as the signless bits of `i32`/`i16`/`i8`), built from
 //! the IR's signed conversions so that both are exact:
 //!
 //! - `uitofp` of 32 bits converts the high and low 16 bits separately: both convert to f32
 //!   exactly, `hi * 65536` is exact, and the one rounding is their sum's — the correctly
 //!   rounded f32. A bf16/f16 result is that f32 rounded again, as XLA converts (JAX's
-//!   `uint32.astype(bfloat16)` on the CPU goes through f32 too). Of 8 bits, the bits
+//!   `uint32.astype(bfloat16)` on the CPU goes through f32 too). Of 16 or 8 bits, the bits
 //!   zero-extended to i32 convert exactly.
 //! - `fptoui` truncates toward zero and saturates, as JAX does on the CPU: NaN and
 //!   negatives give 0, values past the type's maximum give the maximum.
@@ -28,9 +28,10 @@ pub(crate) fn uitofp(
             let f = u32_to_f32(b, x)?;
             b.cast(f, to)?
         }
-        DType::I8 => {
+        d @ (DType::I16 | DType::I8) => {
             let wide = b.cast(x, DType::I32)?;
-            let bits = b.binary(BinaryOp::And, wide, 0xff)?;
+            let mask = (1i64 << d.bit_width()) - 1;
+            let bits = b.binary(BinaryOp::And, wide, mask)?;
             b.cast(bits, to)?
         }
         DType::Bool => b.cast(x, to)?,
@@ -76,10 +77,11 @@ pub(crate) fn fptoui(
             let big = b.compare(CmpOp::Ge, x, 2_147_483_648.0)?;
             b.select(big, high, low)?
         }
-        DType::I8 => {
-            let x = b.binary(BinaryOp::Min, x, 255.0)?;
+        d @ (DType::I16 | DType::I8) => {
+            let max = ((1i64 << d.bit_width()) - 1) as f64;
+            let x = b.binary(BinaryOp::Min, x, max)?;
             let wide = b.cast(x, DType::I32)?;
-            b.cast(wide, DType::I8)?
+            b.cast(wide, d)?
         }
         d => {
             return Err(Error::unsupported(format!(

@@ -45,6 +45,7 @@ pub fn bits_of(dtype: DType, x: f64) -> u64 {
         DType::BF16 => crate::bf16_from_f64(x).to_bits() as u64,
         DType::F16 => crate::f16_from_f64(x).to_bits() as u64,
         DType::I32 => x as i64 as u32 as u64,
+        DType::I16 => x as i64 as u16 as u64,
         DType::I8 => x as i64 as u8 as u64,
         DType::Bool => panic!("bits_of a bool"),
     }
@@ -68,6 +69,7 @@ pub fn from_bits(dtype: DType, bits: u64) -> f64 {
         DType::BF16 => half::bf16::from_bits(bits as u16).to_f64(),
         DType::F16 => half::f16::from_bits(bits as u16).to_f64(),
         DType::I32 => bits as u32 as i32 as f64,
+        DType::I16 => bits as u16 as i16 as f64,
         DType::I8 => bits as u8 as i8 as f64,
         DType::Bool => panic!("from_bits of a bool"),
     }
@@ -103,6 +105,9 @@ mod tests {
             None
         );
         assert_eq!(bitcast_shape(&i8s, DType::Bool), None);
+        assert_eq!(bitcast_shape(&i8s, DType::I16), Some(vec![16, 128]));
+        let bf16s = Type::new(DType::BF16, vec![16, 128]);
+        assert_eq!(bitcast_shape(&bf16s, DType::I16), Some(vec![16, 128]));
     }
 
     #[test]
@@ -112,6 +117,7 @@ mod tests {
             (DType::BF16, 3.0),
             (DType::F16, -0.25),
             (DType::I32, -7.0),
+            (DType::I16, -32768.0),
             (DType::I8, -128.0),
         ] {
             assert_eq!(from_bits(d, bits_of(d, x)), x, "{d}");
@@ -125,5 +131,7 @@ mod tests {
             assert_eq!(bits_of(d, from_bits(d, nan)), nan, "{d} signalling NaN");
         }
         assert_eq!(from_bits(DType::I32, 0x8000_0000), i32::MIN as f64);
+        assert_eq!(from_bits(DType::I16, 0xbf80), -16512.0);
+        assert_eq!(bits_of(DType::I16, -1.0), 0xffff);
     }
 }

@@ -16,6 +16,8 @@ pub enum DType {
     F16,
     /// 32-bit integer (the index type of grids, index maps and gathers).
     I32,
+    /// 16-bit integer.
+    I16,
     /// 8-bit integer.
     I8,
     /// A truth value (comparison results, masks).
@@ -24,11 +26,12 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in the order the printer and the tests enumerate them.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 7] = [
         DType::F32,
         DType::BF16,
         DType::F16,
         DType::I32,
+        DType::I16,
         DType::I8,
         DType::Bool,
     ];
@@ -38,9 +41,9 @@ impl DType {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)
     }
 
-    /// Whether this is an integer type (`i32`, `i8`; bool is not).
+    /// Whether this is an integer type (`i32`, `i16`, `i8`; bool is not).
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I8)
+        matches!(self, DType::I32 | DType::I16 | DType::I8)
     }
 
     /// Whether this is [`DType::Bool`].
@@ -52,7 +55,7 @@ impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::BF16 | DType::F16 => 2,
+            DType::BF16 | DType::F16 | DType::I16 => 2,
             DType::I8 | DType::Bool => 1,
         }
     }
@@ -72,6 +75,7 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F16 => "f16",
             DType::I32 => "i32",
+            DType::I16 => "i16",
             DType::I8 => "i8",
             DType::Bool => "bool",
         }
@@ -89,7 +93,7 @@ impl DType {
             DType::F32 => x as f32 as f64,
             DType::BF16 => crate::narrow::bf16_from_f64(x).to_f64(),
             DType::F16 => crate::narrow::f16_from_f64(x).to_f64(),
-            DType::I32 | DType::I8 => self.cast_f64_to_int(x) as f64,
+            DType::I32 | DType::I16 | DType::I8 => self.cast_f64_to_int(x) as f64,
             DType::Bool => (x != 0.0) as u8 as f64,
         }
     }
@@ -99,6 +103,7 @@ impl DType {
     pub fn cast_f64_to_int(self, x: f64) -> i64 {
         match self {
             DType::I32 => x as i32 as i64,
+            DType::I16 => x as i16 as i64,
             DType::I8 => x as i8 as i64,
             DType::Bool => (x != 0.0) as i64,
             _ => panic!("cast_f64_to_int to {self}"),
@@ -109,6 +114,7 @@ impl DType {
     pub fn wrap_int(self, x: i64) -> i64 {
         match self {
             DType::I32 => x as i32 as i64,
+            DType::I16 => x as i16 as i64,
             DType::I8 => x as i8 as i64,
             DType::Bool => (x != 0) as i64,
             _ => panic!("wrap_int to {self}"),

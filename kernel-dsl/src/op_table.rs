@@ -48,9 +48,9 @@ impl Typing {
         use DType::*;
         match self {
             Typing::Float => &[F32, BF16, F16],
-            Typing::Numeric => &[F32, BF16, F16, I32, I8],
-            Typing::Integral => &[I32, I8, Bool],
-            Typing::Int => &[I32, I8],
+            Typing::Numeric => &[F32, BF16, F16, I32, I16, I8],
+            Typing::Integral => &[I32, I16, I8, Bool],
+            Typing::Int => &[I32, I16, I8],
             Typing::Any => &DType::ALL,
         }
     }

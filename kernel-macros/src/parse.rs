@@ -32,11 +32,12 @@ impl Scope {
     }
 }
 
-pub const DTYPES: [(&str, &str); 6] = [
+pub const DTYPES: [(&str, &str); 7] = [
     ("f32", "F32"),
     ("bf16", "BF16"),
     ("f16", "F16"),
     ("i32", "I32"),
+    ("i16", "I16"),
     ("i8", "I8"),
     ("bool", "Bool"),
 ];
@@ -50,7 +51,7 @@ pub fn dtype(e: &syn::Expr) -> Result<&'static str> {
     }
     Err(Error::new_spanned(
         e,
-        "expected a dtype: f32, bf16, f16, i32, i8 or bool",
+        "expected a dtype: f32, bf16, f16, i32, i16, i8 or bool",
     ))
 }
 
@@ -570,7 +571,7 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
             let Some(dtype) = dtype_of_type(&c.ty) else {
                 return Err(Error::new_spanned(
                     &c.ty,
-                    "cast to a dtype: f32, bf16, f16, i32, i8 or bool",
+                    "cast to a dtype: f32, bf16, f16, i32, i16, i8 or bool",
                 ));
             };
             Expr::Cast {

@@ -17,6 +17,7 @@ pub fn element(dtype: DType) -> &'static str {
         DType::BF16 => "bf16",
         DType::F16 => "f16",
         DType::I32 => "i32",
+        DType::I16 => "i16",
         DType::I8 => "i8",
         DType::Bool => "i1",
     }
@@ -28,6 +29,19 @@ pub fn memory_element(dtype: DType) -> &'static str {
         DType::Bool => "i32",
         d => element(d),
     }
+}
+
+/// Mosaic extracts only 32-bit scalars from vectors (libtpu: "Only 32-bit scalar
+/// vector.extracts supported", v5e and v6e), so reading one element of an 8- or 16-bit vector
+/// as a scalar is refused, with what to do instead.
+pub fn check_scalar_extract(element: &str) -> Result<()> {
+    if matches!(element, "i16" | "i8" | "bf16" | "f16") {
+        return Err(Error::unsupported(format!(
+            "a scalar {element} read out of a vector: TPU scalar units hold 32-bit values only; \
+             cast to a 32-bit type before taking one element"
+        )));
+    }
+    Ok(())
 }
 
 /// `AxBx` (the shape prefix of a vector, memref or tensor type).

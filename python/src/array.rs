@@ -28,11 +28,11 @@ const _: () = assert!(
 /// `(dtype name, shape, data)`: the wire form of one array.
 pub type Wire<'py> = (String, Vec<usize>, Bound<'py, PyAny>);
 
-/// The dtype called `name` (`f32`, `bf16`, `f16`, `i32`, `i8`, `bool`).
+/// The dtype called `name` (`f32`, `bf16`, `f16`, `i32`, `i16`, `i8`, `bool`).
 pub fn dtype(name: &str) -> PyResult<DType> {
     DType::parse(name).ok_or_else(|| {
         DTypeError::new_err(format!(
-            "unsupported dtype `{name}` (tpukit supports f32, bf16, f16, i32, i8, bool)"
+            "unsupported dtype `{name}` (tpukit supports f32, bf16, f16, i32, i16, i8, bool)"
         ))
     })
 }
@@ -104,6 +104,7 @@ pub fn from_sized_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> HostArray
         DType::BF16 => build!(BF16, elements::<bf16>(data)),
         DType::F16 => build!(F16, elements::<f16>(data)),
         DType::I32 => build!(I32, elements::<i32>(data)),
+        DType::I16 => build!(I16, elements::<i16>(data)),
         DType::I8 => build!(I8, elements::<i8>(data)),
         // Any non-zero byte is true (a bool is one byte, 0 or 1, in Rust).
         DType::Bool => build!(Bool, data.iter().map(|&b| b != 0).collect()),

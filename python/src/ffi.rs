@@ -92,6 +92,7 @@ fn dtype_of(code: c_int) -> Option<DType> {
     Some(match code {
         1 => DType::Bool,  // PRED
         2 => DType::I8,    // S8
+        3 => DType::I16,   // S16
         4 => DType::I32,   // S32
         10 => DType::F16,  // F16
         11 => DType::F32,  // F32
@@ -448,7 +449,7 @@ unsafe fn signature(b: &Buffer) -> Result<(DType, Vec<usize>), Failure> {
         Failure::new(
             ErrorKind::DType,
             format!(
-                "XLA dtype {} is not one tpukit runs (f32, bf16, f16, i32, i8, bool)",
+                "XLA dtype {} is not one tpukit runs (f32, bf16, f16, i32, i16, i8, bool)",
                 b.dtype
             ),
         )

@@ -1,6 +1,7 @@
-"""Integer dtypes the runtime has no arrays of, in tpukit.helion, against torch eager on `cpu`
-and `interpret`: int16 and uint8 tensors travel and compute as int32 (exact; stores wrap to
-the tensor's dtype on the host, as torch's casts do), int64 is narrowed to int32 when its
+"""Integer dtypes in tpukit.helion, against torch eager on `cpu` and `interpret`: int16
+computes as int16 (wrapping as torch's does); uint8, which the runtime has no arrays of,
+travels and computes as int32 (exact; stores wrap to the tensor's dtype on the host, as
+torch's casts do), int64 is narrowed to int32 when its
 values fit and is a clear error otherwise; with f32 and bf16 partners and shapes that do not
 divide the blocks."""
 
@@ -84,3 +85,20 @@ def test_int64_values_outside_int32_are_an_error(device):
     b = torch.zeros(3, dtype=torch.uint8)
     with pytest.raises(helion.exc.HelionError, match=r"int64 tensor `c` holds 1099511627776"):
         int_casts(a, b, c)
+
+
+@helion.kernel
+def int16_floor_div(a, b):
+    """int16 products wrap before the division, as in torch eager (int16 computes as int16)."""
+    out = torch.empty_like(a)
+    for t in hl.tile(a.size(0)):
+        out[t] = (a[t] * b[t]) // 7 + a[t] % 5
+    return out
+
+
+def test_int16_computes_in_int16(device):
+    a = torch.randint(-32768, 32767, (300,), dtype=torch.int16)
+    b = torch.randint(-300, 300, (300,), dtype=torch.int16)
+    got = int16_floor_div(a, b)
+    assert got.dtype == torch.int16
+    torch.testing.assert_close(got, (a * b) // 7 + a % 5)

@@ -1,5 +1,5 @@
 """Bit-level kernels: `pltpu.bitcast` between dtypes of one width (f32 <-> i32/u32,
-bf16 <-> f16) and of different widths (bf16/i8 pairs packed along the sublanes into 32
+bf16 <-> f16/i16) and of different widths (bf16/i16/i8 pairs packed along the sublanes into 32
 bits, and back), `lax.bitcast_convert_type` inside kernels, and the conversions between
 unsigned integers and floats (`arith.uitofp`, `arith.fptoui`), checked bit for bit against
 the same function run by XLA on random inputs, on both devices."""
@@ -69,6 +69,11 @@ CASES = [
     (np.float32, jnp.bfloat16, (8, 256)),
     (np.int8, jnp.int32, (32, 128)),
     (np.int32, jnp.int8, (8, 128)),
+    (ml_dtypes.bfloat16, jnp.int16, (16, 128)),
+    (np.int16, jnp.bfloat16, (16, 128)),
+    (np.int16, jnp.int32, (16, 128)),
+    (np.int32, jnp.int16, (8, 128)),
+    (np.uint16, jnp.float16, (16, 128)),
 ]
 
 
@@ -139,7 +144,7 @@ def float_to_uint(x, dtype):
 
 
 @pytest.mark.parametrize("device", tpukit.DEVICES)
-@pytest.mark.parametrize("dtype", [np.uint32, np.uint8])
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint16, np.uint8])
 def test_unsigned_to_float(device, dtype):
     rng = np.random.default_rng(11)
     x = rng.integers(0, np.iinfo(dtype).max, (16, 128), dtype=dtype, endpoint=True)
@@ -156,10 +161,11 @@ def test_unsigned_to_float(device, dtype):
 
 
 @pytest.mark.parametrize("device", tpukit.DEVICES)
-@pytest.mark.parametrize("dtype", [jnp.uint32, jnp.uint8])
+@pytest.mark.parametrize("dtype", [jnp.uint32, jnp.uint16, jnp.uint8])
 def test_float_to_unsigned_saturates_as_jax(device, dtype):
     rng = np.random.default_rng(13)
     x = (rng.standard_normal((8, 128)) * 2.0 ** rng.integers(0, 34, (8, 128))).astype(np.float32)
     x[0, :8] = [np.nan, -1.0, -0.5, 0.5, 2.0**31, 2.0**32, np.inf, 255.9]
+    x[1, :4] = [65535.9, 65536.0, 32768.0, -32769.0]
     got = pallas.custom_jax_kernel(lambda a: float_to_uint(a, dtype))(x, device=device)
     np.testing.assert_array_equal(got, np.asarray(jnp.asarray(x).astype(dtype)))

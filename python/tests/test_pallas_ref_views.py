@@ -1,9 +1,9 @@
 """Refs read through another shape or dtype, as ragged paged attention reads its page buffer:
 ``ref.reshape`` (``tpu.memref_reshape``), ``ref.bitcast`` (``tpu.memref_bitcast``: f32 ↔ i32
-elementwise, bf16 → 32 bits packing row pairs), strided reads ``ref[pl.ds(start, n,
-stride=k)]`` (``tpu.strided_load``) and value bitcasts f32 ↔ i32 (``pltpu.bitcast``,
-``lax.bitcast_convert_type``). Each kernel runs on tpukit's ``cpu`` and ``interpret`` against
-Pallas interpret mode and a numpy reference (conftest.check)."""
+elementwise, bf16 → 32 bits packing row pairs, 32 bits → int16/bf16 splitting rows), strided
+reads ``ref[pl.ds(start, n, stride=k)]`` (``tpu.strided_load``) and value bitcasts f32 ↔ i32
+(``pltpu.bitcast``, ``lax.bitcast_convert_type``). Each kernel runs on tpukit's ``cpu`` and
+``interpret`` against Pallas interpret mode and a numpy reference (conftest.check)."""
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +52,26 @@ def test_bitcast_ref_packs_bf16_row_pairs(rng):
 
     x = rng.standard_normal((18, 256)).astype(BF16)
     check(kernel, sds((9, 256), jnp.uint32), [x], packed_rows)
+
+
+def split_rows(x, dtype):
+    """32-bit rows of ``x`` as two 16-bit rows of ``dtype`` each: the low half first."""
+    halves = np.asarray(x).view(np.uint32)
+    lo, hi = (halves & 0xFFFF).astype(np.uint16), (halves >> 16).astype(np.uint16)
+    return np.stack([lo, hi], axis=-2).reshape(*x.shape[:-2], 2 * x.shape[-2], x.shape[-1]).view(
+        dtype)
+
+
+@pytest.mark.parametrize("dtype", [jnp.int16, jnp.bfloat16])
+def test_bitcast_ref_splits_32_bit_rows(dtype, rng):
+    # as JAX's test_load_bitcasted_ref: slice then bitcast, and bitcast then slice
+    def kernel(x_ref, o_ref, p_ref):
+        o_ref[...] = x_ref.at[:8, :128].bitcast(dtype)[...]
+        p_ref[...] = x_ref.bitcast(dtype)[4:20, 128:]
+
+    x = rng.integers(-(2**31), 2**31 - 1, (16, 256), dtype=np.int32)
+    check(kernel, (sds((16, 128), dtype), sds((16, 128), dtype)), [x],
+          lambda x: (split_rows(x[:8, :128], dtype), split_rows(x, dtype)[4:20, 128:]))
 
 
 def test_bitcast_ref_of_equal_width(rng):

@@ -21,13 +21,14 @@ _NAMES = {
     np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(np.float16): "f16",
     np.dtype(np.int32): "i32",
+    np.dtype(np.int16): "i16",
     np.dtype(np.int8): "i8",
     np.dtype(np.bool_): "bool",
 }
 _DTYPES = {name: dtype for dtype, name in _NAMES.items()}
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
-SUPPORTED = "float32, bfloat16, float16, int32, int8, bool"
+SUPPORTED = "float32, bfloat16, float16, int32, int16, int8, bool"
 
 
 def dtype_name(dtype) -> str:
@@ -42,9 +43,17 @@ def dtype_name(dtype) -> str:
 # Unsigned integers cross the boundary as the signed type of their width: the kernel IR holds
 # both alike (two's complement bits; the importer keeps unsigned compares, divisions, shifts
 # and conversions unsigned), and the caller's dtype is restored on the results.
-_SIGNED = {np.dtype(np.uint32): np.dtype(np.int32), np.dtype(np.uint8): np.dtype(np.int8)}
+_SIGNED = {
+    np.dtype(np.uint32): np.dtype(np.int32),
+    np.dtype(np.uint16): np.dtype(np.int16),
+    np.dtype(np.uint8): np.dtype(np.int8),
+}
 # The unsigned dtypes by their MLIR element type.
-UNSIGNED_MLIR = {"ui32": np.dtype(np.uint32), "ui8": np.dtype(np.uint8)}
+UNSIGNED_MLIR = {
+    "ui32": np.dtype(np.uint32),
+    "ui16": np.dtype(np.uint16),
+    "ui8": np.dtype(np.uint8),
+}
 
 
 def _bitcast(x, dtype):
@@ -99,6 +108,7 @@ def numpy_dtype(dtype) -> np.dtype:
             torch.bfloat16: ml_dtypes.bfloat16,
             torch.float16: np.float16,
             torch.int32: np.int32,
+            torch.int16: np.int16,
             torch.int8: np.int8,
             torch.bool: np.bool_,
             torch.float64: np.float64,

@@ -277,8 +277,8 @@ def _field(text: str, name: str) -> list[int]:
 
 
 def unsigned_results(stablehlo: str) -> list:
-    """Per result of ``@main``: its numpy dtype where it is unsigned (``ui32``, ``ui8``), else
-    None."""
+    """Per result of ``@main``: its numpy dtype where it is unsigned (``ui32``, ``ui16``,
+    ``ui8``), else None."""
     from tpukit import _arrays
 
     with _context(), ir.Location.unknown():

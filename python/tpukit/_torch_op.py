@@ -46,6 +46,7 @@ _TORCH_DTYPES = {
     "bf16": torch.bfloat16,
     "f16": torch.float16,
     "i32": torch.int32,
+    "i16": torch.int16,
     "i8": torch.int8,
     "bool": torch.bool,
 }

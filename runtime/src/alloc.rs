@@ -23,6 +23,7 @@ unsafe impl Zeroable for bf16 {}
 unsafe impl Zeroable for f16 {}
 unsafe impl Zeroable for i32 {}
 unsafe impl Zeroable for i8 {}
+unsafe impl Zeroable for i16 {}
 unsafe impl Zeroable for bool {}
 
 /// The error of an allocation of `bytes` (`None`: more than a `usize` counts) that failed,

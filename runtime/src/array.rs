@@ -17,6 +17,7 @@ pub enum HostArray {
     BF16(ArcArray<bf16, IxDyn>),
     F16(ArcArray<f16, IxDyn>),
     I32(ArcArray<i32, IxDyn>),
+    I16(ArcArray<i16, IxDyn>),
     I8(ArcArray<i8, IxDyn>),
     Bool(ArcArray<bool, IxDyn>),
 }
@@ -28,6 +29,7 @@ macro_rules! per_dtype {
             HostArray::BF16($a) => $e,
             HostArray::F16($a) => $e,
             HostArray::I32($a) => $e,
+            HostArray::I16($a) => $e,
             HostArray::I8($a) => $e,
             HostArray::Bool($a) => $e,
         }
@@ -42,6 +44,7 @@ macro_rules! per_dtype_map {
             HostArray::BF16($a) => HostArray::BF16($e),
             HostArray::F16($a) => HostArray::F16($e),
             HostArray::I32($a) => HostArray::I32($e),
+            HostArray::I16($a) => HostArray::I16($e),
             HostArray::I8($a) => HostArray::I8($e),
             HostArray::Bool($a) => HostArray::Bool($e),
         }
@@ -78,6 +81,7 @@ element! {
     bf16 => BF16, as_bf16, into_bf16;
     f16 => F16, as_f16, into_f16;
     i32 => I32, as_i32, into_i32;
+    i16 => I16, as_i16, into_i16;
     i8 => I8, as_i8, into_i8;
     bool => Bool, as_bool, into_bool;
 }
@@ -89,6 +93,7 @@ impl HostArray {
             HostArray::BF16(_) => DType::BF16,
             HostArray::F16(_) => DType::F16,
             HostArray::I32(_) => DType::I32,
+            HostArray::I16(_) => DType::I16,
             HostArray::I8(_) => DType::I8,
             HostArray::Bool(_) => DType::Bool,
         }
@@ -105,6 +110,7 @@ impl HostArray {
             DType::BF16 => HostArray::BF16(ArcArray::from_elem(shape, bf16::ZERO)),
             DType::F16 => HostArray::F16(ArcArray::from_elem(shape, f16::ZERO)),
             DType::I32 => HostArray::I32(ArcArray::zeros(shape)),
+            DType::I16 => HostArray::I16(ArcArray::zeros(shape)),
             DType::I8 => HostArray::I8(ArcArray::zeros(shape)),
             DType::Bool => HostArray::Bool(ArcArray::from_elem(shape, false)),
         }
@@ -142,6 +148,7 @@ impl HostArray {
             DType::BF16 => zeros!(BF16),
             DType::F16 => zeros!(F16),
             DType::I32 => zeros!(I32),
+            DType::I16 => zeros!(I16),
             DType::I8 => zeros!(I8),
             DType::Bool => zeros!(Bool),
         })
@@ -173,6 +180,7 @@ impl HostArray {
                 v.extend(a.iter().map(|x| from_bits(DType::F16, x.to_bits().into())))
             }
             HostArray::I32(a) => v.extend(a.iter().map(|&x| x as f64)),
+            HostArray::I16(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::I8(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::Bool(a) => v.extend(a.iter().map(|&x| x as u8 as f64)),
         }
@@ -212,6 +220,13 @@ impl HostArray {
                     .collect(),
             )
             .map(HostArray::I32),
+            DType::I16 => ArcArray::from_shape_vec(
+                shape,
+                data.iter()
+                    .map(|&x| DType::I16.cast_f64_to_int(x) as i16)
+                    .collect(),
+            )
+            .map(HostArray::I16),
             DType::I8 => ArcArray::from_shape_vec(
                 shape,
                 data.iter()

@@ -15,7 +15,7 @@ from tpu_compile import TOPOLOGIES
 
 # The dtypes a TPU kernel's arrays can hold. f16 cannot be loaded by Mosaic on v5e/v6e:
 # lowering refuses it (test below).
-DTYPES = ["f32", "bf16", "i32", "i8", "bool"]
+DTYPES = ["f32", "bf16", "i32", "i16", "i8", "bool"]
 
 # Known gaps, each a libtpu error on tpukit's lowering (strict: fixing one fails this list).
 KNOWN = {

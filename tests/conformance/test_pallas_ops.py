@@ -222,9 +222,15 @@ def _ref_views(name, dtype):
     def rows(start_ref, x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(start_ref[0], 8, stride=4), :]
 
+    def split(x_ref, o_ref):
+        # 32-bit rows read as int16 row pairs, as JAX's test_load_bitcasted_ref reads them
+        o_ref[...] = x_ref.bitcast(jnp.int16)[16:48, 128:] + 1
+
     if name == "bits":
         x = _sds((16, 128), dtype)
         return pl.pallas_call(bits, out_shape=x), [x]
+    if name == "split":
+        return pl.pallas_call(split, out_shape=_sds((32, 128), "int16")), [_sds((32, 256), dtype)]
     if name == "rows":
         # a dynamic start (a prefetched scalar), every 4th row of a block the array does not
         # fill
@@ -336,6 +342,29 @@ def _gather(dtype):
     return pl.pallas_call(kernel, out_shape=(x, x)), [x, i, i]
 
 
+def _int16():
+    # wrapping arithmetic, shifts, signed compares, floor division and conversions on int16
+    # blocks (python/tests/test_pallas_int16.py checks the results)
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, s_ref, a_ref, b_ref, c_ref):
+        x, y, s = x_ref[...], y_ref[...], s_ref[...]
+        a_ref[...] = x * y + (x << s) ^ (y >> s) ^ lax.shift_right_logical(x, s)
+        b_ref[...] = jnp.where(x < y, jnp.maximum(x, s), jnp.minimum(y, s)) + x // y + x % y
+        wide = x.astype(jnp.int32)
+        c_ref[...] = ((x.astype(jnp.float32) * 0.5).astype(jnp.int16)
+                      + x.astype(jnp.int8).astype(jnp.int16)
+                      + jnp.sum(wide, axis=1, keepdims=True).astype(jnp.int16))
+
+    spec = _sds((40, 256), "int16")
+    block = pl.BlockSpec((16, 128), lambda i, j: (i, j))
+    call = pl.pallas_call(kernel, out_shape=(spec, spec, spec), grid=(3, 2),
+                          in_specs=[block] * 3, out_specs=(block,) * 3)
+    return call, [spec, spec, spec]
+
+
 KERNELS = {
     "gather-f32": lambda: _gather("float32"),
     "gather-bf16": lambda: _gather("bfloat16"),
@@ -346,6 +375,8 @@ KERNELS = {
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
+    "shifts-i16": lambda: _shifts("int16"),
+    "int16": _int16,
     "iota-f32": lambda: _iota("float32"),
     "layout-f32": lambda: _layout("float32"),
     "layout-bf16": lambda: _layout("bfloat16"),
@@ -372,6 +403,7 @@ KERNELS = {
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
     "ref-bitcast-packed-bf16": lambda: _ref_views("packed", "bfloat16"),
     "ref-bitcast-f32": lambda: _ref_views("bits", "float32"),
+    "ref-bitcast-split-i32": lambda: _ref_views("split", "int32"),
     "strided-rows-f32": lambda: _ref_views("rows", "float32"),
 }
 

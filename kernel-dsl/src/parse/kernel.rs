@@ -153,7 +153,7 @@ impl Parser {
     }
 
     pub(super) fn dtype(&mut self) -> Result<DType> {
-        let what = "a dtype (f32, bf16, f16, i32, i8, bool)";
+        let what = "a dtype (f32, bf16, f16, i32, i16, i8, bool)";
         let (t, word) = self.word(what)?;
         DType::parse(&word)
             .ok_or_else(|| self.error_at(&t, format!("expected {what}, found `{word}`")))

@@ -7,13 +7,14 @@ use crate::{
     rules::elementwise::{convert, splat},
     types,
 };
-use tpukit_dsl::{DType, Literal, Op, OpKind, Result, Type};
+use tpukit_dsl::{DType, Error, Literal, Op, OpKind, Result, Type};
 
 pub fn dot<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
     let OpKind::Dot { lhs, rhs, dims } = op.kind else {
         unreachable!()
     };
     let (lt, to) = (lw.ty(lhs), lw.ty(op.results[0]));
+    refuse_wide_ints(lt.dtype)?;
     let rank = lt.rank();
     let acc_dtype = if lt.dtype.is_float() {
         DType::F32
@@ -54,4 +55,16 @@ pub fn dot<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
         &attributes,
     )?;
     Ok(vec![convert(em, product, &acc_ty, to.dtype)?])
+}
+
+/// TPU matrix units multiply floats and i8 only: libtpu fails a `tpu.matmul` of i16 or i32
+/// operands ("Bad lhs/rhs type", v5e and v6e), so lowering one is refused, with what to use.
+fn refuse_wide_ints(dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::I16 | DType::I32) {
+        return Err(Error::unsupported(format!(
+            "a matmul of {dtype} operands: TPU matrix units multiply bf16, f32 and i8 (v5e, \
+             v6e); cast the operands to f32 (exact while the sums stay below 2^24) or i8"
+        )));
+    }
+    Ok(())
 }

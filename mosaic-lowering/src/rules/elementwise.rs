@@ -58,12 +58,17 @@ fn int_op<'c>(em: &Emitter<'c>, name: &str, operands: &[Val<'c>], ty: &Type) -> 
 
 /// The dtype Mosaic computes an op on `dtype` in, when it is not `dtype` itself: TPU vector
 /// units have no 8-bit integer arithmetic (libtpu: "Only vector<i16> and vector<i32> are
-/// supported"), so i8 widens to i32 and the result wraps back; narrow float remainders
+/// supported"), so i8 widens to i32 and the result wraps back; i16 has vector arithmetic,
+/// but `arith.divsi`/`remsi`/`maxsi`/`minsi` on i16 vectors do not legalize (v5e, v6e), so
+/// those compute in i32, which holds their results exactly; narrow float remainders
 /// (`arith.remf` does not legalize on bf16) compute in f32, which holds them exactly.
-fn widened(dtype: DType, rem: bool) -> Option<DType> {
-    match dtype {
-        DType::I8 => Some(DType::I32),
-        DType::BF16 | DType::F16 if rem => Some(DType::F32),
+/// `binary` is the binary op computed (`None`: a unary op or a comparison).
+fn widened(dtype: DType, binary: Option<BinaryOp>) -> Option<DType> {
+    use BinaryOp::{Div, Max, Min, Rem};
+    match (dtype, binary) {
+        (DType::I8, _) => Some(DType::I32),
+        (DType::I16, Some(Div | Rem | Max | Min)) => Some(DType::I32),
+        (DType::BF16 | DType::F16, Some(Rem)) => Some(DType::F32),
         _ => None,
     }
 }
@@ -95,7 +100,7 @@ pub fn unary<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
         unreachable!()
     };
     let (ty, v) = (lw.ty(x), lw.value(x));
-    let out = match widened(ty.dtype, false) {
+    let out = match widened(ty.dtype, None) {
         Some(wide) => in_wider(em, &[v], ty, wide, Some(ty.dtype), |v, t| {
             unary_value(em, u, v[0], t)
         })?,
@@ -176,7 +181,7 @@ pub fn binary<'c>(
     if matches!(b, BinaryOp::DivU | BinaryOp::RemU) {
         return Ok(vec![unsigned_division(em, b == BinaryOp::RemU, x, y, ty)?]);
     }
-    let out = match widened(ty.dtype, b == BinaryOp::Rem) {
+    let out = match widened(ty.dtype, Some(b)) {
         Some(wide) => in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
             binary_value(em, b, v[0], v[1], t)
         })?,
@@ -385,7 +390,7 @@ pub fn compare<'c>(
         unreachable!()
     };
     let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
-    let out = match widened(ty.dtype, false) {
+    let out = match widened(ty.dtype, None) {
         Some(wide) => in_wider(em, &[x, y], ty, wide, None, |v, t| {
             compare_values(em, c, v[0], v[1], t)
         })?,
@@ -509,7 +514,7 @@ pub fn convert<'c>(em: &Emitter<'c>, v: Val<'c>, from: &Type, to: DType) -> Resu
     let out = em.ty(&types::value(&out_ty))?;
     let width = |d: DType| match d {
         DType::F32 | DType::I32 => 32,
-        DType::BF16 | DType::F16 => 16,
+        DType::BF16 | DType::F16 | DType::I16 => 16,
         DType::I8 => 8,
         DType::Bool => 1,
     };

@@ -101,6 +101,7 @@ fn reshape<'c>(
     }
     let target = em.ty(&types::vector(to, element))?;
     if to.is_empty() {
+        types::check_scalar_extract(element)?;
         let position = vec!["0"; from.len()].join(", ");
         return em.op1(
             "vector.extract",

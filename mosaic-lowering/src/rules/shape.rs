@@ -45,6 +45,7 @@ pub fn reshape<'c>(
     } else if from.is_scalar() {
         em.op1("vector.broadcast", &[v], target, &[])?
     } else if to.is_scalar() {
+        types::check_scalar_extract(types::element(to.dtype))?;
         let position = vec!["0"; from.rank()].join(", ");
         em.op1(
             "vector.extract",

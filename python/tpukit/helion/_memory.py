@@ -224,9 +224,9 @@ def is_host_array(x) -> bool:
         return False
 
 
-# Integer dtypes the runtime has no arrays of travel as int32: int16 and uint8 widened
-# (exactly), int64 narrowed (checked to fit when the kernel runs: ``_plan.to_kernel``).
-_WIDENED = ("int16", "uint8", "int64")
+# Integer dtypes the runtime has no arrays of travel as int32: uint8 widened (exactly), int64
+# narrowed (checked to fit when the kernel runs: ``_plan.to_kernel``).
+_WIDENED = ("uint8", "int64")
 
 
 def host_dtype(obj) -> np.dtype:
@@ -237,7 +237,7 @@ def host_dtype(obj) -> np.dtype:
     if d == np.dtype(np.float64):
         raise exc.HelionError(
             "float64 tensors are not supported on TPU (tpukit supports "
-            f"{_arrays.SUPPORTED}; int16, uint8 and int64 travel as int32)"
+            f"{_arrays.SUPPORTED}; uint8 and int64 travel as int32)"
         )
     _arrays.dtype_name(d)
     return d

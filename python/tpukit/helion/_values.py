@@ -50,9 +50,10 @@ def jdtype(dtype):
             torch.float16: np.float16,
             torch.int32: np.int32,
             torch.int64: np.int32,  # TPUs have no 64-bit integers: int64 computes in int32
-            torch.int16: np.int32,  # nor does the runtime have int16/uint8 values: int32,
+            torch.int16: np.int16,
             torch.int8: np.int8,
-            torch.uint8: np.int32,  # wrapped to the stored tensor's dtype on the host
+            torch.uint8: np.int32,  # nor does the runtime have uint8 values: int32, wrapped
+            # to the stored tensor's dtype on the host
             torch.bool: np.bool_,
             torch.float64: np.float32,  # likewise f64 computes in f32
         }

@@ -328,6 +328,8 @@ pub(super) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], ty: Type) -> Tens
         (ReduceOp::Min, DType::I32) => (i32::MAX as f64, DType::I32),
         (ReduceOp::Max, DType::I8) => (i8::MIN as f64, DType::I8),
         (ReduceOp::Min, DType::I8) => (i8::MAX as f64, DType::I8),
+        (ReduceOp::Max, DType::I16) => (i16::MIN as f64, DType::I16),
+        (ReduceOp::Min, DType::I16) => (i16::MAX as f64, DType::I16),
         (_, d) => (init, d),
     };
     let mut acc = vec![init; ty.num_elements().max(1)];

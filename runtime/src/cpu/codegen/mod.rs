@@ -639,7 +639,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     fn mem_type(&self, dtype: DType) -> BasicTypeEnum<'ctx> {
         match dtype {
             DType::F32 => self.ctx.f32_type().into(),
-            DType::BF16 => self.ctx.i16_type().into(),
+            DType::BF16 | DType::I16 => self.ctx.i16_type().into(),
             DType::F16 => self.ctx.f16_type().into(),
             DType::I32 => self.ctx.i32_type().into(),
             DType::I8 | DType::Bool => self.ctx.i8_type().into(),

@@ -84,6 +84,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             (ReduceOp::Min, DType::I32) => i32::MAX as f64,
             (ReduceOp::Max, DType::I8) => i8::MIN as f64,
             (ReduceOp::Min, DType::I8) => i8::MAX as f64,
+            (ReduceOp::Max, DType::I16) => i16::MIN as f64,
+            (ReduceOp::Min, DType::I16) => i16::MAX as f64,
             (ReduceOp::Max, _) => f64::NEG_INFINITY,
             (ReduceOp::Min, _) => f64::INFINITY,
         };

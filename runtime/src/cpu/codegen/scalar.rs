@@ -2,7 +2,7 @@
 //!
 //! Register representation: every float dtype is held as an `f32` already rounded to its
 //! dtype (bf16 and f16 compute in f32 and round after each op, as the IR's semantics say);
-//! `i32` and `i8` as themselves; `bool` as `i1`.
+//! `i32`, `i16` and `i8` as themselves; `bool` as `i1`.
 
 use super::{Emitter, Result};
 use inkwell::intrinsics::Intrinsic;
@@ -17,6 +17,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         match dtype {
             DType::F32 | DType::BF16 | DType::F16 => self.ctx.f32_type().into(),
             DType::I32 => self.ctx.i32_type().into(),
+            DType::I16 => self.ctx.i16_type().into(),
             DType::I8 => self.ctx.i8_type().into(),
             DType::Bool => self.ctx.bool_type().into(),
         }
@@ -27,6 +28,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         match dtype {
             DType::F32 | DType::BF16 | DType::F16 => self.ctx.f32_type().const_float(x).into(),
             DType::I32 => self.ctx.i32_type().const_int(x as i64 as u64, true).into(),
+            DType::I16 => self.ctx.i16_type().const_int(x as i64 as u64, true).into(),
             DType::I8 => self.ctx.i8_type().const_int(x as i64 as u64, true).into(),
             DType::Bool => self
                 .ctx

@@ -359,6 +359,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     pub(super) fn alloc_buffer(&mut self, dtype: DType, n: usize) -> Result<PointerValue<'ctx>> {
         let bytes = match dtype {
             DType::F32 | DType::BF16 | DType::F16 | DType::I32 => 4,
+            DType::I16 => 2,
             DType::I8 | DType::Bool => 1,
         };
         self.alloc(n.checked_mul(bytes))

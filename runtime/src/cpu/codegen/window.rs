@@ -260,6 +260,7 @@ fn fill_bits(dtype: DType, x: f64) -> u64 {
         DType::BF16 => tpukit_dsl::bf16_from_f64(x).to_bits() as u64,
         DType::F16 => tpukit_dsl::f16_from_f64(x).to_bits() as u64,
         DType::I32 => x as i32 as u32 as u64,
+        DType::I16 => x as i16 as u16 as u64,
         DType::I8 => x as i8 as u8 as u64,
         DType::Bool => (x != 0.0) as u64,
     }
