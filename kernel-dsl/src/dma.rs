@@ -23,8 +23,25 @@
 //!   overlapping elements; every copy must be waited on before the kernel ends. The
 //!   interpreter checks these in debug mode (`LaunchOptions { debug: true }`,
 //!   `TPUKIT_DEBUG=1`), naming the op.
+//!
+//! Semaphores may also cross the kernel's boundary (Pallas's `pltpu.SemaphoreType.DMA(())`
+//! as an `out_shape`, `pl.BlockSpec(memory_space=pltpu.SEMAPHORE)` as an input), as whole
+//! i32 arrays of counts (what JAX passes between calls for them: `int32` of the semaphore
+//! array's shape):
+//! - a semaphore *output* starts at zero (or at the count of the input it aliases) and its
+//!   final count is the result: a copy started on it may still be in flight when the kernel
+//!   ends — it is handed to the caller, and a later kernel taking the count as an input
+//!   waits for it (a copy is complete when it starts here, so the data is there then);
+//! - a semaphore *input* is the kernel's own copy of the caller's count, made at launch:
+//!   waits subtract from it, the caller's array never changes;
+//! - a kernel with a semaphore input or output runs its grid steps in order on one worker
+//!   (semaphores are one core's state).
+//!
+//! A wait for more than a semaphore input holds fails as any wait does; the debug checks of
+//! copies in flight see one kernel only (a copy handed over by an output is not checked
+//! against the accesses of the kernel that waits for it).
 
-use crate::{Indexer, OperandId};
+use crate::{Indexer, Kernel, OperandId, Role};
 
 /// Where an operand lives, which fixes how the body may reach it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -65,6 +82,21 @@ impl Space {
         Space::Semaphore(SemaphoreKind::Dma),
         Space::Semaphore(SemaphoreKind::Regular),
     ];
+}
+
+impl Kernel {
+    /// The semaphore inputs and outputs (see the module's semantics), in signature order.
+    pub fn semaphore_operands(&self) -> Vec<OperandId> {
+        self.operands
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                matches!(o.space, Space::Semaphore(_))
+                    && matches!(o.role, Role::Input | Role::Output)
+            })
+            .map(|(i, _)| OperandId(i as u32))
+            .collect()
+    }
 }
 
 /// Elements of one operand's ref: a copy's source or destination (slices and points, as a

@@ -134,7 +134,8 @@ fn verify_sizes(k: &Kernel) -> Result<()> {
     Ok(())
 }
 
-/// An operand in HBM is a whole input or output; semaphores are i32 scratch.
+/// An operand in HBM is a whole input or output; semaphores are i32 scratch, inputs or
+/// outputs (see [`crate::dma`]).
 fn verify_space(o: &Operand) -> Result<(), String> {
     match o.space {
         Space::Local => Ok(()),
@@ -142,8 +143,8 @@ fn verify_space(o: &Operand) -> Result<(), String> {
             "{} operands live in kernel memory, not `any`",
             o.role.name()
         )),
-        Space::Semaphore(_) if o.role != Role::Scratch || o.dtype != DType::I32 => {
-            Err("semaphores are i32 scratch operands".into())
+        Space::Semaphore(_) if o.role == Role::Prefetch || o.dtype != DType::I32 => {
+            Err("semaphores are i32 scratch, input or output operands".into())
         }
         _ if matches!(o.window, Window::Blocked(_)) => {
             Err("an operand outside kernel memory takes no block spec".into())

@@ -46,10 +46,12 @@ use tpukit_dsl::{DType, Kernel, OpKind, Region as IrRegion, Result, Role, Type, 
 /// The outputs (operand indices, in operand order) that start as the caller's buffer: every
 /// output with [`crate::Options::alias_outputs`]; otherwise each output the body loads from,
 /// or stores to under a mask (a masked store keeps the elements it masks off, so they must
-/// hold the caller's values). Other outputs start undefined, as in Pallas.
+/// hold the caller's values). Other outputs start undefined, as in Pallas; semaphore outputs
+/// are never among them (Mosaic gives them no window to copy into: they are the semaphores).
 pub fn outputs(kernel: &Kernel, alias_all: bool) -> Vec<usize> {
     kernel
         .operands_with_role(Role::Output)
+        .filter(|(_, o)| !matches!(o.space, tpukit_dsl::Space::Semaphore(_)))
         .map(|(id, _)| id.0 as usize)
         .filter(|&i| alias_all || needs_contents(&kernel.body.body, i))
         .collect()

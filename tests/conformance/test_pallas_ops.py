@@ -405,3 +405,64 @@ def test_a_bf16_strided_load_is_refused_by_the_lowering():
                                                    for s in specs])
     with pytest.raises(tpukit.UnsupportedError, match="strided load of bf16 data"):
         kernel.lower()
+
+
+
+def _custom_call(text, result, operands=None):
+    """The custom call of a lowered kernel module, its result named ``%result`` (and its
+    operands replaced by ``operands``)."""
+    import re
+
+    line = next(t for t in text.splitlines() if '"stablehlo.custom_call"' in t)
+    line = re.sub(r"^\s*%0(:\d+)? =", f"    %{result}\\1 =", line)
+    if operands is not None:
+        line = re.sub(r'"stablehlo.custom_call"\([^)]*\)',
+                      f'"stablehlo.custom_call"({operands})', line, count=1)
+    return line
+
+
+def _chain(producer, consumer):
+    """One program running the kernel module ``producer`` and then ``consumer`` on its
+    results: semaphores live in semaphore memory, so a TPU program passes them from call to
+    call and never takes or returns them (nor can JAX)."""
+    import re
+
+    head = next(t for t in producer.splitlines() if "func.func public @main" in t)
+    params = re.search(r"@main\((.*?)\) ->", head).group(1)
+    a = _custom_call(producer, "a")
+    n = re.match(r"\s*%a(?::(\d+))? =", a).group(1)
+    operands = ", ".join(f"%a#{i}" for i in range(int(n))) if n else "%a"
+    b = _custom_call(consumer, "b", operands)
+    result = re.search(r"-> (tensor<[^>]*>)\s*$", b).group(1)
+    return ("module @chain attributes {mhlo.num_partitions = 1 : i32, "
+            "mhlo.num_replicas = 1 : i32} {\n"
+            f"  func.func public @main({params}) -> {result} {{\n{a}\n{b}\n"
+            f"    return %b : {result}\n  }}\n}}\n")
+
+
+@functools.cache
+def _semaphore_operands_under_on_cpu():
+    """Calls handing semaphores to each other (python/tests/semaphore_kernels.py): DMA
+    semaphores as a call's result and another's operand, a regular semaphore's count carried
+    across calls, imported by ``on_cpu()`` and lowered back by tpukit."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(sk.gather_rows).lower(jnp.zeros((40, 128)), jnp.zeros((2,), jnp.int32))
+        jax.jit(lambda n: sk.drained(sk.signalled(n))).lower(jnp.zeros((1,), jnp.int32))
+    start, wait, signal, drain = (k.lower() for k in _cpu_lowering.imported()[before:])
+    return [_chain(start, wait), _chain(signal, drain)]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_semaphore_operands_compile_for_tpu(compiler, topology):
+    for text in _semaphore_operands_under_on_cpu():
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0

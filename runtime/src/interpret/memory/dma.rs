@@ -5,7 +5,7 @@
 //! it touches, so a load of a destination element, a store to either end, or a second copy
 //! writing the same element is an error naming both ops. A wait on a semaphore that holds
 //! less than it takes is an error (on a TPU it never returns), and so is a copy still in
-//! flight when the kernel ends.
+//! flight when the kernel ends (unless it signals a semaphore output, which hands it over).
 
 use super::Memory;
 use crate::interpret::tensor::Tensor;
@@ -97,9 +97,10 @@ impl Copies {
         }
     }
 
-    /// An error naming the first copy still in flight.
-    pub fn check_done(&self) -> Result<(), String> {
-        match self.flying.first() {
+    /// An error naming the first copy still in flight, but for those signalling a
+    /// semaphore for which `handed_over` holds (an output's: the caller waits for them).
+    pub fn check_done(&self, handed_over: impl Fn(OperandId) -> bool) -> Result<(), String> {
+        match self.flying.iter().find(|c| !handed_over(c.sem.0)) {
             Some(c) => Err(format!(
                 "the copy started at {} was never waited on (`dma_wait`) before the kernel ended",
                 c.started
@@ -230,8 +231,11 @@ impl Memory {
         Ok(Tensor::scalar_i32(*self.sem_value(at) as i64))
     }
 
+    /// Fails if a copy is still in flight when the kernel ends, unless it signals a
+    /// semaphore output (handed to the caller, see `tpukit_dsl::dma`).
     pub fn check_copies_done(&self) -> Result<(), String> {
-        self.copies.check_done()
+        self.copies
+            .check_done(|id| self.buffers[id.0 as usize].role == tpukit_dsl::Role::Output)
     }
 
     /// Checks a load (`write` false) or store against the copies in flight.

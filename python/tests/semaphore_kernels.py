@@ -1,0 +1,115 @@
+"""Pallas calls that hand semaphores to each other (shared by test_pallas_semaphore_operands.py
+and the conformance suite): a copy started in one call and waited on in another, the DMA
+semaphore crossing between them as a call result and operand, and a regular semaphore's
+count carried from one call to the next."""
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+ANY = pl.BlockSpec(memory_space=pl.ANY)
+SEM = pl.BlockSpec(memory_space=pltpu.SEMAPHORE)
+
+
+def _start_rows_kernel(rows_ref, x_hbm, x_alias, o_hbm, sems):
+    del x_alias
+    for k in range(o_hbm.shape[0] // 8):
+        pltpu.make_async_copy(x_hbm.at[pl.ds(rows_ref[k] * 8, 8)], o_hbm.at[pl.ds(k * 8, 8)],
+                              sems.at[k]).start()
+
+
+def start_rows(x, rows):
+    """Starts copying the 8-row tiles ``rows`` of ``x`` (in HBM) into a new array; returns
+    ``x`` (aliased, so XLA keeps it alive while the copies fly), the destination and the
+    copies' DMA semaphores."""
+    n = rows.shape[0]
+    return pl.pallas_call(
+        _start_rows_kernel,
+        out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype),
+                   jax.ShapeDtypeStruct((8 * n, x.shape[1]), x.dtype),
+                   pltpu.SemaphoreType.DMA((n,))),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, in_specs=[ANY], out_specs=(ANY, ANY, SEM)),
+        input_output_aliases={1: 0},
+    )(rows, x)
+
+
+def _wait_rows_kernel(x_hbm, o_hbm, sems, o_alias):
+    del o_alias
+    for k in range(o_hbm.shape[0] // 8):
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], o_hbm.at[pl.ds(k * 8, 8)],
+                              sems.at[k]).wait()
+
+
+def wait_rows(x, started):
+    """Waits for the copies of ``start_rows``; returns their destination."""
+    out, sems = started
+    return pl.pallas_call(
+        _wait_rows_kernel,
+        out_shape=jax.ShapeDtypeStruct(out.shape, out.dtype),
+        in_specs=[ANY, ANY, SEM], out_specs=ANY,
+        input_output_aliases={1: 0},
+    )(x, out, sems)
+
+
+def gather_rows(x, rows):
+    """``x``'s 8-row tiles ``rows``, copied by DMAs that cross two calls, with XLA's ops
+    (``2 * x``) running between the start and the wait."""
+    x, *started = start_rows(x, rows)
+    other = x * 2
+    return wait_rows(x, started), other
+
+
+def _signal_kernel(n_ref, sem):
+    pl.semaphore_signal(sem, n_ref[0])
+    pl.semaphore_signal(sem, 1)
+
+
+def signalled(n):
+    """A regular semaphore signalled ``n[0] + 1`` times (by amount) in one call."""
+    return pl.pallas_call(
+        _signal_kernel, out_shape=pltpu.SemaphoreType.REGULAR(()),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)], out_specs=SEM,
+    )(n)
+
+
+def _drain_kernel(sem, o_ref):
+    before = pl.semaphore_read(sem)
+    pl.semaphore_wait(sem, before)
+    o_ref[0] = before
+    o_ref[1] = pl.semaphore_read(sem)
+
+
+def drained(sem):
+    """[the count ``sem`` held, the count after waiting it down to zero], in another call."""
+    return pl.pallas_call(
+        _drain_kernel, out_shape=jax.ShapeDtypeStruct((2,), jnp.int32),
+        in_specs=[SEM], out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+    )(sem)
+
+
+def _maybe_start_kernel(flag_ref, x_hbm, o_hbm, sem):
+    @pl.when(flag_ref[0] != 0)
+    def _():
+        pltpu.make_async_copy(x_hbm, o_hbm, sem).start()
+
+
+def maybe_copied(x, flag):
+    """Copies ``x`` when ``flag[0]`` is nonzero, waited on in a second call (which never
+    returns on a TPU when the copy did not start)."""
+    o, sem = pl.pallas_call(
+        _maybe_start_kernel,
+        out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype), pltpu.SemaphoreType.DMA(())),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), ANY], out_specs=(ANY, SEM),
+    )(flag, x)
+
+    def wait(x_hbm, o_hbm, sem, o_alias):
+        del o_alias
+        pltpu.make_async_copy(x_hbm, o_hbm, sem).wait()
+
+    return pl.pallas_call(
+        wait, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[ANY, ANY, SEM], out_specs=ANY, input_output_aliases={1: 0},
+    )(x, o, sem)
+
