@@ -10,7 +10,10 @@
 //! a copy adds the number of bytes it moved, a wait subtracts the number of bytes of the
 //! window it names (so one wait matches one copy of that size, whichever started first).
 //! Regular semaphores are signalled and waited on by amount (`semaphore_signal`,
-//! `semaphore_wait`) and read (`semaphore_read`).
+//! `semaphore_wait`) and read (`semaphore_read`). A copy may also signal a regular
+//! semaphore (Pallas's `pltpu.async_copy(src, dst, sem)` with a `SemaphoreType.REGULAR`, which
+//! Mosaic allows from TPU v6 on): it adds 1, and the body waits for it with
+//! `semaphore_wait(sem, 1)` (a `dma_wait` names DMA semaphores only).
 //!
 //! The copy happens when it starts: `dma_start` reads its source and writes its destination
 //! then, with the semantics of a load and a store (edge windows read their fill, stores

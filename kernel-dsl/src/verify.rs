@@ -590,7 +590,8 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     so.name, d.name
                 ));
             }
-            semaphore(ctx, sem, SemaphoreKind::Dma)?;
+            // A regular semaphore counts completed copies (Mosaic allows it on v6e).
+            any_semaphore(ctx, sem)?;
             none(results)?;
         }
         OpKind::DmaWait { sem, src, dst } => {
@@ -663,6 +664,15 @@ fn copy_end<'a>(ctx: &'a Context, p: &crate::Place) -> Result<(&'a Operand, Type
     }
     let shape = access_shape(ctx, o, &p.index)?;
     Ok((o, Type::new(o.dtype, shape)))
+}
+
+/// Checks that `p` names one semaphore, of either kind.
+fn any_semaphore(ctx: &Context, p: &crate::Place) -> Result<(), String> {
+    let o = operand_of(ctx, p.operand)?;
+    if !matches!(o.space, Space::Semaphore(_)) {
+        return Err(format!("`{}` is not a semaphore", o.name));
+    }
+    point(ctx, o, &p.index)
 }
 
 /// Checks that `p` names one semaphore of `kind`.

@@ -101,7 +101,13 @@ fn semaphores_are_reached_only_by_semaphore_ops() {
         e.contains("is not a semaphore"),
         "a DMA semaphore is not regular: {e}"
     );
-    let e = error(b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.flag, &[])));
+    // A copy may signal a regular semaphore (it counts copies), but not a buffer; only
+    // DMA semaphores are waited on by `dma_wait`.
+    b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.flag, &[]))
+        .unwrap();
+    let e = error(b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.x, &[])));
+    assert!(e.contains("`x` is not a semaphore"), "{e}");
+    let e = error(b.dma_wait((r.flag, &[]), (r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[])));
     assert!(e.contains("is not a dma semaphore"), "{e}");
     let e = error(b.dma_start(
         (r.x, &[Ix::Ds(0.into(), 8)]),

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import semaphore_kernels as sk
 
+import tpukit
 from tpukit import DEVICES, pallas
 
 
@@ -90,3 +91,31 @@ def test_a_semaphore_output_of_a_custom_kernel_is_its_count():
         assert int(got) == 15
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_copies_signalling_a_regular_semaphore_are_counted(dtype, rng):
+    from conftest import check
+    from jax.experimental.pallas import tpu as pltpu
+
+    x = rng.standard_normal((32, 128)).astype(dtype)
+    check(sk.counted_copies, jax.ShapeDtypeStruct((16, 128), dtype), [x],
+          lambda x: (x[:16].astype(np.float32) * 2 + x[16:].astype(np.float32)).astype(dtype),
+          in_specs=[sk.ANY], out_specs=sk.ANY, scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+
+
+def test_reading_before_the_regular_semaphore_wait_is_an_error():
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def body(x_hbm, o_ref, buf, sem):
+        pltpu.async_copy(x_hbm, buf, sem)
+        o_ref[...] = buf[...]  # too early
+        pl.semaphore_wait(sem)
+
+    k = pallas.custom_kernel(body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                             in_specs=[sk.ANY],
+                             scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                             pltpu.SemaphoreType.REGULAR])
+    with pytest.raises(tpukit.TpukitError, match=r"op `load`.*reads an element of the "
+                       r"destination of a copy in flight"):
+        k(np.zeros((8, 128), np.float32), device="interpret")

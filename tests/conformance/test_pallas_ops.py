@@ -182,6 +182,21 @@ def _dma(name, dtype):
     return call, [_sds((16, 128), dtype)]
 
 
+def _counted_copies(dtype):
+    # copies signalling a regular semaphore (python/tests/semaphore_kernels.py)
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import semaphore_kernels as sk
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    call = pl.pallas_call(sk.counted_copies, out_shape=_sds((16, 128), dtype),
+                          in_specs=[sk.ANY], out_specs=sk.ANY,
+                          scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+    return call, [_sds((32, 128), dtype)]
+
+
 def _smem(dtype):
     # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
     import sys
@@ -367,6 +382,8 @@ KERNELS = {
     "dma-scoped-f32": lambda: _dma("scoped", "float32"),
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
+    "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
+    "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),

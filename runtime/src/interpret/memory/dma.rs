@@ -135,7 +135,16 @@ impl Memory {
         &mut self.buffers[at.0.0 as usize].data[at.1]
     }
 
-    pub fn dma_start(&mut self, src: At, dst: At, sem: At, started: String) -> Result<(), String> {
+    /// Copies `src` into `dst` and signals `sem` with the bytes moved, or with 1 when
+    /// `counts` (a regular semaphore, which counts copies).
+    pub fn dma_start(
+        &mut self,
+        src: At,
+        dst: At,
+        sem: At,
+        started: String,
+        counts: bool,
+    ) -> Result<(), String> {
         let (shape, src_offs) = self.offsets(&src)?;
         let (_, dst_offs) = self.offsets(&dst)?;
         let (s, d) = (src.place.operand, dst.place.operand);
@@ -164,7 +173,11 @@ impl Memory {
         )?;
         self.store(d, &dst.place.index, &dst.starts, &value, None)?;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
-        let bytes = (value.data.len() * dtype.size_bytes()) as i64;
+        let bytes = if counts {
+            1
+        } else {
+            (value.data.len() * dtype.size_bytes()) as i64
+        };
         *self.sem_value(sem_at) += bytes as f64;
         let c = InFlight {
             sem: sem_at,
@@ -221,9 +234,19 @@ impl Memory {
         Ok(())
     }
 
+    /// Takes `amount` from a regular semaphore; copies that signalled it complete, the
+    /// earliest first, one per unit taken.
     pub fn semaphore_wait(&mut self, sem: At, amount: i64) -> Result<(), String> {
         let at = (sem.place.operand, self.semaphore(&sem)?);
-        self.take(at, amount, "nothing signalled it")
+        self.take(at, amount, "nothing signalled it")?;
+        for _ in 0..amount.max(0) {
+            let Some(i) = self.copies.flying.iter().position(|c| c.sem == at) else {
+                break;
+            };
+            let c = self.copies.flying.remove(i);
+            self.copies.mark(&c, -1);
+        }
+        Ok(())
     }
 
     pub fn semaphore_read(&mut self, sem: At) -> Result<Tensor, String> {
