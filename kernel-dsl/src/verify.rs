@@ -252,15 +252,14 @@ fn verify_region(
                 OpKind::Load { operand, .. } => {
                     ctx.operands.get(operand.0 as usize).map(|o| o.role) == Some(Role::Prefetch)
                 }
-                OpKind::Store { .. }
-                | OpKind::ProgramId { .. }
-                | OpKind::NumPrograms { .. }
-                | OpKind::Print { .. } => false,
+                OpKind::Store { .. } | OpKind::ProgramId { .. } | OpKind::Print { .. } => false,
                 _ => true,
             };
             if !allowed {
                 return Err(err(
-                    "not allowed in an index map (which may read prefetch operands only)".into(),
+                    "not allowed in an index map (which may read prefetch operands and the grid's \
+                     extents only)"
+                        .into(),
                 ));
             }
         }

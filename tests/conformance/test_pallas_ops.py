@@ -483,3 +483,31 @@ def test_semaphore_operands_compile_for_tpu(compiler, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _index_map_extents_under_on_cpu():
+    """Index maps reading ``pl.num_programs`` (python/tests/test_pallas_index_map_extents.py)
+    of a grid sized by a traced value and of a static one, imported by ``on_cpu()``."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import test_pallas_index_map_extents as t
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(t.reversed_blocks).lower(jnp.int32(2), jnp.zeros((48, 128)))
+        jax.jit(lambda x: t.reversed_blocks(5, x)).lower(jnp.zeros((40, 128), jnp.bfloat16))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_index_maps_reading_the_grid_extent_compile_for_tpu(compiler, topology):
+    texts = _index_map_extents_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
