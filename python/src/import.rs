@@ -6,13 +6,16 @@ use crate::error::{self, guard};
 use crate::kernel::PyKernel;
 
 /// The kernel of one `tpu_custom_call`: its Mosaic `body` (generic text, as jaxlib prints
-/// the decoded body) and the call's operand and result tensor types (printed).
+/// the decoded body) and the call's operand and result tensor types (printed); `aliases` are
+/// its `(result, operand)` aliases (`output_operand_aliases`).
 #[pyfunction]
+#[pyo3(signature = (body, operand_types, result_types, name, aliases = Vec::new()))]
 pub fn import_mosaic(
     body: &str,
     operand_types: Vec<String>,
     result_types: Vec<String>,
     name: &str,
+    aliases: Vec<(usize, usize)>,
 ) -> PyResult<PyKernel> {
     guard(Some(name), || {
         let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
@@ -23,7 +26,8 @@ pub fn import_mosaic(
         };
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
         let kernel =
-            tpukit_import::import_mosaic(body, &operands, &results, name).map_err(error::dsl)?;
+            tpukit_import::import_mosaic_aliased(body, &operands, &results, &aliases, name)
+                .map_err(error::dsl)?;
         Ok(PyKernel::new(kernel))
     })
 }

@@ -129,3 +129,44 @@ def counted_copies(x_hbm, o_hbm, sem):
 
     half = (x_hbm.shape[0] // 2, x_hbm.shape[1])
     pl.run_scoped(body, pltpu.VMEM(half, x_hbm.dtype), pltpu.VMEM(half, x_hbm.dtype))
+
+
+def scatter_rows_in_place(x, y, rows):
+    """``y`` with its 8-row tiles ``rows`` replaced by ``x``'s first tiles, by copies into
+    the refs of a ``pl.run_state`` (closed over by the kernel, which Pallas passes as inputs
+    aliased to outputs)."""
+
+    def stateful(refs):
+        x_ref, y_ref = refs
+
+        def kernel(rows_ref, sems):
+            for k in range(rows.shape[0]):
+                pltpu.make_async_copy(x_ref.at[pl.ds(8 * k, 8)],
+                                      y_ref.at[pl.ds(rows_ref[k] * 8, 8)], sems.at[k]).start()
+            for k in range(rows.shape[0]):
+                pltpu.make_async_copy(x_ref.at[pl.ds(8 * k, 8)],
+                                      y_ref.at[pl.ds(rows_ref[k] * 8, 8)], sems.at[k]).wait()
+
+        pl.pallas_call(kernel, out_shape=[],
+                       in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+                       scratch_shapes=[pltpu.SemaphoreType.DMA((rows.shape[0],))])(rows)
+
+    return pl.run_state(stateful)((x, y))[1]
+
+
+def _add_into_kernel(x_hbm, y_hbm, o_alias, buf, sem):
+    del o_alias
+    pltpu.sync_copy(x_hbm, buf)
+    buf[...] = buf[...] + 1
+    pltpu.make_async_copy(buf, y_hbm.at[pl.ds(8, 8)], sem).start()
+    pltpu.make_async_copy(buf, y_hbm.at[pl.ds(8, 8)], sem).wait()
+
+
+def add_into_aliased_input(x, y):
+    """``y`` (aliased to the output) with its rows 8..16 replaced by ``x + 1``, copied into
+    the input's ref."""
+    return pl.pallas_call(
+        _add_into_kernel, out_shape=jax.ShapeDtypeStruct(y.shape, y.dtype),
+        in_specs=[ANY, ANY], out_specs=ANY, input_output_aliases={1: 0},
+        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
+    )(x, y)

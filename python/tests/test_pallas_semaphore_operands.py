@@ -119,3 +119,44 @@ def test_reading_before_the_regular_semaphore_wait_is_an_error():
     with pytest.raises(tpukit.TpukitError, match=r"op `load`.*reads an element of the "
                        r"destination of a copy in flight"):
         k(np.zeros((8, 128), np.float32), device="interpret")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_copies_into_refs_of_run_state(dtype, device, rng):
+    x = rng.standard_normal((16, 128)).astype(dtype)
+    y = rng.standard_normal((48, 128)).astype(dtype)
+    rows = np.array([4, 1], np.int32)
+    with pallas.on_cpu(device, debug=True):
+        got = jax.jit(sk.scatter_rows_in_place)(jnp.asarray(x), jnp.asarray(y), jnp.asarray(rows))
+    want = y.copy()
+    want[32:40], want[8:16] = x[:8], x[8:]
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_copy_into_an_input_aliased_to_an_output(dtype, device, rng):
+    x = rng.standard_normal((8, 128)).astype(dtype)
+    y = rng.standard_normal((24, 128)).astype(dtype)
+    with pallas.on_cpu(device):
+        got = jax.jit(sk.add_into_aliased_input)(jnp.asarray(x), jnp.asarray(y))
+    want = y.copy()
+    want[8:16] = (x.astype(np.float32) + 1).astype(dtype)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_copy_into_an_input_not_aliased_is_refused_by_name(rng):
+    from jax.experimental.pallas import tpu as pltpu
+
+    def body(x_hbm, y_hbm, o_hbm, sem):
+        pltpu.make_async_copy(x_hbm, y_hbm, sem).start()
+        pltpu.make_async_copy(x_hbm, y_hbm, sem).wait()
+
+    k = pallas.custom_kernel(body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                             in_specs=[sk.ANY, sk.ANY], out_specs=sk.ANY,
+                             scratch_shapes=[pltpu.SemaphoreType.DMA])
+    x = np.zeros((8, 128), np.float32)
+    with pytest.raises(tpukit.TpukitError, match=r"op `dma_start`: `in1` is an input: it is "
+                       r"read-only \(at .*test_pallas_semaphore_operands.py"):
+        k(x, x)

@@ -108,7 +108,11 @@ def instantiate(name: str, shape: list[int], dtype: str) -> tuple[Kernel, dict[s
     """The catalog kernel ``name`` for a problem ``shape`` and ``dtype``, and its bindings."""
 
 def import_mosaic(
-    body: str, operand_types: list[str], result_types: list[str], name: str
+    body: str,
+    operand_types: list[str],
+    result_types: list[str],
+    name: str,
+    aliases: list[tuple[int, int]] = ...,
 ) -> Kernel: ...
 def import_stablehlo(module: str, name: str) -> Kernel: ...
 def stablehlo_ops() -> list[str]: ...

@@ -130,7 +130,8 @@ def _import(stablehlo: str, name: str) -> CompiledKernel:
         n_out = kernel.count("output")
         return CompiledKernel(stablehlo, kernel, {}, n_out)
     call = stages.call
-    kernel = import_mosaic(call.body, call.operand_types, call.result_types, call.name)
+    kernel = import_mosaic(call.body, call.operand_types, call.result_types, call.name,
+                           sorted(call.aliases.items()))
     compiled = CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
     if stages.prologue is not None:
         compiled.prologue = import_stablehlo(stages.prologue, f"{call.name}_prologue")

@@ -511,3 +511,34 @@ def test_index_maps_reading_the_grid_extent_compile_for_tpu(compiler, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _aliased_inputs_under_on_cpu():
+    """Copies into inputs aliased to outputs (python/tests/semaphore_kernels.py: refs of
+    ``pl.run_state``, ``input_output_aliases``), imported by ``on_cpu()``: the copies write
+    the outputs."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(sk.scatter_rows_in_place).lower(jnp.zeros((16, 128)), jnp.zeros((48, 128)),
+                                                jnp.zeros((2,), jnp.int32))
+        jax.jit(sk.add_into_aliased_input).lower(jnp.zeros((8, 128), jnp.bfloat16),
+                                                 jnp.zeros((24, 128), jnp.bfloat16))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_copies_into_aliased_inputs_compile_for_tpu(compiler, topology):
+    texts = _aliased_inputs_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
