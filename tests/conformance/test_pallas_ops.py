@@ -197,6 +197,19 @@ def _counted_copies(dtype):
     return call, [_sds((32, 128), dtype)]
 
 
+def _strided_roll(dtype):
+    # python/tests/test_pallas_strided_roll.py's first kernel: lanes rolled by a stride per
+    # row (by a constant shift: a traced one loads windows at traced lane offsets, which
+    # libtpu refuses, as for a plain roll by a traced shift)
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 3, 1, stride=5, stride_axis=0)
+
+    return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
+
+
 def _smem(dtype):
     # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
     import sys
@@ -384,6 +397,8 @@ KERNELS = {
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
+    "strided-roll-f32": lambda: _strided_roll("float32"),
+    "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
