@@ -345,6 +345,9 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
+    if let Some(view) = s.shaped(op, 1) {
+        return super::ref_view::store_whole(b, &view, &index, value);
+    }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
 }
@@ -374,6 +377,11 @@ fn tpu_vector_store(
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, n as usize, &shape)?;
+    if m == 0
+        && let Some(view) = s.shaped(op, 1)
+    {
+        return super::ref_view::store_whole(b, &view, &index, value);
+    }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {
         let mask = s.value(op, 2 + n as usize)?;

@@ -210,6 +210,21 @@ def _strided_roll(dtype):
     return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
 
 
+def _view_stores(dtype):
+    # python/tests/test_pallas_ref_view_stores.py: whole stores through a reshaped ref and
+    # through a bitcast one
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, b_ref, o_ref, p_ref):
+        o_ref.reshape(16, 128)[...] = x_ref[...] * 2
+        p_ref.bitcast(jnp.int32)[...] = b_ref[...] ^ 0x7FFFFFFF
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((2, 8, 128), dtype),
+                                             _sds((8, 128), "float32")))
+    return call, [_sds((16, 128), dtype), _sds((8, 128), "int32")]
+
+
 def _smem(dtype):
     # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
     import sys
@@ -399,6 +414,8 @@ KERNELS = {
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "strided-roll-f32": lambda: _strided_roll("float32"),
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
+    "view-stores-f32": lambda: _view_stores("float32"),
+    "view-stores-bf16": lambda: _view_stores("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),

@@ -1,0 +1,67 @@
+"""Stores through reshaped and bitcast refs (`o_ref.reshape(...)[...] = v`,
+`o_ref.bitcast(jnp.int32)[...] = bits`): a store of the whole view writes the window
+row-major (issue 13), on both devices against numpy; a store into part of one is refused by
+name."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_close
+from jax.experimental import pallas as pl
+
+import tpukit
+from tpukit import DEVICES, pallas
+
+
+def sds(shape, dtype):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def check(body, out_shape, args, reference, tolerance=None, **call_kwargs):
+    """tpukit on both devices against numpy (Pallas's interpret mode cannot store through
+    reshaped or bitcast refs: its discharge raises NotImplementedError)."""
+    kernel = pallas.custom_kernel(lambda *a: out_shape, body, **call_kwargs)
+    want = reference(*args)
+    for device in DEVICES:
+        assert_close(kernel(*args, device=device), want, f"tpukit {device}", tolerance)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32])
+def test_a_whole_store_through_a_reshaped_ref(dtype, rng):
+    def kernel(x_ref, o_ref):
+        o_ref.reshape(16, 128)[...] = x_ref[...] * 2
+
+    x = (rng.standard_normal((16, 128)) * 10).astype(dtype)
+    check(kernel, sds((2, 8, 128), dtype), [x], lambda x: (x * 2).reshape(2, 8, 128))
+
+
+def test_a_whole_store_through_a_reshaped_block_of_a_grid(rng):
+    def kernel(x_ref, o_ref):
+        o_ref.reshape(8, 128)[...] = x_ref[...] + pl.program_id(0).astype(jnp.float32)
+
+    x = rng.standard_normal((24, 128)).astype(np.float32)
+    want = (x.reshape(3, 8, 128) + np.arange(3, dtype=np.float32)[:, None, None])
+    check(kernel, sds((3, 8, 1, 128), np.float32), [x], lambda x: want.reshape(3, 8, 1, 128),
+          grid=(3,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+          out_specs=pl.BlockSpec((1, 8, 1, 128), lambda i: (i, 0, 0, 0)))
+
+
+def test_a_whole_store_through_a_bitcast_ref(rng):
+    def kernel(x_ref, o_ref):
+        o_ref.bitcast(jnp.int32)[...] = x_ref[...] ^ 0x7FFFFFFF
+
+    x = rng.integers(-2**31, 2**31 - 1, (8, 128), dtype=np.int64).astype(np.int32)
+    check(kernel, sds((8, 128), np.float32), [x],
+          lambda x: (x ^ 0x7FFFFFFF).view(np.float32), tolerance=dict(rtol=0, atol=0))
+
+
+def test_a_store_into_part_of_a_reshaped_ref_is_refused_by_name():
+    def kernel(x_ref, o_ref):
+        o_ref.reshape(16, 128)[:8] = x_ref[...]
+
+    k = pallas.custom_kernel(kernel, out_shape=sds((2, 8, 128), jnp.float32))
+    with pytest.raises(tpukit.UnsupportedError,
+                       match=r"store into part of a reshaped or bitcast ref.*ref_view_stores"):
+        k(np.zeros((8, 128), np.float32))
