@@ -2,7 +2,8 @@
 //! `pl.semaphore_*`, `pl.run_scoped`) into the IR's copy and semaphore ops
 //! ([`tpukit_dsl::dma`]).
 //!
-//! Refs are narrowed by `tpu.memref_slice` (dynamic starts, static sizes) and
+//! Refs are narrowed by `tpu.memref_slice` (dynamic starts, static sizes; a traced size in
+//! one dimension for copies, imported as a loop of copies of one element there) and
 //! `tpu.memref_squeeze` (dropping unit dimensions) into views, which the copy and semaphore
 //! ops take. `tpu.region` (a scope) is imported inline; its `memref.alloca` and
 //! `tpu.sem_alloc` allocations become scratch operands of their own, after the kernel's
@@ -185,12 +186,24 @@ pub(crate) fn memref_slice(
     _: &Table,
 ) -> Result<()> {
     let seg = segments(op)?;
-    if seg.get(2).copied().unwrap_or(0) != 0 {
-        return Err(Error::unsupported("a slice of dynamic size"));
+    let dynamic = seg.get(2).copied().unwrap_or(0);
+    if dynamic > 1 || (dynamic == 1 && s.dynamic_of(op, 0).is_some()) {
+        return Err(Error::unsupported(
+            "a slice of traced size in more than one dimension (copies of one are imported)",
+        ));
+    }
+    if s.dynamic_of(op, 0).is_some() {
+        return Err(Error::unsupported("a slice of a slice of traced size"));
     }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
-    let sizes = memref_shape(op, 0)?;
+    // A traced size is `?` in the result type: the view keeps a slice of one element there,
+    // and the size beside it (see `dynamic_copy`).
+    let (sizes, traced) = if dynamic == 1 {
+        slice_sizes(op)?
+    } else {
+        (memref_shape(op, 0)?, None)
+    };
     let mut out = Vec::with_capacity(index.len());
     let mut d = 0;
     for ix in index {
@@ -209,7 +222,89 @@ pub(crate) fn memref_slice(
     if d != sizes.len() {
         return Err(Error::new("a slice of another rank"));
     }
+    if let Some(dim) = traced {
+        // The view's indexer of that dimension: the `dim`-th slice among them.
+        let at = out
+            .iter()
+            .enumerate()
+            .filter(|(_, ix)| matches!(ix, Ix::Ds(..)))
+            .nth(dim)
+            .map(|(i, _)| i)
+            .ok_or_else(|| Error::new("a slice of another rank"))?;
+        let size = s.arg(op, 1 + seg[1])?;
+        s.define_dynamic(op, 0, at, size)?;
+    }
     s.define_view(op, 0, r, out)
+}
+
+/// The sizes of a `tpu.memref_slice` result with one dimension of traced size (`?` in its
+/// type, given as 1 here), and which dimension that is.
+fn slice_sizes(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, Option<usize>)> {
+    let r = op
+        .result(0)
+        .map_err(|_| Error::new("`tpu.memref_slice` has no result"))?;
+    let ty = r.r#type().to_string();
+    let dims = ty
+        .strip_prefix("memref<")
+        .ok_or_else(|| Error::new(format!("a view of type {ty}")))?;
+    let parts: Vec<&str> = dims.split(['x', ',', '>']).collect();
+    let mut sizes = Vec::new();
+    let mut traced = None;
+    for p in &parts[..parts.len().saturating_sub(1)] {
+        match p.trim() {
+            "?" => {
+                traced = Some(sizes.len());
+                sizes.push(1);
+            }
+            n => match n.parse::<usize>() {
+                Ok(n) => sizes.push(n),
+                Err(_) => break,
+            },
+        }
+    }
+    if traced.is_none() {
+        return Err(Error::new(format!("a slice of traced size of type {ty}")));
+    }
+    Ok((sizes, traced))
+}
+
+/// One end of a copy: a ref and its indexers.
+type Window = (Ref, Vec<Ix>);
+
+/// A copy whose ends have one dimension of traced size each (`pl.ds(start, n)` with `n`
+/// traced): one copy (or wait) per element of that dimension, in a loop of `n` steps. The
+/// bytes signalled and waited for add up to the whole copy's, so a program waiting with a
+/// descriptor of the same size sees what it would on a TPU.
+fn dynamic_copy(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+    each: &mut dyn FnMut(&mut KernelBuilder, [Window; 2]) -> Result<()>,
+) -> Result<()> {
+    let [(sa, sz), (da, _)] = match ends.map(|i| s.dynamic_of(op, i)) {
+        [Some(a), Some(b)] => [a, b],
+        _ => {
+            return Err(Error::unsupported(
+                "a copy between a window of traced size and one of static size",
+            ));
+        }
+    };
+    let places = [
+        s.place_of_any_size(op, ends[0])?,
+        s.place_of_any_size(op, ends[1])?,
+    ];
+    b.for_loop(0, sz, 1, &[], |b, row, _| {
+        let mut moved = places.clone();
+        for ((_, index), at) in moved.iter_mut().zip([sa, da]) {
+            if let Ix::Ds(start, 1) = index[at] {
+                index[at] = Ix::Ds(add(s, b, start, row.into())?, 1);
+            }
+        }
+        each(b, moved)?;
+        Ok(vec![])
+    })?;
+    Ok(())
 }
 
 /// `tpu.memref_squeeze`: the view without the unit dimensions the result drops.
@@ -219,6 +314,9 @@ pub(crate) fn memref_squeeze(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if s.dynamic_of(op, 0).is_some() {
+        return Err(Error::unsupported("a squeeze of a slice of traced size"));
+    }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
     let want = memref_shape(op, 0)?;
@@ -250,6 +348,12 @@ pub(crate) fn enqueue_dma(
 ) -> Result<()> {
     let seg = segments(op)?;
     local_only(op, &seg, &[1, 4, 5])?;
+    if s.dynamic_of(op, 0).is_some() || s.dynamic_of(op, 1).is_some() {
+        let (sem, mi) = s.place(op, 2)?;
+        return dynamic_copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))
+        });
+    }
     let (src, si) = s.place(op, 0)?;
     let (dst, di) = s.place(op, 1)?;
     let (sem, mi) = s.place(op, 2)?;
@@ -272,6 +376,11 @@ pub(crate) fn wait_dma(
         (1, 1)
     };
     let (sem, mi) = s.place(op, 0)?;
+    if s.dynamic_of(op, src).is_some() || s.dynamic_of(op, dst).is_some() {
+        return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))
+        });
+    }
     let (sr, si) = s.place(op, src)?;
     let (d, di) = s.place(op, dst)?;
     b.dma_wait((sem, &mi), (sr, &si), (d, &di))

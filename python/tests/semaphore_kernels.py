@@ -170,3 +170,19 @@ def add_into_aliased_input(x, y):
         in_specs=[ANY, ANY], out_specs=ANY, input_output_aliases={1: 0},
         scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
     )(x, y)
+
+
+def copy_rows_of_traced_count(params_ref, x_hbm, y_hbm, o_hbm, sem):
+    """Copies ``params[2]`` rows of ``x`` from row ``params[0]`` into ``o`` (which aliases
+    ``y``) at row ``params[1]``: a copy of traced size, ``pl.ds(start, n)``."""
+    del y_hbm
+    src, dst, n = params_ref[0], params_ref[1], params_ref[2]
+    pltpu.async_copy(x_hbm.at[pl.ds(src, n)], o_hbm.at[pl.ds(dst, n)], sem).wait()
+
+
+def rows_of_traced_count(params, x, y):
+    return pl.pallas_call(
+        copy_rows_of_traced_count, out_shape=jax.ShapeDtypeStruct(y.shape, y.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), ANY, ANY], out_specs=ANY,
+        scratch_shapes=[pltpu.SemaphoreType.DMA], input_output_aliases={2: 0},
+    )(params, x, y)

@@ -160,3 +160,18 @@ def test_a_copy_into_an_input_not_aliased_is_refused_by_name(rng):
     with pytest.raises(tpukit.TpukitError, match=r"op `dma_start`: `in1` is an input: it is "
                        r"read-only \(at .*test_pallas_semaphore_operands.py"):
         k(x, x)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_copy_of_a_traced_number_of_rows(dtype, device, debug, rng):
+    x = rng.standard_normal((16, 8, 128)).astype(dtype)
+    y = rng.standard_normal((12, 8, 128)).astype(dtype)
+    f = jax.jit(sk.rows_of_traced_count)
+    for src, dst, n in [(3, 1, 5), (0, 0, 12), (15, 11, 1), (4, 4, 0)]:
+        with pallas.on_cpu(device, debug=debug):
+            got = f(jnp.array([src, dst, n], jnp.int32), jnp.asarray(x), jnp.asarray(y))
+        want = y.copy()
+        want[dst:dst + n] = x[src:src + n]
+        np.testing.assert_array_equal(np.asarray(got), want)

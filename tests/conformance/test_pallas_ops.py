@@ -574,3 +574,33 @@ def test_copies_into_aliased_inputs_compile_for_tpu(compiler, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _traced_size_copies_under_on_cpu():
+    """A copy of a traced number of rows (python/tests/semaphore_kernels.py), imported by
+    ``on_cpu()`` as a loop of one-row copies and waits."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        for dtype in ("float32", "bfloat16"):
+            jax.jit(sk.rows_of_traced_count).lower(
+                jnp.zeros((3,), jnp.int32), jnp.zeros((16, 8, 128), dtype),
+                jnp.zeros((12, 8, 128), dtype))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_copies_of_a_traced_size_compile_for_tpu(compiler, topology):
+    texts = _traced_size_copies_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
