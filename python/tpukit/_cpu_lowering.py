@@ -66,15 +66,11 @@ def _rule(ctx, *in_nodes, interpret, **params):
 
 def _physical(aval):
     """``aval``, or for a semaphore array the int32 array of its counts."""
-    if jax.dtypes.issubdtype(getattr(aval, "dtype", None), _semaphore_dtype()):
-        return jax.core.ShapedArray(aval.shape, jnp.int32)
-    return aval
-
-
-def _semaphore_dtype():
     from jax._src.pallas import core as pallas_core
 
-    return pallas_core.semaphore_dtype
+    if isinstance(getattr(aval, "dtype", None), pallas_core.AbstractSemaphoreTy):
+        return jax.core.ShapedArray(aval.shape, jnp.int32)
+    return aval
 
 
 def _is_key(aval) -> bool:

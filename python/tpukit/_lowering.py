@@ -298,6 +298,6 @@ def shape_dtype(x) -> jax.ShapeDtypeStruct:
 
     from tpukit import _arrays
 
-    if jax.dtypes.issubdtype(getattr(x, "dtype", None), pallas_core.semaphore_dtype):
+    if isinstance(getattr(x, "dtype", None), pallas_core.AbstractSemaphoreTy):
         return x
     return jax.ShapeDtypeStruct(tuple(x.shape), _arrays.numpy_dtype(x.dtype))
