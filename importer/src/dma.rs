@@ -339,6 +339,119 @@ pub(crate) fn memref_squeeze(
     s.define_view(op, 0, r, squeezed)
 }
 
+/// The window of one end of a copy that may be a reshaped ref ([`super::ref_view`]): the
+/// reshaped ref's window (its elements in row-major order are the view's), or the place.
+fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -> Result<Window> {
+    match s.shaped(op, i) {
+        Some(v) if !v.packed && v.dtype == b.ref_dtype(v.base.0) => Ok(v.base),
+        Some(_) => Err(Error::unsupported(format!(
+            "operand {i} of `{}` is a bitcast ref (copies through reshaped refs are imported)",
+            op_name(op)
+        ))),
+        None => {
+            let (r, index) = s.place(op, i)?;
+            Ok((r, full(b, r, index)?))
+        }
+    }
+}
+
+/// A copy (or wait) between `ends` of `op` when one is a reshaped ref: the same elements in
+/// row-major order, as one copy per index of the leading dimensions the two shapes do not
+/// share (their longest common trailing dimensions are copied whole each time, with a whole
+/// innermost leading dimension of one end when it divides the other's: tiles of rows). `None`
+/// when neither end is reshaped.
+fn reshaped_copies(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+) -> Result<Option<Vec<[Window; 2]>>> {
+    if s.shaped(op, ends[0]).is_none() && s.shaped(op, ends[1]).is_none() {
+        return Ok(None);
+    }
+    let windows = [copy_end(s, b, op, ends[0])?, copy_end(s, b, op, ends[1])?];
+    let sizes = windows.clone().map(|(_, index)| {
+        index
+            .iter()
+            .filter_map(|ix| match ix {
+                Ix::Ds(_, n) => Some(*n),
+                _ => None,
+            })
+            .collect::<Vec<usize>>()
+    });
+    if sizes[0].iter().product::<usize>() != sizes[1].iter().product::<usize>() {
+        return Err(Error::new("a copy between windows of other element counts"));
+    }
+    let common = sizes[0]
+        .iter()
+        .rev()
+        .zip(sizes[1].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let outer = sizes.clone().map(|v| v[..v.len() - common].to_vec());
+    // Where the innermost leading dimension of one end divides the other's, each copy takes
+    // a whole one of those (a tile of rows rather than a row): `split[e]` pieces per index of
+    // end `e`'s innermost leading dimension, `chunk` elements each.
+    let (split, chunk) = match (outer[0].last(), outer[1].last()) {
+        (Some(&a), Some(&b)) if b % a == 0 => ([1, b / a], a),
+        (Some(&a), Some(&b)) if a % b == 0 => ([a / b, 1], b),
+        _ => ([0, 0], 1),
+    };
+    // Per end: the leading dimensions walked (the innermost one split into pieces of `chunk`
+    // when `split` says so), and whether that innermost one is sliced rather than pointed.
+    let walk = |e: usize| -> (Vec<usize>, bool) {
+        let mut dims = outer[e].clone();
+        if split[e] > 0 {
+            dims.pop();
+            dims.push(split[e]);
+        }
+        (dims, split[e] > 0)
+    };
+    let walks = [walk(0), walk(1)];
+    let count: usize = walks[0].0.iter().product();
+    if count > 1024 || count != walks[1].0.iter().product::<usize>() {
+        return Err(Error::unsupported(format!(
+            "a copy through a reshaped ref that takes {count} copies (at most 1024)"
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for f in 0..count {
+        let mut pair = windows.clone();
+        for ((_, index), (dims, sliced)) in pair.iter_mut().zip(&walks) {
+            // Row-major coordinates of `f` over the walked dimensions.
+            let mut rest = f;
+            let mut coords = vec![0; dims.len()];
+            for (c, &n) in coords.iter_mut().zip(dims).rev() {
+                *c = rest % n;
+                rest /= n;
+            }
+            let mut k = 0;
+            for ix in index.iter_mut() {
+                if k == dims.len() {
+                    break;
+                }
+                if let Ix::Ds(start, _) = *ix {
+                    let last = k + 1 == dims.len();
+                    let at = if *sliced && last {
+                        coords[k] * chunk
+                    } else {
+                        coords[k]
+                    };
+                    let at = add(s, b, start, Arg::Lit(Literal::Int(at as i64)))?;
+                    *ix = if *sliced && last {
+                        Ix::Ds(at, chunk)
+                    } else {
+                        Ix::At(at)
+                    };
+                    k += 1;
+                }
+            }
+        }
+        out.push(pair);
+    }
+    Ok(Some(out))
+}
+
 /// `tpu.enqueue_dma source(…) target(…) target_semaphore(…)`.
 pub(crate) fn enqueue_dma(
     s: &mut Scope,
@@ -353,6 +466,13 @@ pub(crate) fn enqueue_dma(
         return dynamic_copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
             b.dma_start((src, &si), (dst, &di), (sem, &mi))
         });
+    }
+    if let Some(copies) = reshaped_copies(s, b, op, [0, 1])? {
+        let (sem, mi) = s.place(op, 2)?;
+        for [(src, si), (dst, di)] in copies {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))?;
+        }
+        return Ok(());
     }
     let (src, si) = s.place(op, 0)?;
     let (dst, di) = s.place(op, 1)?;
@@ -380,6 +500,12 @@ pub(crate) fn wait_dma(
         return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
             b.dma_wait((sem, &mi), (sr, &si), (d, &di))
         });
+    }
+    if let Some(copies) = reshaped_copies(s, b, op, [src, dst])? {
+        for [(sr, si), (d, di)] in copies {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))?;
+        }
+        return Ok(());
     }
     let (sr, si) = s.place(op, src)?;
     let (d, di) = s.place(op, dst)?;

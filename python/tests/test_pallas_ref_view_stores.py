@@ -65,3 +65,36 @@ def test_a_store_into_part_of_a_reshaped_ref_is_refused_by_name():
     with pytest.raises(tpukit.UnsupportedError,
                        match=r"store into part of a reshaped or bitcast ref.*ref_view_stores"):
         k(np.zeros((8, 128), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize(("n", "m"), [(2, 8), (4, 2)])
+def test_copies_through_reshaped_refs(dtype, n, m, rng):
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, buf, sem):
+        flat = buf.reshape(n * m, 256)
+        pltpu.async_copy(x_hbm, flat, sem).wait()
+        buf[...] = buf[...] * 2
+        pltpu.async_copy(flat, o_hbm.reshape(n * m, 256), sem).wait()
+
+    x = rng.standard_normal((n * m, 256)).astype(dtype)
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    check(kernel, sds((n, m, 256), dtype), [x],
+          lambda x: (x.astype(np.float32) * 2).astype(dtype).reshape(n, m, 256),
+          in_specs=[any_], out_specs=any_,
+          scratch_shapes=[pltpu.VMEM((n, m, 256), dtype), pltpu.SemaphoreType.DMA])
+
+
+def test_a_copy_through_a_bitcast_ref_is_refused_by_name():
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, sem):
+        pltpu.async_copy(x_hbm.bitcast(jnp.int32), o_hbm, sem).wait()
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    k = pallas.custom_kernel(kernel, out_shape=sds((8, 128), jnp.int32), in_specs=[any_],
+                             out_specs=any_, scratch_shapes=[pltpu.SemaphoreType.DMA])
+    with pytest.raises(tpukit.UnsupportedError, match=r"is a bitcast ref \(copies through "
+                       r"reshaped refs are imported\).*ref_view_stores"):
+        k(np.zeros((8, 128), np.float32))

@@ -225,6 +225,25 @@ def _view_stores(dtype):
     return call, [_sds((16, 128), dtype), _sds((8, 128), "int32")]
 
 
+def _reshaped_copies(dtype):
+    # python/tests/test_pallas_ref_view_stores.py: copies through reshaped refs
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, buf, sem):
+        flat = buf.reshape(16, 256)
+        pltpu.async_copy(x_hbm, flat, sem).wait()
+        buf[...] = buf[...] * 2
+        pltpu.async_copy(flat, o_hbm.reshape(16, 256), sem).wait()
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    call = pl.pallas_call(kernel, out_shape=_sds((2, 8, 256), dtype), in_specs=[any_],
+                          out_specs=any_,
+                          scratch_shapes=[pltpu.VMEM((2, 8, 256), dtype),
+                                          pltpu.SemaphoreType.DMA])
+    return call, [_sds((16, 256), dtype)]
+
+
 def _smem(dtype):
     # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
     import sys
@@ -416,6 +435,8 @@ KERNELS = {
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
     "view-stores-f32": lambda: _view_stores("float32"),
     "view-stores-bf16": lambda: _view_stores("bfloat16"),
+    "reshaped-copies-f32": lambda: _reshaped_copies("float32"),
+    "reshaped-copies-bf16": lambda: _reshaped_copies("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
