@@ -195,6 +195,15 @@ pub(crate) fn memref_slice(
     if s.dynamic_of(op, 0).is_some() {
         return Err(Error::unsupported("a slice of a slice of traced size"));
     }
+    if let Some(view) = s.shaped(op, 0) {
+        if dynamic != 0 {
+            return Err(Error::unsupported(
+                "a slice of traced size of a reshaped ref",
+            ));
+        }
+        let narrowed = slice_of_shaped(s, b, op, view)?;
+        return s.define_shaped(op, narrowed);
+    }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
     // A traced size is `?` in the result type: the view keeps a slice of one element there,
@@ -235,6 +244,83 @@ pub(crate) fn memref_slice(
         s.define_dynamic(op, 0, at, size)?;
     }
     s.define_view(op, 0, r, out)
+}
+
+/// A slice of a reshaped ref that narrows its leading dimension only, to whole leading rows
+/// of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)` window, or
+/// `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one): the reshaped view of the narrowed
+/// window. Other slices of
+/// reshaped or bitcast refs are refused by name.
+fn slice_of_shaped(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    view: super::ref_view::Shaped,
+) -> Result<super::ref_view::Shaped> {
+    let refuse = || {
+        Error::unsupported(
+            "a slice of a reshaped or bitcast ref other than of whole leading rows (of a \
+             reshaped ref whose rows cover whole rows of the window beneath)",
+        )
+    };
+    let sizes = memref_shape(op, 0)?;
+    if view.packed
+        || view.dtype != b.ref_dtype(view.base.0)
+        || sizes.len() != view.shape.len()
+        || sizes.is_empty()
+        || sizes[1..] != view.shape[1..]
+        || view.window.is_empty()
+    {
+        return Err(refuse());
+    }
+    for d in 1..sizes.len() {
+        if !matches!(s.arg(op, 1 + d)?, Arg::Lit(Literal::Int(0))) {
+            return Err(refuse());
+        }
+    }
+    let row: usize = view.shape[1..].iter().product();
+    let window_row: usize = view.window[1..].iter().product();
+    let start = s.arg(op, 1)?;
+    // Window rows per reshaped row (`row` a multiple of `window_row`), or reshaped rows per
+    // window row, when the slice starts and ends on window rows (static start).
+    let (start, rows) = if window_row > 0 && row.is_multiple_of(window_row) {
+        let factor = row / window_row;
+        let start = match start {
+            Arg::Lit(Literal::Int(n)) => Arg::Lit(Literal::Int(n * factor as i64)),
+            other => {
+                Arg::Value(b.binary(BinaryOp::Mul, other, Arg::Lit(Literal::Int(factor as i64)))?)
+            }
+        };
+        (start, sizes[0] * factor)
+    } else if let (true, Arg::Lit(Literal::Int(n))) =
+        (row > 0 && window_row.is_multiple_of(row), start)
+    {
+        let per = (window_row / row) as i64;
+        if n % per != 0 || sizes[0] as i64 % per != 0 {
+            return Err(refuse());
+        }
+        (Arg::Lit(Literal::Int(n / per)), sizes[0] / per as usize)
+    } else {
+        return Err(refuse());
+    };
+    let (r, mut index) = view.base.clone();
+    let first = index
+        .iter()
+        .position(|ix| matches!(ix, Ix::Ds(..)))
+        .ok_or_else(refuse)?;
+    let Ix::Ds(at, _) = index[first] else {
+        return Err(refuse());
+    };
+    index[first] = Ix::Ds(add(s, b, at, start)?, rows);
+    let mut window = view.window.clone();
+    window[0] = rows;
+    Ok(super::ref_view::Shaped {
+        base: (r, index),
+        window,
+        shape: sizes,
+        dtype: view.dtype,
+        packed: false,
+    })
 }
 
 /// The sizes of a `tpu.memref_slice` result with one dimension of traced size (`?` in its

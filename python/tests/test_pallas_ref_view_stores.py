@@ -98,3 +98,32 @@ def test_a_copy_through_a_bitcast_ref_is_refused_by_name():
     with pytest.raises(tpukit.UnsupportedError, match=r"is a bitcast ref \(copies through "
                        r"reshaped refs are imported\).*ref_view_stores"):
         k(np.zeros((8, 128), np.float32))
+
+
+@pytest.mark.parametrize("x_shape", [(24, 1, 128), (3, 8, 128)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_copies_of_leading_rows_of_a_reshaped_ref(dtype, x_shape, rng):
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, sem):
+        rows = x_hbm.reshape(24, 128).at[pl.ds(8, 16)]
+        pltpu.async_copy(rows, o_hbm.reshape(16, 128), sem).wait()
+
+    x = (rng.standard_normal(x_shape) * 10).astype(dtype)
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    check(kernel, sds((2, 8, 128), dtype), [x], lambda x: x.reshape(24, 128)[8:].reshape(2, 8, 128),
+          in_specs=[any_], out_specs=any_, scratch_shapes=[pltpu.SemaphoreType.DMA])
+
+
+def test_a_slice_of_a_reshaped_ref_across_window_rows_is_refused_by_name():
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, sem):
+        pltpu.async_copy(x_hbm.reshape(24, 128).at[pl.ds(3, 8)], o_hbm, sem).wait()
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    k = pallas.custom_kernel(kernel, out_shape=sds((8, 128), jnp.float32), in_specs=[any_],
+                             out_specs=any_, scratch_shapes=[pltpu.SemaphoreType.DMA])
+    with pytest.raises(tpukit.UnsupportedError, match=r"a slice of a reshaped or bitcast ref "
+                       r"other than of whole leading rows.*ref_view_stores"):
+        k(np.zeros((3, 8, 128), np.float32))

@@ -226,13 +226,14 @@ def _view_stores(dtype):
 
 
 def _reshaped_copies(dtype):
-    # python/tests/test_pallas_ref_view_stores.py: copies through reshaped refs
+    # python/tests/test_pallas_ref_view_stores.py: copies through reshaped refs (and
+    # leading rows of one)
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
     def kernel(x_hbm, o_hbm, buf, sem):
         flat = buf.reshape(16, 256)
-        pltpu.async_copy(x_hbm, flat, sem).wait()
+        pltpu.async_copy(x_hbm.reshape(24, 256).at[pl.ds(8, 16)], flat, sem).wait()
         buf[...] = buf[...] * 2
         pltpu.async_copy(flat, o_hbm.reshape(16, 256), sem).wait()
 
@@ -241,7 +242,7 @@ def _reshaped_copies(dtype):
                           out_specs=any_,
                           scratch_shapes=[pltpu.VMEM((2, 8, 256), dtype),
                                           pltpu.SemaphoreType.DMA])
-    return call, [_sds((16, 256), dtype)]
+    return call, [_sds((3, 8, 256), dtype)]
 
 
 def _smem(dtype):
