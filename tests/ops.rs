@@ -745,6 +745,57 @@ pub fn dma_copies_and_semaphores_from_the_macro(device: Device) {
     assert_close("rows copied by DMA", &out[0].to_f64_vec(), &want, 0.0);
 }
 
+/// A copy started on a DMA semaphore output and handed to the caller, and a regular
+/// semaphore output left holding a count (`tpukit_dsl::dma`): the counts are the results.
+#[tpu_kernel]
+fn hand_over(x: In, o: Out, sems: Out, count: Out) {
+    dma_start(x[..], o[..], sems[1]);
+    semaphore_signal(count[0], 3);
+}
+
+pub fn semaphore_outputs_from_the_macro(device: Device) {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [8, 128]).any()],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [8, 128]).any(),
+            ArraySpec::semaphores(SemaphoreKind::Dma, [2]),
+            ArraySpec::semaphores(SemaphoreKind::Regular, [1]),
+        ],
+        ..Default::default()
+    };
+    let k = hand_over(&spec).unwrap();
+    let (x, xv) = random(&mut rng(14), DType::F32, &[8, 128], -4.0, 4.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    assert_close("copied", &out[0].to_f64_vec(), &xv, 0.0);
+    assert_eq!(out[1].to_f64_vec(), vec![0.0, 4096.0], "bytes in flight");
+    assert_eq!(out[2].to_f64_vec(), vec![3.0], "regular count");
+}
+
+/// An index map reading the grid's extent: step `i` reads block `num_programs - 1 - i`.
+pub fn index_maps_read_the_grid_extent(device: Device) {
+    let row = [BlockDim::Blocked(8), BlockDim::Blocked(128)];
+    let back = IndexExpr::NumPrograms(0) - 1 - grid(0);
+    let spec = CallSpec {
+        grid: vec![GridAxis::parallel(Extent::cdiv("k", 8))],
+        inputs: vec![
+            ArraySpec::new(DType::F32, [Dim::from("k"), Dim::from(128)])
+                .blocked(row, [back, 0.into()]),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [Dim::from("k"), Dim::from(128)])
+                .blocked(row, [grid(0), 0.into()]),
+        ],
+        ..Default::default()
+    };
+    let k = copy_rows(&spec).unwrap();
+    let (x, xv) = random(&mut rng(15), DType::F32, &[24, 128], -1.0, 1.0);
+    let out = launch(&k, device, &[&x]).unwrap();
+    let want: Vec<f64> = (0..3)
+        .flat_map(|i| xv[(2 - i) * 1024..][..1024].to_vec())
+        .collect();
+    assert_close("reversed blocks", &out[0].to_f64_vec(), &want, 0.0);
+}
+
 #[tpu_kernel]
 fn masked(x: In, o: Out) {
     let keep = x[..] > 0.0;
@@ -1007,7 +1058,8 @@ macro_rules! device_tests {
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,
-                dma_copies_and_semaphores_from_the_macro,
+                dma_copies_and_semaphores_from_the_macro, semaphore_outputs_from_the_macro,
+                index_maps_read_the_grid_extent,
                 masked_loads_and_stores, rolls_and_gathers_move_elements,
                 scalar_prefetch_drives_the_index_map, index_maps_compare_and_select,
                 scratch_persists_across_an_arbitrary_axis, loads_see_the_ref_as_it_was_when_loaded);

@@ -2,7 +2,8 @@
 //! `pl.semaphore_*`, `pl.run_scoped`) into the IR's copy and semaphore ops
 //! ([`tpukit_dsl::dma`]).
 //!
-//! Refs are narrowed by `tpu.memref_slice` (dynamic starts, static sizes) and
+//! Refs are narrowed by `tpu.memref_slice` (dynamic starts, static sizes; a traced size in
+//! one dimension for copies, imported as a loop of copies of one element there) and
 //! `tpu.memref_squeeze` (dropping unit dimensions) into views, which the copy and semaphore
 //! ops take. `tpu.region` (a scope) is imported inline; its `memref.alloca` and
 //! `tpu.sem_alloc` allocations become scratch operands of their own, after the kernel's
@@ -185,12 +186,33 @@ pub(crate) fn memref_slice(
     _: &Table,
 ) -> Result<()> {
     let seg = segments(op)?;
-    if seg.get(2).copied().unwrap_or(0) != 0 {
-        return Err(Error::unsupported("a slice of dynamic size"));
+    let dynamic = seg.get(2).copied().unwrap_or(0);
+    if dynamic > 1 || (dynamic == 1 && s.dynamic_of(op, 0).is_some()) {
+        return Err(Error::unsupported(
+            "a slice of traced size in more than one dimension (copies of one are imported)",
+        ));
+    }
+    if s.dynamic_of(op, 0).is_some() {
+        return Err(Error::unsupported("a slice of a slice of traced size"));
+    }
+    if let Some(view) = s.shaped(op, 0) {
+        if dynamic != 0 {
+            return Err(Error::unsupported(
+                "a slice of traced size of a reshaped ref",
+            ));
+        }
+        let narrowed = slice_of_shaped(s, b, op, view)?;
+        return s.define_shaped(op, narrowed);
     }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
-    let sizes = memref_shape(op, 0)?;
+    // A traced size is `?` in the result type: the view keeps a slice of one element there,
+    // and the size beside it (see `dynamic_copy`).
+    let (sizes, traced) = if dynamic == 1 {
+        slice_sizes(op)?
+    } else {
+        (memref_shape(op, 0)?, None)
+    };
     let mut out = Vec::with_capacity(index.len());
     let mut d = 0;
     for ix in index {
@@ -209,7 +231,168 @@ pub(crate) fn memref_slice(
     if d != sizes.len() {
         return Err(Error::new("a slice of another rank"));
     }
+    if let Some(dim) = traced {
+        // The view's indexer of that dimension: the `dim`-th slice among them.
+        let at = out
+            .iter()
+            .enumerate()
+            .filter(|(_, ix)| matches!(ix, Ix::Ds(..)))
+            .nth(dim)
+            .map(|(i, _)| i)
+            .ok_or_else(|| Error::new("a slice of another rank"))?;
+        let size = s.arg(op, 1 + seg[1])?;
+        s.define_dynamic(op, 0, at, size)?;
+    }
     s.define_view(op, 0, r, out)
+}
+
+/// A slice of a reshaped ref that narrows its leading dimension only, to whole leading rows
+/// of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)` window, or
+/// `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one): the reshaped view of the narrowed
+/// window. Other slices of
+/// reshaped or bitcast refs are refused by name.
+fn slice_of_shaped(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    view: super::ref_view::Shaped,
+) -> Result<super::ref_view::Shaped> {
+    let refuse = || {
+        Error::unsupported(
+            "a slice of a reshaped or bitcast ref other than of whole leading rows (of a \
+             reshaped ref whose rows cover whole rows of the window beneath)",
+        )
+    };
+    let sizes = memref_shape(op, 0)?;
+    if view.packed
+        || view.unpacked
+        || view.dtype != b.ref_dtype(view.base.0)
+        || sizes.len() != view.shape.len()
+        || sizes.is_empty()
+        || sizes[1..] != view.shape[1..]
+        || view.window.is_empty()
+    {
+        return Err(refuse());
+    }
+    for d in 1..sizes.len() {
+        if !matches!(s.arg(op, 1 + d)?, Arg::Lit(Literal::Int(0))) {
+            return Err(refuse());
+        }
+    }
+    let row: usize = view.shape[1..].iter().product();
+    let window_row: usize = view.window[1..].iter().product();
+    let start = s.arg(op, 1)?;
+    // Window rows per reshaped row (`row` a multiple of `window_row`), or reshaped rows per
+    // window row, when the slice starts and ends on window rows (static start).
+    let (start, rows) = if window_row > 0 && row.is_multiple_of(window_row) {
+        let factor = row / window_row;
+        let start = match start {
+            Arg::Lit(Literal::Int(n)) => Arg::Lit(Literal::Int(n * factor as i64)),
+            other => {
+                Arg::Value(b.binary(BinaryOp::Mul, other, Arg::Lit(Literal::Int(factor as i64)))?)
+            }
+        };
+        (start, sizes[0] * factor)
+    } else if let (true, Arg::Lit(Literal::Int(n))) =
+        (row > 0 && window_row.is_multiple_of(row), start)
+    {
+        let per = (window_row / row) as i64;
+        if n % per != 0 || sizes[0] as i64 % per != 0 {
+            return Err(refuse());
+        }
+        (Arg::Lit(Literal::Int(n / per)), sizes[0] / per as usize)
+    } else {
+        return Err(refuse());
+    };
+    let (r, mut index) = view.base.clone();
+    let first = index
+        .iter()
+        .position(|ix| matches!(ix, Ix::Ds(..)))
+        .ok_or_else(refuse)?;
+    let Ix::Ds(at, _) = index[first] else {
+        return Err(refuse());
+    };
+    index[first] = Ix::Ds(add(s, b, at, start)?, rows);
+    let mut window = view.window.clone();
+    window[0] = rows;
+    Ok(super::ref_view::Shaped {
+        base: (r, index),
+        window,
+        shape: sizes,
+        dtype: view.dtype,
+        packed: false,
+        unpacked: false,
+    })
+}
+
+/// The sizes of a `tpu.memref_slice` result with one dimension of traced size (`?` in its
+/// type, given as 1 here), and which dimension that is.
+fn slice_sizes(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, Option<usize>)> {
+    let r = op
+        .result(0)
+        .map_err(|_| Error::new("`tpu.memref_slice` has no result"))?;
+    let ty = r.r#type().to_string();
+    let dims = ty
+        .strip_prefix("memref<")
+        .ok_or_else(|| Error::new(format!("a view of type {ty}")))?;
+    let parts: Vec<&str> = dims.split(['x', ',', '>']).collect();
+    let mut sizes = Vec::new();
+    let mut traced = None;
+    for p in &parts[..parts.len().saturating_sub(1)] {
+        match p.trim() {
+            "?" => {
+                traced = Some(sizes.len());
+                sizes.push(1);
+            }
+            n => match n.parse::<usize>() {
+                Ok(n) => sizes.push(n),
+                Err(_) => break,
+            },
+        }
+    }
+    if traced.is_none() {
+        return Err(Error::new(format!("a slice of traced size of type {ty}")));
+    }
+    Ok((sizes, traced))
+}
+
+/// One end of a copy: a ref and its indexers.
+type Window = (Ref, Vec<Ix>);
+
+/// A copy whose ends have one dimension of traced size each (`pl.ds(start, n)` with `n`
+/// traced): one copy (or wait) per element of that dimension, in a loop of `n` steps. The
+/// bytes signalled and waited for add up to the whole copy's, so a program waiting with a
+/// descriptor of the same size sees what it would on a TPU.
+fn dynamic_copy(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+    each: &mut dyn FnMut(&mut KernelBuilder, [Window; 2]) -> Result<()>,
+) -> Result<()> {
+    let [(sa, sz), (da, _)] = match ends.map(|i| s.dynamic_of(op, i)) {
+        [Some(a), Some(b)] => [a, b],
+        _ => {
+            return Err(Error::unsupported(
+                "a copy between a window of traced size and one of static size",
+            ));
+        }
+    };
+    let places = [
+        s.place_of_any_size(op, ends[0])?,
+        s.place_of_any_size(op, ends[1])?,
+    ];
+    b.for_loop(0, sz, 1, &[], |b, row, _| {
+        let mut moved = places.clone();
+        for ((_, index), at) in moved.iter_mut().zip([sa, da]) {
+            if let Ix::Ds(start, 1) = index[at] {
+                index[at] = Ix::Ds(add(s, b, start, row.into())?, 1);
+            }
+        }
+        each(b, moved)?;
+        Ok(vec![])
+    })?;
+    Ok(())
 }
 
 /// `tpu.memref_squeeze`: the view without the unit dimensions the result drops.
@@ -219,6 +402,9 @@ pub(crate) fn memref_squeeze(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
+    if s.dynamic_of(op, 0).is_some() {
+        return Err(Error::unsupported("a squeeze of a slice of traced size"));
+    }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
     let want = memref_shape(op, 0)?;
@@ -241,6 +427,119 @@ pub(crate) fn memref_squeeze(
     s.define_view(op, 0, r, squeezed)
 }
 
+/// The window of one end of a copy that may be a reshaped ref ([`super::ref_view`]): the
+/// reshaped ref's window (its elements in row-major order are the view's), or the place.
+fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -> Result<Window> {
+    match s.shaped(op, i) {
+        Some(v) if !v.packed && v.dtype == b.ref_dtype(v.base.0) => Ok(v.base),
+        Some(_) => Err(Error::unsupported(format!(
+            "operand {i} of `{}` is a bitcast ref (copies through reshaped refs are imported)",
+            op_name(op)
+        ))),
+        None => {
+            let (r, index) = s.place(op, i)?;
+            Ok((r, full(b, r, index)?))
+        }
+    }
+}
+
+/// A copy (or wait) between `ends` of `op` when one is a reshaped ref: the same elements in
+/// row-major order, as one copy per index of the leading dimensions the two shapes do not
+/// share (their longest common trailing dimensions are copied whole each time, with a whole
+/// innermost leading dimension of one end when it divides the other's: tiles of rows). `None`
+/// when neither end is reshaped.
+fn reshaped_copies(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+) -> Result<Option<Vec<[Window; 2]>>> {
+    if s.shaped(op, ends[0]).is_none() && s.shaped(op, ends[1]).is_none() {
+        return Ok(None);
+    }
+    let windows = [copy_end(s, b, op, ends[0])?, copy_end(s, b, op, ends[1])?];
+    let sizes = windows.clone().map(|(_, index)| {
+        index
+            .iter()
+            .filter_map(|ix| match ix {
+                Ix::Ds(_, n) => Some(*n),
+                _ => None,
+            })
+            .collect::<Vec<usize>>()
+    });
+    if sizes[0].iter().product::<usize>() != sizes[1].iter().product::<usize>() {
+        return Err(Error::new("a copy between windows of other element counts"));
+    }
+    let common = sizes[0]
+        .iter()
+        .rev()
+        .zip(sizes[1].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let outer = sizes.clone().map(|v| v[..v.len() - common].to_vec());
+    // Where the innermost leading dimension of one end divides the other's, each copy takes
+    // a whole one of those (a tile of rows rather than a row): `split[e]` pieces per index of
+    // end `e`'s innermost leading dimension, `chunk` elements each.
+    let (split, chunk) = match (outer[0].last(), outer[1].last()) {
+        (Some(&a), Some(&b)) if b % a == 0 => ([1, b / a], a),
+        (Some(&a), Some(&b)) if a % b == 0 => ([a / b, 1], b),
+        _ => ([0, 0], 1),
+    };
+    // Per end: the leading dimensions walked (the innermost one split into pieces of `chunk`
+    // when `split` says so), and whether that innermost one is sliced rather than pointed.
+    let walk = |e: usize| -> (Vec<usize>, bool) {
+        let mut dims = outer[e].clone();
+        if split[e] > 0 {
+            dims.pop();
+            dims.push(split[e]);
+        }
+        (dims, split[e] > 0)
+    };
+    let walks = [walk(0), walk(1)];
+    let count: usize = walks[0].0.iter().product();
+    if count > 1024 || count != walks[1].0.iter().product::<usize>() {
+        return Err(Error::unsupported(format!(
+            "a copy through a reshaped ref that takes {count} copies (at most 1024)"
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for f in 0..count {
+        let mut pair = windows.clone();
+        for ((_, index), (dims, sliced)) in pair.iter_mut().zip(&walks) {
+            // Row-major coordinates of `f` over the walked dimensions.
+            let mut rest = f;
+            let mut coords = vec![0; dims.len()];
+            for (c, &n) in coords.iter_mut().zip(dims).rev() {
+                *c = rest % n;
+                rest /= n;
+            }
+            let mut k = 0;
+            for ix in index.iter_mut() {
+                if k == dims.len() {
+                    break;
+                }
+                if let Ix::Ds(start, _) = *ix {
+                    let last = k + 1 == dims.len();
+                    let at = if *sliced && last {
+                        coords[k] * chunk
+                    } else {
+                        coords[k]
+                    };
+                    let at = add(s, b, start, Arg::Lit(Literal::Int(at as i64)))?;
+                    *ix = if *sliced && last {
+                        Ix::Ds(at, chunk)
+                    } else {
+                        Ix::At(at)
+                    };
+                    k += 1;
+                }
+            }
+        }
+        out.push(pair);
+    }
+    Ok(Some(out))
+}
+
 /// `tpu.enqueue_dma source(…) target(…) target_semaphore(…)`.
 pub(crate) fn enqueue_dma(
     s: &mut Scope,
@@ -250,6 +549,19 @@ pub(crate) fn enqueue_dma(
 ) -> Result<()> {
     let seg = segments(op)?;
     local_only(op, &seg, &[1, 4, 5])?;
+    if s.dynamic_of(op, 0).is_some() || s.dynamic_of(op, 1).is_some() {
+        let (sem, mi) = s.place(op, 2)?;
+        return dynamic_copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))
+        });
+    }
+    if let Some(copies) = reshaped_copies(s, b, op, [0, 1])? {
+        let (sem, mi) = s.place(op, 2)?;
+        for [(src, si), (dst, di)] in copies {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))?;
+        }
+        return Ok(());
+    }
     let (src, si) = s.place(op, 0)?;
     let (dst, di) = s.place(op, 1)?;
     let (sem, mi) = s.place(op, 2)?;
@@ -272,6 +584,17 @@ pub(crate) fn wait_dma(
         (1, 1)
     };
     let (sem, mi) = s.place(op, 0)?;
+    if s.dynamic_of(op, src).is_some() || s.dynamic_of(op, dst).is_some() {
+        return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))
+        });
+    }
+    if let Some(copies) = reshaped_copies(s, b, op, [src, dst])? {
+        for [(sr, si), (d, di)] in copies {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))?;
+        }
+        return Ok(());
+    }
     let (sr, si) = s.place(op, src)?;
     let (d, di) = s.place(op, dst)?;
     b.dma_wait((sem, &mi), (sr, &si), (d, &di))

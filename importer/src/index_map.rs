@@ -2,7 +2,7 @@
 //!
 //! A transform takes the grid indices and the scalar-prefetch refs and returns one block
 //! index per dimension. Its body is integer arithmetic, comparisons and selects (causal
-//! block skipping) and SMEM loads, which map one to one onto index expressions; any other op
+//! block skipping), SMEM loads and the grid's extents, which map one to one onto index expressions; any other op
 //! is an error naming it. Index expressions are all i32, an `i1` being 0 or 1, so widening an
 //! `i1` unsigned is the value itself and signed is its negation (true is -1).
 
@@ -82,6 +82,8 @@ pub fn index_map(
                 on_true: Box::new(operand(1)?),
                 on_false: Box::new(operand(2)?),
             },
+            // `pl.num_programs(d)`: the grid's extent along `d` (static or sized at launch).
+            "tpu.iteration_bound" => IndexExpr::NumPrograms(text::int(&attr(&o, "dim")?)? as usize),
             "arith.extsi" if operand_is_i1(&o) => IndexExpr::Const(0) - operand(0)?,
             "arith.extui"
             | "arith.extsi"

@@ -18,8 +18,7 @@ use melior::ir::{
 };
 use std::collections::HashMap;
 use tpukit_dsl::{
-    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics,
-    Space, Type,
+    ArraySpec, BlockDim, Blocking, CallSpec, Error, Extent, GridAxis, Result, Role, Semantics, Type,
 };
 
 /// The call spec of a kernel function, and the role of each of its memref arguments.
@@ -143,19 +142,23 @@ pub fn signature(
         };
         let index = if role == Role::Input { k } else { k - n_inputs };
         let (ty, space) = memref(n_prefetch + k)?;
-        let foreign = match space {
-            MemorySpace::Other(name) => Some(name),
-            MemorySpace::Semaphore(_) => Some("semaphore_mem"),
-            _ => None,
-        };
-        if let Some(name) = foreign {
+        if let MemorySpace::Other(name) = space {
             return Err(Error::unsupported(format!(
-                "{what} {index} lives in memory space `{name}` (VMEM, SMEM and HBM \
-                 operands are imported)"
+                "{what} {index} lives in memory space `{name}` (VMEM, SMEM, HBM and \
+                 semaphore operands are imported)"
             )));
         }
-        check_dtype(&ty, global, what, index)?;
-        let mut array = ArraySpec::new(global.dtype, global.shape.clone());
+        let mut array = match space {
+            // Semaphores cross the call as their i32 counts (see `tpukit_dsl::dma`).
+            MemorySpace::Semaphore(kind) => {
+                semaphore_operand(&ty, global, window.is_some(), what, index)?;
+                ArraySpec::semaphores(kind, ty.shape.clone())
+            }
+            _ => {
+                check_dtype(&ty, global, what, index)?;
+                ArraySpec::new(global.dtype, global.shape.clone())
+            }
+        };
         if space == MemorySpace::Any {
             array = array.any();
         }
@@ -211,6 +214,26 @@ pub fn scratch(ty: &Type, space: MemorySpace) -> Result<ArraySpec> {
             "a scratch buffer in HBM (only VMEM, SMEM and semaphore scratch is imported)",
         )),
     }
+}
+
+/// Checks a semaphore input or output: whole, and an i32 array of its shape in the call.
+fn semaphore_operand(
+    ty: &Type,
+    global: &Type,
+    windowed: bool,
+    what: &str,
+    index: usize,
+) -> Result<()> {
+    if windowed || global.dtype != tpukit_dsl::DType::I32 || global.shape != ty.shape {
+        return Err(Error::new(format!(
+            "{what} {index} is a semaphore array of shape {:?}, but the call passes {} {:?}{}",
+            ty.shape,
+            global.dtype,
+            global.shape,
+            if windowed { " with a window" } else { "" }
+        )));
+    }
+    Ok(())
 }
 
 fn check_dtype(block: &Type, global: &Type, what: &str, index: usize) -> Result<()> {
@@ -298,24 +321,6 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
                 }
                 _ => Ok(None),
             }
-        })
-        .collect()
-}
-
-/// The aliased `(result, operand)` pairs of the call (`aliases`, operands counted as the call
-/// counts them, grid extents and prefetch first) that are one buffer in the kernel: both in HBM
-/// (`Space::Any`). Each as `(input argument, output argument)`, positions in `sig.roles`.
-pub fn shared_buffers(sig: &Signature, aliases: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let n_prefetch = sig.spec.prefetch.len() - sig.n_values;
-    let first_input = sig.n_values + n_prefetch;
-    let n_inputs = sig.spec.inputs.len();
-    aliases
-        .iter()
-        .filter_map(|&(result, operand)| {
-            let input = operand.checked_sub(first_input)?;
-            let (i, o) = (sig.spec.inputs.get(input)?, sig.spec.outputs.get(result)?);
-            (i.space == Space::Any && o.space == Space::Any)
-                .then_some((n_prefetch + input, n_prefetch + n_inputs + result))
         })
         .collect()
 }

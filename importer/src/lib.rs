@@ -91,16 +91,15 @@ pub fn import_mosaic(
     results: &[Type],
     name: &str,
 ) -> Result<Kernel> {
-    import_aliased_mosaic(body, operands, results, &[], name)
+    import_mosaic_aliased(body, operands, results, &[], name)
 }
 
-/// [`import_mosaic`] for a call whose results alias operands (`output_operand_aliases`):
-/// `aliases` holds `(result, operand)` pairs, operands counted as the call counts them. An
-/// aliased pair left in HBM (`memory_space=pl.ANY`, as `pl.run_state`/`pl.core_map` pass the
-/// refs a kernel updates in place) is one buffer on a TPU: the kernel's input ref reads and
-/// writes the output, which starts as the input's contents (see [`Role::Output`]'s launch).
-/// Windowed pairs keep separate refs: there the TPU copies blocks in and out.
-pub fn import_aliased_mosaic(
+/// [`import_mosaic`] of a call whose results alias operands (`output_operand_aliases`:
+/// `(result, operand)` pairs, operands counted as the call passes them). An input left in
+/// HBM that aliases an output in HBM is the output's memory: a kernel that copies into it
+/// (a Pallas kernel over refs closed over from `pl.run_state`, discharged into aliased
+/// operands) writes the output (see [`aliased_targets`]).
+pub fn import_mosaic_aliased(
     body: &str,
     operands: &[Type],
     results: &[Type],
@@ -192,9 +191,10 @@ fn import_mosaic_inner(
     for n in 0..sig.n_values {
         b.declare(Role::Prefetch, &format!("grid_extent{n}"))?;
     }
+    let redirected = aliased_targets(&kernel_fn, &block, grid_rank, &sig, operands, aliases);
     let mut counts: HashMap<Role, usize> = HashMap::new();
     let mut refs = Vec::with_capacity(sig.roles.len());
-    for (i, role) in sig.roles.iter().enumerate() {
+    for role in &sig.roles {
         let n = counts.entry(*role).or_default();
         let label = match role {
             Role::Prefetch => format!("prefetch{n}"),
@@ -203,14 +203,15 @@ fn import_mosaic_inner(
             Role::Scratch => format!("scratch{n}"),
         };
         *n += 1;
-        let r = b.declare(*role, &label)?;
+        refs.push(b.declare(*role, &label)?);
+    }
+    for (i, &r) in refs.iter().enumerate() {
+        let r = redirected
+            .iter()
+            .find(|(input, _)| *input == i)
+            .map_or(r, |&(_, output)| refs[output]);
         let arg = block.argument(grid_rank + i).expect("in range");
         scope.bind(arg.into(), Val::Ref(r));
-        refs.push(r);
-    }
-    for (input, output) in kernel_func::shared_buffers(&sig, aliases) {
-        let arg = block.argument(grid_rank + input).expect("in range");
-        scope.bind(arg.into(), Val::Ref(refs[output]));
     }
     for (key, _) in &through_memory {
         let n = counts.entry(Role::Scratch).or_default();
@@ -226,6 +227,65 @@ fn import_mosaic_inner(
     }
     scope.ops(&mut b, block, rules::MOSAIC)?;
     b.finish()
+}
+
+/// The `(input, output)` kernel arguments (counted after the grid indices) such that the
+/// input, left in HBM, aliases the output, in HBM too, and some copy (`tpu.enqueue_dma`)
+/// writes into the input, directly or through views of it: the kernel's ref of the input
+/// is then the output's (the same memory on a TPU; here the output starts as the input's
+/// contents, so reads see the same values too).
+fn aliased_targets(
+    kernel_fn: &OperationRef<'_, '_>,
+    block: &melior::ir::BlockRef<'_, '_>,
+    grid_rank: usize,
+    sig: &kernel_func::Signature,
+    operands: &[Type],
+    aliases: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
+    let args: HashMap<usize, usize> = (0..sig.roles.len())
+        .map(|i| {
+            (
+                scope::key(block.argument(grid_rank + i).expect("in range").into()),
+                i,
+            )
+        })
+        .collect();
+    // Each view's base argument (views of views resolved), and the arguments copied into.
+    let mut base: HashMap<usize, usize> = args.clone();
+    let mut written = Vec::new();
+    stablehlo::walk(kernel_fn, &mut |op| {
+        let operand = |i| op.operand(i).ok().map(|v: melior::ir::Value| scope::key(v));
+        match op_name(op).as_str() {
+            "tpu.memref_slice" | "tpu.memref_squeeze" | "tpu.memref_reshape"
+            | "tpu.memref_bitcast" => {
+                if let (Some(from), Ok(r)) =
+                    (operand(0).and_then(|k| base.get(&k).copied()), op.result(0))
+                {
+                    base.insert(scope::key(r.into()), from);
+                }
+            }
+            "tpu.enqueue_dma" => {
+                if let Some(arg) = operand(1).and_then(|k| base.get(&k).copied()) {
+                    written.push(arg);
+                }
+            }
+            _ => {}
+        }
+    });
+    let n_values = sig.n_values;
+    let n_in = operands.len() - n_values;
+    let any = |spec: &tpukit_dsl::ArraySpec| spec.space == tpukit_dsl::Space::Any;
+    aliases
+        .iter()
+        .filter_map(|&(result, operand)| {
+            let input = operand.checked_sub(n_values)?;
+            let output = n_in + result;
+            let n_prefetch = sig.spec.prefetch.len() - n_values;
+            let in_spec = sig.spec.inputs.get(input.checked_sub(n_prefetch)?)?;
+            let out_spec = sig.spec.outputs.get(result)?;
+            (any(in_spec) && any(out_spec) && written.contains(&input)).then_some((input, output))
+        })
+        .collect()
 }
 
 /// Parses MLIR text, turning the parser's diagnostics into the error. Text with a NUL byte is

@@ -549,6 +549,34 @@ pub(crate) fn strided_load(
     s.define(op, 0, x)
 }
 
+/// A store of `value` at `index` of the reshaped (or equal-width bitcast) ref `view`, when it
+/// covers the whole view (every start 0, the view's shape): the value, bitcast back to the
+/// window's dtype and reshaped row-major to the window's shape, stored into the window.
+/// Other stores through such views (a part of one, packed bf16 rows) are refused by name.
+pub(crate) fn store_whole(
+    b: &mut KernelBuilder,
+    view: &Shaped,
+    index: &[Ix],
+    value: tpukit_dsl::ValueId,
+) -> Result<()> {
+    let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
+    let whole = index.len() == view.shape.len()
+        && index
+            .iter()
+            .zip(&view.shape)
+            .all(|(ix, &n)| matches!(ix, Ix::Ds(start, size) if zero(start) && *size == n));
+    if !whole || view.packed {
+        return Err(Error::unsupported(
+            "a store into part of a reshaped or bitcast ref, or into packed bf16 rows (stores \
+             of the whole reshaped ref are imported)",
+        ));
+    }
+    let (r, base) = view.base.clone();
+    let value = b.bitcast(value, b.ref_dtype(r))?;
+    let value = b.reshape(value, &view.window)?;
+    b.store(r, &base, value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Access, decompose, strides};

@@ -346,6 +346,9 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
+    if let Some(view) = s.shaped(op, 1) {
+        return super::ref_view::store_whole(b, &view, &index, value);
+    }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
 }
@@ -375,6 +378,11 @@ fn tpu_vector_store(
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, n as usize, &shape)?;
+    if m == 0
+        && let Some(view) = s.shaped(op, 1)
+    {
+        return super::ref_view::store_whole(b, &view, &index, value);
+    }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {
         let mask = s.value(op, 2 + n as usize)?;
@@ -440,9 +448,14 @@ pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Ty
         "vector.extract_strided_slice" => {
             wide_slice(op).ok().flatten().map(|()| operand_type(op, 0))
         }
+        // A strided rotation also keeps its result there, after the two copies.
         "tpu.dynamic_rotate" => Some(result_type(op, 0).and_then(|mut t| {
             let d = rotated_dim(op, t.rank())?;
-            t.shape[d] *= 2;
+            t.shape[d] *= if stride(op, t.rank(), d)?.is_some() {
+                3
+            } else {
+                2
+            };
             Ok(t)
         })),
         _ => None,
@@ -460,23 +473,40 @@ fn rotated_dim(op: &OperationRef<'_, '_>, rank: usize) -> Result<usize> {
     Ok(d as usize)
 }
 
+/// The `(stride, stride dimension)` of a strided `tpu.dynamic_rotate` of dimension `d`
+/// (`pltpu.roll(..., stride=, stride_axis=)`), checked; `None` for a plain rotation.
+fn stride(op: &OperationRef<'_, '_>, rank: usize, d: usize) -> Result<Option<(i64, usize)>> {
+    let (Some(stride), Some(dim)) = (attr_opt(op, "stride"), attr_opt(op, "stride_dimension"))
+    else {
+        return Ok(None);
+    };
+    let (stride, dim) = (text::int(&stride)?, text::int(&dim)?);
+    if stride < 0 || dim < 0 || dim as usize >= rank || dim as usize == d {
+        return Err(Error::new(format!(
+            "a rotation of dimension {d} with stride {stride} along dimension {dim} of a \
+             rank-{rank} value"
+        )));
+    }
+    Ok(Some((stride, dim as usize)))
+}
+
 /// `tpu.dynamic_rotate %x by %shift dim d` (`pltpu.roll`, as `jnp.roll`: element `i` moves
 /// to `i + shift` modulo the extent), by a constant or traced shift: `x` stored twice along
 /// `d` in a scratch buffer, the window starting at `-shift` modulo the extent loaded (exact
-/// for any dtype). Strided rotations are refused.
+/// for any dtype). A strided rotation (`stride = k`, `stride_dimension = e`) rotates the
+/// `j`-th slice along `e` by `shift + j * k`: each slice's window is loaded and stored into
+/// the buffer's third part, which is loaded whole.
 fn dynamic_rotate(
     s: &mut Scope,
     b: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    if attr_opt(op, "stride").is_some() || attr_opt(op, "stride_dimension").is_some() {
-        return Err(Error::unsupported("a strided rotation (`stride`)"));
-    }
     let x = s.value(op, 0)?;
     let shift = s.value(op, 1)?;
     let shape = b.ty(x).shape.clone();
     let d = rotated_dim(op, shape.len())?;
+    let strided = stride(op, shape.len(), d)?;
     let buf = s.scratch_of(op, "the rotation")?;
     let n = shape[d] as i64;
     let window = |start: Arg| {
@@ -487,18 +517,60 @@ fn dynamic_rotate(
     let int = |i: i64| Arg::Lit(Literal::Int(i));
     b.store(buf, &window(int(0)), x)?;
     b.store(buf, &window(int(n)), x)?;
-    // The window starts at `-shift` modulo `n`: `(n - shift % n) % n` for a traced shift.
-    let start = match s.constant(shift) {
-        Some(c) => int((-c.as_i64()).rem_euclid(n.max(1))),
-        None if n == 0 => int(0),
-        None => {
-            let r = b.binary(BinaryOp::Rem, shift, int(n))?;
-            let back = b.binary(BinaryOp::Sub, int(n), r)?;
-            Arg::Value(b.binary(BinaryOp::Rem, back, int(n))?)
-        }
+    let Some((k, e)) = strided else {
+        // The window starts at `-shift` modulo `n`: `(n - shift % n) % n` for a traced shift.
+        let at = match s.constant(shift) {
+            Some(c) => int((-c.as_i64()).rem_euclid(n.max(1))),
+            None if n == 0 => int(0),
+            None => Arg::Value(back_by(b, shift.into(), n)?),
+        };
+        let v = b.load(buf, &window(at))?;
+        return s.define(op, 0, v);
     };
-    let v = b.load(buf, &window(start))?;
+    // Slice `j` along `e` is rolled by `shift + j * k`: by a constant shift, one window per
+    // slice at a static start (which a TPU can load); by a traced one, a loop over the slices
+    // whose window starts at `-(shift % n + (j * (k % n)) % n)` modulo `n` (nothing
+    // overflows).
+    if let (Some(c), true) = (s.constant(shift), n > 0) {
+        for j in 0..shape[e] {
+            let at = (-(c.as_i64().rem_euclid(n) + (j as i64 * k.rem_euclid(n)) % n)).rem_euclid(n);
+            let mut from = window(int(at));
+            from[e] = Ix::Ds(int(j as i64), 1);
+            let slice = b.load(buf, &from)?;
+            let mut to = window(int(2 * n));
+            to[e] = Ix::Ds(int(j as i64), 1);
+            b.store(buf, &to, slice)?;
+        }
+    } else if n > 0 {
+        let base = match s.constant(shift) {
+            Some(c) => int(c.as_i64().rem_euclid(n)),
+            None => Arg::Value(b.binary(BinaryOp::Rem, shift, int(n))?),
+        };
+        let step = k.rem_euclid(n);
+        b.for_loop(0, shape[e] as i64, 1, &[], |b, j, _| {
+            let jk = b.binary(BinaryOp::Mul, j, int(step))?;
+            let jk = b.binary(BinaryOp::Rem, jk, int(n))?;
+            let sum = b.binary(BinaryOp::Add, base, jk)?;
+            let mut from = window(Arg::Value(back_by(b, sum.into(), n)?));
+            from[e] = Ix::Ds(j.into(), 1);
+            let slice = b.load(buf, &from)?;
+            let mut to = window(int(2 * n));
+            to[e] = Ix::Ds(j.into(), 1);
+            b.store(buf, &to, slice)?;
+            Ok(vec![])
+        })?;
+    }
+    let v = b.load(buf, &window(int(2 * n)))?;
     s.define(op, 0, v)
+}
+
+/// `(n - x % n) % n` for `n > 0`: the start of a window rotated by `x` over a doubled
+/// extent `n`.
+fn back_by(b: &mut KernelBuilder, x: Arg, n: i64) -> Result<ValueId> {
+    let int = |i: i64| Arg::Lit(Literal::Int(i));
+    let r = b.binary(BinaryOp::Rem, x, int(n))?;
+    let back = b.binary(BinaryOp::Sub, int(n), r)?;
+    b.binary(BinaryOp::Rem, back, int(n))
 }
 
 /// Whether `v` is a splat constant equal to `x`.

@@ -39,6 +39,10 @@ pub struct Scope {
     /// Refs seen through a reshape or bitcast (`tpu.memref_reshape`, `memref_bitcast`),
     /// which only loads read ([`super::ref_view`]).
     shaped: HashMap<usize, super::ref_view::Shaped>,
+    /// Views with one dimension of traced size (`tpu.memref_slice` with a dynamic size, which
+    /// only copies take, [`super::dma`]): the position of that dimension's indexer (a slice of
+    /// one element at the view's start) and the size.
+    dynamic: HashMap<usize, (usize, Arg)>,
 }
 
 /// An op's identity (stable while its module lives).
@@ -180,6 +184,19 @@ impl Scope {
     /// Operand `i` as a ref or a view of one: the ref and its indexers (none for a whole
     /// ref).
     pub fn place(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<(Ref, Vec<Ix>)> {
+        if self.dynamic_of(op, i).is_some() {
+            return Err(Error::unsupported(format!(
+                "operand {i} of `{}` is a slice of traced size, which tpukit imports for \
+                 copies only",
+                op_name(op)
+            )));
+        }
+        self.place_of_any_size(op, i)
+    }
+
+    /// [`Scope::place`], a view of traced size included (its slice of one element there,
+    /// see [`Scope::dynamic_of`]).
+    pub fn place_of_any_size(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<(Ref, Vec<Ix>)> {
         if self.shaped(op, i).is_some() {
             return Err(Error::unsupported(format!(
                 "operand {i} of `{}` is a reshaped or bitcast ref (`tpu.memref_reshape`/\
@@ -193,6 +210,28 @@ impl Scope {
             return Ok(view.clone());
         }
         Ok((self.buffer(op, i)?, Vec::new()))
+    }
+
+    /// The dimension of traced size of operand `i`'s view, if it has one: its indexer's
+    /// position and the size.
+    pub fn dynamic_of(&self, op: &OperationRef<'_, '_>, i: usize) -> Option<(usize, Arg)> {
+        let v = op.operand(i).ok()?;
+        self.dynamic.get(&key(v)).copied()
+    }
+
+    /// Marks result `i` of `op`, a view, as of traced size `size` along indexer `at`.
+    pub fn define_dynamic(
+        &mut self,
+        op: &OperationRef<'_, '_>,
+        i: usize,
+        at: usize,
+        size: Arg,
+    ) -> Result<()> {
+        let v = op
+            .result(i)
+            .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+        self.dynamic.insert(key(v.into()), (at, size));
+        Ok(())
     }
 
     /// Binds result `i` of `op`.

@@ -1247,6 +1247,15 @@ fn index_expr(
                 format!("grid axis {axis} does not exist (grid rank {})", grid.len()),
             )
         })?,
+        IndexExpr::NumPrograms(axis) => {
+            if *axis >= grid.len() {
+                return Err(Error::op(
+                    "index_map",
+                    format!("grid axis {axis} does not exist (grid rank {})", grid.len()),
+                ));
+            }
+            f.push(OpKind::NumPrograms { axis: *axis }, vec![i32s], None)[0]
+        }
         IndexExpr::Const(c) => f.push(
             OpKind::Const {
                 value: Literal::Int(*c),

@@ -10,7 +10,10 @@
 //! a copy adds the number of bytes it moved, a wait subtracts the number of bytes of the
 //! window it names (so one wait matches one copy of that size, whichever started first).
 //! Regular semaphores are signalled and waited on by amount (`semaphore_signal`,
-//! `semaphore_wait`) and read (`semaphore_read`).
+//! `semaphore_wait`) and read (`semaphore_read`). A copy may also signal a regular
+//! semaphore (Pallas's `pltpu.async_copy(src, dst, sem)` with a `SemaphoreType.REGULAR`, which
+//! Mosaic allows from TPU v6 on): it adds 1, and the body waits for it with
+//! `semaphore_wait(sem, 1)` (a `dma_wait` names DMA semaphores only).
 //!
 //! The copy happens when it starts: `dma_start` reads its source and writes its destination
 //! then, with the semantics of a load and a store (edge windows read their fill, stores
@@ -23,8 +26,25 @@
 //!   overlapping elements; every copy must be waited on before the kernel ends. The
 //!   interpreter checks these in debug mode (`LaunchOptions { debug: true }`,
 //!   `TPUKIT_DEBUG=1`), naming the op.
+//!
+//! Semaphores may also cross the kernel's boundary (Pallas's `pltpu.SemaphoreType.DMA(())`
+//! as an `out_shape`, `pl.BlockSpec(memory_space=pltpu.SEMAPHORE)` as an input), as whole
+//! i32 arrays of counts (what JAX passes between calls for them: `int32` of the semaphore
+//! array's shape):
+//! - a semaphore *output* starts at zero (or at the count of the input it aliases) and its
+//!   final count is the result: a copy started on it may still be in flight when the kernel
+//!   ends — it is handed to the caller, and a later kernel taking the count as an input
+//!   waits for it (a copy is complete when it starts here, so the data is there then);
+//! - a semaphore *input* is the kernel's own copy of the caller's count, made at launch:
+//!   waits subtract from it, the caller's array never changes;
+//! - a kernel with a semaphore input or output runs its grid steps in order on one worker
+//!   (semaphores are one core's state).
+//!
+//! A wait for more than a semaphore input holds fails as any wait does; the debug checks of
+//! copies in flight see one kernel only (a copy handed over by an output is not checked
+//! against the accesses of the kernel that waits for it).
 
-use crate::{Indexer, OperandId};
+use crate::{Indexer, Kernel, OperandId, Role};
 
 /// Where an operand lives, which fixes how the body may reach it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -65,6 +85,21 @@ impl Space {
         Space::Semaphore(SemaphoreKind::Dma),
         Space::Semaphore(SemaphoreKind::Regular),
     ];
+}
+
+impl Kernel {
+    /// The semaphore inputs and outputs (see the module's semantics), in signature order.
+    pub fn semaphore_operands(&self) -> Vec<OperandId> {
+        self.operands
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                matches!(o.space, Space::Semaphore(_))
+                    && matches!(o.role, Role::Input | Role::Output)
+            })
+            .map(|(i, _)| OperandId(i as u32))
+            .collect()
+    }
 }
 
 /// Elements of one operand's ref: a copy's source or destination (slices and points, as a

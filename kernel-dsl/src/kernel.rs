@@ -249,7 +249,8 @@ pub struct BlockSpec {
     /// One entry per array dimension (the block's rank is the array's).
     pub block: Vec<BlockDim>,
     /// Arguments: one i32 per grid axis. Yields one i32 block index per array dimension. May
-    /// load from prefetch operands the body does not write.
+    /// load from prefetch operands the body does not write, and read the grid's extents
+    /// (`num_programs`).
     pub index_map: Func,
     /// What loads read outside the array (converted to the operand's dtype).
     pub fill: Literal,

@@ -151,6 +151,9 @@ impl From<bool> for Literal {
 pub enum IndexExpr {
     /// The index of the current grid step along this axis.
     Grid(usize),
+    /// The number of grid steps along this axis (`pl.num_programs`; of an axis sized at
+    /// launch, its value then).
+    NumPrograms(usize),
     /// A constant.
     Const(i64),
     /// An arithmetic or bitwise operation on two expressions.

@@ -137,7 +137,8 @@ fn verify_sizes(k: &Kernel) -> Result<()> {
     Ok(())
 }
 
-/// An operand in HBM is a whole input or output; semaphores are i32 scratch.
+/// An operand in HBM is a whole input or output; semaphores are i32 scratch, inputs or
+/// outputs (see [`crate::dma`]).
 fn verify_space(o: &Operand) -> Result<(), String> {
     match o.space {
         Space::Local => Ok(()),
@@ -145,8 +146,8 @@ fn verify_space(o: &Operand) -> Result<(), String> {
             "{} operands live in kernel memory, not `any`",
             o.role.name()
         )),
-        Space::Semaphore(_) if o.role != Role::Scratch || o.dtype != DType::I32 => {
-            Err("semaphores are i32 scratch operands".into())
+        Space::Semaphore(_) if o.role == Role::Prefetch || o.dtype != DType::I32 => {
+            Err("semaphores are i32 scratch, input or output operands".into())
         }
         _ if matches!(o.window, Window::Blocked(_)) => {
             Err("an operand outside kernel memory takes no block spec".into())
@@ -254,15 +255,14 @@ fn verify_region(
                 OpKind::Load { operand, .. } => {
                     ctx.operands.get(operand.0 as usize).map(|o| o.role) == Some(Role::Prefetch)
                 }
-                OpKind::Store { .. }
-                | OpKind::ProgramId { .. }
-                | OpKind::NumPrograms { .. }
-                | OpKind::Print { .. } => false,
+                OpKind::Store { .. } | OpKind::ProgramId { .. } | OpKind::Print { .. } => false,
                 _ => true,
             };
             if !allowed {
                 return Err(err(
-                    "not allowed in an index map (which may read prefetch operands only)".into(),
+                    "not allowed in an index map (which may read prefetch operands and the grid's \
+                     extents only)"
+                        .into(),
                 ));
             }
         }
@@ -592,7 +592,8 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     so.name, d.name
                 ));
             }
-            semaphore(ctx, sem, SemaphoreKind::Dma)?;
+            // A regular semaphore counts completed copies (Mosaic allows it on v6e).
+            any_semaphore(ctx, sem)?;
             none(results)?;
         }
         OpKind::DmaWait { sem, src, dst } => {
@@ -665,6 +666,15 @@ fn copy_end<'a>(ctx: &'a Context, p: &crate::Place) -> Result<(&'a Operand, Type
     }
     let shape = access_shape(ctx, o, &p.index)?;
     Ok((o, Type::new(o.dtype, shape)))
+}
+
+/// Checks that `p` names one semaphore, of either kind.
+fn any_semaphore(ctx: &Context, p: &crate::Place) -> Result<(), String> {
+    let o = operand_of(ctx, p.operand)?;
+    if !matches!(o.space, Space::Semaphore(_)) {
+        return Err(format!("`{}` is not a semaphore", o.name));
+    }
+    point(ctx, o, &p.index)
 }
 
 /// Checks that `p` names one semaphore of `kind`.

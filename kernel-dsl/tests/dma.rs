@@ -101,7 +101,13 @@ fn semaphores_are_reached_only_by_semaphore_ops() {
         e.contains("is not a semaphore"),
         "a DMA semaphore is not regular: {e}"
     );
-    let e = error(b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.flag, &[])));
+    // A copy may signal a regular semaphore (it counts copies), but not a buffer; only
+    // DMA semaphores are waited on by `dma_wait`.
+    b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.flag, &[]))
+        .unwrap();
+    let e = error(b.dma_start((r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[]), (r.x, &[])));
+    assert!(e.contains("`x` is not a semaphore"), "{e}");
+    let e = error(b.dma_wait((r.flag, &[]), (r.x, &[Ix::Ds(0.into(), 8)]), (r.buf, &[])));
     assert!(e.contains("is not a dma semaphore"), "{e}");
     let e = error(b.dma_start(
         (r.x, &[Ix::Ds(0.into(), 8)]),
@@ -148,7 +154,66 @@ fn spaces_are_checked_on_operands() {
     let e = error(empty(&bad));
     assert!(e.contains("scratch operands live in kernel memory"), "{e}");
     let mut bad = spec();
-    bad.inputs[0] = ArraySpec::semaphores(SemaphoreKind::Dma, [2]);
+    bad.prefetch = vec![ArraySpec::semaphores(SemaphoreKind::Dma, [2])];
+    let e = error(empty_with_prefetch(&bad));
+    assert!(
+        e.contains("semaphores are i32 scratch, input or output operands"),
+        "{e}"
+    );
+    let mut bad = spec();
+    bad.outputs[0] = ArraySpec::semaphores(SemaphoreKind::Dma, [2]).blocked([1], [grid(0)]);
     let e = error(empty(&bad));
-    assert!(e.contains("semaphores are i32 scratch operands"), "{e}");
+    assert!(e.contains("takes no block spec"), "{e}");
+}
+
+fn empty_with_prefetch(spec: &CallSpec) -> Result<Kernel> {
+    let mut b = KernelBuilder::new("copy", spec)?;
+    b.declare(Role::Prefetch, "p")?;
+    for (role, n) in [
+        (Role::Input, spec.inputs.len()),
+        (Role::Output, spec.outputs.len()),
+        (Role::Scratch, spec.scratch.len()),
+    ] {
+        for i in 0..n {
+            b.declare(role, &format!("{}{i}", role.name()))?;
+        }
+    }
+    b.finish()
+}
+
+/// Semaphores crossing the call (see `tpukit_dsl::dma`): a copy started on a semaphore output
+/// and a wait on a semaphore input, printed and parsed back.
+#[test]
+fn semaphore_inputs_and_outputs_round_trip() {
+    let spec = CallSpec {
+        inputs: vec![
+            ArraySpec::new(DType::F32, [8, 128]).any(),
+            ArraySpec::semaphores(SemaphoreKind::Dma, []),
+        ],
+        outputs: vec![
+            ArraySpec::new(DType::F32, [8, 128]).any(),
+            ArraySpec::semaphores(SemaphoreKind::Dma, [2]),
+        ],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("hand_over", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let before = b.declare(Role::Input, "before").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let sems = b.declare(Role::Output, "sems").unwrap();
+    b.dma_wait((before, &[]), (x, &[]), (o, &[])).unwrap();
+    b.dma_start((x, &[]), (o, &[]), (sems, &[Ix::At(1.into())]))
+        .unwrap();
+    let k = b.finish().unwrap();
+    assert_eq!(k.semaphore_operands(), vec![OperandId(1), OperandId(3)]);
+    let text = k.to_string();
+    assert!(
+        text.contains("input %before: i32[] dma_semaphore"),
+        "{text}"
+    );
+    assert!(
+        text.contains("output %sems: i32[2] dma_semaphore"),
+        "{text}"
+    );
+    assert_eq!(parse_kernel(&text).unwrap().to_string(), text);
 }

@@ -47,10 +47,13 @@ use tpukit_dsl::{DType, Initial, Kernel, OpKind, Region as IrRegion, Result, Rol
 /// output with [`crate::Options::alias_outputs`]; otherwise each output the body loads from,
 /// or stores to under a mask (a masked store keeps the elements it masks off, so they must
 /// hold the caller's values), unless the IR says it starts undefined ([`Initial::Undefined`]:
-/// an imported Pallas output no input aliases). Other outputs start undefined, as in Pallas.
+/// an imported Pallas output no input aliases). Other outputs start undefined, as in Pallas;
+/// semaphore outputs are never among them (Mosaic gives them no window to copy into: they are
+/// the semaphores).
 pub fn outputs(kernel: &Kernel, alias_all: bool) -> Vec<usize> {
     kernel
         .operands_with_role(Role::Output)
+        .filter(|(_, o)| !matches!(o.space, tpukit_dsl::Space::Semaphore(_)))
         .filter(|(id, o)| {
             alias_all
                 || (o.initial == Initial::Caller

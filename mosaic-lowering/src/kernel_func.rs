@@ -221,8 +221,9 @@ pub fn build<'c>(
             .map(|(t, b)| {
                 let i = b.operand();
                 let o = &kernel.operands[i];
-                // As Pallas: an operand left in HBM has no window (and no transform).
-                if o.space == Space::Any {
+                // As Pallas: an operand left in HBM, or semaphores, have no window (and no
+                // transform).
+                if o.space != Space::Local {
                     return "{}".to_string();
                 }
                 let bounds: Vec<String> = window_shape(o, &shapes.operands[i])

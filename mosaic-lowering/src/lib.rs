@@ -170,7 +170,15 @@ pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     let module = mosaic_module::build(&context, kernel, shapes, options, &initial)?;
     let serialized = serde::mangle(&context, &module, options.serde_version)?;
     let body = serde::bytecode(&serialized)?;
-    let config = backend_config::backend_config(&serde::base64(&body));
+    let outputs: Vec<&tpukit_dsl::Operand> = kernel
+        .operands
+        .iter()
+        .filter(|o| o.role == tpukit_dsl::Role::Output)
+        .collect();
+    let semaphores: Vec<usize> = (0..outputs.len())
+        .filter(|&i| matches!(outputs[i].space, tpukit_dsl::Space::Semaphore(_)))
+        .collect();
+    let config = backend_config::backend_config(&serde::base64(&body), &semaphores, outputs.len());
     let name = options.kernel_name.as_deref().unwrap_or(&kernel.name);
     let stablehlo = custom_call::build(
         &context,

@@ -44,7 +44,7 @@ pub fn build_all<'c>(
         .map(|b| b.operand())
         .enumerate()
     {
-        if kernel.operands[i].space == tpukit_dsl::Space::Any {
+        if kernel.operands[i].space != tpukit_dsl::Space::Local {
             continue;
         }
         let rank = shapes.operands[i].len();

@@ -6,8 +6,8 @@ use crate::error::{self, guard};
 use crate::kernel::PyKernel;
 
 /// The kernel of one `tpu_custom_call`: its Mosaic `body` (generic text, as jaxlib prints
-/// the decoded body), the call's operand and result tensor types (printed) and its
-/// `output_operand_aliases` as `(result, operand)` pairs.
+/// the decoded body) and the call's operand and result tensor types (printed); `aliases` are
+/// its `(result, operand)` aliases (`output_operand_aliases`).
 #[pyfunction]
 #[pyo3(signature = (body, operand_types, result_types, name, aliases = Vec::new()))]
 pub fn import_mosaic(
@@ -26,7 +26,7 @@ pub fn import_mosaic(
         };
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
         let kernel =
-            tpukit_import::import_aliased_mosaic(body, &operands, &results, &aliases, name)
+            tpukit_import::import_mosaic_aliased(body, &operands, &results, &aliases, name)
                 .map_err(error::dsl)?;
         Ok(PyKernel::new(kernel))
     })

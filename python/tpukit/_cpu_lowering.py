@@ -21,6 +21,7 @@ import contextvars
 import threading
 
 import jax
+import jax.numpy as jnp
 from jax._src.interpreters import mlir
 from jax._src.pallas import mpmd as _mpmd
 from jax._src.pallas import pallas_call as _pallas_call
@@ -74,7 +75,22 @@ def _lower(primitive, jax_rule, ctx, in_nodes, interpret, params):
         outs = compiled.trace([_key_data(a) for a in args], device, debug)
         return [_as_key(o, aval) for o, aval in zip(outs, ctx.avals_out, strict=True)]
 
+    # Semaphores (`pltpu.SemaphoreType.DMA(())` results, `pltpu.SEMAPHORE` operands) cross
+    # the kernel as their counts: int32 arrays, the type XLA already gives them.
+    ctx = ctx.replace(
+        avals_in=[_physical(a) for a in ctx.avals_in],
+        avals_out=[_physical(a) for a in ctx.avals_out],
+    )
     return mlir.lower_fun(run, multiple_results=True)(ctx, *in_nodes)
+
+
+def _physical(aval):
+    """``aval``, or for a semaphore array the int32 array of its counts."""
+    from jax._src.pallas import core as pallas_core
+
+    if isinstance(getattr(aval, "dtype", None), pallas_core.AbstractSemaphoreTy):
+        return jax.core.ShapedArray(aval.shape, jnp.int32)
+    return aval
 
 
 def _is_key(aval) -> bool:

@@ -291,7 +291,13 @@ def unsigned_results(stablehlo: str) -> list:
 
 
 def shape_dtype(x) -> jax.ShapeDtypeStruct:
-    """A ShapeDtypeStruct for anything with ``shape`` and ``dtype`` (numpy, torch, JAX)."""
+    """A ShapeDtypeStruct for anything with ``shape`` and ``dtype`` (numpy, torch, JAX); a
+    semaphore placeholder (``pltpu.SemaphoreType.DMA(...)``) as it is (its result is the
+    int32 array of its counts)."""
+    from jax._src.pallas import core as pallas_core
+
     from tpukit import _arrays
 
+    if isinstance(getattr(x, "dtype", None), pallas_core.AbstractSemaphoreTy):
+        return x
     return jax.ShapeDtypeStruct(tuple(x.shape), _arrays.numpy_dtype(x.dtype))

@@ -182,6 +182,69 @@ def _dma(name, dtype):
     return call, [_sds((16, 128), dtype)]
 
 
+def _counted_copies(dtype):
+    # copies signalling a regular semaphore (python/tests/semaphore_kernels.py)
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import semaphore_kernels as sk
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    call = pl.pallas_call(sk.counted_copies, out_shape=_sds((16, 128), dtype),
+                          in_specs=[sk.ANY], out_specs=sk.ANY,
+                          scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+    return call, [_sds((32, 128), dtype)]
+
+
+def _strided_roll(dtype):
+    # python/tests/test_pallas_strided_roll.py's first kernel: lanes rolled by a stride per
+    # row (by a constant shift: a traced one loads windows at traced lane offsets, which
+    # libtpu refuses, as for a plain roll by a traced shift)
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 3, 1, stride=5, stride_axis=0)
+
+    return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
+
+
+def _view_stores(dtype):
+    # python/tests/test_pallas_ref_view_stores.py: whole stores through a reshaped ref and
+    # through a bitcast one
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, b_ref, o_ref, p_ref):
+        o_ref.reshape(16, 128)[...] = x_ref[...] * 2
+        p_ref.bitcast(jnp.int32)[...] = b_ref[...] ^ 0x7FFFFFFF
+
+    call = pl.pallas_call(kernel, out_shape=(_sds((2, 8, 128), dtype),
+                                             _sds((8, 128), "float32")))
+    return call, [_sds((16, 128), dtype), _sds((8, 128), "int32")]
+
+
+def _reshaped_copies(dtype):
+    # python/tests/test_pallas_ref_view_stores.py: copies through reshaped refs (and
+    # leading rows of one)
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, buf, sem):
+        flat = buf.reshape(16, 256)
+        pltpu.async_copy(x_hbm.reshape(24, 256).at[pl.ds(8, 16)], flat, sem).wait()
+        buf[...] = buf[...] * 2
+        pltpu.async_copy(flat, o_hbm.reshape(16, 256), sem).wait()
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    call = pl.pallas_call(kernel, out_shape=_sds((2, 8, 256), dtype), in_specs=[any_],
+                          out_specs=any_,
+                          scratch_shapes=[pltpu.VMEM((2, 8, 256), dtype),
+                                          pltpu.SemaphoreType.DMA])
+    return call, [_sds((3, 8, 256), dtype)]
+
+
 def _smem(dtype):
     # python/tests/smem_kernels.py: state kept in a scalar-prefetch operand the kernel writes
     import sys
@@ -398,6 +461,14 @@ KERNELS = {
     "dma-scoped-f32": lambda: _dma("scoped", "float32"),
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
+    "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
+    "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
+    "strided-roll-f32": lambda: _strided_roll("float32"),
+    "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
+    "view-stores-f32": lambda: _view_stores("float32"),
+    "view-stores-bf16": lambda: _view_stores("bfloat16"),
+    "reshaped-copies-f32": lambda: _reshaped_copies("float32"),
+    "reshaped-copies-bf16": lambda: _reshaped_copies("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
     "smem-state-bf16": lambda: _smem("bfloat16"),
     "ref-reshape-strided-f32": lambda: _ref_views("strided", "float32"),
@@ -437,3 +508,153 @@ def test_a_bf16_strided_load_is_refused_by_the_lowering():
                                                    for s in specs])
     with pytest.raises(tpukit.UnsupportedError, match="strided load of bf16 data"):
         kernel.lower()
+
+
+
+def _custom_call(text, result, operands=None):
+    """The custom call of a lowered kernel module, its result named ``%result`` (and its
+    operands replaced by ``operands``)."""
+    import re
+
+    line = next(t for t in text.splitlines() if '"stablehlo.custom_call"' in t)
+    line = re.sub(r"^\s*%0(:\d+)? =", f"    %{result}\\1 =", line)
+    if operands is not None:
+        line = re.sub(r'"stablehlo.custom_call"\([^)]*\)',
+                      f'"stablehlo.custom_call"({operands})', line, count=1)
+    return line
+
+
+def _chain(producer, consumer):
+    """One program running the kernel module ``producer`` and then ``consumer`` on its
+    results: semaphores live in semaphore memory, so a TPU program passes them from call to
+    call and never takes or returns them (nor can JAX)."""
+    import re
+
+    head = next(t for t in producer.splitlines() if "func.func public @main" in t)
+    params = re.search(r"@main\((.*?)\) ->", head).group(1)
+    a = _custom_call(producer, "a")
+    n = re.match(r"\s*%a(?::(\d+))? =", a).group(1)
+    operands = ", ".join(f"%a#{i}" for i in range(int(n))) if n else "%a"
+    b = _custom_call(consumer, "b", operands)
+    result = re.search(r"-> (tensor<[^>]*>)\s*$", b).group(1)
+    return ("module @chain attributes {mhlo.num_partitions = 1 : i32, "
+            "mhlo.num_replicas = 1 : i32} {\n"
+            f"  func.func public @main({params}) -> {result} {{\n{a}\n{b}\n"
+            f"    return %b : {result}\n  }}\n}}\n")
+
+
+@functools.cache
+def _semaphore_operands_under_on_cpu():
+    """Calls handing semaphores to each other (python/tests/semaphore_kernels.py): DMA
+    semaphores as a call's result and another's operand, a regular semaphore's count carried
+    across calls, imported by ``on_cpu()`` and lowered back by tpukit."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(sk.gather_rows).lower(jnp.zeros((40, 128)), jnp.zeros((2,), jnp.int32))
+        jax.jit(lambda n: sk.drained(sk.signalled(n))).lower(jnp.zeros((1,), jnp.int32))
+    start, wait, signal, drain = (k.lower() for k in _cpu_lowering.imported()[before:])
+    return [_chain(start, wait), _chain(signal, drain)]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_semaphore_operands_compile_for_tpu(compiler, topology):
+    for text in _semaphore_operands_under_on_cpu():
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _index_map_extents_under_on_cpu():
+    """Index maps reading ``pl.num_programs`` (python/tests/test_pallas_index_map_extents.py)
+    of a grid sized by a traced value and of a static one, imported by ``on_cpu()``."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import test_pallas_index_map_extents as t
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(t.reversed_blocks).lower(jnp.int32(2), jnp.zeros((48, 128)))
+        jax.jit(lambda x: t.reversed_blocks(5, x)).lower(jnp.zeros((40, 128), jnp.bfloat16))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_index_maps_reading_the_grid_extent_compile_for_tpu(compiler, topology):
+    texts = _index_map_extents_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _aliased_inputs_under_on_cpu():
+    """Copies into inputs aliased to outputs (python/tests/semaphore_kernels.py: refs of
+    ``pl.run_state``, ``input_output_aliases``), imported by ``on_cpu()``: the copies write
+    the outputs."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        jax.jit(sk.scatter_rows_in_place).lower(jnp.zeros((16, 128)), jnp.zeros((48, 128)),
+                                                jnp.zeros((2,), jnp.int32))
+        jax.jit(sk.add_into_aliased_input).lower(jnp.zeros((8, 128), jnp.bfloat16),
+                                                 jnp.zeros((24, 128), jnp.bfloat16))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_copies_into_aliased_inputs_compile_for_tpu(compiler, topology):
+    texts = _aliased_inputs_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0
+
+
+@functools.cache
+def _traced_size_copies_under_on_cpu():
+    """A copy of a traced number of rows (python/tests/semaphore_kernels.py), imported by
+    ``on_cpu()`` as a loop of one-row copies and waits."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import semaphore_kernels as sk
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    with pallas.on_cpu():
+        for dtype in ("float32", "bfloat16"):
+            jax.jit(sk.rows_of_traced_count).lower(
+                jnp.zeros((3,), jnp.int32), jnp.zeros((16, 8, 128), dtype),
+                jnp.zeros((12, 8, 128), dtype))
+    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_copies_of_a_traced_size_compile_for_tpu(compiler, topology):
+    texts = _traced_size_copies_under_on_cpu()
+    assert len(texts) == 2
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0

@@ -170,8 +170,15 @@ pub(crate) unsafe fn run_at(
         });
     }
     // A kernel that writes prefetch operands gets its own copies, and runs in order on one
-    // worker (see `tpukit_dsl::smem`).
-    let written = kernel.written_prefetch();
+    // worker (see `tpukit_dsl::smem`); so does one passed semaphores (`tpukit_dsl::dma`),
+    // with its own copies of the semaphore inputs, whose counts its waits take from.
+    let semaphores = kernel.semaphore_operands();
+    let mut written = kernel.written_prefetch();
+    written.extend(
+        semaphores
+            .iter()
+            .filter(|&&id| kernel.operand(id).role == Role::Input),
+    );
     // SAFETY: `base` holds the caller's input pointers (this function's contract).
     let _copies = unsafe { smem::private_copies(kernel, &written, &dims, &mut base) }
         .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
@@ -182,7 +189,7 @@ pub(crate) unsafe fn run_at(
             kernel,
             &grid,
             pool.current_num_threads(),
-            written.is_empty(),
+            written.is_empty() && semaphores.is_empty(),
             (&base, &dims),
         )
     }?;

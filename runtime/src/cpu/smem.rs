@@ -1,10 +1,11 @@
-//! Private copies of the prefetch operands a kernel writes (see `tpukit_dsl::smem`): the
-//! caller's arrays (XLA's buffers, a user's numpy array) are never written.
+//! Private copies of the prefetch operands a kernel writes (see `tpukit_dsl::smem`) and of
+//! its semaphore inputs (`tpukit_dsl::dma`): the caller's arrays (XLA's buffers, a user's
+//! numpy array) are never written.
 
 use crate::{RuntimeError, alloc};
 use tpukit_dsl::{Kernel, OperandId};
 
-/// Copies each operand of `written` (prefetch operands, whose extents start at `dims[first]`
+/// Copies each operand of `written` (prefetch operands or semaphore inputs, whose extents start at `dims[first]`
 /// in the concatenated `dims`) into a new buffer and points `base` at it. The buffers are
 /// returned: they must outlive every use of `base`.
 ///
@@ -25,7 +26,7 @@ pub(super) unsafe fn private_copies(
         let shape = dims[first..first + o.shape.len()]
             .iter()
             .map(|&d| d as usize);
-        let what = format!("the kernel's copy of prefetch operand `{}`", o.name);
+        let what = format!("the kernel's copy of {} `{}`", o.role.name(), o.name);
         let bytes = tpukit_dsl::buffer_bytes(o.dtype, shape).ok_or_else(|| {
             RuntimeError::new(&kernel.name, format!("{what} is too large"))
                 .with_kind(tpukit_dsl::ErrorKind::Memory)

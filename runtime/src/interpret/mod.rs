@@ -302,8 +302,11 @@ impl Machine<'_> {
                     Some(l) => format!("{l}, grid step {:?}", self.point),
                     None => format!("grid step {:?}", self.point),
                 };
+                // A regular semaphore counts copies, a DMA semaphore bytes.
+                let counts = self.kernel.operand(sem.operand).space
+                    == tpukit_dsl::Space::Semaphore(tpukit_dsl::SemaphoreKind::Regular);
                 self.mem
-                    .dma_start(at(src, env), at(dst, env), at(sem, env), started)?
+                    .dma_start(at(src, env), at(dst, env), at(sem, env), started, counts)?
             }
             OpKind::DmaWait { sem, dst, .. } => self.mem.dma_wait(at(sem, env), at(dst, env))?,
             OpKind::SemaphoreSignal { sem, amount: a } => {

@@ -12,7 +12,7 @@ use super::{CodegenError, Emitter, Report, Result};
 use crate::cpu::abi::code;
 use inkwell::IntPredicate;
 use inkwell::values::IntValue;
-use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, Place};
+use tpukit_dsl::{DType, Func, Indexer, Op, OpKind, Place, SemaphoreKind, Space};
 
 /// Elements of an access of `index`.
 fn count(index: &[Indexer]) -> usize {
@@ -57,7 +57,14 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         match &op.kind {
             OpKind::DmaStart { src, dst, sem } => {
                 self.copy(env, src, dst)?;
-                let n = bytes(dst, self);
+                // A regular semaphore counts copies, a DMA semaphore bytes.
+                let n = if self.kernel.operand(sem.operand).space
+                    == Space::Semaphore(SemaphoreKind::Regular)
+                {
+                    self.ctx.i32_type().const_int(1, false)
+                } else {
+                    bytes(dst, self)
+                };
                 self.semaphore_add(env, sem, n)?;
             }
             OpKind::DmaWait { sem, dst, .. } => {

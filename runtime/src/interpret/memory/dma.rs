@@ -5,7 +5,7 @@
 //! it touches, so a load of a destination element, a store to either end, or a second copy
 //! writing the same element is an error naming both ops. A wait on a semaphore that holds
 //! less than it takes is an error (on a TPU it never returns), and so is a copy still in
-//! flight when the kernel ends.
+//! flight when the kernel ends (unless it signals a semaphore output, which hands it over).
 
 use super::Memory;
 use crate::interpret::tensor::Tensor;
@@ -97,9 +97,10 @@ impl Copies {
         }
     }
 
-    /// An error naming the first copy still in flight.
-    pub fn check_done(&self) -> Result<(), String> {
-        match self.flying.first() {
+    /// An error naming the first copy still in flight, but for those signalling a
+    /// semaphore for which `handed_over` holds (an output's: the caller waits for them).
+    pub fn check_done(&self, handed_over: impl Fn(OperandId) -> bool) -> Result<(), String> {
+        match self.flying.iter().find(|c| !handed_over(c.sem.0)) {
             Some(c) => Err(format!(
                 "the copy started at {} was never waited on (`dma_wait`) before the kernel ended",
                 c.started
@@ -134,7 +135,16 @@ impl Memory {
         &mut self.buffers[at.0.0 as usize].data[at.1]
     }
 
-    pub fn dma_start(&mut self, src: At, dst: At, sem: At, started: String) -> Result<(), String> {
+    /// Copies `src` into `dst` and signals `sem` with the bytes moved, or with 1 when
+    /// `counts` (a regular semaphore, which counts copies).
+    pub fn dma_start(
+        &mut self,
+        src: At,
+        dst: At,
+        sem: At,
+        started: String,
+        counts: bool,
+    ) -> Result<(), String> {
         let (shape, src_offs) = self.offsets(&src)?;
         let (_, dst_offs) = self.offsets(&dst)?;
         let (s, d) = (src.place.operand, dst.place.operand);
@@ -163,7 +173,11 @@ impl Memory {
         )?;
         self.store(d, &dst.place.index, &dst.starts, &value, None)?;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
-        let bytes = (value.data.len() * dtype.size_bytes()) as i64;
+        let bytes = if counts {
+            1
+        } else {
+            (value.data.len() * dtype.size_bytes()) as i64
+        };
         *self.sem_value(sem_at) += bytes as f64;
         let c = InFlight {
             sem: sem_at,
@@ -220,9 +234,19 @@ impl Memory {
         Ok(())
     }
 
+    /// Takes `amount` from a regular semaphore; copies that signalled it complete, the
+    /// earliest first, one per unit taken.
     pub fn semaphore_wait(&mut self, sem: At, amount: i64) -> Result<(), String> {
         let at = (sem.place.operand, self.semaphore(&sem)?);
-        self.take(at, amount, "nothing signalled it")
+        self.take(at, amount, "nothing signalled it")?;
+        for _ in 0..amount.max(0) {
+            let Some(i) = self.copies.flying.iter().position(|c| c.sem == at) else {
+                break;
+            };
+            let c = self.copies.flying.remove(i);
+            self.copies.mark(&c, -1);
+        }
+        Ok(())
     }
 
     pub fn semaphore_read(&mut self, sem: At) -> Result<Tensor, String> {
@@ -230,8 +254,11 @@ impl Memory {
         Ok(Tensor::scalar_i32(*self.sem_value(at) as i64))
     }
 
+    /// Fails if a copy is still in flight when the kernel ends, unless it signals a
+    /// semaphore output (handed to the caller, see `tpukit_dsl::dma`).
     pub fn check_copies_done(&self) -> Result<(), String> {
-        self.copies.check_done()
+        self.copies
+            .check_done(|id| self.buffers[id.0 as usize].role == tpukit_dsl::Role::Output)
     }
 
     /// Checks a load (`write` false) or store against the copies in flight.
