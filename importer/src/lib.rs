@@ -98,7 +98,7 @@ pub fn import_mosaic(
 /// `(result, operand)` pairs, operands counted as the call passes them). An input left in
 /// HBM that aliases an output in HBM is the output's memory: a kernel that copies into it
 /// (a Pallas kernel over refs closed over from `pl.run_state`, discharged into aliased
-/// operands) writes the output (see [`aliased_targets`]).
+/// operands) writes the output (see `aliased_targets`).
 pub fn import_mosaic_aliased(
     body: &str,
     operands: &[Type],
