@@ -1,5 +1,6 @@
 """Shared fixtures: the `tpukit` CLI (built by `make conformance`) and one TPU compiler."""
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -30,3 +31,25 @@ def tpukit(*args):
 @pytest.fixture(scope="session")
 def compiler():
     return Compiler()
+
+
+@contextlib.contextmanager
+def imports_by_on_cpu():
+    """Inside it `tpukit.pallas.on_cpu()` is in effect; on exit the list it yields holds the
+    StableHLO of every kernel imported meanwhile, as tpukit lowers it back for a TPU."""
+    from tpukit import _cpu_lowering, pallas
+
+    before = len(_cpu_lowering.imported())
+    texts: list[str] = []
+    with pallas.on_cpu():
+        yield texts
+    texts.extend(k.lower() for k in _cpu_lowering.imported()[before:])
+
+
+def assert_compiles(compiler, texts, topology):
+    """Every module of `texts` compiles with libtpu for `topology`, its first Mosaic kernel
+    down to LLO ops."""
+    for text in texts:
+        result = compiler.compile(text, topology)
+        assert result["ok"], result.get("error")
+        assert result["llo_ops"][0]["total"] > 0

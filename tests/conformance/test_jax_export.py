@@ -9,6 +9,7 @@ import functools
 import re
 
 import pytest
+from conftest import assert_compiles, imports_by_on_cpu
 from tpu_compile import TOPOLOGIES
 
 jax = pytest.importorskip("jax")
@@ -111,26 +112,21 @@ def _splash_under_on_cpu():
     from jax.experimental.pallas.ops.tpu.splash_attention import (
         splash_attention_mask as sm,
     )
-    from tpukit import _cpu_lowering, pallas
 
     heads, seq = 2, 384
     mask = sm.MultiHeadMask([sm.CausalMask((seq, seq))] * heads)
     kernel = sk.make_splash_mha(mask, head_shards=1, q_seq_shards=1)
     q = jnp.zeros((heads, seq, 128), jnp.float32)
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(kernel).lower(q, q, q)
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_splash_attention_imported_by_on_cpu_compiles_for_tpu(compiler, topology):
     texts = _splash_under_on_cpu()
     assert texts
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)
 
 
 @functools.cache
@@ -143,17 +139,15 @@ def _paged_under_on_cpu(dtype, inline):
     from jax.experimental.pallas.ops.tpu.paged_attention import (
         paged_attention_kernel as paged,
     )
-    from tpukit import _cpu_lowering, pallas
 
     q = jnp.zeros((2, 8, 128), dtype)
     pages = jnp.zeros((2, 16, 16, 128), dtype)
     lengths, indices = jnp.zeros((2,), jnp.int32), jnp.zeros((2, 4), jnp.int32)
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(lambda *a: paged.paged_attention(*a, pages_per_compute_block=2,
                                                  inline_seq_dim=inline)).lower(
             q, pages, pages, lengths, indices)
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -219,25 +213,20 @@ def _prng_under_on_cpu():
     back by tpukit."""
     import jax.numpy as jnp
     from jax.experimental.pallas.ops.tpu.random import philox, threefry
-    from tpukit import _cpu_lowering, pallas
 
     key = jnp.array([1, 2], jnp.uint32)
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(lambda k: threefry.plthreefry_random_bits(k, 32, (256, 512))).lower(key)
         jax.jit(lambda k: philox.philox_random_bits(k, 32, (8, 256))).lower(key)
         jax.jit(lambda k: philox.philox_split(k, (2,))).lower(key)
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_prng_kernels_compile_for_tpu(compiler, topology):
     texts = _prng_under_on_cpu()
     assert len(texts) == 3
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)
 
 
 @functools.cache
@@ -280,17 +269,15 @@ def _ragged_under_on_cpu(dtype):
     uint32), imported by ``on_cpu()`` from its jitted entry point, lowered back by tpukit."""
     import jax.numpy as jnp
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
-    from tpukit import _cpu_lowering, pallas
 
     q = jnp.zeros((16, 4, 128), dtype)
     pages = jnp.zeros((16, 16, 4, 128), dtype)
     lens, indices = jnp.zeros((2,), jnp.int32), jnp.zeros((2, 4), jnp.int32)
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(lambda *a: rpa.ragged_paged_attention(
             *a, num_kv_pages_per_block=2, num_queries_per_block=8)).lower(
             q, pages, lens, indices, jnp.zeros((3,), jnp.int32), jnp.ones((1,), jnp.int32))
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -311,7 +298,6 @@ def _mesh_kernels_under_on_cpu():
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
-    from tpukit import _cpu_lowering, pallas
 
     def mesh_program(x):
         @pl.kernel(out_type=x, mesh=pltpu.create_tensorcore_mesh("core"),
@@ -341,18 +327,14 @@ def _mesh_kernels_under_on_cpu():
         return pl.run_state(stateful)((x, acc))
 
     x = jnp.zeros((16, 256), jnp.float32)
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(mesh_program).lower(x)
         jax.jit(in_place).lower(x, x)
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_mesh_kernels_imported_by_on_cpu_compile_for_tpu(compiler, topology):
     texts = _mesh_kernels_under_on_cpu()
     assert len(texts) == 2
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)

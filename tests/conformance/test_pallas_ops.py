@@ -10,6 +10,7 @@ test_pallas_dma.py, test_pallas_smem.py and test_pallas_ref_views.py."""
 import functools
 
 import pytest
+from conftest import assert_compiles, imports_by_on_cpu
 from tpu_compile import TOPOLOGIES
 
 jax = pytest.importorskip("jax")
@@ -580,23 +581,18 @@ def _index_map_extents_under_on_cpu():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
     import jax.numpy as jnp
     import test_pallas_index_map_extents as t
-    from tpukit import _cpu_lowering, pallas
 
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(t.reversed_blocks).lower(jnp.int32(2), jnp.zeros((48, 128)))
         jax.jit(lambda x: t.reversed_blocks(5, x)).lower(jnp.zeros((40, 128), jnp.bfloat16))
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_index_maps_reading_the_grid_extent_compile_for_tpu(compiler, topology):
     texts = _index_map_extents_under_on_cpu()
     assert len(texts) == 2
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)
 
 
 @functools.cache
@@ -609,25 +605,20 @@ def _aliased_inputs_under_on_cpu():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
     import jax.numpy as jnp
     import semaphore_kernels as sk
-    from tpukit import _cpu_lowering, pallas
 
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         jax.jit(sk.scatter_rows_in_place).lower(jnp.zeros((16, 128)), jnp.zeros((48, 128)),
                                                 jnp.zeros((2,), jnp.int32))
         jax.jit(sk.add_into_aliased_input).lower(jnp.zeros((8, 128), jnp.bfloat16),
                                                  jnp.zeros((24, 128), jnp.bfloat16))
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_copies_into_aliased_inputs_compile_for_tpu(compiler, topology):
     texts = _aliased_inputs_under_on_cpu()
     assert len(texts) == 2
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)
 
 
 @functools.cache
@@ -639,22 +630,17 @@ def _traced_size_copies_under_on_cpu():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
     import jax.numpy as jnp
     import semaphore_kernels as sk
-    from tpukit import _cpu_lowering, pallas
 
-    before = len(_cpu_lowering.imported())
-    with pallas.on_cpu():
+    with imports_by_on_cpu() as texts:
         for dtype in ("float32", "bfloat16"):
             jax.jit(sk.rows_of_traced_count).lower(
                 jnp.zeros((3,), jnp.int32), jnp.zeros((16, 8, 128), dtype),
                 jnp.zeros((12, 8, 128), dtype))
-    return [k.lower() for k in _cpu_lowering.imported()[before:]]
+    return texts
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_copies_of_a_traced_size_compile_for_tpu(compiler, topology):
     texts = _traced_size_copies_under_on_cpu()
     assert len(texts) == 2
-    for text in texts:
-        result = compiler.compile(text, topology)
-        assert result["ok"], result.get("error")
-        assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, texts, topology)
