@@ -30,7 +30,7 @@ impl Emitter<'_, '_> {
         // A written prefetch operand may move a window between steps (`tpukit_dsl::smem`).
         if self.options.debug
             || last < super::split_axes(k)
-            || touches_dma(&k.body.body)
+            || super::snapshot::has_dma(&k.body.body)
             || !k.written_prefetch().is_empty()
         {
             return Vec::new();
@@ -95,18 +95,4 @@ fn touched(r: &Region, id: OperandId) -> usize {
                 .sum::<usize>()
         })
         .sum()
-}
-
-/// Whether `r` (nested regions included) has a DMA or semaphore op.
-fn touches_dma(r: &Region) -> bool {
-    r.ops.iter().any(|op| {
-        matches!(
-            op.kind,
-            OpKind::DmaStart { .. }
-                | OpKind::DmaWait { .. }
-                | OpKind::SemaphoreSignal { .. }
-                | OpKind::SemaphoreWait { .. }
-                | OpKind::SemaphoreRead { .. }
-        ) || op.kind.regions().iter().any(|s| touches_dma(s))
-    })
 }

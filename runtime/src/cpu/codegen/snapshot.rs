@@ -204,7 +204,7 @@ fn uses(op: &Op) -> Vec<ValueId> {
 }
 
 /// Whether a DMA or semaphore op is in `r`, at any depth.
-fn has_dma(r: &Region) -> bool {
+pub(super) fn has_dma(r: &Region) -> bool {
     r.ops.iter().any(|op| {
         matches!(
             op.kind,
