@@ -53,3 +53,11 @@ def assert_compiles(compiler, texts, topology):
         result = compiler.compile(text, topology)
         assert result["ok"], result.get("error")
         assert result["llo_ops"][0]["total"] > 0
+
+
+def helion_modules(kernel, args, path):
+    """The StableHLO modules (one per device loop) of Helion `kernel` on `args`: JAX's lowering
+    of its Pallas translation (`path="jax"`) or tpukit's lowering of its IR (`"tpukit"`)."""
+    if path == "jax":
+        return tuple(kernel.stablehlo(*args))
+    return tuple(ir.lower() for ir in kernel.ir(*args))

@@ -17,6 +17,7 @@ import pathlib
 import sys
 
 import pytest
+from conftest import helion_modules
 from tpu_compile import TOPOLOGIES
 
 torch = pytest.importorskip("torch")
@@ -109,9 +110,7 @@ def _lowered(name, shape, dtype, path):
     _, build, _ = KERNELS[name]
     kernel = _kernel(name)
     args = build(shape, DTYPES[dtype])
-    if path == "jax":
-        return tuple(kernel.stablehlo(*args))
-    return tuple(ir.lower() for ir in kernel.ir(*args))
+    return helion_modules(kernel, args, path)
 
 
 CASES = []

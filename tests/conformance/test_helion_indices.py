@@ -18,6 +18,7 @@ test_helion_windows.py."""
 import functools
 
 import pytest
+from conftest import assert_compiles, helion_modules
 from tpu_compile import TOPOLOGIES
 
 torch = pytest.importorskip("torch")
@@ -270,9 +271,7 @@ def _lowered(name, dtype, path):
     torch.manual_seed(0)
     kernel, build = KERNELS[name]
     args = build(DTYPES[dtype])
-    if path == "jax":
-        return tuple(kernel.stablehlo(*args))
-    return tuple(ir.lower() for ir in kernel.ir(*args))
+    return helion_modules(kernel, args, path)
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -282,6 +281,4 @@ def _lowered(name, dtype, path):
 def test_computed_index_compiles_for_tpu(compiler, name, dtype, path, topology):
     modules = _lowered(name, dtype, path)
     assert len(modules) == 1
-    result = compiler.compile(modules[0], topology)
-    assert result["ok"], result.get("error")
-    assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, modules, topology)

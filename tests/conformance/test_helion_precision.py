@@ -8,6 +8,7 @@ results are tested in python/tests/test_helion_precision.py."""
 import functools
 
 import pytest
+from conftest import assert_compiles, helion_modules
 from tpu_compile import TOPOLOGIES
 
 torch = pytest.importorskip("torch")
@@ -51,9 +52,7 @@ def _lowered(name, dtype, path):
     torch.manual_seed(0)
     kernel, build = KERNELS[name]
     args = build(DTYPES[dtype])
-    if path == "jax":
-        return tuple(kernel.stablehlo(*args))
-    return tuple(ir.lower() for ir in kernel.ir(*args))
+    return helion_modules(kernel, args, path)
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -63,6 +62,4 @@ def _lowered(name, dtype, path):
 def test_rounding_compiles_for_tpu(compiler, name, dtype, path, topology):
     modules = _lowered(name, dtype, path)
     assert len(modules) == 1
-    result = compiler.compile(modules[0], topology)
-    assert result["ok"], result.get("error")
-    assert result["llo_ops"][0]["total"] > 0
+    assert_compiles(compiler, modules, topology)
