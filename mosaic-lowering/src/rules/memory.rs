@@ -240,9 +240,10 @@ fn load_rows<'c>(
     let row = match (starts[first], starts[second_minor]) {
         (Some(f), Some(r)) => em.index((f * g.rows_per_first + r) as i64)?,
         _ => {
-            let i32_of = |d: usize| match a.dynamic[d] {
-                Some(v) => Ok(v),
-                None => em.i32(starts[d].expect("static") as i64),
+            let i32_of = |d: usize| match (a.starts[d], a.dynamic[d]) {
+                (_, Some(v)) => Ok(v),
+                (Start::Static(s), None) => em.i32(s),
+                (Start::Dynamic(v), None) => Ok(lw.value(v)),
             };
             let i32_ty = em.ty("i32")?;
             let step = em.i32(g.rows_per_first as i64)?;
