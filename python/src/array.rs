@@ -128,8 +128,10 @@ pub fn from_wire((name, shape, data): &Wire<'_>) -> PyResult<HostArray> {
     array
 }
 
-/// A host array in wire form: no copy, the bytes are exported by a [`Buffer`].
-pub fn to_wire<'py>(py: Python<'py>, mut a: HostArray) -> PyResult<Wire<'py>> {
+/// A host array in wire form: no copy, the bytes are exported by a [`Buffer`] (a copy of a
+/// borrowed array, which must not alias the memory it reads nor outlive the call).
+pub fn to_wire<'py>(py: Python<'py>, a: HostArray) -> PyResult<Wire<'py>> {
+    let mut a = a.into_owned();
     a.make_standard_layout();
     let (name, shape) = (a.dtype().name().to_string(), a.shape().to_vec());
     Ok((name, shape, Bound::new(py, Buffer { array: a })?.into_any()))

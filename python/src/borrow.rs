@@ -1,6 +1,7 @@
 //! Input arrays read in place: the data of wire triples, borrowed through the buffer protocol
 //! for the length of one launch on the compiled CPU backend, so a call copies no input (see
-//! `tpukit::runtime::launch_borrowed`).
+//! `tpukit::runtime::launch_borrowed`), or for one tpuBLAS operator call, as borrowed host
+//! arrays ([`host_array`]).
 //!
 //! An input is borrowed only where the kernel can read it as it is: C-contiguous bytes of the
 //! right length, aligned to its element size, and not `bool` (a byte buffer labelled bool may
@@ -14,6 +15,8 @@
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
+use std::sync::Arc;
+use tpukit::HostArray;
 use tpukit::runtime::RawArray;
 use tpukit_dsl::DType;
 
@@ -63,4 +66,36 @@ pub fn borrow<'w>(wires: &'w [Wire<'_>]) -> PyResult<Option<Borrowed<'w>>> {
         _buffers: buffers,
         arrays,
     }))
+}
+
+/// The host array of one wire triple, over its memory where it can be read in place
+/// ([`HostArray::borrowed`], holding the buffer), else a copy ([`array::from_wire`]): what
+/// tpuBLAS's operators read, so a contiguous CPU tensor argument is not copied.
+///
+/// The caller must drop every array made from the result (or make it owned, as
+/// [`array::to_wire`] does for results) before it returns to Python: the buffer's memory is
+/// only promised unwritten for the call.
+pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
+    let (name, shape, data) = wire;
+    let dtype = array::dtype(name)?;
+    let buffer = PyBuffer::<u8>::get(data)?;
+    if !buffer.is_c_contiguous() {
+        return Err(TpukitError::new_err(
+            "array data must be a C-contiguous byte buffer",
+        ));
+    }
+    array::check_len(dtype, shape, buffer.len_bytes())?;
+    let ptr = buffer.buf_ptr() as *const u8;
+    let aligned = (ptr as usize).is_multiple_of(dtype.size_bytes());
+    if dtype == DType::Bool || !aligned || ptr.is_null() || buffer.len_bytes() == 0 {
+        drop(buffer);
+        return array::from_wire(wire);
+    }
+    // SAFETY: the buffer is C-contiguous, `check_len` checked its length against the shape,
+    // the address is aligned and the dtype is not bool (whose bytes only a copy
+    // normalises); the held buffer keeps the memory alive and unmoved while the array (the
+    // owner) lives, and the caller drops every array made from it before returning to
+    // Python (this function's contract), which cannot write it before then except from
+    // another thread racing the call, as with numpy's own operations (see the module docs).
+    Ok(unsafe { HostArray::borrowed(dtype, shape, ptr, Arc::new(buffer)) })
 }

@@ -5,6 +5,7 @@ use tpukit::Device;
 use tpukit_blas::Value;
 
 use crate::array::{self, Wire};
+use crate::borrow;
 use crate::error::{self, TpukitError, guard};
 
 /// `(name, schema, about)` of every operator (`aten.add.Tensor`, ATen's schema, a summary).
@@ -25,7 +26,7 @@ pub fn tpublas_warm_up() -> PyResult<()> {
 }
 
 /// Runs the operator `name` on `args`, given in its schema's order as `(kind, value)` pairs:
-/// `tensor` (a wire triple), `float`, `int`, `ints` (a list), `bool`, `str` (also dtype
+/// `tensor` (a wire triple, read in place where it can be: see `borrow::host_array`), `float`, `int`, `ints` (a list), `bool`, `str` (also dtype
 /// names), `none`, launching its kernels on `device`. Returns the results in wire form.
 #[pyfunction]
 #[pyo3(signature = (name, args, device="cpu"))]
@@ -44,13 +45,15 @@ pub fn tpublas_run<'py>(
         let results = py
             .detach(|| tpukit_blas::on_device(device, || tpukit_blas::run(name, &values)))
             .map_err(error::blas)?;
+        // Results over a borrowed argument's memory (a reshape an operator handed back) are
+        // copied by `to_wire`: no result aliases an argument, and none outlives the call.
         results.into_iter().map(|a| array::to_wire(py, a)).collect()
     })
 }
 
 fn value(kind: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     Ok(match kind {
-        "tensor" => Value::Tensor(array::from_wire(&v.extract::<Wire<'_>>()?)?),
+        "tensor" => Value::Tensor(borrow::host_array(&v.extract::<Wire<'_>>()?)?),
         "float" => Value::Scalar(v.extract()?),
         "int" => Value::Int(v.extract()?),
         "ints" => Value::IntList(v.extract()?),

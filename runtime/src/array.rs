@@ -4,14 +4,16 @@
 //! row-major one, copies no elements — hosts reshape and pass arrays around a lot (flattened
 //! for a 1-D kernel, viewed as rows) — and writing through [`HostArray::data_ptr_mut`] first
 //! makes the storage unique, so a kernel's output never writes into an array shared with
-//! anything else.
+//! anything else. A [`HostArray::Borrowed`] array reads memory someone else owns (a caller's
+//! buffer) in place, and is copied the same way before anything writes to it.
 
 use half::{bf16, f16};
+use crate::borrowed::{Borrowed, borrowed_view};
 use ndarray::{ArcArray, ArrayD, Dimension, IxDyn};
 use tpukit_dsl::{DType, bits_of, from_bits};
 
 /// A row-major array on the host.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum HostArray {
     F32(ArcArray<f32, IxDyn>),
     BF16(ArcArray<bf16, IxDyn>),
@@ -20,10 +22,15 @@ pub enum HostArray {
     I16(ArcArray<i16, IxDyn>),
     I8(ArcArray<i8, IxDyn>),
     Bool(ArcArray<bool, IxDyn>),
+    /// Elements of any dtype in memory another owner keeps alive, read in place, never
+    /// written (made by [`HostArray::borrowed`]; see `borrowed.rs`). The typed accessors
+    /// (`as_f32`, …) give `None` for it: [`HostArray::owned`] makes an owned copy.
+    Borrowed(Borrowed),
 }
 
+/// `$e` on the owned array of each dtype's variant, `$be` on a borrowed one.
 macro_rules! per_dtype {
-    ($self:expr, $a:ident => $e:expr) => {
+    ($self:expr, $a:ident => $e:expr, $b:ident => $be:expr) => {
         match $self {
             HostArray::F32($a) => $e,
             HostArray::BF16($a) => $e,
@@ -32,13 +39,14 @@ macro_rules! per_dtype {
             HostArray::I16($a) => $e,
             HostArray::I8($a) => $e,
             HostArray::Bool($a) => $e,
+            HostArray::Borrowed($b) => $be,
         }
     };
 }
 
-/// `per_dtype!`, rebuilding the same variant from the arm's result.
+/// `per_dtype!` on an owned array, rebuilding the same variant from the arm's result.
 macro_rules! per_dtype_map {
-    ($self:expr, $a:ident => $e:expr) => {
+    ($self:expr, $a:ident => $e:expr, $b:ident => $be:expr) => {
         match $self {
             HostArray::F32($a) => HostArray::F32($e),
             HostArray::BF16($a) => HostArray::BF16($e),
@@ -47,6 +55,7 @@ macro_rules! per_dtype_map {
             HostArray::I16($a) => HostArray::I16($e),
             HostArray::I8($a) => HostArray::I8($e),
             HostArray::Bool($a) => HostArray::Bool($e),
+            HostArray::Borrowed($b) => $be,
         }
     };
 }
@@ -65,9 +74,10 @@ macro_rules! element {
                     _ => None,
                 }
             }
-            /// The elements as an owned array (a copy only if the storage is shared).
+            /// The elements as an owned array (a copy only if the storage is shared or
+            /// borrowed).
             pub fn $into(self) -> Option<ArrayD<$t>> {
-                match self {
+                match self.into_owned() {
                     HostArray::$variant(a) => Some(a.into_owned()),
                     _ => None,
                 }
@@ -96,11 +106,12 @@ impl HostArray {
             HostArray::I16(_) => DType::I16,
             HostArray::I8(_) => DType::I8,
             HostArray::Bool(_) => DType::Bool,
+            HostArray::Borrowed(b) => b.dtype,
         }
     }
 
     pub fn shape(&self) -> &[usize] {
-        per_dtype!(self, a => a.shape())
+        per_dtype!(self, a => a.shape(), b => b.shape.slice())
     }
 
     pub fn zeros(dtype: DType, shape: &[usize]) -> HostArray {
@@ -164,6 +175,9 @@ impl HostArray {
     /// error naming `what` if the memory cannot be allocated (8 bytes per element: the
     /// interpreter's copy of a large array may not fit where the array does).
     pub fn try_to_f64_vec(&self, what: &str) -> Result<Vec<f64>, crate::RuntimeError> {
+        if self.is_borrowed() {
+            return self.owned().try_to_f64_vec(what);
+        }
         let n = self.shape().iter().product::<usize>();
         let mut v = Vec::new();
         v.try_reserve_exact(n)
@@ -183,6 +197,7 @@ impl HostArray {
             HostArray::I16(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::I8(a) => v.extend(a.iter().map(|&x| x as f64)),
             HostArray::Bool(a) => v.extend(a.iter().map(|&x| x as u8 as f64)),
+            HostArray::Borrowed(_) => unreachable!("owned above"),
         }
         Ok(v)
     }
@@ -246,7 +261,7 @@ impl HostArray {
 impl HostArray {
     /// This array with row-major contiguous storage: borrowed if it already is, else a copy.
     pub(crate) fn standard_layout(&self) -> std::borrow::Cow<'_, HostArray> {
-        if per_dtype!(self, a => a.is_standard_layout()) {
+        if per_dtype!(self, a => a.is_standard_layout(), _b => true) {
             std::borrow::Cow::Borrowed(self)
         } else {
             let mut copy = self.clone();
@@ -259,18 +274,21 @@ impl HostArray {
     pub fn make_standard_layout(&mut self) {
         per_dtype!(self, a => if !a.is_standard_layout() {
             *a = a.as_standard_layout().into_owned().into_shared();
-        })
+        }, _b => {})
     }
 
     /// The address of the first element (row-major contiguous storage assumed).
     pub fn data_ptr(&self) -> *const u8 {
-        per_dtype!(self, a => a.as_ptr() as *const u8)
+        per_dtype!(self, a => a.as_ptr() as *const u8, b => b.data)
     }
 
     /// [`HostArray::data_ptr`], for writing: the storage is made unique first (copied if
-    /// it is shared with another array).
+    /// it is shared with another array, or borrowed).
     pub fn data_ptr_mut(&mut self) -> *mut u8 {
-        per_dtype!(self, a => a.as_mut_ptr() as *mut u8)
+        if self.is_borrowed() {
+            *self = self.owned().into_owned();
+        }
+        per_dtype!(self, a => a.as_mut_ptr() as *mut u8, _b => unreachable!("owned above"))
     }
 
     /// The size of the elements in bytes.
@@ -290,7 +308,7 @@ impl HostArray {
         let shape = IxDyn(shape);
         Some(per_dtype_map!(self, a => a
             .into_shape_with_order(shape)
-            .expect("sizes match")))
+            .expect("sizes match"), b => HostArray::Borrowed(Borrowed { shape, ..b })))
     }
 }
 
@@ -302,6 +320,79 @@ impl HostArray {
             .permuted_axes(axes)
             .as_standard_layout()
             .into_owned()
-            .into_shared())
+            .into_shared(), b => borrowed_view!(&b, v => v
+            .permuted_axes(axes)
+            .as_standard_layout()
+            .into_owned()
+            .into()))
+    }
+}
+
+impl HostArray {
+    /// An array over `shape` elements of `dtype` at `data`, read in place, kept alive by
+    /// `owner` (dropped when the last clone or reshape of the array is).
+    ///
+    /// # Safety
+    /// `data` addresses `product(shape) * dtype.size_bytes()` bytes of row-major elements of
+    /// `dtype`, aligned to its element size (for `bool`, bytes that are 0 or 1), that stay
+    /// valid, and that nobody writes, for as long as `owner` lives in any array made from this
+    /// one. Callers that cannot promise that for longer than a call drop every such array (or
+    /// make them [`HostArray::owned`]) before it returns.
+    pub unsafe fn borrowed(
+        dtype: DType,
+        shape: &[usize],
+        data: *const u8,
+        owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> HostArray {
+        debug_assert!((data as usize).is_multiple_of(dtype.size_bytes()));
+        HostArray::Borrowed(Borrowed {
+            dtype,
+            shape: IxDyn(shape),
+            data,
+            _owner: owner,
+        })
+    }
+
+    /// Whether the elements are in memory another owner keeps ([`HostArray::borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self, HostArray::Borrowed(_))
+    }
+
+    /// This array with its own storage: itself if it has it, else a copy of the borrowed
+    /// elements.
+    pub fn owned(&self) -> std::borrow::Cow<'_, HostArray> {
+        match self {
+            HostArray::Borrowed(b) => {
+                std::borrow::Cow::Owned(borrowed_view!(b, v => v.to_owned().into()))
+            }
+            owned => std::borrow::Cow::Borrowed(owned),
+        }
+    }
+
+    /// [`HostArray::owned`], by value: no copy unless the array is borrowed.
+    pub fn into_owned(self) -> HostArray {
+        match self {
+            HostArray::Borrowed(_) => self.owned().into_owned(),
+            owned => owned,
+        }
+    }
+}
+
+impl PartialEq for HostArray {
+    /// Equal dtypes, shapes and elements (`==` on the elements, so a NaN equals nothing),
+    /// whether borrowed or owned.
+    fn eq(&self, other: &HostArray) -> bool {
+        use HostArray as H;
+        match (self, other) {
+            (H::Borrowed(_), _) | (_, H::Borrowed(_)) => *self.owned() == *other.owned(),
+            (H::F32(a), H::F32(b)) => a == b,
+            (H::BF16(a), H::BF16(b)) => a == b,
+            (H::F16(a), H::F16(b)) => a == b,
+            (H::I32(a), H::I32(b)) => a == b,
+            (H::I16(a), H::I16(b)) => a == b,
+            (H::I8(a), H::I8(b)) => a == b,
+            (H::Bool(a), H::Bool(b)) => a == b,
+            _ => false,
+        }
     }
 }

@@ -9,6 +9,7 @@
 mod alloc;
 mod array;
 mod backend;
+mod borrowed;
 pub mod bundle;
 pub mod cpu;
 mod device;

@@ -48,6 +48,7 @@ pub fn kernel(dtype: DType) -> Result<Prepared> {
 /// ≤ 1. Returns `x` with `shape[dim] = len(index)`.
 fn select(op: &'static str, x: &HostArray, d: usize, index: &HostArray) -> Result<HostArray> {
     promote::check(op, x)?;
+    let index = index.owned(); // the typed view needs owned storage (a copy if borrowed)
     let idx = index.as_i32().ok_or_else(|| {
         BlasError::new(op, format!("indices must be i32, got {}", index.dtype()))
             .with_kind(ErrorKind::DType)
