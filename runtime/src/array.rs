@@ -165,6 +165,57 @@ impl HostArray {
         })
     }
 
+    /// [`HostArray::try_zeros`] without the zeros: the memory as the allocator hands it out
+    /// (freed memory is reused without a pass over it).
+    ///
+    /// # Safety
+    /// The elements are uninitialised: nothing may read them before a kernel has written
+    /// every one (an output it writes whole, see `coverage.rs`), and the array must be
+    /// dropped unread if the kernel fails.
+    pub(crate) unsafe fn try_uninit(
+        dtype: DType,
+        shape: &[usize],
+        what: &str,
+    ) -> Result<HostArray, crate::RuntimeError> {
+        let what = format!("{what} ({dtype}, shape {shape:?})");
+        if shape.contains(&0) {
+            return HostArray::try_zeros(dtype, shape, &what);
+        }
+        let n = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| crate::alloc::out_of_memory(&what, None))?;
+        let shape = IxDyn(shape);
+        macro_rules! uninit {
+            ($variant:ident) => {
+                HostArray::$variant(
+                    ArcArray::from_shape_vec(shape, {
+                        let mut v = Vec::new();
+                        v.try_reserve_exact(n).map_err(|_| {
+                            crate::alloc::out_of_memory(&what, n.checked_mul(dtype.size_bytes()))
+                        })?;
+                        // SAFETY: the capacity is `n`; the elements are written by the kernel
+                        // before anything reads them (the caller's contract).
+                        unsafe { v.set_len(n) };
+                        v
+                    })
+                    .expect("n elements"),
+                )
+            };
+        }
+        crate::alloc::keep_freed_memory();
+        Ok(match dtype {
+            DType::F32 => uninit!(F32),
+            DType::BF16 => uninit!(BF16),
+            DType::F16 => uninit!(F16),
+            DType::I32 => uninit!(I32),
+            DType::I16 => uninit!(I16),
+            DType::I8 => uninit!(I8),
+            DType::Bool => uninit!(Bool),
+        })
+    }
+
     /// The elements in row-major order, exactly (every dtype's values are f64 values).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         self.try_to_f64_vec("a host array as f64 values")

@@ -5,7 +5,8 @@ use tpukit_dsl::{Bindings, DType, Dim, ErrorKind, Kernel, Role};
 
 /// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
 /// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
-/// before the kernel runs. Options come from the environment ([`LaunchOptions::from_env`]).
+/// before the kernel runs (except, on `Device::Cpu` outside debug mode, those the kernel
+/// provably writes whole, which it fills alone: the results are the same). Options come from the environment ([`LaunchOptions::from_env`]).
 pub fn launch<K: Launchable>(
     kernel: &K,
     device: Device,
@@ -25,7 +26,11 @@ pub fn launch_with<K: Launchable>(
     let k = kernel.kernel();
     let mut bindings = bind(k, &signatures(inputs), None)?;
     bind_values(k, &mut bindings, |i| inputs[i].to_f64_vec()[0] as i64)?;
-    let mut outputs = new_outputs(k, &bindings)?;
+    let whole = match (device, options.debug) {
+        (Device::Cpu, false) => kernel.whole_outputs(),
+        _ => Default::default(),
+    };
+    let mut outputs = new_outputs(k, &bindings, &whole)?;
     device
         .backend()
         .run(kernel, &bindings, inputs, &mut outputs, options)?;
@@ -61,14 +66,30 @@ pub fn launch_into_with<K: Launchable>(
         .run(kernel, &bindings, inputs, outputs, options)
 }
 
-/// The kernel's outputs for `bindings`, zero-filled (what [`launch`] hands the kernel).
-pub(crate) fn new_outputs(k: &Kernel, bindings: &Bindings) -> Result<Vec<HostArray>, RuntimeError> {
+/// The kernel's outputs for `bindings` (what [`launch`] hands the kernel): zero-filled,
+/// except output `i` where `whole[i]` (missing: false), left as allocated.
+///
+/// `whole[i]` may only be true where the kernel writes output `i` whole and the backend runs
+/// it as compiled ([`Launchable::whole_outputs`], `Device::Cpu` outside debug mode): nothing
+/// then reads an element before the kernel writes it.
+pub(crate) fn new_outputs(
+    k: &Kernel,
+    bindings: &Bindings,
+    whole: &[bool],
+) -> Result<Vec<HostArray>, RuntimeError> {
     k.operands_with_role(Role::Output)
-        .map(|(_, o)| {
+        .enumerate()
+        .map(|(i, (_, o))| {
             let shape = resolve(k, &o.shape, bindings, &o.name)?;
             let what = format!("output `{}`", o.name);
-            HostArray::try_zeros(o.dtype, &shape, &what)
-                .map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
+            let array = if whole.get(i) == Some(&true) {
+                // SAFETY: the kernel writes every element before anything reads one (this
+                // function's contract); a failed launch drops its outputs unread.
+                unsafe { HostArray::try_uninit(o.dtype, &shape, &what) }
+            } else {
+                HostArray::try_zeros(o.dtype, &shape, &what)
+            };
+            array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
         })
         .collect()
 }

@@ -10,6 +10,7 @@ mod alloc;
 mod array;
 mod backend;
 mod borrowed;
+mod coverage;
 pub mod bundle;
 pub mod cpu;
 mod device;

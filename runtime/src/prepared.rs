@@ -6,6 +6,7 @@
 //! same kernels over and over (tpuBLAS) keep them prepared.
 
 use crate::RuntimeError;
+use std::borrow::Cow;
 use tpukit_dsl::{Kernel, KernelHash};
 
 /// What [`crate::launch`] runs: a [`Kernel`], verified and hashed at every launch, or a
@@ -16,6 +17,9 @@ pub trait Launchable {
     fn verify(&self) -> Result<(), RuntimeError>;
     /// The kernel's structural hash (computed once when prepared).
     fn hash(&self) -> KernelHash;
+    /// One flag per output: whether the kernel writes it whole, so a launch on the compiled
+    /// CPU backend need not zero it first (see `coverage.rs`; found once when prepared).
+    fn whole_outputs(&self) -> Cow<'_, [bool]>;
 }
 
 impl Launchable for Kernel {
@@ -30,14 +34,19 @@ impl Launchable for Kernel {
     fn hash(&self) -> KernelHash {
         self.structural_hash()
     }
+
+    fn whole_outputs(&self) -> Cow<'_, [bool]> {
+        Cow::Owned(crate::coverage::whole_outputs(self))
+    }
 }
 
-/// A verified kernel with its structural hash. Immutable: the hash always describes the
-/// kernel.
+/// A verified kernel with its structural hash and which outputs it writes whole.
+/// Immutable: both always describe the kernel.
 #[derive(Debug)]
 pub struct Prepared {
     kernel: Kernel,
     hash: KernelHash,
+    whole: Vec<bool>,
 }
 
 impl Prepared {
@@ -45,7 +54,12 @@ impl Prepared {
     pub fn new(kernel: Kernel) -> Result<Prepared, RuntimeError> {
         tpukit_dsl::verify(&kernel)?;
         let hash = kernel.structural_hash();
-        Ok(Prepared { kernel, hash })
+        let whole = crate::coverage::whole_outputs(&kernel);
+        Ok(Prepared {
+            kernel,
+            hash,
+            whole,
+        })
     }
 }
 
@@ -60,5 +74,9 @@ impl Launchable for Prepared {
 
     fn hash(&self) -> KernelHash {
         self.hash
+    }
+
+    fn whole_outputs(&self) -> Cow<'_, [bool]> {
+        Cow::Borrowed(&self.whole)
     }
 }

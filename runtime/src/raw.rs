@@ -65,7 +65,8 @@ pub unsafe fn launch_raw<K: Launchable>(
 
 /// [`crate::launch_with`] on the compiled CPU backend with borrowed inputs: reads `inputs`
 /// (the prefetch operands, then the inputs) in place and returns new outputs, zero-filled
-/// before the kernel runs. What a caller holding its arrays in its own memory (Python's
+/// before the kernel runs (except those it writes whole, outside debug mode: see
+/// [`crate::launch`]). What a caller holding its arrays in its own memory (Python's
 /// buffers) uses to launch without copying them; the outputs are new, so they alias no input.
 ///
 /// # Safety
@@ -84,7 +85,12 @@ pub unsafe fn launch_borrowed<K: Launchable>(
     bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
         (inputs[i].data as *const i32).read_unaligned() as i64
     })?;
-    let mut outputs = new_outputs(kernel.kernel(), &bindings)?;
+    let whole = if options.debug {
+        Default::default()
+    } else {
+        kernel.whole_outputs()
+    };
+    let mut outputs = new_outputs(kernel.kernel(), &bindings, &whole)?;
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
     // SAFETY: the caller's contract for the inputs; the outputs are new, row-major (made by

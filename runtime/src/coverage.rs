@@ -1,0 +1,215 @@
+//! Which outputs a kernel writes whole: every element, at every launch, before anything
+//! reads it. A launch on the compiled CPU backend hands such outputs memory that is not
+//! zero-filled first (zeroing a large output cost a tenth of an elementwise tpuBLAS call);
+//! every other output starts zeroed, as [`crate::launch`] promises.
+//!
+//! The test is structural and conservative (a kernel it cannot prove gets zeros):
+//! - the output is in kernel memory, its window the whole array or blocks placed by an index
+//!   map that yields grid indices (distinct axes) or constant zeros, and the grid axes cover
+//!   the array (`cdiv(n, block)` steps of an extent `n`, or enough static steps);
+//! - the body's top level (so at every grid step, unconditionally) stores the whole window,
+//!   unmasked;
+//! - nothing in the body loads the output, and the body has no DMA or semaphore ops (which
+//!   could read it).
+//!
+//! Stores outside the array (an edge window's overhang) are dropped, and windows cover every
+//! element, so the output is written whole.
+
+use tpukit_dsl::{
+    BlockDim, Dim, Extent, Indexer, Kernel, Literal, OpKind, Operand, OperandId, Region, Role,
+    Space, Start, Window,
+};
+
+/// One flag per output operand (in signature order): whether the kernel writes it whole.
+pub(crate) fn whole_outputs(kernel: &Kernel) -> Vec<bool> {
+    kernel
+        .operands_with_role(Role::Output)
+        .map(|(id, o)| writes_whole(kernel, id, o))
+        .collect()
+}
+
+fn writes_whole(kernel: &Kernel, id: OperandId, o: &Operand) -> bool {
+    o.space == Space::Local
+        && windows_cover(kernel, o)
+        && only_stored(&kernel.body.body, id)
+        && stores_window(&kernel.body.body, id, o)
+}
+
+/// Whether the windows of `o` over the grid cover its array.
+fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
+    let Window::Blocked(spec) = &o.window else {
+        return true; // the whole array at every step
+    };
+    let map = &spec.index_map.body;
+    let Some((yield_op, consts)) = map.ops.split_last() else {
+        return false;
+    };
+    let OpKind::Yield { values } = &yield_op.kind else {
+        return false;
+    };
+    if values.len() != o.shape.len() || spec.block.len() != o.shape.len() {
+        return false;
+    }
+    let zero = |v| {
+        consts.iter().any(|op| {
+            op.results == [v] && matches!(op.kind, OpKind::Const { value: Literal::Int(0) })
+        })
+    };
+    if !consts
+        .iter()
+        .all(|op| matches!(op.kind, OpKind::Const { .. }))
+    {
+        return false;
+    }
+    let mut axes_used = Vec::new();
+    for ((&v, &block), dim) in values.iter().zip(&spec.block).zip(&o.shape) {
+        let size = match block {
+            BlockDim::Blocked(b) => b,
+            BlockDim::Squeezed => 1,
+            BlockDim::Element(_) => return false,
+        };
+        if let Some(axis) = map.args.iter().position(|&a| a == v) {
+            if axes_used.contains(&axis) || !covers(&kernel.grid[axis].extent, size, dim) {
+                return false;
+            }
+            axes_used.push(axis);
+        } else if !(zero(v) && matches!(dim, Dim::Static(n) if size >= *n)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `extent` steps of windows of `size` elements cover an array extent `dim`.
+fn covers(extent: &Extent, size: usize, dim: &Dim) -> bool {
+    match (extent, dim) {
+        (Extent::CeilDiv { sym, block }, Dim::Sym(s)) => sym == s && *block == size,
+        (Extent::Static(k), Dim::Static(n)) => k.checked_mul(size).is_some_and(|c| c >= *n),
+        _ => false,
+    }
+}
+
+/// Whether every op in `region` (nested ones too) that may touch output `id` is a store:
+/// no load of it, and no DMA or semaphore op at all.
+fn only_stored(region: &Region, id: OperandId) -> bool {
+    region.ops.iter().all(|op| {
+        let ok = match &op.kind {
+            OpKind::Load { operand, .. } => *operand != id,
+            OpKind::DmaStart { .. }
+            | OpKind::DmaWait { .. }
+            | OpKind::SemaphoreSignal { .. }
+            | OpKind::SemaphoreWait { .. }
+            | OpKind::SemaphoreRead { .. } => false,
+            _ => true,
+        };
+        ok && op.kind.regions().into_iter().all(|r| only_stored(r, id))
+    })
+}
+
+/// Whether the top level of the body stores the whole window of `o`, unmasked.
+fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
+    let shape: Option<Vec<usize>> = o.ref_shape().iter().map(Dim::as_static).collect();
+    let Some(shape) = shape else {
+        return false; // a whole symbolic array: no store of a static shape covers it
+    };
+    body.ops.iter().any(|op| match &op.kind {
+        OpKind::Store {
+            operand,
+            index,
+            mask: None,
+            ..
+        } => {
+            *operand == id
+                && index.len() == shape.len()
+                && index.iter().zip(&shape).all(|(ix, &n)| {
+                    matches!(ix, Indexer::Slice { start: Start::Static(0), size, stride: 1 } if *size == n)
+                })
+        }
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_outputs;
+    use tpukit_dsl::parse_kernel;
+
+    /// A kernel over `shape` in blocks of `block` on `grid` (parallel axes), its index map yielding `map`,
+    /// whose body is `body` (after `%0 = load` of the input's window).
+    fn kernel(grid: &str, shape: &str, block: &str, map: &str, body: &str) -> String {
+        let window = block
+            .split(',')
+            .map(|b| format!("ds(0, {b})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "kernel @k grid({grid}) {{
+  input %x: f32[{shape}] block[{block}] fill 0.0 map({args}) {{
+    yield {map}
+  }}
+  output %o: f32[{shape}] block[{block}] fill 0.0 map({args}) {{
+    yield {map}
+  }}
+body {{
+  %0 = load %x[{window}] : f32[{block}]
+{body}
+  yield
+}}
+",
+            args = (0..grid.matches("parallel").count())
+                .map(|i| format!("%{i}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    }
+
+    fn whole(text: &str) -> bool {
+        let k = parse_kernel(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        whole_outputs(&k) == [true]
+    }
+
+    const STORE: &str = "  store %o[ds(0, 128)], %0";
+
+    #[test]
+    fn an_elementwise_output_is_written_whole() {
+        assert!(whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", STORE)));
+        // Enough static steps for a static extent, and the edge block overhanging it.
+        assert!(whole(&kernel("parallel 8", "1000", "128", "%0", STORE)));
+        let tiles = "  store %o[ds(0, 8), ds(0, 128)], %0";
+        let grid = "parallel cdiv(m, 8), parallel cdiv(n, 128)";
+        assert!(whole(&kernel(grid, "m,n", "8,128", "%0, %1", tiles)));
+    }
+
+    #[test]
+    fn outputs_not_provably_written_whole_start_zeroed() {
+        // Too few steps.
+        assert!(!whole(&kernel("parallel 7", "1000", "128", "%0", STORE)));
+        // Windows placed crosswise (dim 0 by the axis covering dim 1).
+        let tiles = "  store %o[ds(0, 8), ds(0, 128)], %0";
+        let grid = "parallel cdiv(m, 8), parallel cdiv(n, 128)";
+        assert!(!whole(&kernel(grid, "m,n", "8,128", "%1, %0", tiles)));
+        // Part of the window; a read of the output (an accumulation).
+        let part = "  %1 = load %x[ds(0, 64)] : f32[64]\n  store %o[ds(0, 64)], %1";
+        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", part)));
+        let acc = "  %1 = load %o[ds(0, 128)] : f32[128]\n  %2 = add %0, %1 : f32[128]\n  store %o[ds(0, 128)], %2";
+        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", acc)));
+        // No store at all.
+        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", "")));
+        // A grid sized by an operand's value (it may leave blocks unvisited).
+        let value_grid = "kernel @first_blocks grid(arbitrary value(0), parallel 2) {
+  prefetch %n: i32[]
+  input %x: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+  output %o: f32[m,256] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+body {
+  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %0
+  yield
+}
+";
+        assert!(!whole(value_grid));
+    }
+}
