@@ -5,8 +5,8 @@
 //!
 //! The test is structural and conservative (a kernel it cannot prove gets zeros):
 //! - the output is in kernel memory, its window the whole array or blocks placed by an index
-//!   map that yields grid indices (distinct axes) or constant zeros, and the grid axes cover
-//!   the array (`cdiv(n, block)` steps of an extent `n`, or enough static steps);
+//!   map that yields grid indices (each grid axis once) or constant zeros, and the grid axes
+//!   cover the array (`cdiv(n, block)` steps of an extent `n`, or enough static steps);
 //! - the body's top level (so at every grid step, unconditionally) stores the whole window,
 //!   unmasked;
 //! - nothing in the body loads the output, and the body has no DMA or semaphore ops (which
@@ -77,7 +77,9 @@ fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
             return false;
         }
     }
-    true
+    // Every axis places the window: no two steps write one block (the CPU backend gives
+    // workers that would share a block private copies, see `cpu::shared`).
+    axes_used.len() == kernel.grid.len()
 }
 
 /// Whether `extent` steps of windows of `size` elements cover an array extent `dim`.

@@ -689,16 +689,28 @@ pub fn ops() -> &'static [Op] {
 /// The operator called `name` (`aten.add.Tensor`; the `aten.` prefix and a `.default`
 /// overload may be left out).
 pub fn find(name: &str) -> Option<&'static Op> {
-    let full = |n: &str| {
-        let n = n.strip_prefix("aten.").unwrap_or(n);
-        if n.contains('.') {
-            n.to_string()
-        } else {
-            format!("{n}.default")
-        }
-    };
-    let want = full(name);
-    OPS.iter().find(|o| full(&o.name()) == want)
+    let n = name.strip_prefix("aten.").unwrap_or(name);
+    let by_name = by_name();
+    if n.contains('.') {
+        by_name.get(n).copied()
+    } else {
+        by_name.get(format!("{n}.default").as_str()).copied()
+    }
+}
+
+/// Every operator by its name without the `aten.` prefix (`add.Tensor`, `neg.default`),
+/// made once: [`find`] runs at every call from a host.
+fn by_name() -> &'static std::collections::HashMap<&'static str, &'static Op> {
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, &'static Op>> =
+        std::sync::OnceLock::new();
+    BY_NAME.get_or_init(|| {
+        OPS.iter()
+            .map(|o| {
+                let name: &'static str = o.name().leak();
+                (&name["aten.".len()..], o)
+            })
+            .collect()
+    })
 }
 
 /// Every distinct kernel the operators launch on tensors of `dtype`, each named `OP#I` after
