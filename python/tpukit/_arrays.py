@@ -191,6 +191,27 @@ def to_numpy(x) -> np.ndarray:
     return _contiguous(np.asarray(x))
 
 
+_TORCH_NAMES: dict = {}  # torch dtype -> tpukit name, of the dtypes `torch_wire` passes as is
+
+
+def torch_wire(x):
+    """The wire triple over a plain CPU torch tensor's own memory (no copy) when it is
+    C-contiguous, of a dtype tpukit holds as it is (f32, bf16, f16, i32, i16, i8), and needs
+    no gradient nor resolving (a lazy negation); else None, and the caller takes the general
+    path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on their fast path."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(x) is not torch.Tensor:
+        return None
+    if not _TORCH_NAMES:
+        _TORCH_NAMES.update({torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+                             torch.int32: "i32", torch.int16: "i16", torch.int8: "i8"})
+    name = _TORCH_NAMES.get(x.dtype)
+    if name is None or not x.is_cpu or x.requires_grad or x.is_neg() or not x.is_contiguous():
+        return None
+    a = x.view(torch.int16).numpy() if name == "bf16" else x.numpy()
+    return (name, a.shape, a.reshape(-1).view(np.uint8))
+
+
 def _torch_to_numpy(x) -> np.ndarray:
     """A numpy view of a CPU torch tensor's memory (any strides), or of a CPU copy.
     ``Tensor.numpy()`` rather than DLPack: the same view at a fraction of the cost. A lazy
@@ -244,6 +265,18 @@ def from_wire(wire) -> np.ndarray:
     alive."""
     name, shape, data = wire
     return np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape)
+
+
+def torch_from_wire(wire):
+    """The CPU torch tensor of a wire triple: a view of the native result (what
+    ``to_kind(from_wire(wire), "torch")`` gives, in fewer steps)."""
+    import torch
+
+    name, shape, data = wire
+    if name == "bf16":
+        return torch.from_numpy(np.frombuffer(data, dtype=np.int16).reshape(shape)).view(
+            torch.bfloat16)
+    return torch.from_numpy(np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape))
 
 
 def to_kind(a: np.ndarray, k: str, like=None):

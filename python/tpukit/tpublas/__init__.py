@@ -110,6 +110,11 @@ class Operator:
     def __init__(self, info: OpInfo):
         self.info = info
         self.schema = _schema.parse(info.schema)
+        # The position of a backward operator's `output_mask` argument, or None.
+        self.output_mask = next((i for i, a in enumerate(self.schema.arguments)
+                                 if a.name == "output_mask"), None)
+        # Whether some result may need widening to int64 (see `_run`).
+        self._widens = info.name in INTEGER_SELF or info.name in _INDEX_RESULTS
         self.__name__ = info.name
         self.__doc__ = f"{info.schema}\n\n{info.about}"
 
@@ -150,12 +155,22 @@ class Operator:
         name = self.info.name
         native, first = [], None
         for a, v in zip(self.schema.arguments, values, strict=True):
+            wire = None if a.list or a.type != "Tensor" else _arrays.torch_wire(v)
+            if wire is not None:  # the common case first: a plain contiguous CPU tensor
+                native.append(("tensor", wire))
+                if first is None:
+                    first = v
+                continue
             for kind_, x, array in _convert(a, v, name):
                 native.append((kind_, x))
                 if first is None and array is not None:
                     first = array
         results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
         k = _arrays.kind(first) if first is not None else kind
+        if k == "torch" and (first is None or first.is_cpu) and not self._widens:
+            # Straight to CPU tensors over the native results (as `to_kind` makes them).
+            out = [_arrays.torch_from_wire(w) for w in results]
+            return out[0] if self.schema.results == 1 else tuple(out)
         widen = first is not None and name in INTEGER_SELF and \
             str(first.dtype).removeprefix("torch.") == "int64"
         arrays = [_arrays.from_wire(w) for w in results]

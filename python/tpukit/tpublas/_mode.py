@@ -37,13 +37,16 @@ In-place and factory operators are counted under their own names.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import traceback
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tpukit import tpublas
 from tpukit._native import UnsupportedError
+from tpukit.tpublas import _factory, _inplace
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 # Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
@@ -111,11 +114,25 @@ def _numbers_as_f32(func, args, kwargs):
         n = _number(v)
         return v if n is None else torch.tensor(float(n), dtype=torch.float32)
 
-    tensor_args = {a.name for a in func._schema.arguments
-                   if isinstance(a.type, torch.TensorType) and a.name not in _INDEX_ARGUMENTS}
-    positional = [a.name for a in func._schema.arguments if not a.kwarg_only]
+    tensor_args, positional = _number_arguments(func)
     args = [convert(v) if n in tensor_args else v for n, v in zip(positional, args, strict=False)]
     return args, {k: convert(v) if k in tensor_args else v for k, v in kwargs.items()}
+
+
+_NUMBER_ARGUMENTS: dict = {}  # func -> (tensor argument names, positional names)
+
+
+def _number_arguments(func):
+    """The names of ``func``'s tensor arguments that may be numbers, and of its positional
+    arguments (read from its schema once)."""
+    known = _NUMBER_ARGUMENTS.get(func)
+    if known is None:
+        arguments = func._schema.arguments
+        known = ({a.name for a in arguments
+                  if isinstance(a.type, torch.TensorType) and a.name not in _INDEX_ARGUMENTS},
+                 [a.name for a in arguments if not a.kwarg_only])
+        _NUMBER_ARGUMENTS[func] = known
+    return known
 
 
 def _masked(op, mask):
@@ -151,7 +168,8 @@ class Mode(TorchDispatchMode):
 
     def _describe(self, func):
         """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
-        the packet's Scalar overload for a Tensor one or None)``: read from the schema once
+        the packet's Scalar overload for a Tensor one or None, whether it only allocates)``:
+        read from the schema once
         per operator (a dispatched call then costs dictionary lookups, not schema walks)."""
         known = self._known.get(func)
         if known is None:
@@ -161,16 +179,17 @@ class Mode(TorchDispatchMode):
                 op = packet._overloads.get(func._overloadname)
                 if func._overloadname == "Tensor":
                     scalar = packet._overloads.get("Scalar")
-            known = (str(func), _is_view_or_metadata(func), op, scalar)
+            allocation = _factory._name(func) in _factory.ALLOCATIONS
+            known = (str(func), _is_view_or_metadata(func), op, scalar, allocation)
             self._known[func] = known
         return known
 
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
-        alias = _ALIASES.get(str(func))
+        alias = _ALIASES.get(self._describe(func)[0])
         if alias is not None:
             func, args = alias[0], alias[1](args)
-        _, _, op, scalar = self._describe(func)
+        name, _, op, scalar, _ = self._describe(func)
         if op is None:
             return None
         if scalar is not None and len(args) >= 2 and _number(args[1]) is not None:
@@ -181,25 +200,24 @@ class Mode(TorchDispatchMode):
         values = op._fit(args, kwargs)
         if values is None:
             return None
-        from tpukit.tpublas import BOOL_SELF, INTEGER_SELF
-
         for a, v in zip(op.schema.arguments, values, strict=True):
             if a.type == "ScalarType" and v is not None and v not in _FLOAT_DTYPES:
                 return None  # `x.to(torch.int64)`, `sum(dtype=float64)`: not tpuBLAS's
             dtypes = _INDEX_ARGUMENTS.get(a.name, _FLOAT_DTYPES)
-            if a.name == "self" and op.info.name in INTEGER_SELF:
+            if a.name == "self" and op.info.name in tpublas.INTEGER_SELF:
                 dtypes = _FLOAT_DTYPES + (torch.int32, torch.int64)
-            if a.name == "self" and op.info.name in BOOL_SELF:
+            if a.name == "self" and op.info.name in tpublas.BOOL_SELF:
                 dtypes = _FLOAT_DTYPES + (torch.bool,)
             for t in _tensors(v):
-                if t.device.type != "cpu" or t.dtype not in dtypes:
+                if not t.is_cpu or t.dtype not in dtypes:
                     return None
-        if str(func) == "aten.native_batch_norm.default":
+        if name == "aten.native_batch_norm.default":
             return self._batch_norm_call(op, values), args, kwargs
-        names = [a.name for a in op.schema.arguments]
-        if "output_mask" in names:
-            return _masked(op, values[names.index("output_mask")]), args, kwargs
-        return op, args, kwargs
+        mask = op.output_mask
+        if mask is not None:
+            return _masked(op, values[mask]), args, kwargs
+        # The values bound above, run as they are (calling `op` would bind them again).
+        return functools.partial(op._run, values), (), {}
 
     def _batch_norm_call(self, op, values):
         """``native_batch_norm`` updates its running statistics in place; tpuBLAS's
@@ -220,8 +238,6 @@ class Mode(TorchDispatchMode):
 
     def _serve(self, func, args, kwargs):
         """A call ``(fn, args, kwargs)`` serving ``func`` on tpuBLAS, or None."""
-        from tpukit.tpublas import _factory, _inplace
-
         make = _factory.call(func, args, kwargs, self._operators)
         if make is not None:
             return make, (), {}
@@ -231,14 +247,12 @@ class Mode(TorchDispatchMode):
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from tpukit.tpublas import _factory
-
         kwargs = kwargs or {}
-        name, view, _, _ = self._describe(func)
+        name, view, _, _, allocation = self._describe(func)
         if view or name in _VIEWS:
             self.views[name] += 1
             return func(*args, **kwargs)
-        if _factory._name(func) in _factory.ALLOCATIONS:
+        if allocation:
             self.allocated[name] += 1
             return func(*args, **kwargs)
         call = self._serve(func, args, kwargs)
@@ -260,10 +274,8 @@ class Mode(TorchDispatchMode):
     def _checked(self, name, call, args, kwargs, served):
         """Debug Eager: the operator (on the interpreter if tpuBLAS serves it), its results
         checked against new NaNs and Infs."""
-        from tpukit.tpublas import device
-
         fn, fn_args, fn_kwargs = call
-        with device("interpret" if served else "cpu"):
+        with tpublas.device("interpret" if served else "cpu"):
             out = fn(*fn_args, **fn_kwargs)
         if _has_non_finite(_tensors(out)) and not _has_non_finite(_tensors((args, kwargs))):
             raise FloatingPointError(
