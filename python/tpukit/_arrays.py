@@ -212,6 +212,18 @@ def torch_wire(x):
     return (name, a.shape, a.reshape(-1).view(np.uint8))
 
 
+def torch_wires(arrays) -> list | None:
+    """The wire triples of ``arrays`` if every one is a tensor ``torch_wire`` passes as it
+    is (and there is one); else None."""
+    wires = []
+    for a in arrays:
+        w = torch_wire(a)
+        if w is None:
+            return None
+        wires.append(w)
+    return wires or None
+
+
 def _torch_to_numpy(x) -> np.ndarray:
     """A numpy view of a CPU torch tensor's memory (any strides), or of a CPU copy.
     ``Tensor.numpy()`` rather than DLPack: the same view at a fraction of the cost. A lazy

@@ -77,11 +77,16 @@ class CompiledKernel:
 
     def run(self, arrays, device):
         """Runs on ``arrays``; aliased outputs start as their input's contents."""
-        if self.prologue is None and self.epilogue is None and not self.aliases:
-            # numpy arrays tpukit holds as they are: straight to the native launch.
+        if self.prologue is None and self.epilogue is None and not self.aliases \
+                and not self._unsigned_results:
+            # numpy arrays or plain CPU tensors tpukit holds as they are: straight to the
+            # native launch, and the results straight back.
             wires = _arrays.plain_wires(arrays)
-            if wires is not None and not self._unsigned_results:
+            if wires is not None:
                 return [_arrays.from_wire(w) for w in self.kernel.launch(device, wires)]
+            wires = _arrays.torch_wires(arrays)
+            if wires is not None:
+                return [_arrays.torch_from_wire(w) for w in self.kernel.launch(device, wires)]
         arrays = [_arrays.signed(a) for a in arrays]
         operands = launch(self.prologue, *arrays, device=device) if self.prologue else arrays
         outs = self._run_call(operands, device)
