@@ -26,6 +26,11 @@ mod tpublas;
 
 use pyo3::prelude::*;
 
+/// Freed arrays above glibc's heap limit are kept for the next call's (see
+/// `tpukit::runtime::LargeBlocks`): a large result no longer costs a page fault per page.
+#[global_allocator]
+static ALLOCATOR: tpukit::runtime::LargeBlocks = tpukit::runtime::LargeBlocks;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The crates' version, which maturin also writes into the package metadata.
