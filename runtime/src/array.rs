@@ -7,8 +7,8 @@
 //! anything else. A [`HostArray::Borrowed`] array reads memory someone else owns (a caller's
 //! buffer) in place, and is copied the same way before anything writes to it.
 
-use half::{bf16, f16};
 use crate::borrowed::{Borrowed, borrowed_view};
+use half::{bf16, f16};
 use ndarray::{ArcArray, ArrayD, Dimension, IxDyn};
 use tpukit_dsl::{DType, bits_of, from_bits};
 

@@ -52,7 +52,13 @@ fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
     }
     let zero = |v| {
         consts.iter().any(|op| {
-            op.results == [v] && matches!(op.kind, OpKind::Const { value: Literal::Int(0) })
+            op.results == [v]
+                && matches!(
+                    op.kind,
+                    OpKind::Const {
+                        value: Literal::Int(0)
+                    }
+                )
         })
     };
     if !consts
@@ -174,7 +180,13 @@ body {{
 
     #[test]
     fn an_elementwise_output_is_written_whole() {
-        assert!(whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", STORE)));
+        assert!(whole(&kernel(
+            "parallel cdiv(n, 128)",
+            "n",
+            "128",
+            "%0",
+            STORE
+        )));
         // Enough static steps for a static extent, and the edge block overhanging it.
         assert!(whole(&kernel("parallel 8", "1000", "128", "%0", STORE)));
         let tiles = "  store %o[ds(0, 8), ds(0, 128)], %0";
@@ -192,11 +204,29 @@ body {{
         assert!(!whole(&kernel(grid, "m,n", "8,128", "%1, %0", tiles)));
         // Part of the window; a read of the output (an accumulation).
         let part = "  %1 = load %x[ds(0, 64)] : f32[64]\n  store %o[ds(0, 64)], %1";
-        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", part)));
+        assert!(!whole(&kernel(
+            "parallel cdiv(n, 128)",
+            "n",
+            "128",
+            "%0",
+            part
+        )));
         let acc = "  %1 = load %o[ds(0, 128)] : f32[128]\n  %2 = add %0, %1 : f32[128]\n  store %o[ds(0, 128)], %2";
-        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", acc)));
+        assert!(!whole(&kernel(
+            "parallel cdiv(n, 128)",
+            "n",
+            "128",
+            "%0",
+            acc
+        )));
         // No store at all.
-        assert!(!whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", "")));
+        assert!(!whole(&kernel(
+            "parallel cdiv(n, 128)",
+            "n",
+            "128",
+            "%0",
+            ""
+        )));
         // A grid sized by an operand's value (it may leave blocks unvisited).
         let value_grid = "kernel @first_blocks grid(arbitrary value(0), parallel 2) {
   prefetch %n: i32[]
