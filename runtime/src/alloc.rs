@@ -104,15 +104,15 @@ pub(crate) const KEEP_FREED: usize = 256 << 20;
 /// Sets, once per process, glibc's allocator to keep freed memory for the next launch
 /// rather than return it to the OS at every `free`.
 ///
-/// Why: a launch allocates its outputs (and, from Python, tpuBLAS's copies of its inputs)
-/// and frees the previous call's. With glibc's defaults (a dynamic mmap threshold that
+/// Why: a launch allocates its outputs (and copies of inputs it cannot read in place) and
+/// frees the previous call's. With glibc's defaults (a dynamic mmap threshold that
 /// settles at the largest block freed, and a trim threshold of twice that), freeing three
 /// 16 MiB arrays trims the heap, so the next call's arrays are fresh pages again: an
 /// elementwise op on 4096×1024 f32 tensors paid 12 000 page faults per call, six times its
 /// kernel's time (measured with `getrusage`; `perf` shows `exc_page_fault` and
 /// `clear_page_erms` on top). Blocks up to [`HEAP_BLOCK_MAX`] now come from the heap and up to
-/// [`KEEP_FREED`] of freed memory is kept. Larger arrays are still mapped per call. A no-op
-/// on other C libraries.
+/// [`KEEP_FREED`] of freed memory is kept. Larger arrays are mapped per call unless the host
+/// installs [`crate::LargeBlocks`] (the Python extension does). A no-op on other C libraries.
 pub(crate) fn keep_freed_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

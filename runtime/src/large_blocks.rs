@@ -25,7 +25,7 @@ const CLASS_BYTES: usize = 2 << 20;
 /// How many freed blocks are kept at most.
 const SLOTS: usize = 16;
 
-/// The system allocator, keeping freed blocks of [`MIN_BYTES`] or more for reuse (see the
+/// The system allocator, keeping freed blocks of 32 MiB or more for reuse (see the
 /// module). Install it with `#[global_allocator] static A: LargeBlocks = LargeBlocks;`.
 pub struct LargeBlocks;
 

@@ -19,7 +19,9 @@ pub trait Launchable {
     fn hash(&self) -> KernelHash;
     /// One flag per output: whether the kernel writes it whole, so a launch on the compiled
     /// CPU backend need not zero it first (see `coverage.rs`; found once when prepared).
-    fn whole_outputs(&self) -> Cow<'_, [bool]>;
+    fn whole_outputs(&self) -> Cow<'_, [bool]> {
+        Cow::Owned(crate::coverage::whole_outputs(self.kernel()))
+    }
 }
 
 impl Launchable for Kernel {
@@ -33,10 +35,6 @@ impl Launchable for Kernel {
 
     fn hash(&self) -> KernelHash {
         self.structural_hash()
-    }
-
-    fn whole_outputs(&self) -> Cow<'_, [bool]> {
-        Cow::Owned(crate::coverage::whole_outputs(self))
     }
 }
 

@@ -66,7 +66,7 @@ pub unsafe fn launch_raw<K: Launchable>(
 /// [`crate::launch_with`] on the compiled CPU backend with borrowed inputs: reads `inputs`
 /// (the prefetch operands, then the inputs) in place and returns new outputs, zero-filled
 /// before the kernel runs (except those it writes whole, outside debug mode: see
-/// [`crate::launch`]). What a caller holding its arrays in its own memory (Python's
+/// [`crate::launch()`]). What a caller holding its arrays in its own memory (Python's
 /// buffers) uses to launch without copying them; the outputs are new, so they alias no input.
 ///
 /// # Safety
