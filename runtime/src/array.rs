@@ -135,7 +135,17 @@ impl HostArray {
         shape: &[usize],
         what: &str,
     ) -> Result<HostArray, crate::RuntimeError> {
-        let what = format!("{what} ({dtype}, shape {shape:?})");
+        HostArray::try_zeros_of(dtype, shape, &|| what.to_string())
+    }
+
+    /// [`HostArray::try_zeros`], `what` formatted only for an error (launches make outputs
+    /// at every call).
+    pub(crate) fn try_zeros_of(
+        dtype: DType,
+        shape: &[usize],
+        what: &dyn Fn() -> String,
+    ) -> Result<HostArray, crate::RuntimeError> {
+        let what = || format!("{} ({dtype}, shape {shape:?})", what());
         // ndarray's rule: the non-zero extents multiply to at most `isize::MAX`, even when
         // another extent is 0.
         let nonzero = shape
@@ -143,14 +153,19 @@ impl HostArray {
             .filter(|&&d| d != 0)
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| crate::alloc::out_of_memory(&what, None))?;
+            .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
         let n = if shape.contains(&0) { 0 } else { nonzero };
         let shape = IxDyn(shape);
+        let bytes = n.checked_mul(dtype.size_bytes());
         macro_rules! zeros {
             ($variant:ident) => {
                 HostArray::$variant(
-                    ArcArray::from_shape_vec(shape, crate::alloc::zeroed(n, &what)?)
-                        .expect("n elements"),
+                    ArcArray::from_shape_vec(
+                        shape,
+                        crate::alloc::zeroed(n, "")
+                            .map_err(|_| crate::alloc::out_of_memory(&what(), bytes))?,
+                    )
+                    .expect("n elements"),
                 )
             };
         }
@@ -175,17 +190,17 @@ impl HostArray {
     pub(crate) unsafe fn try_uninit(
         dtype: DType,
         shape: &[usize],
-        what: &str,
+        what: &dyn Fn() -> String,
     ) -> Result<HostArray, crate::RuntimeError> {
-        let what = format!("{what} ({dtype}, shape {shape:?})");
         if shape.contains(&0) {
-            return HostArray::try_zeros(dtype, shape, &what);
+            return HostArray::try_zeros_of(dtype, shape, what);
         }
+        let what = || format!("{} ({dtype}, shape {shape:?})", what());
         let n = shape
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| crate::alloc::out_of_memory(&what, None))?;
+            .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
         let shape = IxDyn(shape);
         macro_rules! uninit {
             ($variant:ident) => {
@@ -193,7 +208,7 @@ impl HostArray {
                     ArcArray::from_shape_vec(shape, {
                         let mut v = Vec::new();
                         v.try_reserve_exact(n).map_err(|_| {
-                            crate::alloc::out_of_memory(&what, n.checked_mul(dtype.size_bytes()))
+                            crate::alloc::out_of_memory(&what(), n.checked_mul(dtype.size_bytes()))
                         })?;
                         // SAFETY: the capacity is `n`; the elements are written by the kernel
                         // before anything reads them (the caller's contract).

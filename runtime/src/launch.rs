@@ -81,13 +81,13 @@ pub(crate) fn new_outputs(
         .enumerate()
         .map(|(i, (_, o))| {
             let shape = resolve(k, &o.shape, bindings, &o.name)?;
-            let what = format!("output `{}`", o.name);
+            let what = || format!("output `{}`", o.name);
             let array = if whole.get(i) == Some(&true) {
                 // SAFETY: the kernel writes every element before anything reads one (this
                 // function's contract); a failed launch drops its outputs unread.
                 unsafe { HostArray::try_uninit(o.dtype, &shape, &what) }
             } else {
-                HostArray::try_zeros(o.dtype, &shape, &what)
+                HostArray::try_zeros_of(o.dtype, &shape, &what)
             };
             array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
         })
@@ -191,20 +191,23 @@ pub(crate) fn bind(
         given.extend(outs.into_iter().zip(outputs.iter().copied()));
     }
     let mut bindings = Bindings::new();
-    let mut bound_by: std::collections::BTreeMap<String, String> = Default::default();
+    // The operand that bound each symbol (named in errors only: formatted then).
+    let mut bound_by: Vec<(&str, &tpukit_dsl::Operand)> = Vec::new();
+    let name = |o: &tpukit_dsl::Operand| format!("{} `{}`", o.role.name(), o.name);
     for (o, (dtype, shape)) in given {
-        let what = format!("{} `{}`", o.role.name(), o.name);
+        let what = || name(o);
         if dtype != o.dtype {
             return Err(err(
                 ErrorKind::DType,
-                format!("{what} must be {}, got a {dtype} array", o.dtype),
+                format!("{} must be {}, got a {dtype} array", what(), o.dtype),
             ));
         }
         if shape.len() != o.shape.len() {
             return Err(err(
                 ErrorKind::Shape,
                 format!(
-                    "{what} must have rank {}, got shape {shape:?}",
+                    "{} must have rank {}, got shape {shape:?}",
+                    what(),
                     o.shape.len()
                 ),
             ));
@@ -214,7 +217,7 @@ pub(crate) fn bind(
                 Dim::Static(s) if *s != n => {
                     return Err(err(
                         ErrorKind::Shape,
-                        format!("{what} has shape {shape:?}, but dim {d} must be {s}"),
+                        format!("{} has shape {shape:?}, but dim {d} must be {s}", what()),
                     ));
                 }
                 Dim::Sym(sym) => match bindings.get(sym) {
@@ -222,15 +225,19 @@ pub(crate) fn bind(
                         return Err(err(
                             ErrorKind::Shape,
                             format!(
-                                "{what} has shape {shape:?} but `{sym}` is bound to {b} by {}",
-                                bound_by[sym]
+                                "{} has shape {shape:?} but `{sym}` is bound to {b} by {}",
+                                what(),
+                                bound_by
+                                    .iter()
+                                    .find(|(s, _)| s == sym)
+                                    .map_or_else(String::new, |(_, o)| name(o))
                             ),
                         ));
                     }
                     Some(_) => {}
                     None => {
                         bindings.insert(sym.clone(), n);
-                        bound_by.insert(sym.clone(), what.clone());
+                        bound_by.push((sym, o));
                     }
                 },
                 _ => {}
