@@ -128,3 +128,22 @@ def test_index_and_bool_tensors():
     cond = random((50, 17), torch.float32, 3) > 0
     other = random((50, 17), torch.float32, 4)
     torch.testing.assert_close(tb.where.self(cond, table, other), torch.where(cond, table, other))
+
+
+def test_large_results_reuse_only_freed_memory():
+    """Results above 32 MiB (whose freed blocks the extension keeps for reuse) never share
+    memory with a live result or an input, and are right whether their block is new or
+    reused."""
+    n = 9 << 20  # 36 MiB of f32
+    x, y = random((n,), torch.float32, 1), random((n,), torch.float32, 2)
+    want = x + y
+    first = tb.add.Tensor(x, y)
+    second = tb.add.Tensor(x, y)  # `first` is alive: a new block
+    assert fresh(second, first, x, y)
+    torch.testing.assert_close(first, want)
+    torch.testing.assert_close(second, want)
+    del first
+    third = tb.mul.Tensor(x, y)  # may reuse `first`'s block, and computes into all of it
+    assert fresh(third, second, x, y)
+    torch.testing.assert_close(third, x * y)
+    torch.testing.assert_close(second, want)
