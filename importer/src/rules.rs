@@ -347,7 +347,7 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     if let Some(view) = s.shaped(op, 1) {
-        return super::ref_view::store_whole(b, &view, &index, value);
+        return super::ref_view::store(s, b, &view, &index, value);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
@@ -381,7 +381,7 @@ fn tpu_vector_store(
     if m == 0
         && let Some(view) = s.shaped(op, 1)
     {
-        return super::ref_view::store_whole(b, &view, &index, value);
+        return super::ref_view::store(s, b, &view, &index, value);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {
