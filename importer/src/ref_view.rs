@@ -247,7 +247,7 @@ pub fn decompose(
     for (d, a) in access.iter().enumerate() {
         if a.size == 0 || a.stride == 0 || a.start + a.stride * (a.size - 1) >= shape[d] {
             return Err(format!(
-                "a read of {} elements from {} by {} outside dimension {d} of {shape:?}",
+                "an access of {} elements from {} by {} outside dimension {d} of {shape:?}",
                 a.size, a.start, a.stride
             ));
         }
@@ -293,7 +293,7 @@ pub fn decompose(
         let mut walked = vec![];
         loop {
             if slices[k].is_some() {
-                return Err("two dimensions of the read walk one dimension of the window".into());
+                return Err("two dimensions of the access walk one dimension of the window".into());
             }
             if digits[k] + n <= window[k] {
                 slices[k] = Some(n);
@@ -302,7 +302,7 @@ pub fn decompose(
             }
             if digits[k] != 0 || !n.is_multiple_of(window[k]) || k == 0 {
                 return Err(format!(
-                    "dimension {d} of the read crosses dimensions of the window {window:?} \
+                    "dimension {d} of the access crosses dimensions of the window {window:?} \
                      partly"
                 ));
             }
@@ -313,7 +313,7 @@ pub fn decompose(
         }
         let first = *walked.last().expect("walked one dimension");
         if last.is_some_and(|l| first <= l) {
-            return Err("the read's dimensions walk the window out of order".into());
+            return Err("the access's dimensions walk the window out of order".into());
         }
         last = walked.first().copied();
     }
