@@ -226,6 +226,45 @@ def _view_stores(dtype):
     return call, [_sds((16, 128), dtype), _sds((8, 128), "int32")]
 
 
+def _view_part_stores(name, dtype):
+    # python/tests/test_pallas_ref_view_parts.py: stores into leading rows of a reshaped ref,
+    # into 32-bit refs bitcast to 16 bits and back, and through a chain of views
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def rows(x_ref, o_ref):
+        view = o_ref.reshape(32, 128)
+        view[:8] = x_ref[:8] * 2
+        view[pl.ds(8, 16)] = x_ref[8:24] + 1
+        view[24:, :] = -x_ref[24:]
+
+    def split(x_ref, o_ref):
+        o_ref[...] = jnp.zeros(o_ref.shape, jnp.int32)
+        o_ref.at[:8, :128].bitcast(jnp.bfloat16)[...] = x_ref[...]
+        o_ref.bitcast(jnp.bfloat16)[4:12, 128:] = x_ref[2:10]
+
+    def packed(w_ref, o_ref):
+        o_ref.bitcast(jnp.uint32)[2:6] = w_ref[...]
+
+    def chain(x_ref, o_ref, p_ref):
+        def view(ref):
+            return (ref.bitcast(jnp.int16).reshape(4, 16, 256).bitcast(jnp.bfloat16).at[2:]
+                    .reshape(32, 256).at[:, 128:].bitcast(jnp.int32))
+
+        o_ref[...] = view(x_ref)[...] + 1
+        view(p_ref)[4:12] = x_ref[:8, :128]
+
+    if name == "rows":
+        return pl.pallas_call(rows, out_shape=_sds((4, 8, 128), dtype)), [_sds((32, 128), dtype)]
+    if name == "split":
+        return (pl.pallas_call(split, out_shape=_sds((16, 256), "int32")),
+                [_sds((16, 128), dtype)])
+    if name == "packed":
+        return pl.pallas_call(packed, out_shape=_sds((16, 256), dtype)), [_sds((4, 256), "uint32")]
+    call = pl.pallas_call(chain, out_shape=(_sds((16, 128), dtype), _sds((32, 256), dtype)))
+    return call, [_sds((32, 256), dtype)]
+
+
 def _reshaped_copies(dtype):
     # python/tests/test_pallas_ref_view_stores.py: copies through reshaped refs (and
     # leading rows of one)
@@ -468,6 +507,11 @@ KERNELS = {
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
     "view-stores-f32": lambda: _view_stores("float32"),
     "view-stores-bf16": lambda: _view_stores("bfloat16"),
+    "view-part-stores-f32": lambda: _view_part_stores("rows", "float32"),
+    "view-part-stores-bf16": lambda: _view_part_stores("rows", "bfloat16"),
+    "ref-bitcast-split-stores-bf16": lambda: _view_part_stores("split", "bfloat16"),
+    "ref-bitcast-packed-stores-bf16": lambda: _view_part_stores("packed", "bfloat16"),
+    "ref-view-chain-i32": lambda: _view_part_stores("chain", "int32"),
     "reshaped-copies-f32": lambda: _reshaped_copies("float32"),
     "reshaped-copies-bf16": lambda: _reshaped_copies("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
