@@ -38,8 +38,8 @@
 //! `scf.if` and `scf.while`; manual DMA, semaphores and `tpu.region` scopes (`dma`);
 //! `tpu.memref_reshape`/`memref_bitcast` views read by `vector.load` and `tpu.strided_load`,
 //! written by `vector.store` (`ref_view`), sliced and copied. Anything else — an op, a
-//! memory space, a dtype, a predicate, a dynamic shape — is an error naming it and, where the body has one, the Python source location;
-//! errors about unsupported input are of kind
+//! memory space, a dtype, a predicate, a dynamic shape — is an error naming it and, where
+//! the body has one, the Python source location; errors about unsupported input are of kind
 //! [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
 //! # Pure JAX functions
