@@ -606,7 +606,11 @@ pub(crate) fn in_window_dtype(
     mut starts: Vec<Arg>,
     mut sizes: Vec<usize>,
 ) -> Result<(Vec<Arg>, Vec<usize>)> {
-    let Some(r) = sizes.len().checked_sub(2).filter(|_| v.packed || v.unpacked) else {
+    let Some(r) = sizes
+        .len()
+        .checked_sub(2)
+        .filter(|_| v.packed || v.unpacked)
+    else {
         return Ok((starts, sizes));
     };
     if v.packed {

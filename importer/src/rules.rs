@@ -448,7 +448,9 @@ pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Ty
         "vector.extract_strided_slice" => {
             wide_slice(op).ok().flatten().map(|()| operand_type(op, 0))
         }
-        // A strided rotation also keeps its result there, after the two copies.
+        // A strided rotation also keeps its result there, after the two copies; a plain one
+        // by a traced shift is the IR's roll, which needs none.
+        "tpu.dynamic_rotate" if plain_traced_rotation(op) => None,
         "tpu.dynamic_rotate" => Some(result_type(op, 0).and_then(|mut t| {
             let d = rotated_dim(op, t.rank())?;
             t.shape[d] *= if stride(op, t.rank(), d)?.is_some() {
@@ -459,6 +461,22 @@ pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Ty
             Ok(t)
         })),
         _ => None,
+    }
+}
+
+/// Whether `op`, a `tpu.dynamic_rotate`, rotates without a stride by a shift no
+/// `arith.constant` defines: it is imported as the IR's roll (lowered back to
+/// `tpu.dynamic_rotate`), not through a scratch buffer.
+fn plain_traced_rotation(op: &OperationRef<'_, '_>) -> bool {
+    if attr_opt(op, "stride").is_some() {
+        return false;
+    }
+    let Ok(shift) = op.operand(1) else {
+        return false;
+    };
+    match melior::ir::operation::OperationResult::try_from(shift) {
+        Ok(r) => op_name(&r.owner()) != "arith.constant",
+        Err(_) => true,
     }
 }
 
@@ -491,9 +509,9 @@ fn stride(op: &OperationRef<'_, '_>, rank: usize, d: usize) -> Result<Option<(i6
 }
 
 /// `tpu.dynamic_rotate %x by %shift dim d` (`pltpu.roll`, as `jnp.roll`: element `i` moves
-/// to `i + shift` modulo the extent), by a constant or traced shift: `x` stored twice along
-/// `d` in a scratch buffer, the window starting at `-shift` modulo the extent loaded (exact
-/// for any dtype). A strided rotation (`stride = k`, `stride_dimension = e`) rotates the
+/// to `i + shift` modulo the extent): by a traced shift, the IR's roll; by a constant one,
+/// `x` stored twice along `d` in a scratch buffer and the window starting at `-shift` modulo
+/// the extent loaded (exact for any dtype). A strided rotation (`stride = k`, `stride_dimension = e`) rotates the
 /// `j`-th slice along `e` by `shift + j * k`: each slice's window is loaded and stored into
 /// the buffer's third part, which is loaded whole.
 fn dynamic_rotate(
@@ -507,6 +525,10 @@ fn dynamic_rotate(
     let shape = b.ty(x).shape.clone();
     let d = rotated_dim(op, shape.len())?;
     let strided = stride(op, shape.len(), d)?;
+    if plain_traced_rotation(op) {
+        let v = b.roll(x, shift, d)?;
+        return s.define(op, 0, v);
+    }
     let buf = s.scratch_of(op, "the rotation")?;
     let n = shape[d] as i64;
     let window = |start: Arg| {

@@ -285,6 +285,18 @@ pub enum OpKind {
         /// The axis indexed.
         axis: usize,
     },
+    /// `result[i] = x[i with i[axis] replaced by (i[axis] - shift) mod n]`, `n` the extent of
+    /// `axis` (`jnp.roll`, `pltpu.roll`, Mosaic's `tpu.dynamic_rotate`): element `i` moves to
+    /// `i + shift`, the modulo Euclidean, so a negative shift rolls the other way. `shift` is
+    /// an i32 scalar, `x` has the result's type.
+    Roll {
+        /// The value rolled.
+        x: ValueId,
+        /// By how many elements (i32 scalar).
+        shift: ValueId,
+        /// The axis rolled.
+        axis: usize,
+    },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
         /// The value broadcast.
@@ -438,6 +450,7 @@ impl OpKind {
             OpKind::Cast { .. } => "cast",
             OpKind::Bitcast { .. } => "bitcast",
             OpKind::Gather { .. } => "gather",
+            OpKind::Roll { .. } => "roll",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -516,6 +529,7 @@ impl OpKind {
             | OpKind::Transpose { x, .. }
             | OpKind::Reduce { x, .. } => vec![*x],
             OpKind::Gather { x, indices, .. } => vec![*x, *indices],
+            OpKind::Roll { x, shift, .. } => vec![*x, *shift],
             OpKind::Binary { lhs, rhs, .. }
             | OpKind::Compare { lhs, rhs, .. }
             | OpKind::Dot { lhs, rhs, .. } => vec![*lhs, *rhs],

@@ -293,6 +293,9 @@ impl Printer {
                 on_false.0,
                 ty()
             )?,
+            OpKind::Roll { x, shift, axis } => {
+                write!(out, "roll %{}, %{} axis {axis} : {}", x.0, shift.0, ty())?
+            }
             OpKind::Gather { x, indices, axis } => write!(
                 out,
                 "gather %{}, %{} axis {axis} : {}",

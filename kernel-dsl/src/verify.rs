@@ -489,6 +489,14 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("changes the shape from {t} to {r}"));
             }
         }
+        OpKind::Roll { x, shift, axis } => {
+            let (t, s, r) = (ty(x)?, ty(shift)?, one()?);
+            if t != r || *axis >= r.rank() || *s != Type::scalar(DType::I32) {
+                return Err(format!(
+                    "cannot roll {t} into {r} along axis {axis} by a shift of type {s}"
+                ));
+            }
+        }
         OpKind::Gather { x, indices, axis } => {
             let (t, i, r) = (ty(x)?, ty(indices)?, one()?);
             let fits = i.dtype == DType::I32

@@ -211,6 +211,25 @@ def _strided_roll(dtype):
     return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
 
 
+def _traced_roll(dtype):
+    # python/tests/test_pallas_layout_ops.py: rolls by traced shifts (a prefetched scalar and
+    # the grid step), along the lanes and the rows: `tpu.dynamic_rotate` as Pallas emits it
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(s_ref, x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0) * 7, 1)
+        p_ref[...] = pltpu.roll(x, s_ref[1], 0)
+
+    block = pl.BlockSpec((16, 384), lambda i, s: (i, 0))
+    grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(3,),
+                                             in_specs=[block], out_specs=[block, block])
+    x = _sds((48, 384), dtype)
+    return (pl.pallas_call(kernel, out_shape=(x, x), grid_spec=grid_spec),
+            [_sds((2,), "int32"), x])
+
+
 def _view_stores(dtype):
     # python/tests/test_pallas_ref_view_stores.py: whole stores through a reshaped ref and
     # through a bitcast one
@@ -505,6 +524,9 @@ KERNELS = {
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "strided-roll-f32": lambda: _strided_roll("float32"),
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
+    "traced-roll-f32": lambda: _traced_roll("float32"),
+    "traced-roll-bf16": lambda: _traced_roll("bfloat16"),
+    "traced-roll-i32": lambda: _traced_roll("int32"),
     "view-stores-f32": lambda: _view_stores("float32"),
     "view-stores-bf16": lambda: _view_stores("bfloat16"),
     "view-part-stores-f32": lambda: _view_part_stores("rows", "float32"),

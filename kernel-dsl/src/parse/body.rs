@@ -346,6 +346,15 @@ impl Parser {
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },
+            "roll" => {
+                let (x, shift) = self.two_values()?;
+                self.keyword("axis")?;
+                OpKind::Roll {
+                    x,
+                    shift,
+                    axis: self.axis()?,
+                }
+            }
             "gather" => {
                 let (x, indices) = self.two_values()?;
                 self.keyword("axis")?;

@@ -1,0 +1,40 @@
+//! `roll`: Mosaic's `tpu.dynamic_rotate` along the rolled axis (as Pallas lowers
+//! `pltpu.roll`), its amount the shift taken modulo the extent first (`(s % n + n) % n`, in
+//! `0..n` for any i32 shift, as the IR's roll is Euclidean). libtpu rotates only 32-bit
+//! values ("unsupported packed type rotation", for Pallas's own bf16 kernels too), so
+//! narrower dtypes are widened to a 32-bit type first (floats to f32, integers and bool to
+//! i32; exact) and converted back after.
+
+use crate::{
+    emit::{Emitter, Val},
+    lowering::FuncLowering,
+    rules::elementwise::convert,
+    types,
+};
+use tpukit_dsl::{DType, Op, OpKind, Result};
+
+pub fn roll<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
+    let OpKind::Roll { x, shift, axis } = op.kind else {
+        unreachable!()
+    };
+    let t = lw.ty(x).clone();
+    let i32t = em.ty("i32")?;
+    let n = em.i32(t.shape[axis].max(1) as i64)?;
+    let r = em.op1("arith.remsi", &[lw.value(shift), n], i32t, &[])?;
+    let up = em.op1("arith.addi", &[r, n], i32t, &[])?;
+    let amount = em.op1("arith.remsi", &[up, n], i32t, &[])?;
+    let wide = match t.dtype {
+        DType::F32 | DType::I32 => t.dtype,
+        d if d.is_float() => DType::F32,
+        _ => DType::I32,
+    };
+    let w = t.with_dtype(wide);
+    let v = convert(em, lw.value(x), &t, wide)?;
+    let rotated = em.op1(
+        "tpu.dynamic_rotate",
+        &[v, amount],
+        em.ty(&types::value(&w))?,
+        &[("dimension", em.attr(&format!("{axis} : si32"))?)],
+    )?;
+    Ok(vec![convert(em, rotated, &w, t.dtype)?])
+}
