@@ -350,6 +350,10 @@ fn rotations_by_a_value_are_the_ir_roll() {
     let printed = k.to_string();
     assert!(printed.contains("roll %"), "a roll by a value: {printed}");
     let scratch = k.operands.iter().filter(|o| o.role == Role::Scratch);
-    assert_eq!(scratch.count(), 1, "the concatenation's buffer only: {printed}");
+    assert_eq!(
+        scratch.count(),
+        1,
+        "the concatenation's buffer only: {printed}"
+    );
     lowers(&k);
 }

@@ -731,7 +731,37 @@ impl KernelBuilder {
                 .with_kind(ErrorKind::Shape));
         }
         let shift = self.index_value(shift, "a roll's shift")?;
-        self.checked(OpKind::Roll { x, shift, axis }, t)
+        self.checked(
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride: None,
+            },
+            t,
+        )
+    }
+
+    /// [`KernelBuilder::roll`] with slice `j` along `stride_axis` rolled `j · stride`
+    /// further (`pltpu.roll(..., stride=, stride_axis=)`).
+    pub fn strided_roll(
+        &mut self,
+        x: ValueId,
+        shift: impl Into<Arg>,
+        axis: usize,
+        (stride, stride_axis): (i64, usize),
+    ) -> Result<ValueId> {
+        let t = self.ty(x).clone();
+        let shift = self.index_value(shift, "a roll's shift")?;
+        self.checked(
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride: Some((stride, stride_axis)),
+            },
+            t,
+        )
     }
 
     /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast

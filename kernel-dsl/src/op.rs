@@ -285,10 +285,11 @@ pub enum OpKind {
         /// The axis indexed.
         axis: usize,
     },
-    /// `result[i] = x[i with i[axis] replaced by (i[axis] - shift) mod n]`, `n` the extent of
-    /// `axis` (`jnp.roll`, `pltpu.roll`, Mosaic's `tpu.dynamic_rotate`): element `i` moves to
-    /// `i + shift`, the modulo Euclidean, so a negative shift rolls the other way. `shift` is
-    /// an i32 scalar, `x` has the result's type.
+    /// `result[i] = x[i with i[axis] replaced by (i[axis] - s) mod n]`, `n` the extent of
+    /// `axis` and `s = shift + i[e] · k` for a `stride` `(k, e)`, else `shift` (`jnp.roll`,
+    /// `pltpu.roll(..., stride=k, stride_axis=e)`, Mosaic's `tpu.dynamic_rotate`): element `i`
+    /// moves to `i + s`, the modulo Euclidean, so a negative shift rolls the other way.
+    /// `shift` is an i32 scalar, `x` has the result's type, `k ≥ 0` and `e ≠ axis`.
     Roll {
         /// The value rolled.
         x: ValueId,
@@ -296,6 +297,8 @@ pub enum OpKind {
         shift: ValueId,
         /// The axis rolled.
         axis: usize,
+        /// `(k, e)`: slice `j` along axis `e` rolled `j · k` further.
+        stride: Option<(i64, usize)>,
     },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {

@@ -211,16 +211,21 @@ def _strided_roll(dtype):
     return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
 
 
-def _traced_roll(dtype):
-    # python/tests/test_pallas_layout_ops.py: rolls by traced shifts (a prefetched scalar and
-    # the grid step), along the lanes and the rows: `tpu.dynamic_rotate` as Pallas emits it
+def _traced_roll(dtype, strided=False):
+    # python/tests/test_pallas_layout_ops.py, test_pallas_strided_roll.py: rolls by traced
+    # shifts (a prefetched scalar and the grid step), along the lanes and the rows, strided
+    # too: `tpu.dynamic_rotate` as Pallas emits it
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
     def kernel(s_ref, x_ref, o_ref, p_ref):
         x = x_ref[...]
-        o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0) * 7, 1)
-        p_ref[...] = pltpu.roll(x, s_ref[1], 0)
+        if strided:
+            o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0), 1, stride=300, stride_axis=0)
+            p_ref[...] = pltpu.roll(x, s_ref[1], 1, stride=5, stride_axis=0)
+        else:
+            o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0) * 7, 1)
+            p_ref[...] = pltpu.roll(x, s_ref[1], 0)
 
     block = pl.BlockSpec((16, 384), lambda i, s: (i, 0))
     grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(3,),
@@ -527,6 +532,8 @@ KERNELS = {
     "traced-roll-f32": lambda: _traced_roll("float32"),
     "traced-roll-bf16": lambda: _traced_roll("bfloat16"),
     "traced-roll-i32": lambda: _traced_roll("int32"),
+    "traced-strided-roll-f32": lambda: _traced_roll("float32", strided=True),
+    "traced-strided-roll-bf16": lambda: _traced_roll("bfloat16", strided=True),
     "view-stores-f32": lambda: _view_stores("float32"),
     "view-stores-bf16": lambda: _view_stores("bfloat16"),
     "view-part-stores-f32": lambda: _view_part_stores("rows", "float32"),
@@ -561,6 +568,28 @@ def test_imported_kernel_compiles_for_tpu(compiler, name, topology):
     result = compiler.compile(_lowered(name), topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+def test_a_traced_roll_strided_along_the_lanes_is_refused_by_the_lowering():
+    """Mosaic does not rotate with a stride along the minor axis ("stride dimension is the
+    minor most", also for Pallas's own kernel): tpukit's lowering says so (the CPU devices
+    run it, python/tests/test_pallas_strided_roll.py)."""
+    import jax.numpy as jnp
+    import tpukit
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import pallas
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], 0, stride=3, stride_axis=1)
+
+    x = jnp.zeros((16, 128), jnp.float32)
+    call = pl.pallas_call(kernel, out_shape=_sds(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                    pl.BlockSpec((16, 128), lambda: (0, 0))])
+    kernel = pallas.custom_jax_kernel(call).kernel(jnp.zeros((1,), jnp.int32), x)
+    with pytest.raises(tpukit.UnsupportedError, match="stride along the minor"):
+        kernel.lower()
 
 
 def test_a_bf16_strided_load_is_refused_by_the_lowering():

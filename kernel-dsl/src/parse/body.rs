@@ -349,10 +349,19 @@ impl Parser {
             "roll" => {
                 let (x, shift) = self.two_values()?;
                 self.keyword("axis")?;
+                let axis = self.axis()?;
+                let stride = if self.eat_word("stride") {
+                    let k = self.integer("a stride")?;
+                    self.keyword("along")?;
+                    Some((k, self.axis()?))
+                } else {
+                    None
+                };
                 OpKind::Roll {
                     x,
                     shift,
-                    axis: self.axis()?,
+                    axis,
+                    stride,
                 }
             }
             "gather" => {

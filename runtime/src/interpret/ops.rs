@@ -275,14 +275,24 @@ pub(super) fn gather(x: &Tensor, indices: &Tensor, axis: usize, ty: Type) -> Ten
     Tensor { ty, data }
 }
 
-/// `x` rolled by `shift` (an i32 scalar) along `axis` (see `OpKind::Roll`): element `i`
-/// moves to `i + shift` modulo the extent.
-pub(super) fn roll(x: &Tensor, shift: &Tensor, axis: usize) -> Tensor {
+/// `x` rolled by `shift` (an i32 scalar) along `axis`, slice `j` along `e` by `j · k` more
+/// for a `stride` `(k, e)` (see `OpKind::Roll`): element `i` moves to `i + shift` modulo the
+/// extent.
+pub(super) fn roll(
+    x: &Tensor,
+    shift: &Tensor,
+    axis: usize,
+    stride: Option<(i64, usize)>,
+) -> Tensor {
     let xs = strides(&x.ty.shape);
     let n = x.ty.shape[axis].max(1) as i64;
-    let s = (shift.data[0] as i64).rem_euclid(n);
+    let base = (shift.data[0] as i64).rem_euclid(n);
     let mut data = Vec::with_capacity(x.data.len());
     for_each_index(&x.ty.shape, |idx| {
+        let s = match stride {
+            Some((k, e)) => base + (idx[e] as i64 * k).rem_euclid(n),
+            None => base,
+        };
         let off: usize = (0..idx.len())
             .map(|d| {
                 let i = if d == axis {
