@@ -31,7 +31,8 @@ def check(body, out_shape, args, reference, tolerance=None, **call_kwargs):
     single = not isinstance(want, tuple)
     for device in DEVICES:
         got = kernel(*args, device=device)
-        for i, (g, w) in enumerate(zip(*((got,), (want,)) if single else (got, want))):
+        pairs = [(got, want)] if single else zip(got, want, strict=True)
+        for i, (g, w) in enumerate(pairs):
             assert_close(g, w, f"tpukit {device}, output {i}", tolerance)
 
 
