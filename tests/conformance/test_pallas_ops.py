@@ -592,6 +592,28 @@ def test_a_traced_roll_strided_along_the_lanes_is_refused_by_the_lowering():
         kernel.lower()
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((128, 64), 1), ((63, 256), 0)])
+def test_a_traced_roll_of_part_of_a_tile_is_refused_by_the_lowering(shape, axis):
+    """Mosaic rotates whole (8, 128) tiles only ("unsupported unaligned shape", also for
+    Pallas's own kernel): tpukit's lowering says so (the CPU devices run it)."""
+    import jax.numpy as jnp
+    import tpukit
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import pallas
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], axis)
+
+    x = jnp.zeros(shape, jnp.float32)
+    call = pl.pallas_call(kernel, out_shape=_sds(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                    pl.BlockSpec(shape, lambda: (0, 0))])
+    kernel = pallas.custom_jax_kernel(call).kernel(jnp.zeros((1,), jnp.int32), x)
+    with pytest.raises(tpukit.UnsupportedError, match="whole tiles only"):
+        kernel.lower()
+
+
 def test_a_bf16_strided_load_is_refused_by_the_lowering():
     """Mosaic strides 32-bit data only ("Strided load with non 32-bit data", also for
     Pallas's own kernel): tpukit's lowering says so instead of handing libtpu the op (the

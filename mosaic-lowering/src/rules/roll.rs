@@ -4,7 +4,9 @@
 //! `0..n` for any i32 shift, as the IR's roll is Euclidean). libtpu rotates only 32-bit
 //! values ("unsupported packed type rotation", for Pallas's own bf16 kernels too), so
 //! narrower dtypes are widened to a 32-bit type first (floats to f32, integers and bool to
-//! i32; exact) and converted back after.
+//! i32; exact) and converted back after. Mosaic rotates whole (8, 128) tiles only and no
+//! stride along the lanes: the lowering refuses other rolls by name, as libtpu does
+//! Pallas's.
 
 use crate::{
     emit::{Emitter, Val},
@@ -31,6 +33,23 @@ pub fn roll<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
         return Err(Error::unsupported(format!(
             "a roll of {t} along axis {axis} by a traced shift with a stride along the minor \
              (lane) axis {e}: Mosaic does not rotate so (\"stride dimension is the minor most\", \
+             for Pallas's own kernels too; the CPU devices run it, and a constant shift is \
+             lowered)"
+        )));
+    }
+    // The (8, 128) tile of the 32-bit value rotated: Mosaic rotates the lanes and the
+    // sublanes of whole tiles only.
+    let tile = if axis + 1 == t.rank() {
+        128
+    } else if axis + 2 == t.rank() {
+        8
+    } else {
+        1
+    };
+    if !t.shape[axis].is_multiple_of(tile) {
+        return Err(Error::unsupported(format!(
+            "a roll of {t} along axis {axis} by a traced shift: Mosaic rotates whole tiles \
+             only, the axis's extent a multiple of {tile} (\"unsupported unaligned shape\", \
              for Pallas's own kernels too; the CPU devices run it, and a constant shift is \
              lowered)"
         )));
