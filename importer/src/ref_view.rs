@@ -23,6 +23,14 @@
 //!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
 //!   those of `(.., 2r + 1, c)` in its high half. It is imported as one read of the row pairs
 //!   (a dimension of 2 after the rows) packed by exact integer ops (`read_packed`).
+//! - Views of views: a bitcast back to the window's width undoes the packing or splitting; a
+//!   reshape of a packed or split view keeping its minor dimension (and whole row pairs) is
+//!   the bitcast of the window's reshape; a slice narrows the window (of a reshaped view, its
+//!   leading rows only). A view stays one window, one reshape and one bitcast ([`Shaped`]).
+//! - A store through a view (`store`) is the inverse of a read: the value bitcast to the
+//!   window's dtype (the IR's bitcast packs and splits rows as Mosaic does) and stored into
+//!   the window elements the access decomposes into (static starts), or at the window's own
+//!   indexers for a view that is not reshaped (any start; rows of a split view in whole pairs).
 
 use super::rules::Table;
 use super::scope::{Scope, attr_opt, op_name, result_type};
