@@ -46,10 +46,10 @@ fn ref_compound_assignment_and_when() {
     check("macro_matmul", &matmul(&spec).unwrap());
 }
 
-/// `roll` and `gather` expand to iota arithmetic and the IR's `gather`
-/// (`tests/common/mod.rs`, run on both devices in `tests/ops.rs`).
+/// `roll` and `gather` are the IR's `roll` and `gather` (`tests/common/mod.rs`, run on both
+/// devices in `tests/ops.rs`).
 #[test]
-fn rolls_and_gathers_expand_to_gathers() {
+fn rolls_and_gathers_are_the_ir_ops() {
     check(
         "macro_rolls_and_gathers",
         &rolls_and_gathers(&rolls_and_gathers_spec()).unwrap(),

@@ -246,11 +246,12 @@ pub(crate) fn memref_slice(
     s.define_view(op, 0, r, out)
 }
 
-/// A slice of a reshaped ref that narrows its leading dimension only, to whole leading rows
-/// of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)` window, or
-/// `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one): the reshaped view of the narrowed
-/// window. Other slices of
-/// reshaped or bitcast refs are refused by name.
+/// A slice of a reshaped or bitcast ref (its starts and sizes first taken to the window's
+/// dtype, [`super::ref_view::in_window_dtype`]): of a view that is not reshaped, the view of
+/// the narrowed window; of a reshaped one, when it narrows the leading dimension only, to
+/// whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)`
+/// window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one), the reshaped view of the
+/// narrowed window. Other slices of reshaped refs are refused by name.
 fn slice_of_shaped(
     s: &Scope,
     b: &mut KernelBuilder,
@@ -259,29 +260,43 @@ fn slice_of_shaped(
 ) -> Result<super::ref_view::Shaped> {
     let refuse = || {
         Error::unsupported(
-            "a slice of a reshaped or bitcast ref other than of whole leading rows (of a \
-             reshaped ref whose rows cover whole rows of the window beneath)",
+            "a slice of a reshaped ref other than of whole leading rows (of a reshaped ref \
+             whose rows cover whole rows of the window beneath)",
         )
     };
     let sizes = memref_shape(op, 0)?;
-    if view.packed
-        || view.unpacked
-        || view.dtype != b.ref_dtype(view.base.0)
-        || sizes.len() != view.shape.len()
-        || sizes.is_empty()
-        || sizes[1..] != view.shape[1..]
-        || view.window.is_empty()
-    {
+    if sizes.len() != view.shape.len() || sizes.is_empty() || view.window.is_empty() {
         return Err(refuse());
     }
-    for d in 1..sizes.len() {
-        if !matches!(s.arg(op, 1 + d)?, Arg::Lit(Literal::Int(0))) {
+    let starts = (0..sizes.len())
+        .map(|d| s.arg(op, 1 + d))
+        .collect::<Result<Vec<_>>>()?;
+    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes)?;
+    if view.shape == view.window {
+        let index = starts
+            .into_iter()
+            .zip(&sizes)
+            .map(|(a, &n)| Ix::Ds(a, n))
+            .collect();
+        let index = compose(s, b, view.base.clone(), index)?;
+        return Ok(super::ref_view::Shaped {
+            base: (view.base.0, index),
+            window: sizes.clone(),
+            shape: sizes,
+            ..view
+        });
+    }
+    if sizes[1..] != view.shape[1..] {
+        return Err(refuse());
+    }
+    for start in &starts[1..] {
+        if !matches!(start, Arg::Lit(Literal::Int(0))) {
             return Err(refuse());
         }
     }
     let row: usize = view.shape[1..].iter().product();
     let window_row: usize = view.window[1..].iter().product();
-    let start = s.arg(op, 1)?;
+    let start = starts[0];
     // Window rows per reshaped row (`row` a multiple of `window_row`), or reshaped rows per
     // window row, when the slice starts and ends on window rows (static start).
     let (start, rows) = if window_row > 0 && row.is_multiple_of(window_row) {
@@ -319,9 +334,7 @@ fn slice_of_shaped(
         base: (r, index),
         window,
         shape: sizes,
-        dtype: view.dtype,
-        packed: false,
-        unpacked: false,
+        ..view
     })
 }
 

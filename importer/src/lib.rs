@@ -36,10 +36,10 @@
 //! through a scratch buffer of their own, added after the kernel's), `tpu.dynamic_gather`,
 //! `tpu.bitcast`, the TensorCore PRNG (`prng`, its state in a scratch buffer too), `scf.for`,
 //! `scf.if` and `scf.while`; manual DMA, semaphores and `tpu.region` scopes (`dma`);
-//! `tpu.memref_reshape`/`memref_bitcast` views read by `vector.load` and `tpu.strided_load`
-//! (`ref_view`). Anything else — an op, a memory space, a dtype, a predicate, a dynamic
-//! shape — is an error naming it and, where the body has one, the Python source location;
-//! errors about unsupported input are of kind
+//! `tpu.memref_reshape`/`memref_bitcast` views read by `vector.load` and `tpu.strided_load`,
+//! written by `vector.store` (`ref_view`), sliced and copied. Anything else — an op, a
+//! memory space, a dtype, a predicate, a dynamic shape — is an error naming it and, where
+//! the body has one, the Python source location; errors about unsupported input are of kind
 //! [`ErrorKind::Unsupported`](tpukit_dsl::ErrorKind).
 //!
 //! # Pure JAX functions

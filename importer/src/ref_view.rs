@@ -23,6 +23,14 @@
 //!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
 //!   those of `(.., 2r + 1, c)` in its high half. It is imported as one read of the row pairs
 //!   (a dimension of 2 after the rows) packed by exact integer ops (`read_packed`).
+//! - Views of views: a bitcast back to the window's width undoes the packing or splitting; a
+//!   reshape of a packed or split view keeping its minor dimension (and whole row pairs) is
+//!   the bitcast of the window's reshape; a slice narrows the window (of a reshaped view, its
+//!   leading rows only). A view stays one window, one reshape and one bitcast ([`Shaped`]).
+//! - A store through a view (`store`) is the inverse of a read: the value bitcast to the
+//!   window's dtype (the IR's bitcast packs and splits rows as Mosaic does) and stored into
+//!   the window elements the access decomposes into (static starts), or at the window's own
+//!   indexers for a view that is not reshaped (any start; rows of a split view in whole pairs).
 
 use super::rules::Table;
 use super::scope::{Scope, attr_opt, op_name, result_type};
@@ -95,7 +103,23 @@ fn source(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>) -> Result<Sha
     })
 }
 
-/// `tpu.memref_reshape`: the same elements in row-major order, in the result's shape.
+/// The shape a shaped view has to the kernel: its reshaped shape, with the second-minor
+/// dimension halved by a packing bitcast or doubled by an unpacking one.
+pub(crate) fn view_shape(v: &Shaped) -> Vec<usize> {
+    let mut shape = v.shape.clone();
+    let rank = shape.len();
+    if v.packed {
+        shape[rank - 2] /= 2;
+    } else if v.unpacked {
+        shape[rank - 2] *= 2;
+    }
+    shape
+}
+
+/// `tpu.memref_reshape`: the same elements in row-major order, in the result's shape. A
+/// reshape of a view whose bitcast packs or splits rows keeps rows paired when it keeps the
+/// minor dimension (and, for 16-bit rows split from 32-bit ones, an even second-minor one):
+/// it is then the bitcast of the window's reshape to that shape in the window's dtype.
 pub(crate) fn memref_reshape(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -103,20 +127,35 @@ pub(crate) fn memref_reshape(
     _: &Table,
 ) -> Result<()> {
     let mut v = source(s, b, op)?;
-    if v.dtype != b.ref_dtype(v.base.0) {
-        return Err(Error::unsupported(
-            "a reshape of a bitcast ref (reshape before bitcasting)",
-        ));
-    }
     let (shape, _) = result_memref(op)?;
-    if shape.iter().product::<usize>() != v.window.iter().product::<usize>() {
+    let old = view_shape(&v);
+    if shape.iter().product::<usize>() != old.iter().product::<usize>() {
         return Err(Error::new("a reshape to another element count"));
     }
-    v.shape = shape;
+    if !v.packed && !v.unpacked {
+        v.shape = shape;
+        return s.define_shaped(op, v);
+    }
+    let rank = shape.len();
+    if rank < 2 || shape[rank - 1] != old[old.len() - 1] || (v.unpacked && shape[rank - 2] % 2 != 0)
+    {
+        return Err(Error::unsupported(format!(
+            "a reshape of {old:?} to {shape:?} of a ref bitcast between 16 and 32 bits \
+             (reshapes keeping the minor dimension, and whole row pairs, are imported)"
+        )));
+    }
+    let mut inner = shape;
+    if v.packed {
+        inner[rank - 2] *= 2;
+    } else {
+        inner[rank - 2] /= 2;
+    }
+    v.shape = inner;
     s.define_shaped(op, v)
 }
 
-/// `tpu.memref_bitcast`: f32 ↔ i32 elementwise, or bf16 → 32 bits packing row pairs.
+/// `tpu.memref_bitcast`: between dtypes of one width elementwise, 32 bits → 16 splitting
+/// rows, bf16 → 32 bits packing row pairs, and back from either (the window's own bits).
 pub(crate) fn memref_bitcast(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -126,48 +165,64 @@ pub(crate) fn memref_bitcast(
     let mut v = source(s, b, op)?;
     let (shape, to) = result_memref(op)?;
     let from = v.dtype;
-    let pair = [from, to];
-    if v.packed || v.unpacked || v.dtype != b.ref_dtype(v.base.0) {
-        return Err(Error::unsupported("a bitcast of a bitcast ref"));
-    }
     let widths = [from.bit_width(), to.bit_width()];
-    if from == to || matches!(pair, [DType::F32, DType::I32] | [DType::I32, DType::F32]) {
+    let refuse = || {
+        Error::unsupported(format!(
+            "a ref bitcast from {from} to {to} (dtypes of one width, bf16 → 32 bits and 32 \
+             bits → 16 bits, and back, are imported)"
+        ))
+    };
+    if from.is_bool() || to.is_bool() {
+        return Err(refuse());
+    }
+    let expect = |v: &Shaped, want: &[usize]| {
+        if shape == want {
+            Ok(())
+        } else {
+            Err(Error::new(format!(
+                "a bitcast of {:?} to {to}{shape:?}, expected {want:?}",
+                view_shape(v)
+            )))
+        }
+    };
+    if widths[0] == widths[1] {
+        expect(&v, &view_shape(&v))?;
         v.dtype = to;
-    } else if widths == [32, 16] && v.shape == v.window {
+    } else if (v.unpacked && widths == [16, 32]) || (v.packed && widths == [32, 16]) {
+        // Back to the window's width: its own rows.
+        expect(&v, &v.shape)?;
+        v.packed = false;
+        v.unpacked = false;
+        v.dtype = to;
+    } else if v.packed || v.unpacked {
+        return Err(refuse());
+    } else if widths == [32, 16] {
         let rank = v.shape.len();
-        let mut doubled = v.shape.clone();
         if rank < 2 {
             return Err(Error::unsupported(format!(
                 "a bitcast of {from}{:?} to {to} (rows split along the second-minor dimension)",
                 v.shape
             )));
         }
-        doubled[rank - 2] *= 2;
-        if doubled != shape {
-            return Err(Error::new("an unpacking bitcast to an unexpected shape"));
-        }
-        v.dtype = to;
         v.unpacked = true;
-    } else if from == DType::BF16 && matches!(to, DType::I32 | DType::F32) {
+        expect(&v, &view_shape(&v))?;
+        v.dtype = to;
+    } else if widths == [16, 32]
+        && b.ref_dtype(v.base.0) == DType::BF16
+        && matches!(to, DType::I32 | DType::F32)
+    {
         let rank = v.shape.len();
-        let mut halved = v.shape.clone();
-        if rank < 2 || !halved[rank - 2].is_multiple_of(2) {
+        if rank < 2 || !v.shape[rank - 2].is_multiple_of(2) {
             return Err(Error::unsupported(format!(
                 "a bitcast of bf16{:?} to {to} (rows pair up along the second-minor dimension)",
                 v.shape
             )));
         }
-        halved[rank - 2] /= 2;
-        if halved != shape {
-            return Err(Error::new("a packing bitcast to an unexpected shape"));
-        }
-        v.dtype = to;
         v.packed = true;
+        expect(&v, &view_shape(&v))?;
+        v.dtype = to;
     } else {
-        return Err(Error::unsupported(format!(
-            "a ref bitcast from {from} to {to} (f32 ↔ i32, bf16 → 32 bits and 32 bits → 16 \
-             bits of a ref not reshaped are imported)"
-        )));
+        return Err(refuse());
     }
     s.define_shaped(op, v)
 }
@@ -200,7 +255,7 @@ pub fn decompose(
     for (d, a) in access.iter().enumerate() {
         if a.size == 0 || a.stride == 0 || a.start + a.stride * (a.size - 1) >= shape[d] {
             return Err(format!(
-                "a read of {} elements from {} by {} outside dimension {d} of {shape:?}",
+                "an access of {} elements from {} by {} outside dimension {d} of {shape:?}",
                 a.size, a.start, a.stride
             ));
         }
@@ -246,7 +301,7 @@ pub fn decompose(
         let mut walked = vec![];
         loop {
             if slices[k].is_some() {
-                return Err("two dimensions of the read walk one dimension of the window".into());
+                return Err("two dimensions of the access walk one dimension of the window".into());
             }
             if digits[k] + n <= window[k] {
                 slices[k] = Some(n);
@@ -255,7 +310,7 @@ pub fn decompose(
             }
             if digits[k] != 0 || !n.is_multiple_of(window[k]) || k == 0 {
                 return Err(format!(
-                    "dimension {d} of the read crosses dimensions of the window {window:?} \
+                    "dimension {d} of the access crosses dimensions of the window {window:?} \
                      partly"
                 ));
             }
@@ -266,7 +321,7 @@ pub fn decompose(
         }
         let first = *walked.last().expect("walked one dimension");
         if last.is_some_and(|l| first <= l) {
-            return Err("the read's dimensions walk the window out of order".into());
+            return Err("the access's dimensions walk the window out of order".into());
         }
         last = walked.first().copied();
     }
@@ -549,32 +604,120 @@ pub(crate) fn strided_load(
     s.define(op, 0, x)
 }
 
-/// A store of `value` at `index` of the reshaped (or equal-width bitcast) ref `view`, when it
-/// covers the whole view (every start 0, the view's shape): the value, bitcast back to the
-/// window's dtype and reshaped row-major to the window's shape, stored into the window.
-/// Other stores through such views (a part of one, packed bf16 rows) are refused by name.
-pub(crate) fn store_whole(
+/// The starts and sizes of one access per dimension of shaped view `v` (in its view shape,
+/// [`view_shape`]) as an access of its reshaped shape in the window's dtype: the rows of a
+/// packing bitcast are pairs of the window's (start and size doubled), those of an unpacking
+/// one halves of the window's, taken in whole pairs (a static even start and an even size).
+pub(crate) fn in_window_dtype(
+    b: &mut KernelBuilder,
+    v: &Shaped,
+    mut starts: Vec<Arg>,
+    mut sizes: Vec<usize>,
+) -> Result<(Vec<Arg>, Vec<usize>)> {
+    let Some(r) = sizes
+        .len()
+        .checked_sub(2)
+        .filter(|_| v.packed || v.unpacked)
+    else {
+        return Ok((starts, sizes));
+    };
+    if v.packed {
+        starts[r] = affine(b, starts[r], 2, 0)?;
+        sizes[r] *= 2;
+        return Ok((starts, sizes));
+    }
+    match starts[r] {
+        Arg::Lit(Literal::Int(x)) if x >= 0 && x % 2 == 0 && sizes[r].is_multiple_of(2) => {
+            starts[r] = Arg::Lit(Literal::Int(x / 2));
+            sizes[r] /= 2;
+            Ok((starts, sizes))
+        }
+        start => Err(Error::unsupported(format!(
+            "an access of {} rows from {} of a 32-bit ref bitcast to {} (whole row pairs \
+             from a static start are imported)",
+            sizes[r],
+            match start {
+                Arg::Lit(Literal::Int(x)) => x.to_string(),
+                _ => "a traced start".into(),
+            },
+            v.dtype
+        ))),
+    }
+}
+
+/// A store of `value` at `index` (one indexer per dimension of its view shape) of shaped view
+/// `view`: the value bitcast to the window's dtype (the IR's bitcast packs and splits rows
+/// along the second-minor dimension as Mosaic's ref bitcast does), then stored into the
+/// window elements the access names: through the decomposition for static starts (see the
+/// module doc), or at the window's own indexers for a view that is not reshaped. A dynamic
+/// start into a reshaped view is refused by name.
+pub(crate) fn store(
+    s: &Scope,
     b: &mut KernelBuilder,
     view: &Shaped,
     index: &[Ix],
     value: tpukit_dsl::ValueId,
 ) -> Result<()> {
-    let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
-    let whole = index.len() == view.shape.len()
-        && index
-            .iter()
-            .zip(&view.shape)
-            .all(|(ix, &n)| matches!(ix, Ix::Ds(start, size) if zero(start) && *size == n));
-    if !whole || view.packed {
-        return Err(Error::unsupported(
-            "a store into part of a reshaped or bitcast ref, or into packed bf16 rows (stores \
-             of the whole reshaped ref are imported)",
-        ));
+    let shape = view_shape(view);
+    if index.len() != shape.len() {
+        return Err(Error::new("a store of another rank than its ref"));
     }
+    let (starts, sizes): (Vec<Arg>, Vec<usize>) = index
+        .iter()
+        .zip(&shape)
+        .map(|(ix, &n)| match ix {
+            Ix::At(a) => (*a, 1),
+            Ix::Ds(a, k) => (*a, *k),
+            Ix::Full => (Arg::Lit(Literal::Int(0)), n),
+        })
+        .unzip();
     let (r, base) = view.base.clone();
+    let value = b.reshape(value, &sizes)?;
+    let (starts, sizes) = in_window_dtype(b, view, starts, sizes)?;
     let value = b.bitcast(value, b.ref_dtype(r))?;
-    let value = b.reshape(value, &view.window)?;
-    b.store(r, &base, value)
+    let fixed: Option<Vec<usize>> = starts
+        .iter()
+        .map(|a| match a {
+            Arg::Lit(Literal::Int(x)) if *x >= 0 => Some(*x as usize),
+            _ => None,
+        })
+        .collect();
+    let index = match fixed {
+        Some(fixed) => {
+            let access: Vec<Access> = fixed
+                .iter()
+                .zip(&sizes)
+                .map(|(&start, &size)| Access {
+                    start,
+                    stride: 1,
+                    size,
+                })
+                .collect();
+            decompose(&view.window, &view.shape, &access)
+                .map_err(Error::unsupported)?
+                .0
+        }
+        None if view.shape != view.window => {
+            return Err(Error::unsupported(
+                "a dynamic start in a store into a reshaped ref",
+            ));
+        }
+        None => starts
+            .iter()
+            .zip(&sizes)
+            .map(|(&a, &n)| Ix::Ds(a, n))
+            .collect(),
+    };
+    let stored: Vec<usize> = index
+        .iter()
+        .filter_map(|ix| match ix {
+            Ix::Ds(_, n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let value = b.reshape(value, &stored)?;
+    let index = super::dma::compose(s, b, (r, base), index)?;
+    b.store(r, &index, value)
 }
 
 #[cfg(test)]

@@ -347,7 +347,7 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     if let Some(view) = s.shaped(op, 1) {
-        return super::ref_view::store_whole(b, &view, &index, value);
+        return super::ref_view::store(s, b, &view, &index, value);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
@@ -381,7 +381,7 @@ fn tpu_vector_store(
     if m == 0
         && let Some(view) = s.shaped(op, 1)
     {
-        return super::ref_view::store_whole(b, &view, &index, value);
+        return super::ref_view::store(s, b, &view, &index, value);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {
@@ -448,7 +448,9 @@ pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Ty
         "vector.extract_strided_slice" => {
             wide_slice(op).ok().flatten().map(|()| operand_type(op, 0))
         }
-        // A strided rotation also keeps its result there, after the two copies.
+        // A strided rotation also keeps its result there, after the two copies; one by a
+        // traced shift is the IR's roll, which needs none.
+        "tpu.dynamic_rotate" if traced_rotation(op) => None,
         "tpu.dynamic_rotate" => Some(result_type(op, 0).and_then(|mut t| {
             let d = rotated_dim(op, t.rank())?;
             t.shape[d] *= if stride(op, t.rank(), d)?.is_some() {
@@ -459,6 +461,19 @@ pub(crate) fn mosaic_scratch_type(op: &OperationRef<'_, '_>) -> Option<Result<Ty
             Ok(t)
         })),
         _ => None,
+    }
+}
+
+/// Whether `op`, a `tpu.dynamic_rotate`, rotates by a shift no `arith.constant` defines:
+/// it is imported as the IR's roll (lowered back to `tpu.dynamic_rotate`), not through a
+/// scratch buffer.
+fn traced_rotation(op: &OperationRef<'_, '_>) -> bool {
+    let Ok(shift) = op.operand(1) else {
+        return false;
+    };
+    match melior::ir::operation::OperationResult::try_from(shift) {
+        Ok(r) => op_name(&r.owner()) != "arith.constant",
+        Err(_) => true,
     }
 }
 
@@ -491,11 +506,12 @@ fn stride(op: &OperationRef<'_, '_>, rank: usize, d: usize) -> Result<Option<(i6
 }
 
 /// `tpu.dynamic_rotate %x by %shift dim d` (`pltpu.roll`, as `jnp.roll`: element `i` moves
-/// to `i + shift` modulo the extent), by a constant or traced shift: `x` stored twice along
-/// `d` in a scratch buffer, the window starting at `-shift` modulo the extent loaded (exact
-/// for any dtype). A strided rotation (`stride = k`, `stride_dimension = e`) rotates the
-/// `j`-th slice along `e` by `shift + j * k`: each slice's window is loaded and stored into
-/// the buffer's third part, which is loaded whole.
+/// to `i + shift` modulo the extent): by a traced shift, the IR's roll; by a constant one,
+/// `x` stored twice along `d` in a scratch buffer and the window starting at `-shift` modulo
+/// the extent loaded (exact for any dtype). A strided rotation (`stride = k`,
+/// `stride_dimension = e`) rotates the `j`-th slice along `e` by `shift + j * k`: by a
+/// traced shift, the IR's strided roll; by a constant one, each slice's window is loaded and
+/// stored into the buffer's third part, which is loaded whole.
 fn dynamic_rotate(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -507,6 +523,17 @@ fn dynamic_rotate(
     let shape = b.ty(x).shape.clone();
     let d = rotated_dim(op, shape.len())?;
     let strided = stride(op, shape.len(), d)?;
+    if traced_rotation(op) {
+        let v = match strided {
+            Some(stride) => b.strided_roll(x, shift, d, stride)?,
+            None => b.roll(x, shift, d)?,
+        };
+        return s.define(op, 0, v);
+    }
+    let c = s
+        .constant(shift)
+        .map(|c| c.as_i64())
+        .ok_or_else(|| Error::new("a rotation by a constant of no recorded value"))?;
     let buf = s.scratch_of(op, "the rotation")?;
     let n = shape[d] as i64;
     let window = |start: Arg| {
@@ -518,22 +545,15 @@ fn dynamic_rotate(
     b.store(buf, &window(int(0)), x)?;
     b.store(buf, &window(int(n)), x)?;
     let Some((k, e)) = strided else {
-        // The window starts at `-shift` modulo `n`: `(n - shift % n) % n` for a traced shift.
-        let at = match s.constant(shift) {
-            Some(c) => int((-c.as_i64()).rem_euclid(n.max(1))),
-            None if n == 0 => int(0),
-            None => Arg::Value(back_by(b, shift.into(), n)?),
-        };
-        let v = b.load(buf, &window(at))?;
+        // The window starts at `-shift` modulo `n`.
+        let v = b.load(buf, &window(int((-c).rem_euclid(n.max(1)))))?;
         return s.define(op, 0, v);
     };
-    // Slice `j` along `e` is rolled by `shift + j * k`: by a constant shift, one window per
-    // slice at a static start (which a TPU can load); by a traced one, a loop over the slices
-    // whose window starts at `-(shift % n + (j * (k % n)) % n)` modulo `n` (nothing
-    // overflows).
-    if let (Some(c), true) = (s.constant(shift), n > 0) {
+    // Slice `j` along `e` is rolled by `shift + j * k`: one window per slice at a static
+    // start (which a TPU can load).
+    if n > 0 {
         for j in 0..shape[e] {
-            let at = (-(c.as_i64().rem_euclid(n) + (j as i64 * k.rem_euclid(n)) % n)).rem_euclid(n);
+            let at = (-(c.rem_euclid(n) + (j as i64 * k.rem_euclid(n)) % n)).rem_euclid(n);
             let mut from = window(int(at));
             from[e] = Ix::Ds(int(j as i64), 1);
             let slice = b.load(buf, &from)?;
@@ -541,36 +561,9 @@ fn dynamic_rotate(
             to[e] = Ix::Ds(int(j as i64), 1);
             b.store(buf, &to, slice)?;
         }
-    } else if n > 0 {
-        let base = match s.constant(shift) {
-            Some(c) => int(c.as_i64().rem_euclid(n)),
-            None => Arg::Value(b.binary(BinaryOp::Rem, shift, int(n))?),
-        };
-        let step = k.rem_euclid(n);
-        b.for_loop(0, shape[e] as i64, 1, &[], |b, j, _| {
-            let jk = b.binary(BinaryOp::Mul, j, int(step))?;
-            let jk = b.binary(BinaryOp::Rem, jk, int(n))?;
-            let sum = b.binary(BinaryOp::Add, base, jk)?;
-            let mut from = window(Arg::Value(back_by(b, sum.into(), n)?));
-            from[e] = Ix::Ds(j.into(), 1);
-            let slice = b.load(buf, &from)?;
-            let mut to = window(int(2 * n));
-            to[e] = Ix::Ds(j.into(), 1);
-            b.store(buf, &to, slice)?;
-            Ok(vec![])
-        })?;
     }
     let v = b.load(buf, &window(int(2 * n)))?;
     s.define(op, 0, v)
-}
-
-/// `(n - x % n) % n` for `n > 0`: the start of a window rotated by `x` over a doubled
-/// extent `n`.
-fn back_by(b: &mut KernelBuilder, x: Arg, n: i64) -> Result<ValueId> {
-    let int = |i: i64| Arg::Lit(Literal::Int(i));
-    let r = b.binary(BinaryOp::Rem, x, int(n))?;
-    let back = b.binary(BinaryOp::Sub, int(n), r)?;
-    b.binary(BinaryOp::Rem, back, int(n))
 }
 
 /// Whether `v` is a splat constant equal to `x`.

@@ -37,7 +37,7 @@ pub struct Scope {
     /// dimension of its ref shape.
     views: HashMap<usize, (Ref, Vec<Ix>)>,
     /// Refs seen through a reshape or bitcast (`tpu.memref_reshape`, `memref_bitcast`),
-    /// which only loads read ([`super::ref_view`]).
+    /// which loads, stores, slices and copies take ([`super::ref_view`]).
     shaped: HashMap<usize, super::ref_view::Shaped>,
     /// Views with one dimension of traced size (`tpu.memref_slice` with a dynamic size, which
     /// only copies take, [`super::dma`]): the position of that dimension's indexer (a slice of
@@ -200,7 +200,8 @@ impl Scope {
         if self.shaped(op, i).is_some() {
             return Err(Error::unsupported(format!(
                 "operand {i} of `{}` is a reshaped or bitcast ref (`tpu.memref_reshape`/\
-                 `memref_bitcast`), which tpukit imports for loads only",
+                 `memref_bitcast`), which tpukit imports for loads, unmasked stores and copies of \
+                 reshaped refs only",
                 op_name(op)
             )));
         }

@@ -336,8 +336,9 @@ fn transposes_concatenations_and_rotations() {
 }
 
 #[test]
-fn rotations_by_a_value_load_a_window_at_a_dynamic_start() {
-    // the rotation's shift becomes a value read from an input instead of a constant
+fn rotations_by_a_value_are_the_ir_roll() {
+    // the rotation's shift becomes a value read from an input instead of a constant: the
+    // IR's roll by that value, lowered back to `tpu.dynamic_rotate`, with no scratch buffer
     let (text, operands, results) = fixture("layout");
     let constant = "%14 = \"stable_mosaic.arith.constant\"() {value = 3 : i32} : () -> i32";
     assert!(text.contains(constant), "the fixture changed");
@@ -347,9 +348,12 @@ fn rotations_by_a_value_load_a_window_at_a_dynamic_start() {
     let dynamic = text.replace(constant, read);
     let k = import_mosaic(&dynamic, &operands, &results, "roll").expect("imported");
     let printed = k.to_string();
-    assert!(
-        printed.contains("ds(%"),
-        "a window at a traced start: {printed}"
+    assert!(printed.contains("roll %"), "a roll by a value: {printed}");
+    let scratch = k.operands.iter().filter(|o| o.role == Role::Scratch);
+    assert_eq!(
+        scratch.count(),
+        1,
+        "the concatenation's buffer only: {printed}"
     );
     lowers(&k);
 }

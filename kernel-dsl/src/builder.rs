@@ -722,26 +722,46 @@ impl KernelBuilder {
     }
 
     /// `x` rolled by `shift` (an i32 scalar or literal) along `axis`, as `jnp.roll` and
-    /// `pltpu.roll` do: element `i` moves to `i + shift` modulo the extent. Built as a
-    /// [`OpKind::Gather`] at `(i - shift) mod n`.
+    /// `pltpu.roll` do: element `i` moves to `i + shift` modulo the extent ([`OpKind::Roll`]).
     pub fn roll(&mut self, x: ValueId, shift: impl Into<Arg>, axis: usize) -> Result<ValueId> {
-        let shape = self.ty(x).shape.clone();
-        let Some(&n) = shape.get(axis) else {
-            let t = self.ty(x).clone();
+        let t = self.ty(x).clone();
+        if axis >= t.rank() {
             return Err(self
                 .err(Some("roll"), format!("axis {axis} of a {t} value"))
                 .with_kind(ErrorKind::Shape));
-        };
-        let n = n.max(1) as i64;
+        }
         let shift = self.index_value(shift, "a roll's shift")?;
-        let i = self.iota(DType::I32, &shape, axis)?;
-        // `(i + n - shift % n) % n`: the remainder keeps the shift's sign, so the sum is
-        // positive and below 3n.
-        let r = self.binary(BinaryOp::Rem, shift, n)?;
-        let back = self.binary(BinaryOp::Sub, n, r)?;
-        let at = self.binary(BinaryOp::Add, i, back)?;
-        let at = self.binary(BinaryOp::Rem, at, n)?;
-        self.gather(x, at, axis)
+        self.checked(
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride: None,
+            },
+            t,
+        )
+    }
+
+    /// [`KernelBuilder::roll`] with slice `j` along `stride_axis` rolled `j · stride`
+    /// further (`pltpu.roll(..., stride=, stride_axis=)`).
+    pub fn strided_roll(
+        &mut self,
+        x: ValueId,
+        shift: impl Into<Arg>,
+        axis: usize,
+        (stride, stride_axis): (i64, usize),
+    ) -> Result<ValueId> {
+        let t = self.ty(x).clone();
+        let shift = self.index_value(shift, "a roll's shift")?;
+        self.checked(
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride: Some((stride, stride_axis)),
+            },
+            t,
+        )
     }
 
     /// The bits of `x` read as `dtype` (see [`OpKind::Bitcast`] for the shape of a bitcast

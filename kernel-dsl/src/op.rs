@@ -285,6 +285,21 @@ pub enum OpKind {
         /// The axis indexed.
         axis: usize,
     },
+    /// `result[i] = x[i with i[axis] replaced by (i[axis] - s) mod n]`, `n` the extent of
+    /// `axis` and `s = shift + i[e] · k` for a `stride` `(k, e)`, else `shift` (`jnp.roll`,
+    /// `pltpu.roll(..., stride=k, stride_axis=e)`, Mosaic's `tpu.dynamic_rotate`): element `i`
+    /// moves to `i + s`, the modulo Euclidean, so a negative shift rolls the other way.
+    /// `shift` is an i32 scalar, `x` has the result's type, `k ≥ 0` and `e ≠ axis`.
+    Roll {
+        /// The value rolled.
+        x: ValueId,
+        /// By how many elements (i32 scalar).
+        shift: ValueId,
+        /// The axis rolled.
+        axis: usize,
+        /// `(k, e)`: slice `j` along axis `e` rolled `j · k` further.
+        stride: Option<(i64, usize)>,
+    },
     /// Numpy-style broadcast to the result shape (dimensions aligned at the right).
     Broadcast {
         /// The value broadcast.
@@ -438,6 +453,7 @@ impl OpKind {
             OpKind::Cast { .. } => "cast",
             OpKind::Bitcast { .. } => "bitcast",
             OpKind::Gather { .. } => "gather",
+            OpKind::Roll { .. } => "roll",
             OpKind::Broadcast { .. } => "broadcast",
             OpKind::Reshape { .. } => "reshape",
             OpKind::Transpose { .. } => "transpose",
@@ -516,6 +532,7 @@ impl OpKind {
             | OpKind::Transpose { x, .. }
             | OpKind::Reduce { x, .. } => vec![*x],
             OpKind::Gather { x, indices, .. } => vec![*x, *indices],
+            OpKind::Roll { x, shift, .. } => vec![*x, *shift],
             OpKind::Binary { lhs, rhs, .. }
             | OpKind::Compare { lhs, rhs, .. }
             | OpKind::Dot { lhs, rhs, .. } => vec![*lhs, *rhs],

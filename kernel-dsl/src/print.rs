@@ -293,6 +293,18 @@ impl Printer {
                 on_false.0,
                 ty()
             )?,
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride,
+            } => {
+                write!(out, "roll %{}, %{} axis {axis}", x.0, shift.0)?;
+                if let Some((k, e)) = stride {
+                    write!(out, " stride {k} along {e}")?;
+                }
+                write!(out, " : {}", ty())?
+            }
             OpKind::Gather { x, indices, axis } => write!(
                 out,
                 "gather %{}, %{} axis {axis} : {}",

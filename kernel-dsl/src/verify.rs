@@ -489,6 +489,26 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                 return Err(format!("changes the shape from {t} to {r}"));
             }
         }
+        OpKind::Roll {
+            x,
+            shift,
+            axis,
+            stride,
+        } => {
+            let (t, s, r) = (ty(x)?, ty(shift)?, one()?);
+            if t != r || *axis >= r.rank() || *s != Type::scalar(DType::I32) {
+                return Err(format!(
+                    "cannot roll {t} into {r} along axis {axis} by a shift of type {s}"
+                ));
+            }
+            if let Some((k, e)) = stride
+                && (*k < 0 || *e >= r.rank() || e == axis)
+            {
+                return Err(format!(
+                    "cannot roll {r} along axis {axis} with stride {k} along axis {e}"
+                ));
+            }
+        }
         OpKind::Gather { x, indices, axis } => {
             let (t, i, r) = (ty(x)?, ty(indices)?, one()?);
             let fits = i.dtype == DType::I32

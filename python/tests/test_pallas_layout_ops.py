@@ -146,3 +146,28 @@ def test_static_slices_of_values(dtype, rng):
           in_specs=[pl.BlockSpec((32, 256), lambda i: (i, 0))],
           out_specs=[pl.BlockSpec((8, 256), lambda i: (i, 0)),
                      pl.BlockSpec((8, 128), lambda i: (i, 0))])
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [np.int32])
+def test_rolls_of_rows_and_lanes_by_traced_shifts(dtype, rng):
+    # traced shifts beyond the extent and below zero roll modulo it, as jnp.roll does; the
+    # TPU lowering is Mosaic's tpu.dynamic_rotate (tests/conformance/test_pallas_ops.py)
+    def kernel(s_ref, x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        o_ref[...] = pltpu.roll(x, s_ref[0], 0)
+        p_ref[...] = pltpu.roll(x, s_ref[1] - pl.program_id(0) * 50, 1)
+
+    x = (rng.standard_normal((32, 384)) * 10).astype(dtype)
+    s = np.array([-3, 1000], np.int32)
+    block = pl.BlockSpec((16, 384), lambda i, s: (i, 0))
+    grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(2,), in_specs=[block],
+                                             out_specs=[block, block])
+
+    def reference(s, x):
+        blocks = [x[16 * i:16 * i + 16] for i in range(2)]
+        return (jnp.concatenate([jnp.roll(b, int(s[0]), 0) for b in blocks]),
+                jnp.concatenate([jnp.roll(b, int(s[1]) - 50 * i, 1)
+                                 for i, b in enumerate(blocks)]))
+
+    check(kernel, (sds(x.shape, dtype), sds(x.shape, dtype)), [s, x], reference,
+          grid_spec=grid_spec)

@@ -55,3 +55,24 @@ def test_rows_rolled_by_a_stride_per_lane_and_a_traced_shift(dtype, rng):
     k = pallas.custom_kernel(lambda s, x: sds(x.shape, x.dtype), kernel, grid_spec=grid_spec)
     for device in DEVICES:
         np.testing.assert_array_equal(k(s, x, device=device), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lanes_rolled_by_a_stride_per_row_and_traced_shifts(dtype, rng):
+    # a negative traced shift and a stride beyond the extent roll modulo it; the TPU lowering
+    # is Mosaic's strided tpu.dynamic_rotate (tests/conformance/test_pallas_ops.py)
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0] - pl.program_id(0) * 9, 1, stride=300,
+                                stride_axis=0)
+
+    x = (rng.standard_normal((16, 256)) * 100).astype(dtype)
+    s = np.array([-5], np.int32)
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(2,),
+        in_specs=[pl.BlockSpec((8, 256), lambda i, s: (i, 0))],
+        out_specs=pl.BlockSpec((8, 256), lambda i, s: (i, 0)))
+    check(kernel, sds(x.shape, dtype), [s, x],
+          lambda s, x: np.concatenate([strided_roll(np.asarray(x[8 * i:8 * i + 8]),
+                                                    int(s[0]) - 9 * i, 1, 300, 0)
+                                       for i in range(2)]),
+          grid_spec=grid_spec)

@@ -211,6 +211,30 @@ def _strided_roll(dtype):
     return pl.pallas_call(kernel, out_shape=_sds((8, 256), dtype)), [_sds((8, 256), dtype)]
 
 
+def _traced_roll(dtype, strided=False):
+    # python/tests/test_pallas_layout_ops.py, test_pallas_strided_roll.py: rolls by traced
+    # shifts (a prefetched scalar and the grid step), along the lanes and the rows, strided
+    # too: `tpu.dynamic_rotate` as Pallas emits it
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(s_ref, x_ref, o_ref, p_ref):
+        x = x_ref[...]
+        if strided:
+            o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0), 1, stride=300, stride_axis=0)
+            p_ref[...] = pltpu.roll(x, s_ref[1], 1, stride=5, stride_axis=0)
+        else:
+            o_ref[...] = pltpu.roll(x, s_ref[0] + pl.program_id(0) * 7, 1)
+            p_ref[...] = pltpu.roll(x, s_ref[1], 0)
+
+    block = pl.BlockSpec((16, 384), lambda i, s: (i, 0))
+    grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(3,),
+                                             in_specs=[block], out_specs=[block, block])
+    x = _sds((48, 384), dtype)
+    return (pl.pallas_call(kernel, out_shape=(x, x), grid_spec=grid_spec),
+            [_sds((2,), "int32"), x])
+
+
 def _view_stores(dtype):
     # python/tests/test_pallas_ref_view_stores.py: whole stores through a reshaped ref and
     # through a bitcast one
@@ -224,6 +248,45 @@ def _view_stores(dtype):
     call = pl.pallas_call(kernel, out_shape=(_sds((2, 8, 128), dtype),
                                              _sds((8, 128), "float32")))
     return call, [_sds((16, 128), dtype), _sds((8, 128), "int32")]
+
+
+def _view_part_stores(name, dtype):
+    # python/tests/test_pallas_ref_view_parts.py: stores into leading rows of a reshaped ref,
+    # into 32-bit refs bitcast to 16 bits and back, and through a chain of views
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def rows(x_ref, o_ref):
+        view = o_ref.reshape(32, 128)
+        view[:8] = x_ref[:8] * 2
+        view[pl.ds(8, 16)] = x_ref[8:24] + 1
+        view[24:, :] = -x_ref[24:]
+
+    def split(x_ref, o_ref):
+        o_ref[...] = jnp.zeros(o_ref.shape, jnp.int32)
+        o_ref.at[:8, :128].bitcast(jnp.bfloat16)[...] = x_ref[...]
+        o_ref.bitcast(jnp.bfloat16)[4:12, 128:] = x_ref[2:10]
+
+    def packed(w_ref, o_ref):
+        o_ref.bitcast(jnp.uint32)[2:6] = w_ref[...]
+
+    def chain(x_ref, o_ref, p_ref):
+        def view(ref):
+            return (ref.bitcast(jnp.int16).reshape(4, 16, 256).bitcast(jnp.bfloat16).at[2:]
+                    .reshape(32, 256).at[:, 128:].bitcast(jnp.int32))
+
+        o_ref[...] = view(x_ref)[...] + 1
+        view(p_ref)[4:12] = x_ref[:8, :128]
+
+    if name == "rows":
+        return pl.pallas_call(rows, out_shape=_sds((4, 8, 128), dtype)), [_sds((32, 128), dtype)]
+    if name == "split":
+        return (pl.pallas_call(split, out_shape=_sds((16, 256), "int32")),
+                [_sds((16, 128), dtype)])
+    if name == "packed":
+        return pl.pallas_call(packed, out_shape=_sds((16, 256), dtype)), [_sds((4, 256), "uint32")]
+    call = pl.pallas_call(chain, out_shape=(_sds((16, 128), dtype), _sds((32, 256), dtype)))
+    return call, [_sds((32, 256), dtype)]
 
 
 def _reshaped_copies(dtype):
@@ -466,8 +529,18 @@ KERNELS = {
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "strided-roll-f32": lambda: _strided_roll("float32"),
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
+    "traced-roll-f32": lambda: _traced_roll("float32"),
+    "traced-roll-bf16": lambda: _traced_roll("bfloat16"),
+    "traced-roll-i32": lambda: _traced_roll("int32"),
+    "traced-strided-roll-f32": lambda: _traced_roll("float32", strided=True),
+    "traced-strided-roll-bf16": lambda: _traced_roll("bfloat16", strided=True),
     "view-stores-f32": lambda: _view_stores("float32"),
     "view-stores-bf16": lambda: _view_stores("bfloat16"),
+    "view-part-stores-f32": lambda: _view_part_stores("rows", "float32"),
+    "view-part-stores-bf16": lambda: _view_part_stores("rows", "bfloat16"),
+    "ref-bitcast-split-stores-bf16": lambda: _view_part_stores("split", "bfloat16"),
+    "ref-bitcast-packed-stores-bf16": lambda: _view_part_stores("packed", "bfloat16"),
+    "ref-view-chain-i32": lambda: _view_part_stores("chain", "int32"),
     "reshaped-copies-f32": lambda: _reshaped_copies("float32"),
     "reshaped-copies-bf16": lambda: _reshaped_copies("bfloat16"),
     "smem-state-f32": lambda: _smem("float32"),
@@ -495,6 +568,50 @@ def test_imported_kernel_compiles_for_tpu(compiler, name, topology):
     result = compiler.compile(_lowered(name), topology)
     assert result["ok"], result.get("error")
     assert result["llo_ops"][0]["total"] > 0
+
+
+def test_a_traced_roll_strided_along_the_lanes_is_refused_by_the_lowering():
+    """Mosaic does not rotate with a stride along the minor axis ("stride dimension is the
+    minor most", also for Pallas's own kernel): tpukit's lowering says so (the CPU devices
+    run it, python/tests/test_pallas_strided_roll.py)."""
+    import jax.numpy as jnp
+    import tpukit
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import pallas
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], 0, stride=3, stride_axis=1)
+
+    x = jnp.zeros((16, 128), jnp.float32)
+    call = pl.pallas_call(kernel, out_shape=_sds(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                    pl.BlockSpec((16, 128), lambda: (0, 0))])
+    kernel = pallas.custom_jax_kernel(call).kernel(jnp.zeros((1,), jnp.int32), x)
+    with pytest.raises(tpukit.UnsupportedError, match="stride along the minor"):
+        kernel.lower()
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((128, 64), 1), ((63, 256), 0)])
+def test_a_traced_roll_of_part_of_a_tile_is_refused_by_the_lowering(shape, axis):
+    """Mosaic rotates whole (8, 128) tiles only ("unsupported unaligned shape", also for
+    Pallas's own kernel): tpukit's lowering says so (the CPU devices run it)."""
+    import jax.numpy as jnp
+    import tpukit
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from tpukit import pallas
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], axis)
+
+    x = jnp.zeros(shape, jnp.float32)
+    call = pl.pallas_call(kernel, out_shape=_sds(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                    pl.BlockSpec(shape, lambda: (0, 0))])
+    kernel = pallas.custom_jax_kernel(call).kernel(jnp.zeros((1,), jnp.int32), x)
+    with pytest.raises(tpukit.UnsupportedError, match="whole tiles only"):
+        kernel.lower()
 
 
 def test_a_bf16_strided_load_is_refused_by_the_lowering():

@@ -346,6 +346,24 @@ impl Parser {
             "cast" => OpKind::Cast {
                 x: self.operand_value()?,
             },
+            "roll" => {
+                let (x, shift) = self.two_values()?;
+                self.keyword("axis")?;
+                let axis = self.axis()?;
+                let stride = if self.eat_word("stride") {
+                    let k = self.integer("a stride")?;
+                    self.keyword("along")?;
+                    Some((k, self.axis()?))
+                } else {
+                    None
+                };
+                OpKind::Roll {
+                    x,
+                    shift,
+                    axis,
+                    stride,
+                }
+            }
             "gather" => {
                 let (x, indices) = self.two_values()?;
                 self.keyword("axis")?;

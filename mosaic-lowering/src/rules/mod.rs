@@ -19,6 +19,7 @@ pub(crate) mod grid;
 pub(crate) mod memory;
 mod print;
 mod reduce;
+mod roll;
 mod row_gather;
 pub(crate) mod shape;
 
@@ -51,6 +52,7 @@ pub fn lower<'c, 'k>(
         OpKind::Cast { .. } => elementwise::cast(lw, em, op),
         OpKind::Bitcast { .. } => bitcast::bitcast(lw, em, op),
         OpKind::Gather { .. } => gather::gather(lw, em, op),
+        OpKind::Roll { .. } => roll::roll(lw, em, op),
         OpKind::Broadcast { .. } => shape::broadcast(lw, em, op),
         OpKind::Reshape { .. } => shape::reshape(lw, em, op),
         OpKind::Transpose { .. } => shape::transpose(lw, em, op),

@@ -212,6 +212,12 @@ impl Machine<'_> {
             OpKind::Cast { x } => ops::cast(v(x), ty(0)),
             OpKind::Bitcast { x } => ops::bitcast(v(x), ty(0)),
             OpKind::Gather { x, indices, axis } => ops::gather(v(x), v(indices), *axis, ty(0)),
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride,
+            } => ops::roll(v(x), v(shift), *axis, *stride),
             OpKind::Broadcast { x } => ops::broadcast(v(x), ty(0)),
             OpKind::Reshape { x } => Tensor {
                 ty: ty(0),

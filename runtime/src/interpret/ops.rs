@@ -275,6 +275,42 @@ pub(super) fn gather(x: &Tensor, indices: &Tensor, axis: usize, ty: Type) -> Ten
     Tensor { ty, data }
 }
 
+/// `x` rolled by `shift` (an i32 scalar) along `axis`, slice `j` along `e` by `j · k` more
+/// for a `stride` `(k, e)` (see `OpKind::Roll`): element `i` moves to `i + shift` modulo the
+/// extent.
+pub(super) fn roll(
+    x: &Tensor,
+    shift: &Tensor,
+    axis: usize,
+    stride: Option<(i64, usize)>,
+) -> Tensor {
+    let xs = strides(&x.ty.shape);
+    let n = x.ty.shape[axis].max(1) as i64;
+    let base = (shift.data[0] as i64).rem_euclid(n);
+    let mut data = Vec::with_capacity(x.data.len());
+    for_each_index(&x.ty.shape, |idx| {
+        let s = match stride {
+            Some((k, e)) => base + (idx[e] as i64 * k).rem_euclid(n),
+            None => base,
+        };
+        let off: usize = (0..idx.len())
+            .map(|d| {
+                let i = if d == axis {
+                    (idx[d] as i64 - s).rem_euclid(n) as usize
+                } else {
+                    idx[d]
+                };
+                i * xs[d]
+            })
+            .sum();
+        data.push(x.data[off]);
+    });
+    Tensor {
+        ty: x.ty.clone(),
+        data,
+    }
+}
+
 /// Numpy broadcast: dimensions aligned at the right, size-1 dims repeat.
 pub(super) fn broadcast(x: &Tensor, ty: Type) -> Tensor {
     let (rank, xr) = (ty.rank(), x.ty.rank());

@@ -30,6 +30,7 @@ mod gather;
 mod loops;
 mod print;
 mod reduce;
+mod roll;
 mod scalar;
 mod snapshot;
 mod transpose;

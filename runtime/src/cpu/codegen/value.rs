@@ -255,6 +255,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 self.cast(dt(x), ty.dtype, v)?
             }
             OpKind::Bitcast { x } => self.bitcast_elem(f, env, *x, ty.dtype, idx)?,
+            OpKind::Roll {
+                x,
+                shift,
+                axis,
+                stride,
+            } => self.roll_elem(f, env, *x, *shift, (*axis, *stride), idx)?,
             OpKind::Gather { x, indices, axis } => {
                 self.gather_elem(f, env, *x, *indices, *axis, idx)?
             }
