@@ -713,3 +713,30 @@ def _copy_across_core_maps_under_on_cpu():
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_a_copy_across_core_maps_compiles_for_tpu(compiler, topology):
     assert_compiles(compiler, [_copy_across_core_maps_under_on_cpu()], topology)
+
+
+@functools.cache
+def _bounded_slices_under_on_cpu():
+    """``pltpu.emit_pipeline`` over ``pl.BoundedSlice`` blocks (python/tests/
+    bounded_slice_kernels.py): copies into squeezed buffer slots of a traced number of rows,
+    imported by ``on_cpu()`` as loops of one-row copies."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bounded_slice_kernels as bk
+    import jax.numpy as jnp
+
+    with imports_by_on_cpu() as texts:
+        for dtype in ("float32", "bfloat16"):
+            jax.jit(bk.scaled_row_ranges, static_argnums=2).lower(
+                jnp.zeros((21, 8, 128), dtype), jnp.zeros((4, 2), jnp.int32), 8)
+            jax.jit(bk.scaled_rows_at, static_argnums=(1, 2)).lower(
+                jnp.zeros((16, 8, 256), dtype), 5, 6)
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_bounded_slices_compile_for_tpu(compiler, topology):
+    texts = _bounded_slices_under_on_cpu()
+    assert len(texts) == 4
+    assert_compiles(compiler, texts, topology)
