@@ -425,7 +425,9 @@ pub(crate) fn memref_squeeze(
         .map(|(i, ix)| match ix {
             Ix::Ds(start, size) if dynamic.is_some_and(|(at, _)| at == i) => {
                 if want.get(kept) != Some(&None) {
-                    return Err(Error::new("a squeeze that moves the dimension of traced size"));
+                    return Err(Error::new(
+                        "a squeeze that moves the dimension of traced size",
+                    ));
                 }
                 kept += 1;
                 Ok(Ix::Ds(start, size))
