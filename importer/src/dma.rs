@@ -338,12 +338,12 @@ fn slice_of_shaped(
     })
 }
 
-/// The sizes of a `tpu.memref_slice` result with one dimension of traced size (`?` in its
-/// type, given as 1 here), and which dimension that is.
+/// The sizes of a view's result (`tpu.memref_slice`, `memref_squeeze`) with one dimension of
+/// traced size (`?` in its type, given as 1 here), and which dimension that is.
 fn slice_sizes(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, Option<usize>)> {
     let r = op
         .result(0)
-        .map_err(|_| Error::new("`tpu.memref_slice` has no result"))?;
+        .map_err(|_| Error::new(format!("`{}` has no result", op_name(op))))?;
     let ty = r.r#type().to_string();
     let dims = ty
         .strip_prefix("memref<")
@@ -415,17 +415,37 @@ pub(crate) fn memref_squeeze(
     op: &OperationRef<'_, '_>,
     _: &Table,
 ) -> Result<()> {
-    if s.dynamic_of(op, 0).is_some() {
-        return Err(Error::unsupported("a squeeze of a slice of traced size"));
-    }
-    let (r, index) = s.place(op, 0)?;
+    // A view of traced size keeps that dimension (`?` in both types; its indexer a slice of
+    // one element, see `memref_slice`): the squeeze drops unit dimensions around it, and the
+    // result is of traced size along the same indexer (`emit_pipeline`'s buffer slot of a
+    // `pl.BoundedSlice` block: `memref<1x?x8x128>` to `memref<?x8x128>`).
+    let dynamic = s.dynamic_of(op, 0);
+    let (r, index) = s.place_of_any_size(op, 0)?;
     let index = full(b, r, index)?;
-    let want = memref_shape(op, 0)?;
+    let want: Vec<Option<usize>> = match dynamic {
+        Some(_) => {
+            let (sizes, traced) = slice_sizes(op)?;
+            (0..sizes.len())
+                .map(|d| (Some(d) != traced).then_some(sizes[d]))
+                .collect()
+        }
+        None => memref_shape(op, 0)?.into_iter().map(Some).collect(),
+    };
     let mut kept = 0;
     let squeezed = index
         .into_iter()
-        .map(|ix| match ix {
-            Ix::Ds(start, size) if kept < want.len() && want[kept] == size => {
+        .enumerate()
+        .map(|(i, ix)| match ix {
+            Ix::Ds(start, size) if dynamic.is_some_and(|(at, _)| at == i) => {
+                if want.get(kept) != Some(&None) {
+                    return Err(Error::new(
+                        "a squeeze that moves the dimension of traced size",
+                    ));
+                }
+                kept += 1;
+                Ok(Ix::Ds(start, size))
+            }
+            Ix::Ds(start, size) if want.get(kept) == Some(&Some(size)) => {
                 kept += 1;
                 Ok(Ix::Ds(start, size))
             }
@@ -436,6 +456,9 @@ pub(crate) fn memref_squeeze(
         .collect::<Result<Vec<_>>>()?;
     if kept != want.len() {
         return Err(Error::new("a squeeze to another shape"));
+    }
+    if let Some((at, size)) = dynamic {
+        s.define_dynamic(op, 0, at, size)?;
     }
     s.define_view(op, 0, r, squeezed)
 }

@@ -162,6 +162,11 @@ pub fn signature(
         if space == MemorySpace::Any {
             array = array.any();
         }
+        // A whole operand in SMEM stays there on a TPU (a windowed one is pipelined as VMEM
+        // windows are, and imported as one).
+        if space == MemorySpace::Smem && window.is_none() {
+            array = array.smem();
+        }
         if let Some((transform, block_shape, element)) = window {
             if block_shape.len() != global.shape.len() {
                 return Err(Error::new(format!(

@@ -230,10 +230,14 @@ fn import_mosaic_inner(
 }
 
 /// The `(input, output)` kernel arguments (counted after the grid indices) such that the
-/// input, left in HBM, aliases the output, in HBM too, and some copy (`tpu.enqueue_dma`)
-/// writes into the input, directly or through views of it: the kernel's ref of the input
-/// is then the output's (the same memory on a TPU; here the output starts as the input's
-/// contents, so reads see the same values too).
+/// input aliases the output, both whole (no window) and in one memory space (HBM, VMEM or
+/// SMEM), and the body writes into the input — a copy (`tpu.enqueue_dma`) or a vector or
+/// scalar store, directly or through views of it: the kernel's ref of the input is then the
+/// output's (the same memory on a TPU, as `pl.run_state`, `jax.new_ref` and
+/// `pl.empty_ref_like` refs of a `pl.core_map` give them; here the output starts as the
+/// input's contents, so reads see the same values too). An aliased pair of semaphore arrays
+/// is always one (a copy signalling the input is waited on through the output, in this
+/// kernel or the next). A windowed input keeps its own block, as a TPU's pipeline gives it.
 fn aliased_targets(
     kernel_fn: &OperationRef<'_, '_>,
     block: &melior::ir::BlockRef<'_, '_>,
@@ -264,7 +268,8 @@ fn aliased_targets(
                     base.insert(scope::key(r.into()), from);
                 }
             }
-            "tpu.enqueue_dma" => {
+            // The destination of a copy, the ref of a store.
+            "tpu.enqueue_dma" | "vector.store" | "tpu.vector_store" | "memref.store" => {
                 if let Some(arg) = operand(1).and_then(|k| base.get(&k).copied()) {
                     written.push(arg);
                 }
@@ -274,7 +279,9 @@ fn aliased_targets(
     });
     let n_values = sig.n_values;
     let n_in = operands.len() - n_values;
-    let any = |spec: &tpukit_dsl::ArraySpec| spec.space == tpukit_dsl::Space::Any;
+    let one_buffer = |a: &tpukit_dsl::ArraySpec, b: &tpukit_dsl::ArraySpec| {
+        a.block.is_none() && b.block.is_none() && a.space == b.space
+    };
     aliases
         .iter()
         .filter_map(|&(result, operand)| {
@@ -283,7 +290,9 @@ fn aliased_targets(
             let n_prefetch = sig.spec.prefetch.len() - n_values;
             let in_spec = sig.spec.inputs.get(input.checked_sub(n_prefetch)?)?;
             let out_spec = sig.spec.outputs.get(result)?;
-            (any(in_spec) && any(out_spec) && written.contains(&input)).then_some((input, output))
+            let semaphores = matches!(in_spec.space, tpukit_dsl::Space::Semaphore(_));
+            (one_buffer(in_spec, out_spec) && (semaphores || written.contains(&input)))
+                .then_some((input, output))
         })
         .collect()
 }

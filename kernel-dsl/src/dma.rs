@@ -57,6 +57,10 @@ pub enum Space {
     Any,
     /// An array of semaphores (scratch only; i32 counters, zero when the kernel starts).
     Semaphore(SemaphoreKind),
+    /// Scalar memory (`pltpu.SMEM`): a whole input, output or scratch array read and
+    /// written one element at a time (and by DMA). Kernel memory as [`Space::Local`] is on
+    /// the CPU devices; a TPU keeps it beside its scalar unit.
+    Smem,
 }
 
 /// What a semaphore counts.
@@ -76,14 +80,21 @@ impl Space {
             Space::Any => Some("any"),
             Space::Semaphore(SemaphoreKind::Dma) => Some("dma_semaphore"),
             Space::Semaphore(SemaphoreKind::Regular) => Some("semaphore"),
+            Space::Smem => Some("smem"),
         }
     }
 
+    /// Whether loads and stores reach it: kernel memory, VMEM or SMEM.
+    pub fn is_local(self) -> bool {
+        matches!(self, Space::Local | Space::Smem)
+    }
+
     /// Every space with a name, for the parser.
-    pub const NAMED: [Space; 3] = [
+    pub const NAMED: [Space; 4] = [
         Space::Any,
         Space::Semaphore(SemaphoreKind::Dma),
         Space::Semaphore(SemaphoreKind::Regular),
+        Space::Smem,
     ];
 }
 

@@ -154,8 +154,8 @@ pub struct Operand {
     pub shape: Vec<Dim>,
     /// Which part of the array the body sees at each grid step.
     pub window: Window,
-    /// Where it lives: loads and stores reach [`Space::Local`] operands only, DMA reaches
-    /// the others (see [`crate::dma`]).
+    /// Where it lives: loads and stores reach [`Space::Local`] and [`Space::Smem`] operands
+    /// only, DMA reaches the others (see [`crate::dma`]).
     pub space: Space,
     /// What an output holds before the body writes it (always [`Initial::Caller`] for other
     /// roles).

@@ -76,6 +76,12 @@ impl ArraySpec {
         self
     }
 
+    /// A whole array in SMEM (`pltpu.SMEM`), read and written one element at a time.
+    pub fn smem(mut self) -> ArraySpec {
+        self.space = Space::Smem;
+        self
+    }
+
     /// A scratch array of semaphores (`pltpu.SemaphoreType.DMA((n,))`); `shape` may be empty.
     pub fn semaphores(kind: SemaphoreKind, shape: impl IntoIterator<Item = usize>) -> ArraySpec {
         ArraySpec {

@@ -142,6 +142,10 @@ fn verify_sizes(k: &Kernel) -> Result<()> {
 fn verify_space(o: &Operand) -> Result<(), String> {
     match o.space {
         Space::Local => Ok(()),
+        Space::Smem if o.role == Role::Prefetch => {
+            Err("prefetch operands are in SMEM already: they take no memory space".into())
+        }
+        Space::Smem => Ok(()),
         Space::Any if !matches!(o.role, Role::Input | Role::Output) => Err(format!(
             "{} operands live in kernel memory, not `any`",
             o.role.name()
@@ -665,7 +669,7 @@ fn none(results: &[Type]) -> Result<(), String> {
 /// `o`, if loads and stores may reach it.
 fn local(o: &Operand) -> Result<&Operand, String> {
     match o.space {
-        Space::Local => Ok(o),
+        Space::Local | Space::Smem => Ok(o),
         Space::Any => Err(format!(
             "`{}` lives in HBM (memory space `any`): copy it into a scratch buffer with a DMA \
              first",

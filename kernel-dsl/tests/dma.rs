@@ -217,3 +217,28 @@ fn semaphore_inputs_and_outputs_round_trip() {
     );
     assert_eq!(parse_kernel(&text).unwrap().to_string(), text);
 }
+
+/// Operands in SMEM (`Space::Smem`): loads and stores reach them, they print as `smem` and
+/// parse back; a prefetch operand takes no memory space (it is in SMEM already).
+#[test]
+fn smem_operands_round_trip() {
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::I32, [4]).smem()],
+        outputs: vec![ArraySpec::new(DType::I32, [4]).smem()],
+        ..Default::default()
+    };
+    let mut b = KernelBuilder::new("counts", &spec).unwrap();
+    let x = b.declare(Role::Input, "x").unwrap();
+    let o = b.declare(Role::Output, "o").unwrap();
+    let v = b.load(x, &[Ix::At(2.into())]).unwrap();
+    b.store(o, &[Ix::At(0.into())], v).unwrap();
+    let k = b.finish().unwrap();
+    let text = k.to_string();
+    assert!(text.contains("input %x: i32[4] smem"), "{text}");
+    assert!(text.contains("output %o: i32[4] smem"), "{text}");
+    assert_eq!(parse_kernel(&text).unwrap().to_string(), text);
+    let mut bad = spec.clone();
+    bad.prefetch = vec![ArraySpec::new(DType::I32, [4]).smem()];
+    let e = error(empty_with_prefetch(&bad));
+    assert!(e.contains("prefetch operands are in SMEM already"), "{e}");
+}

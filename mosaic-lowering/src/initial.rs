@@ -47,14 +47,17 @@ use tpukit_dsl::{DType, Initial, Kernel, OpKind, Region as IrRegion, Result, Rol
 /// output with [`crate::Options::alias_outputs`]; otherwise each output the body loads from,
 /// or stores to under a mask (a masked store keeps the elements it masks off, so they must
 /// hold the caller's values), unless the IR says it starts undefined ([`Initial::Undefined`]:
-/// an imported Pallas output no input aliases). Other outputs start undefined, as in Pallas;
-/// semaphore outputs are never among them (Mosaic gives them no window to copy into: they are
-/// the semaphores).
+/// an imported Pallas output no input aliases). Other outputs start undefined, as in Pallas.
+/// A semaphore output is among them when it starts as the caller's (an input's semaphores
+/// aliased to it): the custom call aliases the caller's semaphores to it, and nothing is copied
+/// (Mosaic gives it no window: the output is those semaphores).
 pub fn outputs(kernel: &Kernel, alias_all: bool) -> Vec<usize> {
     kernel
         .operands_with_role(Role::Output)
-        .filter(|(_, o)| !matches!(o.space, tpukit_dsl::Space::Semaphore(_)))
         .filter(|(id, o)| {
+            if matches!(o.space, tpukit_dsl::Space::Semaphore(_)) {
+                return o.initial == Initial::Caller;
+            }
             alias_all
                 || (o.initial == Initial::Caller
                     && needs_contents(&kernel.body.body, id.0 as usize))
@@ -87,8 +90,16 @@ pub fn copy_in<'c>(
     for &(output, from) in initial {
         let to = lw.refs[output].expect("the kernel body sees every output");
         let operand = &lw.kernel.operands[output];
+        // Semaphores: the caller's, which the output aliases, are the output's.
+        if matches!(operand.space, tpukit_dsl::Space::Semaphore(_)) {
+            continue;
+        }
         let shape = window_shape(operand, &lw.shapes.operands[output]);
         let element = types::memory_element(operand.dtype);
+        let copy = match operand.space {
+            tpukit_dsl::Space::Smem => copy_scalars,
+            _ => copy,
+        };
         let Some(first) = first_visit(lw, em, output)? else {
             copy(em, from, to, &shape, element)?;
             continue;
@@ -132,6 +143,53 @@ fn copy<'c>(
         &[],
     )?;
     vector_store(em, v, to, &indices, None)
+}
+
+/// `to[...] = from[...]` for two whole SMEM buffers of `shape`, one scalar at a time (SMEM
+/// has no vector loads): `memref.load`/`memref.store` in one `scf.for` per dimension. When
+/// XLA gives the output the buffer of the operand it aliases, it copies each element onto
+/// itself.
+fn copy_scalars<'c>(
+    em: &Emitter<'c>,
+    from: Val<'c>,
+    to: Val<'c>,
+    shape: &[usize],
+    element: &str,
+) -> Result<()> {
+    let mut indices = Vec::with_capacity(shape.len());
+    copy_nest(em, from, to, shape, element, &mut indices)
+}
+
+/// The loops of [`copy_scalars`] from dimension `indices.len()` on.
+fn copy_nest<'c>(
+    em: &Emitter<'c>,
+    from: Val<'c>,
+    to: Val<'c>,
+    shape: &[usize],
+    element: &str,
+    indices: &mut Vec<Val<'c>>,
+) -> Result<()> {
+    let Some(&extent) = shape.get(indices.len()) else {
+        let mut operands = vec![from];
+        operands.extend(indices.iter());
+        let v = em.op1("memref.load", &operands, em.ty(element)?, &[])?;
+        let mut operands = vec![v, to];
+        operands.extend(indices.iter());
+        em.op("memref.store", &operands, &[], &[])?;
+        return Ok(());
+    };
+    let index = em.ty("index")?;
+    let body_block = Block::new(&[(index, em.location)]);
+    let body = Emitter::new(em.context, &body_block).at(em.location);
+    indices.push(body.argument(0));
+    copy_nest(&body, from, to, shape, element, indices)?;
+    indices.pop();
+    body.op("scf.yield", &[], &[], &[])?;
+    let region = Region::new();
+    region.append_block(body_block);
+    let bounds = [em.index(0)?, em.index(extent as i64)?, em.index(1)?];
+    em.op_with_regions("scf.for", &bounds, &[], &[], vec![region])?;
+    Ok(())
 }
 
 /// An i1 that is true on the first grid step of a visit of output `output`'s block: the

@@ -50,6 +50,17 @@ pub fn buffer_types<'c>(
         .collect()
 }
 
+/// The window parameters of a whole operand in SMEM, as Pallas gives them: no bounds, and
+/// `transform_indices` an affine map from the `grid_rank` grid indices to `rank` zeros.
+fn smem_window(grid_rank: usize, rank: usize) -> String {
+    let dims: Vec<String> = (0..grid_rank).map(|d| format!("d{d}")).collect();
+    format!(
+        "{{transform_indices = affine_map<({}) -> ({})>}}",
+        dims.join(", "),
+        vec!["0"; rank].join(", ")
+    )
+}
+
 /// Whether an operand's window is the whole array at every grid step: Pallas's
 /// `has_trivial_window` (block shape equal to the array's, index map yielding literal zeros),
 /// for which it forces `pipeline_mode = #tpu.pipeline_mode<synchronous>` (single buffering).
@@ -222,9 +233,12 @@ pub fn build<'c>(
                 let i = b.operand();
                 let o = &kernel.operands[i];
                 // As Pallas: an operand left in HBM, or semaphores, have no window (and no
-                // transform).
-                if o.space != Space::Local {
-                    return "{}".to_string();
+                // transform); a whole operand in SMEM has no window bounds, its transform an
+                // affine map to zeros.
+                match o.space {
+                    Space::Local => {}
+                    Space::Smem => return smem_window(kernel.grid.len(), o.shape.len()),
+                    _ => return "{}".to_string(),
                 }
                 let bounds: Vec<String> = window_shape(o, &shapes.operands[i])
                     .iter()

@@ -68,7 +68,7 @@ pub fn vector(shape: &[usize], element: &str) -> String {
 pub enum MemorySpace {
     /// Vector memory: windows and scratch.
     Vmem,
-    /// Scalar memory: scalar-prefetch operands.
+    /// Scalar memory: scalar-prefetch operands, and operands in [`Space::Smem`].
     Smem,
     /// Left in HBM (`memory_space=pl.ANY`), reached by DMA.
     Any,
@@ -82,6 +82,7 @@ impl MemorySpace {
         match space {
             Space::Any => MemorySpace::Any,
             Space::Semaphore(kind) => MemorySpace::Semaphore(kind),
+            Space::Smem => MemorySpace::Smem,
             Space::Local if role == tpukit_dsl::Role::Prefetch => MemorySpace::Smem,
             Space::Local => MemorySpace::Vmem,
         }

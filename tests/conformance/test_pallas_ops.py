@@ -761,3 +761,99 @@ def test_copies_of_a_traced_size_compile_for_tpu(compiler, topology):
     texts = _traced_size_copies_under_on_cpu()
     assert len(texts) == 2
     assert_compiles(compiler, texts, topology)
+
+
+
+@functools.cache
+def _stores_into_aliased_refs_under_on_cpu():
+    """Stores and copies into refs made outside the kernels (python/tests/aliased_ref_kernels.py:
+    ``jax.new_ref`` and ``pl.empty_ref_like`` in SMEM, VMEM and HBM), which Pallas passes to
+    each ``pl.core_map`` as inputs aliased to outputs, imported by ``on_cpu()``: the stores
+    write the outputs, SMEM operands stay in SMEM."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import aliased_ref_kernels as ak
+    import jax.numpy as jnp
+    from jax.experimental.pallas import tpu as pltpu
+
+    with imports_by_on_cpu() as texts:
+        for dtype in ("int32", "float32"):
+            jax.jit(ak.smem_scan).lower(jnp.zeros((13,), dtype))
+        jax.jit(lambda x: ak.copy_between_refs(x, pltpu.SMEM)).lower(jnp.zeros((16,), jnp.int32))
+        for dtype in ("float32", "bfloat16"):
+            jax.jit(ak.vmem_update).lower(jnp.zeros((20, 200), dtype), jnp.zeros((20, 200), dtype))
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_stores_into_aliased_refs_compile_for_tpu(compiler, topology):
+    texts = _stores_into_aliased_refs_under_on_cpu()
+    assert len(texts) == 9
+    assert_compiles(compiler, texts, topology)
+
+
+@functools.cache
+def _copy_across_core_maps_under_on_cpu():
+    """``aliased_ref_kernels.smem_to_hbm_in_two_kernels`` as one TPU program, as JAX builds it:
+    buffers from ``AllocateBuffer``, then tpukit's three kernels (scalar stores into SMEM, a
+    copy started into HBM, its wait), the semaphore passed from call to call (a TPU program
+    takes and returns none: see ``_chain``). The semaphore each call takes is aliased to the
+    one it returns: one semaphore, as on a TPU."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import aliased_ref_kernels as ak
+    import jax.numpy as jnp
+
+    with imports_by_on_cpu() as texts:
+        jax.jit(ak.smem_to_hbm_in_two_kernels).lower(jnp.zeros((16,), jnp.int32))
+    stores, start, wait = texts
+    # Each kernel after the first takes (SMEM ref, HBM ref, its semaphore operand, the
+    # semaphore its output aliases) and returns (HBM ref, semaphore).
+    for text in (start, wait):
+        assert re.search(r"output_operand_alias<output_tuple_indices = \[1\], operand_index = 3",
+                         text), text
+    return ("module @chain attributes {mhlo.num_partitions = 1 : i32, "
+            "mhlo.num_replicas = 1 : i32} {\n"
+            "  func.func public @main(%x: tensor<16xi32>) -> tensor<16xi32> {\n"
+            "    %y = stablehlo.custom_call @AllocateBuffer() : () -> tensor<16xi32>\n"
+            "    %o = stablehlo.custom_call @AllocateBuffer() : () -> tensor<16xi32>\n"
+            "    %s = stablehlo.custom_call @AllocateBuffer() : () -> tensor<i32>\n"
+            f"{_custom_call(stores, 'a', '%x, %y')}\n"
+            f"{_custom_call(start, 'b', '%a, %o, %s, %s')}\n"
+            f"{_custom_call(wait, 'c', '%a, %b#0, %b#1, %b#1')}\n"
+            "    return %c#0 : tensor<16xi32>\n  }\n}\n")
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_copy_across_core_maps_compiles_for_tpu(compiler, topology):
+    assert_compiles(compiler, [_copy_across_core_maps_under_on_cpu()], topology)
+
+
+@functools.cache
+def _bounded_slices_under_on_cpu():
+    """``pltpu.emit_pipeline`` over ``pl.BoundedSlice`` blocks (python/tests/
+    bounded_slice_kernels.py): copies into squeezed buffer slots of a traced number of rows,
+    imported by ``on_cpu()`` as loops of one-row copies."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bounded_slice_kernels as bk
+    import jax.numpy as jnp
+
+    with imports_by_on_cpu() as texts:
+        for dtype in ("float32", "bfloat16"):
+            jax.jit(bk.scaled_row_ranges, static_argnums=2).lower(
+                jnp.zeros((21, 8, 128), dtype), jnp.zeros((4, 2), jnp.int32), 8)
+            jax.jit(bk.scaled_rows_at, static_argnums=(1, 2)).lower(
+                jnp.zeros((16, 8, 256), dtype), 5, 6)
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_bounded_slices_compile_for_tpu(compiler, topology):
+    texts = _bounded_slices_under_on_cpu()
+    assert len(texts) == 4
+    assert_compiles(compiler, texts, topology)

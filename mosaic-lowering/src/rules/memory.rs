@@ -133,7 +133,7 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
     let operand = lw.kernel.operand(id);
     let buffer = lw.refs[id.0 as usize]
         .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
-    if operand.role == Role::Prefetch {
+    if in_smem(operand) {
         let element = types::memory_element(operand.dtype);
         return Ok(vec![prefetch_load(
             lw,
@@ -270,6 +270,13 @@ fn load_rows<'c>(
     reshape(em, v, &shape, result, memory).map(Some)
 }
 
+/// Whether `operand` lives in SMEM, which is read and written one scalar at a time
+/// (`memref.load`/`memref.store`): scalar-prefetch operands, and operands in
+/// [`tpukit_dsl::Space::Smem`].
+fn in_smem(operand: &tpukit_dsl::Operand) -> bool {
+    operand.role == Role::Prefetch || operand.space == tpukit_dsl::Space::Smem
+}
+
 /// A scalar read from a scalar-prefetch (SMEM) operand of `element` type (an i8 table's
 /// element is i8): `memref.load` with `index` indices.
 fn prefetch_load<'c>(
@@ -298,8 +305,8 @@ fn smem_indices<'c>(
         .map(|ix| {
             let Indexer::Point(start) = ix else {
                 return Err(Error::new(format!(
-                    "`{name}` is a scalar-prefetch operand (SMEM): access it one element at \
-                     a time"
+                    "`{name}` lives in SMEM (scalar prefetch or `pltpu.SMEM`): access it one \
+                     element at a time"
                 )));
             };
             match *start {
@@ -325,11 +332,11 @@ pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
     let operand = lw.kernel.operand(id);
     let buffer = lw.refs[id.0 as usize]
         .ok_or_else(|| Error::new(format!("`{}` is not visible here", operand.name)))?;
-    if operand.role == Role::Prefetch {
+    if in_smem(operand) {
         if mask.is_some() {
             return Err(Error::new(format!(
-                "`{}` is a scalar-prefetch operand (SMEM): store into it one element at a \
-                 time, without a mask",
+                "`{}` lives in SMEM (scalar prefetch or `pltpu.SMEM`): store into it one \
+                 element at a time, without a mask",
                 operand.name
             )));
         }
