@@ -97,8 +97,18 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             ),
             None => (None, None),
         };
+        let init = match fused {
+            None => Init::Zeros,
+            Some(acc) => match acc.zero_if {
+                None => Init::C,
+                Some(cond) => match super::value::get(env, cond) {
+                    Val::Scalar(c) => Init::ZerosIf(c.into_int_value()),
+                    _ => return Err(super::CodegenError::internal("condition is not a scalar")),
+                },
+            },
+        };
         let dest = Dest {
-            accumulate,
+            init,
             copy,
             copy_if,
         };
@@ -136,7 +146,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 if acc_dtype == DType::F32 {
                     e.gemm(g, g.k, a, b, c, dest, Step::F32)
                 } else {
-                    e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), accumulate)
+                    e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), init)
                 }
             })?;
         }
@@ -311,7 +321,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
-    /// `C = A·B` (`C += A·B` if `dest.accumulate`, and C copied to `dest.copy`) for one
+    /// `C = A·B` (or from C's values, see [`Init`]; C copied to `dest.copy`) for one
     /// matrix triple, `steps` micro-kernel steps along k (k itself, or its pairs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm(
@@ -326,11 +336,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
         let vec_cols = g.n / w * w;
-        let accumulate = dest.accumulate;
         let tile = Tile {
             steps,
             w,
-            accumulate,
+            init: dest.init,
             copy: dest.copy,
             copy_if: dest.copy_if,
             step,
@@ -362,10 +371,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if vec_cols < g.n {
             match step {
                 Step::F32 => {
-                    self.gemm_scalar(g, DType::F32, a, b, c, (vec_cols, g.n), accumulate)?
+                    self.gemm_scalar(g, DType::F32, a, b, c, (vec_cols, g.n), dest.init)?
                 }
                 Step::Bf16Pairs => {
-                    self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), accumulate)?
+                    self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), dest.init)?
                 }
             }
             if let Some(d) = dest.copy {
@@ -420,13 +429,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let c_at = |e: &Self, r: usize, v: usize| at(e, c, r, v);
         for r in 0..rows {
             for v in 0..nv {
-                let init = if t.accumulate {
-                    let x = self.b.build_load(vt, c_at(self, r, v)?, "c0")?;
+                let init = self.initial(t.init, vt.into(), &|e: &Self| {
+                    let x = e.b.build_load(vt, c_at(e, r, v)?, "c0")?;
                     align4(x)?;
-                    x
-                } else {
-                    vt.const_zero().into()
-                };
+                    Ok(x)
+                })?;
                 self.b.build_store(accs[r * nv + v], init)?;
             }
         }
@@ -509,6 +516,29 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
+    /// A C element's (or vector's) value of type `ty` before the product, as `init` says;
+    /// `load` reads C's.
+    pub(super) fn initial(
+        &self,
+        init: Init<'ctx>,
+        ty: BasicTypeEnum<'ctx>,
+        load: &dyn Fn(&Self) -> Result<BasicValueEnum<'ctx>>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let zero = match ty {
+            BasicTypeEnum::FloatType(t) => t.const_zero().into(),
+            BasicTypeEnum::IntType(t) => t.const_zero().into(),
+            BasicTypeEnum::VectorType(t) => t.const_zero().into(),
+            other => unreachable!("no zero of {other:?} here"),
+        };
+        Ok(match init {
+            Init::Zeros => zero,
+            Init::C => load(self)?,
+            // C is read either way (it is the accumulator's memory, always readable): a
+            // select, not a branch per element.
+            Init::ZerosIf(cond) => self.b.build_select(cond, zero, load(self)?, "init")?,
+        })
+    }
+
     fn splat(&self, vt: VectorType<'ctx>, s: BasicValueEnum<'ctx>) -> Result<VectorValue<'ctx>> {
         let undef = vt.get_poison();
         let v = self.b.build_insert_element(undef, s, self.i64(0), "ins")?;
@@ -516,8 +546,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(self.b.build_shuffle_vector(v, undef, zeros, "splat")?)
     }
 
-    /// `C[:, j0..j1] = A·B[:, j0..j1]` (`+=` if `accumulate`) with plain loops (integer dots,
-    /// leftover columns).
+    /// `C[:, j0..j1] = A·B[:, j0..j1]` (from C's values as `init` says) with plain loops
+    /// (integer dots, leftover columns).
     #[allow(clippy::too_many_arguments)]
     fn gemm_scalar(
         &mut self,
@@ -527,7 +557,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         b: Mat<'ctx>,
         c: Mat<'ctx>,
         (j0, j1): (usize, usize),
-        accumulate: bool,
+        init: Init<'ctx>,
     ) -> Result<()> {
         let float = acc_dtype == DType::F32;
         let rt = self.reg_type(acc_dtype);
@@ -535,11 +565,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
             let at = e.mat_offset(c, idx[0], j)?;
-            let init = if accumulate {
-                e.load_at(rt, c.ptr, at)?
-            } else {
-                e.constant(acc_dtype, 0.0)
-            };
+            let init = e.initial(init, rt, &|e: &Self| e.load_at(rt, c.ptr, at))?;
             e.b.build_store(acc, init)?;
             let (lo, hi) = (e.i64(0), e.i64(g.k as i64));
             e.counted(lo, hi, &mut |e, p| {
@@ -621,12 +647,24 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
     out
 }
 
-/// Where a product goes besides C: whether it adds to C's values (else it starts from
-/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`), only
-/// where `copy_if` holds if it is given (see `deferred`).
+/// What a product's C starts from.
+#[derive(Copy, Clone)]
+pub(super) enum Init<'ctx> {
+    /// Zeros: `C = A·B`.
+    Zeros,
+    /// C's values: `C += A·B`.
+    C,
+    /// Zeros where the bool holds, else C's values: an accumulator whose zeroing just before
+    /// the product is left to it (see `fuse`).
+    ZerosIf(IntValue<'ctx>),
+}
+
+/// Where a product goes besides C: what C starts from, and a matrix of C's shape that gets
+/// C's final values too (see `fuse`), only where `copy_if` holds if it is given (see
+/// `deferred`).
 #[derive(Copy, Clone)]
 pub(super) struct Dest<'ctx> {
-    pub accumulate: bool,
+    pub init: Init<'ctx>,
     pub copy: Option<Mat<'ctx>>,
     pub copy_if: Option<IntValue<'ctx>>,
 }
@@ -638,8 +676,8 @@ struct Tile<'ctx> {
     steps: usize,
     /// Vector lanes (f32).
     w: usize,
-    /// Start from C's values instead of zeros.
-    accumulate: bool,
+    /// What C starts from.
+    init: Init<'ctx>,
     /// Also store the finished tile here (where `copy_if` holds, if given).
     copy: Option<Mat<'ctx>>,
     copy_if: Option<IntValue<'ctx>>,
