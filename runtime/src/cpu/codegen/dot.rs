@@ -7,7 +7,7 @@
 //! micro-kernel keeps an `MR × NR` tile of `C` in vector registers for the whole `k` loop:
 //! per step it loads `NR/W` vectors of `B`, broadcasts `MR` scalars of `A` and issues
 //! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
-//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 8×48, see
+//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 6×64, see
 //! `panels`). Edge tiles are the same code with smaller static sizes; columns left over after
 //! whole vectors use a scalar loop.
 //!
@@ -608,10 +608,14 @@ struct Panels {
 }
 
 /// How the micro-kernel covers `vectors` whole vectors of `w` lanes of C's columns. With 16
-/// registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 8 rows × 3 vectors (24
-/// accumulators, 3 loads of B and 8 broadcasts of A per step, and few enough A rows that
-/// their addresses stay in registers), with the vectors left over in panels of 2 (12 rows:
-/// 24 accumulators again), or of 1 when there is a single vector.
+/// registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 6 rows × 4 vectors (24
+/// accumulators, 4 loads of B and 6 broadcasts of A per step), with the vectors left over in
+/// a panel of 3 (8 rows), 2 (12 rows: 24 accumulators again) or, when there is a single
+/// vector, 1 (12 rows); one vector left over after fours is covered by 3 + 2 instead.
+///
+/// 6 × 4 measured 2–3% faster than 8 × 3 on JAX's blocked matmul (256 × 256 × 256 products
+/// of operands with rows 4 KB apart, Zen 5): fewer rows of A read at once, and each step's
+/// `B` is 4 whole cache lines.
 fn panels(vectors: usize, w: usize) -> Vec<Panels> {
     let mut out = Vec::new();
     let mut push = |j0: usize, count: usize, nv: usize, mr: usize| {
@@ -629,21 +633,19 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
         push(vectors / 2 * 2, vectors % 2, 1, 6);
         return out;
     }
-    // vectors = 3·threes + 2·twos (+ 1 when vectors is 1).
-    let (threes, twos) = match vectors % 3 {
-        0 => (vectors / 3, 0),
-        2 => (vectors / 3, 1),
-        _ if vectors >= 4 => (vectors / 3 - 1, 2),
-        _ => (0, 0),
+    // vectors = 4·fours + 3·threes + 2·twos (+ 1 when vectors is 1).
+    let (fours, threes, twos) = match vectors % 4 {
+        0 => (vectors / 4, 0, 0),
+        3 => (vectors / 4, 1, 0),
+        2 => (vectors / 4, 0, 1),
+        _ if vectors >= 5 => (vectors / 4 - 1, 1, 1),
+        _ => (0, 0, 0),
     };
-    push(0, threes, 3, 8);
-    push(3 * threes, twos, 2, 12);
-    push(
-        3 * threes + 2 * twos,
-        vectors - 3 * threes - 2 * twos,
-        1,
-        12,
-    );
+    push(0, fours, 4, 6);
+    push(4 * fours, threes, 3, 8);
+    push(4 * fours + 3 * threes, twos, 2, 12);
+    let done = 4 * fours + 3 * threes + 2 * twos;
+    push(done, vectors - done, 1, 12);
     out
 }
 

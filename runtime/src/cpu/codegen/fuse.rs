@@ -39,8 +39,7 @@ use super::value::Env;
 use super::{Emitter, Result};
 use std::collections::HashMap;
 use tpukit_dsl::{
-    BinaryOp, DType, Func, Indexer, Literal, Op, OpKind, OperandId, Region, Start, ValueId,
-    Window,
+    BinaryOp, DType, Func, Indexer, Literal, Op, OpKind, OperandId, Region, Start, ValueId, Window,
 };
 
 /// The ref an accumulating `dot` adds itself to, and the ref its result is then copied to.
@@ -337,7 +336,9 @@ fn defined_before(index: &[Indexer], def: &HashMap<ValueId, usize>, at: usize) -
 /// indexers, with nothing between it and `first` that could tell the zeros apart from
 /// values stored later (see the module doc), and its condition.
 fn zeroed_before(r: &Region, first: usize, acc: Accumulate<'_>) -> Option<(usize, ValueId)> {
-    let at = (0..first).rev().find(|&i| !pure_of(&r.ops[i], acc.operand))?;
+    let at = (0..first)
+        .rev()
+        .find(|&i| !pure_of(&r.ops[i], acc.operand))?;
     let op = &r.ops[at];
     let OpKind::If {
         cond,
