@@ -427,15 +427,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             Ok(unsafe { e.b.build_in_bounds_gep(f32t, c.ptr, &[off], "cq")? })
         };
         let c_at = |e: &Self, r: usize, v: usize| at(e, c, r, v);
-        for r in 0..rows {
-            for v in 0..nv {
-                let init = self.initial(t.init, vt.into(), &|e: &Self| {
-                    let x = e.b.build_load(vt, c_at(e, r, v)?, "c0")?;
-                    align4(x)?;
-                    Ok(x)
-                })?;
-                self.b.build_store(accs[r * nv + v], init)?;
-            }
+        for slot in &accs {
+            self.b.build_store(*slot, vt.const_zero())?;
         }
         let (lo, hi) = (self.i64(0), self.i64(t.steps as i64));
         self.counted(lo, hi, &mut |e, p| {
@@ -492,7 +485,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let mut finals = Vec::with_capacity(rows * nv);
         for r in 0..rows {
             for v in 0..nv {
-                let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
+                let sum = self.b.build_load(vt, accs[r * nv + v], "acc")?;
+                let acc = self.add_c(t.init, sum, &|e: &Self| {
+                    let x = e.b.build_load(vt, c_at(e, r, v)?, "c0")?;
+                    align4(x)?;
+                    Ok(x)
+                })?;
                 let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
                 finals.push(acc);
@@ -516,26 +514,40 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
-    /// A C element's (or vector's) value of type `ty` before the product, as `init` says;
-    /// `load` reads C's.
-    pub(super) fn initial(
+    /// A C element's (or vector's) final value from the product's `sum`, as `init` says (`C +
+    /// sum` from C's values); `load` reads C's. C is added once, after the product's own sum
+    /// (`acc + dot(…)` in the order written), and read after the loop over k: the loads do
+    /// not hold up the first step.
+    pub(super) fn add_c(
         &self,
         init: Init<'ctx>,
-        ty: BasicTypeEnum<'ctx>,
+        sum: BasicValueEnum<'ctx>,
         load: &dyn Fn(&Self) -> Result<BasicValueEnum<'ctx>>,
     ) -> Result<BasicValueEnum<'ctx>> {
-        let zero = match ty {
-            BasicTypeEnum::FloatType(t) => t.const_zero().into(),
-            BasicTypeEnum::IntType(t) => t.const_zero().into(),
-            BasicTypeEnum::VectorType(t) => t.const_zero().into(),
-            other => unreachable!("no zero of {other:?} here"),
+        let plus = |e: &Self| -> Result<BasicValueEnum<'ctx>> {
+            let c = load(e)?;
+            Ok(match sum {
+                BasicValueEnum::IntValue(x) => {
+                    e.b.build_int_add(c.into_int_value(), x, "c")?.into()
+                }
+                BasicValueEnum::FloatValue(x) => {
+                    e.b.build_float_add(c.into_float_value(), x, "c")?.into()
+                }
+                BasicValueEnum::VectorValue(x) => {
+                    e.b.build_float_add(c.into_vector_value(), x, "c")?.into()
+                }
+                other => unreachable!("no sums of {other:?} here"),
+            })
         };
         Ok(match init {
-            Init::Zeros => zero,
-            Init::C => load(self)?,
+            Init::Zeros => sum,
+            Init::C => plus(self)?,
             // C is read either way (it is the accumulator's memory, always readable): a
             // select, not a branch per element.
-            Init::ZerosIf(cond) => self.b.build_select(cond, zero, load(self)?, "init")?,
+            Init::ZerosIf(cond) => {
+                let with_c = plus(self)?;
+                self.b.build_select(cond, sum, with_c, "c")?
+            }
         })
     }
 
@@ -565,8 +577,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
             let at = e.mat_offset(c, idx[0], j)?;
-            let init = e.initial(init, rt, &|e: &Self| e.load_at(rt, c.ptr, at))?;
-            e.b.build_store(acc, init)?;
+            e.b.build_store(acc, e.constant(acc_dtype, 0.0))?;
             let (lo, hi) = (e.i64(0), e.i64(g.k as i64));
             e.counted(lo, hi, &mut |e, p| {
                 let x = e.load_at(rt, a.ptr, e.mat_offset(a, idx[0], p)?)?;
@@ -583,6 +594,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(())
             })?;
             let s = e.b.build_load(rt, acc, "acc")?;
+            let s = e.add_c(init, s, &|e: &Self| e.load_at(rt, c.ptr, at))?;
             e.store_at(rt, c.ptr, at, s)
         })
     }

@@ -257,10 +257,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
             let at = e.mat_offset(c, idx[0], j)?;
-            let init = e.initial(init, f32t.into(), &|e: &Self| {
-                e.load_at(f32t.into(), c.ptr, at)
-            })?;
-            e.b.build_store(acc, init)?;
+            e.b.build_store(acc, f32t.const_zero())?;
             let (lo, hi) = (e.i64(0), e.i64(steps as i64));
             e.counted(lo, hi, &mut |e, p| {
                 // Pair offsets, then their two halves (bf16 offsets 2·pair, 2·pair + 1).
@@ -284,6 +281,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(())
             })?;
             let s = e.b.build_load(f32t, acc, "acc")?;
+            let s = e.add_c(init, s, &|e: &Self| e.load_at(f32t.into(), c.ptr, at))?;
             e.store_at(f32t.into(), c.ptr, at, s)
         })
     }

@@ -4,11 +4,10 @@
 //! `acc[w]`: unfused, the `dot` fills a buffer, the `load` copies `acc[w]` (an operand the
 //! kernel stores to is read as a snapshot), and the `store` adds them: three passes over the
 //! block per update, in every grid step of a blocked matmul and every iteration of a loop
-//! of small products (flash attention). Fused, the micro-kernel loads its accumulators from
-//! `acc[w]` and stores them back; the `load`, `add` and `store` emit nothing.
-//!
-//! The sum is then `acc + p₀ + p₁ + …` instead of `acc + (p₀ + p₁ + …)`: the same terms,
-//! rounded in another order (as XLA and the TPU accumulate).
+//! of small products (flash attention). Fused, the micro-kernel adds each tile's sum to
+//! `acc[w]`'s values and stores it back; the `load`, `add` and `store` emit nothing. The sum
+//! is `acc + (p₀ + p₁ + …)`, as written: `acc[w]` is read after the loop over k, so its
+//! loads do not hold up the tile's first step.
 //!
 //! Fused only when nothing can tell: the four ops are in one region, each result has that
 //! one use, `acc` is an f32 operand whose window has contiguous columns, and no op between
@@ -26,8 +25,8 @@
 //!
 //! An update whose ref was just zeroed by `if c: acc[w] = 0` (the `pl.when(k == 0)` that
 //! starts a blocked matmul's accumulator) also *starts from zeros where `c` holds*: the
-//! micro-kernel's accumulators start as zeros there instead of `acc[w]`'s values, and the
-//! `if` emits nothing (one pass less over the block per accumulation). Only when the `if`
+//! micro-kernel stores its sums there without adding `acc[w]`'s values, and the `if` emits
+//! nothing (one pass less over the block per accumulation). Only when the `if`
 //! is in the update's region, has no results and an empty `else`, its `then` holds nothing
 //! but the unmasked store, to `acc` through the update's own indexers, of a splat of +0.0
 //! (a constant, maybe broadcast or reshaped there), and no op between the `if` and the
