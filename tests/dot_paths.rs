@@ -104,9 +104,9 @@ fn bf16_and_f32_products_against_f64() {
         (7, 3, 33),
         (40, 129, 100),
         (20, 33, 70),
-        // AVX-512 column panels of 4 + 3 + 2 vectors (9), and of 4 + 3 (7).
-        (19, 40, 144),
-        (9, 17, 112),
+        // AVX-512 column panels of 4 + 3 + 2 vectors (9) and of 4 + 3 (7), 6-row tiles.
+        (22, 40, 144),
+        (12, 17, 112),
     ];
     for dtype in [DType::BF16, DType::F32] {
         for (s, &shape) in shapes.iter().enumerate() {
