@@ -104,6 +104,9 @@ fn bf16_and_f32_products_against_f64() {
         (7, 3, 33),
         (40, 129, 100),
         (20, 33, 70),
+        // AVX-512 column panels of 4 + 3 + 2 vectors (9) and of 4 + 3 (7), 6-row tiles.
+        (22, 40, 144),
+        (12, 17, 112),
     ];
     for dtype in [DType::BF16, DType::F32] {
         for (s, &shape) in shapes.iter().enumerate() {
@@ -292,6 +295,21 @@ fn accumulate_and_peek(a: In, b: In, o: Out, before: Out, acc: Scratch) {
     }
 }
 
+/// The accumulator set to ones at the first k step and zeroed at the second: the zeroing
+/// `if` is left to the product (which starts from zeros exactly where it would have run,
+/// see `fuse`), the store of ones is not.
+#[tpu_kernel]
+fn matmul_restarted(a: In, b: In, o: Out, acc: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 1.0;
+    }
+    if program_id(2) == 1 {
+        acc[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    o[..] = acc[..];
+}
+
 fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
     let arr = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
     let out = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::sym("n")]);
@@ -446,6 +464,34 @@ fn accumulate_read_in_between_matches_interpret() {
             let tol = 2e-6 * k as f64;
             let (c, i) = (cpu[o].to_f64_vec(), int[o].to_f64_vec());
             assert_close(&format!("{dtype} {what}"), &c, &i, tol);
+        }
+    }
+}
+
+/// One k step (ones, then the product: `1 + a·b`) and several (zeros from the second step
+/// on: `a[:, 32..]·b[32.., :]`), against the f64 reference.
+#[test]
+fn accumulator_zeroed_at_a_later_step_against_f64() {
+    let bs = 32;
+    for dtype in [DType::F32, DType::BF16] {
+        let kern = matmul_restarted(&blocked_spec(dtype, bs, 1)).unwrap();
+        for (m, k, n) in [(40, 20, 33), (40, 90, 33), (64, 96, 64)] {
+            let mut r = rng(78);
+            let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+            let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+            let got = launch(&kern, Device::Cpu, &[&a, &b]).unwrap()[0].to_f64_vec();
+            let what = format!("{dtype} {m}x{k}x{n}");
+            if k <= bs {
+                let (sum, abs) = reference(&av, &bv, (m, k, n));
+                let want: Vec<f64> = sum.iter().map(|s| 1.0 + s).collect();
+                let abs: Vec<f64> = abs.iter().map(|s| 1.0 + s).collect();
+                assert_dot(&what, &got, (&want, &abs), k, DType::F32);
+            } else {
+                let kt = k - bs;
+                let at: Vec<f64> = (0..m * kt).map(|x| av[x / kt * k + bs + x % kt]).collect();
+                let want = reference(&at, &bv[bs * n..], (m, kt, n));
+                assert_dot(&what, &got, (&want.0, &want.1), kt, DType::F32);
+            }
         }
     }
 }

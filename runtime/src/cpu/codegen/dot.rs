@@ -7,7 +7,7 @@
 //! micro-kernel keeps an `MR × NR` tile of `C` in vector registers for the whole `k` loop:
 //! per step it loads `NR/W` vectors of `B`, broadcasts `MR` scalars of `A` and issues
 //! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
-//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 8×48, see
+//! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 6×64, see
 //! `panels`). Edge tiles are the same code with smaller static sizes; columns left over after
 //! whole vectors use a scalar loop.
 //!
@@ -97,8 +97,18 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             ),
             None => (None, None),
         };
+        let init = match fused {
+            None => Init::Zeros,
+            Some(acc) => match acc.zero_if {
+                None => Init::C,
+                Some(cond) => match super::value::get(env, cond) {
+                    Val::Scalar(c) => Init::ZerosIf(c.into_int_value()),
+                    _ => return Err(super::CodegenError::internal("condition is not a scalar")),
+                },
+            },
+        };
         let dest = Dest {
-            accumulate,
+            init,
             copy,
             copy_if,
         };
@@ -136,7 +146,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 if acc_dtype == DType::F32 {
                     e.gemm(g, g.k, a, b, c, dest, Step::F32)
                 } else {
-                    e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), accumulate)
+                    e.gemm_scalar(g, acc_dtype, a, b, c, (0, g.n), init)
                 }
             })?;
         }
@@ -311,7 +321,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
     }
 
-    /// `C = A·B` (`C += A·B` if `dest.accumulate`, and C copied to `dest.copy`) for one
+    /// `C = A·B` (or from C's values, see [`Init`]; C copied to `dest.copy`) for one
     /// matrix triple, `steps` micro-kernel steps along k (k itself, or its pairs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm(
@@ -326,11 +336,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     ) -> Result<()> {
         let w = self.options.vector_lanes.max(4) as usize;
         let vec_cols = g.n / w * w;
-        let accumulate = dest.accumulate;
         let tile = Tile {
             steps,
             w,
-            accumulate,
+            init: dest.init,
             copy: dest.copy,
             copy_if: dest.copy_if,
             step,
@@ -340,7 +349,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             count,
             width,
             mr,
-        } in panels(g.n / w, w)
+        } in panels(g.m, g.n / w, w)
         {
             let (lo, hi) = (self.i64(0), self.i64(count as i64));
             self.counted(lo, hi, &mut |e, jt| {
@@ -362,10 +371,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if vec_cols < g.n {
             match step {
                 Step::F32 => {
-                    self.gemm_scalar(g, DType::F32, a, b, c, (vec_cols, g.n), accumulate)?
+                    self.gemm_scalar(g, DType::F32, a, b, c, (vec_cols, g.n), dest.init)?
                 }
                 Step::Bf16Pairs => {
-                    self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), accumulate)?
+                    self.gemm_pairs_scalar(g, steps, a, b, c, (vec_cols, g.n), dest.init)?
                 }
             }
             if let Some(d) = dest.copy {
@@ -418,17 +427,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             Ok(unsafe { e.b.build_in_bounds_gep(f32t, c.ptr, &[off], "cq")? })
         };
         let c_at = |e: &Self, r: usize, v: usize| at(e, c, r, v);
-        for r in 0..rows {
-            for v in 0..nv {
-                let init = if t.accumulate {
-                    let x = self.b.build_load(vt, c_at(self, r, v)?, "c0")?;
-                    align4(x)?;
-                    x
-                } else {
-                    vt.const_zero().into()
-                };
-                self.b.build_store(accs[r * nv + v], init)?;
-            }
+        for slot in &accs {
+            self.b.build_store(*slot, vt.const_zero())?;
         }
         let (lo, hi) = (self.i64(0), self.i64(t.steps as i64));
         self.counted(lo, hi, &mut |e, p| {
@@ -485,7 +485,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let mut finals = Vec::with_capacity(rows * nv);
         for r in 0..rows {
             for v in 0..nv {
-                let acc = self.b.build_load(vt, accs[r * nv + v], "acc")?;
+                let sum = self.b.build_load(vt, accs[r * nv + v], "acc")?;
+                let acc = self.add_c(t.init, sum, &|e: &Self| {
+                    let x = e.b.build_load(vt, c_at(e, r, v)?, "c0")?;
+                    align4(x)?;
+                    Ok(x)
+                })?;
                 let st = self.b.build_store(c_at(self, r, v)?, acc)?;
                 st.set_alignment(4).map_err(|er| er.to_string())?;
                 finals.push(acc);
@@ -509,6 +514,43 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
+    /// A C element's (or vector's) final value from the product's `sum`, as `init` says (`C +
+    /// sum` from C's values); `load` reads C's. C is added once, after the product's own sum
+    /// (`acc + dot(…)` in the order written), and read after the loop over k: the loads do
+    /// not hold up the first step.
+    pub(super) fn add_c(
+        &self,
+        init: Init<'ctx>,
+        sum: BasicValueEnum<'ctx>,
+        load: &dyn Fn(&Self) -> Result<BasicValueEnum<'ctx>>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let plus = |e: &Self| -> Result<BasicValueEnum<'ctx>> {
+            let c = load(e)?;
+            Ok(match sum {
+                BasicValueEnum::IntValue(x) => {
+                    e.b.build_int_add(c.into_int_value(), x, "c")?.into()
+                }
+                BasicValueEnum::FloatValue(x) => {
+                    e.b.build_float_add(c.into_float_value(), x, "c")?.into()
+                }
+                BasicValueEnum::VectorValue(x) => {
+                    e.b.build_float_add(c.into_vector_value(), x, "c")?.into()
+                }
+                other => unreachable!("no sums of {other:?} here"),
+            })
+        };
+        Ok(match init {
+            Init::Zeros => sum,
+            Init::C => plus(self)?,
+            // C is read either way (it is the accumulator's memory, always readable): a
+            // select, not a branch per element.
+            Init::ZerosIf(cond) => {
+                let with_c = plus(self)?;
+                self.b.build_select(cond, sum, with_c, "c")?
+            }
+        })
+    }
+
     fn splat(&self, vt: VectorType<'ctx>, s: BasicValueEnum<'ctx>) -> Result<VectorValue<'ctx>> {
         let undef = vt.get_poison();
         let v = self.b.build_insert_element(undef, s, self.i64(0), "ins")?;
@@ -516,8 +558,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(self.b.build_shuffle_vector(v, undef, zeros, "splat")?)
     }
 
-    /// `C[:, j0..j1] = A·B[:, j0..j1]` (`+=` if `accumulate`) with plain loops (integer dots,
-    /// leftover columns).
+    /// `C[:, j0..j1] = A·B[:, j0..j1]` (from C's values as `init` says) with plain loops
+    /// (integer dots, leftover columns).
     #[allow(clippy::too_many_arguments)]
     fn gemm_scalar(
         &mut self,
@@ -527,7 +569,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         b: Mat<'ctx>,
         c: Mat<'ctx>,
         (j0, j1): (usize, usize),
-        accumulate: bool,
+        init: Init<'ctx>,
     ) -> Result<()> {
         let float = acc_dtype == DType::F32;
         let rt = self.reg_type(acc_dtype);
@@ -535,12 +577,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
             let at = e.mat_offset(c, idx[0], j)?;
-            let init = if accumulate {
-                e.load_at(rt, c.ptr, at)?
-            } else {
-                e.constant(acc_dtype, 0.0)
-            };
-            e.b.build_store(acc, init)?;
+            e.b.build_store(acc, e.constant(acc_dtype, 0.0))?;
             let (lo, hi) = (e.i64(0), e.i64(g.k as i64));
             e.counted(lo, hi, &mut |e, p| {
                 let x = e.load_at(rt, a.ptr, e.mat_offset(a, idx[0], p)?)?;
@@ -557,6 +594,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(())
             })?;
             let s = e.b.build_load(rt, acc, "acc")?;
+            let s = e.add_c(init, s, &|e: &Self| e.load_at(rt, c.ptr, at))?;
             e.store_at(rt, c.ptr, at, s)
         })
     }
@@ -581,12 +619,19 @@ struct Panels {
     mr: usize,
 }
 
-/// How the micro-kernel covers `vectors` whole vectors of `w` lanes of C's columns. With 16
-/// registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 8 rows × 3 vectors (24
-/// accumulators, 3 loads of B and 8 broadcasts of A per step, and few enough A rows that
-/// their addresses stay in registers), with the vectors left over in panels of 2 (12 rows:
-/// 24 accumulators again), or of 1 when there is a single vector.
-fn panels(vectors: usize, w: usize) -> Vec<Panels> {
+/// How the micro-kernel covers `vectors` whole vectors of `w` lanes of the columns of C (`m`
+/// rows). With 16 registers (AVX2) tiles are 6 rows × 2 vectors. With 32 (AVX-512), 6 rows ×
+/// 4 vectors (24 accumulators, 4 loads of B and 6 broadcasts of A per step), with the vectors
+/// left over in a panel of 3 (8 rows), 2 (12 rows: 24 accumulators again) or, when there is a
+/// single vector, 1 (12 rows); one vector left over after fours is covered by 3 + 2 instead.
+/// When 6-row tiles would leave 1–3 rows over (m = 128, 512: flash attention's blocks), the
+/// panels are of 3 vectors (8 rows) and 2 instead, as before 6 × 4 tiles: a thin last tile of
+/// 4 vectors costs more than 6 × 4 saves (measured on flash attention's 128 × 128 products).
+///
+/// 6 × 4 measured 2–3% faster than 8 × 3 on JAX's blocked matmul (256 × 256 × 256 products
+/// of operands with rows 4 KB apart, Zen 5): fewer rows of A read at once, and each step's
+/// `B` is 4 whole cache lines.
+fn panels(m: usize, vectors: usize, w: usize) -> Vec<Panels> {
     let mut out = Vec::new();
     let mut push = |j0: usize, count: usize, nv: usize, mr: usize| {
         if count > 0 {
@@ -603,30 +648,49 @@ fn panels(vectors: usize, w: usize) -> Vec<Panels> {
         push(vectors / 2 * 2, vectors % 2, 1, 6);
         return out;
     }
-    // vectors = 3·threes + 2·twos (+ 1 when vectors is 1).
-    let (threes, twos) = match vectors % 3 {
-        0 => (vectors / 3, 0),
-        2 => (vectors / 3, 1),
-        _ if vectors >= 4 => (vectors / 3 - 1, 2),
-        _ => (0, 0),
+    // vectors = 4·fours + 3·threes + 2·twos (+ 1 when vectors is 1).
+    let (fours, threes, twos) = if matches!(m % 6, 1..=3) {
+        match vectors % 3 {
+            0 => (0, vectors / 3, 0),
+            2 => (0, vectors / 3, 1),
+            _ if vectors >= 4 => (0, vectors / 3 - 1, 2),
+            _ => (0, 0, 0),
+        }
+    } else {
+        match vectors % 4 {
+            0 => (vectors / 4, 0, 0),
+            3 => (vectors / 4, 1, 0),
+            2 => (vectors / 4, 0, 1),
+            _ if vectors >= 5 => (vectors / 4 - 1, 1, 1),
+            _ => (0, 0, 0),
+        }
     };
-    push(0, threes, 3, 8);
-    push(3 * threes, twos, 2, 12);
-    push(
-        3 * threes + 2 * twos,
-        vectors - 3 * threes - 2 * twos,
-        1,
-        12,
-    );
+    push(0, fours, 4, 6);
+    push(4 * fours, threes, 3, 8);
+    push(4 * fours + 3 * threes, twos, 2, 12);
+    let done = 4 * fours + 3 * threes + 2 * twos;
+    push(done, vectors - done, 1, 12);
     out
 }
 
-/// Where a product goes besides C: whether it adds to C's values (else it starts from
-/// zeros), and a matrix of C's shape that gets C's final values too (see `fuse`), only
-/// where `copy_if` holds if it is given (see `deferred`).
+/// What a product's C starts from.
+#[derive(Copy, Clone)]
+pub(super) enum Init<'ctx> {
+    /// Zeros: `C = A·B`.
+    Zeros,
+    /// C's values: `C += A·B`.
+    C,
+    /// Zeros where the bool holds, else C's values: an accumulator whose zeroing just before
+    /// the product is left to it (see `fuse`).
+    ZerosIf(IntValue<'ctx>),
+}
+
+/// Where a product goes besides C: what C starts from, and a matrix of C's shape that gets
+/// C's final values too (see `fuse`), only where `copy_if` holds if it is given (see
+/// `deferred`).
 #[derive(Copy, Clone)]
 pub(super) struct Dest<'ctx> {
-    pub accumulate: bool,
+    pub init: Init<'ctx>,
     pub copy: Option<Mat<'ctx>>,
     pub copy_if: Option<IntValue<'ctx>>,
 }
@@ -638,8 +702,8 @@ struct Tile<'ctx> {
     steps: usize,
     /// Vector lanes (f32).
     w: usize,
-    /// Start from C's values instead of zeros.
-    accumulate: bool,
+    /// What C starts from.
+    init: Init<'ctx>,
     /// Also store the finished tile here (where `copy_if` holds, if given).
     copy: Option<Mat<'ctx>>,
     copy_if: Option<IntValue<'ctx>>,

@@ -29,7 +29,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 use tpukit_dsl::{DType, DotDims, Func, ValueId};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
-    /// `C = lhs·rhs` (`C += lhs·rhs` if `dest.accumulate`, and C copied to `dest.copy`) for bf16
+    /// `C = lhs·rhs` (or from C's values, see `dest.init`; C copied to `dest.copy`) for bf16
     /// operands, `batch` products of geometry `g`; `c` is the first product's result (the others
     /// follow at `m·n`).
     #[allow(clippy::too_many_arguments)]
@@ -249,7 +249,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         b: Mat<'ctx>,
         c: Mat<'ctx>,
         (j0, j1): (usize, usize),
-        accumulate: bool,
+        init: super::dot::Init<'ctx>,
     ) -> Result<()> {
         let f32t = self.ctx.f32_type();
         let i16t = self.ctx.i16_type();
@@ -257,12 +257,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         self.nest(&[g.m, j1 - j0], &mut |e, idx| {
             let j = e.b.build_int_nsw_add(idx[1], e.i64(j0 as i64), "j")?;
             let at = e.mat_offset(c, idx[0], j)?;
-            let init = if accumulate {
-                e.load_at(f32t.into(), c.ptr, at)?
-            } else {
-                f32t.const_zero().into()
-            };
-            e.b.build_store(acc, init)?;
+            e.b.build_store(acc, f32t.const_zero())?;
             let (lo, hi) = (e.i64(0), e.i64(steps as i64));
             e.counted(lo, hi, &mut |e, p| {
                 // Pair offsets, then their two halves (bf16 offsets 2·pair, 2·pair + 1).
@@ -286,6 +281,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 Ok(())
             })?;
             let s = e.b.build_load(f32t, acc, "acc")?;
+            let s = e.add_c(init, s, &|e: &Self| e.load_at(f32t.into(), c.ptr, at))?;
             e.store_at(f32t.into(), c.ptr, at, s)
         })
     }

@@ -4,11 +4,10 @@
 //! `acc[w]`: unfused, the `dot` fills a buffer, the `load` copies `acc[w]` (an operand the
 //! kernel stores to is read as a snapshot), and the `store` adds them: three passes over the
 //! block per update, in every grid step of a blocked matmul and every iteration of a loop
-//! of small products (flash attention). Fused, the micro-kernel loads its accumulators from
-//! `acc[w]` and stores them back; the `load`, `add` and `store` emit nothing.
-//!
-//! The sum is then `acc + p₀ + p₁ + …` instead of `acc + (p₀ + p₁ + …)`: the same terms,
-//! rounded in another order (as XLA and the TPU accumulate).
+//! of small products (flash attention). Fused, the micro-kernel adds each tile's sum to
+//! `acc[w]`'s values and stores it back; the `load`, `add` and `store` emit nothing. The sum
+//! is `acc + (p₀ + p₁ + …)`, as written: `acc[w]` is read after the loop over k, so its
+//! loads do not hold up the tile's first step.
 //!
 //! Fused only when nothing can tell: the four ops are in one region, each result has that
 //! one use, `acc` is an f32 operand whose window has contiguous columns, and no op between
@@ -23,13 +22,23 @@
 //! them are as above for `acc` and `out`, no op of the region loads `out` (so the product
 //! reads nothing the copy writes), and `out[v]`'s dynamic starts are defined before the
 //! `dot`.
+//!
+//! An update whose ref was just zeroed by `if c: acc[w] = 0` (the `pl.when(k == 0)` that
+//! starts a blocked matmul's accumulator) also *starts from zeros where `c` holds*: the
+//! micro-kernel stores its sums there without adding `acc[w]`'s values, and the `if` emits
+//! nothing (one pass less over the block per accumulation). Only when the `if`
+//! is in the update's region, has no results and an empty `else`, its `then` holds nothing
+//! but the unmasked store, to `acc` through the update's own indexers, of a splat of +0.0
+//! (a constant, maybe broadcast or reshaped there), and no op between the `if` and the
+//! update reads or writes `acc`, writes any memory, or runs a region: so nothing can tell
+//! the zeros were never stored, and the `dot` writes every element the store would have.
 
 use super::dot::Mat;
 use super::value::Env;
 use super::{Emitter, Result};
 use std::collections::HashMap;
 use tpukit_dsl::{
-    BinaryOp, DType, Func, Indexer, Op, OpKind, OperandId, Region, Start, ValueId, Window,
+    BinaryOp, DType, Func, Indexer, Literal, Op, OpKind, OperandId, Region, Start, ValueId, Window,
 };
 
 /// The ref an accumulating `dot` adds itself to, and the ref its result is then copied to.
@@ -38,6 +47,8 @@ pub(super) struct Accumulate<'k> {
     pub operand: OperandId,
     pub index: &'k [Indexer],
     pub copy: Option<Target<'k>>,
+    /// The condition of an `if` that zeroes the ref just before, which the `dot` does instead.
+    pub zero_if: Option<ValueId>,
 }
 
 /// A ref a fused `dot` writes: an operand, through an index.
@@ -74,6 +85,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     for i in [copy_load, copy_store] {
                         self.fused.insert(&r.ops[i] as *const Op);
                     }
+                }
+                if let Some((at, cond)) = zeroed_before(r, load.min(dot), acc) {
+                    acc.zero_if = Some(cond);
+                    self.fused.insert(&r.ops[at] as *const Op);
                 }
                 self.accumulations.insert(&r.ops[dot] as *const Op, acc);
                 for i in [load, add, s] {
@@ -138,6 +153,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     operand: *operand,
                     index,
                     copy: None,
+                    zero_if: None,
                 };
                 return Some((load, add, dot, acc));
             }
@@ -313,6 +329,68 @@ fn defined_before(index: &[Indexer], def: &HashMap<ValueId, usize>, at: usize) -
         | Indexer::Point(Start::Dynamic(v)) => def.get(v).is_none_or(|&i| i < at),
         _ => true,
     })
+}
+
+/// The position of an `if` before `first` in `r` that only zeroes `acc`'s ref through its
+/// indexers, with nothing between it and `first` that could tell the zeros apart from
+/// values stored later (see the module doc), and its condition.
+fn zeroed_before(r: &Region, first: usize, acc: Accumulate<'_>) -> Option<(usize, ValueId)> {
+    let at = (0..first)
+        .rev()
+        .find(|&i| !pure_of(&r.ops[i], acc.operand))?;
+    let op = &r.ops[at];
+    let OpKind::If {
+        cond,
+        then_region,
+        else_region,
+    } = &op.kind
+    else {
+        return None;
+    };
+    let empty = |r: &Region| {
+        r.ops
+            .iter()
+            .all(|op| matches!(&op.kind, OpKind::Yield { values } if values.is_empty()))
+    };
+    let mut stores = then_region.ops.iter().filter_map(|op| match &op.kind {
+        OpKind::Store {
+            operand,
+            index,
+            value,
+            mask: None,
+        } if *operand == acc.operand && *index == acc.index => Some(*value),
+        _ => None,
+    });
+    let (Some(value), None) = (stores.next(), stores.next()) else {
+        return None;
+    };
+    let only_zeroes = then_region.ops.iter().all(|op| match &op.kind {
+        OpKind::Store { .. } | OpKind::Const { .. } | OpKind::Broadcast { .. } => true,
+        OpKind::Reshape { .. } => true,
+        OpKind::Yield { values } => values.is_empty(),
+        _ => false,
+    });
+    let ok = op.results.is_empty()
+        && empty(else_region)
+        && only_zeroes
+        && positive_zeros(then_region, value);
+    ok.then_some((at, *cond))
+}
+
+/// Whether `v` is a splat of +0.0 made in `r`: a constant, maybe broadcast or reshaped.
+fn positive_zeros(r: &Region, mut v: ValueId) -> bool {
+    loop {
+        let Some(op) = r.ops.iter().find(|op| op.results.contains(&v)) else {
+            return false;
+        };
+        match &op.kind {
+            OpKind::Broadcast { x } | OpKind::Reshape { x } => v = *x,
+            OpKind::Const {
+                value: Literal::Float(z),
+            } => return z.to_bits() == 0,
+            _ => return false,
+        }
+    }
 }
 
 /// Whether `op` neither touches operand `acc` nor writes memory nor runs a region.
