@@ -236,6 +236,17 @@ pub struct Access {
 }
 
 /// Row-major strides of `shape`.
+/// The starts as numbers when every one is a non-negative constant, else `None`.
+fn static_starts(starts: &[Arg]) -> Option<Vec<usize>> {
+    starts
+        .iter()
+        .map(|a| match a {
+            Arg::Lit(Literal::Int(x)) if *x >= 0 => Some(*x as usize),
+            _ => None,
+        })
+        .collect()
+}
+
 fn strides(shape: &[usize]) -> Vec<usize> {
     let mut w = vec![1; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
@@ -449,13 +460,7 @@ fn read_any(
     sizes: &[usize],
     out: &[usize],
 ) -> Result<tpukit_dsl::ValueId> {
-    let fixed: Option<Vec<usize>> = starts
-        .iter()
-        .map(|a| match a {
-            Arg::Lit(Literal::Int(x)) if *x >= 0 => Some(*x as usize),
-            _ => None,
-        })
-        .collect();
+    let fixed = static_starts(starts);
     let reshaped = v.shape != v.window;
     match fixed {
         Some(fixed) => {
@@ -675,13 +680,7 @@ pub(crate) fn store(
     let value = b.reshape(value, &sizes)?;
     let (starts, sizes) = in_window_dtype(b, view, starts, sizes)?;
     let value = b.bitcast(value, b.ref_dtype(r))?;
-    let fixed: Option<Vec<usize>> = starts
-        .iter()
-        .map(|a| match a {
-            Arg::Lit(Literal::Int(x)) if *x >= 0 => Some(*x as usize),
-            _ => None,
-        })
-        .collect();
+    let fixed = static_starts(&starts);
     let index = match fixed {
         Some(fixed) => {
             let access: Vec<Access> = fixed

@@ -42,15 +42,8 @@ unsafe impl Send for Borrowed<'_> {}
 pub fn borrow<'w>(wires: &'w [Wire<'_>]) -> PyResult<Option<Borrowed<'w>>> {
     let mut buffers = Vec::with_capacity(wires.len());
     let mut arrays = Vec::with_capacity(wires.len());
-    for (name, shape, data) in wires {
-        let dtype = array::dtype(name)?;
-        let buffer = PyBuffer::<u8>::get(data)?;
-        if !buffer.is_c_contiguous() {
-            return Err(TpukitError::new_err(
-                "array data must be a C-contiguous byte buffer",
-            ));
-        }
-        array::check_len(dtype, shape, buffer.len_bytes())?;
+    for wire @ (_, shape, _) in wires {
+        let (dtype, buffer) = wire_buffer(wire)?;
         let ptr = buffer.buf_ptr() as *mut u8;
         if dtype == DType::Bool || !(ptr as usize).is_multiple_of(dtype.size_bytes()) {
             return Ok(None);
@@ -76,15 +69,8 @@ pub fn borrow<'w>(wires: &'w [Wire<'_>]) -> PyResult<Option<Borrowed<'w>>> {
 /// [`array::to_wire`] does for results) before it returns to Python: the buffer's memory is
 /// only promised unwritten for the call.
 pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
-    let (name, shape, data) = wire;
-    let dtype = array::dtype(name)?;
-    let buffer = PyBuffer::<u8>::get(data)?;
-    if !buffer.is_c_contiguous() {
-        return Err(TpukitError::new_err(
-            "array data must be a C-contiguous byte buffer",
-        ));
-    }
-    array::check_len(dtype, shape, buffer.len_bytes())?;
+    let (dtype, buffer) = wire_buffer(wire)?;
+    let shape = &wire.1;
     let ptr = buffer.buf_ptr() as *const u8;
     let aligned = (ptr as usize).is_multiple_of(dtype.size_bytes());
     if dtype == DType::Bool || !aligned || ptr.is_null() || buffer.len_bytes() == 0 {
@@ -98,4 +84,19 @@ pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
     // Python (this function's contract), which cannot write it before then except from
     // another thread racing the call, as with numpy's own operations (see the module docs).
     Ok(unsafe { HostArray::borrowed(dtype, shape, ptr, Arc::new(buffer)) })
+}
+
+/// A wire triple's dtype and its data's buffer, held: an error unless the data is a
+/// C-contiguous byte buffer of the length the dtype and shape need.
+fn wire_buffer(wire: &Wire<'_>) -> PyResult<(DType, PyBuffer<u8>)> {
+    let (name, shape, data) = wire;
+    let dtype = array::dtype(name)?;
+    let buffer = PyBuffer::<u8>::get(data)?;
+    if !buffer.is_c_contiguous() {
+        return Err(TpukitError::new_err(
+            "array data must be a C-contiguous byte buffer",
+        ));
+    }
+    array::check_len(dtype, shape, buffer.len_bytes())?;
+    Ok((dtype, buffer))
 }
