@@ -20,6 +20,38 @@ pub struct Compiled {
     /// Bytes of per-thread workspace the kernel needs.
     pub workspace_bytes: usize,
     pub(crate) sites: Vec<OpSite>,
+    /// What every launch asks of the kernel's IR, found at its first launch (the compiled
+    /// code is keyed by the IR's structural hash, so any kernel it runs has the same facts).
+    pub(crate) facts: OnceLock<LaunchFacts>,
+}
+
+/// Facts of a kernel's IR a launch needs, found once per compiled kernel rather than by a
+/// walk of the IR at every launch.
+pub(crate) struct LaunchFacts {
+    /// The operands each launch gives the kernel copies of: the prefetch operands the body
+    /// writes (`tpukit_dsl::smem`) and the semaphore inputs (whose counts its waits take).
+    pub written: Vec<tpukit_dsl::OperandId>,
+    /// Whether the kernel is passed semaphores (it then runs in order, on one worker).
+    pub semaphores: bool,
+    /// The leading grid axes a launch may split among workers (`codegen::split_axes`).
+    pub lead: usize,
+}
+
+impl LaunchFacts {
+    pub(crate) fn of(kernel: &Kernel) -> LaunchFacts {
+        let semaphores = kernel.semaphore_operands();
+        let mut written = kernel.written_prefetch();
+        written.extend(
+            semaphores
+                .iter()
+                .filter(|&&id| kernel.operand(id).role == tpukit_dsl::Role::Input),
+        );
+        LaunchFacts {
+            written,
+            semaphores: !semaphores.is_empty(),
+            lead: super::codegen::split_axes(kernel),
+        }
+    }
 }
 
 pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
@@ -109,6 +141,7 @@ pub fn link(artifact: Artifact) -> Result<Compiled, String> {
         entry,
         workspace_bytes: artifact.workspace_bytes as usize,
         sites: artifact.sites,
+        facts: OnceLock::new(),
     })
 }
 

@@ -77,6 +77,7 @@ fn touch_heap(bytes: usize) {
 use crate::backend::Backend;
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, alloc};
 use abi::{STATUS_LEN, code, field};
+use compile::LaunchFacts;
 use rayon::prelude::*;
 use shared::Shared;
 use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
@@ -172,27 +173,17 @@ pub(crate) unsafe fn run_at(
     // A kernel that writes prefetch operands gets its own copies, and runs in order on one
     // worker (see `tpukit_dsl::smem`); so does one passed semaphores (`tpukit_dsl::dma`),
     // with its own copies of the semaphore inputs, whose counts its waits take from.
-    let semaphores = kernel.semaphore_operands();
-    let mut written = kernel.written_prefetch();
-    written.extend(
-        semaphores
-            .iter()
-            .filter(|&&id| kernel.operand(id).role == Role::Input),
-    );
-    // SAFETY: `base` holds the caller's input pointers (this function's contract).
-    let _copies = unsafe { smem::private_copies(kernel, &written, &dims, &mut base) }
-        .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?;
-    let pool = pool::pool();
+    let facts = compiled.facts.get_or_init(|| LaunchFacts::of(kernel));
+    let _copies = if facts.written.is_empty() {
+        Vec::new()
+    } else {
+        // SAFETY: `base` holds the caller's input pointers (this function's contract).
+        unsafe { smem::private_copies(kernel, &facts.written, &dims, &mut base) }
+            .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?
+    };
+    let may_split = facts.written.is_empty() && !facts.semaphores;
     // SAFETY: `base` holds the caller's arrays (this function's contract); no worker runs.
-    let (chunks, shared) = unsafe {
-        split(
-            kernel,
-            &grid,
-            pool.current_num_threads(),
-            written.is_empty() && semaphores.is_empty(),
-            (&base, &dims),
-        )
-    }?;
+    let (chunks, shared) = unsafe { split(kernel, &grid, facts.lead, may_split, (&base, &dims)) }?;
     let call = Call {
         kernel,
         compiled: &compiled,
@@ -207,7 +198,7 @@ pub(crate) unsafe fn run_at(
     } else {
         // A Rayon pool: no thread start-up per launch, and chunks are balanced dynamically
         // (a busy core takes fewer of them).
-        pool.install(|| {
+        pool::pool().install(|| {
             chunks
                 .par_iter()
                 .filter_map(|&c| call.worker(c).err())
@@ -251,11 +242,10 @@ enum Failed {
 unsafe fn split(
     kernel: &Kernel,
     grid: &[i64],
-    threads: usize,
+    lead: usize,
     may_split: bool,
     (base, dims): (&[usize], &[i64]),
 ) -> Result<(Vec<Chunk>, Option<Shared>), RuntimeError> {
-    let lead = codegen::split_axes(kernel);
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
         .iter()
@@ -271,12 +261,16 @@ unsafe fn split(
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
+    if !(parallel && may_split && steps > 1) {
+        return Ok((vec![(0, steps)], None));
+    }
     let found = Shared::find(kernel, lead, dims);
     let shared_bytes = found
         .iter()
         .try_fold(0usize, |n, &(_, b)| b.and_then(|b| n.checked_add(b)));
     let fits = shared_bytes.is_some_and(|b| b <= shared::MAX_SHARED_BYTES);
-    let chunks = if parallel && fits && may_split {
+    let threads = pool::pool().current_num_threads();
+    let chunks = if fits {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1
