@@ -74,11 +74,22 @@ pub(crate) fn uninit(
     n: usize,
     what: &str,
 ) -> Result<Vec<std::mem::MaybeUninit<u64>>, RuntimeError> {
+    // SAFETY: `MaybeUninit` needs no initialisation.
+    unsafe { uninit_elements(n, what) }
+}
+
+/// `n` elements of `T` left as the allocator hands them out (no pass over the memory), or an
+/// [`ErrorKind::Memory`] error naming `what`.
+///
+/// # Safety
+/// Unless `T` is a `MaybeUninit`, the elements are uninitialised: the caller writes every
+/// one before anything reads it, and drops the vector unread otherwise.
+pub(crate) unsafe fn uninit_elements<T>(n: usize, what: &str) -> Result<Vec<T>, RuntimeError> {
     keep_freed_memory();
     let mut v = Vec::new();
     v.try_reserve_exact(n)
-        .map_err(|_| out_of_memory(what, n.checked_mul(8)))?;
-    // SAFETY: the capacity is at least `n`, and `MaybeUninit` needs no initialisation.
+        .map_err(|_| out_of_memory(what, n.checked_mul(size_of::<T>())))?;
+    // SAFETY: the capacity is at least `n`; initialisation is the caller's contract.
     unsafe { v.set_len(n) };
     Ok(v)
 }

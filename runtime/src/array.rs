@@ -145,39 +145,8 @@ impl HostArray {
         shape: &[usize],
         what: &dyn Fn() -> String,
     ) -> Result<HostArray, crate::RuntimeError> {
-        let what = || format!("{} ({dtype}, shape {shape:?})", what());
-        // ndarray's rule: the non-zero extents multiply to at most `isize::MAX`, even when
-        // another extent is 0.
-        let nonzero = shape
-            .iter()
-            .filter(|&&d| d != 0)
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
-        let n = if shape.contains(&0) { 0 } else { nonzero };
-        let shape = IxDyn(shape);
-        let bytes = n.checked_mul(dtype.size_bytes());
-        macro_rules! zeros {
-            ($variant:ident) => {
-                HostArray::$variant(
-                    ArcArray::from_shape_vec(
-                        shape,
-                        crate::alloc::zeroed(n, "")
-                            .map_err(|_| crate::alloc::out_of_memory(&what(), bytes))?,
-                    )
-                    .expect("n elements"),
-                )
-            };
-        }
-        Ok(match dtype {
-            DType::F32 => zeros!(F32),
-            DType::BF16 => zeros!(BF16),
-            DType::F16 => zeros!(F16),
-            DType::I32 => zeros!(I32),
-            DType::I16 => zeros!(I16),
-            DType::I8 => zeros!(I8),
-            DType::Bool => zeros!(Bool),
-        })
+        // SAFETY: zeroed elements are initialised.
+        unsafe { HostArray::try_new(dtype, shape, what, Contents::Zeros) }
     }
 
     /// [`HostArray::try_zeros`] without the zeros: the memory as the allocator hands it out
@@ -192,42 +161,58 @@ impl HostArray {
         shape: &[usize],
         what: &dyn Fn() -> String,
     ) -> Result<HostArray, crate::RuntimeError> {
-        if shape.contains(&0) {
-            return HostArray::try_zeros_of(dtype, shape, what);
-        }
+        // SAFETY: the caller's contract.
+        unsafe { HostArray::try_new(dtype, shape, what, Contents::Uninit) }
+    }
+
+    /// A new array of `dtype` and `shape` holding `contents`, or an
+    /// [`ErrorKind::Memory`](tpukit_dsl::ErrorKind::Memory) error naming `what` (formatted
+    /// only then) if its size overflows or the memory cannot be had.
+    ///
+    /// # Safety
+    /// For [`Contents::Uninit`], [`HostArray::try_uninit`]'s contract.
+    unsafe fn try_new(
+        dtype: DType,
+        shape: &[usize],
+        what: &dyn Fn() -> String,
+        contents: Contents,
+    ) -> Result<HostArray, crate::RuntimeError> {
         let what = || format!("{} ({dtype}, shape {shape:?})", what());
-        let n = shape
+        // ndarray's rule: the non-zero extents multiply to at most `isize::MAX`, even when
+        // another extent is 0.
+        let nonzero = shape
             .iter()
+            .filter(|&&d| d != 0)
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
+        let n = if shape.contains(&0) { 0 } else { nonzero };
         let shape = IxDyn(shape);
-        macro_rules! uninit {
+        let bytes = n.checked_mul(dtype.size_bytes());
+        macro_rules! new {
             ($variant:ident) => {
                 HostArray::$variant(
-                    ArcArray::from_shape_vec(shape, {
-                        let mut v = Vec::new();
-                        v.try_reserve_exact(n).map_err(|_| {
-                            crate::alloc::out_of_memory(&what(), n.checked_mul(dtype.size_bytes()))
-                        })?;
-                        // SAFETY: the capacity is `n`; the elements are written by the kernel
-                        // before anything reads them (the caller's contract).
-                        unsafe { v.set_len(n) };
-                        v
-                    })
+                    ArcArray::from_shape_vec(
+                        shape,
+                        match contents {
+                            Contents::Zeros => crate::alloc::zeroed(n, ""),
+                            // SAFETY: this function's contract.
+                            Contents::Uninit => unsafe { crate::alloc::uninit_elements(n, "") },
+                        }
+                        .map_err(|_| crate::alloc::out_of_memory(&what(), bytes))?,
+                    )
                     .expect("n elements"),
                 )
             };
         }
-        crate::alloc::keep_freed_memory();
         Ok(match dtype {
-            DType::F32 => uninit!(F32),
-            DType::BF16 => uninit!(BF16),
-            DType::F16 => uninit!(F16),
-            DType::I32 => uninit!(I32),
-            DType::I16 => uninit!(I16),
-            DType::I8 => uninit!(I8),
-            DType::Bool => uninit!(Bool),
+            DType::F32 => new!(F32),
+            DType::BF16 => new!(BF16),
+            DType::F16 => new!(F16),
+            DType::I32 => new!(I32),
+            DType::I16 => new!(I16),
+            DType::I8 => new!(I8),
+            DType::Bool => new!(Bool),
         })
     }
 
@@ -461,4 +446,12 @@ impl PartialEq for HostArray {
             _ => false,
         }
     }
+}
+
+/// What a new host array holds ([`HostArray::try_zeros_of`], [`HostArray::try_uninit`]).
+#[derive(Copy, Clone)]
+enum Contents {
+    Zeros,
+    /// Whatever the memory held: a kernel writes every element first.
+    Uninit,
 }
