@@ -57,15 +57,6 @@ pub(crate) fn zeroed<T: Zeroable>(n: usize, what: &str) -> Result<Vec<T>, Runtim
     Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
-/// `n` copies of `word` (one pass over the memory, where zeroing and then filling takes two),
-/// or an [`ErrorKind::Memory`] error naming `what`.
-pub(crate) fn filled(n: usize, word: u64, what: &str) -> Result<Vec<u64>, RuntimeError> {
-    let mut v = uninit(n, what)?;
-    v.fill(std::mem::MaybeUninit::new(word));
-    // SAFETY: every element was just written; `MaybeUninit<u64>` and `u64` share a layout.
-    Ok(unsafe { std::mem::transmute::<Vec<std::mem::MaybeUninit<u64>>, Vec<u64>>(v) })
-}
-
 /// `n` words left as the allocator hands them out, for memory that only compiled kernels
 /// touch, each word written before it is read (a kernel's workspace, see
 /// `cpu::codegen`): no pass over it at all. An [`ErrorKind::Memory`] error naming `what`
@@ -149,8 +140,7 @@ mod tests {
         assert!(e.message.contains("more bytes than"), "{e}");
         assert_eq!(zeroed::<i32>(5, "x").unwrap(), vec![0; 5]);
         assert!(zeroed::<bool>(0, "x").unwrap().is_empty());
-        assert_eq!(filled(3, 7, "x").unwrap(), vec![7; 3]);
         assert_eq!(uninit(4, "x").unwrap().len(), 4);
-        assert!(filled(usize::MAX / 4, 0, "a test buffer").is_err());
+        assert!(uninit(usize::MAX / 4, "a test buffer").is_err());
     }
 }

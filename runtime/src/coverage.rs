@@ -5,8 +5,11 @@
 //!
 //! The test is structural and conservative (a kernel it cannot prove gets zeros):
 //! - the output is in kernel memory, its window the whole array or blocks placed by an index
-//!   map that yields grid indices (each grid axis once) or constant zeros, and the grid axes
-//!   cover the array (`cdiv(n, block)` steps of an extent `n`, or enough static steps);
+//!   map that yields grid indices (each grid axis at most once) or constant zeros, and the
+//!   grid axes cover the array (`cdiv(n, block)` steps of an extent `n`, or enough static
+//!   steps); an axis that places no window must be `arbitrary` with a static, non-zero
+//!   extent (a reduction axis revisiting the block: one worker runs all its steps, at least
+//!   one, and each stores the whole window; `cdiv(k, b)` steps could be none);
 //! - the body's top level (so at every grid step, unconditionally) stores the whole window,
 //!   unmasked;
 //! - nothing in the body loads the output, and the body has no DMA or semaphore ops (which
@@ -17,7 +20,7 @@
 
 use tpukit_dsl::{
     BlockDim, Dim, Extent, Indexer, Kernel, Literal, OpKind, Operand, OperandId, Region, Role,
-    Space, Start, Window,
+    Semantics, Space, Start, Window,
 };
 
 /// One flag per output operand (in signature order): whether the kernel writes it whole.
@@ -83,9 +86,16 @@ fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
             return false;
         }
     }
-    // Every axis places the window: no two steps write one block (the CPU backend gives
-    // workers that would share a block private copies, see `cpu::shared`).
-    axes_used.len() == kernel.grid.len()
+    // Every other axis is `arbitrary` with at least one step: steps that write one block
+    // differ only along axes the CPU backend never splits between workers, so one worker
+    // writes the block, whole, at each of them (a `parallel` axis could be split; workers that
+    // share a block get private copies, see `cpu::shared`). An axis of no steps (a zero-length
+    // contraction) would leave the block unwritten.
+    kernel.grid.iter().enumerate().all(|(axis, a)| {
+        axes_used.contains(&axis)
+            || (a.semantics == Semantics::Arbitrary
+                && matches!(a.extent, Extent::Static(n) if n > 0))
+    })
 }
 
 /// Whether `extent` steps of windows of `size` elements cover an array extent `dim`.
@@ -192,6 +202,35 @@ body {{
         let tiles = "  store %o[ds(0, 8), ds(0, 128)], %0";
         let grid = "parallel cdiv(m, 8), parallel cdiv(n, 128)";
         assert!(whole(&kernel(grid, "m,n", "8,128", "%0, %1", tiles)));
+    }
+
+    /// A blocked matmul's output: `(i, j)` blocks over `parallel` axes, stored whole at every
+    /// step of the reduction axis `k` (`axis`), which places no window.
+    fn reduction(axis: &str, x: &str) -> String {
+        format!(
+            "kernel @mm grid(parallel 4, parallel 4, {axis}) {{
+  input %x: f32[{x}] block[128,128] fill 0.0 map(%0, %1, %2) {{
+    yield %0, %2
+  }}
+  output %o: f32[512,512] block[128,128] fill 0.0 map(%0, %1, %2) {{
+    yield %0, %1
+  }}
+body {{
+  %0 = load %x[ds(0, 128), ds(0, 128)] : f32[128,128]
+  store %o[ds(0, 128), ds(0, 128)], %0
+  yield
+}}
+"
+        )
+    }
+
+    #[test]
+    fn a_block_revisited_along_an_arbitrary_axis_is_written_whole() {
+        assert!(whole(&reduction("arbitrary 4", "512,512")));
+        // A parallel axis placing no window may be split between workers sharing the block.
+        assert!(!whole(&reduction("parallel 4", "512,512")));
+        // `cdiv(k, 128)` steps are none for k = 0: the block is never written.
+        assert!(!whole(&reduction("arbitrary cdiv(k, 128)", "512,k")));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod compile;
 mod eviction;
 mod jit;
 mod pool;
+mod reuse;
 mod shared;
 mod smem;
 mod stage;
@@ -312,7 +313,9 @@ impl Call<'_> {
             }
             _ => Vec::new(),
         };
-        let mut scratch: Vec<Vec<u64>> = Vec::new();
+        // Scratch and workspace memory is this thread's, kept between calls (see `reuse`).
+        let mut scratch = Vec::new();
+        let kept = |scratch: Vec<_>| scratch.into_iter().for_each(reuse::release);
         for (i, o) in self.kernel.operands.iter().enumerate() {
             if o.role == Role::Scratch {
                 // Static and at most `MAX_BUFFER_BYTES` (verified).
@@ -320,20 +323,29 @@ impl Call<'_> {
                 let words = tpukit_dsl::buffer_bytes(o.dtype, shape)
                     .map_or(usize::MAX, |b| b.div_ceil(8).max(1));
                 let what = format!("scratch operand `{}`", o.name);
-                let mem = match poison(o.dtype) {
-                    Some(nan) => alloc::filled(words, nan, &what),
-                    None => alloc::zeroed::<u64>(words, &what),
+                // Filled at every call: what an earlier chunk left is not this chunk's.
+                let mem = reuse::filled(words, poison(o.dtype).unwrap_or(0), &what);
+                let mut mem = match mem {
+                    Ok(mem) => mem,
+                    Err(e) => {
+                        kept(scratch);
+                        return Err(Failed::Memory(e));
+                    }
                 };
-                let mut mem = mem.map_err(Failed::Memory)?;
                 ptrs[i] = mem.as_mut_ptr() as usize;
                 scratch.push(mem);
             }
         }
-        // Not zeroed: the kernel writes each workspace word before reading it (it zeroes its
+        // Not filled: the kernel writes each workspace word before reading it (it zeroes its
         // own records, see `codegen::window`).
         let words = self.compiled.workspace_bytes.div_ceil(8).saturating_add(8);
-        let mut workspace =
-            alloc::uninit(words, "the kernel's workspace").map_err(Failed::Memory)?;
+        let mut workspace = match reuse::take(words, "the kernel's workspace") {
+            Ok(w) => w,
+            Err(e) => {
+                kept(scratch);
+                return Err(Failed::Memory(e));
+            }
+        };
         let ws = (workspace.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
         let mut status: Status = Box::new([0; STATUS_LEN]);
         // SAFETY: the pointers are live for the call and sized as the ABI says; the kernel
@@ -351,7 +363,8 @@ impl Call<'_> {
                 abi::helpers().as_ptr(),
             )
         };
-        drop(scratch);
+        kept(scratch);
+        reuse::release(workspace);
         if rc == 0 {
             Ok(())
         } else {
