@@ -79,7 +79,6 @@ use crate::backend::Backend;
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, alloc};
 use abi::{STATUS_LEN, code, field};
 use compile::LaunchFacts;
-use rayon::prelude::*;
 use shared::Shared;
 use tpukit_dsl::{Bindings, ErrorKind, Kernel, KernelHash, Role, Semantics};
 
@@ -197,14 +196,9 @@ pub(crate) unsafe fn run_at(
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
-        // A Rayon pool: no thread start-up per launch, and chunks are balanced dynamically
-        // (a busy core takes fewer of them).
-        pool::pool().install(|| {
-            chunks
-                .par_iter()
-                .filter_map(|&c| call.worker(c).err())
-                .collect()
-        })
+        // The calling thread and a Rayon pool's: no thread start-up per launch, and chunks
+        // are balanced dynamically (a busy core takes fewer of them).
+        pool::each(chunks.len(), &|i| call.worker(chunks[i]))
     };
     match failures.into_iter().next() {
         Some(Failed::Kernel(status)) => Err(describe(kernel, &compiled, &dims, &status)),
