@@ -35,7 +35,8 @@ pub struct Entry {
     device: Device,
     /// For each output, the input whose contents it starts with (Pallas'
     /// `input_output_aliases`, outputs indexed in kernel order, inputs counting the prefetch
-    /// operands); other outputs start zero-filled, as [`tpukit::launch`] makes them.
+    /// operands); other outputs start zero-filled, as [`tpukit::launch`] makes them (except
+    /// those the compiled kernel provably writes whole, as there).
     aliases: Vec<Option<usize>>,
     /// Debug mode (see `tpukit::LaunchOptions::debug`), also on when `TPUKIT_DEBUG` is set.
     debug: bool,
@@ -43,7 +44,8 @@ pub struct Entry {
 
 impl Entry {
     /// Runs the kernel on `inputs` (prefetch operands, then inputs) into `outputs`, which it
-    /// first sets to their initial contents (their aliased input's, or zeros). On `cpu` the
+    /// first sets to their initial contents (their aliased input's, or zeros unless the kernel
+    /// writes them whole, see [`tpukit::launch`]). On `cpu` the
     /// kernel reads and writes the arrays in place; the interpreter works on copies.
     ///
     /// # Safety
