@@ -13,6 +13,7 @@
 
 mod array;
 mod borrow;
+mod buffer;
 mod catalog;
 mod error;
 mod ffi;
@@ -20,6 +21,7 @@ mod import;
 mod kernel;
 mod op_table;
 mod operand;
+mod plan;
 mod registry;
 mod runtime;
 mod tpublas;
@@ -38,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernel::PyKernel>()?;
     m.add_class::<operand::PyOperand>()?;
     m.add_class::<array::Buffer>()?;
+    m.add_class::<plan::LaunchPlan>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;

@@ -1,0 +1,105 @@
+//! A Python object's buffer, held raw (`PyObject_GetBuffer`): any exporter, any element
+//! format, C-contiguous by request. What reads arrays in place whatever their numpy dtype
+//! (pyo3's `PyBuffer<u8>` takes only byte-formatted buffers, so callers had to view every
+//! array as bytes first).
+//!
+//! Invariant: the view stays valid, and the memory it describes alive and unmoved (numpy
+//! refuses to resize an array with an exported buffer), until the `Held` is dropped.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use std::ffi::{CStr, c_int};
+use std::mem::MaybeUninit;
+use tpukit_dsl::DType;
+
+/// A held buffer view, released (with the GIL) when dropped.
+pub struct Held {
+    /// Boxed: the view's address does not change while it is held.
+    view: Box<ffi::Py_buffer>,
+}
+
+// SAFETY: the view is plain data describing memory kept alive by the exporter until the view
+// is released; releasing takes the GIL (see `Drop`). pyo3's `PyBuffer` is `Send + Sync` on
+// the same grounds.
+unsafe impl Send for Held {}
+unsafe impl Sync for Held {}
+
+/// `PyBUF_SIMPLE`: C-contiguous memory read as bytes.
+pub const SIMPLE: c_int = 0;
+/// `PyBUF_ND | PyBUF_FORMAT`: C-contiguous memory with its shape and element format.
+pub const SHAPED: c_int = 0x0008 | 0x0004;
+
+impl Held {
+    /// `obj`'s buffer with `flags` (`SIMPLE` or `SHAPED`: C-contiguous either way), or the
+    /// exporter's error (a `BufferError` for a non-contiguous numpy array, a `TypeError` for
+    /// an object exporting none).
+    pub fn get(obj: &Bound<'_, PyAny>, flags: c_int) -> PyResult<Held> {
+        let mut view: Box<MaybeUninit<ffi::Py_buffer>> = Box::new(MaybeUninit::zeroed());
+        // SAFETY: `obj` is a live object (the GIL is held through `obj`'s token) and `view`
+        // points to writable memory for one `Py_buffer`.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), flags) } == -1 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        // SAFETY: a successful `PyObject_GetBuffer` filled the view.
+        Ok(Held {
+            view: unsafe { view.assume_init() },
+        })
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.view.buf as *mut u8
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.view.len as usize
+    }
+
+    /// Whether the view (taken `SHAPED`) holds elements of `dtype` (bf16 as int16, its bits)
+    /// in exactly `shape`, at an address aligned to the element size: what a launch plan
+    /// reads in place. Never for `bool` (whose bytes only a copy normalises to 0 and 1).
+    pub fn is(&self, dtype: DType, shape: &[usize]) -> bool {
+        let v = &*self.view;
+        if v.itemsize as usize != dtype.size_bytes()
+            || v.ndim as usize != shape.len()
+            || v.format.is_null()
+            || !(self.ptr() as usize).is_multiple_of(dtype.size_bytes())
+        {
+            return false;
+        }
+        // SAFETY: a `SHAPED` view has a valid NUL-terminated format and `ndim` extents.
+        let (format, extents) = unsafe {
+            let extents: &[isize] = if v.ndim == 0 {
+                &[]
+            } else {
+                std::slice::from_raw_parts(v.shape, v.ndim as usize)
+            };
+            (CStr::from_ptr(v.format).to_bytes(), extents)
+        };
+        let format = match format {
+            [b'<' | b'=' | b'@', rest @ ..] => rest,
+            f => f,
+        };
+        format == element_format(dtype).to_bytes()
+            && extents.iter().zip(shape).all(|(&e, &s)| e as usize == s)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by `PyObject_GetBuffer` and is released once.
+        Python::attach(|_| unsafe { ffi::PyBuffer_Release(&mut *self.view) });
+    }
+}
+
+/// The buffer-protocol (`struct`) format of `dtype`'s elements: bf16 as int16 (`h`), which
+/// numpy and torch view back as bf16.
+pub fn element_format(dtype: DType) -> &'static CStr {
+    match dtype {
+        DType::F32 => c"f",
+        DType::BF16 | DType::I16 => c"h",
+        DType::F16 => c"e",
+        DType::I32 => c"i",
+        DType::I8 => c"b",
+        DType::Bool => c"?",
+    }
+}
