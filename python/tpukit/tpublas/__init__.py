@@ -167,14 +167,14 @@ class Operator:
     def _run(self, values: list, kind: str = "numpy"):
         """Runs the overload on the call's bound values."""
         name = self.info.name
-        native, first = [], None
+        native, first, plain = [], None, False  # plain: `first` is a plain CPU tensor
         for code, a, v in zip(self._codes, self.schema.arguments, values, strict=True):
             if code == 1:  # the common case first: a plain contiguous CPU tensor
                 wire = _arrays.torch_wire(v)
                 if wire is not None:
                     native.append(("tensor", wire))
                     if first is None:
-                        first = v
+                        first, plain = v, True
                     continue
             elif code and type(v) is int:  # what `_convert` makes of them, in fewer steps
                 native.append(("int", v))
@@ -187,8 +187,8 @@ class Operator:
                 if first is None and array is not None:
                     first = array
         results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
-        k = _arrays.kind(first) if first is not None else kind
-        if k == "torch" and (first is None or first.is_cpu) and not self._widens:
+        k = "torch" if plain else _arrays.kind(first) if first is not None else kind
+        if k == "torch" and (plain or first is None or first.is_cpu) and not self._widens:
             # Straight to CPU tensors over the native results (as `to_kind` makes them).
             out = [_arrays.torch_from_wire(w) for w in results]
             return out[0] if self.schema.results == 1 else tuple(out)
