@@ -199,7 +199,14 @@ impl Buffer {
                 let this = &mut *this;
                 if typed {
                     let ndim = this.shape.len() as c_int;
-                    let (shape, strides) = (this.shape.as_mut_ptr(), this.strides.as_mut_ptr());
+                    // Strides only to a consumer asking for them (else they must be NULL:
+                    // row-major is implied).
+                    let strides = if flags & buffer::STRIDES == buffer::STRIDES {
+                        this.strides.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    let shape = this.shape.as_mut_ptr();
                     (ptr, len, this.format, this.itemsize, ndim, shape, strides)
                 } else {
                     let null = std::ptr::null_mut();

@@ -28,6 +28,8 @@ unsafe impl Sync for Held {}
 pub const SIMPLE: c_int = 0;
 /// `PyBUF_ND | PyBUF_FORMAT`: C-contiguous memory with its shape and element format.
 pub const SHAPED: c_int = 0x0008 | 0x0004;
+/// `PyBUF_STRIDES` (which includes `PyBUF_ND`): the consumer reads strides.
+pub const STRIDES: c_int = 0x0010 | 0x0008;
 
 impl Held {
     /// `obj`'s buffer with `flags` (`SIMPLE` or `SHAPED`: C-contiguous either way), or the
