@@ -300,3 +300,34 @@ def test_mode_direct_operators_match_the_full_path():
     assert m.served["aten.add.Tensor"] == 3  # x + y, alpha=2, x + 2.5
     assert m.served["aten.add_.Tensor"] == 1
     assert m.fallback["aten.add.Tensor"] == 1  # i + i: int64
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda x: tpublas.add(x, torch.ones(3, 4)), "ShapeError", "broadcast"),
+        (lambda x: tpublas.neg(x.double()), "DTypeError", "float64"),
+        (lambda x: tpublas.mm(x, x), "ShapeError", "cannot be multiplied"),
+        (lambda x: tpublas._softmax(x, 5, False), "ShapeError", "dim 5 is out of range"),
+        (lambda x: tpublas.add.Tensor(x, x, alpha="2"), TypeError, "must be a number"),
+        (lambda x: tpublas._softmax(x, 1.5, False), TypeError, "must be an int"),
+        (lambda x: tpublas.neg(x, x), TypeError, "takes 1 positional"),
+        (lambda x: torch.ops.tpublas.add.Tensor(x, torch.ones(3, 4)), "ShapeError", "broadcast"),
+    ],
+)
+def test_tpublas_errors_on_plain_tensors(call, error, match):
+    """Calls of plain CPU tensors and inline numbers (tpuBLAS's short path) still raise the
+    error of their kind, naming what is wrong."""
+    import tpukit
+
+    error = getattr(tpukit, error) if isinstance(error, str) else error
+    with pytest.raises(error, match=match):
+        call(torch.ones(5, 6))
+
+
+def test_mode_direct_calls_raise_tpublas_errors():
+    """An operator the mode serves directly raises tpuBLAS's error, as the full path does."""
+    import tpukit
+
+    with pytest.raises(tpukit.ShapeError, match="broadcast"), tpublas.mode():
+        torch.ones(5, 6) + torch.ones(3, 4)
