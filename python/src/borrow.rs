@@ -21,6 +21,7 @@ use tpukit_dsl::DType;
 
 use crate::array::{self, Wire};
 use crate::buffer::Held;
+use crate::error::DTypeError;
 
 /// Inputs borrowed for one launch: the held buffers and the arrays over their memory.
 pub struct Borrowed<'w> {
@@ -93,6 +94,13 @@ fn wire_buffer(wire: &Wire<'_>) -> PyResult<(DType, Held)> {
     let (name, shape, data) = wire;
     let dtype = array::dtype(name)?;
     let buffer = array::contiguous(data)?;
+    if let Some(t) = buffer.tensor_dtype()
+        && t != dtype
+    {
+        return Err(DTypeError::new_err(format!(
+            "a {t} tensor given as a {dtype} array"
+        )));
+    }
     array::check_len(dtype, shape, buffer.len_bytes())?;
     Ok((dtype, buffer))
 }

@@ -24,6 +24,7 @@ mod operand;
 mod plan;
 mod registry;
 mod runtime;
+mod tensor;
 mod tpublas;
 
 use pyo3::prelude::*;

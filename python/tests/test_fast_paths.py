@@ -237,9 +237,9 @@ def test_planned_calls_read_bool_and_odd_layouts_correctly(rng):
 
 
 def test_launch_plan_runs_only_what_it_was_made_for(rng):
-    """`Kernel.plan`: a run on other dtypes, shapes, layouts or numbers of arrays returns
-    None (the caller then takes the full path); bool inputs and a wrong number of wraps are
-    refused when the plan is made."""
+    """`Kernel.plan`: a run on other dtypes, shapes, layouts or numbers of arrays (numpy
+    arrays or torch tensors) returns None (the caller then takes the full path); bool inputs
+    and a wrong number of wraps are refused when the plan is made."""
     from tpukit import _native
 
     k = whole_add()
@@ -249,9 +249,13 @@ def test_launch_plan_runs_only_what_it_was_made_for(rng):
     (out,) = plan.run((x, x))
     np.testing.assert_array_equal(out, x + x)
     assert not np.shares_memory(out, x)
+    t = torch.from_numpy(x)
     for args in [(x, x[:, ::2].copy()), (x, x.astype(np.int32)), (x, x.T), (x,), (x, x, x),
-                 (x, torch.from_numpy(x)), (x, x.astype(">f4")), (x, None)]:
+                 (x, x.astype(">f4")), (x, None), (x, t.T), (x, t.int()), (x, t.bfloat16()),
+                 (x, torch._neg_view(t)), (x, t[:, :64])]:
         assert plan.run(args) is None
+    (out,) = plan.run((x, t))  # a CPU tensor is read in place, as the array it views
+    np.testing.assert_array_equal(out, x + x)
     with pytest.raises(_native.TpukitError, match="bool"):
         kernel.plan([("bool", (8, 128)), ("f32", (8, 128))], [np.asarray])
     with pytest.raises(_native.TpukitError, match="one wrap per output"):

@@ -211,7 +211,8 @@ _TORCH_NAMES: dict = {}  # torch dtype -> tpukit name, of the dtypes `torch_wire
 
 
 def torch_wire(x):
-    """The wire triple over a plain CPU torch tensor's own memory (no copy) when it is
+    """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read in
+    place natively, no numpy view: see ``python/src/tensor.rs``), when it is
     C-contiguous, of a dtype tpukit holds as it is (f32, bf16, f16, i32, i16, i8), and needs
     no gradient nor resolving (a lazy negation); else None, and the caller takes the general
     path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on their fast path."""
@@ -224,7 +225,7 @@ def torch_wire(x):
     name = _TORCH_NAMES.get(x.dtype)
     if name is None or not x.is_cpu or x.requires_grad or x.is_neg() or not x.is_contiguous():
         return None
-    return (name, x.shape, x.view(torch.int16).numpy() if name == "bf16" else x.numpy())
+    return (name, x.shape, x)  # the native side reads the tensor's memory in place
 
 
 def torch_wires(arrays) -> list | None:

@@ -3,7 +3,8 @@ the signature of a call that took the full path, run on the next call's arrays w
 re-derived in Python.
 
 A run is made only for what the plan reads as it is: C-contiguous numpy arrays (exactly
-``numpy.ndarray``) or plain CPU torch tensors (see ``_arrays.torch_direct``), of a dtype
+``numpy.ndarray``) or plain CPU torch tensors (see ``_arrays.torch_direct``; read without a
+numpy view, see ``python/src/tensor.rs``), of a dtype
 tpukit holds as it is (bool excluded: only a copy normalises its bytes; bf16 numpy arrays,
 which export no buffer, too), on the compiled CPU backend, for a kernel whose outputs are
 new arrays. A run returns None when the call is not what its plan was made for — another
@@ -41,32 +42,21 @@ class NumpyRun:
 
 
 class TorchRun:
-    """A plan's run on plain CPU torch tensors (read through ``Tensor.numpy()``, bf16 as its
-    int16 bits)."""
+    """A plan's run on plain CPU torch tensors (read in place through torch's own account of
+    them: device, contiguity, lazy negation, dtype, shape, ``data_ptr()``)."""
 
-    __slots__ = ("plan", "single", "bf16")
+    __slots__ = ("plan", "single")
 
-    def __init__(self, plan, single: bool, bf16: bool):
-        self.plan, self.single, self.bf16 = plan, single, bf16
+    def __init__(self, plan, single: bool):
+        self.plan, self.single = plan, single
 
     def __call__(self, args):
         if not _arrays.torch_direct(args):
             return None
-        try:
-            arrays = [_bits(a) for a in args] if self.bf16 else [a.numpy() for a in args]
-        except (RuntimeError, TypeError):  # a lazy negation, a dtype numpy lacks (bf16 in a
-            return None  # run made for f32): the full path takes them
-        outs = self.plan.run(arrays)
+        outs = self.plan.run(args)
         if outs is None:
             return None
         return outs[0] if self.single else tuple(outs)
-
-
-def _bits(t):
-    """A numpy view of a CPU tensor, a bf16 one as its int16 bits."""
-    import torch
-
-    return t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def make(kernel, args, single: bool):
@@ -90,7 +80,7 @@ def make(kernel, args, single: bool):
                        [_wrap(d, kind) for d in outs])
     if kind == "numpy":
         return NumpyRun(plan, single)
-    return TorchRun(plan, single, "bf16" in names)
+    return TorchRun(plan, single)
 
 
 def _wrap(dtype: str, kind: str):
