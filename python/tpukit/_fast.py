@@ -4,13 +4,13 @@ re-derived in Python.
 
 A run is made only for what the plan reads as it is: C-contiguous numpy arrays (exactly
 ``numpy.ndarray``) or plain CPU torch tensors (see ``_arrays.torch_direct``; read without a
-numpy view, see ``python/src/tensor.rs``), of a dtype
-tpukit holds as it is (bool excluded: only a copy normalises its bytes; bf16 numpy arrays,
-which export no buffer, too), on the compiled CPU backend, for a kernel whose outputs are
-new arrays. A run returns None when the call is not what its plan was made for — another
-kind of array, a gradient or a dispatch mode on a tensor, a lazy negation, another dtype,
-shape, or layout (the plan checks each argument's element format, shape, C-contiguity and
-alignment) — and the caller takes the full path, which raises what a bad call raises.
+numpy view, see ``python/src/tensor.rs``), of a dtype tpukit holds as it is (bool excluded:
+only a copy normalises its bytes; bf16 numpy arrays, which export no buffer, too), on the
+compiled CPU backend, for a kernel whose outputs are new arrays. A run returns None when
+the call is not what its plan was made for — another kind of array, a gradient or a
+dispatch mode on a tensor, a lazy negation, another dtype, shape, or layout (the plan checks
+each argument's element format, shape, C-contiguity and alignment) — and the caller takes
+the full path, which raises what a bad call raises.
 Results are new arrays (never an argument's memory) of the arguments' kind.
 """
 

@@ -2,9 +2,8 @@
 
 Arrays cross in *wire form*: ``(dtype name, shape, data)``, row-major; going in, ``data`` is
 any object exporting a C-contiguous buffer (a numpy array of any dtype) or a plain CPU torch
-tensor, coming out a
-:class:`Buffer`. ``tests/test_package.py``
-checks that this stub names exactly what the module exports.
+tensor, coming out a :class:`Buffer`. ``tests/test_package.py`` checks that this stub names
+exactly what the module exports.
 """
 
 import sys
