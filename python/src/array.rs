@@ -1,16 +1,16 @@
 //! Arrays across the boundary, in *wire form*: `(dtype name, shape, data)` with row-major,
 //! little-endian element data.
 //!
-//! - In, `data` is any object exporting a C-contiguous byte buffer (the Python side passes
-//!   `numpy_array.reshape(-1).view(np.uint8)`): its bytes are copied once, straight into the
-//!   host array's storage.
-//! - Out, `data` is a [`Buffer`] owning the host array and exporting its bytes, so
-//!   `numpy.frombuffer(data, dtype)` views them without a copy.
+//! - In, `data` is any object exporting a C-contiguous buffer, of any element format (the
+//!   Python side passes the numpy array itself): its bytes are copied once, straight into the
+//!   host array's storage, or read in place (`crate::borrow`).
+//! - Out, `data` is a [`Buffer`] owning the host array and exporting it, typed and shaped
+//!   (`numpy.asarray(data)` views it without a copy; bf16 as int16) or as bytes
+//!   (`numpy.frombuffer(data, dtype)`).
 //!
 //! Plain buffers keep the native side free of numpy's C API and its versions;
 //! `tpukit/_arrays.py` does the numpy, torch and JAX conversions.
 
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -18,6 +18,7 @@ use std::ffi::{c_int, c_void};
 use tpukit::HostArray;
 use tpukit_dsl::{DType, bf16, f16};
 
+use crate::buffer::{self, Held};
 use crate::error::{DTypeError, ShapeError, TpukitError, guard};
 
 const _: () = assert!(
@@ -113,36 +114,67 @@ pub fn from_sized_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> HostArray
 
 /// The host array a wire triple describes (its data copied once).
 pub fn from_wire((name, shape, data): &Wire<'_>) -> PyResult<HostArray> {
-    let buffer = PyBuffer::<u8>::get(data)?;
-    if !buffer.is_c_contiguous() {
-        return Err(TpukitError::new_err(
-            "array data must be a C-contiguous byte buffer",
-        ));
-    }
+    let buffer = contiguous(data)?;
     // SAFETY: the buffer is C-contiguous and held (and so alive and unmoved) until dropped
     // below; the GIL is held, so no Python code mutates it while it is read.
-    let bytes =
-        unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) };
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.ptr(), buffer.len_bytes()) };
     let array = from_bytes(dtype(name)?, shape, bytes);
     drop(buffer);
     array
 }
 
+/// Wire data's buffer, held as C-contiguous bytes: an error naming the requirement otherwise.
+pub fn contiguous(data: &Bound<'_, PyAny>) -> PyResult<Held> {
+    Held::get(data, buffer::SIMPLE).map_err(|e| {
+        let err = TpukitError::new_err("array data must be a C-contiguous buffer");
+        err.set_cause(data.py(), Some(e));
+        err
+    })
+}
+
 /// A host array in wire form: no copy, the bytes are exported by a [`Buffer`] (a copy of a
 /// borrowed array, which must not alias the memory it reads nor outlive the call).
 pub fn to_wire<'py>(py: Python<'py>, a: HostArray) -> PyResult<Wire<'py>> {
-    let mut a = a.into_owned();
-    a.make_standard_layout();
     let (name, shape) = (a.dtype().name().to_string(), a.shape().to_vec());
-    Ok((name, shape, Bound::new(py, Buffer { array: a })?.into_any()))
+    Ok((name, shape, Bound::new(py, Buffer::new(a))?.into_any()))
 }
 
-/// A host array's storage, exported as a writable, C-contiguous byte buffer (format `B`):
-/// `numpy.frombuffer(buffer, dtype)` gives an array over it, which keeps the buffer alive.
+/// A host array's storage, exported as a writable, C-contiguous buffer: typed and shaped to
+/// a consumer asking for the format and shape (`numpy.asarray(buffer)`, bf16 as int16),
+/// else as bytes (format `B`: `numpy.frombuffer(buffer, dtype)`). The arrays over it keep
+/// it alive.
 #[pyclass(module = "tpukit._native")]
 pub struct Buffer {
     /// Row-major contiguous (made so when the buffer is created).
     array: HostArray,
+    /// The element format ([`buffer::element_format`]) and size.
+    format: &'static std::ffi::CStr,
+    itemsize: isize,
+    /// The extents and row-major byte strides, which typed views point to.
+    shape: Vec<isize>,
+    strides: Vec<isize>,
+}
+
+impl Buffer {
+    /// The buffer of a host array (made owned and row-major: a copy of a borrowed one, which
+    /// must not alias the memory it reads nor outlive the call).
+    pub fn new(array: HostArray) -> Buffer {
+        let mut array = array.into_owned();
+        array.make_standard_layout();
+        let itemsize = array.dtype().size_bytes() as isize;
+        let shape: Vec<isize> = array.shape().iter().map(|&d| d as isize).collect();
+        let mut strides = vec![itemsize; shape.len()];
+        for i in (1..shape.len()).rev() {
+            strides[i - 1] = strides[i] * shape[i].max(1);
+        }
+        Buffer {
+            format: buffer::element_format(array.dtype()),
+            array,
+            itemsize,
+            shape,
+            strides,
+        }
+    }
 }
 
 #[pymethods]
@@ -152,31 +184,55 @@ impl Buffer {
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
-        _flags: c_int,
+        flags: c_int,
     ) -> PyResult<()> {
         guard(None, || {
             if view.is_null() {
                 return Err(PyBufferError::new_err("no view to fill"));
             }
-            let (ptr, len) = {
+            // Typed only for a consumer that reads both the format and the shape.
+            let typed = flags & buffer::SHAPED == buffer::SHAPED;
+            let (ptr, len, format, itemsize, ndim, shape, strides) = {
                 let mut this = slf.borrow_mut();
-                (this.array.data_ptr_mut(), this.array.size_bytes())
+                let ptr = this.array.data_ptr_mut();
+                let len = this.array.size_bytes() as isize;
+                let this = &mut *this;
+                if typed {
+                    let ndim = this.shape.len() as c_int;
+                    // Strides only to a consumer asking for them (else they must be NULL:
+                    // row-major is implied).
+                    let strides = if flags & buffer::STRIDES == buffer::STRIDES {
+                        this.strides.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    let shape = this.shape.as_mut_ptr();
+                    (ptr, len, this.format, this.itemsize, ndim, shape, strides)
+                } else {
+                    let null = std::ptr::null_mut();
+                    (ptr, len, c"B", 1, 1, null, null)
+                }
             };
             // SAFETY: `view` is valid (checked non-null, provided by Python); the data lives
             // as long as this object, which the view owns a reference to (`obj`), and does not
-            // move (the host array is never reallocated after construction). A
-            // one-dimensional byte buffer needs no shape or strides beyond `len` and
-            // `itemsize`.
+            // move (the host array is never reallocated after construction), nor do the
+            // shape and strides (never changed after construction). A one-dimensional byte
+            // buffer needs no shape or strides beyond `len` and `itemsize`.
             unsafe {
                 (*view).obj = slf.into_any().into_ptr();
                 (*view).buf = ptr as *mut c_void;
-                (*view).len = len as isize;
+                (*view).len = len;
                 (*view).readonly = 0;
-                (*view).itemsize = 1;
-                (*view).format = c"B".as_ptr() as *mut _;
-                (*view).ndim = 1;
-                (*view).shape = &mut (*view).len;
-                (*view).strides = &mut (*view).itemsize;
+                (*view).itemsize = itemsize;
+                (*view).format = format.as_ptr() as *mut _;
+                (*view).ndim = ndim;
+                if typed {
+                    (*view).shape = shape;
+                    (*view).strides = strides;
+                } else {
+                    (*view).shape = &mut (*view).len;
+                    (*view).strides = &mut (*view).itemsize;
+                }
                 (*view).suboffsets = std::ptr::null_mut();
                 (*view).internal = std::ptr::null_mut();
             }

@@ -13,7 +13,6 @@
 //! thread writing an input during the call races with the kernel's reads, as it would with
 //! numpy's.
 
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use std::sync::Arc;
 use tpukit::HostArray;
@@ -21,12 +20,13 @@ use tpukit::runtime::RawArray;
 use tpukit_dsl::DType;
 
 use crate::array::{self, Wire};
-use crate::error::TpukitError;
+use crate::buffer::Held;
+use crate::error::DTypeError;
 
 /// Inputs borrowed for one launch: the held buffers and the arrays over their memory.
 pub struct Borrowed<'w> {
     /// Held until dropped: the memory `arrays` point to.
-    _buffers: Vec<PyBuffer<u8>>,
+    pub _buffers: Vec<Held>,
     pub arrays: Vec<RawArray<'w>>,
 }
 
@@ -35,6 +35,8 @@ pub struct Borrowed<'w> {
 // same memory. Nothing here touches a Python object off the GIL; the buffers are released
 // (dropped) on the thread that holds the GIL again.
 unsafe impl Send for Borrowed<'_> {}
+// SAFETY: as for `Send`: shared, the arrays are only read.
+unsafe impl Sync for Borrowed<'_> {}
 
 /// The wire triples as borrowed arrays, or `None` where any of them cannot be read in place
 /// (the caller then copies them all). A malformed triple (unknown dtype, a length that is not
@@ -44,7 +46,7 @@ pub fn borrow<'w>(wires: &'w [Wire<'_>]) -> PyResult<Option<Borrowed<'w>>> {
     let mut arrays = Vec::with_capacity(wires.len());
     for wire @ (_, shape, _) in wires {
         let (dtype, buffer) = wire_buffer(wire)?;
-        let ptr = buffer.buf_ptr() as *mut u8;
+        let ptr = buffer.ptr();
         if dtype == DType::Bool || !(ptr as usize).is_multiple_of(dtype.size_bytes()) {
             return Ok(None);
         }
@@ -71,7 +73,7 @@ pub fn borrow<'w>(wires: &'w [Wire<'_>]) -> PyResult<Option<Borrowed<'w>>> {
 pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
     let (dtype, buffer) = wire_buffer(wire)?;
     let shape = &wire.1;
-    let ptr = buffer.buf_ptr() as *const u8;
+    let ptr = buffer.ptr() as *const u8;
     let aligned = (ptr as usize).is_multiple_of(dtype.size_bytes());
     if dtype == DType::Bool || !aligned || ptr.is_null() || buffer.len_bytes() == 0 {
         drop(buffer);
@@ -87,15 +89,17 @@ pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
 }
 
 /// A wire triple's dtype and its data's buffer, held: an error unless the data is a
-/// C-contiguous byte buffer of the length the dtype and shape need.
-fn wire_buffer(wire: &Wire<'_>) -> PyResult<(DType, PyBuffer<u8>)> {
+/// C-contiguous buffer of the length the dtype and shape need.
+fn wire_buffer(wire: &Wire<'_>) -> PyResult<(DType, Held)> {
     let (name, shape, data) = wire;
     let dtype = array::dtype(name)?;
-    let buffer = PyBuffer::<u8>::get(data)?;
-    if !buffer.is_c_contiguous() {
-        return Err(TpukitError::new_err(
-            "array data must be a C-contiguous byte buffer",
-        ));
+    let buffer = array::contiguous(data)?;
+    if let Some(t) = buffer.tensor_dtype()
+        && t != dtype
+    {
+        return Err(DTypeError::new_err(format!(
+            "a {t} tensor given as a {dtype} array"
+        )));
     }
     array::check_len(dtype, shape, buffer.len_bytes())?;
     Ok((dtype, buffer))

@@ -11,6 +11,7 @@ use crate::array::{self, Wire};
 use crate::borrow::{self, Borrowed};
 use crate::error::{self, TpukitError, guard};
 use crate::operand::PyOperand;
+use crate::plan::LaunchPlan;
 
 /// A kernel. Immutable: every method reads it.
 #[pyclass(name = "Kernel", module = "tpukit._native", frozen)]
@@ -36,7 +37,7 @@ impl PyKernel {
     }
 
     /// The kernel, verified and hashed once.
-    fn prepared(&self) -> PyResult<&Prepared> {
+    pub fn prepared(&self) -> PyResult<&Prepared> {
         if let Some(p) = self.prepared.get() {
             return Ok(p);
         }
@@ -100,7 +101,7 @@ impl PyKernel {
                 _ => None,
             };
             let result = match borrowed {
-                Some(ins) => py.detach(move || launch_borrowed(kernel, &ins, outputs)),
+                Some(ins) => py.detach(|| launch_borrowed(kernel, &ins, outputs)),
                 None => {
                     let inputs = host_arrays(&inputs)?;
                     py.detach(move || {
@@ -116,6 +117,26 @@ impl PyKernel {
             };
             let outs = result.map_err(error::runtime)?;
             outs.into_iter().map(|a| array::to_wire(py, a)).collect()
+        })
+    }
+
+    /// A [`LaunchPlan`] on the compiled CPU backend for inputs of these `(dtype name, shape)`
+    /// (prefetch operands, then inputs), each output passed to its callable in `wraps`.
+    fn plan(
+        slf: Bound<'_, Self>,
+        inputs: Vec<(String, Vec<usize>)>,
+        wraps: Vec<Py<PyAny>>,
+    ) -> PyResult<LaunchPlan> {
+        let this = slf.get();
+        this.guard(|| {
+            let outputs = this.kernel.operands_with_role(Role::Output).count();
+            if wraps.len() != outputs {
+                return Err(TpukitError::new_err(format!(
+                    "a launch plan needs one wrap per output ({outputs}), got {}",
+                    wraps.len()
+                )));
+            }
+            LaunchPlan::new(slf.clone().unbind(), inputs, wraps)
         })
     }
 

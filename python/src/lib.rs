@@ -13,6 +13,7 @@
 
 mod array;
 mod borrow;
+mod buffer;
 mod catalog;
 mod error;
 mod ffi;
@@ -20,8 +21,10 @@ mod import;
 mod kernel;
 mod op_table;
 mod operand;
+mod plan;
 mod registry;
 mod runtime;
+mod tensor;
 mod tpublas;
 
 use pyo3::prelude::*;
@@ -38,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernel::PyKernel>()?;
     m.add_class::<operand::PyOperand>()?;
     m.add_class::<array::Buffer>()?;
+    m.add_class::<plan::LaunchPlan>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;

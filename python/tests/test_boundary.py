@@ -85,6 +85,8 @@ def entry_points(kernel):
     operand = kernel.operands[0]
     (out,) = kernel.launch("cpu", [wire(), wire()])
     buffer = out[2]
+    x = np.zeros(8, np.float32)
+    plan = kernel.plan([("f32", (8,)), ("f32", (8,))], [np.asarray])
     functions = {
         "catalog": (lambda: _native.catalog(), None),
         "instantiate": (lambda: _native.instantiate("softmax", [8, 128], "f32"), "softmax"),
@@ -114,6 +116,8 @@ def entry_points(kernel):
         "Kernel.launch": (lambda: kernel.launch("cpu", [wire(), wire()]), "add_vectors"),
         "Kernel.lower": (lambda: kernel.lower({"n": 8}), "add_vectors"),
         "Kernel.count": (lambda: kernel.count("input"), "add_vectors"),
+        "Kernel.plan": (lambda: kernel.plan([("f32", (8,))] * 2, [np.asarray]), "add_vectors"),
+        "LaunchPlan.run": (lambda: plan.run((x, x)), "add_vectors"),
         "Operand.shape": (lambda: operand.shape, None),
         "Operand.__repr__": (lambda: repr(operand), None),
         "Buffer.__len__": (lambda: len(buffer), None),
@@ -135,7 +139,7 @@ def defined_entry_points():
     }
     methods = {
         f"{cls.__name__}.{n}"
-        for cls in (_native.Kernel, _native.Operand, _native.Buffer)
+        for cls in (_native.Kernel, _native.Operand, _native.Buffer, _native.LaunchPlan)
         for n, f in vars(cls).items()
         if (callable(f) or inspect.isgetsetdescriptor(f)) and n not in COMPARISONS
         and not (cls is _native.Operand and n in ("name", "role", "dtype"))

@@ -157,3 +157,181 @@ def test_kernel_launch_reads_inputs_in_place(n, dtype, rng):
         (out,) = launch(kernel, x, y, device=device)
         close(out, want, dtype)
         assert not np.shares_memory(out, x) and not np.shares_memory(out, y)
+
+
+def _add(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+def whole_add():
+    """A fresh kernel adding two whole arrays of any shape (its own plans)."""
+    return pallas.custom_kernel(lambda x, y: x, _add)
+
+
+def test_planned_calls_follow_signature_and_kind_changes(rng):
+    """The last signature's native plan serves only calls like it: other shapes, dtypes and
+    kinds of array take the full path and get their own results; every result is a new,
+    writable array of the arguments' kind and dtype."""
+    k = whole_add()
+    calls = []
+    for shape in [(8, 128), (16, 128), (8, 128)]:
+        for dtype in [np.float32, np.float16, BF16]:
+            calls.append(rng.standard_normal(shape).astype(dtype))
+    for x in calls + calls[::-1]:
+        for kind in ["numpy", "torch"]:
+            if kind == "numpy":
+                a, b = x, x[::-1].copy()
+            else:
+                a = torch.from_numpy(x.astype(np.float32)).to(
+                    torch.bfloat16 if x.dtype == BF16 else torch.from_numpy(x).dtype)
+                b = a.flip(0).contiguous()
+            for _ in range(2):
+                out = k(a, b)
+                if kind == "numpy":
+                    assert type(out) is np.ndarray and out.dtype == x.dtype
+                    assert out.flags.writeable and out.flags.c_contiguous
+                    assert not np.shares_memory(out, a) and not np.shares_memory(out, b)
+                    close(out, (a.astype(np.float32) + b.astype(np.float32)).astype(x.dtype),
+                          x.dtype)
+                else:
+                    assert type(out) is torch.Tensor and out.dtype == a.dtype
+                    assert out.data_ptr() not in (a.data_ptr(), b.data_ptr())
+                    torch.testing.assert_close(out, a + b)
+                out[...] = 0  # results are the caller's: the next call makes new ones
+
+
+def test_planned_calls_still_refuse_bad_arguments():
+    """After a plan is made, arguments it does not fit get the full path's errors: an
+    unsupported dtype, a wrong number of arrays, something that is not an array."""
+    k = whole_add()
+    x = np.ones((8, 128), np.float32)
+    k(x, x)
+    k(x, x)  # planned
+    fresh = whole_add()
+    for args in [(x.astype(np.float64), x), (x, x, x), (x, [1.0])]:
+        with pytest.raises(Exception) as planned:
+            k(*args)
+        with pytest.raises(Exception) as unplanned:
+            fresh(*args)
+        assert type(planned.value) is type(unplanned.value)
+        assert str(planned.value) == str(unplanned.value)
+    np.testing.assert_array_equal(k(x, x), x + x)
+
+
+def test_planned_calls_read_bool_and_odd_layouts_correctly(rng):
+    """Arrays a plan does not read in place (non-contiguous, misaligned, bool) after a
+    planned call: right results through the full path."""
+    k = whole_add()
+    x = rng.standard_normal((8, 128)).astype(np.float32)
+    k(x, x)
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    odd = raw[1:].view(np.float32).reshape(x.shape)
+    odd[...] = x
+    for a in [np.asfortranarray(x), x.T.copy().T, odd]:
+        np.testing.assert_allclose(k(a, x), x + x, rtol=1e-6)
+    b = rng.standard_normal((8, 128)) > 0
+    bk = pallas.custom_kernel(lambda x, y: x, lambda x_ref, y_ref, o_ref: o_ref.__setitem__(
+        ..., x_ref[...] & y_ref[...]))
+    for _ in range(2):
+        np.testing.assert_array_equal(bk(b, ~b), b & ~b)
+
+
+def test_launch_plan_runs_only_what_it_was_made_for(rng):
+    """`Kernel.plan`: a run on other dtypes, shapes, layouts or numbers of arrays (numpy
+    arrays or torch tensors) returns None (the caller then takes the full path); bool inputs
+    and a wrong number of wraps are refused when the plan is made."""
+    from tpukit import _native
+
+    k = whole_add()
+    x = rng.standard_normal((8, 128)).astype(np.float32)
+    kernel = k.kernel(x, x)
+    plan = kernel.plan([("f32", (8, 128)), ("f32", (8, 128))], [np.asarray])
+    (out,) = plan.run((x, x))
+    np.testing.assert_array_equal(out, x + x)
+    assert not np.shares_memory(out, x)
+    t = torch.from_numpy(x)
+    for args in [(x, x[:, ::2].copy()), (x, x.astype(np.int32)), (x, x.T), (x,), (x, x, x),
+                 (x, x.astype(">f4")), (x, None), (x, t.T), (x, t.int()), (x, t.bfloat16()),
+                 (x, torch._neg_view(t)), (x, t[:, :64])]:
+        assert plan.run(args) is None
+    (out,) = plan.run((x, t))  # a CPU tensor is read in place, as the array it views
+    np.testing.assert_array_equal(out, x + x)
+    with pytest.raises(_native.TpukitError, match="bool"):
+        kernel.plan([("bool", (8, 128)), ("f32", (8, 128))], [np.asarray])
+    with pytest.raises(_native.TpukitError, match="one wrap per output"):
+        kernel.plan([("f32", (8, 128)), ("f32", (8, 128))], [])
+
+
+def test_tpukit_debug_is_read_at_every_planned_call(monkeypatch):
+    """`TPUKIT_DEBUG` toggled between calls applies to the next one, planned or not."""
+    from test_pallas_ops import _next_block_kernel
+
+    import tpukit
+
+    k = _next_block_kernel()
+    nz = np.array([3, 1, 2, 5], np.int32)
+    x = np.zeros((32, 128), np.float32)
+    monkeypatch.delenv("TPUKIT_DEBUG", raising=False)
+    k(nz, x, x)
+    k(nz, x, x)  # planned
+    monkeypatch.setenv("TPUKIT_DEBUG", "1")
+    with pytest.raises(tpukit.TpukitError, match="index 4 of dim 0 is outside"):
+        k(nz, x, x)
+    monkeypatch.setenv("TPUKIT_DEBUG", "0")
+    k(nz, x, x)
+
+
+def test_mode_direct_operators_match_the_full_path():
+    """Calls the mode serves directly (f32/bf16 CPU tensors, positional) and those beside
+    them it does not (keywords, numbers, 0-d float64 tensors, integer tensors, in-place ops)
+    give torch's results and are counted as before."""
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(8, 33, generator=g), torch.randn(8, 33, generator=g)
+    xb, yb = x.bfloat16(), y.bfloat16()
+    i = torch.arange(8 * 33).reshape(8, 33)
+    calls = [
+        lambda: x + y, lambda: xb * yb, lambda: torch.add(x, y, alpha=2), lambda: x + 2.5,
+        lambda: x * torch.tensor(2.0, dtype=torch.float64), lambda: i + i,
+        lambda: x.t() @ y, lambda: torch.nn.functional.gelu(x), lambda: x.clone().add_(y),
+        lambda: torch.softmax(x, -1), lambda: x.sum(), lambda: torch.where(x > 0, x, y),
+    ]
+    want = [c() for c in calls]
+    with tpublas.mode() as m:
+        got = [c() for c in calls]
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1.6e-2, atol=1e-5)
+        assert a.dtype == b.dtype
+    assert m.served["aten.add.Tensor"] == 3  # x + y, alpha=2, x + 2.5
+    assert m.served["aten.add_.Tensor"] == 1
+    assert m.fallback["aten.add.Tensor"] == 1  # i + i: int64
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda x: tpublas.add(x, torch.ones(3, 4)), "ShapeError", "broadcast"),
+        (lambda x: tpublas.neg(x.double()), "DTypeError", "float64"),
+        (lambda x: tpublas.mm(x, x), "ShapeError", "cannot be multiplied"),
+        (lambda x: tpublas._softmax(x, 5, False), "ShapeError", "dim 5 is out of range"),
+        (lambda x: tpublas.add.Tensor(x, x, alpha="2"), TypeError, "must be a number"),
+        (lambda x: tpublas._softmax(x, 1.5, False), TypeError, "must be an int"),
+        (lambda x: tpublas.neg(x, x), TypeError, "takes 1 positional"),
+        (lambda x: torch.ops.tpublas.add.Tensor(x, torch.ones(3, 4)), "ShapeError", "broadcast"),
+    ],
+)
+def test_tpublas_errors_on_plain_tensors(call, error, match):
+    """Calls of plain CPU tensors and inline numbers (tpuBLAS's short path) still raise the
+    error of their kind, naming what is wrong."""
+    import tpukit
+
+    error = getattr(tpukit, error) if isinstance(error, str) else error
+    with pytest.raises(error, match=match):
+        call(torch.ones(5, 6))
+
+
+def test_mode_direct_calls_raise_tpublas_errors():
+    """An operator the mode serves directly raises tpuBLAS's error, as the full path does."""
+    import tpukit
+
+    with pytest.raises(tpukit.ShapeError, match="broadcast"), tpublas.mode():
+        torch.ones(5, 6) + torch.ones(3, 4)

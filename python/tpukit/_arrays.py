@@ -1,8 +1,9 @@
 """Arrays in and out: numpy, torch and JAX arrays to the native wire form and back.
 
 The wire form is ``(dtype name, shape, data)`` with row-major little-endian data: going in,
-``data`` is a byte view of a C-contiguous numpy array (the native side copies it once);
-coming out, it is a native buffer that ``numpy.frombuffer`` views without a copy. Results
+``data`` is a C-contiguous numpy array of any numpy dtype (the native side reads its buffer
+in place or copies it once); coming out, it is a native buffer exporting the result typed
+and shaped (bf16 as int16 bits), which ``numpy.asarray`` views without a copy. Results
 come back as the caller's kind of array (the kind of the first array argument).
 """
 
@@ -175,9 +176,24 @@ def torch_direct(args) -> bool:
         return False
     grad = torch.is_grad_enabled()
     for a in args:
-        if type(a) is not torch.Tensor or a.device.type != "cpu" or (grad and a.requires_grad):
+        if type(a) is not torch.Tensor or not a.is_cpu or (grad and a.requires_grad):
             return False
     return True
+
+
+def plan_dtype_name(a: np.ndarray) -> str | None:
+    """The tpukit name of a numpy array's dtype if tpukit holds it as it is (a native
+    little-endian dtype of ``_NAMES``), else None."""
+    return _NAMES.get(a.dtype)
+
+
+def torch_plan_dtype_name(t) -> str | None:
+    """The tpukit name of a torch tensor's dtype if tpukit holds it as it is, else None."""
+    import torch
+
+    return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+            torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+            torch.bool: "bool"}.get(t.dtype)
 
 
 def to_numpy(x) -> np.ndarray:
@@ -195,7 +211,8 @@ _TORCH_NAMES: dict = {}  # torch dtype -> tpukit name, of the dtypes `torch_wire
 
 
 def torch_wire(x):
-    """The wire triple over a plain CPU torch tensor's own memory (no copy) when it is
+    """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read in
+    place natively, no numpy view: see ``python/src/tensor.rs``), when it is
     C-contiguous, of a dtype tpukit holds as it is (f32, bf16, f16, i32, i16, i8), and needs
     no gradient nor resolving (a lazy negation); else None, and the caller takes the general
     path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on their fast path."""
@@ -208,8 +225,7 @@ def torch_wire(x):
     name = _TORCH_NAMES.get(x.dtype)
     if name is None or not x.is_cpu or x.requires_grad or x.is_neg() or not x.is_contiguous():
         return None
-    a = x.view(torch.int16).numpy() if name == "bf16" else x.numpy()
-    return (name, a.shape, a.reshape(-1).view(np.uint8))
+    return (name, x.shape, x)  # the native side reads the tensor's memory in place
 
 
 def torch_wires(arrays) -> list | None:
@@ -268,15 +284,16 @@ def plain_wires(arrays) -> list | None:
         name = _NAMES.get(a.dtype) if type(a) is np.ndarray else None
         if name is None or not a.flags.c_contiguous:
             return None
-        wires.append((name, a.shape, a.reshape(-1).view(np.uint8)))
+        wires.append((name, a.shape, a))
     return wires
 
 
 def from_wire(wire) -> np.ndarray:
-    """The numpy array of a wire triple: a writable view of the native result, which it keeps
-    alive."""
-    name, shape, data = wire
-    return np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape)
+    """The numpy array of a wire triple the native side returned: a writable view of the
+    native result (its typed buffer, bf16 as int16 bits), which it keeps alive."""
+    name, _, data = wire
+    a = np.asarray(data)
+    return a.view(_BF16) if name == "bf16" else a
 
 
 def torch_from_wire(wire):
@@ -284,11 +301,9 @@ def torch_from_wire(wire):
     ``to_kind(from_wire(wire), "torch")`` gives, in fewer steps)."""
     import torch
 
-    name, shape, data = wire
-    if name == "bf16":
-        return torch.from_numpy(np.frombuffer(data, dtype=np.int16).reshape(shape)).view(
-            torch.bfloat16)
-    return torch.from_numpy(np.frombuffer(data, dtype=_DTYPES[name]).reshape(shape))
+    name, _, data = wire
+    t = torch.from_numpy(np.asarray(data))  # the typed buffer: bf16 as int16 bits
+    return t.view(torch.bfloat16) if name == "bf16" else t
 
 
 def to_kind(a: np.ndarray, k: str, like=None):

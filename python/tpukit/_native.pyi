@@ -1,12 +1,14 @@
 """Types of ``tpukit._native``, the Rust half of the package (``python/src/*.rs``).
 
 Arrays cross in *wire form*: ``(dtype name, shape, data)``, row-major; going in, ``data`` is
-any C-contiguous bytes-like object, coming out a :class:`Buffer`. ``tests/test_package.py``
-checks that this stub names exactly what the module exports.
+any object exporting a C-contiguous buffer (a numpy array of any dtype) or a plain CPU torch
+tensor, coming out a :class:`Buffer`. ``tests/test_package.py`` checks that this stub names
+exactly what the module exports.
 """
 
 import sys
-from typing import Literal, final
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, final
 
 from typing_extensions import Buffer as _BytesLike
 
@@ -16,6 +18,7 @@ __all__ = [
     "Kernel",
     "Operand",
     "Buffer",
+    "LaunchPlan",
     "catalog",
     "instantiate",
     "import_mosaic",
@@ -91,10 +94,24 @@ class Kernel:
     def lower(self, bindings: dict[str, int] = ...) -> str:
         """A StableHLO module with a Mosaic ``tpu_custom_call``, every symbol bound."""
     def count(self, role: _Role) -> int: ...
+    def plan(
+        self, inputs: list[tuple[str, tuple[int, ...]]], wraps: list[Callable[[Buffer], Any]]
+    ) -> LaunchPlan:
+        """A launch on the CPU backend for inputs of these ``(dtype name, shape)``, each output
+        passed to its callable in ``wraps``; bool inputs are refused."""
+
+@final
+class LaunchPlan:
+    """One kernel's CPU launch for fixed input dtypes and shapes (``tpukit._fast``)."""
+
+    def run(self, arrays: Sequence[Any]) -> list[Any] | None:
+        """The wrapped new outputs, or None where an array is not the plan's (element
+        format, shape, C-contiguity, alignment)."""
 
 @final
 class Buffer:
-    """A result array's storage: a writable, C-contiguous byte buffer (format ``B``)."""
+    """A result array's storage: a writable, C-contiguous buffer, typed and shaped for a
+    consumer asking for format and shape (``numpy.asarray``; bf16 as int16), else bytes."""
 
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int, /) -> memoryview: ...

@@ -37,7 +37,7 @@ import jax
 import numpy as np
 from jax.experimental import pallas as pl
 
-from tpukit import _arrays, _custom_call, _inline, _lowering, _xla_program
+from tpukit import _arrays, _custom_call, _fast, _inline, _lowering, _xla_program
 from tpukit._cpu_lowering import install, on_cpu
 from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
 from tpukit.launch import check_device, launch
@@ -75,10 +75,15 @@ class CompiledKernel:
         self.prologue: Kernel | None = None
         self.epilogue: Kernel | None = None
 
+    def plain(self) -> bool:
+        """Whether a run is the kernel's launch alone, its outputs new arrays: no prologue,
+        epilogue, aliased output or unsigned result."""
+        return self.prologue is None and self.epilogue is None and not self.aliases \
+            and not self._unsigned_results
+
     def run(self, arrays, device):
         """Runs on ``arrays``; aliased outputs start as their input's contents."""
-        if self.prologue is None and self.epilogue is None and not self.aliases \
-                and not self._unsigned_results:
+        if self.plain():
             # numpy arrays or plain CPU tensors tpukit holds as they are: straight to the
             # native launch, and the results straight back.
             wires = _arrays.plain_wires(arrays)
@@ -243,8 +248,10 @@ class PallasKernel:
         self._differentiable = _Cache()  # jax.custom_vjp functions by device
         self._jitted = _Cache()  # eager calls on JAX arrays: jitted custom calls by device
         self._torch_op = None  # defined at the first call with torch tensors
-        # Eager calls already run once: (device, signature) -> (single, CompiledKernel).
-        self._plans: dict[tuple, tuple[bool, CompiledKernel]] = {}
+        # Eager calls already run once: (device, signature) -> (single, CompiledKernel, the
+        # signature's `_fast` run or None).
+        self._plans: dict[tuple, tuple] = {}
+        self._fast = None  # the `_fast` run of the last eager signature run on "cpu", or None
         functools.update_wrapper(self, body)
         # pl.pallas_call's `name=` names the kernel, else the body does
         self.__name__ = call_kwargs.get("name") or getattr(body, "__name__", "pallas_kernel")
@@ -306,10 +313,17 @@ class PallasKernel:
         return str(jax.make_jaxpr(call)(*[_lowering.shape_dtype(a) for a in args]))
 
     def __call__(self, *args, device: str | None = None):
+        fast = self._fast
+        if fast is not None and (device or self.device) == "cpu":
+            out = fast(args)  # the last signature's native plan, None if `args` differ
+            if out is not None:
+                return out
         plan = self._plans.get((device or self.device, _arrays.eager_signature(args)))
         if plan is not None:  # a signature run before: no checks, no lowering, no propagate
-            single, compiled = plan
+            single, compiled, fast = plan
             outs = compiled.run(args, device or self.device)
+            if fast is not None:
+                self._fast = fast
             return outs[0] if single else tuple(outs)
         device = check_device(device or self.device)
         if _torch_call(args):
@@ -333,7 +347,11 @@ class PallasKernel:
         outs = compiled.run(args, device)
         signature = _arrays.eager_signature(args)
         if signature is not None:
-            self._plans[(device, signature)] = (single, compiled)
+            fast = _fast.make(compiled.kernel, args, single) \
+                if device == "cpu" and compiled.plain() else None
+            self._plans[(device, signature)] = (single, compiled, fast)
+            if fast is not None:
+                self._fast = fast
         return single, outs
 
     def _trace(self, args, device):

@@ -115,6 +115,14 @@ class Operator:
                                  if a.name == "output_mask"), None)
         # Whether some result may need widening to int64 (see `_run`).
         self._widens = info.name in INTEGER_SELF or info.name in _INDEX_RESULTS
+        # Binding a call of positional arguments only (see `_schema.positional_fills`).
+        self._least, self._most, self._fills = _schema.positional_fills(self.schema)
+        # Per argument, what `_run` converts without `_convert`: 1 a tensor (`torch_wire`),
+        # 2 an int for a number argument, 3 a float for a Scalar or float one; else 0.
+        self._codes = tuple(
+            1 if a.type == "Tensor" and not a.list else
+            (2 if a.type in ("int", "SymInt", "Scalar", "float") else 0) if not a.list else 0
+            for a in self.schema.arguments)
         self.__name__ = info.name
         self.__doc__ = f"{info.schema}\n\n{info.about}"
 
@@ -130,7 +138,7 @@ class Operator:
         """The call's values bound to the schema (see ``_schema.bind``) if it fits this
         overload (see ``accepts``), else None."""
         try:
-            values = _schema.bind(self.schema, args, kwargs, self.info.name)
+            values = self._bind(args, kwargs)
         except TypeError:
             return None
         for a, v in zip(self.schema.arguments, values, strict=True):
@@ -142,32 +150,45 @@ class Operator:
                 return None
         return values
 
+    def _bind(self, args, kwargs) -> list:
+        """The call's values in schema order (see ``_schema.bind``)."""
+        if not kwargs and self._least <= len(args) <= self._most:
+            return [*args, *self._fills[len(args):]]
+        return _schema.bind(self.schema, args, kwargs, self.info.name)
+
     def __call__(self, *args, **kwargs):
-        return self._run(_schema.bind(self.schema, args, kwargs, self.info.name))
+        return self._run(self._bind(args, kwargs))
 
     def run_as(self, kind: str, *args, **kwargs):
         """The call, its results of array kind ``kind`` (``"torch"``, ``"numpy"``, ``"jax"``)
         when no tensor argument decides it (a factory's)."""
-        return self._run(_schema.bind(self.schema, args, kwargs, self.info.name), kind)
+        return self._run(self._bind(args, kwargs), kind)
 
     def _run(self, values: list, kind: str = "numpy"):
         """Runs the overload on the call's bound values."""
         name = self.info.name
-        native, first = [], None
-        for a, v in zip(self.schema.arguments, values, strict=True):
-            wire = None if a.list or a.type != "Tensor" else _arrays.torch_wire(v)
-            if wire is not None:  # the common case first: a plain contiguous CPU tensor
-                native.append(("tensor", wire))
-                if first is None:
-                    first = v
+        native, first, plain = [], None, False  # plain: `first` is a plain CPU tensor
+        for code, a, v in zip(self._codes, self.schema.arguments, values, strict=True):
+            if code == 1:  # the common case first: a plain contiguous CPU tensor
+                wire = _arrays.torch_wire(v)
+                if wire is not None:
+                    native.append(("tensor", wire))
+                    if first is None:
+                        first, plain = v, True
+                    continue
+            elif code and type(v) is int:  # what `_convert` makes of them, in fewer steps
+                native.append(("int", v))
+                continue
+            elif code and type(v) is float and a.type in ("Scalar", "float"):
+                native.append(("float", v))
                 continue
             for kind_, x, array in _convert(a, v, name):
                 native.append((kind_, x))
                 if first is None and array is not None:
                     first = array
         results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
-        k = _arrays.kind(first) if first is not None else kind
-        if k == "torch" and (first is None or first.is_cpu) and not self._widens:
+        k = "torch" if plain else _arrays.kind(first) if first is not None else kind
+        if k == "torch" and (plain or first is None or first.is_cpu) and not self._widens:
             # Straight to CPU tensors over the native results (as `to_kind` makes them).
             out = [_arrays.torch_from_wire(w) for w in results]
             return out[0] if self.schema.results == 1 else tuple(out)

@@ -27,6 +27,19 @@ ALLOCATIONS = {"empty.memory_format", "empty_like.default", "new_empty.default",
                "empty_strided.default"}
 
 
+# The factories `_request` reads (and every `arange.*` overload).
+FACTORIES = frozenset({
+    "zeros.default", "ones.default", "full.default", "scalar_tensor.default",
+    "zeros_like.default", "ones_like.default", "full_like.default",
+    "new_zeros.default", "new_ones.default", "new_full.default"})
+
+
+def is_factory(func) -> bool:
+    """Whether ``func`` is a factory this module serves (for some arguments)."""
+    name = _name(func)
+    return name in FACTORIES or name.startswith("arange.")
+
+
 def _name(func) -> str:
     return f"{func._schema.name.removeprefix('aten::')}.{func._overloadname}"
 
@@ -65,6 +78,8 @@ def _request(func, args, kwargs):
     """``(kind, numbers, shape, dtype, like)`` of a factory call: kind ``"full"`` (numbers:
     the fill value) or ``"arange"`` (start, end, step); ``like`` is the tensor whose strides
     a ``*_like`` result keeps. None if ``func`` is not a factory."""
+    if not is_factory(func):
+        return None
     name = _name(func)
     kw = dict(kwargs)
     if name in ("zeros.default", "ones.default"):

@@ -150,6 +150,31 @@ def _has_non_finite(tensors) -> bool:
     return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors)
 
 
+def _direct(func, name: str, op):
+    """``(op, most)`` if calls of ``func`` with up to ``most`` positional arguments, all
+    f32 or bf16 CPU tensors, run as ``op`` on those arguments bound as they are (see
+    ``Mode._direct_call``): a tpuBLAS operator that is no view, factory, allocation, in-place
+    write, alias or special case (batch norm's statistics, an ``output_mask``), whose leading
+    ``most`` arguments are tensors that may be floats, and whose other arguments' defaults
+    pass ``_tpublas_call``'s checks; else None."""
+    if op is None or _is_view_or_metadata(func) or name in _VIEWS or name in _ALIASES \
+            or _factory.is_factory(func) or _factory._name(func) in _factory.ALLOCATIONS \
+            or name == "aten.native_batch_norm.default" or op.output_mask is not None:
+        return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
+        return None
+    arguments = op.schema.arguments
+    most = 0
+    while most < len(arguments) and arguments[most].type == "Tensor" \
+            and not arguments[most].list and not arguments[most].kwarg_only \
+            and arguments[most].name not in _INDEX_ARGUMENTS:
+        most += 1
+    if any(a.type == "ScalarType" and fill is not None
+           for a, fill in zip(arguments[most:], op._fills[most:], strict=True)):
+        return None
+    return (op, most) if most else None
+
+
 class Mode(TorchDispatchMode):
     """See the module. ``served``, ``fallback`` and ``views`` are the counters."""
 
@@ -168,9 +193,9 @@ class Mode(TorchDispatchMode):
 
     def _describe(self, func):
         """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
-        the packet's Scalar overload for a Tensor one or None, whether it only allocates)``:
-        read from the schema once
-        per operator (a dispatched call then costs dictionary lookups, not schema walks)."""
+        the packet's Scalar overload for a Tensor one or None, whether it only allocates,
+        its ``_direct`` form or None)``: read from the schema once per operator (a dispatched
+        call then costs dictionary lookups, not schema walks)."""
         known = self._known.get(func)
         if known is None:
             op = scalar = None
@@ -180,16 +205,31 @@ class Mode(TorchDispatchMode):
                 if func._overloadname == "Tensor":
                     scalar = packet._overloads.get("Scalar")
             allocation = _factory._name(func) in _factory.ALLOCATIONS
-            known = (str(func), _is_view_or_metadata(func), op, scalar, allocation)
+            name = str(func)
+            known = (name, _is_view_or_metadata(func), op, scalar, allocation,
+                     _direct(func, name, op))
             self._known[func] = known
         return known
+
+    def _direct_call(self, direct, args):
+        """The call of a ``_direct`` operator on ``args`` (positional, no keywords) if they
+        are what its direct form takes: f32 or bf16 CPU tensors for its leading tensor
+        arguments, the rest defaults; else None (the full ``_serve`` decides). What
+        ``_tpublas_call`` makes of such a call, without its per-call walks."""
+        op, most = direct
+        if not op._least <= len(args) <= most:
+            return None
+        for t in args:
+            if not isinstance(t, torch.Tensor) or not t.is_cpu or t.dtype not in _FLOAT_DTYPES:
+                return None
+        return functools.partial(op._run, op._bind(args, {})), (), {}
 
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
         alias = _ALIASES.get(self._describe(func)[0])
         if alias is not None:
             func, args = alias[0], alias[1](args)
-        name, _, op, scalar, _ = self._describe(func)
+        name, _, op, scalar, _, _ = self._describe(func)
         if op is None:
             return None
         if scalar is not None and len(args) >= 2 and _number(args[1]) is not None:
@@ -247,15 +287,17 @@ class Mode(TorchDispatchMode):
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name, view, _, _, allocation = self._describe(func)
-        if view or name in _VIEWS:
-            self.views[name] += 1
-            return func(*args, **kwargs)
-        if allocation:
-            self.allocated[name] += 1
-            return func(*args, **kwargs)
-        call = self._serve(func, args, kwargs)
+        name, view, _, _, allocation, direct = self._describe(func)
+        call = self._direct_call(direct, args) if direct is not None and not kwargs else None
+        if call is None:
+            kwargs = kwargs or {}
+            if view or name in _VIEWS:
+                self.views[name] += 1
+                return func(*args, **kwargs)
+            if allocation:
+                self.allocated[name] += 1
+                return func(*args, **kwargs)
+            call = self._serve(func, args, kwargs)
         if call is not None:
             self.served[name] += 1
         elif self.fallback_policy == "error":

@@ -1,0 +1,121 @@
+//! `tpukit._native.LaunchPlan`: a kernel's launch on the compiled CPU backend for one
+//! signature of arrays (each input's dtype and shape), made once, run many times.
+//!
+//! A run checks only what can differ between two calls of the same Python signature: each
+//! argument exports a C-contiguous buffer of the plan's element format, shape and alignment
+//! (else the run returns `None` and the caller takes the general path, which makes the right
+//! plan or raises the right error). It reads the arguments in place, launches (which still
+//! binds the shapes against the kernel, so a plan never runs a kernel on arrays its operands
+//! refuse), and returns the new outputs — which alias no argument — each passed to its
+//! `wrap` (`numpy.asarray`, or a function making a torch tensor over it).
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use tpukit::LaunchOptions;
+use tpukit::runtime::{RawArray, launch_borrowed};
+use tpukit_dsl::DType;
+
+use crate::array::{self, Buffer};
+use crate::borrow::Borrowed;
+use crate::buffer::{self, Held};
+use crate::error::{self, TpukitError, guard};
+use crate::kernel::PyKernel;
+
+/// One kernel's launch for arrays of fixed dtypes and shapes (see the module docs).
+#[pyclass(name = "LaunchPlan", module = "tpukit._native", frozen)]
+pub struct LaunchPlan {
+    kernel: Py<PyKernel>,
+    /// Each input's dtype and shape (prefetch operands, then inputs); never `bool`.
+    inputs: Vec<(DType, Vec<usize>)>,
+    /// One callable per output, given the output's [`Buffer`].
+    wraps: Vec<Py<PyAny>>,
+}
+
+impl LaunchPlan {
+    /// The plan for `inputs` (`(dtype name, shape)` pairs): an error for a `bool` input
+    /// (its bytes are normalised by a copy, which plans do not make) or an unknown dtype.
+    pub fn new(
+        kernel: Py<PyKernel>,
+        inputs: Vec<(String, Vec<usize>)>,
+        wraps: Vec<Py<PyAny>>,
+    ) -> PyResult<LaunchPlan> {
+        let inputs = inputs
+            .into_iter()
+            .map(|(name, shape)| {
+                let dtype = array::dtype(&name)?;
+                if dtype == DType::Bool {
+                    return Err(TpukitError::new_err("launch plans read no bool arrays"));
+                }
+                Ok((dtype, shape))
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(LaunchPlan {
+            kernel,
+            inputs,
+            wraps,
+        })
+    }
+
+    /// The arguments' buffers, if every one is what the plan reads in place.
+    fn hold(&self, arrays: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Held>>> {
+        let mut held = Vec::with_capacity(self.inputs.len());
+        let mut iter = arrays.try_iter()?;
+        for (dtype, shape) in &self.inputs {
+            let Some(a) = iter.next().transpose()? else {
+                return Ok(None);
+            };
+            match Held::get(&a, buffer::SHAPED) {
+                Ok(b) if b.is(*dtype, shape) => held.push(b),
+                _ => return Ok(None),
+            }
+        }
+        Ok(iter.next().is_none().then_some(held))
+    }
+}
+
+#[pymethods]
+impl LaunchPlan {
+    /// The wrapped new outputs of a launch on `arrays` (a sequence, prefetch operands then
+    /// inputs), or `None` where the arrays are not what the plan was made for.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        arrays: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let kernel = self.kernel.get();
+        guard(Some(&kernel.kernel.name), || {
+            let Some(buffers) = self.hold(arrays)? else {
+                return Ok(None);
+            };
+            let arrays = buffers
+                .iter()
+                .zip(&self.inputs)
+                .map(|(b, (dtype, shape))| RawArray {
+                    dtype: *dtype,
+                    shape,
+                    data: b.ptr(),
+                })
+                .collect();
+            let borrowed = Borrowed {
+                _buffers: buffers,
+                arrays,
+            };
+            let prepared = kernel.prepared()?;
+            let options = LaunchOptions::from_env();
+            // SAFETY: each array's buffer was checked to be C-contiguous, of the plan's shape
+            // and element size, and aligned; the held buffers keep the memory alive for the
+            // call.
+            let held = &borrowed; // captured whole: `Borrowed` is `Sync`, its fields are not
+            let outs = py
+                .detach(|| unsafe { launch_borrowed(prepared, &held.arrays, options) })
+                .map_err(error::runtime)?;
+            drop(borrowed);
+            let list = PyList::empty(py);
+            for (a, wrap) in outs.into_iter().zip(&self.wraps) {
+                let buffer = Bound::new(py, Buffer::new(a))?;
+                list.append(wrap.bind(py).call1((buffer,))?)?;
+            }
+            Ok(Some(list))
+        })
+    }
+}
