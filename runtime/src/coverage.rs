@@ -11,16 +11,23 @@
 //!   extent (a reduction axis revisiting the block: one worker runs all its steps, at least
 //!   one, and each stores the whole window; `cdiv(k, b)` steps could be none);
 //! - the body's top level (so at every grid step, unconditionally) stores the whole window,
-//!   unmasked;
+//!   unmasked (at the top level, or in the branch an `if` on a constant takes); or a
+//!   top-level `if program_id(a) == c` does (a phased row kernel's last phase), `a` an
+//!   `arbitrary` axis no launch splits among workers with more than `c` steps, and the
+//!   windows of the steps where `a` is `c` cover the array as above (the index map evaluated
+//!   with grid index `a` set to `c`, e.g. `j · (phase / 1)` → `j`);
 //! - nothing in the body loads the output, and the body has no DMA or semaphore ops (which
 //!   could read it).
 //!
 //! Stores outside the array (an edge window's overhang) are dropped, and windows cover every
 //! element, so the output is written whole.
 
+mod term;
+
+use term::{Term, eval};
 use tpukit_dsl::{
-    BlockDim, Dim, Extent, Indexer, Kernel, Literal, OpKind, Operand, OperandId, Region, Role,
-    Semantics, Space, Start, Window,
+    BlockDim, CmpOp, Dim, Extent, Indexer, Kernel, Literal, OpKind, Operand, OperandId, Region,
+    Role, Semantics, Space, Start, Window,
 };
 
 /// One flag per output operand (in signature order): whether the kernel writes it whole.
@@ -32,42 +39,70 @@ pub(crate) fn whole_outputs(kernel: &Kernel) -> Vec<bool> {
 }
 
 fn writes_whole(kernel: &Kernel, id: OperandId, o: &Operand) -> bool {
-    o.space == Space::Local
-        && windows_cover(kernel, o)
-        && only_stored(&kernel.body.body, id)
-        && stores_window(&kernel.body.body, id, o)
+    if o.space != Space::Local || !only_stored(&kernel.body.body, id) {
+        return false;
+    }
+    let body = &kernel.body.body;
+    if stores_window(body, id, o) {
+        return windows_cover(kernel, o, None);
+    }
+    guarded_stores(kernel, id, o).is_some_and(|g| windows_cover(kernel, o, Some(g)))
 }
 
-/// Whether the windows of `o` over the grid cover its array.
-fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
+/// The guard `(a, c)` of a top-level `if program_id(a) == c { … }` whose region's top level
+/// stores the whole window of `o`, if there is one and every launch runs the guarded steps
+/// on one worker in grid order: `a` is `arbitrary`, not a split axis (the leading parallel
+/// axes, or axis 0), and has more than `c` steps.
+fn guarded_stores(kernel: &Kernel, id: OperandId, o: &Operand) -> Option<(usize, i64)> {
+    let body = &kernel.body.body;
+    body.ops.iter().find_map(|op| {
+        let OpKind::If {
+            cond, then_region, ..
+        } = &op.kind
+        else {
+            return None;
+        };
+        let cmp = body.ops.iter().find(|c| c.results == [*cond])?;
+        let OpKind::Compare {
+            op: CmpOp::Eq,
+            lhs,
+            rhs,
+        } = cmp.kind
+        else {
+            return None;
+        };
+        let (l, r) = (
+            eval(body, &kernel.grid, lhs, None),
+            eval(body, &kernel.grid, rhs, None),
+        );
+        let (a, c) = match (l, r) {
+            (Term::Axis(a), Term::Int(c)) | (Term::Int(c), Term::Axis(a)) => (a, c),
+            _ => return None,
+        };
+        let axis = &kernel.grid[a];
+        let steps = matches!(axis.extent, Extent::Static(n) if c >= 0 && (c as u64) < n as u64);
+        (a > 0
+            && axis.semantics == Semantics::Arbitrary
+            && steps
+            && stores_window(then_region, id, o))
+        .then_some((a, c))
+    })
+}
+
+/// Whether the windows of `o` over the grid cover its array; with `fixed` = `(a, c)`, the
+/// windows of the steps whose index along `a` is `c`.
+fn windows_cover(kernel: &Kernel, o: &Operand, fixed: Option<(usize, i64)>) -> bool {
     let Window::Blocked(spec) = &o.window else {
         return true; // the whole array at every step
     };
     let map = &spec.index_map.body;
-    let Some((yield_op, consts)) = map.ops.split_last() else {
+    let Some(yield_op) = map.ops.last() else {
         return false;
     };
     let OpKind::Yield { values } = &yield_op.kind else {
         return false;
     };
     if values.len() != o.shape.len() || spec.block.len() != o.shape.len() {
-        return false;
-    }
-    let zero = |v| {
-        consts.iter().any(|op| {
-            op.results == [v]
-                && matches!(
-                    op.kind,
-                    OpKind::Const {
-                        value: Literal::Int(0)
-                    }
-                )
-        })
-    };
-    if !consts
-        .iter()
-        .all(|op| matches!(op.kind, OpKind::Const { .. }))
-    {
         return false;
     }
     let mut axes_used = Vec::new();
@@ -77,22 +112,25 @@ fn windows_cover(kernel: &Kernel, o: &Operand) -> bool {
             BlockDim::Squeezed => 1,
             BlockDim::Element(_) => return false,
         };
-        if let Some(axis) = map.args.iter().position(|&a| a == v) {
-            if axes_used.contains(&axis) || !covers(&kernel.grid[axis].extent, size, dim) {
-                return false;
+        match eval(map, &kernel.grid, v, fixed) {
+            Term::Axis(axis) => {
+                if axes_used.contains(&axis) || !covers(&kernel.grid[axis].extent, size, dim) {
+                    return false;
+                }
+                axes_used.push(axis);
             }
-            axes_used.push(axis);
-        } else if !(zero(v) && matches!(dim, Dim::Static(n) if size >= *n)) {
-            return false;
+            Term::Int(0) if matches!(dim, Dim::Static(n) if size >= *n) => {}
+            _ => return false,
         }
     }
-    // Every other axis is `arbitrary` with at least one step: steps that write one block
-    // differ only along axes the CPU backend never splits between workers, so one worker
-    // writes the block, whole, at each of them (a `parallel` axis could be split; workers that
-    // share a block get private copies, see `cpu::shared`). An axis of no steps (a zero-length
-    // contraction) would leave the block unwritten.
+    // Every other axis but the fixed one is `arbitrary` with at least one step: steps that
+    // write one block differ only along axes the CPU backend never splits between workers, so
+    // one worker writes the block, whole, at each of them (a `parallel` axis could be split;
+    // workers that share a block get private copies, see `cpu::shared`). An axis of no steps
+    // (a zero-length contraction) would leave the block unwritten.
     kernel.grid.iter().enumerate().all(|(axis, a)| {
         axes_used.contains(&axis)
+            || fixed.is_some_and(|(f, _)| f == axis)
             || (a.semantics == Semantics::Arbitrary
                 && matches!(a.extent, Extent::Static(n) if n > 0))
     })
@@ -130,7 +168,27 @@ fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
     let Some(shape) = shape else {
         return false; // a whole symbolic array: no store of a static shape covers it
     };
-    body.ops.iter().any(|op| match &op.kind {
+    stores_whole(body, id, &shape)
+}
+
+/// Whether the top level of `region`, or the branch a constant condition takes there (an
+/// `if` on a kernel's compile-time flag), stores the whole window (of static `shape`) of
+/// operand `id`, unmasked.
+fn stores_whole(region: &Region, id: OperandId, shape: &[usize]) -> bool {
+    region.ops.iter().any(|op| match &op.kind {
+        OpKind::If {
+            cond,
+            then_region,
+            else_region,
+        } => region.ops.iter().any(|c| {
+            let OpKind::Const {
+                value: Literal::Bool(b),
+            } = c.kind
+            else {
+                return false;
+            };
+            c.results == [*cond] && stores_whole(if b { then_region } else { else_region }, id, shape)
+        }),
         OpKind::Store {
             operand,
             index,
@@ -139,7 +197,7 @@ fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
         } => {
             *operand == id
                 && index.len() == shape.len()
-                && index.iter().zip(&shape).all(|(ix, &n)| {
+                && index.iter().zip(shape).all(|(ix, &n)| {
                     matches!(ix, Indexer::Slice { start: Start::Static(0), size, stride: 1 } if *size == n)
                 })
         }
@@ -282,5 +340,76 @@ body {
 }
 ";
         assert!(!whole(value_grid));
+    }
+
+    /// A phased row kernel (as tpuBLAS's softmax): grid `(rows parallel, 2 phases, column
+    /// blocks)`, the output window at column block `j · (phase / 1)`, stored under
+    /// `if program_id(guard_axis) <cmp> guard`.
+    fn phased(grid: &str, guard_axis: usize, cmp: &str, guard: i64, map: &str) -> String {
+        format!(
+            "kernel @phased grid({grid}) {{
+  input %x: f32[m,n] block[8,128] fill 0.0 map(%0, %1, %2) {{
+    yield %0, %2
+  }}
+  output %o: f32[m,n] block[8,128] fill 0.0 map(%0, %1, %2) {{
+    %3 = const 1 : i32[]
+    %4 = div %1, %3 : i32[]
+    %5 = mul %2, %4 : i32[]
+    yield {map}
+  }}
+body {{
+  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  %1 = program_id {guard_axis} : i32[]
+  %2 = const {guard} : i32[]
+  %3 = {cmp} %1, %2 : bool[]
+  if %3 : () {{
+    store %o[ds(0, 8), ds(0, 128)], %0
+    yield
+  }} else {{
+    yield
+  }}
+  yield
+}}
+"
+        )
+    }
+
+    #[test]
+    fn a_phased_output_written_whole_by_its_last_phase_is_proven() {
+        let grid = "parallel cdiv(m, 8), arbitrary 2, arbitrary cdiv(n, 128)";
+        assert!(whole(&phased(grid, 1, "eq", 1, "%0, %5")));
+        // Fixing the phase at 0 leaves column block 0 only.
+        assert!(!whole(&phased(grid, 1, "eq", 0, "%0, %5")));
+        // A guard that never holds (2 phases: 0 and 1), or holds at other steps too.
+        assert!(!whole(&phased(grid, 1, "eq", 2, "%0, %5")));
+        assert!(!whole(&phased(grid, 1, "ne", 0, "%0, %5")));
+        // A guard on the split (parallel, leading) axis: workers would each write a part.
+        assert!(!whole(&phased(grid, 0, "eq", 0, "%1, %2")));
+        // The guarded steps place the window by one axis only.
+        assert!(!whole(&phased(grid, 1, "eq", 1, "%0, %0")));
+        // A parallel phase axis could be split among workers.
+        let parallel = "parallel cdiv(m, 8), parallel 2, arbitrary cdiv(n, 128)";
+        assert!(!whole(&phased(parallel, 1, "eq", 1, "%0, %5")));
+    }
+
+    #[test]
+    fn a_store_in_the_branch_a_constant_flag_takes_counts() {
+        let flagged = |flag: bool, store_in_then: bool| {
+            let store = "    store %o[ds(0, 128)], %0\n";
+            let (t, e) = if store_in_then {
+                (store, "")
+            } else {
+                ("", store)
+            };
+            let body = format!(
+                "  %1 = const {flag} : bool[]\n  if %1 : () {{\n{t}    yield\n  }} else {{\n{e}    yield\n  }}"
+            );
+            whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", &body))
+        };
+        assert!(flagged(true, true));
+        assert!(flagged(false, false));
+        // The branch that does not run stores.
+        assert!(!flagged(false, true));
+        assert!(!flagged(true, false));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{Emitter, Result};
 use inkwell::IntPredicate;
-use inkwell::values::IntValue;
+use inkwell::values::{InstructionValue, IntValue};
 
 impl<'ctx> Emitter<'ctx, '_> {
     /// Emits `for iv in lo..hi { body(iv) }`.
@@ -13,6 +13,17 @@ impl<'ctx> Emitter<'ctx, '_> {
         hi: IntValue<'ctx>,
         body: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> Result<()>,
     ) -> Result<()> {
+        self.counted_latch(lo, hi, body).map(|_| ())
+    }
+
+    /// [`Emitter::counted`], returning the loop's back edge (the branch loop metadata goes
+    /// on).
+    pub fn counted_latch(
+        &mut self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> Result<()>,
+    ) -> Result<InstructionValue<'ctx>> {
         let i64t = self.ctx.i64_type();
         let pre = self.block();
         let header = self.ctx.append_basic_block(self.func, "loop");
@@ -34,9 +45,9 @@ impl<'ctx> Emitter<'ctx, '_> {
         let more = self
             .b
             .build_int_compare(IntPredicate::SLT, next, hi, "loop.more")?;
-        self.b.build_conditional_branch(more, header, exit)?;
+        let back = self.b.build_conditional_branch(more, header, exit)?;
         self.b.position_at_end(exit);
-        Ok(())
+        Ok(back)
     }
 
     /// Emits a row-major loop nest over a static `shape`, calling `body` with the multi-index.

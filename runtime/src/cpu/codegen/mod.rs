@@ -27,6 +27,7 @@ mod dot;
 mod dot_bf16;
 mod fuse;
 mod gather;
+mod interleave;
 mod loops;
 mod print;
 mod reduce;

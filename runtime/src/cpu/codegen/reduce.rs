@@ -3,7 +3,7 @@
 use super::value::{Env, Val};
 use super::{Emitter, Result};
 use inkwell::values::FastMathFlags;
-use inkwell::values::{BasicValueEnum, InstructionValue};
+use inkwell::values::{BasicValueEnum, InstructionValue, IntValue};
 use tpukit_dsl::{DType, Func, Op, OpKind, ReduceOp};
 
 impl<'ctx, 'k> Emitter<'ctx, 'k> {
@@ -34,14 +34,28 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let acc = self.slot(self.reg_type(dtype))?;
             self.nest(&out_shape, &mut |e, oidx| {
                 e.b.build_store(acc, init)?;
-                e.nest(&reduced, &mut |e, ridx| {
-                    let idx: Vec<_> = oidx.iter().chain(ridx).copied().collect();
+                let step = |e: &mut Self, idx: &[IntValue<'ctx>]| -> Result<()> {
+                    let idx: Vec<_> = oidx.iter().chain(idx).copied().collect();
                     let v = e.elem(f, env, x, &idx)?;
                     let a = e.b.build_load(e.reg_type(dtype), acc, "acc")?;
                     let c = e.combine(r, dtype, a, v)?;
                     e.b.build_store(acc, c)?;
                     Ok(())
-                })?;
+                };
+                if let Some((&inner, outer)) = reduced.split_last() {
+                    // The innermost reduced axis carries the accumulator: interleaved.
+                    e.nest(outer, &mut |e, ridx| {
+                        let (lo, hi) = (e.i64(0), e.i64(inner as i64));
+                        let latch = e.counted_latch(lo, hi, &mut |e, last| {
+                            let idx: Vec<_> = ridx.iter().chain([&last]).copied().collect();
+                            step(e, &idx)
+                        })?;
+                        e.interleave(latch, e.accumulators_for(inner));
+                        Ok(())
+                    })?;
+                } else {
+                    step(e, &[])?;
+                }
                 let a = e.b.build_load(e.reg_type(dtype), acc, "acc")?;
                 let a = e.finish(dtype, a)?;
                 let at = e.linear(&out_shape, oidx)?;

@@ -1,0 +1,86 @@
+"""tpuBLAS row reductions and row operators on rows of every length around the CPU backend's
+vector and accumulator widths (a reduction loop keeps several vector accumulators and
+leaves a scalar remainder): sums, maxima, softmax and layer norm against torch in float64,
+f32 and bf16, with NaN, ±inf and large/small magnitudes in the rows."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tpukit.tpublas as tb  # noqa: E402
+
+F32, BF16 = torch.float32, torch.bfloat16
+# f32: a reduction of up to ~2000 terms in f32 (any order) against float64; bf16: one
+# rounding of an f32 result (half a bf16 ulp is 2^-9), as in test_tpublas.
+TOL = {F32: {"rtol": 2e-5, "atol": 2e-5}, BF16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
+# Around 16 lanes × 4 accumulators × 2 (the interleaving threshold) and the 512-column block.
+LENGTHS = [1, 15, 16, 17, 127, 128, 129, 511, 512, 513, 1000, 1024, 2049]
+
+
+def rows(n, dtype, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed + n)
+    return ((torch.rand((37, n), generator=g, dtype=torch.float64) * 4 - 2) * scale).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_sum_and_amax_along_rows(n, dtype):
+    x = rows(n, dtype)
+    got = tb.sum.dim_IntList(x, [1])
+    torch.testing.assert_close(got, x.double().sum(1).to(dtype), **TOL[dtype])
+    assert torch.equal(tb.amax(x, [1]), x.amax(1))  # a maximum is exact
+
+
+@pytest.mark.parametrize("n", [17, 129, 1024, 2049])
+def test_max_and_sum_propagate_nan_and_inf_from_any_column(n):
+    x = rows(n, F32)
+    cols = [0, n // 2, n - 1]
+    for r, c in enumerate(cols):
+        x[r, c] = float("nan")
+        x[len(cols) + r, c] = float("inf")
+        x[2 * len(cols) + r, c] = -float("inf")
+    want_max, want_sum = x.amax(1), x.sum(1)
+    got_max, got_sum = tb.amax(x, [1]), tb.sum.dim_IntList(x, [1])
+    torch.testing.assert_close(got_max, want_max, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(got_sum, want_sum, equal_nan=True, **TOL[F32])
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0])
+def test_softmax_along_rows(n, dtype, scale):
+    x = rows(n, dtype, scale=scale)
+    want = torch.softmax(x.double(), -1).to(dtype)
+    torch.testing.assert_close(tb._softmax(x, -1, False), want, **TOL[dtype])
+    want_log = torch.log_softmax(x.double(), -1).to(dtype)
+    torch.testing.assert_close(tb._log_softmax(x, -1, False), want_log, **TOL[dtype])
+
+
+def test_softmax_rows_with_nan_and_infinities_are_torchs():
+    x = rows(1024, F32)
+    x[0, 700] = float("nan")
+    x[1, :] = -float("inf")
+    x[2, 3] = float("inf")
+    x[3, 1000] = 1e30
+    want = torch.softmax(x, -1)
+    got = tb._softmax(x, -1, False)
+    torch.testing.assert_close(got, want, equal_nan=True, **TOL[F32])
+    safe = tb._safe_softmax(x, -1)
+    torch.testing.assert_close(safe[1], torch.zeros(1024))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("n", [1, 17, 129, 513, 1024, 2049])
+def test_layer_norm_along_rows(n, dtype):
+    x = rows(n, dtype, scale=10.0) + 100  # a large mean: no E[x²] − E[x]² cancellation
+    g = torch.Generator().manual_seed(n)
+    w = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
+    b = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
+    out, mean, rstd = tb.native_layer_norm(x, [n], w, b, 1e-5)
+    want = torch.native_layer_norm(x.double(), [n], w.double(), b.double(), 1e-5)
+    torch.testing.assert_close(out, want[0].to(dtype), **TOL[dtype])
+    torch.testing.assert_close(mean, want[1].to(dtype), **TOL[dtype])
+    if n > 1:  # one column: rstd = 1/√eps, not a tolerance question
+        torch.testing.assert_close(rstd, want[2].to(dtype), **TOL[dtype])
