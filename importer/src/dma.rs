@@ -9,7 +9,8 @@
 //! `tpu.sem_alloc` allocations become scratch operands of their own, after the kernel's
 //! (their contents are undefined when the scope starts, as on a TPU; semaphores come back to
 //! zero when a scope obeys the rules). Remote copies and signals (`device_id`, `core_id`)
-//! are refused by name.
+//! are refused by name. A copy through a bitcast ref is the IR's copy between the windows
+//! beneath, of two dtypes (`bitcast_copy`); through a reshaped ref, copies of its rows.
 
 use super::kernel_func::scratch;
 use super::rules::Table;
@@ -271,7 +272,8 @@ fn slice_of_shaped(
     let starts = (0..sizes.len())
         .map(|d| s.arg(op, 1 + d))
         .collect::<Result<Vec<_>>>()?;
-    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes)?;
+    let even = sizes.len() >= 2 && op.operand(sizes.len() - 1).is_ok_and(super::parity::even);
+    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, even)?;
     if view.shape == view.window {
         let index = starts
             .into_iter()
@@ -469,7 +471,8 @@ fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -
     match s.shaped(op, i) {
         Some(v) if !v.packed && v.dtype == b.ref_dtype(v.base.0) => Ok(v.base),
         Some(_) => Err(Error::unsupported(format!(
-            "operand {i} of `{}` is a bitcast ref (copies through reshaped refs are imported)",
+            "operand {i} of `{}` is a ref both reshaped and bitcast (copies through bitcast \
+             refs, and through reshaped refs, are imported)",
             op_name(op)
         ))),
         None => {
@@ -477,6 +480,41 @@ fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -
             Ok((r, full(b, r, index)?))
         }
     }
+}
+
+/// The windows of a copy (or wait) between `ends` of `op` when one is a ref bitcast to
+/// another dtype and neither is reshaped: the windows beneath, in their own dtypes (the IR's
+/// copy bitcasts between them, splitting and packing rows as Mosaic's ref bitcast does). A
+/// bitcast ref that is also reshaped is refused by name. `None` when no end is a bitcast.
+fn bitcast_copy(
+    s: &Scope,
+    b: &KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+) -> Result<Option<[Window; 2]>> {
+    let views = ends.map(|i| s.shaped(op, i));
+    let bitcast = |v: &super::ref_view::Shaped| v.dtype != b.ref_dtype(v.base.0) || v.packed;
+    if !views.iter().flatten().any(bitcast) {
+        return Ok(None);
+    }
+    let mut windows = Vec::with_capacity(2);
+    for (v, i) in views.into_iter().zip(ends) {
+        match v {
+            Some(v) if v.shape == v.window => windows.push(v.base),
+            Some(_) => {
+                return Err(Error::unsupported(format!(
+                    "operand {i} of `{}` is a ref both reshaped and bitcast (copies through                      bitcast refs, and through reshaped refs, are imported)",
+                    op_name(op)
+                )));
+            }
+            None => {
+                let (r, index) = s.place(op, i)?;
+                windows.push((r, full(b, r, index)?));
+            }
+        }
+    }
+    let [src, dst]: [Window; 2] = windows.try_into().expect("two ends");
+    Ok(Some([src, dst]))
 }
 
 /// A copy (or wait) between `ends` of `op` when one is a reshaped ref: the same elements in
@@ -591,6 +629,10 @@ pub(crate) fn enqueue_dma(
             b.dma_start((src, &si), (dst, &di), (sem, &mi))
         });
     }
+    if let Some([(src, si), (dst, di)]) = bitcast_copy(s, b, op, [0, 1])? {
+        let (sem, mi) = s.place(op, 2)?;
+        return b.dma_start((src, &si), (dst, &di), (sem, &mi));
+    }
     if let Some(copies) = reshaped_copies(s, b, op, [0, 1])? {
         let (sem, mi) = s.place(op, 2)?;
         for [(src, si), (dst, di)] in copies {
@@ -624,6 +666,9 @@ pub(crate) fn wait_dma(
         return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
             b.dma_wait((sem, &mi), (sr, &si), (d, &di))
         });
+    }
+    if let Some([(sr, si), (d, di)]) = bitcast_copy(s, b, op, [src, dst])? {
+        return b.dma_wait((sem, &mi), (sr, &si), (d, &di));
     }
     if let Some(copies) = reshaped_copies(s, b, op, [src, dst])? {
         for [(sr, si), (d, di)] in copies {

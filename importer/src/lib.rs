@@ -55,6 +55,7 @@ mod gather;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod parity;
 mod prng;
 mod reduce_index;
 mod reduce_precision;

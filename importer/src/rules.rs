@@ -341,13 +341,20 @@ fn results_dead(op: &OperationRef<'_, '_>) -> bool {
         && (0..op.result_count()).all(|i| op.result(i).is_ok_and(|r| is_dead(r.into())))
 }
 
+/// Whether the second-minor start of a store of rank `rank` (indices from operand 2) is
+/// even by construction ([`super::parity::even`]).
+fn even_row_start(op: &OperationRef<'_, '_>, rank: usize) -> bool {
+    rank >= 2 && op.operand(rank).is_ok_and(super::parity::even)
+}
+
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
 fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     if let Some(view) = s.shaped(op, 1) {
-        return super::ref_view::store(s, b, &view, &index, value);
+        let even = even_row_start(op, index.len());
+        return super::ref_view::store(s, b, &view, &index, value, even);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
@@ -381,7 +388,8 @@ fn tpu_vector_store(
     if m == 0
         && let Some(view) = s.shaped(op, 1)
     {
-        return super::ref_view::store(s, b, &view, &index, value);
+        let even = even_row_start(op, index.len());
+        return super::ref_view::store(s, b, &view, &index, value, even);
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {

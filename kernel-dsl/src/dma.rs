@@ -15,6 +15,12 @@
 //! Mosaic allows from TPU v6 on): it adds 1, and the body waits for it with
 //! `semaphore_wait(sem, 1)` (a `dma_wait` names DMA semaphores only).
 //!
+//! A copy's two ends hold the same bytes: the same type, or types one bitcast apart
+//! ([`copies_between`]): a ref seen through a bitcast (`x_hbm.bitcast(jnp.int16)`) is copied
+//! as Mosaic copies it, its bits reinterpreted, 32-bit rows split into two 16-bit rows (the
+//! low half the even row) or row pairs packed back, along the second-minor dimension of
+//! the accessed window, as [`crate::OpKind::Bitcast`] does to values.
+//!
 //! The copy happens when it starts: `dma_start` reads its source and writes its destination
 //! then, with the semantics of a load and a store (edge windows read their fill, stores
 //! outside the array are dropped). A program that obeys the rules below sees the same
@@ -44,7 +50,13 @@
 //! copies in flight see one kernel only (a copy handed over by an output is not checked
 //! against the accesses of the kernel that waits for it).
 
-use crate::{Indexer, Kernel, OperandId, Role};
+use crate::{Indexer, Kernel, OperandId, Role, Type};
+
+/// Whether a copy may move a window of type `src` into one of type `dst`: the same type,
+/// or `dst` the bitcast of `src` ([`crate::bitcast_shape`]).
+pub fn copies_between(src: &Type, dst: &Type) -> bool {
+    src == dst || crate::bitcast_shape(src, dst.dtype).is_some_and(|s| s == dst.shape)
+}
 
 /// Where an operand lives, which fixes how the body may reach it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -610,7 +610,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     d.role.name()
                 ));
             }
-            if st != dt {
+            if !crate::dma::copies_between(&st, &dt) {
                 return Err(format!(
                     "copies {st} from `{}` into {dt} of `{}`",
                     so.name, d.name
@@ -623,7 +623,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         OpKind::DmaWait { sem, src, dst } => {
             let (_, st) = copy_end(ctx, src)?;
             let (d, dt) = copy_end(ctx, dst)?;
-            if st != dt {
+            if !crate::dma::copies_between(&st, &dt) {
                 return Err(format!(
                     "waits for a copy of {st} into {dt} of `{}`",
                     d.name

@@ -86,14 +86,23 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(Vec::new())
     }
 
-    /// Copies `src` into `dst`, element by element.
+    /// Copies `src` into `dst`, element by element: each destination element the bitcast
+    /// of the source's (itself, for one dtype; see `tpukit_dsl::dma::copies_between`).
     fn copy(&mut self, env: &Env<'ctx, 'k>, src: &'k Place, dst: &'k Place) -> Result<()> {
         self.check_access(env, src.operand, &src.index)?;
         self.check_access(env, dst.operand, &dst.index)?;
         let dtype = self.kernel.operand(dst.operand).dtype;
-        self.nest(&shape(&src.index), &mut |e, idx| {
-            let from = e.address(env, src.operand, &src.index, idx)?;
-            let v = e.read(src.operand, from)?;
+        let from = self.kernel.operand(src.operand).dtype;
+        self.nest(&shape(&dst.index), &mut |e, idx| {
+            let mut read = |e: &mut Self, at: &[IntValue<'ctx>]| {
+                let offset = e.address(env, src.operand, &src.index, at)?;
+                e.read(src.operand, offset)
+            };
+            let v = if from == dtype {
+                read(e, idx)?
+            } else {
+                e.bitcast_of(from, dtype, idx, &mut read)?
+            };
             let to = e.address(env, dst.operand, &dst.index, idx)?;
             e.write(dst.operand, to, dtype, v)
         })

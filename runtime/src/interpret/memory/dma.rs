@@ -171,12 +171,21 @@ impl Memory {
             None,
             Type::new(dtype, shape),
         )?;
+        // A copy through a bitcast ref moves the same bits (`tpukit_dsl::dma::copies_between`).
+        let to = self.buffers[d.0 as usize].dtype;
+        let value = if to == dtype {
+            value
+        } else {
+            let shape = tpukit_dsl::bitcast_shape(&value.ty, to)
+                .ok_or("a copy between types no bitcast relates")?;
+            crate::interpret::ops::bitcast(&value, Type::new(to, shape))
+        };
         self.store(d, &dst.place.index, &dst.starts, &value, None)?;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
         let bytes = if counts {
             1
         } else {
-            (value.data.len() * dtype.size_bytes()) as i64
+            (value.data.len() * to.size_bytes()) as i64
         };
         *self.sem_value(sem_at) += bytes as f64;
         let c = InFlight {
