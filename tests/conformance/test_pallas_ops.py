@@ -149,6 +149,35 @@ def _flash(dtype, causal):
     return attention, [_sds((1, 2, 512, 128), dtype)] * 3
 
 
+def _bitcast_copies(name):
+    # the kernels of python/tests/test_pallas_bitcast_copies.py: copies through bitcast refs
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bitcast_copy_kernels as t
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    sem = pltpu.SemaphoreType.DMA
+    if name == "split":
+        call = pl.pallas_call(
+            functools.partial(t.split_rows_of_hbm, slice_first=False),
+            out_shape=_sds((8, 2, 128), jnp.int16), in_specs=[any_], out_specs=any_,
+            scratch_shapes=[sem])
+        return call, [_sds((16, 1, 256), jnp.int32)]
+    if name == "roll-f32":
+        call = pl.pallas_call(
+            t.roll_halves, out_shape=_sds((16, 256), jnp.float32), in_specs=[any_],
+            out_specs=any_, scratch_shapes=[pltpu.VMEM((32, 256), jnp.int16), sem])
+        return call, [_sds((16, 256), jnp.float32)]
+    call = pl.pallas_call(
+        t.negate_pairs, out_shape=_sds((32, 128), jnp.bfloat16), in_specs=[any_],
+        out_specs=any_, scratch_shapes=[pltpu.VMEM((16, 128), jnp.int32), sem])
+    return call, [_sds((32, 128), jnp.bfloat16)]
+
+
 def _dma(name, dtype):
     # the DMA kernels of python/tests/test_pallas_dma.py, by name
     import sys
@@ -526,6 +555,9 @@ KERNELS = {
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
+    "bitcast-copies-split-i32": lambda: _bitcast_copies("split"),
+    "bitcast-copies-roll-f32": lambda: _bitcast_copies("roll-f32"),
+    "bitcast-copies-pairs-bf16": lambda: _bitcast_copies("pairs-bf16"),
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "strided-roll-f32": lambda: _strided_roll("float32"),
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
@@ -856,4 +888,27 @@ def _bounded_slices_under_on_cpu():
 def test_bounded_slices_compile_for_tpu(compiler, topology):
     texts = _bounded_slices_under_on_cpu()
     assert len(texts) == 4
+    assert_compiles(compiler, texts, topology)
+
+
+@functools.cache
+def _nested_bitcast_pipeline_under_on_cpu():
+    """``bitcast_copy_kernels.nested_split_pipeline``: an inner ``emit_pipeline`` over an
+    outer block seen as int16, imported by ``on_cpu()`` (copies through the bitcast block at
+    traced even starts)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bitcast_copy_kernels as bk
+    import jax.numpy as jnp
+
+    with imports_by_on_cpu() as texts:
+        jax.jit(bk.nested_split_pipeline).lower(jnp.zeros((256, 128), jnp.float32))
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_pipeline_over_a_bitcast_block_compiles_for_tpu(compiler, topology):
+    texts = _nested_bitcast_pipeline_under_on_cpu()
+    assert len(texts) == 1
     assert_compiles(compiler, texts, topology)
