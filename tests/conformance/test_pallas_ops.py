@@ -178,6 +178,27 @@ def _bitcast_copies(name):
     return call, [_sds((32, 128), jnp.bfloat16)]
 
 
+def _smem_scratch(name, dtype):
+    # the kernels of python/tests/test_pallas_smem_scratch.py: SMEM scratch and scoped SMEM
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import smem_scratch_kernels as t
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    if name == "running":
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        call = pl.pallas_call(
+            t.running_row_sums, out_shape=_sds((40, 128), dtype), grid=(5,), in_specs=[spec],
+            out_specs=spec, scratch_shapes=[pltpu.SMEM((1,), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))
+        return call, [_sds((40, 128), dtype)]
+    call = pl.pallas_call(t.scoped_counts, out_shape=_sds((13, 256), dtype))
+    return call, [_sds((13, 256), dtype)]
+
+
 def _dma(name, dtype):
     # the DMA kernels of python/tests/test_pallas_dma.py, by name
     import sys
@@ -555,6 +576,10 @@ KERNELS = {
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
+    "smem-scratch-f32": lambda: _smem_scratch("running", "float32"),
+    "smem-scratch-bf16": lambda: _smem_scratch("running", "bfloat16"),
+    "smem-scoped-f32": lambda: _smem_scratch("scoped", "float32"),
+    "smem-scoped-bf16": lambda: _smem_scratch("scoped", "bfloat16"),
     "bitcast-copies-split-i32": lambda: _bitcast_copies("split"),
     "bitcast-copies-roll-f32": lambda: _bitcast_copies("roll-f32"),
     "bitcast-copies-pairs-bf16": lambda: _bitcast_copies("pairs-bf16"),
