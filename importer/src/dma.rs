@@ -247,17 +247,41 @@ pub(crate) fn memref_slice(
     s.define_view(op, 0, r, out)
 }
 
-/// A slice of a reshaped or bitcast ref (its starts and sizes first taken to the window's
-/// dtype, [`super::ref_view::in_window_dtype`]): of a view that is not reshaped, the view of
-/// the narrowed window; of a reshaped one, when it narrows the leading dimension only, to
-/// whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)`
-/// window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one), the reshaped view of the
-/// narrowed window. Other slices of reshaped refs are refused by name.
+/// `tpu.memref_slice` of a reshaped or bitcast ref: [`narrow`] at the slice's starts.
 fn slice_of_shaped(
     s: &Scope,
     b: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
     view: super::ref_view::Shaped,
+) -> Result<super::ref_view::Shaped> {
+    let sizes = memref_shape(op, 0)?;
+    let starts = (0..sizes.len())
+        .map(|d| s.arg(op, 1 + d))
+        .collect::<Result<Vec<_>>>()?;
+    let even = sizes.len() >= 2 && op.operand(sizes.len() - 1).is_ok_and(super::parity::even);
+    let leading = |k: i64| {
+        op.operand(1)
+            .is_ok_and(|v| super::parity::multiple_of(v, k))
+    };
+    narrow(s, b, view, starts, sizes, even, &leading)
+}
+
+/// A slice (`starts`, `sizes`, in the view's shape) of a reshaped or bitcast ref (its starts
+/// and sizes first taken to the window's dtype, [`super::ref_view::in_window_dtype`], with
+/// `even_row` saying a traced second-minor start is even): of a view that is not reshaped,
+/// the view of the narrowed window; of a reshaped one, when it narrows the leading dimension
+/// only, to whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a
+/// `(16, 1, 128)` window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one: a traced
+/// start when `leading` says it is a multiple of the reshaped rows per window row), the
+/// reshaped view of the narrowed window. Other slices of reshaped refs are refused by name.
+pub(crate) fn narrow(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    view: super::ref_view::Shaped,
+    starts: Vec<Arg>,
+    sizes: Vec<usize>,
+    even_row: bool,
+    leading: &dyn Fn(i64) -> bool,
 ) -> Result<super::ref_view::Shaped> {
     let refuse = || {
         Error::unsupported(
@@ -265,15 +289,11 @@ fn slice_of_shaped(
              whose rows cover whole rows of the window beneath)",
         )
     };
-    let sizes = memref_shape(op, 0)?;
     if sizes.len() != view.shape.len() || sizes.is_empty() || view.window.is_empty() {
         return Err(refuse());
     }
-    let starts = (0..sizes.len())
-        .map(|d| s.arg(op, 1 + d))
-        .collect::<Result<Vec<_>>>()?;
-    let even = sizes.len() >= 2 && op.operand(sizes.len() - 1).is_ok_and(super::parity::even);
-    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, even)?;
+    let (starts, sizes) =
+        super::ref_view::in_window_dtype(b, &view, starts, sizes, even_row)?;
     if view.shape == view.window {
         let index = starts
             .into_iter()
@@ -310,14 +330,20 @@ fn slice_of_shaped(
             }
         };
         (start, sizes[0] * factor)
-    } else if let (true, Arg::Lit(Literal::Int(n))) =
-        (row > 0 && window_row.is_multiple_of(row), start)
-    {
+    } else if row > 0 && window_row.is_multiple_of(row) {
         let per = (window_row / row) as i64;
-        if n % per != 0 || sizes[0] as i64 % per != 0 {
+        if sizes[0] as i64 % per != 0 {
             return Err(refuse());
         }
-        (Arg::Lit(Literal::Int(n / per)), sizes[0] / per as usize)
+        let start = match start {
+            Arg::Lit(Literal::Int(n)) if n % per == 0 => Arg::Lit(Literal::Int(n / per)),
+            // (a traced start halved for a bitcast's rows is not followed)
+            Arg::Value(v) if leading(per) && !(sizes.len() == 2 && (view.packed || view.unpacked)) => {
+                Arg::Value(b.binary(BinaryOp::Div, v, Arg::Lit(Literal::Int(per)))?)
+            }
+            _ => return Err(refuse()),
+        };
+        (start, sizes[0] / per as usize)
     } else {
         return Err(refuse());
     };

@@ -684,15 +684,19 @@ pub(crate) fn in_window_dtype(
 /// `view`: the value bitcast to the window's dtype (the IR's bitcast packs and splits rows
 /// along the second-minor dimension as Mosaic's ref bitcast does), then stored into the
 /// window elements the access names: through the decomposition for static starts (see the
-/// module doc), or at the window's own indexers for a view that is not reshaped. A dynamic
-/// start into a reshaped view is refused by name.
+/// module doc), or at the window's own indexers for a view that is not reshaped; a traced
+/// leading start of whole trailing rows of a reshaped view through [`super::dma::narrow`],
+/// other traced starts into one refused by name. A `mask` (of the value's shape) is
+/// reshaped with it (refused by name for bitcasts between widths). `(op, first)`: the store
+/// op and its first index operand, whose Mosaic proves traced starts even or multiples.
 pub(crate) fn store(
     s: &Scope,
     b: &mut KernelBuilder,
     view: &Shaped,
     index: &[Ix],
     value: tpukit_dsl::ValueId,
-    even_row: bool,
+    mask: Option<tpukit_dsl::ValueId>,
+    (op, first): (&OperationRef<'_, '_>, usize),
 ) -> Result<()> {
     let shape = view_shape(view);
     if index.len() != shape.len() {
@@ -707,8 +711,43 @@ pub(crate) fn store(
             Ix::Full => (Arg::Lit(Literal::Int(0)), n),
         })
         .unzip();
+    let rank = shape.len();
+    let even_row = rank >= 2
+        && op
+            .operand(first + rank - 2)
+            .is_ok_and(super::parity::even);
+    let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
+    if view.shape != view.window && static_starts(&starts).is_none() {
+        // Whole trailing rows at a traced leading start: the store into that slice of the
+        // view ([`super::dma::narrow`]), at its origin.
+        if !(starts[1..].iter().all(zero) && sizes[1..] == shape[1..]) {
+            return Err(Error::unsupported(
+                "a dynamic start in a store into a reshaped ref (stores of whole trailing \
+                 rows at a traced leading start are imported)",
+            ));
+        }
+        let leading = |k: i64| {
+            op.operand(first)
+                .is_ok_and(|v| super::parity::multiple_of(v, k))
+        };
+        let narrowed =
+            super::dma::narrow(s, b, view.clone(), starts, sizes.clone(), even_row, &leading)?;
+        let origin: Vec<Ix> = sizes
+            .iter()
+            .map(|&n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
+            .collect();
+        return store(s, b, &narrowed, &origin, value, mask, (op, first));
+    }
+    if mask.is_some() && (view.packed || view.unpacked) {
+        return Err(Error::unsupported(format!(
+            "a masked store into a ref bitcast between 16 and 32 bits ({} elements; masked \
+             stores into reshaped refs and bitcasts of one width are imported)",
+            view.dtype
+        )));
+    }
     let (r, base) = view.base.clone();
     let value = b.reshape(value, &sizes)?;
+    let mask = mask.map(|m| b.reshape(m, &sizes)).transpose()?;
     let (starts, sizes) = in_window_dtype(b, view, starts, sizes, even_row)?;
     let value = b.bitcast(value, b.ref_dtype(r))?;
     let fixed = static_starts(&starts);
@@ -747,7 +786,13 @@ pub(crate) fn store(
         .collect();
     let value = b.reshape(value, &stored)?;
     let index = super::dma::compose(s, b, (r, base), index)?;
-    b.store(r, &index, value)
+    match mask {
+        Some(m) => {
+            let m = b.reshape(m, &stored)?;
+            b.store_masked(r, &index, value, m)
+        }
+        None => b.store(r, &index, value),
+    }
 }
 
 #[cfg(test)]

@@ -341,20 +341,13 @@ fn results_dead(op: &OperationRef<'_, '_>) -> bool {
         && (0..op.result_count()).all(|i| op.result(i).is_ok_and(|r| is_dead(r.into())))
 }
 
-/// Whether the second-minor start of a store of rank `rank` (indices from operand 2) is
-/// even by construction ([`super::parity::even`]).
-fn even_row_start(op: &OperationRef<'_, '_>, rank: usize) -> bool {
-    rank >= 2 && op.operand(rank).is_ok_and(super::parity::even)
-}
-
 /// `vector.store %v, %ref[%i, …]` and `memref.store`.
 fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Table) -> Result<()> {
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     if let Some(view) = s.shaped(op, 1) {
-        let even = even_row_start(op, index.len());
-        return super::ref_view::store(s, b, &view, &index, value, even);
+        return super::ref_view::store(s, b, &view, &index, value, None, (op, 2));
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
@@ -385,11 +378,9 @@ fn tpu_vector_store(
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, n as usize, &shape)?;
-    if m == 0
-        && let Some(view) = s.shaped(op, 1)
-    {
-        let even = even_row_start(op, index.len());
-        return super::ref_view::store(s, b, &view, &index, value, even);
+    if let Some(view) = s.shaped(op, 1) {
+        let mask = (m == 1).then(|| s.value(op, 2 + n as usize)).transpose()?;
+        return super::ref_view::store(s, b, &view, &index, value, mask, (op, 2));
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {

@@ -199,6 +199,27 @@ def _smem_scratch(name, dtype):
     return call, [_sds((13, 256), dtype)]
 
 
+def _view_store_starts(name, dtype):
+    # the kernels of python/tests/test_pallas_view_store_starts.py
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import view_store_kernels as t
+    from jax.experimental import pallas as pl
+
+    if name == "masked-reshape":
+        call = pl.pallas_call(t.masked_through_reshape, out_shape=_sds((2, 16, 128), dtype))
+        return call, [_sds((32, 128), dtype)] * 2
+    if name == "masked-bitcast":
+        call = pl.pallas_call(t.masked_through_bitcast, out_shape=_sds((16, 128), dtype))
+        return call, [_sds((16, 128), dtype), _sds((16, 128), jnp.int32)]
+    shape = (4, 16, 128) if name == "traced-rows" else (48, 1, 256)
+    n, r, c = shape
+    call = pl.pallas_call(t.rows_at_traced_starts, out_shape=_sds(shape, dtype))
+    return call, [_sds((n * r, c), dtype)]
+
+
 def _dma(name, dtype):
     # the DMA kernels of python/tests/test_pallas_dma.py, by name
     import sys
@@ -580,6 +601,13 @@ KERNELS = {
     "smem-scratch-bf16": lambda: _smem_scratch("running", "bfloat16"),
     "smem-scoped-f32": lambda: _smem_scratch("scoped", "float32"),
     "smem-scoped-bf16": lambda: _smem_scratch("scoped", "bfloat16"),
+    "masked-reshape-store-f32": lambda: _view_store_starts("masked-reshape", "float32"),
+    "masked-reshape-store-i32": lambda: _view_store_starts("masked-reshape", "int32"),
+    "masked-bitcast-store-f32": lambda: _view_store_starts("masked-bitcast", "float32"),
+    "traced-reshape-store-f32": lambda: _view_store_starts("traced-rows", "float32"),
+    "traced-reshape-store-bf16": lambda: _view_store_starts("traced-rows", "bfloat16"),
+    "traced-flat-store-f32": lambda: _view_store_starts("traced-flat", "float32"),
+    # (bf16 one-row loads at a traced row are not provably aligned for Mosaic: f32 only)
     "bitcast-copies-split-i32": lambda: _bitcast_copies("split"),
     "bitcast-copies-roll-f32": lambda: _bitcast_copies("roll-f32"),
     "bitcast-copies-pairs-bf16": lambda: _bitcast_copies("pairs-bf16"),
