@@ -97,7 +97,7 @@ fn local_only(op: &OperationRef<'_, '_>, seg: &[usize], remote: &[usize]) -> Res
 }
 
 /// `a + c`, folded when both are constants.
-fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
+pub(crate) fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
     let lit = |x: Arg| match x {
         Arg::Lit(Literal::Int(n)) => Some(n),
         Arg::Value(v) => match s.constant(v) {
@@ -157,7 +157,7 @@ pub(crate) fn compose(
 }
 
 /// The indexers of a view of `r` (all of `r` when `index` is empty).
-fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
+pub(crate) fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
     if !index.is_empty() {
         return Ok(index);
     }
@@ -188,6 +188,20 @@ pub(crate) fn memref_slice(
 ) -> Result<()> {
     let seg = segments(op)?;
     let dynamic = seg.get(2).copied().unwrap_or(0);
+    let plain = s.dynamic_of(op, 0).is_none()
+        && s.chosen_of(op, 0).is_none()
+        && s.shaped(op, 0).is_none();
+    if dynamic >= 1
+        && plain
+        && super::chosen_size::slice(s, b, op, seg.get(1).copied().unwrap_or(0), dynamic)?
+    {
+        return Ok(());
+    }
+    if s.chosen_of(op, 0).is_some() {
+        return Err(Error::unsupported(
+            "a slice of a slice of traced size (copies of one are imported)",
+        ));
+    }
     if dynamic > 1 || (dynamic == 1 && s.dynamic_of(op, 0).is_some()) {
         return Err(Error::unsupported(
             "a slice of traced size in more than one dimension (copies of one are imported)",
@@ -369,36 +383,14 @@ pub(crate) fn narrow(
 /// The sizes of a view's result (`tpu.memref_slice`, `memref_squeeze`) with one dimension of
 /// traced size (`?` in its type, given as 1 here), and which dimension that is.
 fn slice_sizes(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, Option<usize>)> {
-    let r = op
-        .result(0)
-        .map_err(|_| Error::new(format!("`{}` has no result", op_name(op))))?;
-    let ty = r.r#type().to_string();
-    let dims = ty
-        .strip_prefix("memref<")
-        .ok_or_else(|| Error::new(format!("a view of type {ty}")))?;
-    let parts: Vec<&str> = dims.split(['x', ',', '>']).collect();
-    let mut sizes = Vec::new();
-    let mut traced = None;
-    for p in &parts[..parts.len().saturating_sub(1)] {
-        match p.trim() {
-            "?" => {
-                traced = Some(sizes.len());
-                sizes.push(1);
-            }
-            n => match n.parse::<usize>() {
-                Ok(n) => sizes.push(n),
-                Err(_) => break,
-            },
-        }
+    match super::chosen_size::traced_sizes(op)? {
+        (sizes, traced) if traced.len() == 1 => Ok((sizes, Some(traced[0]))),
+        _ => Err(Error::new("a slice of one traced size of another type")),
     }
-    if traced.is_none() {
-        return Err(Error::new(format!("a slice of traced size of type {ty}")));
-    }
-    Ok((sizes, traced))
 }
 
 /// One end of a copy: a ref and its indexers.
-type Window = (Ref, Vec<Ix>);
+pub(crate) type Window = (Ref, Vec<Ix>);
 
 /// A copy whose ends have one dimension of traced size each (`pl.ds(start, n)` with `n`
 /// traced): one copy (or wait) per element of that dimension, in a loop of `n` steps. The
@@ -448,23 +440,28 @@ pub(crate) fn memref_squeeze(
     // result is of traced size along the same indexer (`emit_pipeline`'s buffer slot of a
     // `pl.BoundedSlice` block: `memref<1x?x8x128>` to `memref<?x8x128>`).
     let dynamic = s.dynamic_of(op, 0);
+    let chosen = super::chosen_size::squeezed(s, op)?;
+    let keep: Vec<usize> = match (&dynamic, &chosen) {
+        (Some((at, _)), _) => vec![*at],
+        (None, Some(c)) => c.iter().map(|c| c.at).collect(),
+        (None, None) => vec![],
+    };
     let (r, index) = s.place_of_any_size(op, 0)?;
     let index = full(b, r, index)?;
-    let want: Vec<Option<usize>> = match dynamic {
-        Some(_) => {
-            let (sizes, traced) = slice_sizes(op)?;
-            (0..sizes.len())
-                .map(|d| (Some(d) != traced).then_some(sizes[d]))
-                .collect()
-        }
-        None => memref_shape(op, 0)?.into_iter().map(Some).collect(),
+    let want: Vec<Option<usize>> = if keep.is_empty() {
+        memref_shape(op, 0)?.into_iter().map(Some).collect()
+    } else {
+        let (sizes, traced) = super::chosen_size::traced_sizes(op)?;
+        (0..sizes.len())
+            .map(|d| (!traced.contains(&d)).then_some(sizes[d]))
+            .collect()
     };
     let mut kept = 0;
     let squeezed = index
         .into_iter()
         .enumerate()
         .map(|(i, ix)| match ix {
-            Ix::Ds(start, size) if dynamic.is_some_and(|(at, _)| at == i) => {
+            Ix::Ds(start, size) if keep.contains(&i) => {
                 if want.get(kept) != Some(&None) {
                     return Err(Error::new(
                         "a squeeze that moves the dimension of traced size",
@@ -487,6 +484,9 @@ pub(crate) fn memref_squeeze(
     }
     if let Some((at, size)) = dynamic {
         s.define_dynamic(op, 0, at, size)?;
+    }
+    if let Some(c) = chosen {
+        s.define_chosen(op, 0, c)?;
     }
     s.define_view(op, 0, r, squeezed)
 }
@@ -649,6 +649,12 @@ pub(crate) fn enqueue_dma(
 ) -> Result<()> {
     let seg = segments(op)?;
     local_only(op, &seg, &[1, 4, 5])?;
+    if s.chosen_of(op, 0).is_some() || s.chosen_of(op, 1).is_some() {
+        let (sem, mi) = s.place(op, 2)?;
+        return super::chosen_size::copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))
+        });
+    }
     if s.dynamic_of(op, 0).is_some() || s.dynamic_of(op, 1).is_some() {
         let (sem, mi) = s.place(op, 2)?;
         return dynamic_copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
@@ -688,6 +694,11 @@ pub(crate) fn wait_dma(
         (1, 1)
     };
     let (sem, mi) = s.place(op, 0)?;
+    if s.chosen_of(op, src).is_some() || s.chosen_of(op, dst).is_some() {
+        return super::chosen_size::copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))
+        });
+    }
     if s.dynamic_of(op, src).is_some() || s.dynamic_of(op, dst).is_some() {
         return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
             b.dma_wait((sem, &mi), (sr, &si), (d, &di))

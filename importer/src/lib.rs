@@ -49,6 +49,7 @@
 //! (see `stablehlo`).
 
 mod bitcast;
+mod chosen_size;
 mod dma;
 mod element_window;
 mod gather;

@@ -70,7 +70,7 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 /// The value of an integer `arith.constant` defining `v`.
-fn constant_value(v: Value<'_, '_>) -> Option<i64> {
+pub(crate) fn constant_value(v: Value<'_, '_>) -> Option<i64> {
     let r = OperationResult::try_from(v).ok()?;
     let op = r.owner();
     (op_name(&op) == "arith.constant").then(|| constant(&op))?
