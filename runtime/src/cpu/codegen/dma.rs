@@ -88,15 +88,27 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
 
     /// Copies `src` into `dst`, element by element: each destination element the bitcast
     /// of the source's (itself, for one dtype; see `tpukit_dsl::dma::copies_between`).
+    /// An end in an HBM array's tiles past its end reads 0 there and drops its writes.
     fn copy(&mut self, env: &Env<'ctx, 'k>, src: &'k Place, dst: &'k Place) -> Result<()> {
-        self.check_access(env, src.operand, &src.index)?;
-        self.check_access(env, dst.operand, &dst.index)?;
+        self.check_within(env, src.operand, &src.index, true)?;
+        self.check_within(env, dst.operand, &dst.index, true)?;
         let dtype = self.kernel.operand(dst.operand).dtype;
         let from = self.kernel.operand(src.operand).dtype;
+        let [src_tiled, dst_tiled] = [src, dst].map(|p| self.tiled(p));
         self.nest(&shape(&dst.index), &mut |e, idx| {
             let mut read = |e: &mut Self, at: &[IntValue<'ctx>]| {
-                let offset = e.address(env, src.operand, &src.index, at)?;
-                e.read(src.operand, offset)
+                let mut offset = e.address(env, src.operand, &src.index, at)?;
+                if !src_tiled {
+                    return e.read(src.operand, offset);
+                }
+                let ok = e.elem_inside(env, src.operand, &src.index, at)?;
+                offset = e
+                    .b
+                    .build_select(ok, offset, e.i64(0), "safe")?
+                    .into_int_value();
+                let v = e.read(src.operand, offset)?;
+                let zero = v.get_type().const_zero();
+                Ok(e.b.build_select(ok, v, zero, "past_end")?)
             };
             let v = if from == dtype {
                 read(e, idx)?
@@ -104,8 +116,19 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 e.bitcast_of(from, dtype, idx, &mut read)?
             };
             let to = e.address(env, dst.operand, &dst.index, idx)?;
-            e.write(dst.operand, to, dtype, v)
+            if dst_tiled {
+                let ok = e.elem_inside(env, dst.operand, &dst.index, idx)?;
+                e.when(ok, &mut |e| e.write(dst.operand, to, dtype, v))
+            } else {
+                e.write(dst.operand, to, dtype, v)
+            }
         })
+    }
+
+    /// Whether a copy's window of `p` may reach into tiles past its array's end.
+    fn tiled(&self, p: &Place) -> bool {
+        let o = self.kernel.operand(p.operand);
+        (0..o.shape.len()).any(|d| tpukit_dsl::dma::copy_tile(o, d).is_some())
     }
 
     /// The offset and current count of the semaphore `p`.

@@ -145,6 +145,21 @@ impl Memory {
         started: String,
         counts: bool,
     ) -> Result<(), String> {
+        self.copying = true;
+        let done = self.copy(src, dst, sem, started, counts);
+        self.copying = false;
+        done
+    }
+
+    /// [`Memory::dma_start`] with `copying` set (windows may reach into an HBM array's tiles).
+    fn copy(
+        &mut self,
+        src: At,
+        dst: At,
+        sem: At,
+        started: String,
+        counts: bool,
+    ) -> Result<(), String> {
         let (shape, src_offs) = self.offsets(&src)?;
         let (_, dst_offs) = self.offsets(&dst)?;
         let (s, d) = (src.place.operand, dst.place.operand);
@@ -201,7 +216,10 @@ impl Memory {
     }
 
     pub fn dma_wait(&mut self, sem: At, dst: At) -> Result<(), String> {
-        let (shape, _) = self.offsets(&dst)?;
+        self.copying = true;
+        let shape = self.offsets(&dst).map(|(shape, _)| shape);
+        self.copying = false;
+        let shape = shape?;
         let dtype = self.buffers[dst.place.operand.0 as usize].dtype;
         let bytes = (shape.iter().product::<usize>() * dtype.size_bytes()) as i64;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
