@@ -965,3 +965,30 @@ def test_a_pipeline_over_a_bitcast_block_compiles_for_tpu(compiler, topology):
     texts = _nested_bitcast_pipeline_under_on_cpu()
     assert len(texts) == 1
     assert_compiles(compiler, texts, topology)
+
+
+@functools.cache
+def _padded_pipeline_under_on_cpu():
+    """``padded_pipeline_kernels``: ``emit_pipeline`` matmuls over arrays the blocks divide in
+    neither dimension, imported by ``on_cpu()``: static copies per edge-block choice, some
+    reaching into the tiles past the arrays' ends (whole tiles, as Pallas copies them)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import padded_pipeline_kernels as pk
+    from jax.experimental import pallas as pl
+
+    with imports_by_on_cpu() as texts:
+        for dtype in ("float32", "bfloat16"):
+            body, kwargs = pk.padded_matmul((20, 200), (200, 136), dtype, (16, 128, 128))
+            jax.jit(pl.pallas_call(body, **kwargs)).lower(
+                jnp.zeros((20, 200), dtype), jnp.zeros((200, 136), dtype))
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_pipelines_over_padded_edge_blocks_compile_for_tpu(compiler, topology):
+    texts = _padded_pipeline_under_on_cpu()
+    assert len(texts) == 2
+    assert_compiles(compiler, texts, topology)
