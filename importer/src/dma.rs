@@ -188,9 +188,8 @@ pub(crate) fn memref_slice(
 ) -> Result<()> {
     let seg = segments(op)?;
     let dynamic = seg.get(2).copied().unwrap_or(0);
-    let plain = s.dynamic_of(op, 0).is_none()
-        && s.chosen_of(op, 0).is_none()
-        && s.shaped(op, 0).is_none();
+    let plain =
+        s.dynamic_of(op, 0).is_none() && s.chosen_of(op, 0).is_none() && s.shaped(op, 0).is_none();
     if dynamic >= 1
         && plain
         && super::chosen_size::slice(s, b, op, seg.get(1).copied().unwrap_or(0), dynamic)?
@@ -306,8 +305,7 @@ pub(crate) fn narrow(
     if sizes.len() != view.shape.len() || sizes.is_empty() || view.window.is_empty() {
         return Err(refuse());
     }
-    let (starts, sizes) =
-        super::ref_view::in_window_dtype(b, &view, starts, sizes, even_row)?;
+    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, even_row)?;
     if view.shape == view.window {
         let index = starts
             .into_iter()
@@ -352,7 +350,9 @@ pub(crate) fn narrow(
         let start = match start {
             Arg::Lit(Literal::Int(n)) if n % per == 0 => Arg::Lit(Literal::Int(n / per)),
             // (a traced start halved for a bitcast's rows is not followed)
-            Arg::Value(v) if leading(per) && !(sizes.len() == 2 && (view.packed || view.unpacked)) => {
+            Arg::Value(v)
+                if leading(per) && !(sizes.len() == 2 && (view.packed || view.unpacked)) =>
+            {
                 Arg::Value(b.binary(BinaryOp::Div, v, Arg::Lit(Literal::Int(per)))?)
             }
             _ => return Err(refuse()),

@@ -52,8 +52,12 @@ fn at(v: Value<'_, '_>, k: i64, depth: usize) -> bool {
         "arith.shli" => known(1).is_some_and(|c| (0..31).contains(&c) && of(0, k / gcd(1 << c, k))),
         "arith.index_cast" | "arith.extsi" | "arith.trunci" => of(0, k),
         "tpu.assume_multiple" => {
-            text::int(&op.attribute("multiple").map(|a| a.to_string()).unwrap_or_default())
-                .is_ok_and(|m| m % k == 0)
+            text::int(
+                &op.attribute("multiple")
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+            )
+            .is_ok_and(|m| m % k == 0)
                 || of(0, k)
         }
         "arith.select" => of(1, k) && of(2, k),

@@ -403,8 +403,7 @@ fn read_direct(
 ) -> Result<tpukit_dsl::ValueId> {
     if v.unpacked {
         let r = starts.len().wrapping_sub(2);
-        if even_row && strides.iter().all(|&k| k == 1) && sizes.get(r).is_some_and(|n| n % 2 == 0)
-        {
+        if even_row && strides.iter().all(|&k| k == 1) && sizes.get(r).is_some_and(|n| n % 2 == 0) {
             // Whole row pairs from an even traced start: the 32-bit rows they split from.
             let (at, n) = in_window_dtype(b, v, starts.to_vec(), sizes.to_vec(), true)?;
             let index: Vec<Ix> = at.iter().zip(&n).map(|(&a, &k)| Ix::Ds(a, k)).collect();
@@ -712,10 +711,7 @@ pub(crate) fn store(
         })
         .unzip();
     let rank = shape.len();
-    let even_row = rank >= 2
-        && op
-            .operand(first + rank - 2)
-            .is_ok_and(super::parity::even);
+    let even_row = rank >= 2 && op.operand(first + rank - 2).is_ok_and(super::parity::even);
     let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
     if view.shape != view.window && static_starts(&starts).is_none() {
         // Whole trailing rows at a traced leading start: the store into that slice of the
@@ -730,8 +726,15 @@ pub(crate) fn store(
             op.operand(first)
                 .is_ok_and(|v| super::parity::multiple_of(v, k))
         };
-        let narrowed =
-            super::dma::narrow(s, b, view.clone(), starts, sizes.clone(), even_row, &leading)?;
+        let narrowed = super::dma::narrow(
+            s,
+            b,
+            view.clone(),
+            starts,
+            sizes.clone(),
+            even_row,
+            &leading,
+        )?;
         let origin: Vec<Ix> = sizes
             .iter()
             .map(|&n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))

@@ -783,8 +783,14 @@ fn access_shape_with(
         // A scalar read of a prefetch operand may fall outside it (see `OpKind::Load`).
         let tolerated =
             o.role == Role::Prefetch && index.iter().all(|ix| matches!(ix, Indexer::Point(_)));
-        let tile = if copy { crate::dma::copy_tile(o, d) } else { None };
-        let padded = dim.as_static().map(|n| tile.map_or(n, |t| n.div_ceil(t) * t));
+        let tile = if copy {
+            crate::dma::copy_tile(o, d)
+        } else {
+            None
+        };
+        let padded = dim
+            .as_static()
+            .map(|n| tile.map_or(n, |t| n.div_ceil(t) * t));
         if let (Start::Static(s), Some(n)) = (start, padded.as_ref())
             && !tolerated
             && (s < 0 || s as i128 + size as i128 > *n as i128)

@@ -68,7 +68,10 @@ fn source<'c>(
     dst: &Place,
 ) -> Result<Val<'c>> {
     let v = view(lw, em, src)?;
-    let (from, to) = (lw.kernel.operand(src.operand), lw.kernel.operand(dst.operand));
+    let (from, to) = (
+        lw.kernel.operand(src.operand),
+        lw.kernel.operand(dst.operand),
+    );
     if from.dtype == to.dtype {
         return Ok(v);
     }
@@ -95,7 +98,11 @@ pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
     let segments = |s: &str| em.attr(&format!("array<i32: {s}>"));
     match &op.kind {
         OpKind::DmaStart { src, dst, sem } => {
-            let operands = [source(lw, em, src, dst)?, view(lw, em, dst)?, view(lw, em, sem)?];
+            let operands = [
+                source(lw, em, src, dst)?,
+                view(lw, em, dst)?,
+                view(lw, em, sem)?,
+            ];
             em.op(
                 "tpu.enqueue_dma",
                 &operands,
@@ -108,7 +115,11 @@ pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
             )?;
         }
         OpKind::DmaWait { sem, src, dst } => {
-            let operands = [view(lw, em, sem)?, source(lw, em, src, dst)?, view(lw, em, dst)?];
+            let operands = [
+                view(lw, em, sem)?,
+                source(lw, em, src, dst)?,
+                view(lw, em, dst)?,
+            ];
             em.op(
                 "tpu.wait_dma2",
                 &operands,

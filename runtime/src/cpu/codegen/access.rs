@@ -129,8 +129,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             let tile = tpukit_dsl::dma::copy_tile(self.kernel.operand(id), d);
             if let (true, Some(t)) = (copy, tile) {
                 let t = self.i64(t as i64);
-                let up = self.b.build_int_nsw_add(extent, self.i64(0), "e")?;
-                let up = self.b.build_int_add(up, t, "e.up")?;
+                let up = self.b.build_int_add(extent, t, "e.up")?;
                 let up = self.b.build_int_sub(up, self.i64(1), "e.up")?;
                 let tiles = self.b.build_int_signed_div(up, t, "tiles")?;
                 extent = self.b.build_int_mul(tiles, t, "e.tiled")?;

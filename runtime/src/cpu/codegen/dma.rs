@@ -102,10 +102,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     return e.read(src.operand, offset);
                 }
                 let ok = e.elem_inside(env, src.operand, &src.index, at)?;
-                offset = e
-                    .b
-                    .build_select(ok, offset, e.i64(0), "safe")?
-                    .into_int_value();
+                offset =
+                    e.b.build_select(ok, offset, e.i64(0), "safe")?
+                        .into_int_value();
                 let v = e.read(src.operand, offset)?;
                 let zero = v.get_type().const_zero();
                 Ok(e.b.build_select(ok, v, zero, "past_end")?)
