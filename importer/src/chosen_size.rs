@@ -29,6 +29,11 @@ fn select_of_constants(s: &Scope, v: Value<'_, '_>) -> Option<(tpukit_dsl::Arg, 
         usize::try_from(c).ok()
     };
     let sizes = [size(1)?, size(2)?];
+    // A constant condition chooses once (the other size may not even fit).
+    if let Some(c) = op.operand(0).ok().and_then(super::parity::constant_value) {
+        let size = sizes[usize::from(c == 0)];
+        return Some((s.arg(&op, 0).ok()?, [size, size]));
+    }
     Some((s.arg(&op, 0).ok()?, sizes))
 }
 
