@@ -5,6 +5,7 @@ here."""
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 
@@ -31,15 +32,10 @@ def rows_at_traced_starts(x_ref, o_ref):
     flat = o_ref.reshape(n * r, c)
 
     def step(i, carry):
-        rows = pl_ds(i * r, r)
+        rows = pl.ds(i * r, r)
         flat[rows, :] = (x_ref[rows, :].astype(jnp.float32) * (i + 1).astype(jnp.float32)
                          ).astype(flat.dtype)
         return carry
 
     jax.lax.fori_loop(0, n, step, 0)
 
-
-def pl_ds(start, size):
-    from jax.experimental import pallas as pl
-
-    return pl.ds(start, size)
