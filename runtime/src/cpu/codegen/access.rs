@@ -74,6 +74,31 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(ok)
     }
 
+    /// Whether a whole access lies inside the ref (an i1): each dimension's start plus span
+    /// at most its extent (the access is checked not to start below 0).
+    pub(super) fn window_inside(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+    ) -> Result<IntValue<'ctx>> {
+        let starts = self.starts(env, index)?;
+        let mut ok = self.ctx.bool_type().const_int(1, false);
+        for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
+            let span = match ix {
+                Indexer::Slice { .. } => ix.span(),
+                Indexer::Point(_) => 1,
+            };
+            let end = self.b.build_int_nsw_add(s, self.i64(span as i64), "end")?;
+            let (extent, _) = self.ref_extent(id, d);
+            let hi = self
+                .b
+                .build_int_compare(IntPredicate::SLE, end, extent, "hi")?;
+            ok = self.b.build_and(ok, hi, "inside")?;
+        }
+        Ok(ok)
+    }
+
     /// Whether element `idx` of an access lies inside the array (an i1): each dimension's
     /// position below its extent (the access is checked not to start below 0).
     pub(super) fn elem_inside(
