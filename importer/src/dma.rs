@@ -9,7 +9,8 @@
 //! `tpu.sem_alloc` allocations become scratch operands of their own, after the kernel's
 //! (their contents are undefined when the scope starts, as on a TPU; semaphores come back to
 //! zero when a scope obeys the rules). Remote copies and signals (`device_id`, `core_id`)
-//! are refused by name.
+//! are refused by name. A copy through a bitcast ref is the IR's copy between the windows
+//! beneath, of two dtypes (`bitcast_copy`); through a reshaped ref, copies of its rows.
 
 use super::kernel_func::scratch;
 use super::rules::Table;
@@ -96,7 +97,7 @@ fn local_only(op: &OperationRef<'_, '_>, seg: &[usize], remote: &[usize]) -> Res
 }
 
 /// `a + c`, folded when both are constants.
-fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
+pub(crate) fn add(s: &Scope, b: &mut KernelBuilder, a: Arg, c: Arg) -> Result<Arg> {
     let lit = |x: Arg| match x {
         Arg::Lit(Literal::Int(n)) => Some(n),
         Arg::Value(v) => match s.constant(v) {
@@ -156,7 +157,7 @@ pub(crate) fn compose(
 }
 
 /// The indexers of a view of `r` (all of `r` when `index` is empty).
-fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
+pub(crate) fn full(b: &KernelBuilder, r: Ref, index: Vec<Ix>) -> Result<Vec<Ix>> {
     if !index.is_empty() {
         return Ok(index);
     }
@@ -187,6 +188,19 @@ pub(crate) fn memref_slice(
 ) -> Result<()> {
     let seg = segments(op)?;
     let dynamic = seg.get(2).copied().unwrap_or(0);
+    let plain =
+        s.dynamic_of(op, 0).is_none() && s.chosen_of(op, 0).is_none() && s.shaped(op, 0).is_none();
+    if dynamic >= 1
+        && plain
+        && super::chosen_size::slice(s, b, op, seg.get(1).copied().unwrap_or(0), dynamic)?
+    {
+        return Ok(());
+    }
+    if s.chosen_of(op, 0).is_some() {
+        return Err(Error::unsupported(
+            "a slice of a slice of traced size (copies of one are imported)",
+        ));
+    }
     if dynamic > 1 || (dynamic == 1 && s.dynamic_of(op, 0).is_some()) {
         return Err(Error::unsupported(
             "a slice of traced size in more than one dimension (copies of one are imported)",
@@ -246,17 +260,41 @@ pub(crate) fn memref_slice(
     s.define_view(op, 0, r, out)
 }
 
-/// A slice of a reshaped or bitcast ref (its starts and sizes first taken to the window's
-/// dtype, [`super::ref_view::in_window_dtype`]): of a view that is not reshaped, the view of
-/// the narrowed window; of a reshaped one, when it narrows the leading dimension only, to
-/// whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a `(16, 1, 128)`
-/// window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one), the reshaped view of the
-/// narrowed window. Other slices of reshaped refs are refused by name.
+/// `tpu.memref_slice` of a reshaped or bitcast ref: [`narrow`] at the slice's starts.
 fn slice_of_shaped(
     s: &Scope,
     b: &mut KernelBuilder,
     op: &OperationRef<'_, '_>,
     view: super::ref_view::Shaped,
+) -> Result<super::ref_view::Shaped> {
+    let sizes = memref_shape(op, 0)?;
+    let starts = (0..sizes.len())
+        .map(|d| s.arg(op, 1 + d))
+        .collect::<Result<Vec<_>>>()?;
+    let even = sizes.len() >= 2 && op.operand(sizes.len() - 1).is_ok_and(super::parity::even);
+    let leading = |k: i64| {
+        op.operand(1)
+            .is_ok_and(|v| super::parity::multiple_of(v, k))
+    };
+    narrow(s, b, view, starts, sizes, even, &leading)
+}
+
+/// A slice (`starts`, `sizes`, in the view's shape) of a reshaped or bitcast ref (its starts
+/// and sizes first taken to the window's dtype, [`super::ref_view::in_window_dtype`], with
+/// `even_row` saying a traced second-minor start is even): of a view that is not reshaped,
+/// the view of the narrowed window; of a reshaped one, when it narrows the leading dimension
+/// only, to whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a
+/// `(16, 1, 128)` window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one: a traced
+/// start when `leading` says it is a multiple of the reshaped rows per window row), the
+/// reshaped view of the narrowed window. Other slices of reshaped refs are refused by name.
+pub(crate) fn narrow(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    view: super::ref_view::Shaped,
+    starts: Vec<Arg>,
+    sizes: Vec<usize>,
+    even_row: bool,
+    leading: &dyn Fn(i64) -> bool,
 ) -> Result<super::ref_view::Shaped> {
     let refuse = || {
         Error::unsupported(
@@ -264,14 +302,10 @@ fn slice_of_shaped(
              whose rows cover whole rows of the window beneath)",
         )
     };
-    let sizes = memref_shape(op, 0)?;
     if sizes.len() != view.shape.len() || sizes.is_empty() || view.window.is_empty() {
         return Err(refuse());
     }
-    let starts = (0..sizes.len())
-        .map(|d| s.arg(op, 1 + d))
-        .collect::<Result<Vec<_>>>()?;
-    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes)?;
+    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, even_row)?;
     if view.shape == view.window {
         let index = starts
             .into_iter()
@@ -308,14 +342,22 @@ fn slice_of_shaped(
             }
         };
         (start, sizes[0] * factor)
-    } else if let (true, Arg::Lit(Literal::Int(n))) =
-        (row > 0 && window_row.is_multiple_of(row), start)
-    {
+    } else if row > 0 && window_row.is_multiple_of(row) {
         let per = (window_row / row) as i64;
-        if n % per != 0 || sizes[0] as i64 % per != 0 {
+        if sizes[0] as i64 % per != 0 {
             return Err(refuse());
         }
-        (Arg::Lit(Literal::Int(n / per)), sizes[0] / per as usize)
+        let start = match start {
+            Arg::Lit(Literal::Int(n)) if n % per == 0 => Arg::Lit(Literal::Int(n / per)),
+            // (a traced start halved for a bitcast's rows is not followed)
+            Arg::Value(v)
+                if leading(per) && !(sizes.len() == 2 && (view.packed || view.unpacked)) =>
+            {
+                Arg::Value(b.binary(BinaryOp::Div, v, Arg::Lit(Literal::Int(per)))?)
+            }
+            _ => return Err(refuse()),
+        };
+        (start, sizes[0] / per as usize)
     } else {
         return Err(refuse());
     };
@@ -341,36 +383,14 @@ fn slice_of_shaped(
 /// The sizes of a view's result (`tpu.memref_slice`, `memref_squeeze`) with one dimension of
 /// traced size (`?` in its type, given as 1 here), and which dimension that is.
 fn slice_sizes(op: &OperationRef<'_, '_>) -> Result<(Vec<usize>, Option<usize>)> {
-    let r = op
-        .result(0)
-        .map_err(|_| Error::new(format!("`{}` has no result", op_name(op))))?;
-    let ty = r.r#type().to_string();
-    let dims = ty
-        .strip_prefix("memref<")
-        .ok_or_else(|| Error::new(format!("a view of type {ty}")))?;
-    let parts: Vec<&str> = dims.split(['x', ',', '>']).collect();
-    let mut sizes = Vec::new();
-    let mut traced = None;
-    for p in &parts[..parts.len().saturating_sub(1)] {
-        match p.trim() {
-            "?" => {
-                traced = Some(sizes.len());
-                sizes.push(1);
-            }
-            n => match n.parse::<usize>() {
-                Ok(n) => sizes.push(n),
-                Err(_) => break,
-            },
-        }
+    match super::chosen_size::traced_sizes(op)? {
+        (sizes, traced) if traced.len() == 1 => Ok((sizes, Some(traced[0]))),
+        _ => Err(Error::new("a slice of one traced size of another type")),
     }
-    if traced.is_none() {
-        return Err(Error::new(format!("a slice of traced size of type {ty}")));
-    }
-    Ok((sizes, traced))
 }
 
 /// One end of a copy: a ref and its indexers.
-type Window = (Ref, Vec<Ix>);
+pub(crate) type Window = (Ref, Vec<Ix>);
 
 /// A copy whose ends have one dimension of traced size each (`pl.ds(start, n)` with `n`
 /// traced): one copy (or wait) per element of that dimension, in a loop of `n` steps. The
@@ -420,23 +440,28 @@ pub(crate) fn memref_squeeze(
     // result is of traced size along the same indexer (`emit_pipeline`'s buffer slot of a
     // `pl.BoundedSlice` block: `memref<1x?x8x128>` to `memref<?x8x128>`).
     let dynamic = s.dynamic_of(op, 0);
+    let chosen = super::chosen_size::squeezed(s, op)?;
+    let keep: Vec<usize> = match (&dynamic, &chosen) {
+        (Some((at, _)), _) => vec![*at],
+        (None, Some(c)) => c.iter().map(|c| c.at).collect(),
+        (None, None) => vec![],
+    };
     let (r, index) = s.place_of_any_size(op, 0)?;
     let index = full(b, r, index)?;
-    let want: Vec<Option<usize>> = match dynamic {
-        Some(_) => {
-            let (sizes, traced) = slice_sizes(op)?;
-            (0..sizes.len())
-                .map(|d| (Some(d) != traced).then_some(sizes[d]))
-                .collect()
-        }
-        None => memref_shape(op, 0)?.into_iter().map(Some).collect(),
+    let want: Vec<Option<usize>> = if keep.is_empty() {
+        memref_shape(op, 0)?.into_iter().map(Some).collect()
+    } else {
+        let (sizes, traced) = super::chosen_size::traced_sizes(op)?;
+        (0..sizes.len())
+            .map(|d| (!traced.contains(&d)).then_some(sizes[d]))
+            .collect()
     };
     let mut kept = 0;
     let squeezed = index
         .into_iter()
         .enumerate()
         .map(|(i, ix)| match ix {
-            Ix::Ds(start, size) if dynamic.is_some_and(|(at, _)| at == i) => {
+            Ix::Ds(start, size) if keep.contains(&i) => {
                 if want.get(kept) != Some(&None) {
                     return Err(Error::new(
                         "a squeeze that moves the dimension of traced size",
@@ -460,6 +485,9 @@ pub(crate) fn memref_squeeze(
     if let Some((at, size)) = dynamic {
         s.define_dynamic(op, 0, at, size)?;
     }
+    if let Some(c) = chosen {
+        s.define_chosen(op, 0, c)?;
+    }
     s.define_view(op, 0, r, squeezed)
 }
 
@@ -469,7 +497,8 @@ fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -
     match s.shaped(op, i) {
         Some(v) if !v.packed && v.dtype == b.ref_dtype(v.base.0) => Ok(v.base),
         Some(_) => Err(Error::unsupported(format!(
-            "operand {i} of `{}` is a bitcast ref (copies through reshaped refs are imported)",
+            "operand {i} of `{}` is a ref both reshaped and bitcast (copies through bitcast \
+             refs, and through reshaped refs, are imported)",
             op_name(op)
         ))),
         None => {
@@ -477,6 +506,41 @@ fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -
             Ok((r, full(b, r, index)?))
         }
     }
+}
+
+/// The windows of a copy (or wait) between `ends` of `op` when one is a ref bitcast to
+/// another dtype and neither is reshaped: the windows beneath, in their own dtypes (the IR's
+/// copy bitcasts between them, splitting and packing rows as Mosaic's ref bitcast does). A
+/// bitcast ref that is also reshaped is refused by name. `None` when no end is a bitcast.
+fn bitcast_copy(
+    s: &Scope,
+    b: &KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    ends: [usize; 2],
+) -> Result<Option<[Window; 2]>> {
+    let views = ends.map(|i| s.shaped(op, i));
+    let bitcast = |v: &super::ref_view::Shaped| v.dtype != b.ref_dtype(v.base.0) || v.packed;
+    if !views.iter().flatten().any(bitcast) {
+        return Ok(None);
+    }
+    let mut windows = Vec::with_capacity(2);
+    for (v, i) in views.into_iter().zip(ends) {
+        match v {
+            Some(v) if v.shape == v.window => windows.push(v.base),
+            Some(_) => {
+                return Err(Error::unsupported(format!(
+                    "operand {i} of `{}` is a ref both reshaped and bitcast (copies through                      bitcast refs, and through reshaped refs, are imported)",
+                    op_name(op)
+                )));
+            }
+            None => {
+                let (r, index) = s.place(op, i)?;
+                windows.push((r, full(b, r, index)?));
+            }
+        }
+    }
+    let [src, dst]: [Window; 2] = windows.try_into().expect("two ends");
+    Ok(Some([src, dst]))
 }
 
 /// A copy (or wait) between `ends` of `op` when one is a reshaped ref: the same elements in
@@ -585,11 +649,21 @@ pub(crate) fn enqueue_dma(
 ) -> Result<()> {
     let seg = segments(op)?;
     local_only(op, &seg, &[1, 4, 5])?;
+    if s.chosen_of(op, 0).is_some() || s.chosen_of(op, 1).is_some() {
+        let (sem, mi) = s.place(op, 2)?;
+        return super::chosen_size::copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
+            b.dma_start((src, &si), (dst, &di), (sem, &mi))
+        });
+    }
     if s.dynamic_of(op, 0).is_some() || s.dynamic_of(op, 1).is_some() {
         let (sem, mi) = s.place(op, 2)?;
         return dynamic_copy(s, b, op, [0, 1], &mut |b, [(src, si), (dst, di)]| {
             b.dma_start((src, &si), (dst, &di), (sem, &mi))
         });
+    }
+    if let Some([(src, si), (dst, di)]) = bitcast_copy(s, b, op, [0, 1])? {
+        let (sem, mi) = s.place(op, 2)?;
+        return b.dma_start((src, &si), (dst, &di), (sem, &mi));
     }
     if let Some(copies) = reshaped_copies(s, b, op, [0, 1])? {
         let (sem, mi) = s.place(op, 2)?;
@@ -620,10 +694,18 @@ pub(crate) fn wait_dma(
         (1, 1)
     };
     let (sem, mi) = s.place(op, 0)?;
+    if s.chosen_of(op, src).is_some() || s.chosen_of(op, dst).is_some() {
+        return super::chosen_size::copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
+            b.dma_wait((sem, &mi), (sr, &si), (d, &di))
+        });
+    }
     if s.dynamic_of(op, src).is_some() || s.dynamic_of(op, dst).is_some() {
         return dynamic_copy(s, b, op, [src, dst], &mut |b, [(sr, si), (d, di)]| {
             b.dma_wait((sem, &mi), (sr, &si), (d, &di))
         });
+    }
+    if let Some([(sr, si), (d, di)]) = bitcast_copy(s, b, op, [src, dst])? {
+        return b.dma_wait((sem, &mi), (sr, &si), (d, &di));
     }
     if let Some(copies) = reshaped_copies(s, b, op, [src, dst])? {
         for [(sr, si), (d, di)] in copies {

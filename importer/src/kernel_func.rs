@@ -210,10 +210,12 @@ pub fn signature(
     })
 }
 
-/// A scratch buffer of type `ty` in `space`: VMEM or SMEM, or semaphores.
+/// A scratch buffer of type `ty` in `space`: VMEM, SMEM (which stays in SMEM on a TPU:
+/// `pltpu.SMEM` scratch and `pl.run_scoped` allocations), or semaphores.
 pub fn scratch(ty: &Type, space: MemorySpace) -> Result<ArraySpec> {
     match space {
-        MemorySpace::Vmem | MemorySpace::Smem => Ok(ArraySpec::new(ty.dtype, ty.shape.clone())),
+        MemorySpace::Vmem => Ok(ArraySpec::new(ty.dtype, ty.shape.clone())),
+        MemorySpace::Smem => Ok(ArraySpec::new(ty.dtype, ty.shape.clone()).smem()),
         MemorySpace::Semaphore(kind) => Ok(ArraySpec::semaphores(kind, ty.shape.clone())),
         MemorySpace::Any | MemorySpace::Other(_) => Err(Error::unsupported(
             "a scratch buffer in HBM (only VMEM, SMEM and semaphore scratch is imported)",

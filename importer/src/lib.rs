@@ -49,12 +49,14 @@
 //! (see `stablehlo`).
 
 mod bitcast;
+mod chosen_size;
 mod dma;
 mod element_window;
 mod gather;
 mod index_map;
 mod kernel_func;
 mod memory_space;
+mod parity;
 mod prng;
 mod reduce_index;
 mod reduce_precision;

@@ -35,7 +35,10 @@
 use super::rules::Table;
 use super::scope::{Scope, attr_opt, op_name, result_type};
 use super::text::{self, Ty};
-use melior::ir::{ValueLike, operation::OperationRef};
+use melior::ir::{
+    ValueLike,
+    operation::{OperationLike, OperationRef},
+};
 use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, ReduceOp, Ref, Result};
 
 /// A ref seen through a reshape and a bitcast: the window it is made of and what it looks
@@ -384,7 +387,10 @@ fn affine(b: &mut KernelBuilder, start: Arg, mul: i64, add: i64) -> Result<Arg> 
 
 /// Reads `sizes` elements every `strides` from `starts` (one of each per dimension) of a view
 /// that is not reshaped, as the IR's strided load of its ref (any start, any stride); a packed
-/// bitcast as two such reads, its even and odd bf16 rows, packed as in [`read_packed`].
+/// bitcast as two such reads, its even and odd bf16 rows, packed as in [`read_packed`]; an
+/// unpacking one, whole row pairs from a start `even_row` says is even
+/// ([`super::parity::even`]), as the 32-bit rows they split from.
+#[allow(clippy::too_many_arguments)]
 fn read_direct(
     s: &Scope,
     b: &mut KernelBuilder,
@@ -393,11 +399,23 @@ fn read_direct(
     strides: &[usize],
     sizes: &[usize],
     out: &[usize],
+    even_row: bool,
 ) -> Result<tpukit_dsl::ValueId> {
     if v.unpacked {
+        let r = starts.len().wrapping_sub(2);
+        if even_row && strides.iter().all(|&k| k == 1) && sizes.get(r).is_some_and(|n| n % 2 == 0) {
+            // Whole row pairs from an even traced start: the 32-bit rows they split from.
+            let (at, n) = in_window_dtype(b, v, starts.to_vec(), sizes.to_vec(), true)?;
+            let index: Vec<Ix> = at.iter().zip(&n).map(|(&a, &k)| Ix::Ds(a, k)).collect();
+            let index = super::dma::compose(s, b, v.base.clone(), index)?;
+            let x = b.load(v.base.0, &index)?;
+            let x = b.reshape(x, &n)?;
+            let x = b.bitcast(x, v.dtype)?;
+            return b.reshape(x, out);
+        }
         return Err(Error::unsupported(format!(
-            "a strided or dynamic read of a 32-bit ref bitcast to {} (static reads of whole \
-             row pairs are imported)",
+            "a strided or dynamic read of a 32-bit ref bitcast to {} (reads of whole row \
+             pairs, from a static start or a traced one computed as even, are imported)",
             v.dtype
         )));
     }
@@ -416,7 +434,7 @@ fn read_direct(
                 shape: v.window.clone(),
                 ..v.clone()
             };
-            let x = read_direct(s, b, &plain, &at, &by, sizes, out)?;
+            let x = read_direct(s, b, &plain, &at, &by, sizes, out, false)?;
             let x = b.cast(x, DType::F32)?;
             *half = Some(b.bitcast(x, DType::I32)?);
         }
@@ -450,7 +468,9 @@ fn read_direct(
 
 /// Reads `sizes` elements every `strides` from `starts` of shaped view `v` as a value of
 /// shape `out`: through the decomposition when the starts are static and it applies, else,
-/// for a view that is not reshaped, by the IR's strided load.
+/// for a view that is not reshaped, by the IR's strided load (see [`read_direct`] for
+/// `even_row`).
+#[allow(clippy::too_many_arguments)]
 fn read_any(
     s: &Scope,
     b: &mut KernelBuilder,
@@ -459,6 +479,7 @@ fn read_any(
     strides: &[usize],
     sizes: &[usize],
     out: &[usize],
+    even_row: bool,
 ) -> Result<tpukit_dsl::ValueId> {
     let fixed = static_starts(starts);
     let reshaped = v.shape != v.window;
@@ -483,7 +504,7 @@ fn read_any(
         }
         None => {}
     }
-    read_direct(s, b, v, starts, strides, sizes, out)
+    read_direct(s, b, v, starts, strides, sizes, out, even_row)
 }
 
 /// A read of a packing bitcast (bf16 → 32 bits): the bf16 rows of each 32-bit row are a
@@ -577,7 +598,8 @@ pub(crate) fn load(
     let sizes: Vec<usize> = (0..rank)
         .map(|d| if d < points { 1 } else { ty.shape[d - points] })
         .collect();
-    let x = read_any(s, b, v, &starts, &vec![1; rank], &sizes, &ty.shape)?;
+    let even = rank >= 2 && op.operand(rank - 1).is_ok_and(super::parity::even);
+    let x = read_any(s, b, v, &starts, &vec![1; rank], &sizes, &ty.shape, even)?;
     s.define(op, 0, x)
 }
 
@@ -605,19 +627,21 @@ pub(crate) fn strided_load(
         .map(|d| s.arg(op, 1 + d))
         .collect::<Result<Vec<_>>>()?;
     let strides: Vec<usize> = stride.iter().map(|&k| k as usize).collect();
-    let x = read_any(s, b, &v, &starts, &strides, &ty.shape, &ty.shape)?;
+    let x = read_any(s, b, &v, &starts, &strides, &ty.shape, &ty.shape, false)?;
     s.define(op, 0, x)
 }
 
 /// The starts and sizes of one access per dimension of shaped view `v` (in its view shape,
 /// [`view_shape`]) as an access of its reshaped shape in the window's dtype: the rows of a
 /// packing bitcast are pairs of the window's (start and size doubled), those of an unpacking
-/// one halves of the window's, taken in whole pairs (a static even start and an even size).
+/// one halves of the window's, taken in whole pairs (an even size, from a static even start
+/// or a traced one `even_row` says is even, [`super::parity::even`]).
 pub(crate) fn in_window_dtype(
     b: &mut KernelBuilder,
     v: &Shaped,
     mut starts: Vec<Arg>,
     mut sizes: Vec<usize>,
+    even_row: bool,
 ) -> Result<(Vec<Arg>, Vec<usize>)> {
     let Some(r) = sizes
         .len()
@@ -637,9 +661,14 @@ pub(crate) fn in_window_dtype(
             sizes[r] /= 2;
             Ok((starts, sizes))
         }
+        Arg::Value(x) if even_row && sizes[r].is_multiple_of(2) => {
+            starts[r] = Arg::Value(b.binary(BinaryOp::Div, x, Arg::Lit(Literal::Int(2)))?);
+            sizes[r] /= 2;
+            Ok((starts, sizes))
+        }
         start => Err(Error::unsupported(format!(
             "an access of {} rows from {} of a 32-bit ref bitcast to {} (whole row pairs \
-             from a static start are imported)",
+             from a static start, or a traced one computed as even, are imported)",
             sizes[r],
             match start {
                 Arg::Lit(Literal::Int(x)) => x.to_string(),
@@ -654,14 +683,19 @@ pub(crate) fn in_window_dtype(
 /// `view`: the value bitcast to the window's dtype (the IR's bitcast packs and splits rows
 /// along the second-minor dimension as Mosaic's ref bitcast does), then stored into the
 /// window elements the access names: through the decomposition for static starts (see the
-/// module doc), or at the window's own indexers for a view that is not reshaped. A dynamic
-/// start into a reshaped view is refused by name.
+/// module doc), or at the window's own indexers for a view that is not reshaped; a traced
+/// leading start of whole trailing rows of a reshaped view through [`super::dma::narrow`],
+/// other traced starts into one refused by name. A `mask` (of the value's shape) is
+/// reshaped with it (refused by name for bitcasts between widths). `(op, first)`: the store
+/// op and its first index operand, whose Mosaic proves traced starts even or multiples.
 pub(crate) fn store(
     s: &Scope,
     b: &mut KernelBuilder,
     view: &Shaped,
     index: &[Ix],
     value: tpukit_dsl::ValueId,
+    mask: Option<tpukit_dsl::ValueId>,
+    (op, first): (&OperationRef<'_, '_>, usize),
 ) -> Result<()> {
     let shape = view_shape(view);
     if index.len() != shape.len() {
@@ -676,9 +710,48 @@ pub(crate) fn store(
             Ix::Full => (Arg::Lit(Literal::Int(0)), n),
         })
         .unzip();
+    let rank = shape.len();
+    let even_row = rank >= 2 && op.operand(first + rank - 2).is_ok_and(super::parity::even);
+    let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
+    if view.shape != view.window && static_starts(&starts).is_none() {
+        // Whole trailing rows at a traced leading start: the store into that slice of the
+        // view ([`super::dma::narrow`]), at its origin.
+        if !(starts[1..].iter().all(zero) && sizes[1..] == shape[1..]) {
+            return Err(Error::unsupported(
+                "a dynamic start in a store into a reshaped ref (stores of whole trailing \
+                 rows at a traced leading start are imported)",
+            ));
+        }
+        let leading = |k: i64| {
+            op.operand(first)
+                .is_ok_and(|v| super::parity::multiple_of(v, k))
+        };
+        let narrowed = super::dma::narrow(
+            s,
+            b,
+            view.clone(),
+            starts,
+            sizes.clone(),
+            even_row,
+            &leading,
+        )?;
+        let origin: Vec<Ix> = sizes
+            .iter()
+            .map(|&n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
+            .collect();
+        return store(s, b, &narrowed, &origin, value, mask, (op, first));
+    }
+    if mask.is_some() && (view.packed || view.unpacked) {
+        return Err(Error::unsupported(format!(
+            "a masked store into a ref bitcast between 16 and 32 bits ({} elements; masked \
+             stores into reshaped refs and bitcasts of one width are imported)",
+            view.dtype
+        )));
+    }
     let (r, base) = view.base.clone();
     let value = b.reshape(value, &sizes)?;
-    let (starts, sizes) = in_window_dtype(b, view, starts, sizes)?;
+    let mask = mask.map(|m| b.reshape(m, &sizes)).transpose()?;
+    let (starts, sizes) = in_window_dtype(b, view, starts, sizes, even_row)?;
     let value = b.bitcast(value, b.ref_dtype(r))?;
     let fixed = static_starts(&starts);
     let index = match fixed {
@@ -716,7 +789,13 @@ pub(crate) fn store(
         .collect();
     let value = b.reshape(value, &stored)?;
     let index = super::dma::compose(s, b, (r, base), index)?;
-    b.store(r, &index, value)
+    match mask {
+        Some(m) => {
+            let m = b.reshape(m, &stored)?;
+            b.store_masked(r, &index, value, m)
+        }
+        None => b.store(r, &index, value),
+    }
 }
 
 #[cfg(test)]

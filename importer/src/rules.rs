@@ -347,7 +347,7 @@ fn store(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Ta
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, indices(op, 2)?, &shape)?;
     if let Some(view) = s.shaped(op, 1) {
-        return super::ref_view::store(s, b, &view, &index, value);
+        return super::ref_view::store(s, b, &view, &index, value, None, (op, 2));
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     b.store(r, &index, value)
@@ -378,10 +378,9 @@ fn tpu_vector_store(
     let value = s.value(op, 0)?;
     let shape = b.ty(value).shape.clone();
     let index = indexers(s, op, 2, n as usize, &shape)?;
-    if m == 0
-        && let Some(view) = s.shaped(op, 1)
-    {
-        return super::ref_view::store(s, b, &view, &index, value);
+    if let Some(view) = s.shaped(op, 1) {
+        let mask = (m == 1).then(|| s.value(op, 2 + n as usize)).transpose()?;
+        return super::ref_view::store(s, b, &view, &index, value, mask, (op, 2));
     }
     let (r, index) = super::dma::through_view(s, b, op, 1, index)?;
     if m == 1 {

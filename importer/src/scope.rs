@@ -43,6 +43,20 @@ pub struct Scope {
     /// only copies take, [`super::dma`]): the position of that dimension's indexer (a slice of
     /// one element at the view's start) and the size.
     dynamic: HashMap<usize, (usize, Arg)>,
+    /// Views whose traced sizes are each one of two constants (`emit_pipeline`'s edge
+    /// blocks, [`Chosen`]), which only copies take.
+    chosen: HashMap<usize, Vec<Chosen>>,
+}
+
+/// One dimension of a view whose size is one of two constants, `arith.select %cond, A, B`
+/// (as `pltpu.emit_pipeline` sizes a block that may be the last, partial one): its
+/// indexer's position (a slice of one element at the view's start until a copy picks the
+/// size) and the sizes when `cond` holds and when not.
+#[derive(Copy, Clone, Debug)]
+pub struct Chosen {
+    pub at: usize,
+    pub cond: Arg,
+    pub sizes: [usize; 2],
 }
 
 /// An op's identity (stable while its module lives).
@@ -184,7 +198,7 @@ impl Scope {
     /// Operand `i` as a ref or a view of one: the ref and its indexers (none for a whole
     /// ref).
     pub fn place(&self, op: &OperationRef<'_, '_>, i: usize) -> Result<(Ref, Vec<Ix>)> {
-        if self.dynamic_of(op, i).is_some() {
+        if self.dynamic_of(op, i).is_some() || self.chosen_of(op, i).is_some() {
             return Err(Error::unsupported(format!(
                 "operand {i} of `{}` is a slice of traced size, which tpukit imports for \
                  copies only",
@@ -218,6 +232,26 @@ impl Scope {
     pub fn dynamic_of(&self, op: &OperationRef<'_, '_>, i: usize) -> Option<(usize, Arg)> {
         let v = op.operand(i).ok()?;
         self.dynamic.get(&key(v)).copied()
+    }
+
+    /// The dimensions of operand `i`'s view whose sizes are chosen ([`Chosen`]), if any.
+    pub fn chosen_of(&self, op: &OperationRef<'_, '_>, i: usize) -> Option<Vec<Chosen>> {
+        let v = op.operand(i).ok()?;
+        self.chosen.get(&key(v)).cloned()
+    }
+
+    /// Marks result `i` of `op`, a view, as of the chosen sizes `dims`.
+    pub fn define_chosen(
+        &mut self,
+        op: &OperationRef<'_, '_>,
+        i: usize,
+        dims: Vec<Chosen>,
+    ) -> Result<()> {
+        let v = op
+            .result(i)
+            .map_err(|_| Error::new(format!("`{}` has no result {i}", op_name(op))))?;
+        self.chosen.insert(key(v.into()), dims);
+        Ok(())
     }
 
     /// Marks result `i` of `op`, a view, as of traced size `size` along indexer `at`.

@@ -15,6 +15,21 @@
 //! Mosaic allows from TPU v6 on): it adds 1, and the body waits for it with
 //! `semaphore_wait(sem, 1)` (a `dma_wait` names DMA semaphores only).
 //!
+//! A copy's two ends hold the same bytes: the same type, or types one bitcast apart
+//! ([`copies_between`]): a ref seen through a bitcast (`x_hbm.bitcast(jnp.int16)`) is copied
+//! as Mosaic copies it, its bits reinterpreted, 32-bit rows split into two 16-bit rows (the
+//! low half the even row) or row pairs packed back, along the second-minor dimension of
+//! the accessed window, as [`crate::OpKind::Bitcast`] does to values.
+//!
+//! A copy's window in a whole array in HBM ([`Space::Any`], rank 2 or more) may reach past
+//! the array's end in its two minor dimensions, up to the TPU's tiled layout of it
+//! ([`copy_tile`]: the second-minor dimension in whole tiles of 8 rows of 32-bit data, 16 of
+//! 16-bit, 32 of 8-bit; the minor one in whole 128-lane tiles), as `pltpu.emit_pipeline`
+//! copies the last, partial block of an array in whole tiles. Those elements are the
+//! array's padding on a TPU: a copy reads 0 there (unspecified on a TPU) and its writes there
+//! are dropped (never seen on a TPU), as Pallas's TPU interpret mode with
+//! `buffer_bounds="padded"` treats them. Past the tiles it is out of bounds, as elsewhere.
+//!
 //! The copy happens when it starts: `dma_start` reads its source and writes its destination
 //! then, with the semantics of a load and a store (edge windows read their fill, stores
 //! outside the array are dropped). A program that obeys the rules below sees the same
@@ -44,7 +59,29 @@
 //! copies in flight see one kernel only (a copy handed over by an output is not checked
 //! against the accesses of the kernel that waits for it).
 
-use crate::{Indexer, Kernel, OperandId, Role};
+use crate::{Indexer, Kernel, OperandId, Role, Type};
+
+/// The tile a copy's window may round dimension `d` of operand `o` up to (see the module
+/// doc), or `None` where it stays inside the array.
+pub fn copy_tile(o: &crate::Operand, d: usize) -> Option<usize> {
+    let rank = o.shape.len();
+    if o.space != Space::Any || !matches!(o.window, crate::Window::Whole) || rank < 2 {
+        return None;
+    }
+    if d + 1 == rank {
+        Some(128)
+    } else if d + 2 == rank {
+        Some(8 * 4 / o.dtype.size_bytes().max(1))
+    } else {
+        None
+    }
+}
+
+/// Whether a copy may move a window of type `src` into one of type `dst`: the same type,
+/// or `dst` the bitcast of `src` ([`crate::bitcast_shape`]).
+pub fn copies_between(src: &Type, dst: &Type) -> bool {
+    src == dst || crate::bitcast_shape(src, dst.dtype).is_some_and(|s| s == dst.shape)
+}
 
 /// Where an operand lives, which fixes how the body may reach it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]

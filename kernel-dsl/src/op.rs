@@ -371,12 +371,13 @@ pub enum OpKind {
         /// The values given to the enclosing op.
         values: Vec<ValueId>,
     },
-    /// Copies `src` into `dst` (same dtype and shape) and adds the bytes moved to the DMA
+    /// Copies `src` into `dst` (same type, or bitcast) and adds the bytes moved to the DMA
     /// semaphore `sem` (see [`crate::dma`] for when the copy happens and what is checked).
     DmaStart {
         /// The elements read: a window of any operand.
         src: Place,
-        /// The elements written: a window of the same dtype and shape as `src`.
+        /// The elements written: a window of the same type as `src`, or of its bitcast
+        /// ([`crate::dma::copies_between`]).
         dst: Place,
         /// The DMA semaphore the copy signals with its size in bytes.
         sem: Place,

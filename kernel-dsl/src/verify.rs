@@ -427,7 +427,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
             if index.iter().any(|ix| ix.stride() != 1) && o.role == Role::Prefetch {
                 return Err(format!("a strided read of scalar-prefetch `{}`", o.name));
             }
-            let shape = access_shape_with(ctx, o, index, true)?;
+            let shape = access_shape_with(ctx, o, index, true, false)?;
             let t = Type::new(o.dtype, shape);
             expect(one()?, &t)?;
             if let Some(m) = mask {
@@ -610,7 +610,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
                     d.role.name()
                 ));
             }
-            if st != dt {
+            if !crate::dma::copies_between(&st, &dt) {
                 return Err(format!(
                     "copies {st} from `{}` into {dt} of `{}`",
                     so.name, d.name
@@ -623,7 +623,7 @@ pub(crate) fn check_op(ctx: &Context, kind: &OpKind, results: &[Type]) -> Result
         OpKind::DmaWait { sem, src, dst } => {
             let (_, st) = copy_end(ctx, src)?;
             let (d, dt) = copy_end(ctx, dst)?;
-            if st != dt {
+            if !crate::dma::copies_between(&st, &dt) {
                 return Err(format!(
                     "waits for a copy of {st} into {dt} of `{}`",
                     d.name
@@ -688,7 +688,8 @@ fn copy_end<'a>(ctx: &'a Context, p: &crate::Place) -> Result<(&'a Operand, Type
     if matches!(o.space, Space::Semaphore(_)) {
         return Err(format!("copies to or from semaphore `{}`", o.name));
     }
-    let shape = access_shape(ctx, o, &p.index)?;
+    // A copy may reach into the tiles past an HBM array's end (see `crate::dma`).
+    let shape = access_shape_with(ctx, o, &p.index, false, true)?;
     Ok((o, Type::new(o.dtype, shape)))
 }
 
@@ -728,16 +729,18 @@ fn operand_of<'a>(ctx: &'a Context, id: crate::OperandId) -> Result<&'a Operand,
 /// The shape a store or copy through `index` writes or reads (consecutive elements),
 /// checking static bounds.
 fn access_shape(ctx: &Context, o: &Operand, index: &[Indexer]) -> Result<Vec<usize>, String> {
-    access_shape_with(ctx, o, index, false)
+    access_shape_with(ctx, o, index, false, false)
 }
 
 /// The shape an access through `index` reads or writes, checking static bounds; only with
-/// `strided` may its slices take every k-th element.
+/// `strided` may its slices take every k-th element; a `copy`'s window may reach into the
+/// tiles past an HBM array's end ([`crate::dma::copy_tile`]).
 fn access_shape_with(
     ctx: &Context,
     o: &Operand,
     index: &[Indexer],
     strided: bool,
+    copy: bool,
 ) -> Result<Vec<usize>, String> {
     if !strided && index.iter().any(|ix| ix.stride() != 1) {
         return Err(format!(
@@ -780,7 +783,15 @@ fn access_shape_with(
         // A scalar read of a prefetch operand may fall outside it (see `OpKind::Load`).
         let tolerated =
             o.role == Role::Prefetch && index.iter().all(|ix| matches!(ix, Indexer::Point(_)));
-        if let (Start::Static(s), Dim::Static(n)) = (start, dim)
+        let tile = if copy {
+            crate::dma::copy_tile(o, d)
+        } else {
+            None
+        };
+        let padded = dim
+            .as_static()
+            .map(|n| tile.map_or(n, |t| n.div_ceil(t) * t));
+        if let (Start::Static(s), Some(n)) = (start, padded.as_ref())
             && !tolerated
             && (s < 0 || s as i128 + size as i128 > *n as i128)
         {

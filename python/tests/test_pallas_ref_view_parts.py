@@ -188,12 +188,22 @@ def test_a_store_of_half_a_row_pair_is_refused_by_name():
             r"\(whole row pairs")
 
 
-def test_a_store_at_a_traced_start_into_a_reshaped_ref_is_refused_by_name():
+def test_a_store_at_a_traced_start_into_a_reshaped_ref(rng):
+    # (more in test_pallas_view_store_starts.py)
     def kernel(x_ref, o_ref):
         lax.fori_loop(0, 2, lambda i, c: o_ref.reshape(16, 128).__setitem__(
-            (pl.ds(i * 8, 8), slice(None)), x_ref[...]) or c, 0)
+            (pl.ds(i * 8, 8), slice(None)), x_ref[...] * (i + 1).astype(jnp.float32)) or c, 0)
 
-    refused(kernel, sds((2, 8, 128), jnp.float32), np.zeros((8, 128), np.float32),
+    x = rng.standard_normal((8, 128)).astype(np.float32)
+    check(kernel, sds((2, 8, 128), jnp.float32), [x], lambda x: np.stack([x, 2 * x]))
+
+
+def test_a_traced_start_into_a_reshaped_ref_off_its_rows_is_refused_by_name():
+    def kernel(x_ref, o_ref):
+        lax.fori_loop(0, 2, lambda i, c: o_ref.reshape(16, 128).__setitem__(
+            (pl.ds(i * 8, 8), pl.ds(0, 64)), x_ref[...]) or c, 0)
+
+    refused(kernel, sds((2, 8, 128), jnp.float32), np.zeros((8, 64), np.float32),
             r"a dynamic start in a store into a reshaped ref")
 
 

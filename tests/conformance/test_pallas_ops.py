@@ -149,6 +149,77 @@ def _flash(dtype, causal):
     return attention, [_sds((1, 2, 512, 128), dtype)] * 3
 
 
+def _bitcast_copies(name):
+    # the kernels of python/tests/test_pallas_bitcast_copies.py: copies through bitcast refs
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bitcast_copy_kernels as t
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    any_ = pl.BlockSpec(memory_space=pl.ANY)
+    sem = pltpu.SemaphoreType.DMA
+    if name == "split":
+        call = pl.pallas_call(
+            functools.partial(t.split_rows_of_hbm, slice_first=False),
+            out_shape=_sds((8, 2, 128), jnp.int16), in_specs=[any_], out_specs=any_,
+            scratch_shapes=[sem])
+        return call, [_sds((16, 1, 256), jnp.int32)]
+    if name == "roll-f32":
+        call = pl.pallas_call(
+            t.roll_halves, out_shape=_sds((16, 256), jnp.float32), in_specs=[any_],
+            out_specs=any_, scratch_shapes=[pltpu.VMEM((32, 256), jnp.int16), sem])
+        return call, [_sds((16, 256), jnp.float32)]
+    call = pl.pallas_call(
+        t.negate_pairs, out_shape=_sds((32, 128), jnp.bfloat16), in_specs=[any_],
+        out_specs=any_, scratch_shapes=[pltpu.VMEM((16, 128), jnp.int32), sem])
+    return call, [_sds((32, 128), jnp.bfloat16)]
+
+
+def _smem_scratch(name, dtype):
+    # the kernels of python/tests/test_pallas_smem_scratch.py: SMEM scratch and scoped SMEM
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import smem_scratch_kernels as t
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    if name == "running":
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        call = pl.pallas_call(
+            t.running_row_sums, out_shape=_sds((40, 128), dtype), grid=(5,), in_specs=[spec],
+            out_specs=spec, scratch_shapes=[pltpu.SMEM((1,), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))
+        return call, [_sds((40, 128), dtype)]
+    call = pl.pallas_call(t.scoped_counts, out_shape=_sds((13, 256), dtype))
+    return call, [_sds((13, 256), dtype)]
+
+
+def _view_store_starts(name, dtype):
+    # the kernels of python/tests/test_pallas_view_store_starts.py
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import view_store_kernels as t
+    from jax.experimental import pallas as pl
+
+    if name == "masked-reshape":
+        call = pl.pallas_call(t.masked_through_reshape, out_shape=_sds((2, 16, 128), dtype))
+        return call, [_sds((32, 128), dtype)] * 2
+    if name == "masked-bitcast":
+        call = pl.pallas_call(t.masked_through_bitcast, out_shape=_sds((16, 128), dtype))
+        return call, [_sds((16, 128), dtype), _sds((16, 128), jnp.int32)]
+    shape = (4, 16, 128) if name == "traced-rows" else (48, 1, 256)
+    n, r, c = shape
+    call = pl.pallas_call(t.rows_at_traced_starts, out_shape=_sds(shape, dtype))
+    return call, [_sds((n * r, c), dtype)]
+
+
 def _dma(name, dtype):
     # the DMA kernels of python/tests/test_pallas_dma.py, by name
     import sys
@@ -526,6 +597,20 @@ KERNELS = {
     "dma-pipeline-f32": lambda: _dma("pipeline", "float32"),
     "dma-pipeline-bf16": lambda: _dma("pipeline", "bfloat16"),
     "dma-regular-semaphore-f32": lambda: _counted_copies("float32"),
+    "smem-scratch-f32": lambda: _smem_scratch("running", "float32"),
+    "smem-scratch-bf16": lambda: _smem_scratch("running", "bfloat16"),
+    "smem-scoped-f32": lambda: _smem_scratch("scoped", "float32"),
+    "smem-scoped-bf16": lambda: _smem_scratch("scoped", "bfloat16"),
+    "masked-reshape-store-f32": lambda: _view_store_starts("masked-reshape", "float32"),
+    "masked-reshape-store-i32": lambda: _view_store_starts("masked-reshape", "int32"),
+    "masked-bitcast-store-f32": lambda: _view_store_starts("masked-bitcast", "float32"),
+    "traced-reshape-store-f32": lambda: _view_store_starts("traced-rows", "float32"),
+    "traced-reshape-store-bf16": lambda: _view_store_starts("traced-rows", "bfloat16"),
+    "traced-flat-store-f32": lambda: _view_store_starts("traced-flat", "float32"),
+    # (bf16 one-row loads at a traced row are not provably aligned for Mosaic: f32 only)
+    "bitcast-copies-split-i32": lambda: _bitcast_copies("split"),
+    "bitcast-copies-roll-f32": lambda: _bitcast_copies("roll-f32"),
+    "bitcast-copies-pairs-bf16": lambda: _bitcast_copies("pairs-bf16"),
     "dma-regular-semaphore-bf16": lambda: _counted_copies("bfloat16"),
     "strided-roll-f32": lambda: _strided_roll("float32"),
     "strided-roll-bf16": lambda: _strided_roll("bfloat16"),
@@ -856,4 +941,54 @@ def _bounded_slices_under_on_cpu():
 def test_bounded_slices_compile_for_tpu(compiler, topology):
     texts = _bounded_slices_under_on_cpu()
     assert len(texts) == 4
+    assert_compiles(compiler, texts, topology)
+
+
+@functools.cache
+def _nested_bitcast_pipeline_under_on_cpu():
+    """``bitcast_copy_kernels.nested_split_pipeline``: an inner ``emit_pipeline`` over an
+    outer block seen as int16, imported by ``on_cpu()`` (copies through the bitcast block at
+    traced even starts)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import bitcast_copy_kernels as bk
+    import jax.numpy as jnp
+
+    with imports_by_on_cpu() as texts:
+        jax.jit(bk.nested_split_pipeline).lower(jnp.zeros((256, 128), jnp.float32))
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_pipeline_over_a_bitcast_block_compiles_for_tpu(compiler, topology):
+    texts = _nested_bitcast_pipeline_under_on_cpu()
+    assert len(texts) == 1
+    assert_compiles(compiler, texts, topology)
+
+
+@functools.cache
+def _padded_pipeline_under_on_cpu():
+    """``padded_pipeline_kernels``: ``emit_pipeline`` matmuls over arrays the blocks divide in
+    neither dimension, imported by ``on_cpu()``: static copies per edge-block choice, some
+    reaching into the tiles past the arrays' ends (whole tiles, as Pallas copies them)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "python" / "tests"))
+    import jax.numpy as jnp
+    import padded_pipeline_kernels as pk
+    from jax.experimental import pallas as pl
+
+    with imports_by_on_cpu() as texts:
+        for dtype in ("float32", "bfloat16"):
+            body, kwargs = pk.padded_matmul((20, 200), (200, 136), dtype, (16, 128, 128))
+            jax.jit(pl.pallas_call(body, **kwargs)).lower(
+                jnp.zeros((20, 200), dtype), jnp.zeros((200, 136), dtype))
+    return texts
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_pipelines_over_padded_edge_blocks_compile_for_tpu(compiler, topology):
+    texts = _padded_pipeline_under_on_cpu()
+    assert len(texts) == 2
     assert_compiles(compiler, texts, topology)

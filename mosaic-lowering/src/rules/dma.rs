@@ -1,7 +1,9 @@
 //! Copies and semaphores, as Pallas lowers `make_async_copy`, `pl.semaphore_*`: each end of a
 //! copy and each semaphore is its ref narrowed by `tpu.memref_slice` (i32 starts, static
 //! sizes) and `tpu.memref_squeeze` (dropping point indexers), then `tpu.enqueue_dma`,
-//! `tpu.wait_dma2`, `tpu.sem_signal`, `tpu.sem_wait` and `tpu.sem_read` on those views.
+//! `tpu.wait_dma2`, `tpu.sem_signal`, `tpu.sem_wait` and `tpu.sem_read` on those views. A
+//! copy between two dtypes (through a bitcast ref) bitcasts its source view to the
+//! destination's type (`tpu.memref_bitcast`), as Pallas lowers `ref.bitcast(...)`.
 
 use crate::{
     emit::{Emitter, Val},
@@ -57,11 +59,50 @@ fn view<'c>(lw: &FuncLowering<'c, '_>, em: &Emitter<'c>, p: &Place) -> Result<Va
     Ok(v)
 }
 
+/// The view of a copy's source `src`, bitcast to the dtype of its destination `dst` when the
+/// two differ (the verifier checked that a bitcast relates them).
+fn source<'c>(
+    lw: &FuncLowering<'c, '_>,
+    em: &Emitter<'c>,
+    src: &Place,
+    dst: &Place,
+) -> Result<Val<'c>> {
+    let v = view(lw, em, src)?;
+    let (from, to) = (
+        lw.kernel.operand(src.operand),
+        lw.kernel.operand(dst.operand),
+    );
+    if from.dtype == to.dtype {
+        return Ok(v);
+    }
+    let sizes: Vec<usize> = src
+        .index
+        .iter()
+        .filter_map(|ix| match ix {
+            Indexer::Slice { size, .. } => Some(*size),
+            Indexer::Point(_) => None,
+        })
+        .collect();
+    let shape = tpukit_dsl::bitcast_shape(&tpukit_dsl::Type::new(from.dtype, sizes), to.dtype)
+        .ok_or_else(|| Error::new("a copy between types no bitcast relates"))?;
+    let ty = types::memref(
+        em.context,
+        &shape,
+        to.dtype,
+        MemorySpace::of(from.role, from.space),
+    )?;
+    em.op1("tpu.memref_bitcast", &[v], ty, &[])
+}
+
 pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
     let segments = |s: &str| em.attr(&format!("array<i32: {s}>"));
     match &op.kind {
         OpKind::DmaStart { src, dst, sem } => {
-            let operands = [view(lw, em, src)?, view(lw, em, dst)?, view(lw, em, sem)?];
+            let operands = [
+                source(lw, em, src, dst)?,
+                view(lw, em, dst)?,
+                view(lw, em, sem)?,
+            ];
             em.op(
                 "tpu.enqueue_dma",
                 &operands,
@@ -74,7 +115,11 @@ pub fn dma<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Resu
             )?;
         }
         OpKind::DmaWait { sem, src, dst } => {
-            let operands = [view(lw, em, sem)?, view(lw, em, src)?, view(lw, em, dst)?];
+            let operands = [
+                view(lw, em, sem)?,
+                source(lw, em, src, dst)?,
+                view(lw, em, dst)?,
+            ];
             em.op(
                 "tpu.wait_dma2",
                 &operands,

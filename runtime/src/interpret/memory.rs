@@ -20,6 +20,8 @@ struct Buffer {
     origin: Vec<i64>,
     /// The block dims, or `None` for a whole-array operand.
     block: Option<Vec<BlockDim>>,
+    /// Per dimension, the tile a copy may round the extent up to (`tpukit_dsl::dma`).
+    copy_tiles: Vec<Option<usize>>,
     fill: f64,
     /// An output window's elements past the array's end (block-sized, row-major over the
     /// block's dims): memory while the window stays at one block, the fill value when it
@@ -102,6 +104,9 @@ pub(super) struct Memory {
     /// Debug mode: a read outside a prefetch array is an error, not 0.
     debug: bool,
     copies: dma::Copies,
+    /// Set while a copy reads and writes: its windows may reach into the tiles past an HBM
+    /// array's end (`tpukit_dsl::dma`), where reads give the fill (0) and writes are dropped.
+    copying: bool,
 }
 
 impl Memory {
@@ -147,6 +152,9 @@ impl Memory {
                     }
                 };
                 Ok(Buffer {
+                    copy_tiles: (0..shape.len())
+                        .map(|d| tpukit_dsl::dma::copy_tile(o, d))
+                        .collect(),
                     name: o.name.clone(),
                     role: o.role,
                     dtype: o.dtype,
@@ -164,6 +172,7 @@ impl Memory {
             buffers,
             debug,
             copies: dma::Copies::default(),
+            copying: false,
         })
     }
 
@@ -222,7 +231,12 @@ impl Memory {
         starts: &[i64],
     ) -> Result<Vec<usize>, String> {
         let b = &self.buffers[id.0 as usize];
-        let ref_shape = b.ref_shape();
+        let mut ref_shape = b.ref_shape();
+        if self.copying && b.block.is_none() {
+            for (n, t) in ref_shape.iter_mut().zip(&b.copy_tiles) {
+                *n = t.map_or(*n, |t| n.div_ceil(t) * t);
+            }
+        }
         let what = if b.block.is_some() { "block" } else { "array" };
         let mut shape = Vec::new();
         for (d, ((ix, &s), &n)) in index.iter().zip(starts).zip(&ref_shape).enumerate() {

@@ -74,6 +74,60 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(ok)
     }
 
+    /// Whether a whole access lies inside the ref (an i1): each dimension's start plus span
+    /// at most its extent (the access is checked not to start below 0).
+    pub(super) fn window_inside(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+    ) -> Result<IntValue<'ctx>> {
+        let starts = self.starts(env, index)?;
+        let mut ok = self.ctx.bool_type().const_int(1, false);
+        for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
+            let span = match ix {
+                Indexer::Slice { .. } => ix.span(),
+                Indexer::Point(_) => 1,
+            };
+            let end = self.b.build_int_nsw_add(s, self.i64(span as i64), "end")?;
+            let (extent, _) = self.ref_extent(id, d);
+            let hi = self
+                .b
+                .build_int_compare(IntPredicate::SLE, end, extent, "hi")?;
+            ok = self.b.build_and(ok, hi, "inside")?;
+        }
+        Ok(ok)
+    }
+
+    /// Whether element `idx` of an access lies inside the array (an i1): each dimension's
+    /// position below its extent (the access is checked not to start below 0).
+    pub(super) fn elem_inside(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+        idx: &[IntValue<'ctx>],
+    ) -> Result<IntValue<'ctx>> {
+        let starts = self.starts(env, index)?;
+        let mut ok = self.ctx.bool_type().const_int(1, false);
+        let mut k = 0;
+        for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
+            let at = match ix {
+                Indexer::Slice { .. } => {
+                    k += 1;
+                    self.b.build_int_nsw_add(s, idx[k - 1], "at")?
+                }
+                Indexer::Point(_) => s,
+            };
+            let (extent, _) = self.ref_extent(id, d);
+            let hi = self
+                .b
+                .build_int_compare(IntPredicate::SLT, at, extent, "hi")?;
+            ok = self.b.build_and(ok, hi, "inside")?;
+        }
+        Ok(ok)
+    }
+
     /// Checks, when the kernel runs, every part of an access that the verifier could not:
     /// dynamic starts, and static ones against extents only known at launch.
     pub(super) fn check_access(
@@ -82,9 +136,29 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         id: OperandId,
         index: &[Indexer],
     ) -> Result<()> {
+        self.check_within(env, id, index, false)
+    }
+
+    /// [`Self::check_access`]; for a `copy`'s window, against the extents rounded up to the
+    /// tiles a copy may reach past an HBM array's end (`tpukit_dsl::dma::copy_tile`).
+    pub(super) fn check_within(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+        copy: bool,
+    ) -> Result<()> {
         let starts = self.starts(env, index)?;
         for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
-            let (extent, static_extent) = self.ref_extent(id, d);
+            let (mut extent, static_extent) = self.ref_extent(id, d);
+            let tile = tpukit_dsl::dma::copy_tile(self.kernel.operand(id), d);
+            if let (true, Some(t)) = (copy, tile) {
+                let t = self.i64(t as i64);
+                let up = self.b.build_int_add(extent, t, "e.up")?;
+                let up = self.b.build_int_sub(up, self.i64(1), "e.up")?;
+                let tiles = self.b.build_int_signed_div(up, t, "tiles")?;
+                extent = self.b.build_int_mul(tiles, t, "e.tiled")?;
+            }
             let (start, size, reported) = match ix {
                 Indexer::Slice { start, .. } => (start, ix.span(), ix.span() as i64),
                 Indexer::Point(start) => (start, 1, -1),

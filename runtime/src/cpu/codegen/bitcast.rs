@@ -19,10 +19,22 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         idx: &[IntValue<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
         let from = f.ty(x).dtype;
+        self.bitcast_of(from, to, idx, &mut |e, at| e.elem(f, env, x, at))
+    }
+
+    /// Element `idx` of the bitcast to `to` of the elements of `from` that `read` gives at
+    /// an index (a value's, or a copy's source window's).
+    pub(super) fn bitcast_of(
+        &mut self,
+        from: DType,
+        to: DType,
+        idx: &[IntValue<'ctx>],
+        read: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>]) -> Result<BasicValueEnum<'ctx>>,
+    ) -> Result<BasicValueEnum<'ctx>> {
         let (fw, tw) = (from.bit_width(), to.bit_width());
         let wide = self.int_of_width(fw.max(tw));
         let bits = if fw == tw {
-            let v = self.elem(f, env, x, idx)?;
+            let v = read(self, idx)?;
             self.bits(from, v)?
         } else {
             let row = idx.len() - 2;
@@ -33,7 +45,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let mut acc = wide.const_zero();
                 for k in 0..p {
                     at[row] = self.b.build_int_add(base, self.i64(k), "row.k")?;
-                    let v = self.elem(f, env, x, &at)?;
+                    let v = read(self, &at)?;
                     let part = self.bits(from, v)?;
                     let part = self.b.build_int_z_extend(part, wide, "part")?;
                     let shift = wide.const_int(k as u64 * fw as u64, false);
@@ -45,7 +57,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let p = self.i64((fw / tw) as i64);
                 at[row] = self.b.build_int_unsigned_div(idx[row], p, "row")?;
                 let k = self.b.build_int_unsigned_rem(idx[row], p, "k")?;
-                let v = self.elem(f, env, x, &at)?;
+                let v = read(self, &at)?;
                 let whole = self.bits(from, v)?;
                 let k = self.b.build_int_truncate_or_bit_cast(k, wide, "k")?;
                 let shift = self

@@ -86,17 +86,75 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(Vec::new())
     }
 
-    /// Copies `src` into `dst`, element by element.
+    /// Copies `src` into `dst`, element by element: each destination element the bitcast
+    /// of the source's (itself, for one dtype; see `tpukit_dsl::dma::copies_between`).
+    /// An end in an HBM array's tiles past its end reads 0 there and drops its writes: a
+    /// copy whose windows lie inside their arrays (checked once) takes the unguarded loop.
     fn copy(&mut self, env: &Env<'ctx, 'k>, src: &'k Place, dst: &'k Place) -> Result<()> {
-        self.check_access(env, src.operand, &src.index)?;
-        self.check_access(env, dst.operand, &dst.index)?;
-        let dtype = self.kernel.operand(dst.operand).dtype;
-        self.nest(&shape(&src.index), &mut |e, idx| {
-            let from = e.address(env, src.operand, &src.index, idx)?;
-            let v = e.read(src.operand, from)?;
-            let to = e.address(env, dst.operand, &dst.index, idx)?;
-            e.write(dst.operand, to, dtype, v)
+        self.check_within(env, src.operand, &src.index, true)?;
+        self.check_within(env, dst.operand, &dst.index, true)?;
+        let [src_tiled, dst_tiled] = [src, dst].map(|p| self.tiled(p));
+        if !src_tiled && !dst_tiled {
+            return self.copy_nest(env, src, dst, [false, false]);
+        }
+        let mut inside = self.ctx.bool_type().const_int(1, false);
+        for (p, tiled) in [(src, src_tiled), (dst, dst_tiled)] {
+            if tiled {
+                let ok = self.window_inside(env, p.operand, &p.index)?;
+                inside = self.b.build_and(inside, ok, "inside")?;
+            }
+        }
+        self.when(inside, &mut |e| e.copy_nest(env, src, dst, [false, false]))?;
+        let outside = self.b.build_not(inside, "outside")?;
+        self.when(outside, &mut |e| {
+            e.copy_nest(env, src, dst, [src_tiled, dst_tiled])
         })
+    }
+
+    /// The loop nest of [`Self::copy`], each end's elements checked against its array where
+    /// `guard` says (reading 0 and dropping writes outside).
+    fn copy_nest(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        src: &'k Place,
+        dst: &'k Place,
+        [src_guard, dst_guard]: [bool; 2],
+    ) -> Result<()> {
+        let dtype = self.kernel.operand(dst.operand).dtype;
+        let from = self.kernel.operand(src.operand).dtype;
+        self.nest(&shape(&dst.index), &mut |e, idx| {
+            let mut read = |e: &mut Self, at: &[IntValue<'ctx>]| {
+                let mut offset = e.address(env, src.operand, &src.index, at)?;
+                if !src_guard {
+                    return e.read(src.operand, offset);
+                }
+                let ok = e.elem_inside(env, src.operand, &src.index, at)?;
+                offset =
+                    e.b.build_select(ok, offset, e.i64(0), "safe")?
+                        .into_int_value();
+                let v = e.read(src.operand, offset)?;
+                let zero = v.get_type().const_zero();
+                Ok(e.b.build_select(ok, v, zero, "past_end")?)
+            };
+            let v = if from == dtype {
+                read(e, idx)?
+            } else {
+                e.bitcast_of(from, dtype, idx, &mut read)?
+            };
+            let to = e.address(env, dst.operand, &dst.index, idx)?;
+            if dst_guard {
+                let ok = e.elem_inside(env, dst.operand, &dst.index, idx)?;
+                e.when(ok, &mut |e| e.write(dst.operand, to, dtype, v))
+            } else {
+                e.write(dst.operand, to, dtype, v)
+            }
+        })
+    }
+
+    /// Whether a copy's window of `p` may reach into tiles past its array's end.
+    fn tiled(&self, p: &Place) -> bool {
+        let o = self.kernel.operand(p.operand);
+        (0..o.shape.len()).any(|d| tpukit_dsl::dma::copy_tile(o, d).is_some())
     }
 
     /// The offset and current count of the semaphore `p`.

@@ -145,6 +145,21 @@ impl Memory {
         started: String,
         counts: bool,
     ) -> Result<(), String> {
+        self.copying = true;
+        let done = self.copy(src, dst, sem, started, counts);
+        self.copying = false;
+        done
+    }
+
+    /// [`Memory::dma_start`] with `copying` set (windows may reach into an HBM array's tiles).
+    fn copy(
+        &mut self,
+        src: At,
+        dst: At,
+        sem: At,
+        started: String,
+        counts: bool,
+    ) -> Result<(), String> {
         let (shape, src_offs) = self.offsets(&src)?;
         let (_, dst_offs) = self.offsets(&dst)?;
         let (s, d) = (src.place.operand, dst.place.operand);
@@ -171,12 +186,21 @@ impl Memory {
             None,
             Type::new(dtype, shape),
         )?;
+        // A copy through a bitcast ref moves the same bits (`tpukit_dsl::dma::copies_between`).
+        let to = self.buffers[d.0 as usize].dtype;
+        let value = if to == dtype {
+            value
+        } else {
+            let shape = tpukit_dsl::bitcast_shape(&value.ty, to)
+                .ok_or("a copy between types no bitcast relates")?;
+            crate::interpret::ops::bitcast(&value, Type::new(to, shape))
+        };
         self.store(d, &dst.place.index, &dst.starts, &value, None)?;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
         let bytes = if counts {
             1
         } else {
-            (value.data.len() * dtype.size_bytes()) as i64
+            (value.data.len() * to.size_bytes()) as i64
         };
         *self.sem_value(sem_at) += bytes as f64;
         let c = InFlight {
@@ -192,7 +216,10 @@ impl Memory {
     }
 
     pub fn dma_wait(&mut self, sem: At, dst: At) -> Result<(), String> {
-        let (shape, _) = self.offsets(&dst)?;
+        self.copying = true;
+        let shape = self.offsets(&dst).map(|(shape, _)| shape);
+        self.copying = false;
+        let shape = shape?;
         let dtype = self.buffers[dst.place.operand.0 as usize].dtype;
         let bytes = (shape.iter().product::<usize>() * dtype.size_bytes()) as i64;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
