@@ -81,6 +81,9 @@ test: setup fmt lint rust-test examples conformance pytest doc package wheel-che
 # rewrites those sections of BENCHMARKS.md. Not part of `make test`: benchmarks are
 # not timed tests.
 bench: setup
+	@# matplotlib draws python_speed.py's plot; a benchmark-only dependency, not make setup's.
+	$(TPUKIT_PYTHON) -c 'import matplotlib' 2>/dev/null \
+		|| $(TPUKIT_PYTHON) -m pip install -q --disable-pip-version-check matplotlib
 	$(TPUKIT_PYTHON) benches/compare.py --write
 	$(TPUKIT_PYTHON) benches/tpublas.py --write
 	$(TPUKIT_PYTHON) benches/first_iteration.py --write

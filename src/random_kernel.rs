@@ -31,6 +31,10 @@ pub struct RandomKernel {
     pub k: usize,
     /// Ops in the DAG.
     pub ops: usize,
+    /// The least precise dtype the DAG's values pass through: results carry its rounding (an
+    /// f32 kernel that rounds a value through bf16 agrees across backends to bf16's precision
+    /// only, since f32 results a few ulp apart may round to neighbouring bf16 values).
+    pub precision: DType,
 }
 
 /// Block shapes the generator picks from (Mosaic's native tiles and multiples).
@@ -76,7 +80,7 @@ impl RandomKernel {
         let block = r.pick(&BLOCKS);
         let k = r.pick(&[8, 16, 128]);
         let ops = 1 + r.below(10);
-        let kernel = build(&mut r, dtype, block, k, ops)
+        let (kernel, precision) = build(&mut r, dtype, block, k, ops)
             .unwrap_or_else(|e| panic!("the generator built an invalid kernel (seed {seed}): {e}"));
         RandomKernel {
             kernel,
@@ -84,6 +88,7 @@ impl RandomKernel {
             block,
             k,
             ops,
+            precision,
         }
     }
 
@@ -114,7 +119,7 @@ fn build(
     (bm, bn): (usize, usize),
     k: usize,
     ops: usize,
-) -> Result<Kernel> {
+) -> Result<(Kernel, DType)> {
     let tiles = ArraySpec::new(dtype, ["m", "n"]).blocked([bm, bn], [grid(0), grid(1)]);
     let spec = CallSpec {
         grid: vec![
@@ -142,6 +147,7 @@ fn build(
     let float = dtype.is_float();
     let unary: &[UnaryOp] = if float { &FLOAT_UNARY } else { &INT_UNARY };
     let shape = [bm, bn];
+    let mut precision = dtype;
     for _ in 0..ops {
         let p = pool[r.below(pool.len())];
         let q = pool[r.below(pool.len())];
@@ -180,6 +186,9 @@ fn build(
                     DType::F32 => DType::BF16,
                     _ => DType::F32,
                 };
+                if other == DType::BF16 {
+                    precision = DType::BF16;
+                }
                 let there = b.cast(p, other)?;
                 b.cast(there, dtype)?
             }
@@ -188,5 +197,5 @@ fn build(
         pool.push(v);
     }
     b.store(o, &[], *pool.last().expect("loads"))?;
-    b.finish()
+    Ok((b.finish()?, precision))
 }

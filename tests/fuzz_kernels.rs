@@ -168,8 +168,19 @@ fn random_kernel_agrees(rk: &RandomKernel, seed: u64, m: usize, n: usize) {
             .to_f64_vec()
     };
     let (want, got) = (run(Device::Interpret), run(Device::Cpu));
-    let rel = tol(rk.dtype) * 4.0 * rk.ops as f64;
+    let rel = tol(rk.precision) * 4.0 * rk.ops as f64;
     assert_close_normwise(&format!("seed {seed}, {m}x{n}\n{k}"), &got, &want, rel);
+}
+
+/// Found by `random_kernels_agree_on_interpret_and_cpu` (seed 1979373727408578877, 27x235):
+/// an f32 logistic rounded through bf16 lands one bf16 ulp apart on the two devices (their f32
+/// results differ by an ulp across a bf16 rounding boundary): compared at bf16's tolerance.
+#[test]
+fn a_value_rounded_through_bf16_agrees_to_bf16_precision() {
+    let seed = 1979373727408578877;
+    let rk = RandomKernel::new(seed);
+    assert_eq!((rk.dtype, rk.precision), (DType::F32, DType::BF16));
+    random_kernel_agrees(&rk, seed, 27, 235);
 }
 
 /// Found by `random_kernels_agree_on_interpret_and_cpu` (seed 15574744330830091217, 35x112):
