@@ -151,7 +151,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             | OpKind::SemaphoreRead { .. } => return self.dma(f, op, env),
             _ => {
                 let v = op.results[0];
-                let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. });
+                let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. })
+                    || self.uses.view(v);
                 let reused = std::ptr::eq(f, &self.kernel.body) && self.uses.reused(v);
                 self.define(f, op, env, reused && !cheap)?
             }
