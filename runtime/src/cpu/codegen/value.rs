@@ -151,9 +151,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             | OpKind::SemaphoreRead { .. } => return self.dma(f, op, env),
             _ => {
                 let v = op.results[0];
+                let body = std::ptr::eq(f, &self.kernel.body);
                 let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. })
-                    || self.uses.view(v);
-                let reused = std::ptr::eq(f, &self.kernel.body) && self.uses.reused(v);
+                    || (body && self.uses.view(v));
+                let reused = body && self.uses.reused(v);
                 self.define(f, op, env, reused && !cheap)?
             }
         }])
