@@ -196,6 +196,55 @@ def test_a_blocked_matmul_with_scratch_in_a_jitted_layer(dtype, rng):
     assert_close(got, want, "layer", tolerance)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_running_row_state_in_scratch_read_before_and_after_its_store(dtype, rng):
+    """Flash attention's running max and sum, kept in ``(1, rows, 128)`` scratch across the
+    column blocks: ``m_ref[0]`` (a view of the scratch) is used twice, and ``exp(m_prev -
+    m_next)`` is computed after ``m_ref[0] = m_next``, so it must still see the old max. The
+    row count does not divide the row block."""
+
+    def kernel(x_ref, m_out, l_out, m_ref, l_ref, *, steps):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _init():
+            m_ref[0] = jnp.full(m_ref.shape[1:], -jnp.inf, jnp.float32)
+            l_ref[0] = jnp.zeros(l_ref.shape[1:], jnp.float32)
+
+        x = x_ref[...].astype(jnp.float32)
+        m_prev = m_ref[0]
+        m_next = jnp.maximum(m_prev, jnp.max(x, axis=1, keepdims=True))
+        m_ref[0] = m_next
+        alpha = jnp.exp(m_prev - m_next)
+        l_ref[0] = alpha * l_ref[0] + jnp.sum(jnp.exp(x - m_next), axis=1, keepdims=True)
+
+        @pl.when(j == steps - 1)
+        def _finalize():
+            m_out[...] = m_ref[0]
+            l_out[...] = l_ref[0]
+
+    x = randn(rng, (40, 384), dtype) * 3
+    steps = x.shape[1] // 128
+    spec = pl.BlockSpec((16, 128), lambda i, j: (i, 0))
+    call = pl.pallas_call(
+        lambda *refs: kernel(*refs, steps=steps),
+        out_shape=[jax.ShapeDtypeStruct((40, 128), jnp.float32)] * 2,
+        grid=(pl.cdiv(40, 16), steps),
+        in_specs=[pl.BlockSpec((16, 128), lambda i, j: (i, j))],
+        out_specs=[spec, spec],
+        scratch_shapes=[pltpu.VMEM((1, 16, 128), jnp.float32)] * 2,
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+    )
+    with pallas.on_cpu():
+        m, total = jax.jit(call)(x)
+    xf = np.asarray(x, np.float32)
+    want_m = xf.max(axis=1, keepdims=True)
+    want_l = np.exp(xf - want_m).sum(axis=1, keepdims=True)
+    assert_close(m, np.broadcast_to(want_m, (40, 128)), "running max")
+    tolerance = dict(rtol=1e-5, atol=1e-5)
+    assert_close(total, np.broadcast_to(want_l, (40, 128)), "running sum", tolerance)
+
+
 def test_the_same_body_with_other_block_specs_is_another_kernel(rng):
     """Imports are cached by every parameter of the call: one body, two grids."""
 
