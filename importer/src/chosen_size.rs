@@ -6,7 +6,7 @@
 //! source's, its k-th chosen dimension paired with the destination's k-th): what Mosaic
 //! copies, with sizes the IR and a TPU both take statically.
 
-use super::dma::{Window, add, full};
+use super::dma::{Window, full, offset_slices};
 use super::scope::{Chosen, Scope, op_name};
 use melior::ir::{
     Value, ValueLike,
@@ -89,32 +89,17 @@ pub(crate) fn slice(
     }
     let (r, index) = s.place(op, 0)?;
     let index = full(b, r, index)?;
-    let (mut out, mut positions) = (Vec::with_capacity(index.len()), Vec::new());
-    let mut d = 0;
-    for ix in index {
-        match ix {
-            Ix::Ds(start, _) => {
-                let offset = s.arg(op, 1 + d)?;
-                let size = *sizes
-                    .get(d)
-                    .ok_or_else(|| Error::new("a slice of another rank"))?;
-                if traced.contains(&d) {
-                    positions.push(out.len());
-                }
-                out.push(Ix::Ds(add(s, b, start, offset)?, size));
-                d += 1;
-            }
-            other => out.push(other),
-        }
-    }
-    if d != sizes.len() {
-        return Err(Error::new("a slice of another rank"));
-    }
-    let chosen = positions
-        .into_iter()
+    let (out, positions) = offset_slices(s, b, op, index, &sizes)?;
+    let chosen = traced
+        .iter()
         .zip(picks)
-        .map(|(at, (cond, sizes))| Chosen { at, cond, sizes })
-        .collect();
+        .map(|(&d, (cond, sizes))| {
+            let at = *positions
+                .get(d)
+                .ok_or_else(|| Error::new("a slice of another rank"))?;
+            Ok(Chosen { at, cond, sizes })
+        })
+        .collect::<Result<_>>()?;
     s.define_chosen(op, 0, chosen)?;
     s.define_view(op, 0, r, out)?;
     Ok(true)

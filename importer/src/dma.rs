@@ -227,37 +227,48 @@ pub(crate) fn memref_slice(
     } else {
         (memref_shape(op, 0)?, None)
     };
-    let mut out = Vec::with_capacity(index.len());
-    let mut d = 0;
-    for ix in index {
-        match ix {
-            Ix::Ds(start, _) => {
-                let offset = s.arg(op, 1 + d)?;
-                let size = *sizes
-                    .get(d)
-                    .ok_or_else(|| Error::new("a slice of another rank"))?;
-                out.push(Ix::Ds(add(s, b, start, offset)?, size));
-                d += 1;
-            }
-            other => out.push(other),
-        }
-    }
-    if d != sizes.len() {
-        return Err(Error::new("a slice of another rank"));
-    }
+    let (out, positions) = offset_slices(s, b, op, index, &sizes)?;
     if let Some(dim) = traced {
-        // The view's indexer of that dimension: the `dim`-th slice among them.
-        let at = out
-            .iter()
-            .enumerate()
-            .filter(|(_, ix)| matches!(ix, Ix::Ds(..)))
-            .nth(dim)
-            .map(|(i, _)| i)
+        // The view's indexer of that dimension.
+        let at = *positions
+            .get(dim)
             .ok_or_else(|| Error::new("a slice of another rank"))?;
         let size = s.arg(op, 1 + seg[1])?;
         s.define_dynamic(op, 0, at, size)?;
     }
     s.define_view(op, 0, r, out)
+}
+
+/// `index` (a ref's window) narrowed by `tpu.memref_slice` `op`: its `d`-th slice starts at
+/// the `d`-th start operand more and takes `sizes[d]` elements. Also where each slice
+/// landed among the window's indexers (`positions[d]`). An error unless `index` has one
+/// slice per size.
+pub(crate) fn offset_slices(
+    s: &Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    index: Vec<Ix>,
+    sizes: &[usize],
+) -> Result<(Vec<Ix>, Vec<usize>)> {
+    let (mut out, mut positions) = (Vec::with_capacity(index.len()), Vec::new());
+    for ix in index {
+        match ix {
+            Ix::Ds(start, _) => {
+                let d = positions.len();
+                let offset = s.arg(op, 1 + d)?;
+                let size = *sizes
+                    .get(d)
+                    .ok_or_else(|| Error::new("a slice of another rank"))?;
+                positions.push(out.len());
+                out.push(Ix::Ds(add(s, b, start, offset)?, size));
+            }
+            other => out.push(other),
+        }
+    }
+    if positions.len() != sizes.len() {
+        return Err(Error::new("a slice of another rank"));
+    }
+    Ok((out, positions))
 }
 
 /// `tpu.memref_slice` of a reshaped or bitcast ref: [`narrow`] at the slice's starts.
