@@ -12,6 +12,7 @@
 //! `PanicException`.
 
 mod array;
+mod blas_plan;
 mod borrow;
 mod buffer;
 mod catalog;
@@ -42,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<operand::PyOperand>()?;
     m.add_class::<array::Buffer>()?;
     m.add_class::<plan::LaunchPlan>()?;
+    m.add_class::<blas_plan::BlasPlan>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;
@@ -49,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import::stablehlo_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_ops, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_run, m)?)?;
+    m.add_function(wrap_pyfunction!(tpublas::tpublas_run_planned, m)?)?;
     m.add_function(wrap_pyfunction!(tpublas::tpublas_warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(op_table::op_table, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;

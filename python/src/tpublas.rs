@@ -4,9 +4,13 @@ use pyo3::prelude::*;
 use tpukit::Device;
 use tpukit_blas::Value;
 
+use pyo3::types::PyList;
+
 use crate::array::{self, Wire};
+use crate::blas_plan::BlasPlan;
 use crate::borrow;
 use crate::error::{self, TpukitError, guard};
+use crate::tensor::Tensor;
 
 /// `(name, schema, about)` of every operator (`aten.add.Tensor`, ATen's schema, a summary).
 #[pyfunction]
@@ -48,6 +52,56 @@ pub fn tpublas_run<'py>(
         // Results over a borrowed argument's memory (a reshape an operator handed back) are
         // copied by `to_wire`: no result aliases an argument, and none outlives the call.
         results.into_iter().map(|a| array::to_wire(py, a)).collect()
+    })
+}
+
+/// [`tpublas_run`] on the CPU, also returning the call's plan (`tpukit._native.BlasPlan`)
+/// where one can be made: `values` are the call's Python arguments in schema order, one per
+/// entry of `args`, the tensors exact CPU torch tensors (else no plan); `wraps` maps a
+/// result's dtype name to what makes a torch tensor over its buffer.
+#[pyfunction]
+pub fn tpublas_run_planned<'py>(
+    py: Python<'py>,
+    name: &str,
+    args: Vec<(String, Bound<'py, PyAny>)>,
+    values: Bound<'py, PyList>,
+    wraps: Bound<'py, PyAny>,
+) -> PyResult<(Vec<Wire<'py>>, Option<Py<BlasPlan>>)> {
+    guard(Some(name), || {
+        let values_ = args
+            .iter()
+            .map(|(kind, v)| value(kind, v))
+            .collect::<PyResult<Vec<Value>>>()?;
+        let (results, plan) = py
+            .detach(|| {
+                tpukit_blas::on_device(Device::Cpu, || tpukit_blas::run_planned(name, &values_))
+            })
+            .map_err(error::blas)?;
+        let dtypes: Vec<_> = results.iter().map(|a| a.dtype()).collect();
+        let wires = results
+            .into_iter()
+            .map(|a| array::to_wire(py, a))
+            .collect::<PyResult<Vec<_>>>()?;
+        let mut tensors = Vec::with_capacity(values_.len());
+        let mut plain = values.len() == args.len();
+        for ((kind, _), v) in args.iter().zip(&values_) {
+            tensors.push(match v {
+                Value::Tensor(t) if kind == "tensor" => Some((t.dtype(), t.shape().to_vec())),
+                _ => None,
+            });
+        }
+        for (v, t) in values.iter().zip(&tensors) {
+            plain &= t.is_none() || matches!(Tensor::get(&v), Ok(Some(_)));
+        }
+        drop(values_);
+        let plan = match plan {
+            Some(plan) if plain => {
+                BlasPlan::new(py, name, plan, &values, &tensors, &dtypes, &wraps)?
+            }
+            _ => None,
+        };
+        let plan = plan.map(|p| Py::new(py, p)).transpose()?;
+        Ok((wires, plan))
     })
 }
 

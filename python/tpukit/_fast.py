@@ -101,3 +101,9 @@ def _torch(buffer):
 def _torch_bf16(buffer):
     torch = sys.modules["torch"]
     return torch.from_numpy(np.asarray(buffer)).view(torch.bfloat16)
+
+
+# What makes a torch tensor over a native result's buffer, by tpukit dtype name (what a
+# tpuBLAS plan wraps its results with; see ``python/src/blas_plan.rs``).
+TORCH_WRAPS = {"f32": _torch, "bf16": _torch_bf16, "f16": _torch, "i32": _torch, "i16": _torch,
+               "i8": _torch, "bool": _torch}

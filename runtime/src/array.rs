@@ -321,6 +321,11 @@ impl HostArray {
         }
     }
 
+    /// Whether the storage is row-major contiguous (a borrowed array's always is).
+    pub fn is_standard_layout(&self) -> bool {
+        per_dtype!(self, a => a.is_standard_layout(), _b => true)
+    }
+
     /// Makes the storage row-major contiguous (a no-op when it is).
     pub fn make_standard_layout(&mut self) {
         per_dtype!(self, a => if !a.is_standard_layout() {

@@ -49,6 +49,7 @@ pub(crate) fn memo(
 
 thread_local! {
     static RECORDED: RefCell<Option<Vec<(String, KernelHash)>>> = const { RefCell::new(None) };
+    static TRACED: RefCell<Option<Vec<Traced>>> = const { RefCell::new(None) };
     static DEVICE: Cell<Device> = const { Cell::new(Device::Cpu) };
 }
 
@@ -95,10 +96,49 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, KernelHash)>) {
     (result, seen)
 }
 
+/// One launch seen by [`trace`]: the kernel, its inputs (clones: they share the caller's
+/// storage, so a trace must be dropped before borrowed memory is released), and the address
+/// and size of each output's elements, or `None` for a launch into outputs the caller passed.
+pub struct Traced {
+    pub kernel: Prepared,
+    pub inputs: Vec<HostArray>,
+    pub outputs: Option<Vec<(*const u8, usize)>>,
+}
+
+/// Runs `f` and returns its result with every launch it made on this thread, in order.
+pub fn trace<T>(f: impl FnOnce() -> T) -> (T, Vec<Traced>) {
+    let outer = TRACED.with(|t| t.replace(Some(Vec::new())));
+    let result = f();
+    let seen = TRACED.with(|t| t.replace(outer)).unwrap_or_default();
+    (result, seen)
+}
+
+fn traced(kernel: &Prepared, inputs: &[&HostArray], outputs: Option<Vec<(*const u8, usize)>>) {
+    TRACED.with(|t| {
+        if let Some(seen) = t.borrow_mut().as_mut() {
+            seen.push(Traced {
+                kernel: kernel.clone(),
+                inputs: inputs.iter().map(|&a| a.clone()).collect(),
+                outputs,
+            });
+        }
+    });
+}
+
 /// Runs `kernel` on `inputs` and returns its outputs.
 pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
-    Ok(launch(&**kernel, device(), inputs)?)
+    let outs = launch(&**kernel, device(), inputs)?;
+    traced(
+        kernel,
+        inputs,
+        Some(
+            outs.iter()
+                .map(|a| (a.data_ptr(), a.size_bytes()))
+                .collect(),
+        ),
+    );
+    Ok(outs)
 }
 
 /// Runs a kernel with one output and returns it.
@@ -113,5 +153,6 @@ pub(crate) fn into(
     outputs: &mut [HostArray],
 ) -> Result<(), BlasError> {
     note(kernel);
+    traced(kernel, inputs, None);
     Ok(launch_into(&**kernel, device(), inputs, outputs)?)
 }

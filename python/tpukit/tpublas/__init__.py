@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpukit import _arrays, _native
+from tpukit import _arrays, _fast, _native
 from tpukit.launch import check_device
 from tpukit.tpublas import _schema
 
@@ -123,6 +123,13 @@ class Operator:
             1 if a.type == "Tensor" and not a.list else
             (2 if a.type in ("int", "SymInt", "Scalar", "float") else 0) if not a.list else 0
             for a in self.schema.arguments)
+        # The native plan (`_native.BlasPlan`) of the last call that could be planned (plain
+        # CPU torch tensors, on the "cpu" device), tried first by every call; None before.
+        # Operators drawing a seed per call, or returning indices ATen widens, are never
+        # planned.
+        self._fast = None
+        self._plannable = info.name not in _INDEX_RESULTS and not any(
+            a.type == "Generator" for a in self.schema.arguments)
         self.__name__ = info.name
         self.__doc__ = f"{info.schema}\n\n{info.about}"
 
@@ -165,9 +172,17 @@ class Operator:
         return self._run(self._bind(args, kwargs), kind)
 
     def _run(self, values: list, kind: str = "numpy"):
-        """Runs the overload on the call's bound values."""
+        """Runs the overload on the call's bound values: through the last call's plan if
+        they are what it was made for (see ``python/src/blas_plan.rs``), else in full."""
+        fast = self._fast
+        device = getattr(_local, "device", "cpu")
+        if fast is not None and device == "cpu":
+            out = fast.run(values)
+            if out is not None:
+                return out
         name = self.info.name
         native, first, plain = [], None, False  # plain: `first` is a plain CPU tensor
+        wired = True  # every tensor argument went through `torch_wire`
         for code, a, v in zip(self._codes, self.schema.arguments, values, strict=True):
             if code == 1:  # the common case first: a plain contiguous CPU tensor
                 wire = _arrays.torch_wire(v)
@@ -184,9 +199,16 @@ class Operator:
                 continue
             for kind_, x, array in _convert(a, v, name):
                 native.append((kind_, x))
-                if first is None and array is not None:
-                    first = array
-        results = _native.tpublas_run(name, native, getattr(_local, "device", "cpu"))
+                if array is not None:
+                    wired = False
+                    if first is None:
+                        first = array
+        if plain and wired and device == "cpu" and self._plannable:
+            results, plan = _native.tpublas_run_planned(name, native, values, _fast.TORCH_WRAPS)
+            if plan is not None:
+                self._fast = plan
+        else:
+            results = _native.tpublas_run(name, native, device)
         k = "torch" if plain else _arrays.kind(first) if first is not None else kind
         if k == "torch" and (plain or first is None or first.is_cpu) and not self._widens:
             # Straight to CPU tensors over the native results (as `to_kind` makes them).

@@ -1,0 +1,197 @@
+//! `tpukit._native.BlasPlan`: a tpuBLAS operator call replayed for the next call with the
+//! same non-tensor arguments and plain CPU torch tensors of the same dtypes and shapes (see
+//! `tpukit_blas::plan`): the arguments are checked, the tensors read in place, and the one
+//! kernel the call resolved to is launched — no argument parsing, no operator host code.
+//!
+//! A run checks every argument: a tensor position takes an exact `torch.Tensor` on the CPU,
+//! C-contiguous, aligned, without a lazy negation, not requiring a gradient, of the plan's
+//! dtype and shape; any other position an object of the same type equal to the planned one.
+//! Anything else returns `None` and the caller runs the operator in full, which makes the
+//! right plan or raises the right error. Results are new tensors (never an argument's memory).
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use tpukit::LaunchOptions;
+use tpukit::runtime::{RawArray, launch_borrowed};
+use tpukit_blas::{Plan, Source};
+use tpukit_dsl::DType;
+
+use crate::array::Buffer;
+use crate::error::{self, guard};
+use crate::tensor::Tensor;
+
+/// What a run takes at one argument position.
+enum Slot {
+    /// A plain CPU tensor of this dtype and shape.
+    Tensor(DType, Vec<usize>),
+    /// An object of the type of, and equal to, this one (a copy of a list argument).
+    Value(Py<PyAny>),
+}
+
+/// One tpuBLAS call's plan, with what its arguments must be (see the module docs).
+#[pyclass(name = "BlasPlan", module = "tpukit._native", frozen)]
+pub struct BlasPlan {
+    name: String,
+    plan: Plan,
+    slots: Vec<Slot>,
+    /// One callable per result, given the result's [`Buffer`] (a torch tensor over it).
+    wraps: Vec<Py<PyAny>>,
+    single: bool,
+}
+
+impl BlasPlan {
+    /// The plan of a call with Python `values` (the schema-ordered arguments, tensors at the
+    /// positions `tensors` says), each result wrapped by `wraps[dtype name]`; `None` if a
+    /// result's dtype has no wrap.
+    pub fn new(
+        py: Python<'_>,
+        name: &str,
+        plan: Plan,
+        values: &Bound<'_, PyList>,
+        tensors: &[Option<(DType, Vec<usize>)>],
+        result_dtypes: &[DType],
+        wraps: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<BlasPlan>> {
+        let mut slots = Vec::with_capacity(tensors.len());
+        for (v, t) in values.iter().zip(tensors) {
+            slots.push(match t {
+                Some((dtype, shape)) => Slot::Tensor(*dtype, shape.clone()),
+                None if v.is_instance_of::<PyList>() => Slot::Value(
+                    PyList::new(py, v.cast::<PyList>()?.iter())?
+                        .into_any()
+                        .unbind(),
+                ),
+                None => Slot::Value(v.unbind()),
+            });
+        }
+        let mut result_wraps = Vec::with_capacity(result_dtypes.len());
+        for d in result_dtypes {
+            match wraps.get_item(d.name()) {
+                Ok(w) => result_wraps.push(w.unbind()),
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some(BlasPlan {
+            name: name.to_string(),
+            single: result_dtypes.len() == 1,
+            plan,
+            slots,
+            wraps: result_wraps,
+        }))
+    }
+
+    /// The tensors of `values`, one per position (None elsewhere), if every argument is what
+    /// the plan was made for.
+    fn hold(&self, values: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Option<Tensor>>>> {
+        let Ok(values) = values.cast::<PyList>() else {
+            return Ok(None);
+        };
+        if values.len() != self.slots.len() {
+            return Ok(None);
+        }
+        let py = values.py();
+        let mut held = Vec::with_capacity(self.slots.len());
+        for (v, slot) in values.iter().zip(&self.slots) {
+            match slot {
+                Slot::Tensor(dtype, shape) => {
+                    let Ok(Some(t)) = Tensor::get(&v) else {
+                        return Ok(None);
+                    };
+                    if t.dtype != *dtype
+                        || t.shape != *shape
+                        || !(t.ptr as usize).is_multiple_of(dtype.size_bytes())
+                        || v.getattr(intern!(py, "requires_grad"))?.is_truthy()?
+                    {
+                        return Ok(None);
+                    }
+                    held.push(Some(t));
+                }
+                Slot::Value(want) => {
+                    let want = want.bind(py);
+                    if !v.get_type().is(want.get_type()) || !v.eq(want).unwrap_or(false) {
+                        return Ok(None);
+                    }
+                    held.push(None);
+                }
+            }
+        }
+        Ok(Some(held))
+    }
+}
+
+/// The held tensors and the kernel's inputs over them, moved to the launch without the GIL.
+struct Launch<'a> {
+    _held: Vec<Option<Tensor>>,
+    arrays: Vec<RawArray<'a>>,
+}
+
+// SAFETY: the arrays point into tensors' memory (kept alive by the held tensors) or into the
+// plan's constants; the launch only reads them. Nothing touches a Python object off the GIL.
+unsafe impl Send for Launch<'_> {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Launch<'_> {}
+
+#[pymethods]
+impl BlasPlan {
+    /// The results of the planned launch on `values` (the call's schema-ordered arguments,
+    /// a list), or `None` where they are not what the plan was made for.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        guard(Some(&self.name), || {
+            let Some(held) = self.hold(values)? else {
+                return Ok(None);
+            };
+            let arrays = self
+                .plan
+                .inputs
+                .iter()
+                .map(|(source, shape)| match source {
+                    Source::Arg(i) => {
+                        let t = held[*i].as_ref().expect("a tensor slot");
+                        RawArray {
+                            dtype: t.dtype,
+                            shape,
+                            data: t.ptr,
+                        }
+                    }
+                    Source::Const(a) => RawArray {
+                        dtype: a.dtype(),
+                        shape,
+                        data: a.data_ptr() as *mut u8,
+                    },
+                })
+                .collect();
+            let launch = Launch {
+                _held: held,
+                arrays,
+            };
+            let options = LaunchOptions::from_env();
+            let kernel = &*self.plan.kernel;
+            let held = &launch; // captured whole: `Launch` is `Sync`, its fields are not
+            // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
+            // element count (the kernel reads it reshaped) and aligned, and is held for the
+            // call; constants are owned by the plan, one element each.
+            let mut outs = py
+                .detach(|| unsafe { launch_borrowed(kernel, &held.arrays, options) })
+                .map_err(error::runtime)?;
+            drop(launch);
+            let mut results = Vec::with_capacity(self.plan.results.len());
+            for ((j, shape), wrap) in self.plan.results.iter().zip(&self.wraps) {
+                // Distinct outputs (see `tpukit_blas::plan`): each is taken once.
+                let out =
+                    std::mem::replace(&mut outs[*j], tpukit::HostArray::zeros(DType::F32, &[0]));
+                let out = out.reshape(shape).expect("the planned result's size");
+                let buffer = Bound::new(py, Buffer::new(out))?;
+                results.push(wrap.bind(py).call1((buffer,))?);
+            }
+            if self.single {
+                return Ok(results.pop());
+            }
+            Ok(Some(PyTuple::new(py, results)?.into_any()))
+        })
+    }
+}

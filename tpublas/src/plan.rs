@@ -1,0 +1,180 @@
+//! Plans: an operator call reduced to the one kernel launch it made, so a host can replay it
+//! for the next call with tensors of the same dtypes and shapes and the same other arguments
+//! without running the operator's host code again ([`run_planned`]).
+//!
+//! A plan is made from a trace of the call ([`crate::launch::trace`]) only when the replay
+//! provably computes what the operator would:
+//! - the operator's family reads no tensor's elements on the host, except a one-element
+//!   tensor's value (a number passed as a tensor; [`Op::plannable`]), and makes no launch
+//!   that depends on them;
+//! - no tensor argument has fewer than two elements (so no tensor's value became a number);
+//! - the call made exactly one launch, which returned new outputs;
+//! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
+//!   size, row-major: a reshape), or a one-element constant made from the other arguments
+//!   (`alpha`, a Python number), and every tensor argument is one of the inputs;
+//! - each result is one of the launch's outputs (a different one), row-major, reshaped at
+//!   most.
+//!
+//! Arguments sharing memory (`x + x`) are traced again on copies of the tensors, so that
+//! each input's argument is known. Anything else gives no plan, and the host runs the operator in full every time.
+
+use crate::launch::{Prepared, Traced, device, trace};
+use crate::table::{Family, Op, find};
+use crate::{BlasError, Result, Value};
+use tpukit::{Device, HostArray};
+
+/// Where a planned launch's input comes from.
+#[derive(Debug)]
+pub enum Source {
+    /// The tensor argument at this position (in the schema's order), read in place.
+    Arg(usize),
+    /// A one-element constant made from the call's other arguments.
+    Const(HostArray),
+}
+
+/// One operator call's launch, replayable for calls with the same non-tensor arguments and
+/// tensors of the same dtypes and shapes (see the module docs).
+#[derive(Debug)]
+pub struct Plan {
+    pub kernel: Prepared,
+    /// Per kernel input: its source and the shape the kernel reads it in.
+    pub inputs: Vec<(Source, Vec<usize>)>,
+    /// Per result: the kernel output it is and its shape.
+    pub results: Vec<(usize, Vec<usize>)>,
+}
+
+impl Op {
+    /// Whether calls of this operator may be planned: its family's host code reads no tensor
+    /// elements other than a one-element tensor's value, draws no random seed and launches
+    /// no kernel chosen by tensor values.
+    pub fn plannable(&self) -> bool {
+        matches!(
+            self.family,
+            Family::Unary(_)
+                | Family::Binary(_)
+                | Family::Scalar(_)
+                | Family::Where
+                | Family::Clamp
+                | Family::Backward(_)
+                | Family::Reduction(_)
+                | Family::Softmax(_)
+                | Family::Norm(_)
+                | Family::Matmul(_)
+                | Family::Compare(_)
+        )
+    }
+}
+
+/// Runs the operator `name` on `args` (as [`crate::run`]) and returns its results with the
+/// plan of the call, where one can be made (see the module docs; never on a device other than
+/// `Device::Cpu`).
+pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option<Plan>)> {
+    let op = find(name).ok_or_else(|| BlasError::new(name, "no such tpuBLAS operator"))?;
+    if !op.plannable() || device() != Device::Cpu {
+        return Ok((op.run(args)?, None));
+    }
+    let (results, launches) = trace(|| op.run(args));
+    let results = results?;
+    let plan = if aliased(args) {
+        // Which argument each kernel input reads is ambiguous when arguments share memory
+        // (`x + x`): traced again on a copy of each tensor, whose addresses all differ.
+        let copies: Vec<Value> = args
+            .iter()
+            .map(|v| match v {
+                Value::Tensor(t) => {
+                    Value::Tensor(t.permuted(&(0..t.shape().len()).collect::<Vec<_>>()))
+                }
+                other => other.clone(),
+            })
+            .collect();
+        let (again, launches) = trace(|| op.run(&copies));
+        again
+            .ok()
+            .and_then(|again| plan_of(&copies, launches, &again))
+    } else {
+        plan_of(args, launches, &results)
+    };
+    Ok((results, plan))
+}
+
+/// Whether two tensor arguments' elements overlap in memory.
+fn aliased(args: &[Value]) -> bool {
+    let ranges: Vec<(usize, usize)> = args
+        .iter()
+        .filter_map(|v| match v {
+            Value::Tensor(t) => Some((t.data_ptr() as usize, t.size_bytes())),
+            _ => None,
+        })
+        .collect();
+    ranges.iter().enumerate().any(|(i, &(a, n))| {
+        ranges[i + 1..]
+            .iter()
+            .any(|&(b, m)| n > 0 && m > 0 && a < b + m && b < a + n)
+    })
+}
+
+fn plan_of(args: &[Value], launches: Vec<Traced>, results: &[HostArray]) -> Option<Plan> {
+    let [launch] = <[Traced; 1]>::try_from(launches).ok()?;
+    let outputs = launch.outputs?;
+    let tensors: Vec<(usize, &HostArray)> = args
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v {
+            Value::Tensor(t) => Some((i, t)),
+            _ => None,
+        })
+        .collect();
+    if tensors.iter().any(|(_, t)| elements(t) < 2) {
+        return None;
+    }
+    let mut used = vec![false; args.len()];
+    let mut inputs = Vec::with_capacity(launch.inputs.len());
+    for input in launch.inputs {
+        let shape = input.shape().to_vec();
+        let mut args = tensors.iter().filter(|(_, t)| {
+            t.data_ptr() == input.data_ptr()
+                && t.dtype() == input.dtype()
+                && t.size_bytes() == input.size_bytes()
+        });
+        let (arg, other) = (args.next(), args.next());
+        let source = match arg {
+            Some(&(i, t))
+                if other.is_none() && t.is_standard_layout() && input.is_standard_layout() =>
+            {
+                used[i] = true;
+                Source::Arg(i)
+            }
+            Some(_) => return None,
+            None if elements(&input) == 1 && !input.is_borrowed() => Source::Const(input),
+            None => return None,
+        };
+        inputs.push((source, shape));
+    }
+    if tensors.iter().any(|&(i, _)| !used[i]) {
+        return None;
+    }
+    let results = results
+        .iter()
+        .map(|r| {
+            let j = outputs.iter().position(|&(p, n)| {
+                p == r.data_ptr() && n == r.size_bytes() && r.is_standard_layout()
+            })?;
+            Some((j, r.shape().to_vec()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut taken = vec![false; outputs.len()];
+    for &(j, _) in &results {
+        if std::mem::replace(&mut taken[j], true) {
+            return None;
+        }
+    }
+    Some(Plan {
+        kernel: launch.kernel,
+        inputs,
+        results,
+    })
+}
+
+fn elements(a: &HostArray) -> usize {
+    a.shape().iter().product()
+}
