@@ -35,15 +35,16 @@ pub struct BlasPlan {
     name: String,
     plan: Plan,
     slots: Vec<Slot>,
-    /// One callable per result, given the result's [`Buffer`] (a torch tensor over it).
-    wraps: Vec<Py<PyAny>>,
+    /// Per result, the callables that make a torch tensor over its [`Buffer`], applied in
+    /// turn (`numpy.asarray`, `torch.from_numpy`, and a bf16 view for bf16).
+    wraps: Vec<Vec<Py<PyAny>>>,
     single: bool,
 }
 
 impl BlasPlan {
     /// The plan of a call with Python `values` (the schema-ordered arguments, tensors at the
-    /// positions `tensors` says), each result wrapped by `wraps[dtype name]`; `None` if a
-    /// result's dtype has no wrap.
+    /// positions `tensors` says), each result wrapped by the callables `wraps[dtype name]` (a
+    /// sequence, applied in turn); `None` if a result's dtype has none.
     pub fn new(
         py: Python<'_>,
         name: &str,
@@ -68,7 +69,11 @@ impl BlasPlan {
         let mut result_wraps = Vec::with_capacity(result_dtypes.len());
         for d in result_dtypes {
             match wraps.get_item(d.name()) {
-                Ok(w) => result_wraps.push(w.unbind()),
+                Ok(w) => result_wraps.push(
+                    w.try_iter()?
+                        .map(|f| f.map(Bound::unbind))
+                        .collect::<PyResult<_>>()?,
+                ),
                 Err(_) => return Ok(None),
             }
         }
@@ -95,13 +100,20 @@ impl BlasPlan {
         for (v, slot) in values.iter().zip(&self.slots) {
             match slot {
                 Slot::Tensor(dtype, shape) => {
-                    let Ok(Some(t)) = Tensor::get(&v) else {
-                        return Ok(None);
+                    // A tensor passed twice (`x * x`) is read once.
+                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(&v));
+                    let t = match again {
+                        Some(t) => t.again(py),
+                        None => match Tensor::get(&v) {
+                            Ok(Some(t)) => t,
+                            _ => return Ok(None),
+                        },
                     };
                     if t.dtype != *dtype
                         || t.shape != *shape
                         || !(t.ptr as usize).is_multiple_of(dtype.size_bytes())
-                        || v.getattr(intern!(py, "requires_grad"))?.is_truthy()?
+                        || (again.is_none()
+                            && v.getattr(intern!(py, "requires_grad"))?.is_truthy()?)
                     {
                         return Ok(None);
                     }
@@ -134,6 +146,15 @@ unsafe impl Sync for Launch<'_> {}
 
 #[pymethods]
 impl BlasPlan {
+    /// Whether every tensor the plan takes is f32 or bf16 (what `tpublas.mode()` serves).
+    #[getter]
+    fn floats(&self) -> bool {
+        self.slots.iter().all(|s| match s {
+            Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
+            Slot::Value(_) => true,
+        })
+    }
+
     /// The results of the planned launch on `values` (the call's schema-ordered arguments,
     /// a list), or `None` where they are not what the plan was made for.
     fn run<'py>(
@@ -185,8 +206,11 @@ impl BlasPlan {
                 let out =
                     std::mem::replace(&mut outs[*j], tpukit::HostArray::zeros(DType::F32, &[0]));
                 let out = out.reshape(shape).expect("the planned result's size");
-                let buffer = Bound::new(py, Buffer::new(out))?;
-                results.push(wrap.bind(py).call1((buffer,))?);
+                let mut result = Bound::new(py, Buffer::new(out))?.into_any();
+                for f in wrap {
+                    result = f.bind(py).call1((result,))?;
+                }
+                results.push(result);
             }
             if self.single {
                 return Ok(results.pop());

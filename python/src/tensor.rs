@@ -104,6 +104,21 @@ impl Tensor {
         }))
     }
 
+    /// The same tensor held once more (the memory `get` read, without asking torch again).
+    pub fn again(&self, py: Python<'_>) -> Tensor {
+        Tensor {
+            _object: self._object.clone_ref(py),
+            ptr: self.ptr,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// Whether this is the tensor `obj`.
+    pub fn is(&self, obj: &Bound<'_, PyAny>) -> bool {
+        self._object.bind(obj.py()).is(obj)
+    }
+
     /// The number of bytes of its elements (C-contiguous: all of them, from `ptr`).
     pub fn len_bytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size_bytes()

@@ -103,7 +103,22 @@ def _torch_bf16(buffer):
     return torch.from_numpy(np.asarray(buffer)).view(torch.bfloat16)
 
 
-# What makes a torch tensor over a native result's buffer, by tpukit dtype name (what a
-# tpuBLAS plan wraps its results with; see ``python/src/blas_plan.rs``).
-TORCH_WRAPS = {"f32": _torch, "bf16": _torch_bf16, "f16": _torch, "i32": _torch, "i16": _torch,
-               "i8": _torch, "bool": _torch}
+
+_TORCH_WRAPS: dict = {}
+
+
+def torch_wraps() -> dict:
+    """What makes a torch tensor over a native result's buffer, by tpukit dtype name: the
+    callables a tpuBLAS plan applies in turn (see ``python/src/blas_plan.rs``). Needs torch
+    imported (plans are made for torch tensors only)."""
+    if not _TORCH_WRAPS:
+        torch = sys.modules["torch"]
+        plain = (np.asarray, torch.from_numpy)
+        _TORCH_WRAPS.update({name: plain for name in ("f32", "f16", "i32", "i16", "i8", "bool")})
+        _TORCH_WRAPS["bf16"] = (*plain, _as_bf16)
+    return _TORCH_WRAPS
+
+
+def _as_bf16(t):
+    """The int16 tensor ``t`` of bf16 bits viewed as bf16."""
+    return t.view(sys.modules["torch"].bfloat16)

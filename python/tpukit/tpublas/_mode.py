@@ -190,6 +190,9 @@ class Mode(TorchDispatchMode):
         self.views: collections.Counter = collections.Counter()
         self.allocated: collections.Counter = collections.Counter()
         self._known: dict = {}  # operator -> what `_describe` read from its schema
+        # operator -> `(tpuBLAS operator, most, name)` of a `_direct` operator (not in debug
+        # mode): a call that its tpuBLAS operator's plan takes is served by the plan alone.
+        self._planned: dict = {}
 
     def _describe(self, func):
         """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
@@ -206,9 +209,11 @@ class Mode(TorchDispatchMode):
                     scalar = packet._overloads.get("Scalar")
             allocation = _factory._name(func) in _factory.ALLOCATIONS
             name = str(func)
-            known = (name, _is_view_or_metadata(func), op, scalar, allocation,
-                     _direct(func, name, op))
+            direct = _direct(func, name, op)
+            known = (name, _is_view_or_metadata(func), op, scalar, allocation, direct)
             self._known[func] = known
+            if direct is not None and not self.debug:
+                self._planned[func] = (*direct, name)
         return known
 
     def _direct_call(self, direct, args):
@@ -287,6 +292,19 @@ class Mode(TorchDispatchMode):
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        planned = self._planned.get(func)
+        if planned is not None and not kwargs:
+            # A `_direct` operator whose tpuBLAS plan takes the call (f32 or bf16 plain CPU
+            # tensors of its dtypes and shapes, the rest defaults): what `_direct_call` then
+            # `op._run` would do, without their steps.
+            op, most, name = planned
+            plan = op._fast
+            if plan is not None and plan.floats and op._least <= len(args) <= most \
+                    and getattr(tpublas._local, "device", "cpu") == "cpu":
+                out = plan.run([*args, *op._fills[len(args):]])
+                if out is not None:
+                    self.served[name] += 1
+                    return out
         name, view, _, _, allocation, direct = self._describe(func)
         call = self._direct_call(direct, args) if direct is not None and not kwargs else None
         if call is None:

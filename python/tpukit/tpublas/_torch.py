@@ -147,6 +147,46 @@ def _function_kernel(op):
     return kernel
 
 
+def _register_autograd(library, op, name, backward, setup_context):
+    """``torch.library.register_autograd`` of ``backward``, with a first step: a call the
+    operator's tpuBLAS plan takes (plain CPU tensors needing no gradient, nothing below
+    autograd but the CPU kernel) is served by the plan there, as the CPU kernel would serve
+    it after torch's autograd kernel redispatched it (a Python round trip through the
+    dispatcher, ~4 µs). Without the torch internals this needs, torch's kernel alone."""
+    autograd = getattr(torch._library, "autograd", None)
+    make = getattr(autograd, "make_autograd_impl", None)
+    after = getattr(torch._C, "_after_autograd_keyset", None)
+    if make is None or after is None or not hasattr(autograd, "Info"):
+        torch.library.register_autograd(
+            f"tpublas::{name}", backward, setup_context=setup_context, lib=library
+        )
+        return
+    target = getattr(getattr(torch.ops.tpublas, op.schema.name), op.schema.overload)
+    impl = make(target, autograd.Info(backward, setup_context))
+    cpu = torch._C.DispatchKey.CPU
+    least, most, fills = op._least, op._most, op._fills
+    local = op_local()
+
+    def kernel(keyset, *args, **kwargs):
+        plan = op._fast
+        if plan is not None and not kwargs and least <= len(args) <= most \
+                and (keyset & after).highestPriorityTypeId() == cpu \
+                and getattr(local, "device", "cpu") == "cpu":
+            out = plan.run([*args, *fills[len(args):]])  # None for a tensor needing a gradient
+            if out is not None:
+                return out
+        return impl(keyset, *args, **kwargs)
+
+    library.impl(name, kernel, "Autograd", with_keyset=True)
+
+
+def op_local():
+    """tpuBLAS's thread-local state (the device ``tpublas.device`` chose)."""
+    from tpukit import tpublas
+
+    return tpublas._local
+
+
 def register(packets):
     """Defines every overload of every packet once per process; returns the library."""
     global _LIBRARY
@@ -170,8 +210,6 @@ def register(packets):
                 library.impl(name, _function_kernel(op), "Autograd")
                 continue
             setup_context, backward = _autograd(op)
-            torch.library.register_autograd(
-                f"tpublas::{name}", backward, setup_context=setup_context, lib=library
-            )
+            _register_autograd(library, op, name, backward, setup_context)
     _LIBRARY = library
     return library
