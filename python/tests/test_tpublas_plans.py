@@ -1,0 +1,210 @@
+"""tpuBLAS plans (``python/src/blas_plan.rs``, ``tpublas/src/plan.rs``): a call of plain CPU
+torch tensors replays the launch an earlier call of the same signature resolved to. These
+check that planned calls give torch's results on new values, and that every call a plan was
+not made for (another shape, dtype, layout, number or list argument; a tensor needing a
+gradient, a lazy negation, a numpy array; a dispatch mode watching) takes the full path with
+its results and errors. Correctness only: no timings are asserted."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import tpukit
+from tpukit import tpublas
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def tol(dtype):
+    return {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else \
+        {"rtol": 1e-5, "atol": 1e-5}
+
+
+def rand(g, shape, dtype):
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+# (tpuBLAS call, torch reference), on two tensors of one shape.
+CALLS = [
+    (lambda x, y: tpublas.add.Tensor(x, y), lambda x, y: x + y),
+    (lambda x, y: tpublas.sub.Tensor(x, y, alpha=2), lambda x, y: torch.sub(x, y, alpha=2)),
+    (lambda x, y: tpublas.mul(x, y), lambda x, y: x * y),
+    (lambda x, y: tpublas.div.Tensor(x, y), lambda x, y: x / y),
+    (lambda x, y: tpublas.add.Scalar(x, 2.5), lambda x, y: x + 2.5),
+    (lambda x, y: tpublas.gelu(x), lambda x, y: F.gelu(x)),
+    (lambda x, y: tpublas._softmax(x, -1, False), lambda x, y: torch.softmax(x, -1)),
+    (lambda x, y: tpublas.sum.dim_IntList(x, [1]), lambda x, y: x.sum(1)),
+    (lambda x, y: tpublas.where(x > 0, x, y), lambda x, y: torch.where(x > 0, x, y)),
+    (lambda x, y: tpublas.clamp(x, -0.5, 0.5), lambda x, y: torch.clamp(x, -0.5, 0.5)),
+    (lambda x, y: tpublas.lt(x, 0.25), lambda x, y: x < 0.25),
+    (lambda x, y: tpublas.mm(x, y.T.contiguous()), lambda x, y: x @ y.T),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CALLS)))
+def test_planned_calls_give_torchs_results_on_new_values(case, dtype):
+    """The same call on new random values, four times (the first makes the plan), and on
+    the same tensor twice (`x * x`): torch's results each time."""
+    call, want = CALLS[case]
+    g = torch.Generator().manual_seed(case)
+    for shape in [(8, 128), (13, 70)]:  # a block's shape, and one no block divides
+        for _ in range(4):
+            x, y = rand(g, shape, dtype), rand(g, shape, dtype)
+            got, ref = call(x, y), want(x, y)
+            assert got.dtype == ref.dtype and got.shape == ref.shape
+            torch.testing.assert_close(got, ref, **tol(dtype))
+            assert got.data_ptr() not in (x.data_ptr(), y.data_ptr())
+        torch.testing.assert_close(call(x, x), want(x, x), **tol(dtype))
+
+
+def test_a_plan_is_made_and_used():
+    """A call of plain tensors leaves a plan on its operator; the next call runs it (a plan
+    taking the call returns its results)."""
+    op = tpublas.add.Tensor
+    x = torch.randn(8, 128)
+    op(x, x)
+    assert op._fast is not None
+    torch.testing.assert_close(op._fast.run([x, x, 1]), x + x)
+    assert op._fast.run([x, x, 2]) is None  # another alpha
+    assert op._fast.run([x, x[:, :64].contiguous(), 1]) is None  # another shape
+
+
+def test_calls_the_plan_was_not_made_for_take_the_full_path():
+    """After a plan for (8, 128) f32 tensors: another shape, dtype, broadcast, layout
+    (transposed, sliced), lazy negation, numpy array, tensor needing a gradient, alpha, or
+    keyword — each gives torch's result (and its kind)."""
+    g = torch.Generator().manual_seed(7)
+    x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+    add = tpublas.add.Tensor
+    add(x, y)
+    torch.testing.assert_close(add(x, y), x + y)
+    z = rand(g, (128, 8), torch.float32)
+    w = rand(g, (16, 128), torch.float32)
+    cases = [
+        (x[:, :64], y[:, :64]),  # another shape (and a strided view)
+        (x.bfloat16(), y.bfloat16()),  # another dtype
+        (x, y[0]),  # a broadcast
+        (z.T, y),  # transposed: not C-contiguous
+        (w[::2], y),  # every other row
+        (torch._neg_view(x), y),  # a lazy negation
+        (x.requires_grad_(False).clone().requires_grad_(True), y),  # needs a gradient
+    ]
+    for a, b in cases:
+        got = add(a, b)
+        torch.testing.assert_close(got, (a + b).detach(), **tol(a.dtype))
+        assert isinstance(got, torch.Tensor) and not got.requires_grad
+    got = add(x.numpy(), y.numpy())
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, (x + y).numpy(), rtol=1e-6)
+    torch.testing.assert_close(add(x, y, alpha=3), x + 3 * y)
+    torch.testing.assert_close(add(x, y), x + y)  # and the plan still serves
+
+
+def test_changed_number_and_list_arguments():
+    """Numbers and lists are part of the plan's signature: another value (also of another
+    type: `True` is not `1`), or a list mutated after the call, is not replayed."""
+    g = torch.Generator().manual_seed(8)
+    x = rand(g, (6, 40), torch.float32)
+    dims = [1]
+    torch.testing.assert_close(tpublas.sum.dim_IntList(x, dims), x.sum(1))
+    dims[0] = 0  # the plan holds a copy of the list it was made for
+    torch.testing.assert_close(tpublas.sum.dim_IntList(x, dims), x.sum(0))
+    torch.testing.assert_close(tpublas.sum.dim_IntList(x, [1], True), x.sum(1, keepdim=True))
+    for s in [2.5, 2.5, -1.0, 3]:
+        torch.testing.assert_close(tpublas.mul.Scalar(x, s), x * s)
+    torch.testing.assert_close(tpublas._softmax(x, 0, False), torch.softmax(x, 0))
+    torch.testing.assert_close(tpublas._softmax(x, 1, False), torch.softmax(x, 1))
+
+
+def test_a_plan_made_on_a_tensor_passed_twice_reads_each_argument():
+    """`x - x` makes the plan on one tensor in both places; `x - y` and `y - x` then read
+    each from its own place."""
+    g = torch.Generator().manual_seed(9)
+    x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+    sub = tpublas.sub.Tensor
+    torch.testing.assert_close(sub(x, x), torch.zeros_like(x))
+    assert sub._fast is not None
+    torch.testing.assert_close(sub(x, y), x - y)
+    torch.testing.assert_close(sub(y, x), y - x)
+    torch.testing.assert_close(tpublas.div.Tensor(x, x), x / x)
+    torch.testing.assert_close(tpublas.div.Tensor(y, x), y / x)
+
+
+def test_one_element_tensors_are_not_frozen_into_a_plan():
+    """A one-element tensor's value becomes a number on the host: a call on new values
+    computes with them."""
+    g = torch.Generator().manual_seed(10)
+    x = rand(g, (8, 128), torch.float32)
+    for v in [2.0, -3.0, 0.5]:
+        s = torch.tensor([v])
+        torch.testing.assert_close(tpublas.mul.Tensor(x, s), x * s)
+        torch.testing.assert_close(tpublas.mul.Tensor(s, s), s * s)
+
+
+def test_planned_operators_still_raise_their_errors():
+    """With a plan made, a bad call raises what the full path raises."""
+    x = torch.ones(5, 6)
+    tpublas.add.Tensor(x, x)
+    with pytest.raises(tpukit.ShapeError, match="broadcast"):
+        tpublas.add.Tensor(x, torch.ones(3, 4))
+    with pytest.raises(TypeError, match="must be a number"):
+        tpublas.add.Tensor(x, x, alpha="2")
+    with pytest.raises(tpukit.DTypeError, match="float64"):
+        tpublas.add.Tensor(x.double(), x.double())
+
+
+def test_the_interpret_device_is_not_planned_around():
+    """Inside `tpublas.device("interpret")` a planned operator runs on the interpreter
+    (exact), outside it on the plan again."""
+    g = torch.Generator().manual_seed(11)
+    x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+    tpublas.gelu(x)
+    with tpublas.device("interpret"):
+        torch.testing.assert_close(tpublas.gelu(y), F.gelu(y))
+    torch.testing.assert_close(tpublas.gelu(y), F.gelu(y))
+
+
+def test_the_mode_serves_planned_calls_and_counts_them():
+    """Inside `tpublas.mode()`, repeated adds are served (by the plan after the first) with
+    torch's results and counted; int64 adds beside them are left to torch as before."""
+    g = torch.Generator().manual_seed(12)
+    i = torch.arange(40).reshape(4, 10)
+    xs = [rand(g, (4, 10), torch.float32) for _ in range(4)]
+    with tpublas.mode() as m:
+        got = [a + b for a, b in zip(xs, xs[1:], strict=False)]
+        ints = i + i
+    for r, a, b in zip(got, xs, xs[1:], strict=False):
+        torch.testing.assert_close(r, a + b)
+    torch.testing.assert_close(ints, i + i)
+    assert m.served["aten.add.Tensor"] == 3
+    assert m.fallback["aten.add.Tensor"] == 1
+
+
+def test_torch_ops_planned_calls_keep_autograd_and_modes():
+    """`torch.ops.tpublas`: plain calls are served by the plan with torch's results; a
+    tensor needing a gradient still goes through autograd (the gradient is right), and a
+    dispatch mode below autograd still sees the op."""
+    g = torch.Generator().manual_seed(13)
+    op = torch.ops.tpublas.mul.Tensor
+    x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+    for _ in range(3):
+        torch.testing.assert_close(op(x, y), x * y)
+    xg = x.clone().requires_grad_(True)
+    out = op(xg, y)
+    assert out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(xg.grad, y)
+
+    seen = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        torch.testing.assert_close(op(x, y), x * y)
+    assert "tpublas.mul.Tensor" in seen
