@@ -6,7 +6,7 @@ hits all of them alike:
 
 - per-call overhead on an (8, 128) f32 tensor: a tiny ``custom_kernel`` (numpy and torch
   arguments), a tpuBLAS add (its Python API and ``torch.ops.tpublas``), an add inside
-  ``tpublas.mode()``, beside torch's eager add and a jitted JAX add;
+  ``tpublas.mode()`` (entered per call, and entered once around many calls), beside torch's eager add and a jitted JAX add;
 - steady state of tpuBLAS operators on torch CPU tensors (add, sum over dim 1, gelu, softmax,
   layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
   for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
@@ -22,6 +22,7 @@ writes ``benches/python_speed.png`` (time against size, tpukit beside torch and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -60,14 +61,19 @@ def interleaved(impls: dict, rounds: int, seconds: float) -> dict:
     """Median wall seconds per call of each implementation, over ``rounds`` rounds that each
     time every implementation for a batch of about ``seconds`` (after two untimed calls); the
     median CPU seconds go to ``CPU[name]``. CPU time moves less than wall time on a loaded
-    machine (a descheduled thread costs none), so it is the column to read there."""
-    for fn in impls.values():
-        fn()
-        fn()
+    machine (a descheduled thread costs none), so it is the column to read there. An
+    implementation given as ``(fn, context)`` runs its batches inside ``with context:``."""
+    impls = {name: fn if isinstance(fn, tuple) else (fn, contextlib.nullcontext())
+             for name, fn in impls.items()}
+    for fn, context in impls.values():
+        with context:
+            fn()
+            fn()
     times = {name: [] for name in impls}
     for _ in range(rounds):
-        for name, fn in impls.items():
-            times[name].append(_batch(fn, seconds))
+        for name, (fn, context) in impls.items():
+            with context:
+                times[name].append(_batch(fn, seconds))
     CPU.clear()
     CPU.update({name: statistics.median(c for _, c in ts) for name, ts in times.items()})
     return {name: statistics.median(w for w, _ in ts) for name, ts in times.items()}
@@ -95,6 +101,7 @@ def overhead_rows(rounds: int) -> list[tuple[str, float]]:
         "tpuBLAS `tpublas.add`, torch tensors": lambda: tpublas.add.Tensor(xt, xt),
         "tpuBLAS `torch.ops.tpublas.add.Tensor`": lambda: op(xt, xt),
         "`x + y` inside `tpublas.mode()` (mode entered per call)": in_mode,
+        "`x + y` inside an entered `tpublas.mode()`": (lambda: xt + xt, mode),
         "torch eager `x + y`": lambda: xt + xt,
         "`jax.jit(x + y)`, JAX arrays": lambda: jit_add(xj, xj).block_until_ready(),
     }
