@@ -178,3 +178,118 @@ fn plan_of(args: &[Value], launches: Vec<Traced>, results: &[HostArray]) -> Opti
 fn elements(a: &HostArray) -> usize {
     a.shape().iter().product()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tpukit::LaunchOptions;
+    use tpukit::dsl::DType;
+    use tpukit::runtime::{RawArray, launch_borrowed};
+
+    fn array(shape: &[usize], seed: f64) -> HostArray {
+        let n: usize = shape.iter().product();
+        let data: Vec<f64> = (0..n).map(|i| ((i as f64 + seed) * 0.37).sin()).collect();
+        HostArray::from_f64(DType::F32, shape, &data)
+    }
+
+    /// The plan's launch on `args` (which must be what it was made for).
+    fn replay(plan: &Plan, args: &[Value]) -> Vec<HostArray> {
+        let arrays: Vec<RawArray> = plan
+            .inputs
+            .iter()
+            .map(|(source, shape)| {
+                let a = match source {
+                    Source::Arg(i) => match &args[*i] {
+                        Value::Tensor(t) => t,
+                        other => panic!("argument {i} is {other:?}"),
+                    },
+                    Source::Const(c) => c,
+                };
+                RawArray {
+                    dtype: a.dtype(),
+                    shape,
+                    data: a.data_ptr() as *mut u8,
+                }
+            })
+            .collect();
+        // SAFETY: the arrays are owned, row-major, of the sizes the plan read them in.
+        let outs =
+            unsafe { launch_borrowed(&*plan.kernel, &arrays, LaunchOptions::default()) }.unwrap();
+        plan.results
+            .iter()
+            .map(|(j, shape)| outs[*j].clone().reshape(shape).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_plan_replays_the_call_on_new_values() {
+        let args = [
+            Value::Tensor(array(&[5, 70], 0.0)),
+            Value::Tensor(array(&[5, 70], 1.0)),
+            Value::Scalar(2.0),
+        ];
+        let (_, plan) = run_planned("aten.sub.Tensor", &args).unwrap();
+        let plan = plan.expect("a plan for sub");
+        assert!(matches!(plan.inputs[0].0, Source::Arg(0)));
+        assert!(matches!(plan.inputs[1].0, Source::Arg(1)));
+        let new = [
+            Value::Tensor(array(&[5, 70], 5.0)),
+            Value::Tensor(array(&[5, 70], 9.0)),
+            Value::Scalar(2.0),
+        ];
+        assert_eq!(
+            replay(&plan, &new),
+            crate::run("aten.sub.Tensor", &new).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_tensor_passed_twice_is_told_apart_on_copies() {
+        let x = array(&[4, 33], 0.0);
+        let (_, plan) = run_planned(
+            "aten.sub.Tensor",
+            &[
+                Value::Tensor(x.clone()),
+                Value::Tensor(x),
+                Value::Scalar(1.0),
+            ],
+        )
+        .unwrap();
+        let plan = plan.expect("a plan for x - x");
+        let new = [
+            Value::Tensor(array(&[4, 33], 3.0)),
+            Value::Tensor(array(&[4, 33], 7.0)),
+            Value::Scalar(1.0),
+        ];
+        assert_eq!(
+            replay(&plan, &new),
+            crate::run("aten.sub.Tensor", &new).unwrap()
+        );
+    }
+
+    #[test]
+    fn calls_that_read_values_on_the_host_are_not_planned() {
+        let x = array(&[4, 33], 0.0);
+        let one = array(&[1], 2.0);
+        let planned = |name: &str, args: &[Value]| run_planned(name, args).unwrap().1.is_some();
+        // A one-element tensor becomes a number on the host.
+        assert!(!planned(
+            "aten.mul.Tensor",
+            &[Value::Tensor(x.clone()), Value::Tensor(one)]
+        ));
+        // A broadcast materialised on the host.
+        assert!(!planned(
+            "aten.add.Tensor",
+            &[
+                Value::Tensor(array(&[4, 1, 33], 0.0)),
+                Value::Tensor(array(&[3, 1], 1.0)),
+                Value::Scalar(1.0)
+            ]
+        ));
+        // A seed drawn per call.
+        assert!(!planned(
+            "aten.bernoulli.p",
+            &[Value::Tensor(x), Value::Scalar(0.5), Value::Int(7)]
+        ));
+    }
+}
