@@ -7,7 +7,7 @@ exactly what the module exports.
 """
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, final
 
 from typing_extensions import Buffer as _BytesLike
@@ -19,6 +19,7 @@ __all__ = [
     "Operand",
     "Buffer",
     "LaunchPlan",
+    "BlasPlan",
     "catalog",
     "instantiate",
     "import_mosaic",
@@ -26,6 +27,7 @@ __all__ = [
     "stablehlo_ops",
     "tpublas_ops",
     "tpublas_run",
+    "tpublas_run_planned",
     "tpublas_warm_up",
     "op_table",
     "ffi_register",
@@ -109,6 +111,19 @@ class LaunchPlan:
         format, shape, C-contiguity, alignment)."""
 
 @final
+class BlasPlan:
+    """One tpuBLAS call's kernel launch for fixed arguments: tensors of fixed dtypes and
+    shapes, other arguments equal (``python/src/blas_plan.rs``)."""
+
+    @property
+    def floats(self) -> bool:
+        """Whether every tensor it takes is f32 or bf16."""
+
+    def run(self, values: list[Any]) -> Any | None:
+        """The results (torch tensors; a tuple for several) on the call's schema-ordered
+        ``values``, or None where they are not what the plan was made for."""
+
+@final
 class Buffer:
     """A result array's storage: a writable, C-contiguous buffer, typed and shaped for a
     consumer asking for format and shape (``numpy.asarray``; bf16 as int16), else bytes."""
@@ -140,6 +155,16 @@ def tpublas_run(
     name: str, args: list[tuple[str, object]], device: str = "cpu"
 ) -> list[_WireOut]:
     """Runs an operator on ``(kind, value)`` arguments in its schema's order."""
+
+def tpublas_run_planned(
+    name: str,
+    args: list[tuple[str, object]],
+    values: list[Any],
+    wraps: Mapping[str, Sequence[Callable[[Any], Any]]],
+) -> tuple[list[_WireOut], BlasPlan | None]:
+    """``tpublas_run`` on the CPU, with the call's plan where one can be made (``values``:
+    the Python arguments, one per entry of ``args``; ``wraps``: by result dtype name, the
+    callables making a torch tensor over a result buffer, applied in turn)."""
 
 def tpublas_warm_up() -> None: ...
 def op_table() -> list[tuple[str, str, str, list[str], list[str], list[str]]]:
