@@ -5,6 +5,8 @@ not made for (another shape, dtype, layout, number or list argument; a tensor ne
 gradient, a lazy negation, a numpy array; a dispatch mode watching) takes the full path with
 its results and errors. Correctness only: no timings are asserted."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -208,3 +210,15 @@ def test_torch_ops_planned_calls_keep_autograd_and_modes():
     with Watch():
         torch.testing.assert_close(op(x, y), x * y)
     assert "tpublas.mul.Tensor" in seen
+
+
+def test_torch_ops_under_vmap():
+    """Under `torch.func.vmap` the op goes through torch's kernels (the plan sees no
+    batched tensor) and gives torch's results."""
+    g = torch.Generator().manual_seed(14)
+    op = torch.ops.tpublas.mul.Tensor
+    x, y = rand(g, (3, 8, 16), torch.float32), rand(g, (3, 8, 16), torch.float32)
+    op(x[0], y[0])  # a plan for (8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "no batching rule" performance warning
+        torch.testing.assert_close(torch.func.vmap(op)(x, y), x * y)

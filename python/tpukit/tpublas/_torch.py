@@ -149,28 +149,30 @@ def _function_kernel(op):
 
 def _register_autograd(library, op, name, backward, setup_context):
     """``torch.library.register_autograd`` of ``backward``, with a first step: a call the
-    operator's tpuBLAS plan takes (plain CPU tensors needing no gradient, nothing below
-    autograd but the CPU kernel) is served by the plan there, as the CPU kernel would serve
-    it after torch's autograd kernel redispatched it (a Python round trip through the
-    dispatcher, ~4 µs). Without the torch internals this needs, torch's kernel alone."""
+    operator's tpuBLAS plan takes (exact CPU ``torch.Tensor``s needing no gradient, so no
+    tensor subclass's Python key, with no dispatch mode on the stack and no functorch
+    transform: nothing below autograd but the CPU kernel) is served by the plan there, as
+    the CPU kernel would serve it after torch's autograd kernel redispatched it (a Python
+    round trip through the dispatcher). Without the torch internals this needs, torch's
+    kernel alone."""
     autograd = getattr(torch._library, "autograd", None)
     make = getattr(autograd, "make_autograd_impl", None)
-    after = getattr(torch._C, "_after_autograd_keyset", None)
-    if make is None or after is None or not hasattr(autograd, "Info"):
+    modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    functorch = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+    if make is None or modes is None or functorch is None or not hasattr(autograd, "Info"):
         torch.library.register_autograd(
             f"tpublas::{name}", backward, setup_context=setup_context, lib=library
         )
         return
     target = getattr(getattr(torch.ops.tpublas, op.schema.name), op.schema.overload)
     impl = make(target, autograd.Info(backward, setup_context))
-    cpu = torch._C.DispatchKey.CPU
     least, most, fills = op._least, op._most, op._fills
     local = op_local()
 
     def kernel(keyset, *args, **kwargs):
         plan = op._fast
         if plan is not None and not kwargs and least <= len(args) <= most \
-                and (keyset & after).highestPriorityTypeId() == cpu \
+                and not modes() and functorch() is None \
                 and getattr(local, "device", "cpu") == "cpu":
             out = plan.run([*args, *fills[len(args):]])  # None for a tensor needing a gradient
             if out is not None:
