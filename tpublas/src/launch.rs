@@ -113,13 +113,18 @@ pub fn trace<T>(f: impl FnOnce() -> T) -> (T, Vec<Traced>) {
     (result, seen)
 }
 
-fn traced(kernel: &Prepared, inputs: &[&HostArray], outputs: Option<Vec<(*const u8, usize)>>) {
+/// Notes a launch in the active [`trace`], if any (`outputs` is asked only then).
+fn traced(
+    kernel: &Prepared,
+    inputs: &[&HostArray],
+    outputs: impl FnOnce() -> Option<Vec<(*const u8, usize)>>,
+) {
     TRACED.with(|t| {
         if let Some(seen) = t.borrow_mut().as_mut() {
             seen.push(Traced {
                 kernel: kernel.clone(),
                 inputs: inputs.iter().map(|&a| a.clone()).collect(),
-                outputs,
+                outputs: outputs(),
             });
         }
     });
@@ -129,15 +134,13 @@ fn traced(kernel: &Prepared, inputs: &[&HostArray], outputs: Option<Vec<(*const 
 pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
     let outs = launch(&**kernel, device(), inputs)?;
-    traced(
-        kernel,
-        inputs,
+    traced(kernel, inputs, || {
         Some(
             outs.iter()
                 .map(|a| (a.data_ptr(), a.size_bytes()))
                 .collect(),
-        ),
-    );
+        )
+    });
     Ok(outs)
 }
 
@@ -153,6 +156,6 @@ pub(crate) fn into(
     outputs: &mut [HostArray],
 ) -> Result<(), BlasError> {
     note(kernel);
-    traced(kernel, inputs, None);
+    traced(kernel, inputs, || None);
     Ok(launch_into(&**kernel, device(), inputs, outputs)?)
 }
