@@ -12,6 +12,10 @@ pub(crate) enum Val<'ctx, 'k> {
     Scalar(BasicValueEnum<'ctx>),
     /// Every element, row-major in the workspace, in register representation (bool as i8).
     Buffer(PointerValue<'ctx>),
+    /// A lane-uniform value (see `uniform`): element `[..., i, 0]` of every row, row-major in
+    /// the workspace, in register representation; element `[..., i, j]` is element
+    /// `[..., i, 0]`.
+    Rows(PointerValue<'ctx>),
     /// Computed where it is used, one element at a time, by the op that defines it.
     Lazy(&'k Op),
 }
@@ -176,6 +180,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if !materialise {
             return Ok(Val::Lazy(op));
         }
+        if let Some(rows) = self.rows_shape(f, op.results[0]) {
+            let ptr = self.alloc_buffer(ty.dtype, rows.iter().product())?;
+            self.nest(&rows, &mut |e, idx| {
+                let x = e.elem_of(f, env, op, idx)?;
+                let at = e.linear(&rows, idx)?;
+                e.buffer_store(ty.dtype, ptr, at, x)
+            })?;
+            return Ok(Val::Rows(ptr));
+        }
         let ptr = self.alloc_buffer(ty.dtype, ty.num_elements())?;
         let shape = ty.shape.clone();
         self.nest(&shape, &mut |e, idx| {
@@ -194,7 +207,26 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         v: ValueId,
         idx: &[IntValue<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
+        if self.rows_shape(f, v).is_some() {
+            // The same at every lane: computed at lane 0, a loop invariant of a lane loop.
+            let mut at = idx.to_vec();
+            *at.last_mut().expect("rank >= 1") = self.i64(0);
+            return self.val_elem(f, env, f.ty(v), get(env, v), &at);
+        }
         self.val_elem(f, env, f.ty(v), get(env, v), idx)
+    }
+
+    /// `v`'s shape with its last dimension 1, if `v` is a lane-uniform value of the kernel
+    /// body (see `uniform`) with more than one lane.
+    fn rows_shape(&self, f: &'k Func, v: ValueId) -> Option<Vec<usize>> {
+        let shape = &f.ty(v).shape;
+        let body = std::ptr::eq(f, &self.kernel.body);
+        if !body || shape.last().is_none_or(|&n| n <= 1) || !self.uniform.holds(v) {
+            return None;
+        }
+        let mut rows = shape.clone();
+        *rows.last_mut().expect("rank >= 1") = 1;
+        Some(rows)
     }
 
     /// Element `idx` of `val`, a value of type `ty`.
@@ -210,6 +242,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             Val::Scalar(x) => Ok(x),
             Val::Buffer(p) => {
                 let at = self.linear(&ty.shape, idx)?;
+                self.buffer_load(ty.dtype, p, at)
+            }
+            Val::Rows(p) => {
+                let mut rows = ty.shape.clone();
+                let mut at = idx.to_vec();
+                if let (Some(n), Some(i)) = (rows.last_mut(), at.last_mut()) {
+                    (*n, *i) = (1, self.i64(0));
+                }
+                let at = self.linear(&rows, &at)?;
                 self.buffer_load(ty.dtype, p, at)
             }
             Val::Lazy(op) => self.elem_of(f, env, op, idx),
