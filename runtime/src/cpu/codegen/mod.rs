@@ -227,6 +227,8 @@ pub(crate) struct Emitter<'ctx, 'k> {
     zero_on_entry: Vec<usize>,
     /// Outputs whose store runs only at the last step of the innermost axis (see `deferred`).
     deferred: Vec<OperandId>,
+    /// The innermost loop of the loop nest being emitted, if any (see `loops::LaneLoop`).
+    lane_loop: Option<loops::LaneLoop<'ctx>>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -277,6 +279,7 @@ pub(crate) fn emit<'ctx>(
         unsnapshotted: Default::default(),
         zero_on_entry: Vec::new(),
         deferred: Vec::new(),
+        lane_loop: None,
     };
     e.deferred = e.deferred_outputs();
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();

@@ -2,7 +2,7 @@
 
 use super::{CodegenError, Emitter, Result};
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, InstructionValue, IntValue, PointerValue};
 use tpukit_dsl::{DType, Func, Op, OpKind, Region, Type, ValueId};
 
 /// A value of the function being emitted.
@@ -157,7 +157,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let v = op.results[0];
                 let body = std::ptr::eq(f, &self.kernel.body);
                 let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. })
-                    || (body && self.uses.view(v));
+                    || (body && (self.uses.view(v) || self.uses.recomputed(v)));
                 let reused = body && self.uses.reused(v);
                 self.define(f, op, env, reused && !cheap)?
             }
@@ -208,17 +208,39 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         idx: &[IntValue<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
         if self.rows_shape(f, v).is_some() {
-            // The same at every lane: computed at lane 0, a loop invariant of a lane loop.
+            // The same at every lane: computed at lane 0, once before the lane loop when
+            // `idx` is a nest's index.
             let mut at = idx.to_vec();
             *at.last_mut().expect("rank >= 1") = self.i64(0);
-            return self.val_elem(f, env, f.ty(v), get(env, v), &at);
+            let Some(pre) = self.lane_preheader(idx) else {
+                return self.val_elem(f, env, f.ty(v), get(env, v), &at);
+            };
+            let here = self.block();
+            self.b.position_before(&pre);
+            let x = self.val_elem(f, env, f.ty(v), get(env, v), &at);
+            self.b.position_at_end(here);
+            return x;
         }
         self.val_elem(f, env, f.ty(v), get(env, v), idx)
     }
 
+    /// Where code for element `idx` at lane 0 can go before the lane loop (the terminator of
+    /// the loop's entering block): when `idx` is the current nest's index (its last index the
+    /// innermost loop's induction variable, the others the enclosing loops' or constants).
+    /// Not in debug mode, whose checks branch (the code must not add blocks).
+    fn lane_preheader(&self, idx: &[IntValue<'ctx>]) -> Option<InstructionValue<'ctx>> {
+        let l = self.lane_loop.as_ref()?;
+        let (last, rest) = idx.split_last()?;
+        let outside = |i: &IntValue<'ctx>| i.is_const() || l.outer.contains(i);
+        if self.options.debug || *last != l.iv || !rest.iter().all(outside) {
+            return None;
+        }
+        l.pre.get_terminator()
+    }
+
     /// `v`'s shape with its last dimension 1, if `v` is a lane-uniform value of the kernel
     /// body (see `uniform`) with more than one lane.
-    fn rows_shape(&self, f: &'k Func, v: ValueId) -> Option<Vec<usize>> {
+    pub(super) fn rows_shape(&self, f: &'k Func, v: ValueId) -> Option<Vec<usize>> {
         let shape = &f.ty(v).shape;
         let body = std::ptr::eq(f, &self.kernel.body);
         if !body || shape.last().is_none_or(|&n| n <= 1) || !self.uniform.holds(v) {
