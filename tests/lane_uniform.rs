@@ -156,7 +156,10 @@ fn rows(what: &str, v: &[f64]) -> Vec<f64> {
     (0..8)
         .map(|i| {
             let row = &v[i * 128..(i + 1) * 128];
-            assert!(row.iter().all(|&e| e == row[0]), "{what}: row {i} not uniform");
+            assert!(
+                row.iter().all(|&e| e == row[0]),
+                "{what}: row {i} not uniform"
+            );
             row[0]
         })
         .collect()
@@ -183,7 +186,10 @@ fn a_uniform_row_updated_from_itself_reads_it_before_the_update() {
     let u = rows("u", &out[0]);
     for (i, got) in u.iter().enumerate() {
         let want = (0..3).fold(1.0, |u, b| {
-            2.0 * u + xs[i * 384 + b * 128..i * 384 + (b + 1) * 128].iter().sum::<f64>()
+            2.0 * u
+                + xs[i * 384 + b * 128..i * 384 + (b + 1) * 128]
+                    .iter()
+                    .sum::<f64>()
         });
         assert_close(&format!("row {i}"), &[*got], &[want], 1e-5);
     }
