@@ -73,11 +73,13 @@ body {{
 
 /// `u = 2·u + rowsum(x block)` per step from `u = 1`, in a lane-replicated scratch row: the
 /// update reads `u` and stores it back elementwise (no snapshot needed per lane, but every
-/// lane of a uniform value reads lane 0).
+/// lane of a uniform value reads lane 0). `sums` is `u`'s row sums by a `dot`, which reads
+/// the ref's memory in place: every lane must hold the row's value.
 fn self_update() -> String {
     format!(
         "kernel @self_update {HEAD}
   output %o: f32[8,128]
+  output %sums: f32[8,8]
   scratch %u: f32[8,128]
 body {{
 {FIRST_STEP}
@@ -99,6 +101,9 @@ body {{
   store %u[ds(0, 8), ds(0, 128)], %11
   %12 = load %u[ds(0, 8), ds(0, 128)] : f32[8,128]
   store %o[ds(0, 8), ds(0, 128)], %12
+  %13 = const 1.0 : f32[128,8]
+  %14 = dot %12, %13 contract(1, 0) : f32[8,8]
+  store %sums[ds(0, 8), ds(0, 8)], %14
   yield
 }}
 "
@@ -182,7 +187,7 @@ fn online_softmax_statistics_against_f64() {
 #[test]
 fn a_uniform_row_updated_from_itself_reads_it_before_the_update() {
     let (x, xs) = random(&mut rng(12), DType::F32, &[8, 384], -4.0, 4.0);
-    let out = run_both(&self_update(), &x, 1e-6);
+    let out = run_both(&self_update(), &x, 1e-5);
     let u = rows("u", &out[0]);
     for (i, got) in u.iter().enumerate() {
         let want = (0..3).fold(1.0, |u, b| {
@@ -192,6 +197,8 @@ fn a_uniform_row_updated_from_itself_reads_it_before_the_update() {
                     .sum::<f64>()
         });
         assert_close(&format!("row {i}"), &[*got], &[want], 1e-5);
+        let sums = &out[1][i * 8..(i + 1) * 8];
+        assert_close(&format!("row {i} sums"), sums, &[128.0 * got; 8], 1e-5);
     }
 }
 
