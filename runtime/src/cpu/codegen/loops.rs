@@ -3,7 +3,22 @@
 
 use super::{Emitter, Result};
 use inkwell::IntPredicate;
+use inkwell::basic_block::BasicBlock;
 use inkwell::values::{InstructionValue, IntValue};
+
+/// The innermost loop of a [`Emitter::nest`] being emitted: what code computing a value that
+/// is the same at every iteration (a lane-uniform value, see `uniform`) needs to be emitted
+/// once before the loop instead.
+#[derive(Clone)]
+pub(crate) struct LaneLoop<'ctx> {
+    /// The block the loop is entered from; it dominates the loop and ends in the loop's
+    /// guard.
+    pub pre: BasicBlock<'ctx>,
+    /// The indices of the dimensions around the loop (defined before `pre` ends).
+    pub outer: Vec<IntValue<'ctx>>,
+    /// The loop's induction variable (the index along the last dimension).
+    pub iv: IntValue<'ctx>,
+}
 
 impl<'ctx> Emitter<'ctx, '_> {
     /// Emits `for iv in lo..hi { body(iv) }`.
@@ -110,10 +125,23 @@ impl<'ctx> Emitter<'ctx, '_> {
             return body(self, idx);
         }
         let (lo, hi) = (self.i64(0), self.i64(shape[idx.len()] as i64));
+        let innermost = idx.len() + 1 == shape.len();
+        let pre = self.block();
         self.counted(lo, hi, &mut |e, iv| {
+            let outer = innermost.then(|| {
+                let lanes = LaneLoop {
+                    pre,
+                    outer: idx.clone(),
+                    iv,
+                };
+                e.lane_loop.replace(lanes)
+            });
             idx.push(iv);
             let r = e.nest_from(shape, idx, body);
             idx.pop();
+            if let Some(outer) = outer {
+                e.lane_loop = outer;
+            }
             r
         })
     }

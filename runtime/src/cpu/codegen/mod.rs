@@ -13,7 +13,9 @@
 //! of the stored value in registers. A value is stored in the workspace ([`Val::Buffer`]) only
 //! when recomputing it would cost more (used twice or inside a loop it is defined outside of),
 //! when it is a reduction, a `dot` or a loop/branch result, or when it loads from an operand
-//! the kernel also stores to (a load sees memory as it was at the load).
+//! the kernel also stores to (a load sees memory as it was at the load). A value with one
+//! value per row (see `uniform`) is computed at lane 0 only, and materialised one element per
+//! row ([`Val::Rows`]).
 
 mod access;
 mod alias;
@@ -35,6 +37,7 @@ mod roll;
 mod scalar;
 mod snapshot;
 mod transpose;
+mod uniform;
 mod value;
 mod window;
 
@@ -195,6 +198,8 @@ pub(crate) struct Emitter<'ctx, 'k> {
     /// Operands some store writes: loads from them are materialised.
     stored: Vec<OperandId>,
     uses: Uses,
+    /// Which values of the body are lane-uniform (see `uniform`).
+    uniform: uniform::Uniform,
     /// The current grid point and the grid's extents (i64).
     point: Vec<IntValue<'ctx>>,
     grid: Vec<IntValue<'ctx>>,
@@ -222,6 +227,8 @@ pub(crate) struct Emitter<'ctx, 'k> {
     zero_on_entry: Vec<usize>,
     /// Outputs whose store runs only at the last step of the innermost axis (see `deferred`).
     deferred: Vec<OperandId>,
+    /// The innermost loop of the loop nest being emitted, if any (see `loops::LaneLoop`).
+    lane_loop: Option<loops::LaneLoop<'ctx>>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -254,6 +261,7 @@ pub(crate) fn emit<'ctx>(
         operands: Vec::new(),
         stored,
         uses: Uses::of(&kernel.body),
+        uniform: uniform::Uniform::of(kernel),
         point: Vec::new(),
         grid: Vec::new(),
         workspace: param(n + 2).into_pointer_value(),
@@ -271,6 +279,7 @@ pub(crate) fn emit<'ctx>(
         unsnapshotted: Default::default(),
         zero_on_entry: Vec::new(),
         deferred: Vec::new(),
+        lane_loop: None,
     };
     e.deferred = e.deferred_outputs();
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();

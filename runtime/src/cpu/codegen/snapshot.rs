@@ -14,8 +14,8 @@
 //! any DMA or semaphore op), except that the last reader may be a `store` to the same
 //! elements (the load's `index`, the same shape up to unit dimensions) of a value, under a
 //! mask, both computed from the load pointwise (elementwise ops and unit-dimension reshapes
-//! only): each element is then read before it is written, and by nothing else. Not in debug
-//! mode.
+//! only): each element is then read before it is written, and by nothing else (not so for a
+//! lane-uniform load, whose every lane reads lane 0: see `uniform`). Not in debug mode.
 
 use super::Emitter;
 use std::collections::{HashMap, HashSet};
@@ -64,15 +64,19 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             .iter()
             .flat_map(|op| op.results.iter().map(move |v| (*v, op)))
             .collect();
+        // A lane-uniform load is read at lane 0 for every lane (see `uniform`): not pointwise.
+        let per_lane = self.rows_shape(f, load).is_none();
         r.ops[at + 1..=last].iter().enumerate().all(|(j, op)| {
             !self.writes(op, operand)
-                || (at + 1 + j == last && stores_pointwise(f, op, &r.ops[at], &def, &lazy))
+                || (at + 1 + j == last
+                    && per_lane
+                    && stores_pointwise(f, op, &r.ops[at], &def, &lazy))
         })
     }
 
     /// Whether `op`'s result may be computed where it is used (see `Emitter::op`): not a
     /// scalar, a reduction, a `dot`, a region's results or an elementwise value that is
-    /// materialised because it is reused. Loads count as lazy (their mask may be), and so do
+    /// materialised because it is reused (and not recomputed, see `Uses::recomputed`). Loads count as lazy (their mask may be), and so do
     /// their views (`Uses::view`), never materialised.
     fn stays_lazy(&self, f: &'k Func, op: &'k Op) -> bool {
         let Some(&v) = op.results.first() else {
@@ -94,7 +98,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             | OpKind::Cast { .. }
             | OpKind::Broadcast { .. }
             | OpKind::Reshape { .. }
-            | OpKind::Transpose { .. } => !self.uses.reused(v) || self.uses.view(v),
+            | OpKind::Transpose { .. } => {
+                !self.uses.reused(v) || self.uses.view(v) || self.uses.recomputed(v)
+            }
             _ => true,
         }
     }

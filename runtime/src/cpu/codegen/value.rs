@@ -2,7 +2,7 @@
 
 use super::{CodegenError, Emitter, Result};
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, InstructionValue, IntValue, PointerValue};
 use tpukit_dsl::{DType, Func, Op, OpKind, Region, Type, ValueId};
 
 /// A value of the function being emitted.
@@ -12,6 +12,10 @@ pub(crate) enum Val<'ctx, 'k> {
     Scalar(BasicValueEnum<'ctx>),
     /// Every element, row-major in the workspace, in register representation (bool as i8).
     Buffer(PointerValue<'ctx>),
+    /// A lane-uniform value (see `uniform`): element `[..., i, 0]` of every row, row-major in
+    /// the workspace, in register representation; element `[..., i, j]` is element
+    /// `[..., i, 0]`.
+    Rows(PointerValue<'ctx>),
     /// Computed where it is used, one element at a time, by the op that defines it.
     Lazy(&'k Op),
 }
@@ -153,7 +157,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 let v = op.results[0];
                 let body = std::ptr::eq(f, &self.kernel.body);
                 let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. })
-                    || (body && self.uses.view(v));
+                    || (body && (self.uses.view(v) || self.uses.recomputed(v)));
                 let reused = body && self.uses.reused(v);
                 self.define(f, op, env, reused && !cheap)?
             }
@@ -176,6 +180,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         if !materialise {
             return Ok(Val::Lazy(op));
         }
+        if let Some(rows) = self.rows_shape(f, op.results[0]) {
+            let ptr = self.alloc_buffer(ty.dtype, rows.iter().product())?;
+            self.nest(&rows, &mut |e, idx| {
+                let x = e.elem_of(f, env, op, idx)?;
+                let at = e.linear(&rows, idx)?;
+                e.buffer_store(ty.dtype, ptr, at, x)
+            })?;
+            return Ok(Val::Rows(ptr));
+        }
         let ptr = self.alloc_buffer(ty.dtype, ty.num_elements())?;
         let shape = ty.shape.clone();
         self.nest(&shape, &mut |e, idx| {
@@ -194,7 +207,48 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         v: ValueId,
         idx: &[IntValue<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
+        if self.rows_shape(f, v).is_some() {
+            // The same at every lane: computed at lane 0, once before the lane loop when
+            // `idx` is a nest's index.
+            let mut at = idx.to_vec();
+            *at.last_mut().expect("rank >= 1") = self.i64(0);
+            let Some(pre) = self.lane_preheader(idx) else {
+                return self.val_elem(f, env, f.ty(v), get(env, v), &at);
+            };
+            let here = self.block();
+            self.b.position_before(&pre);
+            let x = self.val_elem(f, env, f.ty(v), get(env, v), &at);
+            self.b.position_at_end(here);
+            return x;
+        }
         self.val_elem(f, env, f.ty(v), get(env, v), idx)
+    }
+
+    /// Where code for element `idx` at lane 0 can go before the lane loop (the terminator of
+    /// the loop's entering block): when `idx` is the current nest's index (its last index the
+    /// innermost loop's induction variable, the others the enclosing loops' or constants).
+    /// Not in debug mode, whose checks branch (the code must not add blocks).
+    fn lane_preheader(&self, idx: &[IntValue<'ctx>]) -> Option<InstructionValue<'ctx>> {
+        let l = self.lane_loop.as_ref()?;
+        let (last, rest) = idx.split_last()?;
+        let outside = |i: &IntValue<'ctx>| i.is_const() || l.outer.contains(i);
+        if self.options.debug || *last != l.iv || !rest.iter().all(outside) {
+            return None;
+        }
+        l.pre.get_terminator()
+    }
+
+    /// `v`'s shape with its last dimension 1, if `v` is a lane-uniform value of the kernel
+    /// body (see `uniform`) with more than one lane.
+    pub(super) fn rows_shape(&self, f: &'k Func, v: ValueId) -> Option<Vec<usize>> {
+        let shape = &f.ty(v).shape;
+        let body = std::ptr::eq(f, &self.kernel.body);
+        if !body || shape.last().is_none_or(|&n| n <= 1) || !self.uniform.holds(v) {
+            return None;
+        }
+        let mut rows = shape.clone();
+        *rows.last_mut().expect("rank >= 1") = 1;
+        Some(rows)
     }
 
     /// Element `idx` of `val`, a value of type `ty`.
@@ -210,6 +264,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             Val::Scalar(x) => Ok(x),
             Val::Buffer(p) => {
                 let at = self.linear(&ty.shape, idx)?;
+                self.buffer_load(ty.dtype, p, at)
+            }
+            Val::Rows(p) => {
+                let mut rows = ty.shape.clone();
+                let mut at = idx.to_vec();
+                if let (Some(n), Some(i)) = (rows.last_mut(), at.last_mut()) {
+                    (*n, *i) = (1, self.i64(0));
+                }
+                let at = self.linear(&rows, &at)?;
                 self.buffer_load(ty.dtype, p, at)
             }
             Val::Lazy(op) => self.elem_of(f, env, op, idx),
