@@ -9,9 +9,9 @@
 //! so it cannot be shut down), once per fork that launches.
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// This process's pool, created on first use.
@@ -147,10 +147,7 @@ impl<E> Batch<E> {
         }
         let mut gate = lock(&self.gate);
         while self.done.load(Ordering::Acquire) < self.n {
-            gate = self
-                .all_done
-                .wait(gate)
-                .unwrap_or_else(|e| e.into_inner());
+            gate = self.all_done.wait(gate).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
