@@ -177,6 +177,28 @@ mod tests {
     }
 
     #[test]
+    fn the_caller_does_not_wait_for_a_helper_that_starts_after_the_work() {
+        // Every worker busy for a second: the helper `each` spawns starts after the caller
+        // has run all the indices itself, and the caller does not wait for it.
+        let pool = super::pool();
+        for _ in 0..pool.current_num_threads() {
+            pool.spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
+        }
+        let start = std::time::Instant::now();
+        let runs = AtomicUsize::new(0);
+        assert!(
+            each::<()>(8, &|_| {
+                runs.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .is_empty()
+        );
+        assert_eq!(runs.load(Ordering::Relaxed), 8);
+        let waited = start.elapsed();
+        assert!(waited.as_millis() < 500, "waited {waited:?}");
+    }
+
+    #[test]
     fn a_panic_is_raised_in_the_caller_after_every_index_ran() {
         let runs = AtomicUsize::new(0);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
