@@ -1,8 +1,9 @@
 //! Normalisations over the trailing dims (`native_layer_norm`, `_fused_rms_norm`) as
 //! two-phase row kernels (see [`crate::rows`]), computing in f32.
 //!
-//! Layer norm's statistics are exact in one pass: each column block's count, mean and sum
-//! of squared deviations (masked to the row's real columns) are merged into the running
+//! Layer norm's statistics are exact in one pass over the row: each column block's count
+//! (its real columns, a scalar), mean and sum of squared deviations (masked to the real
+//! columns; two passes over the block, the second from cache) are merged into the running
 //! ones with Chan's parallel update, so no `E[x²] − E[x]²` cancellation. Phase 1 writes
 //! `(x − mean) · rstd · w + b` and the per-row `mean` and `rstd`.
 //!
@@ -44,8 +45,9 @@ fn layer_norm_rows(
             mean[..] = 0.0;
             m2[..] = 0.0;
         }
-        let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
-        let c = valid.cast(f32).sum_keepdims(-1);
+        let start = program_id(2) * (bn as i32);
+        let valid = iota(i32, [bm, bn], 1) + start < dim(x, 1);
+        let c = (dim(x, 1) - start).min(bn as i32).cast(f32);
         let mb = v.sum_keepdims(-1) / c;
         let d = where_(valid, v - mb, 0.0);
         let n_old = cnt[..];
