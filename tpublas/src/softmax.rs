@@ -98,21 +98,25 @@ impl Softmax {
         }
     }
 
-    /// The kernel over `[m, n]` rows of `dtype`, output `out`.
+    /// The kernel over `[m, n]` rows of `dtype`, output `out`, in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        memo(
-            ("softmax", self, dtype, out),
-            || Ok(self.build(dtype, out)?),
-        )
+        self.kernel_by(dtype, out, BN)
     }
 
-    fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
+    /// [`Softmax::kernel`] in windows of `bn` columns (see [`rows::width`]).
+    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize) -> Result<Prepared> {
+        memo(("softmax", self, dtype, out, bn), || {
+            Ok(self.build(dtype, out, bn)?)
+        })
+    }
+
+    fn build(self, dtype: DType, out: DType, bn: usize) -> tpukit::dsl::Result<Kernel> {
         match self {
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid(2),
-                    inputs: vec![rows::input(dtype, f64::NEG_INFINITY)],
-                    outputs: vec![rows::output(out, 2)],
+                    grid: rows::phased_grid_by(2, bn),
+                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
+                    outputs: vec![rows::output_by(out, 2, bn)],
                     scratch: vec![rows::acc(), rows::acc()],
                     ..Default::default()
                 };
@@ -121,9 +125,12 @@ impl Softmax {
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid(2),
-                    inputs: vec![rows::input(dtype, 0.0), rows::input(dtype, 0.0)],
-                    outputs: vec![rows::output(out, 2)],
+                    grid: rows::phased_grid_by(2, bn),
+                    inputs: vec![
+                        rows::input_by(dtype, 0.0, bn),
+                        rows::input_by(dtype, 0.0, bn),
+                    ],
+                    outputs: vec![rows::output_by(out, 2, bn)],
                     scratch: vec![rows::acc()],
                     ..Default::default()
                 };
@@ -136,7 +143,7 @@ impl Softmax {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: output of the same dtype, the other float dtype
+    /// Every kernel for inputs of `dtype`, in both window widths: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
@@ -147,9 +154,12 @@ impl Softmax {
             }
             _ => None,
         };
-        let mut k = vec![self.kernel(dtype, dtype)?];
-        if let Some(out) = other {
-            k.push(self.kernel(dtype, out)?);
+        let mut k = Vec::new();
+        for bn in [BN, rows::WIDE] {
+            k.push(self.kernel_by(dtype, dtype, bn)?);
+            if let Some(out) = other {
+                k.push(self.kernel_by(dtype, out, bn)?);
+            }
         }
         k.push(crate::copy::kernel(dtype)?);
         Ok(k)
@@ -201,7 +211,9 @@ impl Softmax {
             perm = p;
         }
         let refs: Vec<&HostArray> = rows_in.iter().collect();
-        let o = crate::launch::one(&self.kernel(x.dtype(), out)?, &refs)?;
+        let n = rows_in[0].shape()[1];
+        let k = self.kernel_by(x.dtype(), out, rows::width(n))?;
+        let o = crate::launch::one(&k, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }
 }

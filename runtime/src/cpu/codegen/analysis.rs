@@ -17,7 +17,9 @@ pub(super) struct Uses {
     def_depth: Vec<u32>,
     /// Deepest loop depth at which each value is used.
     use_depth: Vec<u32>,
-    /// Whether each value is a view of a `load` (see [`Uses::view`]).
+    /// Whether each value is a `load`'s result, or a reshape of one that only adds or drops
+    /// unit dimensions (`ref[0, :, :]` read as a matrix): each element is one read of the
+    /// ref's memory, as cheap as a read of a buffer holding it, so it is never materialised.
     view: Vec<bool>,
     /// How many distinct ops use each value (`d * d` uses `d` once: the two reads of one
     /// element in one op are one computation once LLVM merges them).
@@ -128,13 +130,6 @@ impl Uses {
     /// [`RECOMPUTE_BUDGET`] operations. Views, constants and iotas are never materialised.
     pub fn materialised(&self, v: ValueId) -> bool {
         self.materialised[v.0 as usize]
-    }
-
-    /// Whether `v` is a `load`'s result, or a reshape of a view that only adds or drops unit
-    /// dimensions (`ref[0, :, :]` read as a matrix): each element is one read of the ref's
-    /// memory, as cheap as a read of a buffer holding it, so it is never worth materialising.
-    pub fn view(&self, v: ValueId) -> bool {
-        self.view[v.0 as usize]
     }
 }
 
