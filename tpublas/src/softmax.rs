@@ -43,6 +43,28 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, 
     }
 }
 
+/// [`softmax_rows`] for rows that fit one window (a one-phase grid with one column block):
+/// the row's maximum, then `e = exp(x − mx)` once (kept in the workspace on the CPU backend),
+/// its sum and `e · (1 / sm)`, as ATen's CPU softmax; two phases compute `exp` twice. The
+/// maximum is at least −3e38 for the same reason as there.
+#[tpu_kernel]
+fn softmax_row(x: In, o: Out, log: bool, safe: bool, out: DType) {
+    let v = x[..].cast(f32);
+    let mx = v.reduce_max_keepdims(-1).max(-3.0e38);
+    if log {
+        let sm = (v - mx).exp().sum_keepdims(-1);
+        o[..] = (v - mx - sm.log()).cast(out);
+    } else {
+        let e = (v - mx).exp();
+        let sm = e.sum_keepdims(-1);
+        if safe {
+            o[..] = where_(sm == 0.0, 0.0, e * (1.0 / sm)).cast(out);
+        } else {
+            o[..] = (e * (1.0 / sm)).cast(out);
+        }
+    }
+}
+
 /// `grad_input = y · (g − Σ g·y)`: phase 0 sums `g·y` (overhangs read 0), phase 1 writes.
 #[tpu_kernel]
 fn softmax_backward_rows(g: In, y: In, o: Out, dot: Scratch, out: DType) {
@@ -100,18 +122,41 @@ impl Softmax {
 
     /// The kernel over `[m, n]` rows of `dtype`, output `out`, in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        self.kernel_by(dtype, out, BN)
+        self.kernel_by(dtype, out, BN, false)
     }
 
-    /// [`Softmax::kernel`] in windows of `bn` columns (see [`rows::width`]).
-    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize) -> Result<Prepared> {
-        memo(("softmax", self, dtype, out, bn), || {
-            Ok(self.build(dtype, out, bn)?)
+    /// [`Softmax::kernel`] in windows of `bn` columns (see [`rows::width`]); with `whole`,
+    /// for rows of at most `bn` elements (one window per row: [`softmax_row`], for the
+    /// forward operators).
+    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize, whole: bool) -> Result<Prepared> {
+        let whole = whole && self.forward();
+        memo(("softmax", self, dtype, out, bn, whole), || {
+            Ok(self.build(dtype, out, bn, whole)?)
         })
     }
 
-    fn build(self, dtype: DType, out: DType, bn: usize) -> tpukit::dsl::Result<Kernel> {
+    fn forward(self) -> bool {
+        matches!(self, Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe)
+    }
+
+    fn build(
+        self,
+        dtype: DType,
+        out: DType,
+        bn: usize,
+        whole: bool,
+    ) -> tpukit::dsl::Result<Kernel> {
+        let (log, safe) = (self == Softmax::LogSoftmax, self == Softmax::Safe);
         match self {
+            _ if whole => {
+                let spec = CallSpec {
+                    grid: rows::phased_grid_by(1, bn),
+                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
+                    outputs: vec![rows::output_by(out, 1, bn)],
+                    ..Default::default()
+                };
+                softmax_row(&spec, log, safe, out)
+            }
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let spec = CallSpec {
                     grid: rows::phased_grid_by(2, bn),
@@ -120,8 +165,7 @@ impl Softmax {
                     scratch: vec![rows::acc(), rows::acc()],
                     ..Default::default()
                 };
-                let safe = self == Softmax::Safe;
-                softmax_rows(&spec, self == Softmax::LogSoftmax, safe, out)
+                softmax_rows(&spec, log, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
@@ -155,10 +199,17 @@ impl Softmax {
             _ => None,
         };
         let mut k = Vec::new();
+        let wholes: &[bool] = if self.forward() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for bn in [BN, rows::WIDE] {
-            k.push(self.kernel_by(dtype, dtype, bn)?);
-            if let Some(out) = other {
-                k.push(self.kernel_by(dtype, out, bn)?);
+            for &whole in wholes {
+                k.push(self.kernel_by(dtype, dtype, bn, whole)?);
+                if let Some(out) = other {
+                    k.push(self.kernel_by(dtype, out, bn, whole)?);
+                }
             }
         }
         k.push(crate::copy::kernel(dtype)?);
@@ -212,7 +263,8 @@ impl Softmax {
         }
         let refs: Vec<&HostArray> = rows_in.iter().collect();
         let n = rows_in[0].shape()[1];
-        let k = self.kernel_by(x.dtype(), out, rows::width(n))?;
+        let bn = rows::width(n);
+        let k = self.kernel_by(x.dtype(), out, bn, n <= bn)?;
         let o = crate::launch::one(&k, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }
