@@ -1,6 +1,6 @@
 //! The row layout every reduction-like operator runs in: the tensor as a 2-D `[m, n]` array
 //! (`m` rows of `n` elements, both symbolic) reduced or normalised along `n`, in windows of
-//! [`BM`] × [`BN`].
+//! [`BM`] × [`BN`] (or × [`WIDE`] for the operators that choose their [`width`] by `n`).
 //!
 //! A row operator that needs its row more than once (softmax, norms) runs in *phases*: the
 //! grid is `(cdiv(m, BM) parallel, phases arbitrary, cdiv(n, BN) arbitrary)`; the early
