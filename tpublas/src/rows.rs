@@ -30,7 +30,7 @@ pub const WIDE: usize = 1024;
 /// of 1024-element rows is one 64 KiB range), which halved the CPU time of a 4096×1024 f32
 /// layer norm's normalising phase.
 pub fn width(n: usize) -> usize {
-    if n > 0 && n % WIDE == 0 { WIDE } else { BN }
+    if n > 0 && n.is_multiple_of(WIDE) { WIDE } else { BN }
 }
 
 /// Column block index of the windows read in every phase.
