@@ -27,10 +27,14 @@ pub const WIDE: usize = 1024;
 /// The window width for rows of `n` elements: [`WIDE`] when it divides `n`, else [`BN`]
 /// (a narrower window overhangs less: overhanging windows are staged on the CPU backend).
 /// On the CPU backend a wider window reads longer contiguous runs (a `[16, 1024]` f32 window
-/// of 1024-element rows is one 64 KiB range), which halved the CPU time of a 4096×1024 f32
-/// layer norm's normalising phase.
+/// of 1024-element rows is one 64 KiB range) in half the grid steps (BENCHMARKS.md, "From
+/// Python").
 pub fn width(n: usize) -> usize {
-    if n > 0 && n.is_multiple_of(WIDE) { WIDE } else { BN }
+    if n > 0 && n.is_multiple_of(WIDE) {
+        WIDE
+    } else {
+        BN
+    }
 }
 
 /// Column block index of the windows read in every phase.
