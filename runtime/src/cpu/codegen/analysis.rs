@@ -136,15 +136,16 @@ impl Uses {
 /// The element operations `op` itself takes per element, if it is an elementwise-style op
 /// whose result the code generator may compute where it is used (see `Emitter::op`); more
 /// than the budget for ops too costly to ever recompute (transcendentals, divisions,
-/// gathers). A result rounded to bf16 or f16 pays for the rounding.
+/// gathers, and transposes and reshapes, which reorder elements: recomputed, each use
+/// would read its operand out of order). A result rounded to bf16 or f16 pays for the
+/// rounding.
 fn own_cost(f: &Func, op: &Op) -> Option<u32> {
     const COSTLY: u32 = RECOMPUTE_BUDGET + 1;
     let narrow = |op: &Op| matches!(f.ty(op.results[0]).dtype, DType::BF16 | DType::F16);
     let arith = |op: &Op| if narrow(op) { 4 } else { 1 };
     Some(match &op.kind {
-        OpKind::Const { .. } | OpKind::Iota { .. } => 0,
-        OpKind::Broadcast { .. } | OpKind::Reshape { .. } => 0,
-        OpKind::Transpose { .. } | OpKind::Compare { .. } | OpKind::Select { .. } => 1,
+        OpKind::Const { .. } | OpKind::Iota { .. } | OpKind::Broadcast { .. } => 0,
+        OpKind::Compare { .. } | OpKind::Select { .. } => 1,
         OpKind::Cast { .. } => arith(op),
         OpKind::Unary { op: u, .. } => match u {
             UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not | UnaryOp::Floor | UnaryOp::Ceil => {
