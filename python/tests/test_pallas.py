@@ -57,6 +57,35 @@ def test_row_softmax(dtype, rng):
           grid=(2,), in_specs=[rows((16, 256))], out_specs=rows((16, 256)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_reused_cheap_values_see_memory_as_it_was(dtype, rng):
+    """Values cheap enough to be recomputed at each use (a cast, a mask, a shift) are not
+    stored where they are defined: they must still read refs as they were then, not after
+    a later store to the same ref."""
+
+    def kernel(x_ref, o_ref, p_ref):
+        o_ref[...] = x_ref[...]
+        v = o_ref[...].astype(jnp.float32)  # read before the store below; used twice
+        keep = jax.lax.broadcasted_iota(jnp.int32, v.shape, 1) < 100
+        shifted = jnp.where(keep, v - 1.0, 0.0)  # used twice
+        o_ref[...] = (v * 3.0).astype(o_ref.dtype)
+        p_ref[...] = (v + shifted * shifted + jnp.where(keep, 1.0, 2.0)).astype(p_ref.dtype)
+
+    x = rng.standard_normal((32, 256)).astype(dtype)
+
+    def reference(x):
+        v = jnp.asarray(x, jnp.float32)
+        keep = jnp.arange(256)[None, :] < 100
+        shifted = jnp.where(keep, v - 1.0, 0.0)
+        return (v * 3.0).astype(dtype), (v + shifted * shifted + jnp.where(keep, 1.0, 2.0)).astype(
+            dtype
+        )
+
+    spec = rows((16, 256))
+    check(kernel, (sds(x.shape, dtype), sds(x.shape, dtype)), [x], reference,
+          grid=(2,), in_specs=[spec], out_specs=(spec, spec))
+
+
 def test_layer_norm(rng):
     def kernel(x_ref, g_ref, b_ref, o_ref):
         x = x_ref[...]

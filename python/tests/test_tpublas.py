@@ -155,7 +155,9 @@ def test_reductions(shape, dims, keepdim, dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize(("shape", "dim"), [((37, 1100), 1), ((37, 130), 0), ((3, 5, 600), 1)])
+@pytest.mark.parametrize(
+    ("shape", "dim"), [((37, 1100), 1), ((37, 130), 0), ((3, 5, 600), 1), ((19, 2048), 1)]
+)
 def test_softmax_family(shape, dim, dtype):
     x = rand(*shape, dtype=dtype) * 3
     check("_softmax", (x, dim, False))
@@ -240,11 +242,12 @@ def _norm_tol_kw(dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-def test_rms_norm(dtype):
-    x = rand(37, 1100, dtype=dtype)
+@pytest.mark.parametrize("n", [1100, 2048])  # 2048: two 1024-column windows
+def test_rms_norm(dtype, n):
+    x = rand(37, n, dtype=dtype)
     if not hasattr(torch.ops.aten, "_fused_rms_norm"):
         pytest.skip("this torch has no aten._fused_rms_norm")
-    check("_fused_rms_norm", (x, [1100], rand(1100, dtype=dtype, seed=1), 1e-6),
+    check("_fused_rms_norm", (x, [n], rand(n, dtype=dtype, seed=1), 1e-6),
           tol=_norm_tol(dtype))
 
 

@@ -15,8 +15,9 @@ F32, BF16 = torch.float32, torch.bfloat16
 # f32: a reduction of up to ~2000 terms in f32 (any order) against float64; bf16: one
 # rounding of an f32 result (half a bf16 ulp is 2^-9), as in test_tpublas.
 TOL = {F32: {"rtol": 2e-5, "atol": 2e-5}, BF16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
-# Around 16 lanes × 4 accumulators × 2 (the interleaving threshold) and the 512-column block.
-LENGTHS = [1, 15, 16, 17, 127, 128, 129, 511, 512, 513, 1000, 1024, 2049]
+# Around 16 lanes × 4 accumulators × 2 (the interleaving threshold) and the 512-column block;
+# 1024 and 3072: softmax and norms take 1024-column windows when 1024 divides the row.
+LENGTHS = [1, 15, 16, 17, 127, 128, 129, 511, 512, 513, 1000, 1024, 2049, 3072]
 
 
 def rows(n, dtype, seed=0, scale=1.0):
@@ -72,7 +73,7 @@ def test_softmax_rows_with_nan_and_infinities_are_torchs():
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("n", [1, 17, 129, 513, 1024, 2049])
+@pytest.mark.parametrize("n", [1, 17, 129, 513, 1024, 2049, 3072])
 def test_layer_norm_along_rows(n, dtype):
     x = rows(n, dtype, scale=10.0) + 100  # a large mean: no E[x²] − E[x]² cancellation
     g = torch.Generator().manual_seed(n)

@@ -1,8 +1,9 @@
 //! Normalisations over the trailing dims (`native_layer_norm`, `_fused_rms_norm`) as
 //! two-phase row kernels (see [`crate::rows`]), computing in f32.
 //!
-//! Layer norm's statistics are exact in one pass: each column block's count, mean and sum
-//! of squared deviations (masked to the row's real columns) are merged into the running
+//! Layer norm's statistics are exact in one pass over the row: each column block's count
+//! (its real columns, a scalar), mean and sum of squared deviations (masked to the real
+//! columns; two passes over the block, the second from cache) are merged into the running
 //! ones with Chan's parallel update, so no `E[x²] − E[x]²` cancellation. Phase 1 writes
 //! `(x − mean) · rstd · w + b` and the per-row `mean` and `rstd`.
 //!
@@ -44,8 +45,9 @@ fn layer_norm_rows(
             mean[..] = 0.0;
             m2[..] = 0.0;
         }
-        let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
-        let c = valid.cast(f32).sum_keepdims(-1);
+        let start = program_id(2) * (bn as i32);
+        let valid = iota(i32, [bm, bn], 1) + start < dim(x, 1);
+        let c = (dim(x, 1) - start).min(bn as i32).cast(f32);
         let mb = v.sum_keepdims(-1) / c;
         let d = where_(valid, v - mb, 0.0);
         let n_old = cnt[..];
@@ -103,35 +105,52 @@ impl Norm {
         }
     }
 
-    /// The kernel over `[m, n]` rows of `dtype` with an f32 `[1, n]` weight (and bias) and
-    /// a run-time `eps`; statistics (`[m, 1]`) of `stat`.
-    pub fn kernel(self, dtype: DType, stat: DType) -> Result<Prepared> {
-        self.kernel_by(dtype, stat, Weights::PerColumn)
+    /// The kernel over `[m, n]` rows of `dtype` in windows of `bn` columns (see
+    /// [`rows::width`]) with an f32 `[1, n]` weight (and bias) and a run-time `eps`;
+    /// statistics (`[m, 1]`) of `stat`.
+    pub fn kernel(self, dtype: DType, stat: DType, bn: usize) -> Result<Prepared> {
+        self.kernel_for(dtype, stat, Weights::PerColumn, bn)
     }
 
-    /// [`Norm::kernel`] with the weight and bias varying as `weights` says (a batch norm is
-    /// the layer norm kernel with channels as rows and a weight per row).
+    /// The kernel with the weight and bias varying as `weights` says (a batch norm is the
+    /// layer norm kernel with channels as rows and a weight per row), in windows of [`BN`].
     pub fn kernel_by(self, dtype: DType, stat: DType, weights: Weights) -> Result<Prepared> {
-        memo(("norm", self, dtype, stat, weights), || {
-            Ok(self.build(dtype, stat, weights)?)
+        self.kernel_for(dtype, stat, weights, BN)
+    }
+
+    fn kernel_for(
+        self,
+        dtype: DType,
+        stat: DType,
+        weights: Weights,
+        bn: usize,
+    ) -> Result<Prepared> {
+        memo(("norm", self, dtype, stat, weights, bn), || {
+            Ok(self.build(dtype, stat, weights, bn)?)
         })
     }
 
-    fn build(self, dtype: DType, stat: DType, weights: Weights) -> tpukit::dsl::Result<Kernel> {
+    fn build(
+        self,
+        dtype: DType,
+        stat: DType,
+        weights: Weights,
+        bn: usize,
+    ) -> tpukit::dsl::Result<Kernel> {
         let mut spec = CallSpec {
-            grid: rows::phased_grid(2),
-            inputs: vec![rows::input(dtype, 0.0), weights.spec()],
-            outputs: vec![rows::output(dtype, 2), rows::stat(stat)],
+            grid: rows::phased_grid_by(2, bn),
+            inputs: vec![rows::input_by(dtype, 0.0, bn), weights.spec_by(bn)],
+            outputs: vec![rows::output_by(dtype, 2, bn), rows::stat(stat)],
             scratch: vec![rows::acc()],
             ..Default::default()
         };
         match self {
             Norm::Layer => {
-                spec.inputs.push(weights.spec());
+                spec.inputs.push(weights.spec_by(bn));
                 spec.inputs.push(layout::scalar(2));
                 spec.outputs.insert(1, rows::stat(stat));
                 spec.scratch = vec![rows::acc(); 3];
-                layer_norm_rows(&spec, BM, BN, dtype, stat)
+                layer_norm_rows(&spec, BM, bn, dtype, stat)
             }
             Norm::Rms => {
                 spec.inputs.push(layout::scalar(2));
@@ -141,11 +160,14 @@ impl Norm {
     }
 
     /// Every kernel for inputs of `dtype`, one per dtype its statistics can have (see
-    /// `Norm::stat`).
+    /// `Norm::stat`) and window width.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
-        let mut k = vec![self.kernel(dtype, self.stat(dtype, dtype))?];
-        if dtype == DType::BF16 && self == Norm::Layer {
-            k.push(self.kernel(dtype, DType::F32)?);
+        let mut k = Vec::new();
+        for bn in [BN, rows::WIDE] {
+            k.push(self.kernel(dtype, self.stat(dtype, dtype), bn)?);
+            if dtype == DType::BF16 && self == Norm::Layer {
+                k.push(self.kernel(dtype, DType::F32, bn)?);
+            }
         }
         Ok(k)
     }
@@ -210,7 +232,7 @@ impl Norm {
         // The leading extents (not `numel / n`: `n` may be 0).
         let m: usize = x.shape()[..rank - normalized.len()].iter().product();
         let rows_x = x.clone().reshape(&[m, n]).expect("same size");
-        let k = self.kernel(x.dtype(), stat)?;
+        let k = self.kernel(x.dtype(), stat, rows::width(n))?;
         let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
         let eps = layout::scalar_operand(eps, 2);
         let inputs: Vec<&HostArray> = match self {

@@ -67,22 +67,28 @@ impl Reduction {
         }
     }
 
-    /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`.
+    /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`,
+    /// in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        memo(("reduction", self, dtype, out), || {
-            Ok(self.build(dtype, out)?)
+        self.kernel_by(dtype, out, BN)
+    }
+
+    /// [`Reduction::kernel`] in windows of `bn` columns (see [`rows::width`]).
+    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize) -> Result<Prepared> {
+        memo(("reduction", self, dtype, out, bn), || {
+            Ok(self.build(dtype, out, bn)?)
         })
     }
 
-    fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
+    fn build(self, dtype: DType, out: DType, bn: usize) -> tpukit::dsl::Result<Kernel> {
         let fill = if self == Reduction::Amax {
             f64::NEG_INFINITY
         } else {
             0.0
         };
         let spec = CallSpec {
-            grid: rows::phased_grid(1),
-            inputs: vec![rows::input(dtype, fill)],
+            grid: rows::phased_grid_by(1, bn),
+            inputs: vec![rows::input_by(dtype, fill, bn)],
             outputs: vec![rows::stat(out)],
             scratch: vec![rows::acc()],
             ..Default::default()
@@ -94,11 +100,12 @@ impl Reduction {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: the row reduction, and the transpose that moves
-    /// reduced dims last.
+    /// Every kernel for inputs of `dtype`: the row reduction in both window widths, and the
+    /// transpose that moves reduced dims last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         Ok(vec![
             self.kernel(dtype, dtype)?,
+            self.kernel_by(dtype, dtype, rows::WIDE)?,
             crate::copy::kernel(dtype)?,
         ])
     }
@@ -143,7 +150,7 @@ impl Reduction {
                 .with_kind(ErrorKind::Shape));
         }
         let (rows_x, _) = layout::to_rows(x, &dims)?;
-        let k = self.kernel(x.dtype(), x.dtype())?;
+        let k = self.kernel_by(x.dtype(), x.dtype(), rows::width(rows_x.shape()[1]))?;
         let mut out = crate::launch::one(&k, &[&rows_x])?;
         if rows_x.shape()[1] == 0 && self == Reduction::Mean {
             // No column block ran: the sum is 0, the mean 0/0 = NaN (as in ATen).

@@ -1,6 +1,6 @@
 //! The row layout every reduction-like operator runs in: the tensor as a 2-D `[m, n]` array
 //! (`m` rows of `n` elements, both symbolic) reduced or normalised along `n`, in windows of
-//! [`BM`] × [`BN`].
+//! [`BM`] × [`BN`] (or × [`WIDE`] for the operators that choose their [`width`] by `n`).
 //!
 //! A row operator that needs its row more than once (softmax, norms) runs in *phases*: the
 //! grid is `(cdiv(m, BM) parallel, phases arbitrary, cdiv(n, BN) arbitrary)`; the early
@@ -19,6 +19,23 @@ use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, IndexExpr, 
 pub const BM: usize = 16;
 /// Columns per window: four 128-lane vregs.
 pub const BN: usize = 512;
+
+/// Columns per window of the row operators that choose their width ([`width`]): eight
+/// vregs, a whole 4 KiB page of an f32 row.
+pub const WIDE: usize = 1024;
+
+/// The window width for rows of `n` elements: [`WIDE`] when it divides `n`, else [`BN`]
+/// (a narrower window overhangs less: overhanging windows are staged on the CPU backend).
+/// On the CPU backend a wider window reads longer contiguous runs (a `[16, 1024]` f32 window
+/// of 1024-element rows is one 64 KiB range) in half the grid steps (BENCHMARKS.md, "From
+/// Python").
+pub fn width(n: usize) -> usize {
+    if n > 0 && n.is_multiple_of(WIDE) {
+        WIDE
+    } else {
+        BN
+    }
+}
 
 /// Column block index of the windows read in every phase.
 fn col() -> IndexExpr {
@@ -73,8 +90,13 @@ pub fn stat(dtype: DType) -> ArraySpec {
 
 /// A per-column vector `[1, n]` (a norm's weight or bias), read in every phase.
 pub fn column_vector(dtype: DType) -> ArraySpec {
+    column_vector_by(dtype, BN)
+}
+
+/// [`column_vector`] in windows of `bn` columns.
+pub fn column_vector_by(dtype: DType, bn: usize) -> ArraySpec {
     ArraySpec::new(dtype, [Dim::Static(1), Dim::sym("n")]).blocked(
-        [BlockDim::Blocked(1), BlockDim::Blocked(BN)],
+        [BlockDim::Blocked(1), BlockDim::Blocked(bn)],
         [0.into(), col()],
     )
 }
@@ -121,8 +143,13 @@ pub enum Weights {
 
 impl Weights {
     pub fn spec(self) -> ArraySpec {
+        self.spec_by(BN)
+    }
+
+    /// [`Weights::spec`] for windows of `bn` columns.
+    pub fn spec_by(self, bn: usize) -> ArraySpec {
         match self {
-            Weights::PerColumn => column_vector(DType::F32),
+            Weights::PerColumn => column_vector_by(DType::F32, bn),
             Weights::PerRow => stat(DType::F32),
         }
     }

@@ -3,7 +3,7 @@
 //!
 //! Softmax keeps a running row maximum `mx` and a running sum `sm` of `exp(x − mx)`,
 //! rescaling the sum when the maximum grows (online softmax), so each row is read twice
-//! whatever its length. The maximum starts at −3e38, not −∞: a column block whose elements
+//! whatever its length; a row that fits one window is read once ([`softmax_row`]). The maximum starts at −3e38, not −∞: a column block whose elements
 //! are all −∞ then leaves `sm` at 0 instead of NaN (−∞ − −∞), and a row that is −∞
 //! throughout ends as 0/0 = NaN, as in ATen.
 
@@ -39,6 +39,28 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, 
             o[..] = where_(sm[..] == 0.0, 0.0, (v - mx[..]).exp() * (1.0 / sm[..])).cast(out);
         } else {
             o[..] = ((v - mx[..]).exp() * (1.0 / sm[..])).cast(out);
+        }
+    }
+}
+
+/// [`softmax_rows`] for rows that fit one window (a one-phase grid with one column block):
+/// the row's maximum, then `e = exp(x − mx)` once (kept in the workspace on the CPU backend),
+/// its sum and `e · (1 / sm)`, as ATen's CPU softmax; two phases compute `exp` twice. The
+/// maximum is at least −3e38 for the same reason as there.
+#[tpu_kernel]
+fn softmax_row(x: In, o: Out, log: bool, safe: bool, out: DType) {
+    let v = x[..].cast(f32);
+    let mx = v.reduce_max_keepdims(-1).max(-3.0e38);
+    if log {
+        let sm = (v - mx).exp().sum_keepdims(-1);
+        o[..] = (v - mx - sm.log()).cast(out);
+    } else {
+        let e = (v - mx).exp();
+        let sm = e.sum_keepdims(-1);
+        if safe {
+            o[..] = where_(sm == 0.0, 0.0, e * (1.0 / sm)).cast(out);
+        } else {
+            o[..] = (e * (1.0 / sm)).cast(out);
         }
     }
 }
@@ -98,32 +120,61 @@ impl Softmax {
         }
     }
 
-    /// The kernel over `[m, n]` rows of `dtype`, output `out`.
+    /// The kernel over `[m, n]` rows of `dtype`, output `out`, in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        memo(
-            ("softmax", self, dtype, out),
-            || Ok(self.build(dtype, out)?),
-        )
+        self.kernel_by(dtype, out, BN, false)
     }
 
-    fn build(self, dtype: DType, out: DType) -> tpukit::dsl::Result<Kernel> {
+    /// [`Softmax::kernel`] in windows of `bn` columns (see [`rows::width`]); with `whole`,
+    /// for rows of at most `bn` elements (one window per row: [`softmax_row`], for the
+    /// forward operators).
+    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize, whole: bool) -> Result<Prepared> {
+        let whole = whole && self.forward();
+        memo(("softmax", self, dtype, out, bn, whole), || {
+            Ok(self.build(dtype, out, bn, whole)?)
+        })
+    }
+
+    fn forward(self) -> bool {
+        matches!(self, Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe)
+    }
+
+    fn build(
+        self,
+        dtype: DType,
+        out: DType,
+        bn: usize,
+        whole: bool,
+    ) -> tpukit::dsl::Result<Kernel> {
+        let (log, safe) = (self == Softmax::LogSoftmax, self == Softmax::Safe);
         match self {
+            _ if whole => {
+                let spec = CallSpec {
+                    grid: rows::phased_grid_by(1, bn),
+                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
+                    outputs: vec![rows::output_by(out, 1, bn)],
+                    ..Default::default()
+                };
+                softmax_row(&spec, log, safe, out)
+            }
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid(2),
-                    inputs: vec![rows::input(dtype, f64::NEG_INFINITY)],
-                    outputs: vec![rows::output(out, 2)],
+                    grid: rows::phased_grid_by(2, bn),
+                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
+                    outputs: vec![rows::output_by(out, 2, bn)],
                     scratch: vec![rows::acc(), rows::acc()],
                     ..Default::default()
                 };
-                let safe = self == Softmax::Safe;
-                softmax_rows(&spec, self == Softmax::LogSoftmax, safe, out)
+                softmax_rows(&spec, log, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid(2),
-                    inputs: vec![rows::input(dtype, 0.0), rows::input(dtype, 0.0)],
-                    outputs: vec![rows::output(out, 2)],
+                    grid: rows::phased_grid_by(2, bn),
+                    inputs: vec![
+                        rows::input_by(dtype, 0.0, bn),
+                        rows::input_by(dtype, 0.0, bn),
+                    ],
+                    outputs: vec![rows::output_by(out, 2, bn)],
                     scratch: vec![rows::acc()],
                     ..Default::default()
                 };
@@ -136,7 +187,7 @@ impl Softmax {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: output of the same dtype, the other float dtype
+    /// Every kernel for inputs of `dtype`, in both window widths: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
@@ -147,9 +198,19 @@ impl Softmax {
             }
             _ => None,
         };
-        let mut k = vec![self.kernel(dtype, dtype)?];
-        if let Some(out) = other {
-            k.push(self.kernel(dtype, out)?);
+        let mut k = Vec::new();
+        let wholes: &[bool] = if self.forward() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for bn in [BN, rows::WIDE] {
+            for &whole in wholes {
+                k.push(self.kernel_by(dtype, dtype, bn, whole)?);
+                if let Some(out) = other {
+                    k.push(self.kernel_by(dtype, out, bn, whole)?);
+                }
+            }
         }
         k.push(crate::copy::kernel(dtype)?);
         Ok(k)
@@ -201,7 +262,10 @@ impl Softmax {
             perm = p;
         }
         let refs: Vec<&HostArray> = rows_in.iter().collect();
-        let o = crate::launch::one(&self.kernel(x.dtype(), out)?, &refs)?;
+        let n = rows_in[0].shape()[1];
+        let bn = rows::width(n);
+        let k = self.kernel_by(x.dtype(), out, bn, n <= bn)?;
+        let o = crate::launch::one(&k, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }
 }

@@ -1,8 +1,15 @@
 //! What the code generator needs to know about a function before emitting it: how often each
-//! value is used, whether a use sits inside a loop its definition is outside of, and which
-//! values are views of a `load`, or cheaper to recompute at each use than to store.
+//! value is used, whether a use sits inside a loop its definition is outside of, which
+//! values are views of a `load`, and which elementwise values are materialised.
 
-use tpukit_dsl::{BinaryOp, DType, Func, OpKind, OperandId, Region, UnaryOp, ValueId};
+use tpukit_dsl::{BinaryOp, DType, Func, Op, OpKind, OperandId, Region, UnaryOp, ValueId};
+
+/// The most element operations a reused elementwise value may take to recompute and still be
+/// recomputed at each use rather than materialised: a materialised value costs a pass over
+/// its block that stores it (and a load per element at each use), more than a widening cast
+/// (`x[...].cast(f32)` of a bf16 block), a column mask (`iota + j·bn < n`) or a shift
+/// (`v − mean`) cost to redo.
+const RECOMPUTE_BUDGET: u32 = 4;
 
 pub(super) struct Uses {
     count: Vec<u32>,
@@ -10,24 +17,19 @@ pub(super) struct Uses {
     def_depth: Vec<u32>,
     /// Deepest loop depth at which each value is used.
     use_depth: Vec<u32>,
-    /// Whether each value is a view of a `load` (see [`Uses::view`]).
+    /// Whether each value is a `load`'s result, or a reshape of one that only adds or drops
+    /// unit dimensions (`ref[0, :, :]` read as a matrix): each element is one read of the
+    /// ref's memory, as cheap as a read of a buffer holding it, so it is never materialised.
     view: Vec<bool>,
-    /// Whether each value is one cheap op on stored values (see [`Uses::recomputed`]).
-    recomputed: Vec<bool>,
-    /// What kind of op defines each value.
-    def: Vec<Def>,
-}
-
-/// What kind of op defines a value, as far as `Uses::stored` asks.
-#[derive(Copy, Clone)]
-enum Def {
-    /// A constant, an `iota`, or an op the code generator always materialises: a reduction,
-    /// a `dot`, a region op.
-    Stored,
-    /// An elementwise op, cast or select: materialised when reused.
-    Elementwise,
-    /// Anything else, and region arguments.
-    Other,
+    /// How many distinct ops use each value (`d * d` uses `d` once: the two reads of one
+    /// element in one op are one computation once LLVM merges them).
+    users: Vec<u32>,
+    /// Whether each elementwise-style value is stored in the workspace (see
+    /// [`Uses::materialised`]).
+    materialised: Vec<bool>,
+    /// Element operations to compute one element of each value where it is used (0 for what
+    /// is read from a register, a buffer or a view).
+    cost: Vec<u32>,
 }
 
 impl Uses {
@@ -38,53 +40,39 @@ impl Uses {
             def_depth: vec![0; n],
             use_depth: vec![0; n],
             view: vec![false; n],
-            recomputed: vec![false; n],
-            def: vec![Def::Other; n],
+            users: vec![0; n],
+            materialised: vec![false; n],
+            cost: vec![0; n],
         };
         u.region(f, &f.body, 0);
-        u.find_recomputed(f, &f.body);
+        u.costs(f, &f.body);
         u
     }
 
-    /// Marks the values of `r` (at any depth, in definition order) that [`Uses::recomputed`]
-    /// holds for.
-    fn find_recomputed(&mut self, f: &Func, r: &Region) {
+    /// Decides, in definition order, which elementwise values are materialised and what the
+    /// others cost to recompute (an operand's cost counts once per op however often it is
+    /// read there).
+    fn costs(&mut self, f: &Func, r: &Region) {
         for op in &r.ops {
             for sub in op.kind.regions() {
-                self.find_recomputed(f, sub);
+                self.costs(f, sub);
             }
-            let [v] = op.results[..] else {
+            let Some(own) = own_cost(f, op) else {
                 continue;
             };
-            let cheap_op = match op.kind {
-                OpKind::Binary { op, .. } => matches!(
-                    op,
-                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
-                ),
-                OpKind::Unary { op, .. } => matches!(op, UnaryOp::Neg | UnaryOp::Abs),
-                _ => false,
-            };
-            let ty = f.ty(v);
-            self.recomputed[v.0 as usize] = cheap_op
-                && matches!(ty.dtype, DType::F32 | DType::I32)
-                && !ty.is_scalar()
-                && op.kind.operands().iter().all(|&x| self.stored(f, x));
-        }
-    }
-
-    /// Whether reading an element of `x` is one read of memory or a register: `x` is a
-    /// scalar, a constant, an `iota`, a view, or a value the code generator always
-    /// materialises (a reduction, a `dot`, a region's result) or materialises because it is
-    /// reused.
-    fn stored(&self, f: &Func, x: ValueId) -> bool {
-        let i = x.0 as usize;
-        if f.ty(x).is_scalar() || self.view[i] {
-            return true;
-        }
-        match self.def[i] {
-            Def::Stored => true,
-            Def::Elementwise => self.reused(x) && !self.recomputed[i],
-            Def::Other => false,
+            let v = op.results[0];
+            let i = v.0 as usize;
+            if f.ty(v).is_scalar() || self.view[i] {
+                continue;
+            }
+            let mut operands = op.kind.operands();
+            operands.sort_by_key(|u| u.0);
+            operands.dedup();
+            let cost = operands
+                .iter()
+                .fold(own, |c, u| c.saturating_add(self.cost[u.0 as usize]));
+            self.materialised[i] = self.reused(v) && cost > RECOMPUTE_BUDGET;
+            self.cost[i] = if self.materialised[i] { 0 } else { cost };
         }
     }
 
@@ -93,29 +81,19 @@ impl Uses {
             self.def_depth[a.0 as usize] = depth;
         }
         for op in &r.ops {
-            for v in op.kind.operands() {
+            let mut operands = op.kind.operands();
+            for v in &operands {
                 let i = v.0 as usize;
                 self.count[i] += 1;
                 self.use_depth[i] = self.use_depth[i].max(depth);
             }
-            let def = match op.kind {
-                OpKind::Const { .. }
-                | OpKind::Iota { .. }
-                | OpKind::Reduce { .. }
-                | OpKind::Dot { .. }
-                | OpKind::For { .. }
-                | OpKind::While { .. }
-                | OpKind::If { .. } => Def::Stored,
-                OpKind::Unary { .. }
-                | OpKind::Binary { .. }
-                | OpKind::Compare { .. }
-                | OpKind::Select { .. }
-                | OpKind::Cast { .. } => Def::Elementwise,
-                _ => Def::Other,
-            };
+            operands.sort_by_key(|u| u.0);
+            operands.dedup();
+            for v in operands {
+                self.users[v.0 as usize] += 1;
+            }
             for res in &op.results {
                 self.def_depth[res.0 as usize] = depth;
-                self.def[res.0 as usize] = def;
             }
             let view = match op.kind {
                 OpKind::Load { .. } => true,
@@ -139,28 +117,57 @@ impl Uses {
         self.count[v.0 as usize]
     }
 
-    /// Whether recomputing `v` at each use could cost more than storing it once: it is used
-    /// more than once, or inside a loop that its definition is outside of.
+    /// Whether `v` is computed more than once if computed where it is used: more than one op
+    /// uses it, or one inside a loop that its definition is outside of.
     pub fn reused(&self, v: ValueId) -> bool {
         let i = v.0 as usize;
-        self.count[i] > 1 || self.use_depth[i] > self.def_depth[i]
+        self.users[i] > 1 || self.use_depth[i] > self.def_depth[i]
     }
 
-    /// Whether `v` is better computed at each use even though [`Uses::reused`]: one add,
-    /// subtract, multiply, max, min, negation or absolute value (f32 or i32) whose operands
-    /// are each read as they are stored (see `stored`), as flash attention's `s * sm_scale` of
-    /// a product read by a row max and an `exp`. Recomputing costs one instruction per
-    /// element at each use; storing costs a pass over the value's memory.
-    pub fn recomputed(&self, v: ValueId) -> bool {
-        self.recomputed[v.0 as usize]
+    /// Whether the elementwise-style value `v` (of the kernel body, not a scalar) is stored
+    /// in the workspace where it is defined rather than computed where it is used: it is
+    /// [`reused`](Uses::reused) and recomputing an element would take more than
+    /// [`RECOMPUTE_BUDGET`] operations. Views, constants and iotas are never materialised.
+    pub fn materialised(&self, v: ValueId) -> bool {
+        self.materialised[v.0 as usize]
     }
+}
 
-    /// Whether `v` is a `load`'s result, or a reshape of a view that only adds or drops unit
-    /// dimensions (`ref[0, :, :]` read as a matrix): each element is one read of the ref's
-    /// memory, as cheap as a read of a buffer holding it, so it is never worth materialising.
-    pub fn view(&self, v: ValueId) -> bool {
-        self.view[v.0 as usize]
-    }
+/// The element operations `op` itself takes per element, if it is an elementwise-style op
+/// whose result the code generator may compute where it is used (see `Emitter::op`); more
+/// than the budget for ops too costly to ever recompute (transcendentals, divisions,
+/// gathers, and transposes and reshapes, which reorder elements: recomputed, each use
+/// would read its operand out of order). A result rounded to bf16 or f16 pays for the
+/// rounding.
+fn own_cost(f: &Func, op: &Op) -> Option<u32> {
+    const COSTLY: u32 = RECOMPUTE_BUDGET + 1;
+    let narrow = |op: &Op| matches!(f.ty(op.results[0]).dtype, DType::BF16 | DType::F16);
+    let arith = |op: &Op| if narrow(op) { 4 } else { 1 };
+    Some(match &op.kind {
+        OpKind::Const { .. } | OpKind::Iota { .. } | OpKind::Broadcast { .. } => 0,
+        OpKind::Compare { .. } | OpKind::Select { .. } => 1,
+        OpKind::Cast { .. } => arith(op),
+        OpKind::Unary { op: u, .. } => match u {
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not | UnaryOp::Floor | UnaryOp::Ceil => {
+                arith(op)
+            }
+            _ => COSTLY,
+        },
+        OpKind::Binary { op: b, .. } => match b {
+            BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow => COSTLY,
+            _ => arith(op),
+        },
+        OpKind::Load { .. }
+        | OpKind::Store { .. }
+        | OpKind::Reduce { .. }
+        | OpKind::Dot { .. }
+        | OpKind::For { .. }
+        | OpKind::While { .. }
+        | OpKind::If { .. }
+        | OpKind::Yield { .. } => return None,
+        _ if op.results.len() == 1 => COSTLY,
+        _ => return None,
+    })
 }
 
 /// `v`'s shape without its unit dimensions.

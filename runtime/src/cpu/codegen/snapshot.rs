@@ -76,8 +76,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
 
     /// Whether `op`'s result may be computed where it is used (see `Emitter::op`): not a
     /// scalar, a reduction, a `dot`, a region's results or an elementwise value that is
-    /// materialised because it is reused (and not recomputed, see `Uses::recomputed`). Loads count as lazy (their mask may be), and so do
-    /// their views (`Uses::view`), never materialised.
+    /// materialised (`Uses::materialised`: reused and costly to recompute). Loads count as
+    /// lazy (their mask may be), and so do their views, never materialised.
     fn stays_lazy(&self, f: &'k Func, op: &'k Op) -> bool {
         let Some(&v) = op.results.first() else {
             return false;
@@ -98,9 +98,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             | OpKind::Cast { .. }
             | OpKind::Broadcast { .. }
             | OpKind::Reshape { .. }
-            | OpKind::Transpose { .. } => {
-                !self.uses.reused(v) || self.uses.view(v) || self.uses.recomputed(v)
-            }
+            | OpKind::Transpose { .. } => !self.uses.materialised(v),
             _ => true,
         }
     }

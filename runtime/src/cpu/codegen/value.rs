@@ -154,12 +154,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             | OpKind::SemaphoreWait { .. }
             | OpKind::SemaphoreRead { .. } => return self.dma(f, op, env),
             _ => {
-                let v = op.results[0];
                 let body = std::ptr::eq(f, &self.kernel.body);
-                let cheap = matches!(op.kind, OpKind::Const { .. } | OpKind::Iota { .. })
-                    || (body && (self.uses.view(v) || self.uses.recomputed(v)));
-                let reused = body && self.uses.reused(v);
-                self.define(f, op, env, reused && !cheap)?
+                let materialise = body && self.uses.materialised(op.results[0]);
+                self.define(f, op, env, materialise)?
             }
         }])
     }
