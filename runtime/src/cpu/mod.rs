@@ -18,6 +18,7 @@ mod shared;
 mod smem;
 mod stage;
 mod target;
+mod worth;
 
 pub use artifact::Artifact;
 pub(crate) use cache::warn_once;
@@ -28,6 +29,7 @@ pub use cache::{
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::{HostTarget, PORTABLE_CPU};
+pub use worth::{MIN_SPLIT_BYTES, set_min_split_bytes};
 
 /// The leaf locks the fork handler holds across `fork` besides its gate (see `crate::fork`).
 pub(crate) fn fork_leaves() -> Vec<Box<dyn std::any::Any>> {
@@ -229,7 +231,8 @@ enum Failed {
 /// Workers write outputs in place, so chunks must write disjoint output blocks: all but the
 /// last chunk get private copies of shared outputs. A kernel whose shared outputs exceed
 /// [`shared::MAX_SHARED_BYTES`] runs in one chunk, as does one that writes a prefetch operand
-/// (`tpukit_dsl::smem`), for which the caller passes `may_split` false.
+/// (`tpukit_dsl::smem`), for which the caller passes `may_split` false, and one with less
+/// work than a split costs ([`worth::MIN_SPLIT_BYTES`]).
 ///
 /// # Safety
 /// `base` holds the operands' pointers, each addressing its array (of `dims`), and no worker
@@ -256,7 +259,7 @@ unsafe fn split(
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    if !(parallel && may_split && steps > 1) {
+    if !(parallel && may_split && steps > 1 && worth::worth_splitting(kernel, grid, dims)) {
         return Ok((vec![(0, steps)], None));
     }
     let found = Shared::find(kernel, lead, dims);

@@ -1,0 +1,68 @@
+//! Whether a launch has enough work to be worth splitting over the thread pool.
+//!
+//! Splitting costs a wake-up of the pool's workers, their hand-back and, for outputs the
+//! chunks share, private copies: ~10–15 µs of CPU on a small launch, more than a kernel
+//! touching a few hundred kilobytes takes on one thread. A launch is split only when its
+//! estimated work, the bytes its windows cover per grid step times its grid steps, reaches
+//! [`MIN_SPLIT_BYTES`].
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tpukit_dsl::{BlockDim, Kernel, Role, Window};
+
+/// The work (bytes touched, see [`work_bytes`]) below which a launch runs on the calling
+/// thread alone.
+///
+/// Measured (2026-11-27, 2 cores, load average ~8 from other work) with tpuBLAS `add` and
+/// `softmax` on f32 torch tensors of 16 KiB to 16 MiB, interleaved in one process with
+/// splitting forced on (threshold 0) and off (threshold `usize::MAX`), medians of process
+/// CPU and wall time per call (see BENCHMARKS.md, "From Python"). The numbers behind the
+/// value are in BENCHMARKS.md.
+pub const MIN_SPLIT_BYTES: usize = 1 << 20;
+
+/// The threshold in force: [`MIN_SPLIT_BYTES`] unless [`set_min_split_bytes`] changed it.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(MIN_SPLIT_BYTES);
+
+/// Sets the work below which launches are not split (0: split any parallel grid of more than
+/// one step, as before the threshold; `usize::MAX`: never split). For measurements: the
+/// crossover above was found with it. Returns the previous value.
+#[doc(hidden)]
+pub fn set_min_split_bytes(bytes: usize) -> usize {
+    THRESHOLD.swap(bytes, Ordering::Relaxed)
+}
+
+/// Whether a launch of `kernel` over `grid` (operand shapes `dims`, in operand order) has
+/// work enough to split.
+pub(crate) fn worth_splitting(kernel: &Kernel, grid: &[i64], dims: &[i64]) -> bool {
+    let threshold = THRESHOLD.load(Ordering::Relaxed);
+    threshold == 0 || work_bytes(kernel, grid, dims) >= threshold
+}
+
+/// The bytes a launch's windows cover: for each non-scratch operand, its block (the whole
+/// array for [`Window::Whole`]) times its element size, summed, times the grid's steps
+/// (saturating). For an elementwise kernel this is the bytes it reads and writes; a kernel
+/// that visits its input in several phases (softmax) counts each visit.
+pub(crate) fn work_bytes(kernel: &Kernel, grid: &[i64], dims: &[i64]) -> usize {
+    let steps = grid
+        .iter()
+        .fold(1usize, |n, &g| n.saturating_mul(g.max(0) as usize));
+    let mut per_step = 0usize;
+    let mut at = 0;
+    for o in &kernel.operands {
+        let shape = &dims[at..at + o.shape.len()];
+        at += o.shape.len();
+        if o.role == Role::Scratch {
+            continue;
+        }
+        let elements = match &o.window {
+            Window::Whole => shape
+                .iter()
+                .fold(1usize, |n, &d| n.saturating_mul(d.max(0) as usize)),
+            Window::Blocked(spec) => spec
+                .block
+                .iter()
+                .fold(1usize, |n, &b| n.saturating_mul(BlockDim::size(b))),
+        };
+        per_step = per_step.saturating_add(elements.saturating_mul(o.dtype.size_bytes()));
+    }
+    per_step.saturating_mul(steps)
+}
