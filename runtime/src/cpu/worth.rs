@@ -10,14 +10,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tpukit_dsl::{BlockDim, Kernel, Role, Window};
 
 /// The work (bytes touched, see [`work_bytes`]) below which a launch runs on the calling
-/// thread alone.
+/// thread alone: 3 MiB.
 ///
-/// Measured (2026-11-27, 2 cores, load average ~8 from other work) with tpuBLAS `add` and
-/// `softmax` on f32 torch tensors of 16 KiB to 16 MiB, interleaved in one process with
-/// splitting forced on (threshold 0) and off (threshold `usize::MAX`), medians of process
-/// CPU and wall time per call (see BENCHMARKS.md, "From Python"). The numbers behind the
-/// value are in BENCHMARKS.md.
-pub const MIN_SPLIT_BYTES: usize = 1 << 20;
+/// Measured (2026-11-27, 2 cores shared with other work) with tpuBLAS `add` (work: 3× one
+/// input's bytes) and `_softmax` (two passes: 4×) on f32 torch tensors of rows × 1024,
+/// splitting forced on (threshold 0) and off (`usize::MAX`) alternately in one process,
+/// medians of 15 rounds of wall and process CPU µs per call:
+/// - a split costs ~12–16 µs of CPU at any size (add 128 KiB 6.8 → 21.0, 512 KiB
+///   19.6 → 33.1; softmax 256 KiB 31.0 → 43.8), most of it on the calling thread;
+/// - at load average ~3–4, wall µs one thread / split: add 512 KiB 19.8 / 33.3, 768 KiB
+///   29.5 / 43.4, 1 MiB 92.8 / 52.4, 2 MiB 120 / 86; softmax 512 KiB 79.6 / 106,
+///   768 KiB 165 / 136, 1 MiB 164 / 130. Splitting starts to pay between 768 KiB and
+///   1 MiB of add input (2.25–3 MiB of work) and between 512 and 768 KiB of softmax input
+///   (2–3 MiB);
+/// - at load average 9–11 the split never won below 2 MiB inputs.
+pub const MIN_SPLIT_BYTES: usize = 3 << 20;
 
 /// The threshold in force: [`MIN_SPLIT_BYTES`] unless [`set_min_split_bytes`] changed it.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(MIN_SPLIT_BYTES);
