@@ -185,7 +185,7 @@ pub(crate) unsafe fn run_at(
     };
     let may_split = facts.written.is_empty() && !facts.semaphores;
     // SAFETY: `base` holds the caller's arrays (this function's contract); no worker runs.
-    let (chunks, shared) = unsafe { split(kernel, &grid, facts.lead, may_split, (&base, &dims)) }?;
+    let (chunks, shared) = unsafe { split(kernel, &grid, facts, may_split, (&base, &dims)) }?;
     let call = Call {
         kernel,
         compiled: &compiled,
@@ -240,10 +240,11 @@ enum Failed {
 unsafe fn split(
     kernel: &Kernel,
     grid: &[i64],
-    lead: usize,
+    facts: &LaunchFacts,
     may_split: bool,
     (base, dims): (&[usize], &[i64]),
 ) -> Result<(Vec<Chunk>, Option<Shared>), RuntimeError> {
+    let lead = facts.lead;
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
         .iter()
@@ -259,7 +260,11 @@ unsafe fn split(
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    if !(parallel && may_split && steps > 1 && worth::worth_splitting(kernel, grid, dims)) {
+    if !(parallel
+        && may_split
+        && steps > 1
+        && worth::worth_splitting(kernel, grid, dims, facts.dot_flops))
+    {
         return Ok((vec![(0, steps)], None));
     }
     let found = Shared::find(kernel, lead, dims);

@@ -3,14 +3,16 @@
 //! Splitting costs a wake-up of the pool's workers, their hand-back and, for outputs the
 //! chunks share, private copies: ~10–15 µs of CPU on a small launch, more than a kernel
 //! touching a few hundred kilobytes takes on one thread. A launch is split only when its
-//! estimated work, the bytes its windows cover per grid step times its grid steps, reaches
-//! [`MIN_SPLIT_BYTES`].
+//! estimated work, the bytes its windows cover per grid step times its grid steps, plus the
+//! multiply-adds of its `dot`s (×2), reaches [`MIN_SPLIT_BYTES`]: a matmul's work is its
+//! arithmetic, not the bytes of its tiles (a 256² f32 `mm` covers 1.5 MiB in 128² tiles,
+//! and splits to 89 µs wall from 150 on one thread).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tpukit_dsl::{BlockDim, Kernel, Role, Window};
+use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Window};
 
-/// The work (bytes touched, see [`work_bytes`]) below which a launch runs on the calling
-/// thread alone: 3 MiB.
+/// The work (bytes touched, see [`work_bytes`], plus `dot` flops) below which a launch runs
+/// on the calling thread alone: 3 MiB.
 ///
 /// Measured (2026-11-27, 2 cores shared with other work) with tpuBLAS `add` (work: 3× one
 /// input's bytes) and `_softmax` (two passes: 4×) on f32 torch tensors of rows × 1024,
@@ -37,11 +39,42 @@ pub fn set_min_split_bytes(bytes: usize) -> usize {
     THRESHOLD.swap(bytes, Ordering::Relaxed)
 }
 
-/// Whether a launch of `kernel` over `grid` (operand shapes `dims`, in operand order) has
-/// work enough to split.
-pub(crate) fn worth_splitting(kernel: &Kernel, grid: &[i64], dims: &[i64]) -> bool {
+/// Whether a launch of `kernel` over `grid` (operand shapes `dims`, in operand order), whose
+/// body does `flops` of `dot` per step (see [`dot_flops`]), has work enough to split.
+pub(crate) fn worth_splitting(kernel: &Kernel, grid: &[i64], dims: &[i64], flops: usize) -> bool {
     let threshold = THRESHOLD.load(Ordering::Relaxed);
-    threshold == 0 || work_bytes(kernel, grid, dims) >= threshold
+    if threshold == 0 {
+        return true;
+    }
+    let steps = grid
+        .iter()
+        .fold(1usize, |n, &g| n.saturating_mul(g.max(0) as usize));
+    let work = work_bytes(kernel, grid, dims).saturating_add(flops.saturating_mul(steps));
+    work >= threshold
+}
+
+/// The floating-point operations of the `dot`s in one run of `kernel`'s body: 2 × result
+/// elements × contracted length each, counted once per op (a `dot` in a loop counts once,
+/// an underestimate that only keeps such a launch on one thread longer).
+pub(crate) fn dot_flops(kernel: &Kernel) -> usize {
+    fn walk(kernel: &Kernel, r: &Region) -> usize {
+        let mut flops = 0usize;
+        for op in &r.ops {
+            if let OpKind::Dot { lhs, dims, .. } = &op.kind
+                && let Some(&out) = op.results.first()
+            {
+                let body = &kernel.body;
+                let k = body.ty(*lhs).shape.get(dims.lhs_contract).copied();
+                let n = body.ty(out).num_elements();
+                flops = flops.saturating_add(n.saturating_mul(k.unwrap_or(1)).saturating_mul(2));
+            }
+            for sub in op.kind.regions() {
+                flops = flops.saturating_add(walk(kernel, sub));
+            }
+        }
+        flops
+    }
+    walk(kernel, &kernel.body.body)
 }
 
 /// The bytes a launch's windows cover: for each non-scratch operand, its block (the whole
