@@ -25,7 +25,15 @@ use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Window};
 ///   768 KiB 165 / 136, 1 MiB 164 / 130. Splitting starts to pay between 768 KiB and
 ///   1 MiB of add input (2.25–3 MiB of work) and between 512 and 768 KiB of softmax input
 ///   (2–3 MiB);
-/// - at load average 9–11 the split never won below 2 MiB inputs.
+/// - at load average 9–11 the split never won below 2 MiB inputs;
+/// - at load average ~0.5 (9 rounds), wall µs one thread / split: add 1 MiB 25.9 / 39.4,
+///   2 MiB 46.3 / 59.0; softmax 1 MiB 110 / 141, 2 MiB 221 / 234 (memory-bound: a split
+///   did not pay up to 2 MiB); layer norm 768 KiB 70.4 / 75.9, 1 MiB 84.9 / 68.9; but gelu
+///   (an `erf` per element, ~8× add's time per byte) 512 KiB 81.9 / 69.2, 1 MiB
+///   158 / 108: bytes undercount such bodies, which stay on one thread up to 1.5 MiB of
+///   input (2× bytes of work), up to ~50 µs of wall time lost on an idle machine. Counting
+///   the body's element operations instead did not help (gelu's `erf` is one op: 2.4M
+///   element ops at 1 MiB against softmax's 11M).
 pub const MIN_SPLIT_BYTES: usize = 3 << 20;
 
 /// The threshold in force: [`MIN_SPLIT_BYTES`] unless [`set_min_split_bytes`] changed it.
