@@ -61,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::loaded_bundles, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::cache_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::set_min_split_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(registry::ffi_register, m)?)?;
     m.add_function(wrap_pyfunction!(registry::ffi_handler, m)?)?;
     m.add_function(wrap_pyfunction!(error::arm_test_panic, m)?)?;

@@ -56,6 +56,14 @@ pub fn warm_up() -> PyResult<()> {
     guard(None, || cpu::warm_up().map_err(error::runtime))
 }
 
+/// Sets the work (bytes a launch's windows cover) below which CPU launches run on one
+/// thread, returning the previous value; for measurements (see
+/// `tpukit::runtime::cpu::MIN_SPLIT_BYTES`): 0 splits every parallel grid, as before.
+#[pyfunction]
+pub fn set_min_split_bytes(bytes: usize) -> usize {
+    cpu::set_min_split_bytes(bytes)
+}
+
 /// `(compiled, disk hits, bundle hits, corrupt disk entries)` in this process so far.
 #[pyfunction]
 pub fn cache_stats() -> PyResult<(usize, usize, usize, usize)> {

@@ -335,3 +335,24 @@ def test_mode_direct_calls_raise_tpublas_errors():
 
     with pytest.raises(tpukit.ShapeError, match="broadcast"), tpublas.mode():
         torch.ones(5, 6) + torch.ones(3, 4)
+
+
+@pytest.mark.parametrize("threshold", [0, None, 2**62], ids=["always", "default", "never"])
+@pytest.mark.parametrize("shape", [(8, 513), (64, 512), (300, 1100)])
+def test_split_threshold_changes_no_result(threshold, shape):
+    """Small launches run on one thread unless their work reaches the split threshold
+    (`tpukit::runtime::cpu::MIN_SPLIT_BYTES`); split or not, results are torch's."""
+    from tpukit import _native
+
+    gen = torch.Generator().manual_seed(sum(shape))
+    x, y = (torch.randn(*shape, generator=gen) for _ in range(2))
+    old = _native.set_min_split_bytes(0)
+    _native.set_min_split_bytes(old if threshold is None else threshold)
+    try:
+        for _ in range(2):  # the full path, then the plan
+            torch.testing.assert_close(tpublas.add.Tensor(x, y), x + y)
+            torch.testing.assert_close(tpublas._softmax(x, -1, False), torch.softmax(x, -1))
+            torch.testing.assert_close(tpublas.sum.dim_IntList(x, [1]), x.sum(1),
+                                       rtol=1e-5, atol=1e-4)
+    finally:
+        _native.set_min_split_bytes(old)

@@ -39,6 +39,7 @@ __all__ = [
     "loaded_bundles",
     "warm_up",
     "cache_stats",
+    "set_min_split_bytes",
     "_arm_test_panic",
     "TpukitError",
     "UnsupportedError",
@@ -194,5 +195,9 @@ def loaded_bundles() -> list[tuple[str, str]]:
 def warm_up() -> None: ...
 def cache_stats() -> tuple[int, int, int, int]:
     """``(compiled, disk hits, bundle hits, damaged disk entries)`` in this process so far."""
+
+def set_min_split_bytes(bytes: int) -> int:
+    """Sets the work (bytes a launch's windows cover) below which CPU launches run on one
+    thread; returns the previous value. For measurements: 0 splits every parallel grid."""
 
 def _arm_test_panic() -> None: ...

@@ -18,6 +18,7 @@ mod shared;
 mod smem;
 mod stage;
 mod target;
+mod worth;
 
 pub use artifact::Artifact;
 pub(crate) use cache::warn_once;
@@ -28,6 +29,7 @@ pub use cache::{
 pub use codegen::CodegenOptions;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::{HostTarget, PORTABLE_CPU};
+pub use worth::{MIN_SPLIT_BYTES, set_min_split_bytes};
 
 /// The leaf locks the fork handler holds across `fork` besides its gate (see `crate::fork`).
 pub(crate) fn fork_leaves() -> Vec<Box<dyn std::any::Any>> {
@@ -183,7 +185,7 @@ pub(crate) unsafe fn run_at(
     };
     let may_split = facts.written.is_empty() && !facts.semaphores;
     // SAFETY: `base` holds the caller's arrays (this function's contract); no worker runs.
-    let (chunks, shared) = unsafe { split(kernel, &grid, facts.lead, may_split, (&base, &dims)) }?;
+    let (chunks, shared) = unsafe { split(kernel, &grid, facts, may_split, (&base, &dims)) }?;
     let call = Call {
         kernel,
         compiled: &compiled,
@@ -229,7 +231,8 @@ enum Failed {
 /// Workers write outputs in place, so chunks must write disjoint output blocks: all but the
 /// last chunk get private copies of shared outputs. A kernel whose shared outputs exceed
 /// [`shared::MAX_SHARED_BYTES`] runs in one chunk, as does one that writes a prefetch operand
-/// (`tpukit_dsl::smem`), for which the caller passes `may_split` false.
+/// (`tpukit_dsl::smem`), for which the caller passes `may_split` false, and one with less
+/// work than a split costs ([`worth::MIN_SPLIT_BYTES`]).
 ///
 /// # Safety
 /// `base` holds the operands' pointers, each addressing its array (of `dims`), and no worker
@@ -237,10 +240,11 @@ enum Failed {
 unsafe fn split(
     kernel: &Kernel,
     grid: &[i64],
-    lead: usize,
+    facts: &LaunchFacts,
     may_split: bool,
     (base, dims): (&[usize], &[i64]),
 ) -> Result<(Vec<Chunk>, Option<Shared>), RuntimeError> {
+    let lead = facts.lead;
     // The compiled code linearises the leading axes into an i64.
     let steps = grid[..lead]
         .iter()
@@ -256,7 +260,11 @@ unsafe fn split(
         .grid
         .first()
         .is_some_and(|a| a.semantics == Semantics::Parallel);
-    if !(parallel && may_split && steps > 1) {
+    if !(parallel
+        && may_split
+        && steps > 1
+        && worth::worth_splitting(kernel, grid, dims, facts.dot_flops))
+    {
         return Ok((vec![(0, steps)], None));
     }
     let found = Shared::find(kernel, lead, dims);

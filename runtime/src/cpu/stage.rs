@@ -50,6 +50,10 @@ pub(crate) unsafe extern "C" fn stage(
     let fill_bytes = fill.to_le_bytes();
     let rows: usize = block[..last].iter().map(|&b| b as usize).product();
     let mut idx = vec![0i64; last];
+    // The longest run of fill elements written so far (its start and length): a later run
+    // no longer than it is one copy of its prefix (every row of an overhanging window has
+    // the same tail of fill), not a fresh `fill_with`.
+    let mut filled: (*const u8, usize) = (std::ptr::null(), 0);
     for r in 0..rows {
         // The array offset of this row's first element, if the row lies inside the array.
         let mut row_inside = true;
@@ -78,7 +82,14 @@ pub(crate) unsafe extern "C" fn stage(
                 0
             };
             if dir == IN && copied < row {
-                fill_with(s.add(copied * elem), row - copied, &fill_bytes[..elem]);
+                let (run, n) = (s.add(copied * elem), row - copied);
+                if n <= filled.1 {
+                    // Distinct rows of the stage: the runs do not overlap.
+                    std::ptr::copy_nonoverlapping(filled.0, run, n * elem);
+                } else {
+                    fill_with(run, n, &fill_bytes[..elem]);
+                    filled = (run, n);
+                }
             }
         }
         for d in (0..last).rev() {
