@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax._src.interpreters import mlir
 from jax._src.pallas import mpmd as _mpmd
 from jax._src.pallas import pallas_call as _pallas_call
+from jax._src.state import types as _state_types
 
 from tpukit._native import UnsupportedError
 from tpukit.launch import check_device
@@ -107,6 +108,12 @@ def _as_key(x, aval):
 
 def _compiled(primitive, avals, params):
     """The imported kernel of the ``primitive`` call with ``params`` on operands ``avals``."""
+    if any(isinstance(a, _state_types.AbstractLinVal) for a in avals):
+        raise UnsupportedError(
+            "tpukit.pallas.on_cpu: a pallas_call on a pinned buffer (`pin`/`unpin`, a linear "
+            "value) is not supported: XLA's CPU runtime has no implementation of its Pin and "
+            "Unpin custom calls"
+        )
     if not all(isinstance(a, jax.core.ShapedArray) for a in avals):
         raise UnsupportedError(
             "tpukit.pallas.on_cpu: a pallas_call with closed-over refs or dynamic grid bounds "

@@ -38,6 +38,7 @@ class MosaicCall:
     operand_types: list[str]  # printed tensor types
     result_types: list[str]
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
+    unchecked: bool = False  # compiled with `disable_bounds_checks=True`
 
 
 _TPU_DEVICE = []
@@ -268,6 +269,10 @@ def _mosaic_call(call) -> MosaicCall:
         operand_types=[str(v.type) for v in operands],
         result_types=[str(v.type) for v in results],
         aliases=aliases,
+        unchecked=bool(
+            config.get("disable_bounds_checks")
+            or config["custom_call_config"].get("disable_bounds_checks")
+        ),
     )
 
 
