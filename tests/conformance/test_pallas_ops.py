@@ -214,6 +214,9 @@ def _view_store_starts(name, dtype):
     if name == "masked-bitcast":
         call = pl.pallas_call(t.masked_through_bitcast, out_shape=_sds((16, 128), dtype))
         return call, [_sds((16, 128), dtype), _sds((16, 128), jnp.int32)]
+    if name == "masked-packing-bitcast":
+        call = pl.pallas_call(t.masked_through_packing_bitcast, out_shape=_sds((32, 128), dtype))
+        return call, [_sds((32, 128), dtype), _sds((16, 128), jnp.int32)]
     shape = (4, 16, 128) if name == "traced-rows" else (48, 1, 256)
     n, r, c = shape
     call = pl.pallas_call(t.rows_at_traced_starts, out_shape=_sds(shape, dtype))
@@ -604,6 +607,8 @@ KERNELS = {
     "masked-reshape-store-f32": lambda: _view_store_starts("masked-reshape", "float32"),
     "masked-reshape-store-i32": lambda: _view_store_starts("masked-reshape", "int32"),
     "masked-bitcast-store-f32": lambda: _view_store_starts("masked-bitcast", "float32"),
+    "masked-packing-bitcast-store-bf16": lambda: _view_store_starts(
+        "masked-packing-bitcast", "bfloat16"),
     "traced-reshape-store-f32": lambda: _view_store_starts("traced-rows", "float32"),
     "traced-reshape-store-bf16": lambda: _view_store_starts("traced-rows", "bfloat16"),
     "traced-flat-store-f32": lambda: _view_store_starts("traced-flat", "float32"),
