@@ -27,7 +27,7 @@ from jax._src.pallas import mpmd as _mpmd
 from jax._src.pallas import pallas_call as _pallas_call
 from jax._src.state import types as _state_types
 
-from tpukit._native import UnsupportedError
+from tpukit._native import OutOfMemoryError, UnsupportedError
 from tpukit.launch import check_device
 
 _lock = threading.Lock()
@@ -136,7 +136,11 @@ def _compiled(primitive, avals, params):
         return primitive.bind(*args, interpret=False, **params)
 
     name = pallas._kernel_name(_call_name(params))
-    compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
+    try:
+        compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
+    except OutOfMemoryError as e:
+        # Windows and scratch beyond a TPU's VMEM: what the TPU's compile of the call raises.
+        raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: {e}") from e
     with _lock:
         return _imports.setdefault(key, compiled)
 

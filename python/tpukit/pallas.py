@@ -160,6 +160,7 @@ def _import(stablehlo: str, name: str) -> CompiledKernel:
             call.result_types,
             call.name,
             sorted(call.aliases.items()),
+            call.vmem_limit_bytes,
         )
     except TpukitError as e:
         if call.unchecked and " are outside " in str(e):
