@@ -515,6 +515,19 @@ def _bits():
     return call, [f32, _sds((16, 128), "bfloat16"), u32]
 
 
+def _unsigned_extremes():
+    # jnp.maximum/minimum of uint32 vectors (arith.maxui/minui)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, hi_ref, lo_ref):
+        hi_ref[...] = jnp.maximum(x_ref[...], y_ref[...])
+        lo_ref[...] = jnp.minimum(x_ref[...], y_ref[...])
+
+    u32 = _sds((16, 128), "uint32")
+    return pl.pallas_call(kernel, out_shape=(u32, u32)), [u32, u32]
+
+
 def _constants(dtype):
     # non-splat constants (tpukit's `dense`), in a plain JAX function imported as one kernel
     import jax.numpy as jnp
@@ -573,6 +586,7 @@ KERNELS = {
     "constants-f32": lambda: _constants("float32"),
     "constants-bf16": lambda: _constants("bfloat16"),
     "bits": _bits,
+    "unsigned-extremes": _unsigned_extremes,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
