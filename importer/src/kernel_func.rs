@@ -176,7 +176,11 @@ pub fn signature(
             vmem.push(Allocation {
                 what: format!(
                     "{what} window allocation for operator {what} {}",
-                    if role == Role::Input { n_prefetch + k } else { index }
+                    if role == Role::Input {
+                        n_prefetch + k
+                    } else {
+                        index
+                    }
                 ),
                 dtype: ty.dtype,
                 shape: ty.shape.clone(),
@@ -324,7 +328,11 @@ fn window_entries(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Option<
         .split('}')
         .map(str::trim)
         .filter(|e| !e.is_empty())
-        .map(|e| e.trim_start_matches([',', ' ']).trim_start_matches('{').to_string())
+        .map(|e| {
+            e.trim_start_matches([',', ' '])
+                .trim_start_matches('{')
+                .to_string()
+        })
         .collect();
     if entries.len() != count {
         return Err(Error::new(format!(

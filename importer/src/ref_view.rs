@@ -745,7 +745,16 @@ pub(crate) fn store(
     if let Some(m) = mask.filter(|_| view.packed || view.unpacked) {
         // A 16-bit element is half of a 32-bit one: the masked store is the whole store of
         // the elements it keeps merged with those it does not (read from the view first).
-        let old = read_any(s, b, view, &starts, &vec![1; rank], &sizes, &sizes, even_row)?;
+        let old = read_any(
+            s,
+            b,
+            view,
+            &starts,
+            &vec![1; rank],
+            &sizes,
+            &sizes,
+            even_row,
+        )?;
         let (value, m) = (b.reshape(value, &sizes)?, b.reshape(m, &sizes)?);
         let merged = b.select(m, value, old)?;
         return store(s, b, view, index, merged, None, (op, first));

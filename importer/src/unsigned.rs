@@ -129,7 +129,12 @@ pub(crate) fn minui(
 }
 
 /// The operand `pick` prefers: `x` where `x pick y` in the unsigned order, else `y`.
-fn extremum(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, pick: CmpOp) -> Result<()> {
+fn extremum(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    pick: CmpOp,
+) -> Result<()> {
     let (x, y) = (s.value(op, 0)?, s.value(op, 1)?);
     let what = "an unsigned maximum or minimum";
     let (fx, fy) = (sign_flipped(b, x, what)?, sign_flipped(b, y, what)?);

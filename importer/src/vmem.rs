@@ -77,7 +77,10 @@ pub fn check(allocations: &[Allocation], limit: Option<usize>) -> Result<()> {
     }
     let bound = match limit {
         Some(n) if n < VMEM_BYTES => format!("the call's vmem_limit_bytes ({n} bytes)"),
-        _ => format!("the {} of VMEM of a TPU v5e or v6e TensorCore", mib(VMEM_BYTES)),
+        _ => format!(
+            "the {} of VMEM of a TPU v5e or v6e TensorCore",
+            mib(VMEM_BYTES)
+        ),
     };
     let listed: Vec<String> = allocations
         .iter()

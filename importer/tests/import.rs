@@ -189,7 +189,11 @@ fn windows_beyond_the_vmem_limit_are_refused_naming_each() {
     };
     assert!(single(Some(12 << 10)).is_ok());
     let e = single(Some((12 << 10) - 1)).unwrap_err();
-    assert!(e.to_string().contains("This allocation is single buffered."), "{e}");
+    assert!(
+        e.to_string()
+            .contains("This allocation is single buffered."),
+        "{e}"
+    );
 }
 
 #[test]

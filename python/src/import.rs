@@ -27,16 +27,15 @@ pub fn import_mosaic(
                 .collect()
         };
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
-        let kernel =
-            tpukit_import::import_mosaic_limited(
-                body,
-                &operands,
-                &results,
-                &aliases,
-                vmem_limit_bytes,
-                name,
-            )
-            .map_err(error::dsl)?;
+        let kernel = tpukit_import::import_mosaic_limited(
+            body,
+            &operands,
+            &results,
+            &aliases,
+            vmem_limit_bytes,
+            name,
+        )
+        .map_err(error::dsl)?;
         Ok(PyKernel::new(kernel))
     })
 }

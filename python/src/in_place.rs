@@ -56,7 +56,10 @@ pub unsafe fn detach<'a>(
             // SAFETY: the caller's contract for `input`; `ptr` is a fresh `bytes`-byte block.
             unsafe { std::ptr::copy_nonoverlapping(input.data, ptr, bytes) };
             snapshots.push(Snapshot { ptr, layout });
-            RawArray { data: ptr, ..*input }
+            RawArray {
+                data: ptr,
+                ..*input
+            }
         })
         .collect();
     (detached, snapshots)

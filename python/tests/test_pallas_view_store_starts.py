@@ -12,7 +12,6 @@ import pytest
 import view_store_kernels as vk
 from conftest import assert_close
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 import tpukit
 from tpukit import DEVICES, pallas
