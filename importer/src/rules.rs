@@ -1010,7 +1010,7 @@ pub const MOSAIC: &Table = &Table {
         ("arith.truncf", cast),
         ("arith.extsi", cast),
         ("arith.trunci", cast),
-        ("arith.extui", cast),
+        ("arith.extui", super::unsigned::extui),
         ("arith.sitofp", cast),
         ("arith.fptosi", cast),
         ("arith.uitofp", super::unsigned::uitofp),

@@ -142,3 +142,26 @@ fn extremum(
     let r = b.select(first, x, y)?;
     s.define(op, 0, r)
 }
+
+/// `arith.extui`: zero extension (uint8/uint16 widened, `astype` of an unsigned int to a
+/// wider int): the IR's widening cast, which extends the sign, with the bits above the
+/// source's width cleared.
+pub(crate) fn extui(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let x = s.value(op, 0)?;
+    let (from, to) = (b.ty(x).dtype, result_type(op, 0)?.dtype);
+    let wide = b.cast(x, to)?;
+    let r = match from {
+        DType::I8 | DType::I16 => {
+            let mask = (1i64 << from.bit_width()) - 1;
+            b.binary(BinaryOp::And, wide, mask)?
+        }
+        // A bool widens to 0 or 1.
+        _ => wide,
+    };
+    s.define(op, 0, r)
+}

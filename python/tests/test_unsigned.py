@@ -106,3 +106,34 @@ def test_unsigned_maximum_and_minimum(device, dtype):
         smem = pl.BlockSpec(memory_space=pltpu.SMEM)
         k = pallas.custom_kernel(lambda s: s, scalars, in_specs=[smem], out_specs=smem)
         np.testing.assert_array_equal(np.asarray(k(s, device=device)), [2**32 - 5, 87])
+
+
+@pytest.mark.parametrize(("src", "dst"), [(np.uint8, np.int32), (np.uint8, np.uint16),
+                                          (np.uint16, np.int32), (np.uint16, np.uint32),
+                                          (np.uint8, np.int16)])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_unsigned_ints_widen_by_zero_extension(device, src, dst):
+    """``astype`` of uint8/uint16 to a wider int (``arith.extui``) keeps values past the
+    signed maximum (255 stays 255), as vectors and as SMEM scalars compared after widening."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    rng = np.random.default_rng(5)
+    top = int(np.iinfo(src).max)
+    x = rng.integers(0, top + 1, (24, 256), dtype=np.uint64).astype(src)
+    x[0, :3] = [0, top, top // 2 + 1]
+
+    def widen(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(dst)
+
+    k = pallas.custom_kernel(lambda x: jax.ShapeDtypeStruct(x.shape, dst), widen)
+    np.testing.assert_array_equal(np.asarray(k(x, device=device)), x.astype(dst))
+
+    def greater(x_ref, y_ref, o_ref):
+        o_ref[0] = x_ref[0].astype(jnp.int32) > y_ref[0].astype(jnp.int32)
+
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    k = pallas.custom_kernel(lambda x, y: jax.ShapeDtypeStruct((1,), jnp.bool_), greater,
+                             in_specs=[smem, smem], out_specs=smem)
+    got = k(np.array([top], src), np.array([0], src), device=device)
+    np.testing.assert_array_equal(np.asarray(got), [True])

@@ -516,16 +516,18 @@ def _bits():
 
 
 def _unsigned_extremes():
-    # jnp.maximum/minimum of uint32 vectors (arith.maxui/minui)
+    # jnp.maximum/minimum of uint32 vectors (arith.maxui/minui); uint16 widened (arith.extui)
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
 
-    def kernel(x_ref, y_ref, hi_ref, lo_ref):
+    def kernel(x_ref, y_ref, h_ref, hi_ref, lo_ref, w_ref):
         hi_ref[...] = jnp.maximum(x_ref[...], y_ref[...])
         lo_ref[...] = jnp.minimum(x_ref[...], y_ref[...])
+        w_ref[...] = h_ref[...].astype(jnp.int32)
 
-    u32 = _sds((16, 128), "uint32")
-    return pl.pallas_call(kernel, out_shape=(u32, u32)), [u32, u32]
+    u32, u16 = _sds((16, 128), "uint32"), _sds((16, 128), "uint16")
+    out = (u32, u32, _sds((16, 128), "int32"))
+    return pl.pallas_call(kernel, out_shape=out), [u32, u32, u16]
 
 
 def _constants(dtype):
