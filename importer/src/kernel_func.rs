@@ -12,6 +12,7 @@ use super::index_map::index_map;
 use super::memory_space::MemorySpace;
 use super::scope::attr;
 use super::text::{self, Ty};
+use super::vmem::{self, Allocation};
 use melior::ir::{
     BlockLike, RegionLike, ValueLike,
     operation::{OperationLike, OperationRef},
@@ -32,12 +33,14 @@ pub struct Signature {
 }
 
 /// Reads the kernel function `kernel` (with the module's other functions `funcs`, by name),
-/// given the custom call's operand and result types.
+/// given the custom call's operand and result types; its windows and VMEM scratch must fit
+/// `vmem_limit` (the call's `vmem_limit_bytes`) or, without one, a TPU's VMEM.
 pub fn signature(
     kernel: &OperationRef<'_, '_>,
     funcs: &HashMap<String, OperationRef<'_, '_>>,
     operands: &[Type],
     results: &[Type],
+    vmem_limit: Option<usize>,
 ) -> Result<Signature> {
     let bounds = match kernel.attribute("iteration_bounds") {
         Ok(a) => text::int_array(&a.to_string())?,
@@ -110,6 +113,12 @@ pub fn signature(
         )));
     }
     let windows = window_params(kernel, n_windows)?;
+    let modes = pipeline_buffers(kernel, n_windows)?;
+    // One step (all extents static): every window is fetched once.
+    let one_step = grid
+        .iter()
+        .all(|a| matches!(a.extent, Extent::Static(n) if n <= 1));
+    let mut vmem = Vec::new();
     let memref = |i: usize| -> Result<(Type, MemorySpace)> {
         match &arg_types[i] {
             Ty::MemRef { ty, space } => Ok((ty.clone(), *space)),
@@ -162,6 +171,23 @@ pub fn signature(
         if space == MemorySpace::Any {
             array = array.any();
         }
+        if space == MemorySpace::Vmem {
+            let whole = ty.shape == global.shape;
+            vmem.push(Allocation {
+                what: format!(
+                    "{what} window allocation for operator {what} {}",
+                    if role == Role::Input {
+                        n_prefetch + k
+                    } else {
+                        index
+                    }
+                ),
+                dtype: ty.dtype,
+                shape: ty.shape.clone(),
+                full: Some(global.shape.clone()),
+                buffers: modes[k].unwrap_or(if whole || one_step { 1 } else { 2 }),
+            });
+        }
         // A whole operand in SMEM stays there on a TPU (a windowed one is pipelined as VMEM
         // windows are, and imported as one).
         if space == MemorySpace::Smem && window.is_none() {
@@ -202,7 +228,17 @@ pub fn signature(
         let (ty, space) = memref(n_prefetch + n_windows + i)?;
         spec.scratch.push(scratch(&ty, space)?);
         roles.push(Role::Scratch);
+        if space == MemorySpace::Vmem {
+            vmem.push(Allocation {
+                what: format!("scratch allocation for scratch operand {i}"),
+                dtype: ty.dtype,
+                shape: ty.shape.clone(),
+                full: None,
+                buffers: 1,
+            });
+        }
     }
+    vmem::check(&vmem, vmem_limit)?;
     Ok(Signature {
         spec,
         n_values,
@@ -278,21 +314,25 @@ fn semantics(list: &str, rank: usize) -> Result<Vec<Semantics>> {
 /// or `None` for a whole operand.
 type WindowParam = Option<(String, Vec<usize>, Option<Vec<i64>>)>;
 
-/// Reads `window_params = [{transform_indices = @f, window_bounds = array<i64: …>}, …]`.
-fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<WindowParam>> {
+/// The text inside each `{…}` of `window_params = [{…}, …]` (an empty one for an operand left
+/// in HBM), `count` of them; `None` without the attribute.
+fn window_entries(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Option<Vec<String>>> {
     let Ok(a) = kernel.attribute("window_params") else {
-        return Ok(vec![None; count]);
+        return Ok(None);
     };
     let printed = a.to_string();
-    // Each entry is the text inside one `{…}` (an empty one for an operand left in HBM).
-    let entries: Vec<&str> = printed
+    let entries: Vec<String> = printed
         .trim()
         .trim_start_matches('[')
         .trim_end_matches(']')
         .split('}')
         .map(str::trim)
         .filter(|e| !e.is_empty())
-        .map(|e| e.trim_start_matches([',', ' ']).trim_start_matches('{'))
+        .map(|e| {
+            e.trim_start_matches([',', ' '])
+                .trim_start_matches('{')
+                .to_string()
+        })
         .collect();
     if entries.len() != count {
         return Err(Error::new(format!(
@@ -300,8 +340,36 @@ fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Wind
             entries.len()
         )));
     }
+    Ok(Some(entries))
+}
+
+/// Per window, the buffers its `pipeline_mode` asks for (`synchronous`: 1, `double_buffered`:
+/// 2), `None` when it names none.
+fn pipeline_buffers(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<Option<usize>>> {
+    let Some(entries) = window_entries(kernel, count)? else {
+        return Ok(vec![None; count]);
+    };
+    Ok(entries
+        .iter()
+        .map(|e| {
+            if e.contains("pipeline_mode<synchronous>") {
+                Some(1)
+            } else if e.contains("pipeline_mode<double_buffered>") {
+                Some(2)
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
+/// Reads `window_params = [{transform_indices = @f, window_bounds = array<i64: …>}, …]`.
+fn window_params(kernel: &OperationRef<'_, '_>, count: usize) -> Result<Vec<WindowParam>> {
+    let Some(entries) = window_entries(kernel, count)? else {
+        return Ok(vec![None; count]);
+    };
     entries
-        .into_iter()
+        .iter()
         .map(|e| {
             let field = |name: &str| -> Option<&str> {
                 let at = e.find(&format!("{name} = "))? + name.len() + 3;

@@ -66,6 +66,7 @@ mod scope;
 mod stablehlo;
 mod text;
 mod unsigned;
+mod vmem;
 
 pub use memory_space::MemorySpace;
 pub use stablehlo::{import_stablehlo, supported_ops as stablehlo_ops};
@@ -108,7 +109,22 @@ pub fn import_mosaic_aliased(
     aliases: &[(usize, usize)],
     name: &str,
 ) -> Result<Kernel> {
-    import_mosaic_inner(body, operands, results, aliases, name).map_err(|e| e.in_kernel(name))
+    import_mosaic_limited(body, operands, results, aliases, None, name)
+}
+
+/// [`import_mosaic_aliased`] of a call compiled with a VMEM limit (Pallas'
+/// `vmem_limit_bytes`): a kernel whose windows and VMEM scratch need more is refused as a
+/// TPU's compiler refuses it (see `vmem`); without one, more than a TPU's whole VMEM is.
+pub fn import_mosaic_limited(
+    body: &str,
+    operands: &[Type],
+    results: &[Type],
+    aliases: &[(usize, usize)],
+    vmem_limit: Option<usize>,
+    name: &str,
+) -> Result<Kernel> {
+    import_mosaic_inner(body, operands, results, aliases, vmem_limit, name)
+        .map_err(|e| e.in_kernel(name))
 }
 
 fn import_mosaic_inner(
@@ -116,6 +132,7 @@ fn import_mosaic_inner(
     operands: &[Type],
     results: &[Type],
     aliases: &[(usize, usize)],
+    vmem_limit: Option<usize>,
     name: &str,
 ) -> Result<Kernel> {
     let text = memory_space::rewrite(body)?;
@@ -139,7 +156,7 @@ fn import_mosaic_inner(
     }
     let kernel_fn =
         kernel_fn.ok_or_else(|| Error::new("the Mosaic module has no kernel function"))?;
-    let mut sig = kernel_func::signature(&kernel_fn, &funcs, operands, results)?;
+    let mut sig = kernel_func::signature(&kernel_fn, &funcs, operands, results, vmem_limit)?;
     // A Pallas output holds nothing until the kernel writes it, unless an input aliases it.
     for (j, output) in sig.spec.outputs.iter_mut().enumerate() {
         if !aliases.iter().any(|&(result, _)| result == j) {

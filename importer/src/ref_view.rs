@@ -686,7 +686,8 @@ pub(crate) fn in_window_dtype(
 /// module doc), or at the window's own indexers for a view that is not reshaped; a traced
 /// leading start of whole trailing rows of a reshaped view through [`super::dma::narrow`],
 /// other traced starts into one refused by name. A `mask` (of the value's shape) is
-/// reshaped with it (refused by name for bitcasts between widths). `(op, first)`: the store
+/// reshaped with it; into a bitcast between widths, the store merges the value with the
+/// view's elements the mask leaves (a read, then a whole store). `(op, first)`: the store
 /// op and its first index operand, whose Mosaic proves traced starts even or multiples.
 pub(crate) fn store(
     s: &Scope,
@@ -741,12 +742,22 @@ pub(crate) fn store(
             .collect();
         return store(s, b, &narrowed, &origin, value, mask, (op, first));
     }
-    if mask.is_some() && (view.packed || view.unpacked) {
-        return Err(Error::unsupported(format!(
-            "a masked store into a ref bitcast between 16 and 32 bits ({} elements; masked \
-             stores into reshaped refs and bitcasts of one width are imported)",
-            view.dtype
-        )));
+    if let Some(m) = mask.filter(|_| view.packed || view.unpacked) {
+        // A 16-bit element is half of a 32-bit one: the masked store is the whole store of
+        // the elements it keeps merged with those it does not (read from the view first).
+        let old = read_any(
+            s,
+            b,
+            view,
+            &starts,
+            &vec![1; rank],
+            &sizes,
+            &sizes,
+            even_row,
+        )?;
+        let (value, m) = (b.reshape(value, &sizes)?, b.reshape(m, &sizes)?);
+        let merged = b.select(m, value, old)?;
+        return store(s, b, view, index, merged, None, (op, first));
     }
     let (r, base) = view.base.clone();
     let value = b.reshape(value, &sizes)?;

@@ -220,18 +220,9 @@ fn cmpi(s: &mut Scope, b: &mut KernelBuilder, op: &OperationRef<'_, '_>, _: &Tab
         _ => None,
     };
     if signed.is_some() {
-        let min = match b.ty(lhs).dtype {
-            DType::I32 => i64::from(i32::MIN),
-            DType::I16 => i64::from(i16::MIN),
-            DType::I8 => i64::from(i8::MIN),
-            other => {
-                return Err(Error::unsupported(format!(
-                    "unsigned comparison `{name}` of {other} values"
-                )));
-            }
-        };
-        lhs = b.binary(BinaryOp::Xor, lhs, Arg::Lit(Literal::Int(min)))?;
-        rhs = b.binary(BinaryOp::Xor, rhs, Arg::Lit(Literal::Int(min)))?;
+        let what = format!("unsigned comparison `{name}`");
+        lhs = super::unsigned::sign_flipped(b, lhs, &what)?;
+        rhs = super::unsigned::sign_flipped(b, rhs, &what)?;
     }
     let v = b.compare(predicate(signed.unwrap_or(&name))?, lhs, rhs)?;
     s.define(op, 0, v)
@@ -1019,11 +1010,13 @@ pub const MOSAIC: &Table = &Table {
         ("arith.truncf", cast),
         ("arith.extsi", cast),
         ("arith.trunci", cast),
-        ("arith.extui", cast),
+        ("arith.extui", super::unsigned::extui),
         ("arith.sitofp", cast),
         ("arith.fptosi", cast),
         ("arith.uitofp", super::unsigned::uitofp),
         ("arith.fptoui", super::unsigned::fptoui),
+        ("arith.maxui", super::unsigned::maxui),
+        ("arith.minui", super::unsigned::minui),
         ("arith.index_cast", identity),
         ("arith.bitcast", super::bitcast::bitcast),
         ("tpu.dynamic_gather", super::gather::dynamic_gather),

@@ -9,11 +9,15 @@
 //!   zero-extended to i32 convert exactly.
 //! - `fptoui` truncates toward zero and saturates, as JAX does on the CPU: NaN and
 //!   negatives give 0, values past the type's maximum give the maximum.
+//!
+//! Unsigned orders (`arith.cmpi` with `ult`…, `arith.maxui`/`minui`) compare the operands
+//! with their sign bit flipped (`x ^ MIN`, [`sign_flipped`]), which orders two's complement
+//! bits as unsigned numbers: exact.
 
 use super::rules::Table;
 use super::scope::{Scope, result_type};
 use melior::ir::operation::OperationRef;
-use tpukit_dsl::{BinaryOp, CmpOp, DType, Error, KernelBuilder, Result, ValueId};
+use tpukit_dsl::{Arg, BinaryOp, CmpOp, DType, Error, KernelBuilder, Literal, Result, ValueId};
 
 pub(crate) fn uitofp(
     s: &mut Scope,
@@ -88,6 +92,76 @@ pub(crate) fn fptoui(
                 "a conversion of {from} to unsigned {d}"
             )));
         }
+    };
+    s.define(op, 0, r)
+}
+
+/// `x` with its sign bit flipped (`x ^ MIN` of its dtype): signed comparisons of such values
+/// order the original bits as unsigned numbers. `what` names the op refused for other dtypes.
+pub(crate) fn sign_flipped(b: &mut KernelBuilder, x: ValueId, what: &str) -> Result<ValueId> {
+    let min = match b.ty(x).dtype {
+        DType::I32 => i64::from(i32::MIN),
+        DType::I16 => i64::from(i16::MIN),
+        DType::I8 => i64::from(i8::MIN),
+        other => return Err(Error::unsupported(format!("{what} of {other} values"))),
+    };
+    b.binary(BinaryOp::Xor, x, Arg::Lit(Literal::Int(min)))
+}
+
+/// `arith.maxui`: the larger of two integers read as unsigned.
+pub(crate) fn maxui(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    extremum(s, b, op, CmpOp::Gt)
+}
+
+/// `arith.minui`: the smaller of two integers read as unsigned.
+pub(crate) fn minui(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    extremum(s, b, op, CmpOp::Lt)
+}
+
+/// The operand `pick` prefers: `x` where `x pick y` in the unsigned order, else `y`.
+fn extremum(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    pick: CmpOp,
+) -> Result<()> {
+    let (x, y) = (s.value(op, 0)?, s.value(op, 1)?);
+    let what = "an unsigned maximum or minimum";
+    let (fx, fy) = (sign_flipped(b, x, what)?, sign_flipped(b, y, what)?);
+    let first = b.compare(pick, fx, fy)?;
+    let r = b.select(first, x, y)?;
+    s.define(op, 0, r)
+}
+
+/// `arith.extui`: zero extension (uint8/uint16 widened, `astype` of an unsigned int to a
+/// wider int): the IR's widening cast, which extends the sign, with the bits above the
+/// source's width cleared.
+pub(crate) fn extui(
+    s: &mut Scope,
+    b: &mut KernelBuilder,
+    op: &OperationRef<'_, '_>,
+    _: &Table,
+) -> Result<()> {
+    let x = s.value(op, 0)?;
+    let (from, to) = (b.ty(x).dtype, result_type(op, 0)?.dtype);
+    let wide = b.cast(x, to)?;
+    let r = match from {
+        DType::I8 | DType::I16 => {
+            let mask = (1i64 << from.bit_width()) - 1;
+            b.binary(BinaryOp::And, wide, mask)?
+        }
+        // A bool widens to 0 or 1.
+        _ => wide,
     };
     s.define(op, 0, r)
 }

@@ -159,6 +159,44 @@ fn a_window_of_semaphores_is_refused_by_name() {
 }
 
 #[test]
+fn windows_beyond_the_vmem_limit_are_refused_naming_each() {
+    let (text, operands, results) = fixture("softmax");
+    // Two double-buffered 8x128 f32 windows (grid of 2): 16 KiB.
+    let import = |limit| {
+        tpukit_import::import_mosaic_limited(&text, &operands, &results, &[], limit, "softmax")
+    };
+    assert!(import(Some(16 << 10)).is_ok());
+    let e = import(Some((16 << 10) - 1)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Memory, "{e}");
+    let message = e.to_string();
+    for part in [
+        "vmem_limit_bytes (16383 bytes)",
+        "input window allocation for operator input 0 of 0.01 MiB",
+        "output window allocation for operator output 0",
+        "The window shape is f32[8,128], while the full shape is f32[16,128].",
+        "This allocation has 2 buffering levels.",
+    ] {
+        assert!(message.contains(part), "{part} not in {message}");
+    }
+    // A synchronous window is one buffer: 12 KiB.
+    let single = text.replacen(
+        "{transform_indices = @transform_0",
+        "{pipeline_mode = #tpu.pipeline_mode<synchronous>, transform_indices = @transform_0",
+        1,
+    );
+    let single = |limit| {
+        tpukit_import::import_mosaic_limited(&single, &operands, &results, &[], limit, "softmax")
+    };
+    assert!(single(Some(12 << 10)).is_ok());
+    let e = single(Some((12 << 10) - 1)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("This allocation is single buffered."),
+        "{e}"
+    );
+}
+
+#[test]
 fn call_types_must_match_the_kernel() {
     let (text, _, results) = fixture("softmax");
     let wrong = [Type::new(DType::I32, [16, 128])];

@@ -334,8 +334,8 @@ unsafe fn call(frame: &mut CallFrame) -> Result<(), Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let (inputs, outputs) = (raw_arrays(&args, &arg_sigs), raw_arrays(&rets, &ret_sigs));
     // SAFETY: XLA's buffers hold row-major data of their dtype and dims for the call; result
-    // buffers are this call's to write and alias no operand (the custom call declares no
-    // aliasing).
+    // buffers are this call's to write and alias no operand but, for an output the kernel
+    // aliases to an input (the custom call's `output_operand_aliases`), that input's buffer.
     unsafe { entry.run(&inputs, &outputs) }.map_err(|e| Failure::new(e.kind, e.message))
 }
 

@@ -7,15 +7,17 @@ use crate::kernel::PyKernel;
 
 /// The kernel of one `tpu_custom_call`: its Mosaic `body` (generic text, as jaxlib prints
 /// the decoded body) and the call's operand and result tensor types (printed); `aliases` are
-/// its `(result, operand)` aliases (`output_operand_aliases`).
+/// its `(result, operand)` aliases (`output_operand_aliases`); `vmem_limit_bytes` the call's
+/// VMEM limit (Pallas' compiler parameter), which its windows and VMEM scratch must fit.
 #[pyfunction]
-#[pyo3(signature = (body, operand_types, result_types, name, aliases = Vec::new()))]
+#[pyo3(signature = (body, operand_types, result_types, name, aliases = Vec::new(), vmem_limit_bytes = None))]
 pub fn import_mosaic(
     body: &str,
     operand_types: Vec<String>,
     result_types: Vec<String>,
     name: &str,
     aliases: Vec<(usize, usize)>,
+    vmem_limit_bytes: Option<usize>,
 ) -> PyResult<PyKernel> {
     guard(Some(name), || {
         let parse = |types: &[String]| -> PyResult<Vec<tpukit_dsl::Type>> {
@@ -25,9 +27,15 @@ pub fn import_mosaic(
                 .collect()
         };
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
-        let kernel =
-            tpukit_import::import_mosaic_aliased(body, &operands, &results, &aliases, name)
-                .map_err(error::dsl)?;
+        let kernel = tpukit_import::import_mosaic_limited(
+            body,
+            &operands,
+            &results,
+            &aliases,
+            vmem_limit_bytes,
+            name,
+        )
+        .map_err(error::dsl)?;
         Ok(PyKernel::new(kernel))
     })
 }

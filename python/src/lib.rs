@@ -19,6 +19,7 @@ mod catalog;
 mod error;
 mod ffi;
 mod import;
+mod in_place;
 mod kernel;
 mod op_table;
 mod operand;

@@ -25,6 +25,7 @@ use tpukit_dsl::{ErrorKind, KernelHash, Role};
 use crate::array;
 use crate::error::{self, TpukitError, guard};
 use crate::ffi;
+use crate::in_place;
 use crate::kernel::PyKernel;
 
 /// One kernel a custom call runs.
@@ -48,9 +49,13 @@ impl Entry {
     /// writes them whole, see [`tpukit::launch`]). On `cpu` the
     /// kernel reads and writes the arrays in place; the interpreter works on copies.
     ///
+    /// An aliased output may be its input's very memory (XLA ran the call in place, see
+    /// [`in_place`]): the kernel then reads that input as it was before the call.
+    ///
     /// # Safety
     /// As for [`tpukit::launch_raw`]: each array's memory holds its dtype and shape,
-    /// row-major, for the call; outputs are writable and overlap nothing else.
+    /// row-major, for the call; outputs are writable and overlap nothing else, except that an
+    /// aliased output may be exactly its input's memory.
     pub unsafe fn run(
         &self,
         inputs: &[RawArray],
@@ -85,9 +90,12 @@ impl Entry {
                 // SAFETY: `out` holds `bytes` writable bytes.
                 None => unsafe { std::ptr::write_bytes(out.data, 0, bytes) },
                 Some(Some(input)) if input.dtype == out.dtype && input.shape == out.shape => {
-                    // SAFETY: same dtype and shape, so both hold `bytes`; outputs overlap no
-                    // input.
-                    unsafe { std::ptr::copy_nonoverlapping(input.data, out.data, bytes) }
+                    // Run in place by XLA, the output already holds the input.
+                    if !in_place::shares(out, input) {
+                        // SAFETY: same dtype and shape, so both hold `bytes`; an output shares
+                        // no memory with an input but the one it is run in place on.
+                        unsafe { std::ptr::copy_nonoverlapping(input.data, out.data, bytes) }
+                    }
                 }
                 Some(_) => {
                     return Err(RuntimeError::new(
@@ -98,8 +106,12 @@ impl Entry {
                 }
             }
         }
+        // Inputs an output shares (in place) are read from their contents before the call.
+        // SAFETY: the caller's contract.
+        let (inputs, _snapshots) = unsafe { in_place::detach(inputs, outputs) };
+        let inputs = &inputs[..];
         if self.device == Device::Cpu {
-            // SAFETY: the caller's contract.
+            // SAFETY: the caller's contract; no output overlaps an input any more.
             return unsafe { launch_raw(&self.kernel, inputs, outputs, options) };
         }
         let ins: Vec<HostArray> = inputs.iter().map(|a| unsafe { copy(a) }).collect();

@@ -12,7 +12,6 @@ import pytest
 import view_store_kernels as vk
 from conftest import assert_close
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 import tpukit
 from tpukit import DEVICES, pallas
@@ -44,16 +43,32 @@ def test_a_masked_store_through_a_bitcast_ref(rng):
                                       want.view(np.int32), err_msg=device)
 
 
-def test_a_masked_store_through_a_32_bit_view_of_bf16_rows_is_refused_by_name():
-    def body(x_ref, o_ref):
-        o_ref[...] = x_ref[...]
-        v = jnp.zeros((8, 128), jnp.int32)
-        pltpu.store(o_ref.bitcast(jnp.int32), v, mask=v == 0)
+def packed_rows(x16):
+    """The 32-bit rows of a 16-bit (2R, C) array as Mosaic's ref bitcast packs them: row i
+    holds row 2i in its low half, row 2i + 1 in its high half."""
+    u = x16.view(np.uint16).astype(np.uint32)
+    return (u[0::2] | (u[1::2] << 16)).view(np.int32)
 
-    k = pallas.custom_kernel(body, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.bfloat16))
-    with pytest.raises(tpukit.UnsupportedError, match=r"a masked store into a ref bitcast "
-                       r"between 16 and 32 bits.*view_store_starts"):
-        k(np.zeros((16, 128), ml_dtypes.bfloat16))
+
+def unpacked_rows(x32, dtype):
+    u = x32.view(np.uint32)
+    rows = np.empty((2 * u.shape[0], *u.shape[1:]), np.uint16)
+    rows[0::2], rows[1::2] = u & 0xFFFF, u >> 16
+    return rows.view(dtype)
+
+
+@pytest.mark.parametrize("rows", [16, 40])
+def test_a_masked_store_through_a_32_bit_view_of_bf16_rows(rows, rng):
+    """Each masked-off 32-bit element keeps both bf16 elements beneath it."""
+    dtype = ml_dtypes.bfloat16
+    x = (rng.standard_normal((rows, 128)) * 100).astype(dtype)
+    bits = rng.integers(-2**31, 2**31 - 1, (rows // 2, 128), dtype=np.int64).astype(np.int32)
+    want = unpacked_rows(np.where(bits & 1 == 0, bits, packed_rows(x)), dtype)
+    k = pallas.custom_kernel(vk.masked_through_packing_bitcast,
+                             out_shape=jax.ShapeDtypeStruct(x.shape, dtype))
+    for device in DEVICES:
+        got = np.asarray(k(x, bits, device=device))
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), err_msg=device)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])

@@ -72,3 +72,68 @@ def test_numpy_and_jax_arrays(device, operands):
 def test_inside_jit(device, operands):
     x, y, want = operands
     check(jax.jit(lambda a, b: kernel(a, b, device=device))(x, y), want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint16, np.uint8])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_unsigned_maximum_and_minimum(device, dtype):
+    """``jnp.maximum``/``jnp.minimum`` of unsigned vectors (``arith.maxui``/``minui``), and of
+    two SMEM scalars, over the whole range (values past the signed maximum included)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    rng = np.random.default_rng(11)
+    top = np.iinfo(dtype).max
+    x, y = (rng.integers(0, int(top) + 1, (13, 128), dtype=np.uint64).astype(dtype)
+            for _ in range(2))
+    x[0, :3], y[0, :3] = [0, top, top // 2 + 1], [top, 0, top // 2]
+
+    def extremes(x_ref, y_ref, hi_ref, lo_ref):
+        hi_ref[...] = jnp.maximum(x_ref[...], y_ref[...])
+        lo_ref[...] = jnp.minimum(x_ref[...], y_ref[...])
+
+    k = pallas.custom_kernel(lambda x, y: (x, x), extremes)
+    hi, lo = k(x, y, device=device)
+    np.testing.assert_array_equal(np.asarray(hi), np.maximum(x, y))
+    np.testing.assert_array_equal(np.asarray(lo), np.minimum(x, y))
+
+    def scalars(s_ref, o_ref):
+        o_ref[0] = jnp.maximum(s_ref[0], s_ref[1])
+        o_ref[1] = jnp.minimum(s_ref[0], s_ref[1])
+
+    if dtype == np.uint32:  # SMEM holds 32-bit scalars
+        s = np.array([2**32 - 5, 87], np.uint32)
+        smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+        k = pallas.custom_kernel(lambda s: s, scalars, in_specs=[smem], out_specs=smem)
+        np.testing.assert_array_equal(np.asarray(k(s, device=device)), [2**32 - 5, 87])
+
+
+@pytest.mark.parametrize(("src", "dst"), [(np.uint8, np.int32), (np.uint8, np.uint16),
+                                          (np.uint16, np.int32), (np.uint16, np.uint32),
+                                          (np.uint8, np.int16)])
+@pytest.mark.parametrize("device", tpukit.DEVICES)
+def test_unsigned_ints_widen_by_zero_extension(device, src, dst):
+    """``astype`` of uint8/uint16 to a wider int (``arith.extui``) keeps values past the
+    signed maximum (255 stays 255), as vectors and as SMEM scalars compared after widening."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    rng = np.random.default_rng(5)
+    top = int(np.iinfo(src).max)
+    x = rng.integers(0, top + 1, (24, 256), dtype=np.uint64).astype(src)
+    x[0, :3] = [0, top, top // 2 + 1]
+
+    def widen(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(dst)
+
+    k = pallas.custom_kernel(lambda x: jax.ShapeDtypeStruct(x.shape, dst), widen)
+    np.testing.assert_array_equal(np.asarray(k(x, device=device)), x.astype(dst))
+
+    def greater(x_ref, y_ref, o_ref):
+        o_ref[0] = x_ref[0].astype(jnp.int32) > y_ref[0].astype(jnp.int32)
+
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    k = pallas.custom_kernel(lambda x, y: jax.ShapeDtypeStruct((1,), jnp.bool_), greater,
+                             in_specs=[smem, smem], out_specs=smem)
+    got = k(np.array([top], src), np.array([0], src), device=device)
+    np.testing.assert_array_equal(np.asarray(got), [True])

@@ -25,6 +25,14 @@ def masked_through_bitcast(x_ref, b_ref, o_ref):
     pltpu.store(o_ref.bitcast(jnp.int32), bits, mask=(bits & 1) == 0)
 
 
+def masked_through_packing_bitcast(x_ref, b_ref, o_ref):
+    """o = x (16-bit, 2R rows), then the bits b (int32, R rows) stored through the int32 view
+    of o (bf16 rows 2i and 2i + 1 packed into row i) where they are even."""
+    o_ref[...] = x_ref[...]
+    bits = b_ref[...]
+    pltpu.store(o_ref.bitcast(jnp.int32), bits, mask=(bits & 1) == 0)
+
+
 def rows_at_traced_starts(x_ref, o_ref):
     """Blocks of rows stored at traced starts into a reshape of o (o is (n, r, c), x is
     (n * r, c)): block i of x, times i + 1, lands in o[i]."""

@@ -25,8 +25,9 @@ import jax.numpy as jnp
 from jax._src.interpreters import mlir
 from jax._src.pallas import mpmd as _mpmd
 from jax._src.pallas import pallas_call as _pallas_call
+from jax._src.state import types as _state_types
 
-from tpukit._native import UnsupportedError
+from tpukit._native import OutOfMemoryError, UnsupportedError
 from tpukit.launch import check_device
 
 _lock = threading.Lock()
@@ -107,6 +108,12 @@ def _as_key(x, aval):
 
 def _compiled(primitive, avals, params):
     """The imported kernel of the ``primitive`` call with ``params`` on operands ``avals``."""
+    if any(isinstance(a, _state_types.AbstractLinVal) for a in avals):
+        raise UnsupportedError(
+            "tpukit.pallas.on_cpu: a pallas_call on a pinned buffer (`pin`/`unpin`, a linear "
+            "value) is not supported: XLA's CPU runtime has no implementation of its Pin and "
+            "Unpin custom calls"
+        )
     if not all(isinstance(a, jax.core.ShapedArray) for a in avals):
         raise UnsupportedError(
             "tpukit.pallas.on_cpu: a pallas_call with closed-over refs or dynamic grid bounds "
@@ -129,7 +136,11 @@ def _compiled(primitive, avals, params):
         return primitive.bind(*args, interpret=False, **params)
 
     name = pallas._kernel_name(_call_name(params))
-    compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
+    try:
+        compiled = pallas._import(_lowering.export_tpu(jax.jit(call), specs), name)
+    except OutOfMemoryError as e:
+        # Windows and scratch beyond a TPU's VMEM: what the TPU's compile of the call raises.
+        raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: {e}") from e
     with _lock:
         return _imports.setdefault(key, compiled)
 

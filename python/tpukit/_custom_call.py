@@ -140,7 +140,9 @@ def _lower_cpu(ctx, *args, kernel, device, aliases, debug):
     k = _kernels[kernel]
     kid = _kernel_id(k, device, dict(aliases), debug)
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_out]
-    run = jax.ffi.ffi_call(_target(), specs)
+    # An aliased output is its input's buffer, as on a TPU (no second buffer when the input
+    # is donated); the handler reads that input as it was before the call.
+    run = jax.ffi.ffi_call(_target(), specs, input_output_aliases={i: o for o, i in aliases})
     return mlir.lower_fun(lambda *a: run(*a, kernel=np.int64(kid)), multiple_results=True)(
         ctx, *args
     )

@@ -38,6 +38,8 @@ class MosaicCall:
     operand_types: list[str]  # printed tensor types
     result_types: list[str]
     aliases: dict[int, int]  # output index -> input index (input_output_aliases)
+    unchecked: bool = False  # compiled with `disable_bounds_checks=True`
+    vmem_limit_bytes: int | None = None  # the call's `vmem_limit_bytes`
 
 
 _TPU_DEVICE = []
@@ -268,7 +270,22 @@ def _mosaic_call(call) -> MosaicCall:
         operand_types=[str(v.type) for v in operands],
         result_types=[str(v.type) for v in results],
         aliases=aliases,
+        unchecked=bool(
+            config.get("disable_bounds_checks")
+            or config["custom_call_config"].get("disable_bounds_checks")
+        ),
+        vmem_limit_bytes=_vmem_limit(config),
     )
+
+
+def _vmem_limit(config: dict) -> int | None:
+    """The VMEM limit (``vmem_limit_bytes``) of a custom call's config: the size of its scoped
+    memory config for memory space 1 (VMEM), if any."""
+    for where in (config, config.get("custom_call_config", {})):
+        for scoped in where.get("scoped_memory_configs", []):
+            if int(scoped.get("memory_space", -1)) == 1:
+                return int(scoped["size"])
+    return None
 
 
 def _field(text: str, name: str) -> list[int]:

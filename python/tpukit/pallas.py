@@ -39,7 +39,14 @@ from jax.experimental import pallas as pl
 
 from tpukit import _arrays, _custom_call, _fast, _inline, _lowering, _xla_program
 from tpukit._cpu_lowering import install, on_cpu
-from tpukit._native import Kernel, import_mosaic, import_stablehlo, stablehlo_ops
+from tpukit._native import (
+    Kernel,
+    TpukitError,
+    UnsupportedError,
+    import_mosaic,
+    import_stablehlo,
+    stablehlo_ops,
+)
 from tpukit.launch import check_device, launch
 
 __all__ = [
@@ -146,13 +153,23 @@ def _import(stablehlo: str, name: str) -> CompiledKernel:
         n_out = kernel.count("output")
         return CompiledKernel(stablehlo, kernel, {}, n_out)
     call = stages.call
-    kernel = import_mosaic(
-        call.body,
-        call.operand_types,
-        call.result_types,
-        call.name,
-        sorted(call.aliases.items()),
-    )
+    try:
+        kernel = import_mosaic(
+            call.body,
+            call.operand_types,
+            call.result_types,
+            call.name,
+            sorted(call.aliases.items()),
+            call.vmem_limit_bytes,
+        )
+    except TpukitError as e:
+        if call.unchecked and " are outside " in str(e):
+            raise UnsupportedError(
+                f"{e} (the call sets disable_bounds_checks=True, under which Mosaic compiles "
+                f"the access; what it reads outside the array is undefined on a TPU, and tpukit "
+                f"refuses any access outside an array)"
+            ) from None
+        raise
     compiled = CompiledKernel(stablehlo, kernel, call.aliases, len(call.result_types))
     if stages.prologue is not None:
         compiled.prologue = import_stablehlo(stages.prologue, f"{call.name}_prologue")

@@ -214,6 +214,9 @@ def _view_store_starts(name, dtype):
     if name == "masked-bitcast":
         call = pl.pallas_call(t.masked_through_bitcast, out_shape=_sds((16, 128), dtype))
         return call, [_sds((16, 128), dtype), _sds((16, 128), jnp.int32)]
+    if name == "masked-packing-bitcast":
+        call = pl.pallas_call(t.masked_through_packing_bitcast, out_shape=_sds((32, 128), dtype))
+        return call, [_sds((32, 128), dtype), _sds((16, 128), jnp.int32)]
     shape = (4, 16, 128) if name == "traced-rows" else (48, 1, 256)
     n, r, c = shape
     call = pl.pallas_call(t.rows_at_traced_starts, out_shape=_sds(shape, dtype))
@@ -512,6 +515,21 @@ def _bits():
     return call, [f32, _sds((16, 128), "bfloat16"), u32]
 
 
+def _unsigned_extremes():
+    # jnp.maximum/minimum of uint32 vectors (arith.maxui/minui); uint16 widened (arith.extui)
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, h_ref, hi_ref, lo_ref, w_ref):
+        hi_ref[...] = jnp.maximum(x_ref[...], y_ref[...])
+        lo_ref[...] = jnp.minimum(x_ref[...], y_ref[...])
+        w_ref[...] = h_ref[...].astype(jnp.int32)
+
+    u32, u16 = _sds((16, 128), "uint32"), _sds((16, 128), "uint16")
+    out = (u32, u32, _sds((16, 128), "int32"))
+    return pl.pallas_call(kernel, out_shape=out), [u32, u32, u16]
+
+
 def _constants(dtype):
     # non-splat constants (tpukit's `dense`), in a plain JAX function imported as one kernel
     import jax.numpy as jnp
@@ -570,6 +588,7 @@ KERNELS = {
     "constants-f32": lambda: _constants("float32"),
     "constants-bf16": lambda: _constants("bfloat16"),
     "bits": _bits,
+    "unsigned-extremes": _unsigned_extremes,
     "matvec-f32": lambda: _matvec("float32"),
     "matvec-bf16": lambda: _matvec("bfloat16"),
     "shifts-i32": lambda: _shifts("int32"),
@@ -604,6 +623,8 @@ KERNELS = {
     "masked-reshape-store-f32": lambda: _view_store_starts("masked-reshape", "float32"),
     "masked-reshape-store-i32": lambda: _view_store_starts("masked-reshape", "int32"),
     "masked-bitcast-store-f32": lambda: _view_store_starts("masked-bitcast", "float32"),
+    "masked-packing-bitcast-store-bf16": lambda: _view_store_starts(
+        "masked-packing-bitcast", "bfloat16"),
     "traced-reshape-store-f32": lambda: _view_store_starts("traced-rows", "float32"),
     "traced-reshape-store-bf16": lambda: _view_store_starts("traced-rows", "bfloat16"),
     "traced-flat-store-f32": lambda: _view_store_starts("traced-flat", "float32"),
