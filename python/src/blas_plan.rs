@@ -148,10 +148,12 @@ unsafe impl Sync for Launch<'_> {}
 impl BlasPlan {
     /// Whether every tensor the plan takes is f32 or bf16 (what `tpublas.mode()` serves).
     #[getter]
-    fn floats(&self) -> bool {
-        self.slots.iter().all(|s| match s {
-            Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
-            Slot::Value(_) => true,
+    fn floats(&self) -> PyResult<bool> {
+        guard(Some(&self.name), || {
+            Ok(self.slots.iter().all(|s| match s {
+                Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
+                Slot::Value(_) => true,
+            }))
         })
     }
 

@@ -60,8 +60,8 @@ pub fn warm_up() -> PyResult<()> {
 /// thread, returning the previous value; for measurements (see
 /// `tpukit::runtime::cpu::MIN_SPLIT_BYTES`): 0 splits every parallel grid, as before.
 #[pyfunction]
-pub fn set_min_split_bytes(bytes: usize) -> usize {
-    cpu::set_min_split_bytes(bytes)
+pub fn set_min_split_bytes(bytes: usize) -> PyResult<usize> {
+    guard(None, || Ok(cpu::set_min_split_bytes(bytes)))
 }
 
 /// `(compiled, disk hits, bundle hits, corrupt disk entries)` in this process so far.

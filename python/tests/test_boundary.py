@@ -6,10 +6,11 @@ import inspect
 
 import numpy as np
 import pytest
+import torch
 
 import tpukit
 import tpukit.tpu
-from tpukit import _arrays, _native
+from tpukit import _arrays, _native, tpublas
 
 KINDS = [
     tpukit.UnsupportedError,
@@ -87,6 +88,13 @@ def entry_points(kernel):
     buffer = out[2]
     x = np.zeros(8, np.float32)
     plan = kernel.plan([("f32", (8,)), ("f32", (8,))], [np.asarray])
+    t = torch.zeros(8, 128)
+    add = tpublas.add.Tensor
+    add(t, t)
+    blas_plan = add._fast
+    assert isinstance(blas_plan, _native.BlasPlan)
+    planned_args = [("tensor", _arrays.to_wire(t.numpy())), ("tensor", _arrays.to_wire(t.numpy())),
+                    ("float", 1.0)]
     functions = {
         "catalog": (lambda: _native.catalog(), None),
         "instantiate": (lambda: _native.instantiate("softmax", [8, 128], "f32"), "softmax"),
@@ -95,6 +103,11 @@ def entry_points(kernel):
         "stablehlo_ops": (lambda: _native.stablehlo_ops(), None),
         "tpublas_ops": (lambda: _native.tpublas_ops(), None),
         "tpublas_run": (lambda: _native.tpublas_run("aten.neg", []), "aten.neg"),
+        "tpublas_run_planned": (
+            lambda: _native.tpublas_run_planned("aten.add.Tensor", planned_args, [t, t, 1.0], {}),
+            "aten.add.Tensor",
+        ),
+        "set_min_split_bytes": (lambda: _native.set_min_split_bytes(0), None),
         "tpublas_warm_up": (lambda: _native.tpublas_warm_up(), None),
         "devices": (lambda: _native.devices(), None),
         "tpu_topologies": (lambda: _native.tpu_topologies(), None),
@@ -118,6 +131,8 @@ def entry_points(kernel):
         "Kernel.count": (lambda: kernel.count("input"), "add_vectors"),
         "Kernel.plan": (lambda: kernel.plan([("f32", (8,))] * 2, [np.asarray]), "add_vectors"),
         "LaunchPlan.run": (lambda: plan.run((x, x)), "add_vectors"),
+        "BlasPlan.run": (lambda: blas_plan.run([t, t, 1]), "aten.add.Tensor"),
+        "BlasPlan.floats": (lambda: blas_plan.floats, "aten.add.Tensor"),
         "Operand.shape": (lambda: operand.shape, None),
         "Operand.__repr__": (lambda: repr(operand), None),
         "Buffer.__len__": (lambda: len(buffer), None),
@@ -139,7 +154,8 @@ def defined_entry_points():
     }
     methods = {
         f"{cls.__name__}.{n}"
-        for cls in (_native.Kernel, _native.Operand, _native.Buffer, _native.LaunchPlan)
+        for cls in (_native.Kernel, _native.Operand, _native.Buffer, _native.LaunchPlan,
+                    _native.BlasPlan)
         for n, f in vars(cls).items()
         if (callable(f) or inspect.isgetsetdescriptor(f)) and n not in COMPARISONS
         and not (cls is _native.Operand and n in ("name", "role", "dtype"))
