@@ -95,7 +95,7 @@ def test_row_operators_on_few_rows(m, dtype, device):
     counts around both heights, with rows that do and do not fill a 1024-column window."""
     for n in (1000, 1024):
         g = torch.Generator().manual_seed(m * n)
-        x = ((torch.rand((m, n), generator=g, dtype=torch.float64) * 8 - 4)).to(dtype)
+        x = (torch.rand((m, n), generator=g, dtype=torch.float64) * 8 - 4).to(dtype)
         y = torch.softmax(x.double(), -1)
         grad = torch.rand((m, n), generator=g, dtype=torch.float64).to(dtype)
         with tb.device(device):
