@@ -52,6 +52,7 @@ fn domain(case: Case, dtype: DType, operand: usize) -> (f64, f64) {
             | UnaryOp::Logistic
             | UnaryOp::Floor
             | UnaryOp::Ceil
+            | UnaryOp::RoundEven
             | UnaryOp::Sin
             | UnaryOp::Cos
             | UnaryOp::Not => (-3.0, 3.0),
@@ -90,6 +91,7 @@ fn unary(op: UnaryOp, dtype: DType, a: f64) -> f64 {
         UnaryOp::Logistic => 1.0 / (1.0 + (-a).exp()),
         UnaryOp::Floor => a.floor(),
         UnaryOp::Ceil => a.ceil(),
+        UnaryOp::RoundEven => a.round_ties_even(),
         UnaryOp::Sin => a.sin(),
         UnaryOp::Cos => a.cos(),
         UnaryOp::Not => unreachable!("not accepts integers only"),

@@ -181,6 +181,8 @@ op_family! {
         Floor = "floor", Float, rust ["floor"], mosaic ["math.floor"], stablehlo ["stablehlo.floor"];
         /// Rounds toward positive infinity.
         Ceil = "ceil", Float, rust ["ceil"], mosaic ["math.ceil"], stablehlo ["stablehlo.ceil"];
+        /// Rounds to the nearest integer, halves to the even one (`jnp.round`, `np.round`).
+        RoundEven = "round_even", Float, rust ["round_ties_even"], mosaic ["math.roundeven"], stablehlo ["stablehlo.round_nearest_even"];
         /// The sine (radians).
         Sin = "sin", Float, rust ["sin"], mosaic ["math.sin"], stablehlo ["stablehlo.sine"];
         /// The cosine (radians).
@@ -208,6 +210,7 @@ macro_rules! float_unary_ops {
             | $crate::UnaryOp::Logistic
             | $crate::UnaryOp::Floor
             | $crate::UnaryOp::Ceil
+            | $crate::UnaryOp::RoundEven
             | $crate::UnaryOp::Sin
             | $crate::UnaryOp::Cos
     };

@@ -41,6 +41,7 @@ UNARY = {
     "logistic": jax.nn.sigmoid,
     "floor": jnp.floor,
     "ceil": jnp.ceil,
+    "round_even": jnp.round,
     "sin": jnp.sin,
     "cos": jnp.cos,
     "not": jnp.invert,

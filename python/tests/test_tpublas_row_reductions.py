@@ -85,3 +85,44 @@ def test_layer_norm_along_rows(n, dtype):
     torch.testing.assert_close(mean, want[1].to(dtype), **TOL[dtype])
     if n > 1:  # one column: rstd = 1/√eps, not a tolerance question
         torch.testing.assert_close(rstd, want[2].to(dtype), **TOL[dtype])
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpret"])
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("m", [1, 3, 8, 9, 17])
+def test_row_operators_on_few_rows(m, dtype, device):
+    """At most 8 rows run in 8-row windows (`rows::height`), more in 16-row ones: the row
+    counts around both heights, with rows that do and do not fill a 1024-column window."""
+    for n in (1000, 1024):
+        g = torch.Generator().manual_seed(m * n)
+        x = (torch.rand((m, n), generator=g, dtype=torch.float64) * 8 - 4).to(dtype)
+        y = torch.softmax(x.double(), -1)
+        grad = torch.rand((m, n), generator=g, dtype=torch.float64).to(dtype)
+        with tb.device(device):
+            got = {
+                "softmax": tb._softmax(x, -1, False),
+                "log_softmax": tb._log_softmax(x, -1, False),
+                "backward": tb._softmax_backward_data(grad, y.to(dtype), -1, dtype),
+                "sum": tb.sum.dim_IntList(x, [1]),
+                "mean": tb.mean.dim(x, [1]),
+                "amax": tb.amax(x, [1]),
+                "sum_all": tb.sum(x),
+            }
+        yq = y.to(dtype).double()
+        gy = grad.double() * yq
+        want = {
+            "softmax": y,
+            "log_softmax": torch.log_softmax(x.double(), -1),
+            "backward": gy - yq * gy.sum(-1, keepdim=True),
+            "sum": x.double().sum(1),
+            "mean": x.double().mean(1),
+            "amax": x.double().amax(1),
+            "sum_all": x.double().sum(),
+        }
+        for name, w in want.items():
+            tol = {"rtol": 2e-5, "atol": 2e-5 * (1 + w.abs().max().item())}
+            if dtype == BF16:
+                tol = {"rtol": 1.6e-2, "atol": 1.6e-2 * (1 + w.abs().max().item() / 64)}
+            assert got[name].dtype == dtype, name
+            torch.testing.assert_close(got[name].double(), w.to(dtype).double(), **tol,
+                                       msg=lambda s, name=name: f"{name}: {s}")

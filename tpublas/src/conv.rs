@@ -49,10 +49,11 @@ pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
         taps::gather_kernel(dtype)?,
         copy::kernel(dtype)?,
         Matmul::Mm.kernel(dtype, Bias::Row)?,
-        Reduction::Sum.kernel(dtype, dtype)?,
         crate::indexing::kernel(dtype)?,
     ]
     .into_iter()
+    // The bias gradient is `sum`'s (`Reduction::run`: any window height and width).
+    .chain(Reduction::Sum.kernels(dtype)?)
     .chain(crate::concat::kernels(dtype)?)
     .collect())
 }

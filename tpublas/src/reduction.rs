@@ -70,27 +70,28 @@ impl Reduction {
     /// The kernel reducing the rows of an `[m, n]` array of `dtype` into `[m, 1]` of `out`,
     /// in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        self.kernel_by(dtype, out, BN)
+        self.kernel_by(dtype, out, BM, BN)
     }
 
-    /// [`Reduction::kernel`] in windows of `bn` columns (see [`rows::width`]).
-    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize) -> Result<Prepared> {
-        memo(("reduction", self, dtype, out, bn), || {
-            Ok(self.build(dtype, out, bn)?)
+    /// [`Reduction::kernel`] in windows of `bm` rows and `bn` columns (see [`rows::height`],
+    /// [`rows::width`]).
+    pub fn kernel_by(self, dtype: DType, out: DType, bm: usize, bn: usize) -> Result<Prepared> {
+        memo(("reduction", self, dtype, out, bm, bn), || {
+            Ok(self.build(dtype, out, bm, bn)?)
         })
     }
 
-    fn build(self, dtype: DType, out: DType, bn: usize) -> tpukit::dsl::Result<Kernel> {
+    fn build(self, dtype: DType, out: DType, bm: usize, bn: usize) -> tpukit::dsl::Result<Kernel> {
         let fill = if self == Reduction::Amax {
             f64::NEG_INFINITY
         } else {
             0.0
         };
         let spec = CallSpec {
-            grid: rows::phased_grid_by(1, bn),
-            inputs: vec![rows::input_by(dtype, fill, bn)],
-            outputs: vec![rows::stat(out)],
-            scratch: vec![rows::acc()],
+            grid: rows::phased_grid_of(1, bm, bn),
+            inputs: vec![rows::input_of(dtype, fill, bm, bn)],
+            outputs: vec![rows::stat_of(out, bm)],
+            scratch: vec![rows::acc_of(bm)],
             ..Default::default()
         };
         match self {
@@ -100,14 +101,17 @@ impl Reduction {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: the row reduction in both window widths, and the
-    /// transpose that moves reduced dims last.
+    /// Every kernel for inputs of `dtype`: the row reduction in both window heights and
+    /// widths, and the transpose that moves reduced dims last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
-        Ok(vec![
-            self.kernel(dtype, dtype)?,
-            self.kernel_by(dtype, dtype, rows::WIDE)?,
-            crate::copy::kernel(dtype)?,
-        ])
+        let mut k = Vec::new();
+        for bm in [BM, rows::SHORT] {
+            for bn in [BN, rows::WIDE] {
+                k.push(self.kernel_by(dtype, dtype, bm, bn)?);
+            }
+        }
+        k.push(crate::copy::kernel(dtype)?);
+        Ok(k)
     }
 
     /// `op(x, dim, keepdim, *, dtype)`: ATen's `dim` list (empty or absent: every dim),
@@ -150,7 +154,8 @@ impl Reduction {
                 .with_kind(ErrorKind::Shape));
         }
         let (rows_x, _) = layout::to_rows(x, &dims)?;
-        let k = self.kernel_by(x.dtype(), x.dtype(), rows::width(rows_x.shape()[1]))?;
+        let (m, n) = (rows_x.shape()[0], rows_x.shape()[1]);
+        let k = self.kernel_by(x.dtype(), x.dtype(), rows::height(m), rows::width(n))?;
         let mut out = crate::launch::one(&k, &[&rows_x])?;
         if rows_x.shape()[1] == 0 && self == Reduction::Mean {
             // No column block ran: the sum is 0, the mean 0/0 = NaN (as in ATen).

@@ -37,6 +37,19 @@ pub fn width(n: usize) -> usize {
     }
 }
 
+/// Rows per window for `m` rows: [`BM`], or [`SHORT`] when `m` is at most that. A window
+/// taller than its array is staged on the CPU backend (copied into a block-sized buffer,
+/// the missing rows filled) and its body computes the missing rows too: a `[4, 1024]` f32
+/// softmax in `[16, 1024]` windows did four times the work it needed, plus the copies
+/// (BENCHMARKS.md, "From Python"). `SHORT` is f32's sublane tile, so windows of either
+/// height lower to Mosaic.
+pub fn height(m: usize) -> usize {
+    if m <= SHORT { SHORT } else { BM }
+}
+
+/// The window height of short arrays ([`height`]).
+pub const SHORT: usize = 8;
+
 /// Column block index of the windows read in every phase.
 fn col() -> IndexExpr {
     grid(2)
@@ -49,8 +62,13 @@ pub fn phased_grid(phases: usize) -> Vec<GridAxis> {
 
 /// [`phased_grid`] with windows of `bn` columns.
 pub fn phased_grid_by(phases: usize, bn: usize) -> Vec<GridAxis> {
+    phased_grid_of(phases, BM, bn)
+}
+
+/// [`phased_grid`] with windows of `bm` rows and `bn` columns.
+pub fn phased_grid_of(phases: usize, bm: usize, bn: usize) -> Vec<GridAxis> {
     vec![
-        GridAxis::parallel(Extent::cdiv("m", BM)),
+        GridAxis::parallel(Extent::cdiv("m", bm)),
         GridAxis::arbitrary(phases),
         GridAxis::arbitrary(Extent::cdiv("n", bn)),
     ]
@@ -63,8 +81,13 @@ pub fn input(dtype: DType, fill: f64) -> ArraySpec {
 
 /// [`input`] in windows of `bn` columns.
 pub fn input_by(dtype: DType, fill: f64, bn: usize) -> ArraySpec {
+    input_of(dtype, fill, BM, bn)
+}
+
+/// [`input`] in windows of `bm` rows and `bn` columns.
+pub fn input_of(dtype: DType, fill: f64, bm: usize, bn: usize) -> ArraySpec {
     ArraySpec::new(dtype, ["m", "n"])
-        .blocked([BM, bn], [grid(0), col()])
+        .blocked([bm, bn], [grid(0), col()])
         .fill(fill)
 }
 
@@ -75,17 +98,27 @@ pub fn output(dtype: DType, phases: usize) -> ArraySpec {
 
 /// [`output`] in windows of `bn` columns.
 pub fn output_by(dtype: DType, phases: usize, bn: usize) -> ArraySpec {
+    output_of(dtype, phases, BM, bn)
+}
+
+/// [`output`] in windows of `bm` rows and `bn` columns.
+pub fn output_of(dtype: DType, phases: usize, bm: usize, bn: usize) -> ArraySpec {
     let j = if phases == 1 {
         col()
     } else {
         col() * (grid(1) / (phases as i64 - 1))
     };
-    ArraySpec::new(dtype, ["m", "n"]).blocked([BM, bn], [grid(0), j])
+    ArraySpec::new(dtype, ["m", "n"]).blocked([bm, bn], [grid(0), j])
 }
 
 /// A per-row statistic `[m, 1]` (reduction results, mean, rstd).
 pub fn stat(dtype: DType) -> ArraySpec {
-    ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(1)]).blocked([BM, 1], [grid(0), 0.into()])
+    stat_of(dtype, BM)
+}
+
+/// [`stat`] in windows of `bm` rows.
+pub fn stat_of(dtype: DType, bm: usize) -> ArraySpec {
+    ArraySpec::new(dtype, [Dim::sym("m"), Dim::Static(1)]).blocked([bm, 1], [grid(0), 0.into()])
 }
 
 /// A per-column vector `[1, n]` (a norm's weight or bias), read in every phase.
@@ -103,7 +136,12 @@ pub fn column_vector_by(dtype: DType, bn: usize) -> ArraySpec {
 
 /// `[BM, 1]` f32 scratch for one per-row running value.
 pub fn acc() -> ArraySpec {
-    ArraySpec::new(DType::F32, [BM, 1])
+    acc_of(BM)
+}
+
+/// [`acc`] for windows of `bm` rows.
+pub fn acc_of(bm: usize) -> ArraySpec {
+    ArraySpec::new(DType::F32, [bm, 1])
 }
 
 /// The call spec of a kernel over a batch of matrices `[b, m, n]` in `[BM, BN]` tiles (batch

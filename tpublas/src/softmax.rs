@@ -122,16 +122,23 @@ impl Softmax {
 
     /// The kernel over `[m, n]` rows of `dtype`, output `out`, in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        self.kernel_by(dtype, out, BN, false)
+        self.kernel_by(dtype, out, BM, BN, false)
     }
 
-    /// [`Softmax::kernel`] in windows of `bn` columns (see [`rows::width`]); with `whole`,
-    /// for rows of at most `bn` elements (one window per row: [`softmax_row`], for the
-    /// forward operators).
-    pub fn kernel_by(self, dtype: DType, out: DType, bn: usize, whole: bool) -> Result<Prepared> {
+    /// [`Softmax::kernel`] in windows of `bm` rows and `bn` columns (see [`rows::height`],
+    /// [`rows::width`]); with `whole`, for rows of at most `bn` elements (one window per
+    /// row: [`softmax_row`], for the forward operators).
+    pub fn kernel_by(
+        self,
+        dtype: DType,
+        out: DType,
+        bm: usize,
+        bn: usize,
+        whole: bool,
+    ) -> Result<Prepared> {
         let whole = whole && self.forward();
-        memo(("softmax", self, dtype, out, bn, whole), || {
-            Ok(self.build(dtype, out, bn, whole)?)
+        memo(("softmax", self, dtype, out, bm, bn, whole), || {
+            Ok(self.build(dtype, out, bm, bn, whole)?)
         })
     }
 
@@ -143,6 +150,7 @@ impl Softmax {
         self,
         dtype: DType,
         out: DType,
+        bm: usize,
         bn: usize,
         whole: bool,
     ) -> tpukit::dsl::Result<Kernel> {
@@ -150,32 +158,32 @@ impl Softmax {
         match self {
             _ if whole => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid_by(1, bn),
-                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
-                    outputs: vec![rows::output_by(out, 1, bn)],
+                    grid: rows::phased_grid_of(1, bm, bn),
+                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
+                    outputs: vec![rows::output_of(out, 1, bm, bn)],
                     ..Default::default()
                 };
                 softmax_row(&spec, log, safe, out)
             }
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid_by(2, bn),
-                    inputs: vec![rows::input_by(dtype, f64::NEG_INFINITY, bn)],
-                    outputs: vec![rows::output_by(out, 2, bn)],
-                    scratch: vec![rows::acc(), rows::acc()],
+                    grid: rows::phased_grid_of(2, bm, bn),
+                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
+                    outputs: vec![rows::output_of(out, 2, bm, bn)],
+                    scratch: vec![rows::acc_of(bm), rows::acc_of(bm)],
                     ..Default::default()
                 };
                 softmax_rows(&spec, log, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = CallSpec {
-                    grid: rows::phased_grid_by(2, bn),
+                    grid: rows::phased_grid_of(2, bm, bn),
                     inputs: vec![
-                        rows::input_by(dtype, 0.0, bn),
-                        rows::input_by(dtype, 0.0, bn),
+                        rows::input_of(dtype, 0.0, bm, bn),
+                        rows::input_of(dtype, 0.0, bm, bn),
                     ],
-                    outputs: vec![rows::output_by(out, 2, bn)],
-                    scratch: vec![rows::acc()],
+                    outputs: vec![rows::output_of(out, 2, bm, bn)],
+                    scratch: vec![rows::acc_of(bm)],
                     ..Default::default()
                 };
                 if self == Softmax::Backward {
@@ -187,7 +195,7 @@ impl Softmax {
         }
     }
 
-    /// Every kernel for inputs of `dtype`, in both window widths: output of the same dtype, the other float dtype
+    /// Every kernel for inputs of `dtype`, in both window heights and widths: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
@@ -204,11 +212,13 @@ impl Softmax {
         } else {
             &[false]
         };
-        for bn in [BN, rows::WIDE] {
-            for &whole in wholes {
-                k.push(self.kernel_by(dtype, dtype, bn, whole)?);
-                if let Some(out) = other {
-                    k.push(self.kernel_by(dtype, out, bn, whole)?);
+        for bm in [BM, rows::SHORT] {
+            for bn in [BN, rows::WIDE] {
+                for &whole in wholes {
+                    k.push(self.kernel_by(dtype, dtype, bm, bn, whole)?);
+                    if let Some(out) = other {
+                        k.push(self.kernel_by(dtype, out, bm, bn, whole)?);
+                    }
                 }
             }
         }
@@ -262,9 +272,9 @@ impl Softmax {
             perm = p;
         }
         let refs: Vec<&HostArray> = rows_in.iter().collect();
-        let n = rows_in[0].shape()[1];
+        let (m, n) = (rows_in[0].shape()[0], rows_in[0].shape()[1]);
         let bn = rows::width(n);
-        let k = self.kernel_by(x.dtype(), out, bn, n <= bn)?;
+        let k = self.kernel_by(x.dtype(), out, rows::height(m), bn, n <= bn)?;
         let o = crate::launch::one(&k, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }

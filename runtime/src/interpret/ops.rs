@@ -61,6 +61,7 @@ pub(super) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
             UnaryOp::Logistic => 1.0 / (1.0 + (-a).exp()),
             UnaryOp::Floor => a.floor(),
             UnaryOp::Ceil => a.ceil(),
+            UnaryOp::RoundEven => a.round_ties_even(),
             UnaryOp::Sin => a.sin(),
             UnaryOp::Cos => a.cos(),
             UnaryOp::Not => unreachable!("verified: not on floats"),

@@ -148,9 +148,12 @@ fn own_cost(f: &Func, op: &Op) -> Option<u32> {
         OpKind::Compare { .. } | OpKind::Select { .. } => 1,
         OpKind::Cast { .. } => arith(op),
         OpKind::Unary { op: u, .. } => match u {
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not | UnaryOp::Floor | UnaryOp::Ceil => {
-                arith(op)
-            }
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Not
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::RoundEven => arith(op),
             _ => COSTLY,
         },
         OpKind::Binary { op: b, .. } => match b {
