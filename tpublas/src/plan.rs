@@ -2,7 +2,7 @@
 //! for the next call with tensors of the same dtypes and shapes and the same other arguments
 //! without running the operator's host code again ([`run_planned`]).
 //!
-//! A plan is made from a trace of the call ([`crate::launch::trace`]) only when the replay
+//! A plan is made from a trace of the call (`launch::trace`) only when the replay
 //! provably computes what the operator would:
 //! - the operator's family reads no tensor's elements on the host, except a one-element
 //!   tensor's value (a number passed as a tensor; [`Op::plannable`]), and makes no launch

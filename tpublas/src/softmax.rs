@@ -3,7 +3,7 @@
 //!
 //! Softmax keeps a running row maximum `mx` and a running sum `sm` of `exp(x − mx)`,
 //! rescaling the sum when the maximum grows (online softmax), so each row is read twice
-//! whatever its length; a row that fits one window is read once ([`softmax_row`]). The maximum starts at −3e38, not −∞: a column block whose elements
+//! whatever its length; a row that fits one window is read once (`softmax_row`). The maximum starts at −3e38, not −∞: a column block whose elements
 //! are all −∞ then leaves `sm` at 0 instead of NaN (−∞ − −∞), and a row that is −∞
 //! throughout ends as 0/0 = NaN, as in ATen.
 
@@ -127,7 +127,7 @@ impl Softmax {
 
     /// [`Softmax::kernel`] in windows of `bm` rows and `bn` columns (see [`rows::height`],
     /// [`rows::width`]); with `whole`, for rows of at most `bn` elements (one window per
-    /// row: [`softmax_row`], for the forward operators).
+    /// row: `softmax_row`, for the forward operators).
     pub fn kernel_by(
         self,
         dtype: DType,

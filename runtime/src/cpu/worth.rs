@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Window};
 
-/// The work (bytes touched, see [`work_bytes`], plus `dot` flops) below which a launch runs
+/// The work (bytes touched, see `work_bytes`, plus `dot` flops) below which a launch runs
 /// on the calling thread alone: 3 MiB.
 ///
 /// Measured (2026-11-27, 2 cores shared with other work) with tpuBLAS `add` (work: 3× one
