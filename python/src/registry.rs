@@ -132,7 +132,7 @@ impl Entry {
     }
 }
 
-fn size_bytes(a: &RawArray) -> usize {
+pub(crate) fn size_bytes(a: &RawArray) -> usize {
     a.shape.iter().product::<usize>() * a.dtype.size_bytes()
 }
 
@@ -140,7 +140,7 @@ fn size_bytes(a: &RawArray) -> usize {
 ///
 /// # Safety
 /// `a`'s memory holds its dtype and shape, row-major.
-unsafe fn copy(a: &RawArray) -> HostArray {
+pub(crate) unsafe fn copy(a: &RawArray) -> HostArray {
     let len = size_bytes(a);
     let bytes: &[u8] = if len == 0 {
         &[]
