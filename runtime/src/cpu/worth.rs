@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Window};
 
-/// The work (bytes touched, see `work_bytes`, plus `dot` flops) below which a launch runs
+/// The work (bytes touched, see `step_bytes`, plus `dot` flops) below which a launch runs
 /// on the calling thread alone: 3 MiB.
 ///
 /// Measured (2026-11-27, 2 cores shared with other work) with tpuBLAS `add` (work: 3× one
@@ -57,7 +57,9 @@ pub(crate) fn worth_splitting(kernel: &Kernel, grid: &[i64], dims: &[i64], flops
     let steps = grid
         .iter()
         .fold(1usize, |n, &g| n.saturating_mul(g.max(0) as usize));
-    let work = work_bytes(kernel, grid, dims).saturating_add(flops.saturating_mul(steps));
+    let work = step_bytes(kernel, dims)
+        .saturating_add(flops)
+        .saturating_mul(steps);
     work >= threshold
 }
 
@@ -85,14 +87,11 @@ pub(crate) fn dot_flops(kernel: &Kernel) -> usize {
     walk(kernel, &kernel.body.body)
 }
 
-/// The bytes a launch's windows cover: for each non-scratch operand, its block (the whole
-/// array for [`Window::Whole`]) times its element size, summed, times the grid's steps
-/// (saturating). For an elementwise kernel this is the bytes it reads and writes; a kernel
-/// that visits its input in several phases (softmax) counts each visit.
-pub(crate) fn work_bytes(kernel: &Kernel, grid: &[i64], dims: &[i64]) -> usize {
-    let steps = grid
-        .iter()
-        .fold(1usize, |n, &g| n.saturating_mul(g.max(0) as usize));
+/// The bytes a launch's windows cover in one grid step: for each non-scratch operand, its
+/// block (the whole array for [`Window::Whole`]) times its element size, summed
+/// (saturating). Times the steps, for an elementwise kernel this is the bytes it reads and
+/// writes; a kernel that visits its input in several phases (softmax) counts each visit.
+fn step_bytes(kernel: &Kernel, dims: &[i64]) -> usize {
     let mut per_step = 0usize;
     let mut at = 0;
     for o in &kernel.operands {
@@ -112,5 +111,5 @@ pub(crate) fn work_bytes(kernel: &Kernel, grid: &[i64], dims: &[i64]) -> usize {
         };
         per_step = per_step.saturating_add(elements.saturating_mul(o.dtype.size_bytes()));
     }
-    per_step.saturating_mul(steps)
+    per_step
 }
