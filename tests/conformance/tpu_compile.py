@@ -51,8 +51,11 @@ class Compiler:
             row.update(compile_ms=c.compile_ms, executable_bytes=len(c.executable))
         else:
             row["error"] = c.error
-        finals = sorted(set(glob.glob(os.path.join(self.dump, "*post-finalize-llo.txt"))) - before)
+        written = set(glob.glob(os.path.join(self.dump, "*"))) - before
+        finals = sorted(f for f in written if f.endswith("post-finalize-llo.txt"))
         row["llo_ops"] = [llo_op_count(pathlib.Path(f).read_text()) for f in finals]
+        for f in written:  # every pass's module is dumped: ~0.5 MB per compile, 1 GB per suite
+            pathlib.Path(f).unlink(missing_ok=True)
         return row
 
 
