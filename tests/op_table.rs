@@ -53,6 +53,7 @@ fn domain(case: Case, dtype: DType, operand: usize) -> (f64, f64) {
             | UnaryOp::Floor
             | UnaryOp::Ceil
             | UnaryOp::RoundEven
+            | UnaryOp::Round
             | UnaryOp::Sin
             | UnaryOp::Cos
             | UnaryOp::Not => (-3.0, 3.0),
@@ -92,6 +93,7 @@ fn unary(op: UnaryOp, dtype: DType, a: f64) -> f64 {
         UnaryOp::Floor => a.floor(),
         UnaryOp::Ceil => a.ceil(),
         UnaryOp::RoundEven => a.round_ties_even(),
+        UnaryOp::Round => a.round(),
         UnaryOp::Sin => a.sin(),
         UnaryOp::Cos => a.cos(),
         UnaryOp::Not => unreachable!("not accepts integers only"),

@@ -183,6 +183,9 @@ op_family! {
         Ceil = "ceil", Float, rust ["ceil"], mosaic ["math.ceil"], stablehlo ["stablehlo.ceil"];
         /// Rounds to the nearest integer, halves to the even one (`jnp.round`, `np.round`).
         RoundEven = "round_even", Float, rust ["round_ties_even"], mosaic ["math.roundeven"], stablehlo ["stablehlo.round_nearest_even"];
+        /// Rounds to the nearest integer, halves away from zero (`lax.round`'s default,
+        /// Rust's `f32::round`).
+        Round = "round", Float, rust ["round"], mosaic ["math.round"], stablehlo ["stablehlo.round_nearest_afz"];
         /// The sine (radians).
         Sin = "sin", Float, rust ["sin"], mosaic ["math.sin"], stablehlo ["stablehlo.sine"];
         /// The cosine (radians).
@@ -211,6 +214,7 @@ macro_rules! float_unary_ops {
             | $crate::UnaryOp::Floor
             | $crate::UnaryOp::Ceil
             | $crate::UnaryOp::RoundEven
+            | $crate::UnaryOp::Round
             | $crate::UnaryOp::Sin
             | $crate::UnaryOp::Cos
     };

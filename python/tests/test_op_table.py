@@ -42,6 +42,7 @@ UNARY = {
     "floor": jnp.floor,
     "ceil": jnp.ceil,
     "round_even": jnp.round,
+    "round": lax.round,
     "sin": jnp.sin,
     "cos": jnp.cos,
     "not": jnp.invert,

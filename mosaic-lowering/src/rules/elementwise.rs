@@ -127,6 +127,7 @@ fn unary_value<'c>(em: &Emitter<'c>, u: UnaryOp, v: Val<'c>, ty: &Type) -> Resul
             UnaryOp::Floor => math("math.floor")?,
             UnaryOp::Ceil => math("math.ceil")?,
             UnaryOp::RoundEven => math("math.roundeven")?,
+            UnaryOp::Round => math("math.round")?,
             UnaryOp::Sin => math("math.sin")?,
             UnaryOp::Cos => math("math.cos")?,
             // `jax.nn.sigmoid` lowers to `1 / (1 + exp(-x))` in arith/math ops.

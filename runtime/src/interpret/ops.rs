@@ -62,6 +62,7 @@ pub(super) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
             UnaryOp::Floor => a.floor(),
             UnaryOp::Ceil => a.ceil(),
             UnaryOp::RoundEven => a.round_ties_even(),
+            UnaryOp::Round => a.round(),
             UnaryOp::Sin => a.sin(),
             UnaryOp::Cos => a.cos(),
             UnaryOp::Not => unreachable!("verified: not on floats"),

@@ -153,7 +153,8 @@ fn own_cost(f: &Func, op: &Op) -> Option<u32> {
             | UnaryOp::Not
             | UnaryOp::Floor
             | UnaryOp::Ceil
-            | UnaryOp::RoundEven => arith(op),
+            | UnaryOp::RoundEven
+            | UnaryOp::Round => arith(op),
             _ => COSTLY,
         },
         OpKind::Binary { op: b, .. } => match b {

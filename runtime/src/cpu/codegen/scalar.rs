@@ -174,6 +174,7 @@ impl<'ctx> Emitter<'ctx, '_> {
             UnaryOp::Floor => intr("llvm.floor")?,
             UnaryOp::Ceil => intr("llvm.ceil")?,
             UnaryOp::RoundEven => intr("llvm.roundeven")?,
+            UnaryOp::Round => intr("llvm.round")?,
             UnaryOp::Sin => intr("llvm.sin")?,
             UnaryOp::Cos => intr("llvm.cos")?,
             UnaryOp::Not => return Err(format!("`not` on {dtype}").into()),
