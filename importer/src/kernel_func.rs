@@ -114,10 +114,11 @@ pub fn signature(
     }
     let windows = window_params(kernel, n_windows)?;
     let modes = pipeline_buffers(kernel, n_windows)?;
-    // One step (all extents static): every window is fetched once.
-    let one_step = grid
+    // The axes whose index changes between steps (a traced extent may exceed 1).
+    let steps: Vec<bool> = grid
         .iter()
-        .all(|a| matches!(a.extent, Extent::Static(n) if n <= 1));
+        .map(|a| !matches!(a.extent, Extent::Static(n) if n <= 1))
+        .collect();
     let mut vmem = Vec::new();
     let memref = |i: usize| -> Result<(Type, MemorySpace)> {
         match &arg_types[i] {
@@ -171,8 +172,40 @@ pub fn signature(
         if space == MemorySpace::Any {
             array = array.any();
         }
+        // A whole operand in SMEM stays there on a TPU (a windowed one is pipelined as VMEM
+        // windows are, and imported as one).
+        if space == MemorySpace::Smem && window.is_none() {
+            array = array.smem();
+        }
+        // Whether the window's block index changes between steps (a whole array's does not).
+        let mut changes = false;
+        if let Some((transform, block_shape, element)) = window {
+            if block_shape.len() != global.shape.len() {
+                return Err(Error::new(format!(
+                    "{what} {index}: block {block_shape:?} does not match the array's rank {}",
+                    global.shape.len()
+                )));
+            }
+            let f = funcs.get(transform).ok_or_else(|| {
+                Error::new(format!("index map `{transform}` is not in the module"))
+            })?;
+            let map = index_map(f, spec.grid.len(), n_values)?;
+            let varies = |axis: usize| steps.get(axis).copied().unwrap_or(true);
+            changes = map.iter().any(|e| e.reads_grid(&varies));
+            let (block, index_map) = match element {
+                Some(low) => element_window::element_dims(block_shape, map, low),
+                None => (
+                    block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
+                    map,
+                ),
+            };
+            array.block = Some(Blocking {
+                block,
+                index_map,
+                fill: None,
+            });
+        }
         if space == MemorySpace::Vmem {
-            let whole = ty.shape == global.shape;
             vmem.push(Allocation {
                 what: format!(
                     "{what} window allocation for operator {what} {}",
@@ -185,36 +218,9 @@ pub fn signature(
                 dtype: ty.dtype,
                 shape: ty.shape.clone(),
                 full: Some(global.shape.clone()),
-                buffers: modes[k].unwrap_or(if whole || one_step { 1 } else { 2 }),
-            });
-        }
-        // A whole operand in SMEM stays there on a TPU (a windowed one is pipelined as VMEM
-        // windows are, and imported as one).
-        if space == MemorySpace::Smem && window.is_none() {
-            array = array.smem();
-        }
-        if let Some((transform, block_shape, element)) = window {
-            if block_shape.len() != global.shape.len() {
-                return Err(Error::new(format!(
-                    "{what} {index}: block {block_shape:?} does not match the array's rank {}",
-                    global.shape.len()
-                )));
-            }
-            let f = funcs.get(transform).ok_or_else(|| {
-                Error::new(format!("index map `{transform}` is not in the module"))
-            })?;
-            let map = index_map(f, spec.grid.len(), n_values)?;
-            let (block, index_map) = match element {
-                Some(low) => element_window::element_dims(block_shape, map, low),
-                None => (
-                    block_shape.iter().map(|&n| BlockDim::Blocked(n)).collect(),
-                    map,
-                ),
-            };
-            array.block = Some(Blocking {
-                block,
-                index_map,
-                fill: None,
+                // A TPU's pipeline fetches a window whose block index no step changes once,
+                // into one buffer, and double buffers any other unless the spec says so.
+                buffers: modes[k].unwrap_or(if changes { 2 } else { 1 }),
             });
         }
         if role == Role::Input {

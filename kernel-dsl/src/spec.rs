@@ -251,6 +251,27 @@ impl IndexExpr {
     pub fn min(self, rhs: impl Into<IndexExpr>) -> IndexExpr {
         IndexExpr::Binary(IndexBinOp::Min, Box::new(self), Box::new(rhs.into()))
     }
+
+    /// Whether the expression reads the grid index of an axis for which `varies` holds
+    /// (directly, or in a prefetch element's index). Extents and prefetch arrays are fixed
+    /// for a whole call, so an expression reading no such axis is the same at every step.
+    pub fn reads_grid(&self, varies: &dyn Fn(usize) -> bool) -> bool {
+        match self {
+            IndexExpr::Grid(axis) => varies(*axis),
+            IndexExpr::NumPrograms(_) | IndexExpr::Const(_) => false,
+            IndexExpr::Binary(_, a, b) | IndexExpr::Compare(_, a, b) => {
+                a.reads_grid(varies) || b.reads_grid(varies)
+            }
+            IndexExpr::Select {
+                cond,
+                on_true,
+                on_false,
+            } => [cond, on_true, on_false]
+                .iter()
+                .any(|e| e.reads_grid(varies)),
+            IndexExpr::Prefetch { index, .. } => index.iter().any(|e| e.reads_grid(varies)),
+        }
+    }
 }
 
 impl From<i64> for IndexExpr {

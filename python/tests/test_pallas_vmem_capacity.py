@@ -1,7 +1,10 @@
-"""A TPU Pallas call whose windows and VMEM scratch exceed a TPU's VMEM (128 MiB on v5e and
-v6e) does not compile on a TPU: tpukit refuses it too, listing each allocation, as an
-``OutOfMemoryError`` (under ``on_cpu()``, the ``JaxRuntimeError`` a TPU's compile raises),
-while the same call with blocks that fit runs, checked against numpy."""
+"""A TPU Pallas call whose windows and VMEM scratch exceed its ``vmem_limit_bytes`` or, without
+one, a v5e's default scoped VMEM (16 MiB; the whole VMEM is 128 MiB) does not compile on a TPU:
+tpukit refuses it too, listing each allocation, as an ``OutOfMemoryError`` (under
+``on_cpu()``, the ``JaxRuntimeError`` a TPU's compile raises), while the same call with blocks
+that fit runs, checked against numpy. A window whose block index no grid step changes is
+single buffered, as a TPU's pipeline fetches it once; the limits were measured with libtpu's
+v5e compile (16 MiB of windows compile, 16 MiB and 1 KiB do not)."""
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +47,7 @@ def test_windows_beyond_vmem_are_refused_naming_each(buffers):
     kernel = pallas.custom_kernel(lambda x: jax.ShapeDtypeStruct(shape, jnp.float32), copy,
                                   grid=(2, 1), in_specs=[pl.BlockSpec(block, lambda i, j: (i, j))],
                                   out_specs=pl.BlockSpec(block, lambda i, j: (i, j)))
-    with pytest.raises(tpukit.OutOfMemoryError, match="more than the 128.00 MiB of VMEM"):
+    with pytest.raises(tpukit.OutOfMemoryError, match="more than the 16.00 MiB of scoped VMEM"):
         kernel(np.zeros(shape, np.float32))
 
 
@@ -91,3 +94,48 @@ def test_the_call_s_vmem_limit_bounds_its_windows(rng):
         jax.jit(call(256))(x)
     with pallas.on_cpu():
         assert_close(jax.jit(call(2**18))(x), x * 2, "x * 2")
+
+
+MIB = 1 << 20
+
+
+def window_call(grid, index_map, window_kib=10 * 1024, compiler_params=None, **spec):
+    """An (i8) output of 100 MiB written in windows of ``window_kib`` KiB."""
+    def body(o_ref):
+        o_ref[...] = jnp.full(o_ref.shape, 3, jnp.int8)
+
+    block = pl.BlockSpec((window_kib * 1024,), index_map, **spec)
+    return pl.pallas_call(body, grid=grid, out_specs=block, compiler_params=compiler_params,
+                          out_shape=jax.ShapeDtypeStruct((100 * MIB,), jnp.int8))
+
+
+@pytest.mark.parametrize(("grid", "index_map", "spec"), [
+    ((4, 1), lambda i, j: (j,), {}),  # the index reads only an axis of one step
+    ((1, 4), lambda i, j: (i,), {}),
+    ((4, 1), lambda i, j: (j + i,), {"pipeline_mode": pl.Buffered(1)}),
+])
+def test_a_window_fetched_once_is_single_buffered(grid, index_map, spec):
+    with pallas.on_cpu():
+        jax.jit(window_call(grid, index_map, **spec)).lower().compile()
+
+
+def test_a_window_that_changes_is_double_buffered_within_the_scoped_limit():
+    with pallas.on_cpu(), pytest.raises(jax.errors.JaxRuntimeError, match="Ran out of memory"):
+        jax.jit(window_call((4, 1), lambda i, j: (j + i,))).lower()
+    # 2 x 8 MiB is exactly the limit; 2 x (8 MiB + 1 KiB) is over it.
+    with pallas.on_cpu():
+        jax.jit(window_call((4, 1), lambda i, j: (i,), window_kib=8 * 1024)).lower()
+    with pallas.on_cpu(), pytest.raises(jax.errors.JaxRuntimeError, match="16.00 MiB of scoped"):
+        jax.jit(window_call((4, 1), lambda i, j: (i,), window_kib=8 * 1024 + 1)).lower()
+    # The call's vmem_limit_bytes raises the limit.
+    raised = pltpu.CompilerParams(vmem_limit_bytes=32 * MIB)
+    with pallas.on_cpu():
+        jax.jit(window_call((4, 1), lambda i, j: (j + i,), compiler_params=raised)).lower()
+
+
+def test_a_fetched_once_window_runs_and_writes_every_block():
+    """The (4, 1) grid whose index map reads the one-step axis writes block 0 four times;
+    the rest of the output is never written (undefined in Pallas; zeros on the CPU)."""
+    with pallas.on_cpu():
+        got = np.asarray(jax.jit(window_call((4, 1), lambda i, j: (j,), window_kib=64))())
+    assert (got[:64 * 1024] == 3).all()

@@ -36,6 +36,7 @@ from tpukit.helion._values import DeviceMode, DTensor
 from tpukit.helion._where import where, where_tb
 
 DEFAULT_INNER_BLOCK = 128
+VMEM_BYTES = 128 << 20  # a v5e or v6e TensorCore's VMEM
 _DYNAMIC_POINTS = ("grid", "dyn", "gather", "wrows")
 
 
@@ -534,7 +535,10 @@ def _pallas_call(st, spec, plan, extents, arbitrary, device_fn, c0):
         lambda *a: out_shapes,
         body,
         input_output_aliases=aliases,
-        compiler_params=pltpu.CompilerParams(dimension_semantics=semantics),
+        # A Helion kernel's whole-array operands (gather tables) may take all of a
+        # TensorCore's VMEM, not only the scoped default a Pallas call gets.
+        compiler_params=pltpu.CompilerParams(dimension_semantics=semantics,
+                                             vmem_limit_bytes=VMEM_BYTES),
         name=st.kernel.name,
         **call,
     )
