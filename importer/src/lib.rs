@@ -94,47 +94,43 @@ pub fn import_mosaic(
     results: &[Type],
     name: &str,
 ) -> Result<Kernel> {
-    import_mosaic_aliased(body, operands, results, &[], name)
+    import_mosaic_with(body, operands, results, name, &CallOptions::default())
 }
 
-/// [`import_mosaic`] of a call whose results alias operands (`output_operand_aliases`:
-/// `(result, operand)` pairs, operands counted as the call passes them). An input left in
-/// HBM that aliases an output in HBM is the output's memory: a kernel that copies into it
-/// (a Pallas kernel over refs closed over from `pl.run_state`, discharged into aliased
-/// operands) writes the output (see `aliased_targets`).
-pub fn import_mosaic_aliased(
+/// What a `tpu_custom_call` says of its kernel beyond the body and the types.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// The call's results that alias operands (`output_operand_aliases`: `(result, operand)`
+    /// pairs, operands counted as the call passes them). An input left in HBM that aliases
+    /// an output in HBM is the output's memory: a kernel that copies into it (a Pallas
+    /// kernel over refs closed over from `pl.run_state`, discharged into aliased operands)
+    /// writes the output.
+    pub aliases: Vec<(usize, usize)>,
+    /// The VMEM the call was compiled with (Pallas' `vmem_limit_bytes`): a kernel whose
+    /// windows and VMEM scratch need more is refused as a TPU's compiler refuses it; without
+    /// one, the limit is a v5e's default scoped VMEM (16 MiB).
+    pub vmem_limit: Option<usize>,
+}
+
+/// [`import_mosaic`] of a call with [`CallOptions`].
+pub fn import_mosaic_with(
     body: &str,
     operands: &[Type],
     results: &[Type],
-    aliases: &[(usize, usize)],
     name: &str,
+    options: &CallOptions,
 ) -> Result<Kernel> {
-    import_mosaic_limited(body, operands, results, aliases, None, name)
-}
-
-/// [`import_mosaic_aliased`] of a call compiled with a VMEM limit (Pallas'
-/// `vmem_limit_bytes`): a kernel whose windows and VMEM scratch need more is refused as a
-/// TPU's compiler refuses it (see `vmem`); without one, more than a TPU's whole VMEM is.
-pub fn import_mosaic_limited(
-    body: &str,
-    operands: &[Type],
-    results: &[Type],
-    aliases: &[(usize, usize)],
-    vmem_limit: Option<usize>,
-    name: &str,
-) -> Result<Kernel> {
-    import_mosaic_inner(body, operands, results, aliases, vmem_limit, name)
-        .map_err(|e| e.in_kernel(name))
+    import_mosaic_inner(body, operands, results, name, options).map_err(|e| e.in_kernel(name))
 }
 
 fn import_mosaic_inner(
     body: &str,
     operands: &[Type],
     results: &[Type],
-    aliases: &[(usize, usize)],
-    vmem_limit: Option<usize>,
     name: &str,
+    options: &CallOptions,
 ) -> Result<Kernel> {
+    let aliases = options.aliases.as_slice();
     let text = memory_space::rewrite(body)?;
     let context = mosaic_context();
     let module = parse(&context, &text)?;
@@ -156,7 +152,8 @@ fn import_mosaic_inner(
     }
     let kernel_fn =
         kernel_fn.ok_or_else(|| Error::new("the Mosaic module has no kernel function"))?;
-    let mut sig = kernel_func::signature(&kernel_fn, &funcs, operands, results, vmem_limit)?;
+    let mut sig =
+        kernel_func::signature(&kernel_fn, &funcs, operands, results, options.vmem_limit)?;
     // A Pallas output holds nothing until the kernel writes it, unless an input aliases it.
     for (j, output) in sig.spec.outputs.iter_mut().enumerate() {
         if !aliases.iter().any(|&(result, _)| result == j) {

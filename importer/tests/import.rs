@@ -7,7 +7,7 @@ use tpukit_dsl::{
     BlockDim, DType, ErrorKind, Extent, Kernel, OpKind, Region, Role, Semantics, Type, Window,
     print_kernel,
 };
-use tpukit_import::{import_mosaic, tensor_type};
+use tpukit_import::{CallOptions, import_mosaic, tensor_type};
 
 /// A fixture: its body and the custom call's operand and result types (first two lines).
 fn fixture(name: &str) -> (String, Vec<Type>, Vec<Type>) {
@@ -162,8 +162,12 @@ fn a_window_of_semaphores_is_refused_by_name() {
 fn windows_beyond_the_vmem_limit_are_refused_naming_each() {
     let (text, operands, results) = fixture("softmax");
     // Two double-buffered 8x128 f32 windows (grid of 2): 16 KiB.
-    let import = |limit| {
-        tpukit_import::import_mosaic_limited(&text, &operands, &results, &[], limit, "softmax")
+    let import = |vmem_limit| {
+        let options = CallOptions {
+            vmem_limit,
+            ..CallOptions::default()
+        };
+        tpukit_import::import_mosaic_with(&text, &operands, &results, "softmax", &options)
     };
     assert!(import(Some(16 << 10)).is_ok());
     let e = import(Some((16 << 10) - 1)).unwrap_err();
@@ -184,8 +188,12 @@ fn windows_beyond_the_vmem_limit_are_refused_naming_each() {
         "{pipeline_mode = #tpu.pipeline_mode<synchronous>, transform_indices = @transform_0",
         1,
     );
-    let single = |limit| {
-        tpukit_import::import_mosaic_limited(&single, &operands, &results, &[], limit, "softmax")
+    let single = |vmem_limit| {
+        let options = CallOptions {
+            vmem_limit,
+            ..CallOptions::default()
+        };
+        tpukit_import::import_mosaic_with(&single, &operands, &results, "softmax", &options)
     };
     assert!(single(Some(12 << 10)).is_ok());
     let e = single(Some((12 << 10) - 1)).unwrap_err();

@@ -27,15 +27,12 @@ pub fn import_mosaic(
                 .collect()
         };
         let (operands, results) = (parse(&operand_types)?, parse(&result_types)?);
-        let kernel = tpukit_import::import_mosaic_limited(
-            body,
-            &operands,
-            &results,
-            &aliases,
-            vmem_limit_bytes,
-            name,
-        )
-        .map_err(error::dsl)?;
+        let options = tpukit_import::CallOptions {
+            aliases,
+            vmem_limit: vmem_limit_bytes,
+        };
+        let kernel = tpukit_import::import_mosaic_with(body, &operands, &results, name, &options)
+            .map_err(error::dsl)?;
         Ok(PyKernel::new(kernel))
     })
 }
