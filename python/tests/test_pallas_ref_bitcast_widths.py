@@ -77,6 +77,8 @@ def run(kernel, out_shape, args, want, interpret=True, **kw):
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=d)
     if interpret:
         got = np.asarray(pl.pallas_call(kernel, out_shape=out_shape, interpret=True, **kw)(*args))
+        if want.dtype.kind == "f" or want.dtype == BF16:
+            got, want = got.astype(np.float32), want.astype(np.float32)
         np.testing.assert_array_equal(got, want, err_msg="pallas interpret")
 
 
