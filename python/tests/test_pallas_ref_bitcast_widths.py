@@ -161,6 +161,52 @@ def test_read_at_a_traced_start_through_a_bitcast_ref(src, to, rng):
     run(kernel, out, [x], view_rows(x, to))
 
 
+MASKABLE = [(a, b) for a, b in PAIRS if bits(a) == 32]
+
+
+@pytest.mark.parametrize("src,to", MASKABLE,
+                         ids=[f"{np.dtype(a).name}-{np.dtype(b).name}" for a, b in MASKABLE])
+def test_masked_store_through_a_bitcast_ref(src, to, rng):
+    # o_ref (of `to`) = y, then x stored through its `src` view where (row + column) % 3 == 0
+    # (JAX lowers masked stores of 32-bit data only): each wide element is one of the view's
+    x = random_bits(rng, (rows_for(src, 8), 256), src)
+    y = random_bits(rng, (rows_for(to, 8), 256), to)
+    out = jax.ShapeDtypeStruct(y.shape, to)
+
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = y_ref[...]
+        shape = x_ref.shape
+        keep = (lax.broadcasted_iota(jnp.int32, shape, 0)
+                + lax.broadcasted_iota(jnp.int32, shape, 1)) % 3 == 0
+        pltpu.store(o_ref.bitcast(src), x_ref[...], mask=keep)
+
+    rows, cols = np.indices(x.shape)
+    keep = (rows + cols) % 3 == 0
+    base = view_rows(y, src)
+    base[keep] = x[keep]
+    run(kernel, out, [x, y], view_rows(base, to), interpret=False)
+
+
+PACKING = [(a, b) for a, b in PAIRS if bits(b) > bits(a)]
+
+
+@pytest.mark.parametrize("traced", [False, True])
+@pytest.mark.parametrize("src,to", PACKING,
+                         ids=[f"{np.dtype(a).name}-{np.dtype(b).name}" for a, b in PACKING])
+def test_strided_read_of_packed_rows(src, to, traced, rng):
+    # every other row of the wider view, from a static or a traced start: each part of its
+    # rows read by a strided load of the rows beneath and packed
+    x = random_bits(rng, (rows_for(src, 20), 256), src)
+    n = rows_for(to, 8)
+    out = jax.ShapeDtypeStruct((n, 256), to)
+
+    def kernel(x_ref, o_ref):
+        start = pl.program_id(0) + 1 if traced else 1
+        o_ref[...] = x_ref.bitcast(to)[pl.ds(start, n, stride=2), :]
+
+    run(kernel, out, [x], view_rows(x, to)[1::2][:n], interpret=False, grid=(1,))
+
+
 def test_split_rows_at_a_start_not_known_to_be_whole_are_refused_by_name(rng):
     # 8-bit rows of a 32-bit ref read from a traced start Mosaic does not prove a multiple of 4
     def kernel(x_ref, o_ref):
