@@ -793,15 +793,8 @@ pub(crate) fn store(
             op.operand(first)
                 .is_ok_and(|v| super::parity::multiple_of(v, k))
         };
-        let narrowed = super::dma::narrow(
-            s,
-            b,
-            view.clone(),
-            starts,
-            sizes.clone(),
-            whole,
-            &leading,
-        )?;
+        let narrowed =
+            super::dma::narrow(s, b, view.clone(), starts, sizes.clone(), whole, &leading)?;
         let origin: Vec<Ix> = sizes
             .iter()
             .map(|&n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
@@ -811,16 +804,7 @@ pub(crate) fn store(
     if let Some(m) = mask.filter(|_| view.rows != Rows::Same) {
         // A narrow element is part of a wider one: the masked store is the whole store of
         // the elements it keeps merged with those it does not (read from the view first).
-        let old = read_any(
-            s,
-            b,
-            view,
-            &starts,
-            &vec![1; rank],
-            &sizes,
-            &sizes,
-            whole,
-        )?;
+        let old = read_any(s, b, view, &starts, &vec![1; rank], &sizes, &sizes, whole)?;
         let (value, m) = (b.reshape(value, &sizes)?, b.reshape(m, &sizes)?);
         let merged = b.select(m, value, old)?;
         return store(s, b, view, index, merged, None, (op, first));

@@ -2,9 +2,10 @@
 between any two of 8, 16 and 32 bits (issue 13; the pairs of JAX's tpu_ops_test that tpukit
 refused): the second-minor dimension scales by the width ratio ``k``, and element
 ``(.., r, c)`` of the wider view holds the narrower rows ``k·r .. k·r + k - 1`` at column
-``c``, the lowest row in the lowest bits. Reads through such a view, stores into one, and
-reads at traced row starts run on tpukit's devices and are compared bit for bit with numpy's
-view of the same bytes and with Pallas's interpret mode."""
+``c``, the lowest row in the lowest bits. Reads through such a view (whole, in part, strided,
+at traced row starts), stores and masked stores into one, and copies through one run on
+tpukit's devices, compared bit for bit with numpy's view of the same bytes (reads also with
+Pallas's interpret mode, which does not discharge stores through a bitcast)."""
 
 import jax
 import jax.numpy as jnp
@@ -122,7 +123,7 @@ def test_read_of_part_of_a_bitcast_ref(src, to, rng):
     outs = [pallas.custom_kernel(kernel, out_shape=out)(x, device=d) for d in DEVICES]
     outs.append(pl.pallas_call(kernel, out_shape=out, interpret=True)(x))
     for got in outs:
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(np.asarray(g).view(np.uint8), w.view(np.uint8))
 
 
@@ -159,6 +160,22 @@ def test_read_at_a_traced_start_through_a_bitcast_ref(src, to, rng):
         lax.fori_loop(0, 4, body, 0)
 
     run(kernel, out, [x], view_rows(x, to))
+
+
+@pytest.mark.parametrize("src,to", PAIRS, ids=IDS)
+def test_copy_through_a_bitcast_ref(src, to, rng):
+    # a DMA from an HBM ref seen as `to` into an output of `to`: the same bytes
+    x = random_bits(rng, (rows_for(src, 8), 256), src)
+    out = jax.ShapeDtypeStruct((rows_for(to, 8), 256), to)
+    hbm = pl.BlockSpec(memory_space=pl.ANY)
+
+    def kernel(x_hbm, o_hbm, sem):
+        copy = pltpu.make_async_copy(x_hbm.bitcast(to), o_hbm, sem)
+        copy.start()
+        copy.wait()
+
+    run(kernel, out, [x], view_rows(x, to), interpret=False, in_specs=[hbm], out_specs=hbm,
+        scratch_shapes=[pltpu.SemaphoreType.DMA])
 
 
 MASKABLE = [(a, b) for a, b in PAIRS if bits(a) == 32]

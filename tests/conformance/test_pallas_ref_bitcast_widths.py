@@ -1,5 +1,5 @@
-"""Ref bitcasts across widths (``x_ref.bitcast(jnp.int8)``, issue 13): kernels reading through
-and storing into refs bitcast between 8, 16 and 32 bits, imported by tpukit, lowered back
+"""Ref bitcasts across widths (``x_ref.bitcast(jnp.int8)``, issue 13): kernels reading through,
+storing into and copying (DMA) through refs bitcast between 8, 16 and 32 bits, imported by tpukit, lowered back
 (``Kernel.lower``: the IR's loads of the rows beneath and its value bitcast, Mosaic's
 ``tpu.bitcast``) and compiled with libtpu for v5e and v6e. Their results are checked on the
 CPU devices in python/tests/test_pallas_ref_bitcast_widths.py."""
@@ -29,7 +29,7 @@ def _lowered(src, to, kind):
     import jax.numpy as jnp
     from jax import lax
     from jax.experimental import pallas as pl
-
+    from jax.experimental.pallas import tpu as pltpu
     from tpukit import pallas
 
     def read(x_ref, o_ref):
@@ -48,14 +48,25 @@ def _lowered(src, to, kind):
 
         lax.fori_loop(0, 2, body, 0)
 
-    body = {"read": read, "store": store, "traced": traced}[kind]
-    fn = pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((_rows(to, 16), 256), to))
+    def copy(x_hbm, o_hbm, sem):
+        dma = pltpu.make_async_copy(x_hbm.bitcast(to), o_hbm, sem)
+        dma.start()
+        dma.wait()
+
+    body = {"read": read, "store": store, "traced": traced, "copy": copy}[kind]
+    out = jax.ShapeDtypeStruct((_rows(to, 16), 256), to)
+    if kind == "copy":
+        hbm = pl.BlockSpec(memory_space=pl.ANY)
+        fn = pl.pallas_call(body, out_shape=out, in_specs=[hbm], out_specs=hbm,
+                            scratch_shapes=[pltpu.SemaphoreType.DMA])
+    else:
+        fn = pl.pallas_call(body, out_shape=out)
     x = jnp.zeros((_rows(src, 16), 256), src)
     return pallas.custom_jax_kernel(fn).kernel(x).lower()
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
-@pytest.mark.parametrize("kind", ["read", "store", "traced"])
+@pytest.mark.parametrize("kind", ["read", "store", "traced", "copy"])
 @pytest.mark.parametrize(("src", "to"), PAIRS, ids=[f"{a}-{b}" for a, b in PAIRS])
 def test_a_ref_bitcast_across_widths_compiles_for_tpu(compiler, src, to, kind, topology):
     result = compiler.compile(_lowered(src, to, kind), topology)
