@@ -861,7 +861,7 @@ pub(crate) fn store(
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, decompose, strides};
+    use super::{Access, Rows, decompose, strides};
     use proptest::prelude::*;
     use tpukit_dsl::{Arg, Ix, Literal};
 
@@ -879,6 +879,18 @@ mod tests {
             stride,
             size,
         }
+    }
+
+    #[test]
+    fn rows_group_by_the_width_ratio() {
+        assert_eq!(Rows::between(8, 32), Rows::Packed(4));
+        assert_eq!(Rows::between(16, 32), Rows::Packed(2));
+        assert_eq!(Rows::between(8, 16), Rows::Packed(2));
+        assert_eq!(Rows::between(32, 8), Rows::Split(4));
+        assert_eq!(Rows::between(16, 8), Rows::Split(2));
+        assert_eq!(Rows::between(32, 32), Rows::Same);
+        assert_eq!(Rows::Split(4).factor(), 4);
+        assert_eq!(Rows::Same.factor(), 1);
     }
 
     #[test]
