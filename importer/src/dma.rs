@@ -282,17 +282,20 @@ fn slice_of_shaped(
     let starts = (0..sizes.len())
         .map(|d| s.arg(op, 1 + d))
         .collect::<Result<Vec<_>>>()?;
-    let even = sizes.len() >= 2 && op.operand(sizes.len() - 1).is_ok_and(super::parity::even);
+    let whole = sizes.len() >= 2
+        && op
+            .operand(sizes.len() - 1)
+            .is_ok_and(|x| super::ref_view::whole_rows(&view, x));
     let leading = |k: i64| {
         op.operand(1)
             .is_ok_and(|v| super::parity::multiple_of(v, k))
     };
-    narrow(s, b, view, starts, sizes, even, &leading)
+    narrow(s, b, view, starts, sizes, whole, &leading)
 }
 
 /// A slice (`starts`, `sizes`, in the view's shape) of a reshaped or bitcast ref (its starts
 /// and sizes first taken to the window's dtype, [`super::ref_view::in_window_dtype`], with
-/// `even_row` saying a traced second-minor start is even): of a view that is not reshaped,
+/// `whole_rows` saying a traced second-minor start is a multiple of a split's factor): of a view that is not reshaped,
 /// the view of the narrowed window; of a reshaped one, when it narrows the leading dimension
 /// only, to whole leading rows of the window beneath (`x.reshape(16, 128).at[:8]` of a
 /// `(16, 1, 128)` window, or `x.reshape(24, 256).at[8:]` of a `(3, 8, 256)` one: a traced
@@ -304,7 +307,7 @@ pub(crate) fn narrow(
     view: super::ref_view::Shaped,
     starts: Vec<Arg>,
     sizes: Vec<usize>,
-    even_row: bool,
+    whole_rows: bool,
     leading: &dyn Fn(i64) -> bool,
 ) -> Result<super::ref_view::Shaped> {
     let refuse = || {
@@ -316,7 +319,7 @@ pub(crate) fn narrow(
     if sizes.len() != view.shape.len() || sizes.is_empty() || view.window.is_empty() {
         return Err(refuse());
     }
-    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, even_row)?;
+    let (starts, sizes) = super::ref_view::in_window_dtype(b, &view, starts, sizes, whole_rows)?;
     if view.shape == view.window {
         let index = starts
             .into_iter()
@@ -362,7 +365,8 @@ pub(crate) fn narrow(
             Arg::Lit(Literal::Int(n)) if n % per == 0 => Arg::Lit(Literal::Int(n / per)),
             // (a traced start halved for a bitcast's rows is not followed)
             Arg::Value(v)
-                if leading(per) && !(sizes.len() == 2 && (view.packed || view.unpacked)) =>
+                if leading(per)
+                    && !(sizes.len() == 2 && view.rows != super::ref_view::Rows::Same) =>
             {
                 Arg::Value(b.binary(BinaryOp::Div, v, Arg::Lit(Literal::Int(per)))?)
             }
@@ -506,7 +510,9 @@ pub(crate) fn memref_squeeze(
 /// reshaped ref's window (its elements in row-major order are the view's), or the place.
 fn copy_end(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>, i: usize) -> Result<Window> {
     match s.shaped(op, i) {
-        Some(v) if !v.packed && v.dtype == b.ref_dtype(v.base.0) => Ok(v.base),
+        Some(v) if v.rows == super::ref_view::Rows::Same && v.dtype == b.ref_dtype(v.base.0) => {
+            Ok(v.base)
+        }
         Some(_) => Err(Error::unsupported(format!(
             "operand {i} of `{}` is a ref both reshaped and bitcast (copies through bitcast \
              refs, and through reshaped refs, are imported)",
@@ -530,7 +536,9 @@ fn bitcast_copy(
     ends: [usize; 2],
 ) -> Result<Option<[Window; 2]>> {
     let views = ends.map(|i| s.shaped(op, i));
-    let bitcast = |v: &super::ref_view::Shaped| v.dtype != b.ref_dtype(v.base.0) || v.packed;
+    let bitcast = |v: &super::ref_view::Shaped| {
+        v.dtype != b.ref_dtype(v.base.0) || v.rows != super::ref_view::Rows::Same
+    };
     if !views.iter().flatten().any(bitcast) {
         return Ok(None);
     }

@@ -1,8 +1,8 @@
 //! What the Mosaic a value comes from says about its divisors: a slice of 16-bit rows split
 //! from 32-bit ones (`ref.bitcast(jnp.int16).at[pl.ds(i * 32, 32)]`) starts at a 32-bit row
-//! only when its start is even, and a store at a traced row of a reshaped ref
-//! (`o_ref.reshape(16, 128)[pl.ds(i * 8, 8)]` of a `(2, 8, 128)` ref) lands on whole rows of
-//! the ref beneath only when the start is a multiple of their size; a traced start proves it
+//! only when its start is even (a multiple of 4 for 8-bit rows), and a store at a traced
+//! row of a reshaped ref (`o_ref.reshape(16, 128)[pl.ds(i * 8, 8)]` of a `(2, 8, 128)` ref)
+//! lands on whole rows of the ref beneath only when the start is a multiple of their size; a traced start proves it
 //! by how it is computed.
 
 use super::scope::op_name;
@@ -14,11 +14,6 @@ use melior::ir::{
 
 /// How deep [`multiple_of`] follows the ops computing a value.
 const DEPTH: usize = 8;
-
-/// Whether `v` (an integer) is even by construction (see [`multiple_of`]).
-pub fn even(v: Value<'_, '_>) -> bool {
-    multiple_of(v, 2)
-}
 
 /// Whether `v` (an integer) is a multiple of `k` (positive) by construction: an
 /// `arith.constant` multiple, a product with a multiple factor (or of constants whose product

@@ -18,19 +18,21 @@
 //!   dynamic start is the IR's strided load (`Indexer::Slice` with a `stride`), which Mosaic
 //!   gets back as `tpu.strided_load`. A read of a reshaped ref that does not decompose (a
 //!   stride inside one dimension of the window, a dynamic start) is refused by name.
-//! - A bitcast of equal widths (f32 ↔ i32) reads the elements and bitcasts them. A bitcast of
-//!   bf16 to 32 bits halves the second-minor dimension as Mosaic (and Pallas's interpret mode)
-//!   define it: element `(.., r, c)` holds the bf16 bits of `(.., 2r, c)` in its low half and
-//!   those of `(.., 2r + 1, c)` in its high half. It is imported as one read of the row pairs
-//!   (a dimension of 2 after the rows) packed by exact integer ops (`read_packed`).
-//! - Views of views: a bitcast back to the window's width undoes the packing or splitting; a
-//!   reshape of a packed or split view keeping its minor dimension (and whole row pairs) is
-//!   the bitcast of the window's reshape; a slice narrows the window (of a reshaped view, its
-//!   leading rows only). A view stays one window, one reshape and one bitcast ([`Shaped`]).
+//! - A bitcast of equal widths (f32 ↔ i32) reads the elements and bitcasts them. A bitcast
+//!   between 8, 16 and 32 bits scales the second-minor dimension by the width ratio `k` as
+//!   Mosaic (and Pallas's interpret mode) define it ([`Rows`]): element `(.., r, c)` of the
+//!   wider view holds the narrower rows `k·r .. k·r + k - 1` at column `c`, the lowest row in
+//!   the lowest bits. A read of a packing view is one read of the groups of rows (a dimension
+//!   of `k` after the rows, `read_packed`), one of a splitting view a read of whole groups of
+//!   rows, each bitcast by the IR's `bitcast` (which groups rows the same way).
+//! - Views of views: a bitcast sees the window at the new width; a reshape of a packed or
+//!   split view keeping its minor dimension (and whole groups of rows) is the bitcast of the
+//!   window's reshape; a slice narrows the window (of a reshaped view, its leading rows
+//!   only). A view stays one window, one reshape and one bitcast ([`Shaped`]).
 //! - A store through a view (`store`) is the inverse of a read: the value bitcast to the
 //!   window's dtype (the IR's bitcast packs and splits rows as Mosaic does) and stored into
 //!   the window elements the access decomposes into (static starts), or at the window's own
-//!   indexers for a view that is not reshaped (any start; rows of a split view in whole pairs).
+//!   indexers for a view that is not reshaped (any start; rows of a split view in whole groups).
 
 use super::rules::Table;
 use super::scope::{Scope, attr_opt, op_name, result_type};
@@ -39,7 +41,7 @@ use melior::ir::{
     ValueLike,
     operation::{OperationLike, OperationRef},
 };
-use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, ReduceOp, Ref, Result};
+use tpukit_dsl::{Arg, BinaryOp, DType, Error, Ix, KernelBuilder, Literal, Ref, Result};
 
 /// A ref seen through a reshape and a bitcast: the window it is made of and what it looks
 /// like.
@@ -53,10 +55,41 @@ pub struct Shaped {
     pub shape: Vec<usize>,
     /// The dtype read: the window's, or what a bitcast made of it.
     pub dtype: DType,
-    /// Whether a bitcast packed two bf16 rows (second-minor) into one 32-bit row.
-    pub packed: bool,
-    /// Whether a bitcast split each 32-bit row (second-minor) into two 16-bit rows.
-    pub unpacked: bool,
+    /// How a bitcast between widths regroups the window's rows (second-minor dimension).
+    pub rows: Rows,
+}
+
+/// How a ref bitcast between widths (8, 16 and 32 bits) regroups the window's rows, as
+/// Mosaic defines it: element `(.., r, c)` of a `k` times wider view holds the window's rows
+/// `k·r .. k·r + k - 1` at column `c`, the lowest row in the lowest bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// The window's own rows (no bitcast, or one between dtypes of one width).
+    Same,
+    /// Each row of the view packs this many (2 or 4) consecutive window rows.
+    Packed(usize),
+    /// Each window row splits into this many (2 or 4) consecutive rows of the view.
+    Split(usize),
+}
+
+impl Rows {
+    /// The rows regrouped by a view of `to` bits over a window of `from` bits.
+    fn between(from: usize, to: usize) -> Rows {
+        match from.cmp(&to) {
+            std::cmp::Ordering::Equal => Rows::Same,
+            std::cmp::Ordering::Less => Rows::Packed(to / from),
+            std::cmp::Ordering::Greater => Rows::Split(from / to),
+        }
+    }
+
+    /// The window rows per view row (`Packed`), or view rows per window row (`Split`); 1
+    /// for `Same`.
+    pub fn factor(self) -> usize {
+        match self {
+            Rows::Same => 1,
+            Rows::Packed(k) | Rows::Split(k) => k,
+        }
+    }
 }
 
 /// The static shape and dtype of a printed memref type.
@@ -101,28 +134,28 @@ fn source(s: &Scope, b: &KernelBuilder, op: &OperationRef<'_, '_>) -> Result<Sha
         shape: window.clone(),
         window,
         dtype: b.ref_dtype(r),
-        packed: false,
-        unpacked: false,
+        rows: Rows::Same,
     })
 }
 
 /// The shape a shaped view has to the kernel: its reshaped shape, with the second-minor
-/// dimension halved by a packing bitcast or doubled by an unpacking one.
+/// dimension divided by a packing bitcast's factor or multiplied by a splitting one's.
 pub(crate) fn view_shape(v: &Shaped) -> Vec<usize> {
     let mut shape = v.shape.clone();
     let rank = shape.len();
-    if v.packed {
-        shape[rank - 2] /= 2;
-    } else if v.unpacked {
-        shape[rank - 2] *= 2;
+    match v.rows {
+        Rows::Same => {}
+        Rows::Packed(k) => shape[rank - 2] /= k,
+        Rows::Split(k) => shape[rank - 2] *= k,
     }
     shape
 }
 
 /// `tpu.memref_reshape`: the same elements in row-major order, in the result's shape. A
-/// reshape of a view whose bitcast packs or splits rows keeps rows paired when it keeps the
-/// minor dimension (and, for 16-bit rows split from 32-bit ones, an even second-minor one):
-/// it is then the bitcast of the window's reshape to that shape in the window's dtype.
+/// reshape of a view whose bitcast packs or splits rows (by `k`) keeps rows grouped when it
+/// keeps the minor dimension (and, for rows split from wider ones, a second-minor one that
+/// is a multiple of `k`): it is then the bitcast of the window's reshape to that shape in the
+/// window's dtype.
 pub(crate) fn memref_reshape(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -135,30 +168,33 @@ pub(crate) fn memref_reshape(
     if shape.iter().product::<usize>() != old.iter().product::<usize>() {
         return Err(Error::new("a reshape to another element count"));
     }
-    if !v.packed && !v.unpacked {
+    if v.rows == Rows::Same {
         v.shape = shape;
         return s.define_shaped(op, v);
     }
     let rank = shape.len();
-    if rank < 2 || shape[rank - 1] != old[old.len() - 1] || (v.unpacked && shape[rank - 2] % 2 != 0)
+    let k = v.rows.factor();
+    if rank < 2
+        || shape[rank - 1] != old[old.len() - 1]
+        || (matches!(v.rows, Rows::Split(_)) && !shape[rank - 2].is_multiple_of(k))
     {
         return Err(Error::unsupported(format!(
-            "a reshape of {old:?} to {shape:?} of a ref bitcast between 16 and 32 bits \
-             (reshapes keeping the minor dimension, and whole row pairs, are imported)"
+            "a reshape of {old:?} to {shape:?} of a ref bitcast between widths (reshapes \
+             keeping the minor dimension, and whole groups of {k} rows, are imported)"
         )));
     }
     let mut inner = shape;
-    if v.packed {
-        inner[rank - 2] *= 2;
-    } else {
-        inner[rank - 2] /= 2;
+    match v.rows {
+        Rows::Packed(_) => inner[rank - 2] *= k,
+        _ => inner[rank - 2] /= k,
     }
     v.shape = inner;
     s.define_shaped(op, v)
 }
 
-/// `tpu.memref_bitcast`: between dtypes of one width elementwise, 32 bits → 16 splitting
-/// rows, bf16 → 32 bits packing row pairs, and back from either (the window's own bits).
+/// `tpu.memref_bitcast`: between any of 8, 16 and 32 bits (not bool), of the window's bits:
+/// elementwise between equal widths, else packing or splitting the window's rows along the
+/// second-minor dimension ([`Rows`]). A view of a view is the window seen at the new width.
 pub(crate) fn memref_bitcast(
     s: &mut Scope,
     b: &mut KernelBuilder,
@@ -168,64 +204,39 @@ pub(crate) fn memref_bitcast(
     let mut v = source(s, b, op)?;
     let (shape, to) = result_memref(op)?;
     let from = v.dtype;
-    let widths = [from.bit_width(), to.bit_width()];
-    let refuse = || {
-        Error::unsupported(format!(
-            "a ref bitcast from {from} to {to} (dtypes of one width, bf16 → 32 bits and 32 \
-             bits → 16 bits, and back, are imported)"
-        ))
-    };
-    if from.is_bool() || to.is_bool() {
-        return Err(refuse());
+    let window = b.ref_dtype(v.base.0);
+    if from.is_bool() || to.is_bool() || window.is_bool() {
+        return Err(Error::unsupported(format!(
+            "a ref bitcast from {from} to {to} (bitcasts between 8, 16 and 32-bit dtypes other \
+             than bool are imported)"
+        )));
     }
-    let expect = |v: &Shaped, want: &[usize]| {
-        if shape == want {
-            Ok(())
-        } else {
-            Err(Error::new(format!(
-                "a bitcast of {:?} to {to}{shape:?}, expected {want:?}",
-                view_shape(v)
-            )))
-        }
-    };
-    if widths[0] == widths[1] {
-        expect(&v, &view_shape(&v))?;
-        v.dtype = to;
-    } else if (v.unpacked && widths == [16, 32]) || (v.packed && widths == [32, 16]) {
-        // Back to the window's width: its own rows.
-        expect(&v, &v.shape)?;
-        v.packed = false;
-        v.unpacked = false;
-        v.dtype = to;
-    } else if v.packed || v.unpacked {
-        return Err(refuse());
-    } else if widths == [32, 16] {
-        let rank = v.shape.len();
-        if rank < 2 {
-            return Err(Error::unsupported(format!(
-                "a bitcast of {from}{:?} to {to} (rows split along the second-minor dimension)",
-                v.shape
-            )));
-        }
-        v.unpacked = true;
-        expect(&v, &view_shape(&v))?;
-        v.dtype = to;
-    } else if widths == [16, 32]
-        && b.ref_dtype(v.base.0) == DType::BF16
-        && matches!(to, DType::I32 | DType::F32)
+    let rows = Rows::between(window.bit_width(), to.bit_width());
+    let rank = v.shape.len();
+    if rows != Rows::Same && rank < 2 {
+        return Err(Error::unsupported(format!(
+            "a bitcast of {from}{:?} to {to} (rows pack or split along the second-minor \
+             dimension: a ref of rank 2 or more)",
+            view_shape(&v)
+        )));
+    }
+    if let Rows::Packed(k) = rows
+        && !v.shape[rank - 2].is_multiple_of(k)
     {
-        let rank = v.shape.len();
-        if rank < 2 || !v.shape[rank - 2].is_multiple_of(2) {
-            return Err(Error::unsupported(format!(
-                "a bitcast of bf16{:?} to {to} (rows pair up along the second-minor dimension)",
-                v.shape
-            )));
-        }
-        v.packed = true;
-        expect(&v, &view_shape(&v))?;
-        v.dtype = to;
-    } else {
-        return Err(refuse());
+        return Err(Error::new(format!(
+            "a bitcast of {from}{:?} to {to}: {} rows of {window} do not pack by {k}",
+            view_shape(&v),
+            v.shape[rank - 2]
+        )));
+    }
+    let old = view_shape(&v);
+    v.rows = rows;
+    v.dtype = to;
+    if shape != view_shape(&v) {
+        return Err(Error::new(format!(
+            "a bitcast of {from}{old:?} to {to}{shape:?}, expected {:?}",
+            view_shape(&v)
+        )));
     }
     s.define_shaped(op, v)
 }
@@ -358,11 +369,10 @@ fn read(
     access: &[Access],
     out: &[usize],
 ) -> Result<tpukit_dsl::ValueId> {
-    if v.packed {
-        return read_packed(s, b, v, access, out);
-    }
-    if v.unpacked {
-        return read_unpacked(s, b, v, access, out);
+    match v.rows {
+        Rows::Packed(k) => return read_packed(s, b, v, access, out, k),
+        Rows::Split(k) => return read_split(s, b, v, access, out, k),
+        Rows::Same => {}
     }
     let (index, shape) = decompose(&v.window, &v.shape, access).map_err(Error::unsupported)?;
     let index = super::dma::compose(s, b, v.base.clone(), index)?;
@@ -386,10 +396,11 @@ fn affine(b: &mut KernelBuilder, start: Arg, mul: i64, add: i64) -> Result<Arg> 
 }
 
 /// Reads `sizes` elements every `strides` from `starts` (one of each per dimension) of a view
-/// that is not reshaped, as the IR's strided load of its ref (any start, any stride); a packed
-/// bitcast as two such reads, its even and odd bf16 rows, packed as in [`read_packed`]; an
-/// unpacking one, whole row pairs from a start `even_row` says is even
-/// ([`super::parity::even`]), as the 32-bit rows they split from.
+/// that is not reshaped, as the IR's strided load of its ref (any start, any stride). Of a
+/// bitcast between widths, the rows are read in the window's dtype and bitcast: of a packing
+/// one, the window rows of each view row (one read for consecutive rows, else one read per
+/// part packed by [`pack_parts`]); of a splitting one, whole groups of rows from a start
+/// `whole_rows` says is a multiple of the factor ([`super::parity::multiple_of`]).
 #[allow(clippy::too_many_arguments)]
 fn read_direct(
     s: &Scope,
@@ -399,51 +410,53 @@ fn read_direct(
     strides: &[usize],
     sizes: &[usize],
     out: &[usize],
-    even_row: bool,
+    whole_rows: bool,
 ) -> Result<tpukit_dsl::ValueId> {
-    if v.unpacked {
-        let r = starts.len().wrapping_sub(2);
-        if even_row && strides.iter().all(|&k| k == 1) && sizes.get(r).is_some_and(|n| n % 2 == 0) {
-            // Whole row pairs from an even traced start: the 32-bit rows they split from.
-            let (at, n) = in_window_dtype(b, v, starts.to_vec(), sizes.to_vec(), true)?;
-            let index: Vec<Ix> = at.iter().zip(&n).map(|(&a, &k)| Ix::Ds(a, k)).collect();
-            let index = super::dma::compose(s, b, v.base.clone(), index)?;
-            let x = b.load(v.base.0, &index)?;
-            let x = b.reshape(x, &n)?;
+    let r = starts.len().wrapping_sub(2);
+    let plain = Shaped {
+        rows: Rows::Same,
+        dtype: b.ref_dtype(v.base.0),
+        shape: v.window.clone(),
+        ..v.clone()
+    };
+    match v.rows {
+        Rows::Same => {}
+        Rows::Split(k) => {
+            if whole_rows
+                && strides.iter().all(|&k| k == 1)
+                && sizes.get(r).is_some_and(|n| n.is_multiple_of(k))
+            {
+                // Whole groups of rows: the window rows they split from.
+                let (at, n) = in_window_dtype(b, v, starts.to_vec(), sizes.to_vec(), true)?;
+                let x = read_direct(s, b, &plain, &at, strides, &n, &n, false)?;
+                let x = b.bitcast(x, v.dtype)?;
+                return b.reshape(x, out);
+            }
+            return Err(Error::unsupported(format!(
+                "a strided or dynamic read of a {}-bit ref bitcast to {} (reads of whole groups \
+                 of {k} rows, from a static start or a traced one computed as a multiple of \
+                 {k}, are imported)",
+                v.dtype.bit_width() * k,
+                v.dtype
+            )));
+        }
+        Rows::Packed(_) if strides[r] == 1 => {
+            let (at, n) = in_window_dtype(b, v, starts.to_vec(), sizes.to_vec(), false)?;
+            let x = read_direct(s, b, &plain, &at, strides, &n, &n, false)?;
             let x = b.bitcast(x, v.dtype)?;
             return b.reshape(x, out);
         }
-        return Err(Error::unsupported(format!(
-            "a strided or dynamic read of a 32-bit ref bitcast to {} (reads of whole row \
-             pairs, from a static start or a traced one computed as even, are imported)",
-            v.dtype
-        )));
-    }
-    if v.packed {
-        let r = starts.len() - 2;
-        let mut halves = [None, None];
-        for (odd, half) in halves.iter_mut().enumerate() {
-            let mut at = starts.to_vec();
-            at[r] = affine(b, starts[r], 2, odd as i64)?;
-            let mut by = strides.to_vec();
-            by[r] *= 2;
-            let plain = Shaped {
-                packed: false,
-                unpacked: false,
-                dtype: b.ref_dtype(v.base.0),
-                shape: v.window.clone(),
-                ..v.clone()
-            };
-            let x = read_direct(s, b, &plain, &at, &by, sizes, out, false)?;
-            let x = b.cast(x, DType::F32)?;
-            *half = Some(b.bitcast(x, DType::I32)?);
+        Rows::Packed(k) => {
+            let mut parts = Vec::with_capacity(k);
+            for j in 0..k {
+                let mut at = starts.to_vec();
+                at[r] = affine(b, starts[r], k as i64, j as i64)?;
+                let mut by = strides.to_vec();
+                by[r] *= k;
+                parts.push(read_direct(s, b, &plain, &at, &by, sizes, out, false)?);
+            }
+            return pack_parts(b, &parts, plain.dtype, v.dtype);
         }
-        let [Some(lo), Some(hi)] = halves else {
-            unreachable!("both halves read")
-        };
-        let lo = b.binary(BinaryOp::ShrL, lo, Arg::Lit(Literal::Int(16)))?;
-        let packed = b.binary(BinaryOp::Or, lo, hi)?;
-        return b.bitcast(packed, v.dtype);
     }
     let index: Vec<Ix> = starts
         .iter()
@@ -466,10 +479,53 @@ fn read_direct(
     b.bitcast(x, v.dtype)
 }
 
+/// Packs `parts` (values of one shape, of dtype `from`: the window rows of each element of a
+/// packing view, the lowest first) into elements of `to` (as wide as all parts together):
+/// each part's bits, zero-extended to 32 bits (a bf16 widened to f32 holds them in its high
+/// half), shifted into place and or-ed; a 16-bit result is taken back to its signed range
+/// before the cast to 16 bits (exact).
+fn pack_parts(
+    b: &mut KernelBuilder,
+    parts: &[tpukit_dsl::ValueId],
+    from: DType,
+    to: DType,
+) -> Result<tpukit_dsl::ValueId> {
+    let w = from.bit_width();
+    let int = |x: i64| Arg::Lit(Literal::Int(x));
+    let mut packed: Option<tpukit_dsl::ValueId> = None;
+    for (j, &x) in parts.iter().enumerate() {
+        let bits = if from == DType::BF16 {
+            let x = b.cast(x, DType::F32)?;
+            let x = b.bitcast(x, DType::I32)?;
+            b.binary(BinaryOp::ShrL, x, int(16))?
+        } else {
+            let x = match from {
+                DType::F16 => b.bitcast(x, DType::I16)?,
+                _ => x,
+            };
+            let x = b.cast(x, DType::I32)?;
+            b.binary(BinaryOp::And, x, int((1 << w) - 1))?
+        };
+        let placed = b.binary(BinaryOp::Shl, bits, int((w * j) as i64))?;
+        packed = Some(match packed {
+            Some(p) => b.binary(BinaryOp::Or, p, placed)?,
+            None => placed,
+        });
+    }
+    let mut x = packed.ok_or_else(|| Error::new("a packing read of no rows"))?;
+    if to.bit_width() == 16 {
+        let high = b.compare(tpukit_dsl::CmpOp::Ge, x, int(1 << 15))?;
+        let wrapped = b.binary(BinaryOp::Sub, x, int(1 << 16))?;
+        x = b.select(high, wrapped, x)?;
+        x = b.cast(x, DType::I16)?;
+    }
+    b.bitcast(x, to)
+}
+
 /// Reads `sizes` elements every `strides` from `starts` of shaped view `v` as a value of
 /// shape `out`: through the decomposition when the starts are static and it applies, else,
 /// for a view that is not reshaped, by the IR's strided load (see [`read_direct`] for
-/// `even_row`).
+/// `whole_rows`).
 #[allow(clippy::too_many_arguments)]
 fn read_any(
     s: &Scope,
@@ -479,7 +535,7 @@ fn read_any(
     strides: &[usize],
     sizes: &[usize],
     out: &[usize],
-    even_row: bool,
+    whole_rows: bool,
 ) -> Result<tpukit_dsl::ValueId> {
     let fixed = static_starts(starts);
     let reshaped = v.shape != v.window;
@@ -504,73 +560,73 @@ fn read_any(
         }
         None => {}
     }
-    read_direct(s, b, v, starts, strides, sizes, out, even_row)
+    read_direct(s, b, v, starts, strides, sizes, out, whole_rows)
 }
 
-/// A read of a packing bitcast (bf16 → 32 bits): the bf16 rows of each 32-bit row are a
-/// pair dimension of the window's reshape (`[.., 2R, C]` as `[.., R, 2, C]`), read whole;
-/// their bits (a bf16 widened to f32 holds them in its high half) are shifted into place and
-/// summed over the pair, which no carry crosses.
+/// A read of a packing bitcast (`k` window rows to one view row): the window rows of each
+/// view row are a group dimension of the window's reshape (`[.., kR, C]` as `[.., R, k, C]`),
+/// read whole, and the IR's bitcast packs them (it groups rows as Mosaic's ref bitcast does).
 fn read_packed(
     s: &Scope,
     b: &mut KernelBuilder,
     v: &Shaped,
     access: &[Access],
     out: &[usize],
+    k: usize,
 ) -> Result<tpukit_dsl::ValueId> {
     let r = access.len() - 2;
     let mut shape = v.shape.clone();
-    shape[r] /= 2;
-    shape.insert(r + 1, 2);
-    let mut pairs = access.to_vec();
-    pairs.insert(
+    shape[r] /= k;
+    shape.insert(r + 1, k);
+    let mut groups = access.to_vec();
+    groups.insert(
         r + 1,
         Access {
             start: 0,
             stride: 1,
-            size: 2,
+            size: k,
         },
     );
-    let (index, window) = decompose(&v.window, &shape, &pairs).map_err(Error::unsupported)?;
+    let (index, _) = decompose(&v.window, &shape, &groups).map_err(Error::unsupported)?;
     let index = super::dma::compose(s, b, v.base.clone(), index)?;
     let x = b.load(v.base.0, &index)?;
-    let x = b.reshape(x, &window)?;
-    let x = b.cast(x, DType::F32)?;
-    let bits = b.bitcast(x, DType::I32)?;
-    let low = b.binary(BinaryOp::ShrL, bits, Arg::Lit(Literal::Int(16)))?;
-    let pair = b.iota(DType::I32, &window, r + 1)?;
-    let by = b.binary(BinaryOp::Mul, pair, Arg::Lit(Literal::Int(16)))?;
-    let placed = b.binary(BinaryOp::Shl, low, by)?;
-    let packed = b.reduce(ReduceOp::Sum, placed, &[(r + 1) as i64])?;
-    let packed = b.reshape(packed, out)?;
-    b.bitcast(packed, v.dtype)
+    let mut rows: Vec<usize> = access.iter().map(|a| a.size).collect();
+    rows[r] *= k;
+    let x = b.reshape(x, &rows)?;
+    let x = b.bitcast(x, v.dtype)?;
+    b.reshape(x, out)
 }
 
-/// A read of an unpacking bitcast (32 bits → 16): 16-bit rows `2r` and `2r + 1` are the low
-/// and high halves of the window's row `r` (the inverse of [`read_packed`]), so a read of
-/// whole row pairs is a read of the 32-bit rows they come from, bitcast (the IR's `bitcast`
-/// unpacks along the second-minor dimension as Mosaic does).
-fn read_unpacked(
+/// A read of a splitting bitcast (one window row to `k` view rows): view rows `k·r ..
+/// k·r + k - 1` are the parts of the window's row `r` (the inverse of [`read_packed`]), so a
+/// read of whole groups of `k` rows is a read of the window rows they come from, bitcast (the
+/// IR's `bitcast` splits rows along the second-minor dimension as Mosaic does).
+fn read_split(
     s: &Scope,
     b: &mut KernelBuilder,
     v: &Shaped,
     access: &[Access],
     out: &[usize],
+    k: usize,
 ) -> Result<tpukit_dsl::ValueId> {
     let r = access.len() - 2;
     let rows = access[r];
-    if rows.stride != 1 || !rows.start.is_multiple_of(2) || !rows.size.is_multiple_of(2) {
+    if rows.stride != 1 || !rows.start.is_multiple_of(k) || !rows.size.is_multiple_of(k) {
         return Err(Error::unsupported(format!(
-            "a read of {} rows from {} by {} of a 32-bit ref bitcast to {} (whole row pairs \
-             are imported)",
-            rows.size, rows.start, rows.stride, v.dtype
+            "a read of {} rows from {} by {} of a {}-bit ref bitcast to {} (whole groups of \
+             {k} rows are imported)",
+            rows.size,
+            rows.start,
+            rows.stride,
+            v.dtype.bit_width() * k,
+            v.dtype
         )));
     }
     let mut wide = access.to_vec();
     wide[r] = Access {
-        start: rows.start / 2,
+        start: rows.start / k,
         stride: 1,
-        size: rows.size / 2,
+        size: rows.size / k,
     };
     let (index, shape) = decompose(&v.window, &v.shape, &wide).map_err(Error::unsupported)?;
     let index = super::dma::compose(s, b, v.base.clone(), index)?;
@@ -598,8 +654,8 @@ pub(crate) fn load(
     let sizes: Vec<usize> = (0..rank)
         .map(|d| if d < points { 1 } else { ty.shape[d - points] })
         .collect();
-    let even = rank >= 2 && op.operand(rank - 1).is_ok_and(super::parity::even);
-    let x = read_any(s, b, v, &starts, &vec![1; rank], &sizes, &ty.shape, even)?;
+    let whole = rank >= 2 && op.operand(rank - 1).is_ok_and(|x| whole_rows(v, x));
+    let x = read_any(s, b, v, &starts, &vec![1; rank], &sizes, &ty.shape, whole)?;
     s.define(op, 0, x)
 }
 
@@ -631,49 +687,56 @@ pub(crate) fn strided_load(
     s.define(op, 0, x)
 }
 
+/// Whether traced start `x` of a view's second-minor dimension is, by how it is computed, a
+/// multiple of the rows a splitting bitcast makes of one window row (always, for others).
+pub(crate) fn whole_rows(v: &Shaped, x: melior::ir::Value<'_, '_>) -> bool {
+    super::parity::multiple_of(x, v.rows.factor() as i64)
+}
+
 /// The starts and sizes of one access per dimension of shaped view `v` (in its view shape,
 /// [`view_shape`]) as an access of its reshaped shape in the window's dtype: the rows of a
-/// packing bitcast are pairs of the window's (start and size doubled), those of an unpacking
-/// one halves of the window's, taken in whole pairs (an even size, from a static even start
-/// or a traced one `even_row` says is even, [`super::parity::even`]).
+/// packing bitcast are groups of `k` of the window's (start and size times `k`), those of a
+/// splitting one parts of the window's, taken in whole groups of `k` (a size that is a
+/// multiple of `k`, from a static start that is one or a traced one `whole_rows` says is
+/// one, [`whole_rows`]).
 pub(crate) fn in_window_dtype(
     b: &mut KernelBuilder,
     v: &Shaped,
     mut starts: Vec<Arg>,
     mut sizes: Vec<usize>,
-    even_row: bool,
+    whole_rows: bool,
 ) -> Result<(Vec<Arg>, Vec<usize>)> {
-    let Some(r) = sizes
-        .len()
-        .checked_sub(2)
-        .filter(|_| v.packed || v.unpacked)
-    else {
+    let Some(r) = sizes.len().checked_sub(2).filter(|_| v.rows != Rows::Same) else {
         return Ok((starts, sizes));
     };
-    if v.packed {
-        starts[r] = affine(b, starts[r], 2, 0)?;
-        sizes[r] *= 2;
+    let k = v.rows.factor();
+    if let Rows::Packed(_) = v.rows {
+        starts[r] = affine(b, starts[r], k as i64, 0)?;
+        sizes[r] *= k;
         return Ok((starts, sizes));
     }
+    let kk = k as i64;
     match starts[r] {
-        Arg::Lit(Literal::Int(x)) if x >= 0 && x % 2 == 0 && sizes[r].is_multiple_of(2) => {
-            starts[r] = Arg::Lit(Literal::Int(x / 2));
-            sizes[r] /= 2;
+        Arg::Lit(Literal::Int(x)) if x >= 0 && x % kk == 0 && sizes[r].is_multiple_of(k) => {
+            starts[r] = Arg::Lit(Literal::Int(x / kk));
+            sizes[r] /= k;
             Ok((starts, sizes))
         }
-        Arg::Value(x) if even_row && sizes[r].is_multiple_of(2) => {
-            starts[r] = Arg::Value(b.binary(BinaryOp::Div, x, Arg::Lit(Literal::Int(2)))?);
-            sizes[r] /= 2;
+        Arg::Value(x) if whole_rows && sizes[r].is_multiple_of(k) => {
+            starts[r] = Arg::Value(b.binary(BinaryOp::Div, x, Arg::Lit(Literal::Int(kk)))?);
+            sizes[r] /= k;
             Ok((starts, sizes))
         }
         start => Err(Error::unsupported(format!(
-            "an access of {} rows from {} of a 32-bit ref bitcast to {} (whole row pairs \
-             from a static start, or a traced one computed as even, are imported)",
+            "an access of {} rows from {} of a {}-bit ref bitcast to {} (whole groups of {k} \
+             rows from a static start, or a traced one computed as a multiple of {k}, are \
+             imported)",
             sizes[r],
             match start {
                 Arg::Lit(Literal::Int(x)) => x.to_string(),
                 _ => "a traced start".into(),
             },
+            v.dtype.bit_width() * k,
             v.dtype
         ))),
     }
@@ -688,7 +751,7 @@ pub(crate) fn in_window_dtype(
 /// other traced starts into one refused by name. A `mask` (of the value's shape) is
 /// reshaped with it; into a bitcast between widths, the store merges the value with the
 /// view's elements the mask leaves (a read, then a whole store). `(op, first)`: the store
-/// op and its first index operand, whose Mosaic proves traced starts even or multiples.
+/// op and its first index operand, whose Mosaic proves traced starts multiples.
 pub(crate) fn store(
     s: &Scope,
     b: &mut KernelBuilder,
@@ -712,7 +775,10 @@ pub(crate) fn store(
         })
         .unzip();
     let rank = shape.len();
-    let even_row = rank >= 2 && op.operand(first + rank - 2).is_ok_and(super::parity::even);
+    let whole = rank >= 2
+        && op
+            .operand(first + rank - 2)
+            .is_ok_and(|x| whole_rows(view, x));
     let zero = |a: &Arg| matches!(a, Arg::Lit(Literal::Int(0)));
     if view.shape != view.window && static_starts(&starts).is_none() {
         // Whole trailing rows at a traced leading start: the store into that slice of the
@@ -727,34 +793,18 @@ pub(crate) fn store(
             op.operand(first)
                 .is_ok_and(|v| super::parity::multiple_of(v, k))
         };
-        let narrowed = super::dma::narrow(
-            s,
-            b,
-            view.clone(),
-            starts,
-            sizes.clone(),
-            even_row,
-            &leading,
-        )?;
+        let narrowed =
+            super::dma::narrow(s, b, view.clone(), starts, sizes.clone(), whole, &leading)?;
         let origin: Vec<Ix> = sizes
             .iter()
             .map(|&n| Ix::Ds(Arg::Lit(Literal::Int(0)), n))
             .collect();
         return store(s, b, &narrowed, &origin, value, mask, (op, first));
     }
-    if let Some(m) = mask.filter(|_| view.packed || view.unpacked) {
-        // A 16-bit element is half of a 32-bit one: the masked store is the whole store of
+    if let Some(m) = mask.filter(|_| view.rows != Rows::Same) {
+        // A narrow element is part of a wider one: the masked store is the whole store of
         // the elements it keeps merged with those it does not (read from the view first).
-        let old = read_any(
-            s,
-            b,
-            view,
-            &starts,
-            &vec![1; rank],
-            &sizes,
-            &sizes,
-            even_row,
-        )?;
+        let old = read_any(s, b, view, &starts, &vec![1; rank], &sizes, &sizes, whole)?;
         let (value, m) = (b.reshape(value, &sizes)?, b.reshape(m, &sizes)?);
         let merged = b.select(m, value, old)?;
         return store(s, b, view, index, merged, None, (op, first));
@@ -762,7 +812,7 @@ pub(crate) fn store(
     let (r, base) = view.base.clone();
     let value = b.reshape(value, &sizes)?;
     let mask = mask.map(|m| b.reshape(m, &sizes)).transpose()?;
-    let (starts, sizes) = in_window_dtype(b, view, starts, sizes, even_row)?;
+    let (starts, sizes) = in_window_dtype(b, view, starts, sizes, whole)?;
     let value = b.bitcast(value, b.ref_dtype(r))?;
     let fixed = static_starts(&starts);
     let index = match fixed {
@@ -811,7 +861,7 @@ pub(crate) fn store(
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, decompose, strides};
+    use super::{Access, Rows, decompose, strides};
     use proptest::prelude::*;
     use tpukit_dsl::{Arg, Ix, Literal};
 
@@ -829,6 +879,18 @@ mod tests {
             stride,
             size,
         }
+    }
+
+    #[test]
+    fn rows_group_by_the_width_ratio() {
+        assert_eq!(Rows::between(8, 32), Rows::Packed(4));
+        assert_eq!(Rows::between(16, 32), Rows::Packed(2));
+        assert_eq!(Rows::between(8, 16), Rows::Packed(2));
+        assert_eq!(Rows::between(32, 8), Rows::Split(4));
+        assert_eq!(Rows::between(16, 8), Rows::Split(2));
+        assert_eq!(Rows::between(32, 32), Rows::Same);
+        assert_eq!(Rows::Split(4).factor(), 4);
+        assert_eq!(Rows::Same.factor(), 1);
     }
 
     #[test]

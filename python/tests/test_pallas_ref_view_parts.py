@@ -185,7 +185,7 @@ def test_a_store_of_half_a_row_pair_is_refused_by_name():
 
     refused(kernel, sds((8, 128), jnp.int32), np.zeros((2, 128), BF16),
             r"`tpu.vector_store`: .*an access of 2 rows from 1 of a 32-bit ref bitcast to bf16 "
-            r"\(whole row pairs")
+            r"\(whole groups of 2 rows")
 
 
 def test_a_store_at_a_traced_start_into_a_reshaped_ref(rng):
