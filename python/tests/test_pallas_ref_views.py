@@ -1,6 +1,7 @@
 """Refs read through another shape or dtype, as ragged paged attention reads its page buffer:
 ``ref.reshape`` (``tpu.memref_reshape``), ``ref.bitcast`` (``tpu.memref_bitcast``: f32 ↔ i32
-elementwise, bf16 → 32 bits packing row pairs, 32 bits → int16/bf16 splitting rows), strided
+elementwise, bf16 → 32 bits packing row pairs, 32 bits → int16/bf16 splitting rows; every other
+pair of 8, 16 and 32 bits is in test_pallas_ref_bitcast_widths.py), strided
 reads ``ref[pl.ds(start, n, stride=k)]`` (``tpu.strided_load``) and value bitcasts f32 ↔ i32
 (``pltpu.bitcast``, ``lax.bitcast_convert_type``). Each kernel runs on tpukit's ``cpu`` and
 ``interpret`` against Pallas interpret mode and a numpy reference (conftest.check)."""
