@@ -173,37 +173,29 @@ impl Softmax {
         reads: Reads,
     ) -> tpukit::dsl::Result<Kernel> {
         let (log, safe) = (self == Softmax::LogSoftmax, self == Softmax::Safe);
+        // One phase per read of a row: the forward kernels that read rows twice keep the
+        // running maximum and sum between them, the backward ones a row dot product or sum.
+        let phases = match reads {
+            Reads::Once => 1,
+            Reads::Twice => 2,
+        };
+        let input = |fill| rows::input_of(dtype, fill, bm, bn);
+        let spec = |inputs, scratch| CallSpec {
+            grid: rows::phased_grid_of(phases, bm, bn),
+            inputs,
+            outputs: vec![rows::output_of(out, phases, bm, bn)],
+            scratch,
+            ..Default::default()
+        };
+        let x = || vec![input(f64::NEG_INFINITY)];
         match self {
-            _ if reads == Reads::Once => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(1, bm, bn),
-                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
-                    outputs: vec![rows::output_of(out, 1, bm, bn)],
-                    ..Default::default()
-                };
-                softmax_row(&spec, log, safe, out)
-            }
+            _ if reads == Reads::Once => softmax_row(&spec(x(), vec![]), log, safe, out),
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(2, bm, bn),
-                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
-                    outputs: vec![rows::output_of(out, 2, bm, bn)],
-                    scratch: vec![rows::acc_of(bm), rows::acc_of(bm)],
-                    ..Default::default()
-                };
-                softmax_rows(&spec, log, safe, out)
+                let scratch = vec![rows::acc_of(bm), rows::acc_of(bm)];
+                softmax_rows(&spec(x(), scratch), log, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(2, bm, bn),
-                    inputs: vec![
-                        rows::input_of(dtype, 0.0, bm, bn),
-                        rows::input_of(dtype, 0.0, bm, bn),
-                    ],
-                    outputs: vec![rows::output_of(out, 2, bm, bn)],
-                    scratch: vec![rows::acc_of(bm)],
-                    ..Default::default()
-                };
+                let spec = spec(vec![input(0.0), input(0.0)], vec![rows::acc_of(bm)]);
                 if self == Softmax::Backward {
                     softmax_backward_rows(&spec, out)
                 } else {
