@@ -135,6 +135,7 @@ fn a_copy_moves_one_type() {
 fn empty(spec: &CallSpec) -> Result<Kernel> {
     let mut b = KernelBuilder::new("copy", spec)?;
     for (role, n) in [
+        (Role::Prefetch, spec.prefetch.len()),
         (Role::Input, spec.inputs.len()),
         (Role::Output, spec.outputs.len()),
         (Role::Scratch, spec.scratch.len()),
@@ -155,7 +156,7 @@ fn spaces_are_checked_on_operands() {
     assert!(e.contains("scratch operands live in kernel memory"), "{e}");
     let mut bad = spec();
     bad.prefetch = vec![ArraySpec::semaphores(SemaphoreKind::Dma, [2])];
-    let e = error(empty_with_prefetch(&bad));
+    let e = error(empty(&bad));
     assert!(
         e.contains("semaphores are i32 scratch, input or output operands"),
         "{e}"
@@ -164,21 +165,6 @@ fn spaces_are_checked_on_operands() {
     bad.outputs[0] = ArraySpec::semaphores(SemaphoreKind::Dma, [2]).blocked([1], [grid(0)]);
     let e = error(empty(&bad));
     assert!(e.contains("takes no block spec"), "{e}");
-}
-
-fn empty_with_prefetch(spec: &CallSpec) -> Result<Kernel> {
-    let mut b = KernelBuilder::new("copy", spec)?;
-    b.declare(Role::Prefetch, "p")?;
-    for (role, n) in [
-        (Role::Input, spec.inputs.len()),
-        (Role::Output, spec.outputs.len()),
-        (Role::Scratch, spec.scratch.len()),
-    ] {
-        for i in 0..n {
-            b.declare(role, &format!("{}{i}", role.name()))?;
-        }
-    }
-    b.finish()
 }
 
 /// Semaphores crossing the call (see `tpukit_dsl::dma`): a copy started on a semaphore output
@@ -239,6 +225,6 @@ fn smem_operands_round_trip() {
     assert_eq!(parse_kernel(&text).unwrap().to_string(), text);
     let mut bad = spec.clone();
     bad.prefetch = vec![ArraySpec::new(DType::I32, [4]).smem()];
-    let e = error(empty_with_prefetch(&bad));
+    let e = error(empty(&bad));
     assert!(e.contains("prefetch operands are in SMEM already"), "{e}");
 }

@@ -16,8 +16,8 @@ fn builder() -> (KernelBuilder, Ref, Ref) {
     (b, x, o)
 }
 
-#[test]
-fn a_while_loop_round_trips_through_the_printer() {
+/// `halve`: halves `x` while its maximum exceeds 1, counting the steps in an i32.
+fn halve() -> Kernel {
     let (mut b, x, o) = builder();
     let v = b.load(x, &[]).unwrap();
     let zero = b.value(0, Some(DType::I32)).unwrap();
@@ -37,7 +37,12 @@ fn a_while_loop_round_trips_through_the_printer() {
         )
         .unwrap();
     b.store(o, &[], out[1]).unwrap();
-    let k = b.finish().unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn a_while_loop_round_trips_through_the_printer() {
+    let k = halve();
     let text = k.to_string();
     assert!(
         text.contains("= while iter(%") && text.contains("} do(%"),
@@ -57,4 +62,30 @@ fn a_while_condition_is_a_bool_scalar() {
         .expect_err("a vector condition")
         .to_string();
     assert!(e.contains("op `while`") && e.contains("bool scalar"), "{e}");
+}
+
+#[test]
+fn a_loop_needs_one_type_per_carried_value() {
+    let text = halve().to_string();
+    let bad = text.replace(": (i32[], f32[8,128])", ": (f32[8,128])");
+    assert_ne!(bad, text);
+    let e = parse_kernel(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("`while` carries 2 value(s) but has 1 result type(s)"),
+        "{e}"
+    );
+    let bad = text.replacen("do(%", "do(%99, %", 1);
+    let e = parse_kernel(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("`while`'s body takes one argument per carried value"),
+        "{e}"
+    );
+    let sum = include_str!("snapshots/chunked_sum.ir");
+    let bad = sum.replace(": (f32[8,128], f32[8,128])", ": (f32[8,128])");
+    assert_ne!(bad, sum);
+    let e = parse_kernel(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("`for` carries 2 value(s) but has 1 result type(s)"),
+        "{e}"
+    );
 }

@@ -47,6 +47,13 @@ impl<'c> Emitter<'c> {
         Emitter { location, ..self }
     }
 
+    /// A new block, for the caller to move into a region, whose arguments have `types` and
+    /// this emitter's location.
+    pub fn block(&self, types: &[Type<'c>]) -> Block<'c> {
+        let args: Vec<_> = types.iter().map(|&t| (t, self.location)).collect();
+        Block::new(&args)
+    }
+
     /// Argument `i` of the block.
     pub fn argument(&self, i: usize) -> Val<'c> {
         let arg = self.block.argument(i).expect("block argument in range");

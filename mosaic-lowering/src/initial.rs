@@ -179,7 +179,7 @@ fn copy_nest<'c>(
         return Ok(());
     };
     let index = em.ty("index")?;
-    let body_block = Block::new(&[(index, em.location)]);
+    let body_block = em.block(&[index]);
     let body = Emitter::new(em.context, &body_block).at(em.location);
     indices.push(body.argument(0));
     copy_nest(&body, from, to, shape, element, indices)?;

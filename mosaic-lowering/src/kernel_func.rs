@@ -166,12 +166,7 @@ pub fn build<'c>(
     let buffers = buffers(kernel, initial);
     let mut arg_types = vec![outer.ty("i32")?; kernel.grid.len()];
     arg_types.extend(buffers.iter().map(|b| operand_types[b.operand()]));
-    let block = Block::new(
-        &arg_types
-            .iter()
-            .map(|t| (*t, outer.location))
-            .collect::<Vec<_>>(),
-    );
+    let block = outer.block(&arg_types);
     let em = Emitter::new(context, &block);
     let grid: Vec<Val<'c>> = (0..kernel.grid.len()).map(|i| em.argument(i)).collect();
     let mut refs: Vec<Option<Val<'c>>> = vec![None; kernel.operands.len()];

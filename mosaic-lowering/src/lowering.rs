@@ -6,7 +6,7 @@ use crate::{
     emit::{Emitter, Val},
     rules,
 };
-use melior::ir::{Block, Location, Region, RegionLike, Type};
+use melior::ir::{Location, Region, RegionLike, Type};
 use std::collections::HashMap;
 use tpukit_dsl::{Error, Func, Kernel, Loc, Op, OpKind, Result, ValueId};
 
@@ -134,12 +134,7 @@ impl<'c, 'k> FuncLowering<'c, 'k> {
         arg_types: &[Type<'c>],
         terminator: Terminator,
     ) -> Result<Region<'c>> {
-        let block = Block::new(
-            &arg_types
-                .iter()
-                .map(|t| (*t, em.location))
-                .collect::<Vec<_>>(),
-        );
+        let block = em.block(arg_types);
         let inner = Emitter::new(em.context, &block).at(em.location);
         let args: Vec<Val<'c>> = (0..arg_types.len()).map(|i| inner.argument(i)).collect();
         self.lower_region(inner, region, &args, terminator)?;

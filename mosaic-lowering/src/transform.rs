@@ -48,12 +48,7 @@ pub fn build_all<'c>(
             continue;
         }
         let rank = shapes.operands[i].len();
-        let block = Block::new(
-            &arg_types
-                .iter()
-                .map(|t| (*t, outer.location))
-                .collect::<Vec<_>>(),
-        );
+        let block = outer.block(&arg_types);
         let em = Emitter::new(context, &block);
         let grid: Vec<Val<'c>> = (0..kernel.grid.len()).map(|a| em.argument(a)).collect();
         let mut refs: Vec<Option<Val<'c>>> = vec![None; kernel.operands.len()];

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use tpukit::LaunchOptions;
 use tpukit::runtime::{RawArray, launch_borrowed};
-use tpukit_blas::{Plan, Source};
+use tpukit_blas::Plan;
 use tpukit_dsl::DType;
 
 use crate::array::Buffer;
@@ -168,26 +168,10 @@ impl BlasPlan {
             let Some(held) = self.hold(values)? else {
                 return Ok(None);
             };
-            let arrays = self
-                .plan
-                .inputs
-                .iter()
-                .map(|(source, shape)| match source {
-                    Source::Arg(i) => {
-                        let t = held[*i].as_ref().expect("a tensor slot");
-                        RawArray {
-                            dtype: t.dtype,
-                            shape,
-                            data: t.ptr,
-                        }
-                    }
-                    Source::Const(a) => RawArray {
-                        dtype: a.dtype(),
-                        shape,
-                        data: a.data_ptr() as *mut u8,
-                    },
-                })
-                .collect();
+            let arrays = self.plan.raw_inputs(|i| {
+                let t = held[i].as_ref().expect("a tensor slot");
+                (t.dtype, t.ptr)
+            });
             let launch = Launch {
                 _held: held,
                 arrays,
@@ -198,16 +182,12 @@ impl BlasPlan {
             // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
             // element count (the kernel reads it reshaped) and aligned, and is held for the
             // call; constants are owned by the plan, one element each.
-            let mut outs = py
+            let outs = py
                 .detach(|| unsafe { launch_borrowed(kernel, &held.arrays, options) })
                 .map_err(error::runtime)?;
             drop(launch);
-            let mut results = Vec::with_capacity(self.plan.results.len());
-            for ((j, shape), wrap) in self.plan.results.iter().zip(&self.wraps) {
-                // Distinct outputs (see `tpukit_blas::plan`): each is taken once.
-                let out =
-                    std::mem::replace(&mut outs[*j], tpukit::HostArray::zeros(DType::F32, &[0]));
-                let out = out.reshape(shape).expect("the planned result's size");
+            let mut results = Vec::with_capacity(self.wraps.len());
+            for (out, wrap) in self.plan.results_from(outs).into_iter().zip(&self.wraps) {
                 let mut result = Bound::new(py, Buffer::new(out))?.into_any();
                 for f in wrap {
                     result = f.bind(py).call1((result,))?;

@@ -8,7 +8,7 @@
 
 use crate::launch::{Signature, bind, bind_values, new_outputs};
 use crate::{HostArray, LaunchOptions, Launchable, RuntimeError, cpu};
-use tpukit_dsl::DType;
+use tpukit_dsl::{Bindings, DType, Kernel};
 
 /// An array in memory the caller owns: `shape` elements of `dtype`, row-major and
 /// contiguous, at `data`.
@@ -23,6 +23,26 @@ impl RawArray<'_> {
     fn signature(&self) -> Signature<'_> {
         (self.dtype, self.shape)
     }
+}
+
+/// The bindings of `kernel`'s symbols to the extents of `inputs` (and of the outputs with the
+/// signatures `outputs`, where given), checked as for any launch, and to the grid values read
+/// from `inputs`.
+///
+/// # Safety
+/// As for [`launch_raw`]'s inputs.
+unsafe fn bindings(
+    kernel: &Kernel,
+    inputs: &[RawArray],
+    outputs: Option<&[Signature]>,
+) -> Result<Bindings, RuntimeError> {
+    let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
+    let mut bindings = bind(kernel, &ins, outputs)?;
+    // SAFETY: `bind` checked that a grid-value input is a one-element i32 array at `data`.
+    bind_values(kernel, &mut bindings, |i| unsafe {
+        (inputs[i].data as *const i32).read_unaligned() as i64
+    })?;
+    Ok(bindings)
 }
 
 /// [`crate::launch_into_with`] on the compiled CPU backend, on borrowed memory: reads
@@ -41,13 +61,9 @@ pub unsafe fn launch_raw<K: Launchable>(
     options: LaunchOptions,
 ) -> Result<(), RuntimeError> {
     kernel.verify()?;
-    let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
     let outs: Vec<Signature> = outputs.iter().map(RawArray::signature).collect();
-    let mut bindings = bind(kernel.kernel(), &ins, Some(&outs))?;
-    // SAFETY: `bind` checked that a grid-value input is a one-element i32 array at `data`.
-    bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
-        (inputs[i].data as *const i32).read_unaligned() as i64
-    })?;
+    // SAFETY: the caller's contract.
+    let bindings = unsafe { bindings(kernel.kernel(), inputs, Some(&outs))? };
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter().map(|a| a.data).collect();
     // SAFETY: the caller's contract, the shapes checked against the kernel by `bind`.
@@ -79,12 +95,8 @@ pub unsafe fn launch_borrowed<K: Launchable>(
     options: LaunchOptions,
 ) -> Result<Vec<HostArray>, RuntimeError> {
     kernel.verify()?;
-    let ins: Vec<Signature> = inputs.iter().map(RawArray::signature).collect();
-    let mut bindings = bind(kernel.kernel(), &ins, None)?;
-    // SAFETY: `bind` checked that a grid-value input is a one-element i32 array at `data`.
-    bind_values(kernel.kernel(), &mut bindings, |i| unsafe {
-        (inputs[i].data as *const i32).read_unaligned() as i64
-    })?;
+    // SAFETY: the caller's contract.
+    let bindings = unsafe { bindings(kernel.kernel(), inputs, None)? };
     let whole = if options.debug {
         Default::default()
     } else {

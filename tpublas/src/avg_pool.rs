@@ -11,7 +11,7 @@
 use crate::Result;
 use crate::elementwise::{self, Binary};
 use crate::launch::Prepared;
-use crate::taps::{self, Geometry};
+use crate::taps::{self, Geometry, PoolWindow};
 use crate::value::{Args, Value};
 use crate::{copy, promote};
 use tpukit::dsl::DType;
@@ -33,36 +33,15 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
 /// divisor_override)` arguments from `first` (the kernel size), and the divisor of each
 /// output pixel (one image plane: the same for every image and channel).
 fn window(a: &Args, shape: &[usize], first: usize) -> Result<(Geometry, Vec<f64>)> {
-    let kernel = taps::pair(a, first, "kernel_size", 1)?;
-    let stride = match a.opt_int_list(first + 1)? {
-        Some(s) if !s.is_empty() => taps::pair(a, first + 1, "stride", 1)?,
-        _ => kernel,
-    };
-    let pad = taps::pair_or(a, first + 2, "padding", 0, Some(0))?;
-    if a.bool_or(first + 3, false)? {
-        return Err(a
-            .err("ceil_mode=True is not supported")
-            .with_kind(ErrorKind::Unsupported));
-    }
-    if pad[0] * 2 > kernel[0] || pad[1] * 2 > kernel[1] {
-        return Err(a
-            .err(format!(
-                "padding {pad:?} must be at most half of kernel_size {kernel:?}"
-            ))
-            .with_kind(ErrorKind::Shape));
-    }
+    let window = PoolWindow::from_args(a, first)?;
+    window.check(a, first + 3)?;
     let include_pad = a.bool_or(first + 4, true)?;
     let override_ = match a.values.get(first + 5) {
         Some(Value::Int(d)) if *d != 0 => Some(*d as f64),
         Some(Value::Int(_)) => return Err(a.err("divisor_override must not be 0")),
         _ => None,
     };
-    let shape4 = if shape.len() == 3 {
-        [&[1], shape].concat()
-    } else {
-        shape.to_vec()
-    };
-    let g = Geometry::new(a, &shape4, kernel, stride, pad, [1, 1])?;
+    let g = window.geometry(a, shape, [1, 1])?;
     let plane = Geometry { n: 1, ..g.clone() };
     let (_, pos) = plane.forward();
     let divisors = pos

@@ -196,16 +196,8 @@ impl Norm {
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| a.err("negative normalized_shape")))
             .collect::<Result<_>>()?;
+        let n = normalized_size(&a, &normalized, x.shape())?;
         let rank = x.shape().len();
-        if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
-            return Err(a
-                .err(format!(
-                    "normalized_shape {normalized:?} is not the trailing shape of {:?}",
-                    x.shape()
-                ))
-                .with_kind(ErrorKind::Shape));
-        }
-        let n: usize = normalized.iter().product();
         let weight = a.opt_tensor(2)?;
         let (bias, eps) = match self {
             Norm::Layer => (a.opt_tensor(3)?, a.scalar_or(4, 1e-5)?),
@@ -255,4 +247,18 @@ impl Norm {
         result.extend(it.map(|s| s.reshape(&stat_shape).expect("same size")));
         Ok(result)
     }
+}
+
+/// The element count of `normalized` (a norm's `normalized_shape`), which must be the
+/// trailing dims of `shape`.
+pub(crate) fn normalized_size(a: &Args, normalized: &[usize], shape: &[usize]) -> Result<usize> {
+    let rank = shape.len();
+    if normalized.len() > rank || shape[rank - normalized.len()..] != *normalized {
+        return Err(a
+            .err(format!(
+                "normalized_shape {normalized:?} is not the trailing shape of {shape:?}"
+            ))
+            .with_kind(ErrorKind::Shape));
+    }
+    Ok(normalized.iter().product())
 }

@@ -12,7 +12,6 @@ use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN, Weights};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
-use tpukit::dsl::ErrorKind;
 use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
@@ -153,19 +152,10 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     for t in [g, x, mean, rstd].into_iter().chain(weight) {
         promote::check(ATEN, t)?;
     }
-    let rank = x.shape().len();
     if g.shape() != x.shape() || g.dtype() != x.dtype() {
         return Err(a.err("grad_out and input must have one shape and dtype"));
     }
-    if normalized.len() > rank || x.shape()[rank - normalized.len()..] != normalized[..] {
-        return Err(a
-            .err(format!(
-                "normalized_shape {normalized:?} is not the trailing shape of {:?}",
-                x.shape()
-            ))
-            .with_kind(ErrorKind::Shape));
-    }
-    let n: usize = normalized.iter().product();
+    let n = crate::norm::normalized_size(&a, &normalized, x.shape())?;
     let m = x.shape().iter().product::<usize>() / n.max(1);
     if mean.shape().iter().product::<usize>() != m || rstd.dtype() != mean.dtype() {
         return Err(a.err("mean and rstd must hold one value per normalised row"));

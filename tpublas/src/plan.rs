@@ -21,6 +21,8 @@
 use crate::launch::{Prepared, Traced, device, trace};
 use crate::table::{Family, Op, find};
 use crate::{BlasError, Result, Value};
+use tpukit::dsl::DType;
+use tpukit::runtime::RawArray;
 use tpukit::{Device, HostArray};
 
 /// Where a planned launch's input comes from.
@@ -41,6 +43,37 @@ pub struct Plan {
     pub inputs: Vec<(Source, Vec<usize>)>,
     /// Per result: the kernel output it is and its shape.
     pub results: Vec<(usize, Vec<usize>)>,
+}
+
+impl Plan {
+    /// The kernel's inputs for a replay, in the shapes the kernel reads them in: argument `i`'s
+    /// tensor is `arg(i)` (its dtype and row-major data, of the planned dtype and element
+    /// count), a constant the plan's own.
+    pub fn raw_inputs(&self, arg: impl Fn(usize) -> (DType, *mut u8)) -> Vec<RawArray<'_>> {
+        self.inputs
+            .iter()
+            .map(|(source, shape)| {
+                let (dtype, data) = match source {
+                    Source::Arg(i) => arg(*i),
+                    Source::Const(c) => (c.dtype(), c.data_ptr() as *mut u8),
+                };
+                RawArray { dtype, shape, data }
+            })
+            .collect()
+    }
+
+    /// The call's results from the replayed launch's outputs `outs`: each planned output (a
+    /// different one per result), reshaped to its result's shape.
+    pub fn results_from(&self, outs: Vec<HostArray>) -> Vec<HostArray> {
+        let mut outs: Vec<Option<HostArray>> = outs.into_iter().map(Some).collect();
+        self.results
+            .iter()
+            .map(|(j, shape)| {
+                let out = outs[*j].take().expect("a distinct output per result");
+                out.reshape(shape).expect("the planned result's size")
+            })
+            .collect()
+    }
 }
 
 impl Op {
@@ -183,8 +216,7 @@ fn elements(a: &HostArray) -> usize {
 mod tests {
     use super::*;
     use tpukit::LaunchOptions;
-    use tpukit::dsl::DType;
-    use tpukit::runtime::{RawArray, launch_borrowed};
+    use tpukit::runtime::launch_borrowed;
 
     fn array(shape: &[usize], seed: f64) -> HostArray {
         let n: usize = shape.iter().product();
@@ -194,31 +226,14 @@ mod tests {
 
     /// The plan's launch on `args` (which must be what it was made for).
     fn replay(plan: &Plan, args: &[Value]) -> Vec<HostArray> {
-        let arrays: Vec<RawArray> = plan
-            .inputs
-            .iter()
-            .map(|(source, shape)| {
-                let a = match source {
-                    Source::Arg(i) => match &args[*i] {
-                        Value::Tensor(t) => t,
-                        other => panic!("argument {i} is {other:?}"),
-                    },
-                    Source::Const(c) => c,
-                };
-                RawArray {
-                    dtype: a.dtype(),
-                    shape,
-                    data: a.data_ptr() as *mut u8,
-                }
-            })
-            .collect();
+        let arrays = plan.raw_inputs(|i| match &args[i] {
+            Value::Tensor(t) => (t.dtype(), t.data_ptr() as *mut u8),
+            other => panic!("argument {i} is {other:?}"),
+        });
         // SAFETY: the arrays are owned, row-major, of the sizes the plan read them in.
         let outs =
             unsafe { launch_borrowed(&*plan.kernel, &arrays, LaunchOptions::default()) }.unwrap();
-        plan.results
-            .iter()
-            .map(|(j, shape)| outs[*j].clone().reshape(shape).unwrap())
-            .collect()
+        plan.results_from(outs)
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
-use crate::taps::{self, Geometry};
+use crate::taps::{self, Geometry, PoolWindow};
 use crate::value::{Args, Value};
 use crate::{copy, promote};
 use tpukit::dsl::ErrorKind;
@@ -138,31 +138,10 @@ pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
 /// The window of a call `(…, kernel_size, stride=[], padding=0, dilation=1, ceil_mode)`
 /// whose arguments start at `first`; an empty stride means the kernel size (ATen's default).
 fn geometry(a: &Args, shape: &[usize], first: usize) -> Result<Geometry> {
-    let kernel = taps::pair(a, first, "kernel_size", 1)?;
-    let stride = match a.opt_int_list(first + 1)? {
-        Some(s) if !s.is_empty() => taps::pair(a, first + 1, "stride", 1)?,
-        _ => kernel,
-    };
-    let pad = taps::pair_or(a, first + 2, "padding", 0, Some(0))?;
+    let window = PoolWindow::from_args(a, first)?;
     let dilation = taps::pair_or(a, first + 3, "dilation", 1, Some(1))?;
-    if a.bool_or(first + 4, false)? {
-        return Err(a
-            .err("ceil_mode=True is not supported")
-            .with_kind(ErrorKind::Unsupported));
-    }
-    if pad[0] * 2 > kernel[0] || pad[1] * 2 > kernel[1] {
-        return Err(a
-            .err(format!(
-                "padding {pad:?} must be at most half of kernel_size {kernel:?}"
-            ))
-            .with_kind(ErrorKind::Shape));
-    }
-    let shape4 = if shape.len() == 3 {
-        [&[1], shape].concat()
-    } else {
-        shape.to_vec()
-    };
-    Geometry::new(a, &shape4, kernel, stride, pad, dilation)
+    window.check(a, first + 4)?;
+    window.geometry(a, shape, dilation)
 }
 
 /// `max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)` →

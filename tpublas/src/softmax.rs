@@ -99,6 +99,24 @@ fn log_softmax_backward_rows(g: In, y: In, o: Out, total: Scratch, out: DType) {
 
 const _: () = assert!(BM == 16 && BN == 512);
 
+/// How many times a softmax kernel reads each row, which picks its shape.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// Two phases over column blocks (`softmax_rows` and the backward kernels): rows of any
+    /// length.
+    Twice,
+    /// One window per row (`softmax_row`): rows of at most the window's width. Only the
+    /// forward operators have such a kernel; the backward ones read [`Reads::Twice`].
+    Once,
+}
+
+impl Reads {
+    /// [`Reads::Once`] when a row of `n` elements fits a window of `bn` columns.
+    pub fn fitting(n: usize, bn: usize) -> Reads {
+        if n <= bn { Reads::Once } else { Reads::Twice }
+    }
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Softmax {
     Softmax,
@@ -122,23 +140,23 @@ impl Softmax {
 
     /// The kernel over `[m, n]` rows of `dtype`, output `out`, in windows of [`BN`] columns.
     pub fn kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
-        self.kernel_by(dtype, out, BM, BN, false)
+        self.kernel_by(dtype, out, BM, BN, Reads::Twice)
     }
 
     /// [`Softmax::kernel`] in windows of `bm` rows and `bn` columns (see [`rows::height`],
-    /// [`rows::width`]); with `whole`, for rows of at most `bn` elements (one window per
-    /// row: `softmax_row`, for the forward operators).
+    /// [`rows::width`]), reading each row as `reads` says ([`Reads::Once`] only for rows of
+    /// at most `bn` elements).
     pub fn kernel_by(
         self,
         dtype: DType,
         out: DType,
         bm: usize,
         bn: usize,
-        whole: bool,
+        reads: Reads,
     ) -> Result<Prepared> {
-        let whole = whole && self.forward();
-        memo(("softmax", self, dtype, out, bm, bn, whole), || {
-            Ok(self.build(dtype, out, bm, bn, whole)?)
+        let reads = if self.forward() { reads } else { Reads::Twice };
+        memo(("softmax", self, dtype, out, bm, bn, reads), || {
+            Ok(self.build(dtype, out, bm, bn, reads)?)
         })
     }
 
@@ -152,40 +170,32 @@ impl Softmax {
         out: DType,
         bm: usize,
         bn: usize,
-        whole: bool,
+        reads: Reads,
     ) -> tpukit::dsl::Result<Kernel> {
         let (log, safe) = (self == Softmax::LogSoftmax, self == Softmax::Safe);
+        // One phase per read of a row: the forward kernels that read rows twice keep the
+        // running maximum and sum between them, the backward ones a row dot product or sum.
+        let phases = match reads {
+            Reads::Once => 1,
+            Reads::Twice => 2,
+        };
+        let input = |fill| rows::input_of(dtype, fill, bm, bn);
+        let spec = |inputs, scratch| CallSpec {
+            grid: rows::phased_grid_of(phases, bm, bn),
+            inputs,
+            outputs: vec![rows::output_of(out, phases, bm, bn)],
+            scratch,
+            ..Default::default()
+        };
+        let x = || vec![input(f64::NEG_INFINITY)];
         match self {
-            _ if whole => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(1, bm, bn),
-                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
-                    outputs: vec![rows::output_of(out, 1, bm, bn)],
-                    ..Default::default()
-                };
-                softmax_row(&spec, log, safe, out)
-            }
+            _ if reads == Reads::Once => softmax_row(&spec(x(), vec![]), log, safe, out),
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(2, bm, bn),
-                    inputs: vec![rows::input_of(dtype, f64::NEG_INFINITY, bm, bn)],
-                    outputs: vec![rows::output_of(out, 2, bm, bn)],
-                    scratch: vec![rows::acc_of(bm), rows::acc_of(bm)],
-                    ..Default::default()
-                };
-                softmax_rows(&spec, log, safe, out)
+                let scratch = vec![rows::acc_of(bm), rows::acc_of(bm)];
+                softmax_rows(&spec(x(), scratch), log, safe, out)
             }
             Softmax::Backward | Softmax::LogBackward => {
-                let spec = CallSpec {
-                    grid: rows::phased_grid_of(2, bm, bn),
-                    inputs: vec![
-                        rows::input_of(dtype, 0.0, bm, bn),
-                        rows::input_of(dtype, 0.0, bm, bn),
-                    ],
-                    outputs: vec![rows::output_of(out, 2, bm, bn)],
-                    scratch: vec![rows::acc_of(bm)],
-                    ..Default::default()
-                };
+                let spec = spec(vec![input(0.0), input(0.0)], vec![rows::acc_of(bm)]);
                 if self == Softmax::Backward {
                     softmax_backward_rows(&spec, out)
                 } else {
@@ -207,17 +217,17 @@ impl Softmax {
             _ => None,
         };
         let mut k = Vec::new();
-        let wholes: &[bool] = if self.forward() {
-            &[false, true]
+        let readings: &[Reads] = if self.forward() {
+            &[Reads::Twice, Reads::Once]
         } else {
-            &[false]
+            &[Reads::Twice]
         };
         for bm in [BM, rows::SHORT] {
             for bn in [BN, rows::WIDE] {
-                for &whole in wholes {
-                    k.push(self.kernel_by(dtype, dtype, bm, bn, whole)?);
+                for &reads in readings {
+                    k.push(self.kernel_by(dtype, dtype, bm, bn, reads)?);
                     if let Some(out) = other {
-                        k.push(self.kernel_by(dtype, out, bm, bn, whole)?);
+                        k.push(self.kernel_by(dtype, out, bm, bn, reads)?);
                     }
                 }
             }
@@ -274,7 +284,7 @@ impl Softmax {
         let refs: Vec<&HostArray> = rows_in.iter().collect();
         let (m, n) = (rows_in[0].shape()[0], rows_in[0].shape()[1]);
         let bn = rows::width(n);
-        let k = self.kernel_by(x.dtype(), out, rows::height(m), bn, n <= bn)?;
+        let k = self.kernel_by(x.dtype(), out, rows::height(m), bn, Reads::fitting(n, bn))?;
         let o = crate::launch::one(&k, &refs)?;
         Ok(vec![layout::from_rows(o, x.shape(), &perm)?])
     }

@@ -170,6 +170,62 @@ pub fn pair_or(
     Ok(v.map(|x| x as usize))
 }
 
+/// A pooling call's window: its `kernel_size, stride=[], padding=0` arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolWindow {
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+}
+
+impl PoolWindow {
+    /// The window of arguments from `first` (the kernel size); an empty stride means the
+    /// kernel size (ATen's default).
+    pub fn from_args(a: &Args, first: usize) -> Result<PoolWindow> {
+        let kernel = pair(a, first, "kernel_size", 1)?;
+        let stride = match a.opt_int_list(first + 1)? {
+            Some(s) if !s.is_empty() => pair(a, first + 1, "stride", 1)?,
+            _ => kernel,
+        };
+        let pad = pair_or(a, first + 2, "padding", 0, Some(0))?;
+        Ok(PoolWindow {
+            kernel,
+            stride,
+            pad,
+        })
+    }
+
+    /// Refuses `ceil_mode=True` (the argument at `ceil_mode`: unsupported) and, as ATen,
+    /// padding more than half of the kernel.
+    pub fn check(&self, a: &Args, ceil_mode: usize) -> Result<()> {
+        if a.bool_or(ceil_mode, false)? {
+            return Err(a
+                .err("ceil_mode=True is not supported")
+                .with_kind(ErrorKind::Unsupported));
+        }
+        let (kernel, pad) = (self.kernel, self.pad);
+        if pad[0] * 2 > kernel[0] || pad[1] * 2 > kernel[1] {
+            return Err(a
+                .err(format!(
+                    "padding {pad:?} must be at most half of kernel_size {kernel:?}"
+                ))
+                .with_kind(ErrorKind::Shape));
+        }
+        Ok(())
+    }
+
+    /// The window, with `dilation`, over images of `shape` (`[n, c, h, w]`, or `[c, h, w]`
+    /// for one image); see [`Geometry::new`].
+    pub fn geometry(&self, a: &Args, shape: &[usize], dilation: [usize; 2]) -> Result<Geometry> {
+        let images = if shape.len() == 3 {
+            [&[1], shape].concat()
+        } else {
+            shape.to_vec()
+        };
+        Geometry::new(a, &images, self.kernel, self.stride, self.pad, dilation)
+    }
+}
+
 impl Geometry {
     /// The window over `shape` (`[n, c, h, w]`); an error naming `a`'s operator when the
     /// window (dilated) does not fit in the padded image.

@@ -16,6 +16,9 @@ pub(super) struct FuncState {
     types: Vec<Option<Type>>,
 }
 
+/// A loop's carried values: the token and value each defines, with its initial value.
+type Carried = Vec<((Token, ValueId), ValueId)>;
+
 impl FuncState {
     /// Records that `v` (written at `t`) has type `ty`; each value is defined once.
     pub(super) fn define(&mut self, p: &Parser, t: &Token, v: ValueId, ty: Type) -> Result<()> {
@@ -448,11 +451,10 @@ impl Parser {
         Ok((a, self.operand_value()?))
     }
 
-    /// `for %iv = %lo to %hi step %st iter(%arg = %init, …) : (types) { … }`: the
-    /// induction variable is an i32, each carried value has its result's type.
-    /// `while iter(%a = %x, …) : (types) { cond } do(%b, …) { body }`.
-    fn while_loop(&mut self, f: &mut FuncState) -> Result<(OpKind, Results)> {
-        let start = self.peek().clone();
+    /// `iter(%a = %x, …) : (types)` of the loop `what` (`for`, `while`) at `start`: each
+    /// carried value (the token and value it defines) with its initial value, and one type
+    /// per carried value.
+    fn carried(&mut self, what: &str, start: &Token) -> Result<(Carried, Vec<Type>)> {
         self.keyword("iter")?;
         self.punct('(')?;
         let carried = self.list(')', |p| {
@@ -463,19 +465,38 @@ impl Parser {
         let types = self.type_list()?;
         if types.len() != carried.len() {
             return Err(self.error_at(
-                &start,
+                start,
                 format!(
-                    "`while` carries {} value(s) but has {} result type(s)",
+                    "`{what}` carries {} value(s) but has {} result type(s)",
                     carried.len(),
                     types.len()
                 ),
             ));
         }
-        let mut cond_args = Vec::new();
-        for ((t, arg), ty) in carried.iter().map(|(a, _)| a).zip(&types) {
+        Ok((carried, types))
+    }
+
+    /// Defines each of `args` (a region's arguments) with its type in `types` (as many), and
+    /// returns their ids.
+    fn define_args<'a>(
+        &self,
+        f: &mut FuncState,
+        args: impl IntoIterator<Item = &'a (Token, ValueId)>,
+        types: &[Type],
+    ) -> Result<Vec<ValueId>> {
+        let mut ids = Vec::new();
+        for ((t, arg), ty) in args.into_iter().zip(types) {
             f.define(self, t, *arg, ty.clone())?;
-            cond_args.push(*arg);
+            ids.push(*arg);
         }
+        Ok(ids)
+    }
+
+    /// `while iter(%a = %x, …) : (types) { cond } do(%b, …) { body }`.
+    fn while_loop(&mut self, f: &mut FuncState) -> Result<(OpKind, Results)> {
+        let start = self.peek().clone();
+        let (carried, types) = self.carried("while", &start)?;
+        let cond_args = self.define_args(f, carried.iter().map(|(a, _)| a), &types)?;
         let cond = self.region(f, cond_args)?;
         self.keyword("do")?;
         self.punct('(')?;
@@ -486,11 +507,7 @@ impl Parser {
                 "`while`'s body takes one argument per carried value",
             ));
         }
-        let mut args = Vec::new();
-        for ((t, arg), ty) in body_args.iter().zip(&types) {
-            f.define(self, t, *arg, ty.clone())?;
-            args.push(*arg);
-        }
+        let args = self.define_args(f, &body_args, &types)?;
         let body = self.region(f, args)?;
         let kind = OpKind::While {
             init: carried.iter().map(|(_, init)| *init).collect(),
@@ -500,6 +517,8 @@ impl Parser {
         Ok((kind, Results::Many(types)))
     }
 
+    /// `for %iv = %lo to %hi step %st iter(%arg = %init, …) : (types) { … }`: the
+    /// induction variable is an i32, each carried value has its result's type.
     fn for_loop(&mut self, f: &mut FuncState) -> Result<(OpKind, Results)> {
         let (iv_tok, iv) = self.value("the induction variable `%N`")?;
         self.punct('=')?;
@@ -508,30 +527,10 @@ impl Parser {
         let upper = self.operand_value()?;
         self.keyword("step")?;
         let step = self.operand_value()?;
-        self.keyword("iter")?;
-        self.punct('(')?;
-        let carried = self.list(')', |p| {
-            let arg = p.value("a carried value `%N`")?;
-            p.punct('=')?;
-            Ok((arg, p.operand_value()?))
-        })?;
-        let types = self.type_list()?;
-        if types.len() != carried.len() {
-            return Err(self.error_at(
-                &iv_tok,
-                format!(
-                    "`for` carries {} value(s) but has {} result type(s)",
-                    carried.len(),
-                    types.len()
-                ),
-            ));
-        }
+        let (carried, types) = self.carried("for", &iv_tok)?;
         f.define(self, &iv_tok, iv, Type::scalar(DType::I32))?;
         let mut args = vec![iv];
-        for (((t, arg), _), ty) in carried.iter().zip(&types) {
-            f.define(self, t, *arg, ty.clone())?;
-            args.push(*arg);
-        }
+        args.extend(self.define_args(f, carried.iter().map(|(a, _)| a), &types)?);
         let body = self.region(f, args)?;
         let kind = OpKind::For {
             lower,

@@ -73,16 +73,20 @@ fn widened(dtype: DType, binary: Option<BinaryOp>) -> Option<DType> {
     }
 }
 
-/// `f` on `operands` (of IR type `ty`) computed in `wide`, converted back to `out`'s dtype
-/// (`None`: the result of `f` as it is, e.g. a comparison's bool).
+/// `f` on `operands` (of IR type `ty`) computed in `wide` where that is some ([`widened`]),
+/// converted back to `out`'s dtype (`None`: the result of `f` as it is, e.g. a comparison's
+/// bool); where it is none, `f` on `operands` as they are.
 fn in_wider<'c>(
     em: &Emitter<'c>,
     operands: &[Val<'c>],
     ty: &Type,
-    wide: DType,
+    wide: Option<DType>,
     out: Option<DType>,
     f: impl FnOnce(&[Val<'c>], &Type) -> Result<Val<'c>>,
 ) -> Result<Val<'c>> {
+    let Some(wide) = wide else {
+        return f(operands, ty);
+    };
     let wide_ty = ty.with_dtype(wide);
     let widened = operands
         .iter()
@@ -100,12 +104,10 @@ pub fn unary<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
         unreachable!()
     };
     let (ty, v) = (lw.ty(x), lw.value(x));
-    let out = match widened(ty.dtype, None) {
-        Some(wide) => in_wider(em, &[v], ty, wide, Some(ty.dtype), |v, t| {
-            unary_value(em, u, v[0], t)
-        })?,
-        None => unary_value(em, u, v, ty)?,
-    };
+    let wide = widened(ty.dtype, None);
+    let out = in_wider(em, &[v], ty, wide, Some(ty.dtype), |v, t| {
+        unary_value(em, u, v[0], t)
+    })?;
     Ok(vec![out])
 }
 
@@ -183,12 +185,10 @@ pub fn binary<'c>(
     if matches!(b, BinaryOp::DivU | BinaryOp::RemU) {
         return Ok(vec![unsigned_division(em, b == BinaryOp::RemU, x, y, ty)?]);
     }
-    let out = match widened(ty.dtype, Some(b)) {
-        Some(wide) => in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
-            binary_value(em, b, v[0], v[1], t)
-        })?,
-        None => binary_value(em, b, x, y, ty)?,
-    };
+    let wide = widened(ty.dtype, Some(b));
+    let out = in_wider(em, &[x, y], ty, wide, Some(ty.dtype), |v, t| {
+        binary_value(em, b, v[0], v[1], t)
+    })?;
     Ok(vec![out])
 }
 
@@ -392,12 +392,10 @@ pub fn compare<'c>(
         unreachable!()
     };
     let (ty, x, y) = (lw.ty(lhs), lw.value(lhs), lw.value(rhs));
-    let out = match widened(ty.dtype, None) {
-        Some(wide) => in_wider(em, &[x, y], ty, wide, None, |v, t| {
-            compare_values(em, c, v[0], v[1], t)
-        })?,
-        None => compare_values(em, c, x, y, ty)?,
-    };
+    let wide = widened(ty.dtype, None);
+    let out = in_wider(em, &[x, y], ty, wide, None, |v, t| {
+        compare_values(em, c, v[0], v[1], t)
+    })?;
     Ok(vec![out])
 }
 

@@ -17,6 +17,7 @@ use crate::{
     lowering::FuncLowering,
     rules::elementwise::{cmpi, convert, select_values, splat},
     rules::row_gather,
+    rules::shape::reshape_value,
     types,
 };
 use tpukit_dsl::{
@@ -85,38 +86,6 @@ fn access<'c>(
         a.strides.push(stride);
     }
     Ok(a)
-}
-
-/// `vector.shape_cast` unless the shapes already agree; scalars go through `vector.extract`
-/// and `vector.broadcast`.
-fn reshape<'c>(
-    em: &Emitter<'c>,
-    v: Val<'c>,
-    from: &[usize],
-    to: &[usize],
-    element: &str,
-) -> Result<Val<'c>> {
-    if from == to {
-        return Ok(v);
-    }
-    let target = em.ty(&types::vector(to, element))?;
-    if to.is_empty() {
-        types::check_scalar_extract(element)?;
-        let position = vec!["0"; from.len()].join(", ");
-        return em.op1(
-            "vector.extract",
-            &[v],
-            target,
-            &[(
-                "static_position",
-                em.attr(&format!("array<i64: {position}>"))?,
-            )],
-        );
-    }
-    if from.is_empty() {
-        return em.op1("vector.broadcast", &[v], target, &[]);
-    }
-    em.op1("vector.shape_cast", &[v], target, &[])
 }
 
 pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Result<Vec<Val<'c>>> {
@@ -191,7 +160,7 @@ pub fn load<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Res
         let fill = splat(em, spec.fill, &memory_ty)?;
         v = select_values(em, inside, v, fill, &memory_ty)?;
     }
-    let mut v = reshape(em, v, &a.sizes, &result_ty.shape, memory)?;
+    let mut v = reshape_value(em, v, &a.sizes, &result_ty.shape, memory)?;
     if stored == DType::Bool {
         let zero = splat(em, Literal::Int(0), &result_ty.with_dtype(DType::I32))?;
         v = cmpi(em, "ne", v, zero, &result_ty.with_dtype(DType::I32))?;
@@ -267,7 +236,7 @@ fn load_rows<'c>(
     let attr = em.attr(&format!("array<i32: {}>", strides.join(", ")))?;
     let loaded = em.ty(&types::vector(&shape, memory))?;
     let v = em.op1("tpu.strided_load", &indices, loaded, &[("strides", attr)])?;
-    reshape(em, v, &shape, result, memory).map(Some)
+    reshape_value(em, v, &shape, result, memory).map(Some)
 }
 
 /// Whether `operand` lives in SMEM, which is read and written one scalar at a time
@@ -356,9 +325,15 @@ pub fn store<'c>(lw: &mut FuncLowering<'c, '_>, em: &Emitter<'c>, op: &Op) -> Re
     if operand.dtype == DType::Bool {
         v = convert(em, v, value_ty, DType::I32)?;
     }
-    let v = reshape(em, v, &value_ty.shape, &a.sizes, memory)?;
+    let v = reshape_value(em, v, &value_ty.shape, &a.sizes, memory)?;
     let mask = match mask {
-        Some(m) => Some(reshape(em, lw.value(m), &value_ty.shape, &a.sizes, "i1")?),
+        Some(m) => Some(reshape_value(
+            em,
+            lw.value(m),
+            &value_ty.shape,
+            &a.sizes,
+            "i1",
+        )?),
         None => None,
     };
     let memory_ty = Type::new(

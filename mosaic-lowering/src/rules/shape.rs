@@ -38,16 +38,28 @@ pub fn reshape<'c>(
         unreachable!()
     };
     let (from, to) = (lw.ty(x), lw.ty(op.results[0]));
-    let v = lw.value(x);
-    let target = em.ty(&types::value(to))?;
-    let out = if from.shape == to.shape {
-        v
-    } else if from.is_scalar() {
-        em.op1("vector.broadcast", &[v], target, &[])?
-    } else if to.is_scalar() {
-        types::check_scalar_extract(types::element(to.dtype))?;
-        let position = vec!["0"; from.rank()].join(", ");
-        em.op1(
+    let element = types::element(to.dtype);
+    let v = reshape_value(em, lw.value(x), &from.shape, &to.shape, element)?;
+    Ok(vec![v])
+}
+
+/// `vector.shape_cast` unless the shapes already agree; scalars go through `vector.extract`
+/// and `vector.broadcast`.
+pub(crate) fn reshape_value<'c>(
+    em: &Emitter<'c>,
+    v: Val<'c>,
+    from: &[usize],
+    to: &[usize],
+    element: &str,
+) -> Result<Val<'c>> {
+    if from == to {
+        return Ok(v);
+    }
+    let target = em.ty(&types::vector(to, element))?;
+    if to.is_empty() {
+        types::check_scalar_extract(element)?;
+        let position = vec!["0"; from.len()].join(", ");
+        return em.op1(
             "vector.extract",
             &[v],
             target,
@@ -55,11 +67,12 @@ pub fn reshape<'c>(
                 "static_position",
                 em.attr(&format!("array<i64: {position}>"))?,
             )],
-        )?
-    } else {
-        em.op1("vector.shape_cast", &[v], target, &[])?
-    };
-    Ok(vec![out])
+        );
+    }
+    if from.is_empty() {
+        return em.op1("vector.broadcast", &[v], target, &[]);
+    }
+    em.op1("vector.shape_cast", &[v], target, &[])
 }
 
 pub fn transpose<'c>(

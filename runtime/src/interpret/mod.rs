@@ -308,11 +308,13 @@ impl Machine<'_> {
                     Some(l) => format!("{l}, grid step {:?}", self.point),
                     None => format!("grid step {:?}", self.point),
                 };
-                // A regular semaphore counts copies, a DMA semaphore bytes.
-                let counts = self.kernel.operand(sem.operand).space
-                    == tpukit_dsl::Space::Semaphore(tpukit_dsl::SemaphoreKind::Regular);
+                // The verifier makes `sem` a semaphore.
+                let kind = match self.kernel.operand(sem.operand).space {
+                    tpukit_dsl::Space::Semaphore(kind) => kind,
+                    _ => tpukit_dsl::SemaphoreKind::Dma,
+                };
                 self.mem
-                    .dma_start(at(src, env), at(dst, env), at(sem, env), started, counts)?
+                    .dma_start(at(src, env), at(dst, env), at(sem, env), started, kind)?
             }
             OpKind::DmaWait { sem, dst, .. } => self.mem.dma_wait(at(sem, env), at(dst, env))?,
             OpKind::SemaphoreSignal { sem, amount: a } => {

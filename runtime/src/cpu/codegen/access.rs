@@ -51,7 +51,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             && index.iter().all(|ix| matches!(ix, Indexer::Point(_)))
     }
 
-    /// Whether every point of `index` lies inside the ref (an i1).
+    /// Whether every point of `index` lies inside the ref (an i1): each start at least 0 and
+    /// below its extent.
     fn inside(
         &mut self,
         env: &Env<'ctx, 'k>,
@@ -59,17 +60,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         index: &[Indexer],
     ) -> Result<IntValue<'ctx>> {
         let starts = self.starts(env, index)?;
-        let mut ok = self.ctx.bool_type().const_int(1, false);
-        for (d, s) in starts.into_iter().enumerate() {
-            let (extent, _) = self.ref_extent(id, d);
+        let mut ok = self.within_extents(id, &starts, IntPredicate::SLT)?;
+        for s in starts {
             let lo = self
                 .b
                 .build_int_compare(IntPredicate::SGE, s, self.i64(0), "lo")?;
-            let hi = self
-                .b
-                .build_int_compare(IntPredicate::SLT, s, extent, "hi")?;
-            let both = self.b.build_and(lo, hi, "in")?;
-            ok = self.b.build_and(ok, both, "inside")?;
+            ok = self.b.build_and(ok, lo, "inside")?;
         }
         Ok(ok)
     }
@@ -83,20 +79,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         index: &[Indexer],
     ) -> Result<IntValue<'ctx>> {
         let starts = self.starts(env, index)?;
-        let mut ok = self.ctx.bool_type().const_int(1, false);
-        for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
-            let span = match ix {
-                Indexer::Slice { .. } => ix.span(),
-                Indexer::Point(_) => 1,
-            };
-            let end = self.b.build_int_nsw_add(s, self.i64(span as i64), "end")?;
-            let (extent, _) = self.ref_extent(id, d);
-            let hi = self
-                .b
-                .build_int_compare(IntPredicate::SLE, end, extent, "hi")?;
-            ok = self.b.build_and(ok, hi, "inside")?;
+        let mut ends = Vec::with_capacity(starts.len());
+        for (ix, s) in index.iter().zip(starts) {
+            let span = self.i64(ix.span() as i64);
+            ends.push(self.b.build_int_nsw_add(s, span, "end")?);
         }
-        Ok(ok)
+        self.within_extents(id, &ends, IntPredicate::SLE)
     }
 
     /// Whether element `idx` of an access lies inside the array (an i1): each dimension's
@@ -108,24 +96,53 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         index: &[Indexer],
         idx: &[IntValue<'ctx>],
     ) -> Result<IntValue<'ctx>> {
-        let starts = self.starts(env, index)?;
+        let at = self.positions(env, index, idx)?;
+        self.within_extents(id, &at, IntPredicate::SLT)
+    }
+
+    /// Whether `at[d] pred extent(d)` holds along every dimension `d` of the ref (an i1).
+    fn within_extents(
+        &mut self,
+        id: OperandId,
+        at: &[IntValue<'ctx>],
+        pred: IntPredicate,
+    ) -> Result<IntValue<'ctx>> {
         let mut ok = self.ctx.bool_type().const_int(1, false);
-        let mut k = 0;
-        for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
-            let at = match ix {
-                Indexer::Slice { .. } => {
-                    k += 1;
-                    self.b.build_int_nsw_add(s, idx[k - 1], "at")?
-                }
-                Indexer::Point(_) => s,
-            };
+        for (d, &a) in at.iter().enumerate() {
             let (extent, _) = self.ref_extent(id, d);
-            let hi = self
-                .b
-                .build_int_compare(IntPredicate::SLT, at, extent, "hi")?;
+            let hi = self.b.build_int_compare(pred, a, extent, "hi")?;
             ok = self.b.build_and(ok, hi, "inside")?;
         }
         Ok(ok)
+    }
+
+    /// The position in the ref, along each of its dimensions, of element `idx` of an access
+    /// (`idx` has one index per slice of `index`): a point's start, or a slice's start plus
+    /// `idx` times its stride.
+    fn positions(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        index: &[Indexer],
+        idx: &[IntValue<'ctx>],
+    ) -> Result<Vec<IntValue<'ctx>>> {
+        let starts = self.starts(env, index)?;
+        let mut slices = idx.iter();
+        let mut at = Vec::with_capacity(starts.len());
+        for (ix, s) in index.iter().zip(starts) {
+            at.push(match *ix {
+                Indexer::Point(_) => s,
+                Indexer::Slice { stride, .. } => {
+                    let i = *slices.next().expect("an index per slice");
+                    let i = if stride == 1 {
+                        i
+                    } else {
+                        self.b.build_int_nsw_mul(i, self.i64(stride as i64), "s")?
+                    };
+                    self.b.build_int_nsw_add(s, i, "l")?
+                }
+            });
+        }
+        Ok(at)
     }
 
     /// Checks, when the kernel runs, every part of an access that the verifier could not:
@@ -136,23 +153,34 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         id: OperandId,
         index: &[Indexer],
     ) -> Result<()> {
-        self.check_within(env, id, index, false)
+        self.check_against_tiles(env, id, index, &|_| None)
     }
 
-    /// [`Self::check_access`]; for a `copy`'s window, against the extents rounded up to the
+    /// [`Self::check_access`] for a `copy`'s window: against the extents rounded up to the
     /// tiles a copy may reach past an HBM array's end (`tpukit_dsl::dma::copy_tile`).
-    pub(super) fn check_within(
+    pub(super) fn check_copy_access(
         &mut self,
         env: &Env<'ctx, 'k>,
         id: OperandId,
         index: &[Indexer],
-        copy: bool,
+    ) -> Result<()> {
+        let o = self.kernel.operand(id);
+        self.check_against_tiles(env, id, index, &|d| tpukit_dsl::dma::copy_tile(o, d))
+    }
+
+    /// [`Self::check_access`] against each dimension `d`'s extent rounded up to a multiple of
+    /// `tile(d)`, where that is some.
+    fn check_against_tiles(
+        &mut self,
+        env: &Env<'ctx, 'k>,
+        id: OperandId,
+        index: &[Indexer],
+        tile: &dyn Fn(usize) -> Option<usize>,
     ) -> Result<()> {
         let starts = self.starts(env, index)?;
         for (d, (ix, s)) in index.iter().zip(starts).enumerate() {
             let (mut extent, static_extent) = self.ref_extent(id, d);
-            let tile = tpukit_dsl::dma::copy_tile(self.kernel.operand(id), d);
-            if let (true, Some(t)) = (copy, tile) {
+            if let Some(t) = tile(d) {
                 let t = self.i64(t as i64);
                 let up = self.b.build_int_add(extent, t, "e.up")?;
                 let up = self.b.build_int_sub(up, self.i64(1), "e.up")?;
@@ -190,24 +218,10 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         index: &[Indexer],
         idx: &[IntValue<'ctx>],
     ) -> Result<IntValue<'ctx>> {
-        let starts = self.starts(env, index)?;
+        let at = self.positions(env, index, idx)?;
         let strides = self.operands[id.0 as usize].ref_strides.clone();
         let mut offset = self.i64(0);
-        let mut k = 0;
-        for ((ix, s), stride) in index.iter().zip(starts).zip(strides) {
-            let local = match *ix {
-                Indexer::Slice { stride: 1, .. } => {
-                    k += 1;
-                    self.b.build_int_nsw_add(s, idx[k - 1], "l")?
-                }
-                Indexer::Slice { stride, .. } => {
-                    k += 1;
-                    let step = self.i64(stride as i64);
-                    let i = self.b.build_int_nsw_mul(idx[k - 1], step, "s")?;
-                    self.b.build_int_nsw_add(s, i, "l")?
-                }
-                Indexer::Point(_) => s,
-            };
+        for (local, stride) in at.into_iter().zip(strides) {
             let t = self.b.build_int_nsw_mul(local, stride, "t")?;
             offset = self.b.build_int_nsw_add(offset, t, "off")?;
         }
@@ -239,22 +253,13 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         else {
             unreachable!("load_elem on a load");
         };
-        let mut offset = self.address(env, *operand, index, idx)?;
-        let inside = if self.reads_zero_past_the_end(*operand, index) {
+        let offset = self.address(env, *operand, index, idx)?;
+        let value = if self.reads_zero_past_the_end(*operand, index) {
             let ok = self.inside(env, *operand, index)?;
-            offset = self
-                .b
-                .build_select(ok, offset, self.i64(0), "safe")?
-                .into_int_value();
-            Some(ok)
+            self.read_or_zero(*operand, offset, ok)?
         } else {
-            None
+            self.read(*operand, offset)?
         };
-        let mut value = self.read(*operand, offset)?;
-        if let Some(ok) = inside {
-            let zero = value.get_type().const_zero();
-            value = self.b.build_select(ok, value, zero, "past_end")?;
-        }
         match (mask, other) {
             (Some(m), Some(x)) => {
                 let m = self.elem(f, env, *m, idx)?.into_int_value();
@@ -307,6 +312,20 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let base = self.operands[id.0 as usize].base;
         let v = self.read_raw(dtype, base, offset)?;
         self.register_form(dtype, v)
+    }
+
+    /// [`Self::read`] where `ok` holds, else 0: the read then goes to the ref's base, so it
+    /// never leaves the ref.
+    pub(super) fn read_or_zero(
+        &self,
+        id: OperandId,
+        offset: IntValue<'ctx>,
+        ok: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let safe = self.b.build_select(ok, offset, self.i64(0), "safe")?;
+        let v = self.read(id, safe.into_int_value())?;
+        let zero = v.get_type().const_zero();
+        Ok(self.b.build_select(ok, v, zero, "past_end")?)
     }
 
     /// A value of `dtype` in its in-memory representation, as a register (the inverse of

@@ -91,8 +91,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     /// An end in an HBM array's tiles past its end reads 0 there and drops its writes: a
     /// copy whose windows lie inside their arrays (checked once) takes the unguarded loop.
     fn copy(&mut self, env: &Env<'ctx, 'k>, src: &'k Place, dst: &'k Place) -> Result<()> {
-        self.check_within(env, src.operand, &src.index, true)?;
-        self.check_within(env, dst.operand, &dst.index, true)?;
+        self.check_copy_access(env, src.operand, &src.index)?;
+        self.check_copy_access(env, dst.operand, &dst.index)?;
         let [src_tiled, dst_tiled] = [src, dst].map(|p| self.tiled(p));
         if !src_tiled && !dst_tiled {
             return self.copy_nest(env, src, dst, [false, false]);
@@ -124,17 +124,12 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let from = self.kernel.operand(src.operand).dtype;
         self.nest(&shape(&dst.index), &mut |e, idx| {
             let mut read = |e: &mut Self, at: &[IntValue<'ctx>]| {
-                let mut offset = e.address(env, src.operand, &src.index, at)?;
+                let offset = e.address(env, src.operand, &src.index, at)?;
                 if !src_guard {
                     return e.read(src.operand, offset);
                 }
                 let ok = e.elem_inside(env, src.operand, &src.index, at)?;
-                offset =
-                    e.b.build_select(ok, offset, e.i64(0), "safe")?
-                        .into_int_value();
-                let v = e.read(src.operand, offset)?;
-                let zero = v.get_type().const_zero();
-                Ok(e.b.build_select(ok, v, zero, "past_end")?)
+                e.read_or_zero(src.operand, offset, ok)
             };
             let v = if from == dtype {
                 read(e, idx)?

@@ -10,7 +10,7 @@
 use super::Memory;
 use crate::interpret::tensor::Tensor;
 use std::collections::HashMap;
-use tpukit_dsl::{Indexer, OperandId, Place, Type};
+use tpukit_dsl::{Indexer, OperandId, Place, SemaphoreKind, Type};
 
 /// A copy between its start and its wait.
 struct InFlight {
@@ -135,18 +135,18 @@ impl Memory {
         &mut self.buffers[at.0.0 as usize].data[at.1]
     }
 
-    /// Copies `src` into `dst` and signals `sem` with the bytes moved, or with 1 when
-    /// `counts` (a regular semaphore, which counts copies).
+    /// Copies `src` into `dst` and signals `sem`, a semaphore of `kind`: a DMA semaphore with
+    /// the bytes moved, a regular one (which counts copies) with 1.
     pub fn dma_start(
         &mut self,
         src: At,
         dst: At,
         sem: At,
         started: String,
-        counts: bool,
+        kind: SemaphoreKind,
     ) -> Result<(), String> {
         self.copying = true;
-        let done = self.copy(src, dst, sem, started, counts);
+        let done = self.copy(src, dst, sem, started, kind);
         self.copying = false;
         done
     }
@@ -158,7 +158,7 @@ impl Memory {
         dst: At,
         sem: At,
         started: String,
-        counts: bool,
+        kind: SemaphoreKind,
     ) -> Result<(), String> {
         let (shape, src_offs) = self.offsets(&src)?;
         let (_, dst_offs) = self.offsets(&dst)?;
@@ -197,10 +197,9 @@ impl Memory {
         };
         self.store(d, &dst.place.index, &dst.starts, &value, None)?;
         let sem_at = (sem.place.operand, self.semaphore(&sem)?);
-        let bytes = if counts {
-            1
-        } else {
-            (value.data.len() * to.size_bytes()) as i64
+        let bytes = match kind {
+            SemaphoreKind::Regular => 1,
+            SemaphoreKind::Dma => (value.data.len() * to.size_bytes()) as i64,
         };
         *self.sem_value(sem_at) += bytes as f64;
         let c = InFlight {
