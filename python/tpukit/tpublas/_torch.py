@@ -173,7 +173,7 @@ def _register_autograd(library, op, name, backward, setup_context):
         plan = op._fast
         if plan is not None and not kwargs and least <= len(args) <= most \
                 and not modes() and functorch() is None \
-                and getattr(local, "device", "cpu") == "cpu":
+                and local.device == "cpu":
             out = plan.run([*args, *fills[len(args):]])  # None for a tensor needing a gradient
             if out is not None:
                 return out
