@@ -17,9 +17,9 @@ use tpukit::runtime::{RawArray, launch_borrowed};
 use tpukit_blas::{Plan, Source};
 use tpukit_dsl::DType;
 
-use crate::array::Buffer;
+use crate::dlpack;
 use crate::error::{self, guard};
-use crate::tensor::Tensor;
+use crate::tensor::{self, Tensor};
 
 /// What a run takes at one argument position.
 enum Slot {
@@ -35,25 +35,20 @@ pub struct BlasPlan {
     name: String,
     plan: Plan,
     slots: Vec<Slot>,
-    /// Per result, the callables that make a torch tensor over its [`Buffer`], applied in
-    /// turn (`numpy.asarray`, `torch.from_numpy`, and a bf16 view for bf16).
-    wraps: Vec<Vec<Py<PyAny>>>,
     single: bool,
 }
 
 impl BlasPlan {
     /// The plan of a call with Python `values` (the schema-ordered arguments, tensors at the
-    /// positions `tensors` says), each result wrapped by the callables `wraps[dtype name]` (a
-    /// sequence, applied in turn); `None` if a result's dtype has none.
+    /// positions `tensors` says), its `results` results each a new torch tensor.
     pub fn new(
         py: Python<'_>,
         name: &str,
         plan: Plan,
         values: &Bound<'_, PyList>,
         tensors: &[Option<(DType, Vec<usize>)>],
-        result_dtypes: &[DType],
-        wraps: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<BlasPlan>> {
+        results: usize,
+    ) -> PyResult<BlasPlan> {
         let mut slots = Vec::with_capacity(tensors.len());
         for (v, t) in values.iter().zip(tensors) {
             slots.push(match t {
@@ -66,24 +61,12 @@ impl BlasPlan {
                 None => Slot::Value(v.unbind()),
             });
         }
-        let mut result_wraps = Vec::with_capacity(result_dtypes.len());
-        for d in result_dtypes {
-            match wraps.get_item(d.name()) {
-                Ok(w) => result_wraps.push(
-                    w.try_iter()?
-                        .map(|f| f.map(Bound::unbind))
-                        .collect::<PyResult<_>>()?,
-                ),
-                Err(_) => return Ok(None),
-            }
-        }
-        Ok(Some(BlasPlan {
+        Ok(BlasPlan {
             name: name.to_string(),
-            single: result_dtypes.len() == 1,
+            single: results == 1,
             plan,
             slots,
-            wraps: result_wraps,
-        }))
+        })
     }
 
     /// The tensors of `values`, one per position (None elsewhere), if every argument is what
@@ -198,21 +181,19 @@ impl BlasPlan {
             // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
             // element count (the kernel reads it reshaped) and aligned, and is held for the
             // call; constants are owned by the plan, one element each.
-            let mut outs = py
+            let outs = py
                 .detach(|| unsafe { launch_borrowed(kernel, &held.arrays, options) })
                 .map_err(error::runtime)?;
             drop(launch);
+            let torch = tensor::torch(py)?.expect("torch, imported: a plan reads tensors");
+            let from_dlpack = torch.from_dlpack.bind(py);
+            let mut outs: Vec<_> = outs.into_iter().map(Some).collect();
             let mut results = Vec::with_capacity(self.plan.results.len());
-            for ((j, shape), wrap) in self.plan.results.iter().zip(&self.wraps) {
+            for (j, shape) in &self.plan.results {
                 // Distinct outputs (see `tpukit_blas::plan`): each is taken once.
-                let out =
-                    std::mem::replace(&mut outs[*j], tpukit::HostArray::zeros(DType::F32, &[0]));
+                let out = outs[*j].take().expect("each output taken once");
                 let out = out.reshape(shape).expect("the planned result's size");
-                let mut result = Bound::new(py, Buffer::new(out))?.into_any();
-                for f in wrap {
-                    result = f.bind(py).call1((result,))?;
-                }
-                results.push(result);
+                results.push(dlpack::to_torch(from_dlpack, out)?);
             }
             if self.single {
                 return Ok(results.pop());

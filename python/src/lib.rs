@@ -16,6 +16,7 @@ mod blas_plan;
 mod borrow;
 mod buffer;
 mod catalog;
+mod dlpack;
 mod error;
 mod ffi;
 mod import;

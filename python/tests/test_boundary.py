@@ -104,7 +104,7 @@ def entry_points(kernel):
         "tpublas_ops": (lambda: _native.tpublas_ops(), None),
         "tpublas_run": (lambda: _native.tpublas_run("aten.neg", []), "aten.neg"),
         "tpublas_run_planned": (
-            lambda: _native.tpublas_run_planned("aten.add.Tensor", planned_args, [t, t, 1.0], {}),
+            lambda: _native.tpublas_run_planned("aten.add.Tensor", planned_args, [t, t, 1.0]),
             "aten.add.Tensor",
         ),
         "set_min_split_bytes": (lambda: _native.set_min_split_bytes(0), None),

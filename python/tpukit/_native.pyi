@@ -98,10 +98,13 @@ class Kernel:
         """A StableHLO module with a Mosaic ``tpu_custom_call``, every symbol bound."""
     def count(self, role: _Role) -> int: ...
     def plan(
-        self, inputs: list[tuple[str, tuple[int, ...]]], wraps: list[Callable[[Buffer], Any]]
+        self,
+        inputs: list[tuple[str, tuple[int, ...]]],
+        wraps: list[Callable[[Buffer], Any] | None],
     ) -> LaunchPlan:
         """A launch on the CPU backend for inputs of these ``(dtype name, shape)``, each output
-        passed to its callable in ``wraps``; bool inputs are refused."""
+        passed to its callable in ``wraps`` (None: made a torch tensor over it, by DLPack);
+        bool inputs are refused."""
 
 @final
 class LaunchPlan:
@@ -162,11 +165,9 @@ def tpublas_run_planned(
     name: str,
     args: list[tuple[str, object]],
     values: list[Any],
-    wraps: Mapping[str, Sequence[Callable[[Any], Any]]],
 ) -> tuple[list[_WireOut], BlasPlan | None]:
     """``tpublas_run`` on the CPU, with the call's plan where one can be made (``values``:
-    the Python arguments, one per entry of ``args``; ``wraps``: by result dtype name, the
-    callables making a torch tensor over a result buffer, applied in turn)."""
+    the Python arguments, one per entry of ``args``); the plan returns torch tensors."""
 
 def tpublas_warm_up() -> None: ...
 def op_table() -> list[tuple[str, str, str, list[str], list[str], list[str]]]:

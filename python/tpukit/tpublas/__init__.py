@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpukit import _arrays, _fast, _native
+from tpukit import _arrays, _native
 from tpukit.launch import check_device
 from tpukit.tpublas import _schema
 
@@ -218,8 +218,7 @@ class Operator:
                     if first is None:
                         first = array
         if plain and wired and device == "cpu" and self._plannable:
-            results, plan = _native.tpublas_run_planned(name, native, values,
-                                                         _fast.torch_wraps())
+            results, plan = _native.tpublas_run_planned(name, native, values)
             if plan is not None:
                 self._fast = plan
         else:
