@@ -71,23 +71,23 @@ impl BlasPlan {
 
     /// The tensors of `values`, one per position (None elsewhere), if every argument is what
     /// the plan was made for.
-    fn hold(&self, values: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Option<Tensor>>>> {
-        let Ok(values) = values.cast::<PyList>() else {
-            return Ok(None);
-        };
+    fn hold(
+        &self,
+        py: Python<'_>,
+        values: &[Bound<'_, PyAny>],
+    ) -> PyResult<Option<Vec<Option<Tensor>>>> {
         if values.len() != self.slots.len() {
             return Ok(None);
         }
-        let py = values.py();
         let mut held = Vec::with_capacity(self.slots.len());
         for (v, slot) in values.iter().zip(&self.slots) {
             match slot {
                 Slot::Tensor(dtype, shape) => {
                     // A tensor passed twice (`x * x`) is read once.
-                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(&v));
+                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(v));
                     let t = match again {
                         Some(t) => t.again(py),
-                        None => match Tensor::get(&v) {
+                        None => match Tensor::get(v) {
                             Ok(Some(t)) => t,
                             _ => return Ok(None),
                         },
@@ -132,12 +132,7 @@ impl BlasPlan {
     /// Whether every tensor the plan takes is f32 or bf16 (what `tpublas.mode()` serves).
     #[getter]
     fn floats(&self) -> PyResult<bool> {
-        guard(Some(&self.name), || {
-            Ok(self.slots.iter().all(|s| match s {
-                Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
-                Slot::Value(_) => true,
-            }))
-        })
+        guard(Some(&self.name), || Ok(self.takes_floats()))
     }
 
     /// The results of the planned launch on `values` (the call's schema-ordered arguments,
@@ -148,7 +143,32 @@ impl BlasPlan {
         values: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         guard(Some(&self.name), || {
-            let Some(held) = self.hold(values)? else {
+            let Ok(values) = values.cast::<PyList>() else {
+                return Ok(None);
+            };
+            self.run_on(py, &values.iter().collect::<Vec<_>>())
+        })
+    }
+}
+
+impl BlasPlan {
+    /// Whether every tensor the plan takes is f32 or bf16 (see `floats`).
+    pub fn takes_floats(&self) -> bool {
+        self.slots.iter().all(|s| match s {
+            Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
+            Slot::Value(_) => true,
+        })
+    }
+
+    /// [`BlasPlan::run`] on the call's schema-ordered arguments, without the guard (the
+    /// caller's entry point runs in one).
+    pub fn run_on<'py>(
+        &self,
+        py: Python<'py>,
+        values: &[Bound<'py, PyAny>],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        {
+            let Some(held) = self.hold(py, values)? else {
                 return Ok(None);
             };
             let arrays = self
@@ -199,6 +219,6 @@ impl BlasPlan {
                 return Ok(results.pop());
             }
             Ok(Some(PyTuple::new(py, results)?.into_any()))
-        })
+        }
     }
 }

@@ -7,7 +7,7 @@ exactly what the module exports.
 """
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, final
 
 from typing_extensions import Buffer as _BytesLike
@@ -20,6 +20,8 @@ __all__ = [
     "Buffer",
     "LaunchPlan",
     "BlasPlan",
+    "PlannedKernel",
+    "ModeDispatch",
     "catalog",
     "instantiate",
     "import_mosaic",
@@ -126,6 +128,44 @@ class BlasPlan:
     def run(self, values: list[Any]) -> Any | None:
         """The results (torch tensors; a tuple for several) on the call's schema-ordered
         ``values``, or None where they are not what the plan was made for."""
+
+@final
+class PlannedKernel:
+    """The Autograd kernel of a ``torch.ops.tpublas`` operator: a call the operator's plan
+    takes runs natively (no mode, no functorch transform, the "cpu" device); any other goes
+    to ``fallback`` as it came (``python/src/dispatch.rs``)."""
+
+    def __new__(
+        cls,
+        op: Any,
+        least: int,
+        most: int,
+        fills: tuple[Any, ...],
+        modes: Callable[[], int],
+        functorch: Callable[[], Any],
+        local: Any,
+        fallback: Callable[..., Any],
+    ) -> PlannedKernel: ...
+    def __call__(self, keyset: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+@final
+class ModeDispatch:
+    """A ``tpublas.mode()``'s ``__torch_dispatch__``: a planned operator's call runs
+    natively, any other goes to ``fallback`` (``python/src/dispatch.rs``)."""
+
+    def __new__(
+        cls,
+        planned: dict[int, tuple[Any, ...]],
+        served: dict[str, int],
+        local: Any,
+        fallback: Callable[..., Any],
+        mode: Callable[[], Any],
+    ) -> ModeDispatch: ...
+    def __call__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                 kwargs: dict[str, Any] | None = None) -> Any: ...
+    @property
+    def __self__(self) -> Any:
+        """The mode (held weakly)."""
 
 @final
 class Buffer:
