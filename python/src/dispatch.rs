@@ -29,7 +29,7 @@ use crate::error::guard;
 /// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
 fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
     let device = local.getattr(intern!(local.py(), "device"))?;
-    Ok(device.eq(intern!(local.py(), "cpu"))?)
+    device.eq(intern!(local.py(), "cpu"))
 }
 
 /// The results of `plan` (if it is a [`BlasPlan`]) on `args` followed by the defaults
