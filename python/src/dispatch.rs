@@ -138,7 +138,8 @@ pub struct ModeDispatch {
     served: Py<PyDict>,
     /// `tpublas._local`.
     local: Py<PyAny>,
-    /// The mode's own `__torch_dispatch__`, bound to the mode.
+    /// The mode class's own `__torch_dispatch__` (as torch wrapped it), called with the
+    /// mode first.
     fallback: Py<PyAny>,
     /// A weak reference to the mode (`__self__`).
     mode: Py<PyAny>,
@@ -219,7 +220,12 @@ impl ModeDispatch {
                     }
                 }
             }
-            self.fallback.bind(py).call(call, keywords)
+            let mode = self.mode.bind(py).call0()?;
+            let mut with_mode = Vec::with_capacity(call.len() + 1);
+            with_mode.push(mode);
+            with_mode.extend(call.iter());
+            let with_mode = PyTuple::new(py, with_mode)?;
+            self.fallback.bind(py).call(with_mode, keywords)
         })
     }
 }

@@ -151,7 +151,7 @@ class PlannedKernel:
 @final
 class ModeDispatch:
     """A ``tpublas.mode()``'s ``__torch_dispatch__``: a planned operator's call runs
-    natively, any other goes to ``fallback`` (``python/src/dispatch.rs``)."""
+    natively, any other goes to ``fallback(mode(), *call)`` (``python/src/dispatch.rs``)."""
 
     def __new__(
         cls,

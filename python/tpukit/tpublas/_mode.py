@@ -198,10 +198,9 @@ class Mode(TorchDispatchMode):
         # instance attribute: torch looks `__torch_dispatch__` up on the mode. It holds the
         # mode weakly (no reference cycle through the mode's own attribute).
         self._planned: dict = {}
-        cls, ref = type(self), weakref.ref(self)
         self.__torch_dispatch__ = _native.ModeDispatch(
-            self._planned, self.served, tpublas._local,
-            lambda *call: cls.__torch_dispatch__(ref(), *call), ref)
+            self._planned, self.served, tpublas._local, type(self).__torch_dispatch__,
+            weakref.ref(self))
 
     def _describe(self, func):
         """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
