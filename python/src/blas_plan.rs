@@ -17,9 +17,9 @@ use tpukit::runtime::{RawArray, launch_borrowed};
 use tpukit_blas::Plan;
 use tpukit_dsl::DType;
 
-use crate::array::Buffer;
+use crate::dlpack;
 use crate::error::{self, guard};
-use crate::tensor::Tensor;
+use crate::tensor::{self, Tensor};
 
 /// What a run takes at one argument position.
 enum Slot {
@@ -35,25 +35,20 @@ pub struct BlasPlan {
     name: String,
     plan: Plan,
     slots: Vec<Slot>,
-    /// Per result, the callables that make a torch tensor over its [`Buffer`], applied in
-    /// turn (`numpy.asarray`, `torch.from_numpy`, and a bf16 view for bf16).
-    wraps: Vec<Vec<Py<PyAny>>>,
     single: bool,
 }
 
 impl BlasPlan {
     /// The plan of a call with Python `values` (the schema-ordered arguments, tensors at the
-    /// positions `tensors` says), each result wrapped by the callables `wraps[dtype name]` (a
-    /// sequence, applied in turn); `None` if a result's dtype has none.
+    /// positions `tensors` says), its `results` results each a new torch tensor.
     pub fn new(
         py: Python<'_>,
         name: &str,
         plan: Plan,
         values: &Bound<'_, PyList>,
         tensors: &[Option<(DType, Vec<usize>)>],
-        result_dtypes: &[DType],
-        wraps: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<BlasPlan>> {
+        results: usize,
+    ) -> PyResult<BlasPlan> {
         let mut slots = Vec::with_capacity(tensors.len());
         for (v, t) in values.iter().zip(tensors) {
             slots.push(match t {
@@ -66,45 +61,33 @@ impl BlasPlan {
                 None => Slot::Value(v.unbind()),
             });
         }
-        let mut result_wraps = Vec::with_capacity(result_dtypes.len());
-        for d in result_dtypes {
-            match wraps.get_item(d.name()) {
-                Ok(w) => result_wraps.push(
-                    w.try_iter()?
-                        .map(|f| f.map(Bound::unbind))
-                        .collect::<PyResult<_>>()?,
-                ),
-                Err(_) => return Ok(None),
-            }
-        }
-        Ok(Some(BlasPlan {
+        Ok(BlasPlan {
             name: name.to_string(),
-            single: result_dtypes.len() == 1,
+            single: results == 1,
             plan,
             slots,
-            wraps: result_wraps,
-        }))
+        })
     }
 
     /// The tensors of `values`, one per position (None elsewhere), if every argument is what
     /// the plan was made for.
-    fn hold(&self, values: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Option<Tensor>>>> {
-        let Ok(values) = values.cast::<PyList>() else {
-            return Ok(None);
-        };
+    fn hold(
+        &self,
+        py: Python<'_>,
+        values: &[Bound<'_, PyAny>],
+    ) -> PyResult<Option<Vec<Option<Tensor>>>> {
         if values.len() != self.slots.len() {
             return Ok(None);
         }
-        let py = values.py();
         let mut held = Vec::with_capacity(self.slots.len());
         for (v, slot) in values.iter().zip(&self.slots) {
             match slot {
                 Slot::Tensor(dtype, shape) => {
                     // A tensor passed twice (`x * x`) is read once.
-                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(&v));
+                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(v));
                     let t = match again {
                         Some(t) => t.again(py),
-                        None => match Tensor::get(&v) {
+                        None => match Tensor::get(v) {
                             Ok(Some(t)) => t,
                             _ => return Ok(None),
                         },
@@ -149,12 +132,7 @@ impl BlasPlan {
     /// Whether every tensor the plan takes is f32 or bf16 (what `tpublas.mode()` serves).
     #[getter]
     fn floats(&self) -> PyResult<bool> {
-        guard(Some(&self.name), || {
-            Ok(self.slots.iter().all(|s| match s {
-                Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
-                Slot::Value(_) => true,
-            }))
-        })
+        guard(Some(&self.name), || Ok(self.takes_floats()))
     }
 
     /// The results of the planned launch on `values` (the call's schema-ordered arguments,
@@ -165,7 +143,32 @@ impl BlasPlan {
         values: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         guard(Some(&self.name), || {
-            let Some(held) = self.hold(values)? else {
+            let Ok(values) = values.cast::<PyList>() else {
+                return Ok(None);
+            };
+            self.run_on(py, &values.iter().collect::<Vec<_>>())
+        })
+    }
+}
+
+impl BlasPlan {
+    /// Whether every tensor the plan takes is f32 or bf16 (see `floats`).
+    pub fn takes_floats(&self) -> bool {
+        self.slots.iter().all(|s| match s {
+            Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
+            Slot::Value(_) => true,
+        })
+    }
+
+    /// [`BlasPlan::run`] on the call's schema-ordered arguments, without the guard (the
+    /// caller's entry point runs in one).
+    pub fn run_on<'py>(
+        &self,
+        py: Python<'py>,
+        values: &[Bound<'py, PyAny>],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        {
+            let Some(held) = self.hold(py, values)? else {
                 return Ok(None);
             };
             let arrays = self.plan.raw_inputs(|i| {
@@ -186,18 +189,16 @@ impl BlasPlan {
                 .detach(|| unsafe { launch_borrowed(kernel, &held.arrays, options) })
                 .map_err(error::runtime)?;
             drop(launch);
-            let mut results = Vec::with_capacity(self.wraps.len());
-            for (out, wrap) in self.plan.results_from(outs).into_iter().zip(&self.wraps) {
-                let mut result = Bound::new(py, Buffer::new(out))?.into_any();
-                for f in wrap {
-                    result = f.bind(py).call1((result,))?;
-                }
-                results.push(result);
+            let torch = tensor::torch(py)?.expect("torch, imported: a plan reads tensors");
+            let from_dlpack = torch.from_dlpack.bind(py);
+            let mut results = Vec::with_capacity(self.plan.results.len());
+            for out in self.plan.results_from(outs) {
+                results.push(dlpack::to_torch(from_dlpack, out)?);
             }
             if self.single {
                 return Ok(results.pop());
             }
             Ok(Some(PyTuple::new(py, results)?.into_any()))
-        })
+        }
     }
 }

@@ -125,7 +125,7 @@ impl PyKernel {
     fn plan(
         slf: Bound<'_, Self>,
         inputs: Vec<(String, Vec<usize>)>,
-        wraps: Vec<Py<PyAny>>,
+        wraps: Vec<Option<Py<PyAny>>>,
     ) -> PyResult<LaunchPlan> {
         let this = slf.get();
         this.guard(|| {

@@ -16,6 +16,8 @@ mod blas_plan;
 mod borrow;
 mod buffer;
 mod catalog;
+mod dispatch;
+mod dlpack;
 mod error;
 mod ffi;
 mod import;
@@ -45,6 +47,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<array::Buffer>()?;
     m.add_class::<plan::LaunchPlan>()?;
     m.add_class::<blas_plan::BlasPlan>()?;
+    m.add_class::<dispatch::PlannedKernel>()?;
+    m.add_class::<dispatch::ModeDispatch>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;

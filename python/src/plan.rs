@@ -7,7 +7,8 @@
 //! plan or raises the right error). It reads the arguments in place, launches (which still
 //! binds the shapes against the kernel, so a plan never runs a kernel on arrays its operands
 //! refuse), and returns the new outputs — which alias no argument — each passed to its
-//! `wrap` (`numpy.asarray`, or a function making a torch tensor over it).
+//! `wrap` (`numpy.asarray`, say), or with no wrap, made a torch tensor over it (DLPack, see
+//! `crate::dlpack`).
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -18,8 +19,10 @@ use tpukit_dsl::DType;
 use crate::array::{self, Buffer};
 use crate::borrow::Borrowed;
 use crate::buffer::{self, Held};
+use crate::dlpack;
 use crate::error::{self, TpukitError, guard};
 use crate::kernel::PyKernel;
+use crate::tensor;
 
 /// One kernel's launch for arrays of fixed dtypes and shapes (see the module docs).
 #[pyclass(name = "LaunchPlan", module = "tpukit._native", frozen)]
@@ -27,8 +30,8 @@ pub struct LaunchPlan {
     kernel: Py<PyKernel>,
     /// Each input's dtype and shape (prefetch operands, then inputs); never `bool`.
     inputs: Vec<(DType, Vec<usize>)>,
-    /// One callable per output, given the output's [`Buffer`].
-    wraps: Vec<Py<PyAny>>,
+    /// One callable per output, given the output's [`Buffer`]; None: a torch tensor.
+    wraps: Vec<Option<Py<PyAny>>>,
 }
 
 impl LaunchPlan {
@@ -37,7 +40,7 @@ impl LaunchPlan {
     pub fn new(
         kernel: Py<PyKernel>,
         inputs: Vec<(String, Vec<usize>)>,
-        wraps: Vec<Py<PyAny>>,
+        wraps: Vec<Option<Py<PyAny>>>,
     ) -> PyResult<LaunchPlan> {
         let inputs = inputs
             .into_iter()
@@ -112,8 +115,15 @@ impl LaunchPlan {
             drop(borrowed);
             let list = PyList::empty(py);
             for (a, wrap) in outs.into_iter().zip(&self.wraps) {
-                let buffer = Bound::new(py, Buffer::new(a))?;
-                list.append(wrap.bind(py).call1((buffer,))?)?;
+                list.append(match wrap {
+                    Some(wrap) => wrap.bind(py).call1((Bound::new(py, Buffer::new(a))?,))?,
+                    None => {
+                        let torch = tensor::torch(py)?.ok_or_else(|| {
+                            TpukitError::new_err("a launch plan makes torch tensors: no torch")
+                        })?;
+                        dlpack::to_torch(torch.from_dlpack.bind(py), a)?
+                    }
+                })?;
             }
             Ok(Some(list))
         })

@@ -1,6 +1,7 @@
 //! CPU torch tensors read in place, without `Tensor.numpy()` (0.6 µs a tensor): what torch
-//! itself reports of a tensor — its exact type, device, contiguity, lazy negation, dtype,
-//! shape and `data_ptr()` — stands in for the buffer a numpy array exports.
+//! itself reports of a tensor — its exact type, its DLPack description (device, dtype, shape,
+//! strides and address in one call, see [`crate::dlpack`]) and its lazy negation (which
+//! DLPack does not carry) — stands in for the buffer a numpy array exports.
 //!
 //! Only an exact `torch.Tensor` (not a subclass, which may override any of these) on the CPU,
 //! C-contiguous, without a lazy negation, of a dtype tpukit holds, is read; any other tensor
@@ -13,27 +14,34 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
+
+use crate::dlpack;
 use pyo3::{ffi, intern};
 use tpukit_dsl::DType;
 
-/// A tensor's memory, held.
+/// A tensor's memory, held (the tensor and its DLPack capsule).
 pub struct Tensor {
     _object: Py<PyAny>,
+    _capsule: Py<PyAny>,
     pub ptr: *mut u8,
     pub dtype: DType,
     pub shape: Vec<usize>,
 }
 
-/// torch's tensor type and the dtypes tpukit holds, once torch is imported.
-struct Torch {
+/// torch's tensor type and DLPack converters, once torch is imported.
+pub struct Torch {
     tensor: Py<PyType>,
-    dtypes: Vec<(Py<PyAny>, DType)>,
+    /// `torch.utils.dlpack.to_dlpack` (the native `torch._C._to_dlpack`).
+    to_dlpack: Py<PyAny>,
+    /// `torch._C._from_dlpack` (a capsule to a tensor, natively), or where a torch lacks
+    /// it, the public `torch.utils.dlpack.from_dlpack`.
+    pub from_dlpack: Py<PyAny>,
 }
 
 static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
 
 /// torch's types, if torch has been imported (never importing it).
-fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
+pub fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
     if let Some(t) = TORCH.get(py) {
         return Ok(Some(t));
     }
@@ -44,18 +52,15 @@ fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
         return Ok(None);
     };
     let torch = TORCH.get_or_try_init(py, || -> PyResult<Torch> {
-        let dtype = |name: &str| module.getattr(name).map(Bound::unbind);
+        let dlpack = module.getattr("utils")?.getattr("dlpack")?;
+        let from_dlpack = match module.getattr("_C")?.getattr("_from_dlpack") {
+            Ok(f) => f,
+            Err(_) => dlpack.getattr("from_dlpack")?,
+        };
         Ok(Torch {
             tensor: module.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
-            dtypes: vec![
-                (dtype("float32")?, DType::F32),
-                (dtype("bfloat16")?, DType::BF16),
-                (dtype("float16")?, DType::F16),
-                (dtype("int32")?, DType::I32),
-                (dtype("int16")?, DType::I16),
-                (dtype("int8")?, DType::I8),
-                (dtype("bool")?, DType::Bool),
-            ],
+            to_dlpack: dlpack.getattr("to_dlpack")?.unbind(),
+            from_dlpack: from_dlpack.unbind(),
         })
     })?;
     Ok(Some(torch))
@@ -77,28 +82,28 @@ impl Tensor {
         if !obj.get_type().is(torch.tensor.bind(py)) {
             return Ok(None);
         }
-        let refuse = |why: &str| Err(PyBufferError::new_err(format!("a torch tensor {why}")));
-        if !obj.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
-            return refuse("not on the CPU");
-        }
-        if !obj
-            .call_method0(intern!(py, "is_contiguous"))?
-            .is_truthy()?
-        {
-            return refuse("that is not C-contiguous");
-        }
-        if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
-            return refuse("with a lazy negation");
-        }
-        let dtype = obj.getattr(intern!(py, "dtype"))?;
-        let Some(&(_, dtype)) = torch.dtypes.iter().find(|(d, _)| d.bind(py).is(&dtype)) else {
-            return refuse(&format!("of dtype {dtype}, which tpukit does not hold"));
+        let refuse = || {
+            Err(PyBufferError::new_err(
+                "a torch tensor not on the CPU, not C-contiguous, of a dtype tpukit does not \
+                 hold, or with a lazy negation",
+            ))
         };
-        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
-        let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let Some(exported) = dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) else {
+            return refuse();
+        };
+        if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+            return refuse();
+        }
+        let dlpack::Exported {
+            capsule,
+            ptr,
+            dtype,
+            shape,
+        } = exported;
         Ok(Some(Tensor {
             _object: obj.clone().unbind(),
-            ptr: ptr as *mut u8,
+            _capsule: capsule,
+            ptr,
             dtype,
             shape,
         }))
@@ -108,6 +113,7 @@ impl Tensor {
     pub fn again(&self, py: Python<'_>) -> Tensor {
         Tensor {
             _object: self._object.clone_ref(py),
+            _capsule: self._capsule.clone_ref(py),
             ptr: self.ptr,
             dtype: self.dtype,
             shape: self.shape.clone(),

@@ -57,15 +57,14 @@ pub fn tpublas_run<'py>(
 
 /// [`tpublas_run`] on the CPU, also returning the call's plan (`tpukit._native.BlasPlan`)
 /// where one can be made: `values` are the call's Python arguments in schema order, one per
-/// entry of `args`, the tensors exact CPU torch tensors (else no plan); `wraps` maps a
-/// result's dtype name to what makes a torch tensor over its buffer.
+/// entry of `args`, the tensors exact CPU torch tensors (else no plan). The plan's results
+/// are torch tensors.
 #[pyfunction]
 pub fn tpublas_run_planned<'py>(
     py: Python<'py>,
     name: &str,
     args: Vec<(String, Bound<'py, PyAny>)>,
     values: Bound<'py, PyList>,
-    wraps: Bound<'py, PyAny>,
 ) -> PyResult<(Vec<Wire<'py>>, Option<Py<BlasPlan>>)> {
     guard(Some(name), || {
         let values_ = args
@@ -77,7 +76,7 @@ pub fn tpublas_run_planned<'py>(
                 tpukit_blas::on_device(Device::Cpu, || tpukit_blas::run_planned(name, &values_))
             })
             .map_err(error::blas)?;
-        let dtypes: Vec<_> = results.iter().map(|a| a.dtype()).collect();
+        let count = results.len();
         let wires = results
             .into_iter()
             .map(|a| array::to_wire(py, a))
@@ -95,9 +94,7 @@ pub fn tpublas_run_planned<'py>(
         }
         drop(values_);
         let plan = match plan {
-            Some(plan) if plain => {
-                BlasPlan::new(py, name, plan, &values, &tensors, &dtypes, &wraps)?
-            }
+            Some(plan) if plain => Some(BlasPlan::new(py, name, plan, &values, &tensors, count)?),
             _ => None,
         };
         let plan = plan.map(|p| Py::new(py, p)).transpose()?;

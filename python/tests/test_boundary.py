@@ -93,6 +93,11 @@ def entry_points(kernel):
     add(t, t)
     blas_plan = add._fast
     assert isinstance(blas_plan, _native.BlasPlan)
+    planned = _native.PlannedKernel(add, 2, 3, (None, None, 1), lambda: 0, lambda: None,
+                                    tpublas._local, lambda *a: None)
+    mode = tpublas.mode()
+    dispatch = mode.__torch_dispatch__
+    assert isinstance(dispatch, _native.ModeDispatch)
     planned_args = [("tensor", _arrays.to_wire(t.numpy())), ("tensor", _arrays.to_wire(t.numpy())),
                     ("float", 1.0)]
     functions = {
@@ -104,7 +109,7 @@ def entry_points(kernel):
         "tpublas_ops": (lambda: _native.tpublas_ops(), None),
         "tpublas_run": (lambda: _native.tpublas_run("aten.neg", []), "aten.neg"),
         "tpublas_run_planned": (
-            lambda: _native.tpublas_run_planned("aten.add.Tensor", planned_args, [t, t, 1.0], {}),
+            lambda: _native.tpublas_run_planned("aten.add.Tensor", planned_args, [t, t, 1.0]),
             "aten.add.Tensor",
         ),
         "set_min_split_bytes": (lambda: _native.set_min_split_bytes(0), None),
@@ -133,6 +138,18 @@ def entry_points(kernel):
         "LaunchPlan.run": (lambda: plan.run((x, x)), "add_vectors"),
         "BlasPlan.run": (lambda: blas_plan.run([t, t, 1]), "aten.add.Tensor"),
         "BlasPlan.floats": (lambda: blas_plan.floats, "aten.add.Tensor"),
+        "PlannedKernel.__new__": (
+            lambda: _native.PlannedKernel(add, 2, 3, (None, None, 1), lambda: 0, lambda: None,
+                                          tpublas._local, lambda *a: None),
+            None,
+        ),
+        "PlannedKernel.__call__": (lambda: planned(None, t, t), None),
+        "ModeDispatch.__new__": (
+            lambda: _native.ModeDispatch({}, {}, tpublas._local, lambda *a: None, lambda: mode),
+            None,
+        ),
+        "ModeDispatch.__call__": (lambda: dispatch(torch.ops.aten.add.Tensor, (), (t, t)), None),
+        "ModeDispatch.__self__": (lambda: dispatch.__self__, None),
         "Operand.shape": (lambda: operand.shape, None),
         "Operand.__repr__": (lambda: repr(operand), None),
         "Buffer.__len__": (lambda: len(buffer), None),
@@ -155,7 +172,7 @@ def defined_entry_points():
     methods = {
         f"{cls.__name__}.{n}"
         for cls in (_native.Kernel, _native.Operand, _native.Buffer, _native.LaunchPlan,
-                    _native.BlasPlan)
+                    _native.BlasPlan, _native.PlannedKernel, _native.ModeDispatch)
         for n, f in vars(cls).items()
         if (callable(f) or inspect.isgetsetdescriptor(f)) and n not in COMPARISONS
         and not (cls is _native.Operand and n in ("name", "role", "dtype"))

@@ -124,3 +124,30 @@ def test_numbers_in_tensor_positions_are_served_as_aten_does(dtype):
         tol = 0 if dtype == torch.float32 else 2**-7
         torch.testing.assert_close(g, w, rtol=tol, atol=tol)
     assert not m.fallback, m.fallback
+
+
+def test_a_mode_is_freed_when_dropped_and_serves_planned_calls_natively():
+    """The mode's native `__torch_dispatch__` (an instance attribute) holds the mode weakly:
+    no reference cycle keeps a dropped mode alive; planned calls are counted as served."""
+    import gc
+    import weakref
+
+    x = torch.randn(8, 130)
+    y = torch.randn(8, 130)
+    m = tb.mode()
+    assert m.__torch_dispatch__.__self__ is m
+    with m:
+        outs = [x + y for _ in range(3)]
+    assert m.served["aten.add.Tensor"] == 3
+    for out in outs:
+        torch.testing.assert_close(out, x + y)
+    assert len({o.data_ptr() for o in outs}) == 3  # new memory each call
+    ref = weakref.ref(m)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del m
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -42,8 +42,8 @@ class NumpyRun:
 
 
 class TorchRun:
-    """A plan's run on plain CPU torch tensors (read in place through torch's own account of
-    them: device, contiguity, lazy negation, dtype, shape, ``data_ptr()``)."""
+    """A plan's run on plain CPU torch tensors (read in place through their DLPack
+    description and lazy negation; results are tensors over new memory, by DLPack)."""
 
     __slots__ = ("plan", "single")
 
@@ -84,41 +84,12 @@ def make(kernel, args, single: bool):
 
 
 def _wrap(dtype: str, kind: str):
-    """What makes a plan's output buffer of tpukit ``dtype`` an array of ``kind``, over it."""
+    """What makes a plan's output buffer of tpukit ``dtype`` an array of ``kind``, over it
+    (None: the plan makes a torch tensor over it itself, by DLPack)."""
     if kind == "numpy":
         return _numpy_bf16 if dtype == "bf16" else np.asarray
-    return _torch_bf16 if dtype == "bf16" else _torch
+    return None
 
 
 def _numpy_bf16(buffer):
     return np.asarray(buffer).view(_arrays._BF16)
-
-
-def _torch(buffer):
-    return sys.modules["torch"].from_numpy(np.asarray(buffer))
-
-
-def _torch_bf16(buffer):
-    torch = sys.modules["torch"]
-    return torch.from_numpy(np.asarray(buffer)).view(torch.bfloat16)
-
-
-
-_TORCH_WRAPS: dict = {}
-
-
-def torch_wraps() -> dict:
-    """What makes a torch tensor over a native result's buffer, by tpukit dtype name: the
-    callables a tpuBLAS plan applies in turn (see ``python/src/blas_plan.rs``). Needs torch
-    imported (plans are made for torch tensors only)."""
-    if not _TORCH_WRAPS:
-        torch = sys.modules["torch"]
-        plain = (np.asarray, torch.from_numpy)
-        _TORCH_WRAPS.update({name: plain for name in ("f32", "f16", "i32", "i16", "i8", "bool")})
-        _TORCH_WRAPS["bf16"] = (*plain, _as_bf16)
-    return _TORCH_WRAPS
-
-
-def _as_bf16(t):
-    """The int16 tensor ``t`` of bf16 bits viewed as bf16."""
-    return t.view(sys.modules["torch"].bfloat16)

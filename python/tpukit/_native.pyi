@@ -7,7 +7,7 @@ exactly what the module exports.
 """
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, final
 
 from typing_extensions import Buffer as _BytesLike
@@ -20,6 +20,8 @@ __all__ = [
     "Buffer",
     "LaunchPlan",
     "BlasPlan",
+    "PlannedKernel",
+    "ModeDispatch",
     "catalog",
     "instantiate",
     "import_mosaic",
@@ -98,10 +100,13 @@ class Kernel:
         """A StableHLO module with a Mosaic ``tpu_custom_call``, every symbol bound."""
     def count(self, role: _Role) -> int: ...
     def plan(
-        self, inputs: list[tuple[str, tuple[int, ...]]], wraps: list[Callable[[Buffer], Any]]
+        self,
+        inputs: list[tuple[str, tuple[int, ...]]],
+        wraps: list[Callable[[Buffer], Any] | None],
     ) -> LaunchPlan:
         """A launch on the CPU backend for inputs of these ``(dtype name, shape)``, each output
-        passed to its callable in ``wraps``; bool inputs are refused."""
+        passed to its callable in ``wraps`` (None: made a torch tensor over it, by DLPack);
+        bool inputs are refused."""
 
 @final
 class LaunchPlan:
@@ -123,6 +128,44 @@ class BlasPlan:
     def run(self, values: list[Any]) -> Any | None:
         """The results (torch tensors; a tuple for several) on the call's schema-ordered
         ``values``, or None where they are not what the plan was made for."""
+
+@final
+class PlannedKernel:
+    """The Autograd kernel of a ``torch.ops.tpublas`` operator: a call the operator's plan
+    takes runs natively (no mode, no functorch transform, the "cpu" device); any other goes
+    to ``fallback`` as it came (``python/src/dispatch.rs``)."""
+
+    def __new__(
+        cls,
+        op: Any,
+        least: int,
+        most: int,
+        fills: tuple[Any, ...],
+        modes: Callable[[], int],
+        functorch: Callable[[], Any],
+        local: Any,
+        fallback: Callable[..., Any],
+    ) -> PlannedKernel: ...
+    def __call__(self, keyset: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+@final
+class ModeDispatch:
+    """A ``tpublas.mode()``'s ``__torch_dispatch__``: a planned operator's call runs
+    natively, any other goes to ``fallback(mode(), *call)`` (``python/src/dispatch.rs``)."""
+
+    def __new__(
+        cls,
+        planned: dict[int, tuple[Any, ...]],
+        served: dict[str, int],
+        local: Any,
+        fallback: Callable[..., Any],
+        mode: Callable[[], Any],
+    ) -> ModeDispatch: ...
+    def __call__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                 kwargs: dict[str, Any] | None = None) -> Any: ...
+    @property
+    def __self__(self) -> Any:
+        """The mode (held weakly)."""
 
 @final
 class Buffer:
@@ -162,11 +205,9 @@ def tpublas_run_planned(
     name: str,
     args: list[tuple[str, object]],
     values: list[Any],
-    wraps: Mapping[str, Sequence[Callable[[Any], Any]]],
 ) -> tuple[list[_WireOut], BlasPlan | None]:
     """``tpublas_run`` on the CPU, with the call's plan where one can be made (``values``:
-    the Python arguments, one per entry of ``args``; ``wraps``: by result dtype name, the
-    callables making a torch tensor over a result buffer, applied in turn)."""
+    the Python arguments, one per entry of ``args``); the plan returns torch tensors."""
 
 def tpublas_warm_up() -> None: ...
 def op_table() -> list[tuple[str, str, str, list[str], list[str], list[str]]]:

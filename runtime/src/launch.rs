@@ -1,7 +1,7 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
 use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError};
-use tpukit_dsl::{Bindings, DType, Dim, ErrorKind, Kernel, Role};
+use tpukit_dsl::{Bindings, DType, Dim, ErrorKind, Extent, Kernel, Role};
 
 /// Runs `kernel` (a [`Kernel`] or a [`crate::Prepared`] one) on `device` with `inputs` (the
 /// prefetch operands, then the inputs, in kernel order) and returns new outputs, zero-filled
@@ -92,6 +92,21 @@ pub(crate) fn new_outputs(
             array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
         })
         .collect()
+}
+
+/// Whether every symbol of `kernel` (see [`Kernel::symbols`]) is bound: checked in place, no
+/// list of names made per launch (the error path lists them, sorted, for its message).
+fn all_bound(kernel: &Kernel, bindings: &Bindings) -> bool {
+    let dims = kernel.operands.iter().flat_map(|o| o.shape.iter());
+    let mut operands = dims.filter_map(|d| match d {
+        Dim::Sym(s) => Some(s),
+        Dim::Static(_) => None,
+    });
+    let mut grid = kernel.grid.iter().filter_map(|a| match &a.extent {
+        Extent::CeilDiv { sym, .. } => Some(sym),
+        Extent::Static(_) | Extent::Value { .. } => None,
+    });
+    operands.all(|s| bindings.contains_key(s)) && grid.all(|s| bindings.contains_key(s))
 }
 
 fn resolve(
@@ -243,6 +258,9 @@ pub(crate) fn bind(
                 _ => {}
             }
         }
+    }
+    if all_bound(kernel, &bindings) {
+        return Ok(bindings);
     }
     for sym in kernel.symbols() {
         if !bindings.contains_key(&sym) {

@@ -27,13 +27,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpukit import _arrays, _fast, _native
+from tpukit import _arrays, _native
 from tpukit.launch import check_device
 from tpukit.tpublas import _schema
 
 __all__ = ["OpInfo", "Operator", "Packet", "device", "mode", "ops", "torch_library"]
 
-_local = threading.local()
+class _Local(threading.local):
+    """tpuBLAS's per-thread state: ``device``, what ``tpublas.device`` chose. A class
+    attribute is every thread's default, so reading it never misses (``getattr`` with a
+    default raised and formatted an ``AttributeError`` per call: 0.4 µs of a 6 µs call)."""
+
+    device = "cpu"
+
+
+_local = _Local()
 
 
 @contextlib.contextmanager
@@ -41,7 +49,7 @@ def device(name: str):
     """``with tpublas.device("interpret"):`` runs the operators called inside on that tpukit
     device (``"cpu"``, the default, or ``"interpret"``), on this thread."""
     check_device(name)
-    prev = getattr(_local, "device", "cpu")
+    prev = _local.device
     _local.device = name
     try:
         yield
@@ -166,7 +174,7 @@ class Operator:
     def __call__(self, *args, **kwargs):
         fast = self._fast  # the last plan first (what `_run` does, one call fewer)
         if fast is not None and not kwargs and self._least <= len(args) <= self._most \
-                and getattr(_local, "device", "cpu") == "cpu":
+                and _local.device == "cpu":
             out = fast.run([*args, *self._fills[len(args):]])
             if out is not None:
                 return out
@@ -181,7 +189,7 @@ class Operator:
         """Runs the overload on the call's bound values: through the last call's plan if
         they are what it was made for (see ``python/src/blas_plan.rs``), else in full."""
         fast = self._fast
-        device = getattr(_local, "device", "cpu")
+        device = _local.device
         if fast is not None and device == "cpu":
             out = fast.run(values)
             if out is not None:
@@ -210,8 +218,7 @@ class Operator:
                     if first is None:
                         first = array
         if plain and wired and device == "cpu" and self._plannable:
-            results, plan = _native.tpublas_run_planned(name, native, values,
-                                                         _fast.torch_wraps())
+            results, plan = _native.tpublas_run_planned(name, native, values)
             if plan is not None:
                 self._fast = plan
         else:

@@ -40,11 +40,12 @@ import collections
 import functools
 import os
 import traceback
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tpukit import tpublas
+from tpukit import _native, tpublas
 from tpukit._native import UnsupportedError
 from tpukit.tpublas import _factory, _inplace
 
@@ -190,9 +191,16 @@ class Mode(TorchDispatchMode):
         self.views: collections.Counter = collections.Counter()
         self.allocated: collections.Counter = collections.Counter()
         self._known: dict = {}  # operator -> what `_describe` read from its schema
-        # operator -> `(tpuBLAS operator, most, name)` of a `_direct` operator (not in debug
-        # mode): a call that its tpuBLAS operator's plan takes is served by the plan alone.
+        # `id(operator)` -> `(operator, tpuBLAS operator, least, most, defaults, name)` of a
+        # `_direct` operator (not in debug mode): a call that its tpuBLAS operator's plan
+        # takes is served by the plan alone, natively (`python/src/dispatch.rs`), in front of
+        # this class's `__torch_dispatch__` (as torch wrapped it) which serves the rest. An
+        # instance attribute: torch looks `__torch_dispatch__` up on the mode. It holds the
+        # mode weakly (no reference cycle through the mode's own attribute).
         self._planned: dict = {}
+        self.__torch_dispatch__ = _native.ModeDispatch(
+            self._planned, self.served, tpublas._local, type(self).__torch_dispatch__,
+            weakref.ref(self))
 
     def _describe(self, func):
         """``(name, whether it is a view or metadata operator, its tpuBLAS overload or None,
@@ -213,7 +221,8 @@ class Mode(TorchDispatchMode):
             known = (name, _is_view_or_metadata(func), op, scalar, allocation, direct)
             self._known[func] = known
             if direct is not None and not self.debug:
-                self._planned[func] = (*direct, name)
+                op, most = direct
+                self._planned[id(func)] = (func, op, op._least, most, tuple(op._fills), name)
         return known
 
     def _direct_call(self, direct, args):
@@ -292,19 +301,6 @@ class Mode(TorchDispatchMode):
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        planned = self._planned.get(func)
-        if planned is not None and not kwargs:
-            # A `_direct` operator whose tpuBLAS plan takes the call (f32 or bf16 plain CPU
-            # tensors of its dtypes and shapes, the rest defaults): what `_direct_call` then
-            # `op._run` would do, without their steps.
-            op, most, name = planned
-            plan = op._fast
-            if plan is not None and plan.floats and op._least <= len(args) <= most \
-                    and getattr(tpublas._local, "device", "cpu") == "cpu":
-                out = plan.run([*args, *op._fills[len(args):]])
-                if out is not None:
-                    self.served[name] += 1
-                    return out
         name, view, _, _, allocation, direct = self._describe(func)
         call = self._direct_call(direct, args) if direct is not None and not kwargs else None
         if call is None:

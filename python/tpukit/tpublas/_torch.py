@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from tpukit import _native
 from tpukit._native import UnsupportedError
 from tpukit.tpublas import _derivatives
 from tpukit.tpublas._schema import bind
@@ -166,19 +167,9 @@ def _register_autograd(library, op, name, backward, setup_context):
         return
     target = getattr(getattr(torch.ops.tpublas, op.schema.name), op.schema.overload)
     impl = make(target, autograd.Info(backward, setup_context))
-    least, most, fills = op._least, op._most, op._fills
-    local = op_local()
-
-    def kernel(keyset, *args, **kwargs):
-        plan = op._fast
-        if plan is not None and not kwargs and least <= len(args) <= most \
-                and not modes() and functorch() is None \
-                and getattr(local, "device", "cpu") == "cpu":
-            out = plan.run([*args, *fills[len(args):]])  # None for a tensor needing a gradient
-            if out is not None:
-                return out
-        return impl(keyset, *args, **kwargs)
-
+    # Native (`python/src/dispatch.rs`): no Python frame between torch and the plan.
+    kernel = _native.PlannedKernel(op, op._least, op._most, tuple(op._fills), modes, functorch,
+                                   op_local(), impl)
     library.impl(name, kernel, "Autograd", with_keyset=True)
 
 

@@ -1,0 +1,231 @@
+//! torch's hooks into tpuBLAS as native callables, so a planned call runs no Python frame
+//! between torch and the plan ([`BlasPlan::run_on`]):
+//!
+//! - [`PlannedKernel`]: the Autograd kernel of a `torch.ops.tpublas` operator (called by
+//!   torch's dispatcher with the key set first). A call of positional arguments, with no
+//!   dispatch mode on the stack, no functorch transform, on tpuBLAS's `"cpu"` device, that
+//!   the operator's last plan (`Operator._fast`) takes (exact CPU tensors needing no
+//!   gradient) is the plan's; any other call is handed as it is to torch's own autograd
+//!   kernel.
+//! - [`ModeDispatch`]: a `tpublas.mode()`'s `__torch_dispatch__`. A call of an operator the
+//!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), without
+//!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plan takes (f32 or bf16
+//!   tensors) is the plan's and counted in `served`; any other call goes to the mode's
+//!   Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's instance
+//!   attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the mode,
+//!   held weakly: no reference cycle).
+//!
+//! Both read the Python state they depend on at every call (the operator's current plan, the
+//! thread's device, the mode stack), so they decide exactly as the Python code they stand in
+//! front of.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyTuple};
+
+use crate::blas_plan::BlasPlan;
+use crate::error::guard;
+
+/// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
+fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let device = local.getattr(intern!(local.py(), "device"))?;
+    device.eq(intern!(local.py(), "cpu"))
+}
+
+/// The results of `plan` (if it is a [`BlasPlan`]) on `args` followed by the defaults
+/// `fills[args.len()..]`, or None where it does not take them.
+fn run<'py>(
+    plan: &Bound<'py, PyAny>,
+    args: &[Bound<'py, PyAny>],
+    fills: &Bound<'py, PyTuple>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Ok(plan) = plan.cast::<BlasPlan>() else {
+        return Ok(None);
+    };
+    let plan = plan.get();
+    let mut values = Vec::with_capacity(fills.len().max(args.len()));
+    values.extend(args.iter().cloned());
+    values.extend(fills.iter().skip(args.len()));
+    plan.run_on(fills.py(), &values)
+}
+
+/// The Autograd kernel of one `torch.ops.tpublas` operator (see the module docs).
+#[pyclass(name = "PlannedKernel", module = "tpukit._native", frozen)]
+pub struct PlannedKernel {
+    /// The `tpublas.Operator`, whose `_fast` is its current plan or None.
+    op: Py<PyAny>,
+    least: usize,
+    most: usize,
+    /// The schema's defaults, by position.
+    fills: Py<PyTuple>,
+    /// `torch._C._len_torch_dispatch_stack` and `torch._C._functorch.peek_interpreter_stack`.
+    modes: Py<PyAny>,
+    functorch: Py<PyAny>,
+    /// `tpublas._local`.
+    local: Py<PyAny>,
+    /// torch's autograd kernel, called with the key set and the call as they came.
+    fallback: Py<PyAny>,
+}
+
+#[pymethods]
+impl PlannedKernel {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        op: Py<PyAny>,
+        least: usize,
+        most: usize,
+        fills: Py<PyTuple>,
+        modes: Py<PyAny>,
+        functorch: Py<PyAny>,
+        local: Py<PyAny>,
+        fallback: Py<PyAny>,
+    ) -> PyResult<PlannedKernel> {
+        guard(None, || {
+            Ok(PlannedKernel {
+                op,
+                least,
+                most,
+                fills,
+                modes,
+                functorch,
+                local,
+                fallback,
+            })
+        })
+    }
+
+    /// `kernel(keyset, *args, **kwargs)`, as torch calls an Autograd kernel.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(None, || {
+            let n = args.len().saturating_sub(1);
+            if kwargs.is_none_or(|k| k.is_empty()) && self.least <= n && n <= self.most {
+                let plan = self.op.bind(py).getattr(intern!(py, "_fast"))?;
+                if !plan.is_none()
+                    && self
+                        .modes
+                        .bind(py)
+                        .call0()?
+                        .cast::<PyInt>()?
+                        .extract::<usize>()?
+                        == 0
+                    && self.functorch.bind(py).call0()?.is_none()
+                    && on_cpu(self.local.bind(py))?
+                {
+                    let values: Vec<_> = args.iter().skip(1).collect();
+                    if let Some(out) = run(&plan, &values, self.fills.bind(py))? {
+                        return Ok(out);
+                    }
+                }
+            }
+            self.fallback.bind(py).call(args, kwargs)
+        })
+    }
+}
+
+/// A `tpublas.mode()`'s `__torch_dispatch__` (see the module docs).
+#[pyclass(name = "ModeDispatch", module = "tpukit._native", frozen)]
+pub struct ModeDispatch {
+    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name)`.
+    planned: Py<PyDict>,
+    /// The mode's `served` counter (a `collections.Counter`, a dict).
+    served: Py<PyDict>,
+    /// `tpublas._local`.
+    local: Py<PyAny>,
+    /// The mode class's own `__torch_dispatch__` (as torch wrapped it), called with the
+    /// mode first.
+    fallback: Py<PyAny>,
+    /// A weak reference to the mode (`__self__`).
+    mode: Py<PyAny>,
+}
+
+#[pymethods]
+impl ModeDispatch {
+    #[new]
+    fn new(
+        planned: Py<PyDict>,
+        served: Py<PyDict>,
+        local: Py<PyAny>,
+        fallback: Py<PyAny>,
+        mode: Py<PyAny>,
+    ) -> PyResult<ModeDispatch> {
+        guard(None, || {
+            Ok(ModeDispatch {
+                planned,
+                served,
+                local,
+                fallback,
+                mode,
+            })
+        })
+    }
+
+    /// The mode, as a bound method's `__self__` (torch checks that a mode's
+    /// `__torch_dispatch__` is bound to it).
+    #[getter]
+    fn __self__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guard(None, || self.mode.bind(py).call0())
+    }
+
+    /// `__torch_dispatch__(func, types, args=(), kwargs=None)`, as torch calls it (the
+    /// fallback gets the call as it came).
+    #[pyo3(signature = (*call, **keywords))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        call: &Bound<'py, PyTuple>,
+        keywords: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(None, || {
+            if call.len() >= 3
+                && keywords.is_none_or(|k| k.is_empty())
+                && let Ok(args) = call.get_item(2)?.cast_into::<PyTuple>()
+                && (call.len() == 3 || {
+                    let k = call.get_item(3)?;
+                    k.is_none() || !k.is_truthy()?
+                })
+                && let Some(entry) = self
+                    .planned
+                    .bind(py)
+                    .get_item(call.get_item(0)?.as_ptr() as usize)?
+            {
+                let entry = entry.cast::<PyTuple>()?;
+                let (least, most): (usize, usize) =
+                    (entry.get_item(2)?.extract()?, entry.get_item(3)?.extract()?);
+                let plan = entry.get_item(1)?.getattr(intern!(py, "_fast"))?;
+                if least <= args.len()
+                    && args.len() <= most
+                    && plan
+                        .cast::<BlasPlan>()
+                        .is_ok_and(|p| p.get().takes_floats())
+                    && on_cpu(self.local.bind(py))?
+                {
+                    let values: Vec<_> = args.iter().collect();
+                    let fills = entry.get_item(4)?;
+                    if let Some(out) = run(&plan, &values, fills.cast::<PyTuple>()?)? {
+                        let served = self.served.bind(py);
+                        let name = entry.get_item(5)?;
+                        let count = match served.get_item(&name)? {
+                            Some(c) => c.extract::<u64>()? + 1,
+                            None => 1,
+                        };
+                        served.set_item(name, count)?;
+                        return Ok(out);
+                    }
+                }
+            }
+            let mode = self.mode.bind(py).call0()?;
+            let mut with_mode = Vec::with_capacity(call.len() + 1);
+            with_mode.push(mode);
+            with_mode.extend(call.iter());
+            let with_mode = PyTuple::new(py, with_mode)?;
+            self.fallback.bind(py).call(with_mode, keywords)
+        })
+    }
+}
