@@ -20,6 +20,7 @@
 mod access;
 mod alias;
 mod analysis;
+mod bf16_round;
 mod bitcast;
 mod control;
 mod deferred;
@@ -43,6 +44,7 @@ mod window;
 
 use super::abi::field;
 use analysis::Uses;
+pub(crate) use bf16_round::inline_bf16_rounding;
 use inkwell::AddressSpace;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
@@ -112,6 +114,9 @@ pub struct CodegenOptions {
     pub vector_lanes: u32,
     /// bf16 × bf16 `dot`s use AVX-512 BF16's `vdpbf16ps` (the target has it; see `dot_bf16`).
     pub bf16_dot: bool,
+    /// Rounding to bf16 converts with AVX-512 BF16's `vcvtneps2bf16` (exactly: see
+    /// `bf16_round`); the target has it, AVX-512 DQ's `vfpclassps` and AVX-512 VL.
+    pub bf16_convert: bool,
 }
 
 /// An op the generated code can report a failure at.
