@@ -622,6 +622,144 @@ pub fn bf16_rounding_is_exact(device: Device) {
     }
 }
 
+/// Elementwise `max`/`min` of two vectors and row maxima/minima.
+const MIN_MAX: &str = "kernel @min_max grid() {
+  input %a: f32[1000]
+  input %b: f32[1000]
+  input %rows: f32[8,300]
+  output %mx: f32[1000]
+  output %mn: f32[1000]
+  output %rmax: f32[8]
+  output %rmin: f32[8]
+body {
+  %0 = load %a[ds(0, 1000)] : f32[1000]
+  %1 = load %b[ds(0, 1000)] : f32[1000]
+  %2 = max %0, %1 : f32[1000]
+  store %mx[ds(0, 1000)], %2
+  %3 = min %0, %1 : f32[1000]
+  store %mn[ds(0, 1000)], %3
+  %4 = load %rows[ds(0, 8), ds(0, 300)] : f32[8,300]
+  %5 = reduce_max %4 [1] : f32[8]
+  store %rmax[ds(0, 8)], %5
+  %6 = reduce_min %4 [1] : f32[8]
+  store %rmin[ds(0, 8)], %6
+  yield
+}
+";
+
+/// IEEE `maximum` (`largest` true) or `minimum`: NaN if either is, −0 < +0.
+fn ieee_max_min(x: f64, y: f64, largest: bool) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == 0.0 && y == 0.0 {
+        let negative = if largest {
+            x.is_sign_negative() && y.is_sign_negative()
+        } else {
+            x.is_sign_negative() || y.is_sign_negative()
+        };
+        if negative { -0.0 } else { 0.0 }
+    } else if largest {
+        x.max(y)
+    } else {
+        x.min(y)
+    }
+}
+
+/// `max`, `min`, `reduce_max` and `reduce_min` of f32 propagate NaN from either operand and
+/// (compiled) order −0 below +0 (the IR's `arith.maximumf`), bit for bit, on every pair of
+/// special values and on random data with NaNs and zeros in vector lanes and remainders.
+pub fn max_min_propagate_nan_and_order_zeros(device: Device) {
+    let k = tpukit::dsl::parse_kernel(MIN_MAX).unwrap();
+    let special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        -1e-40,
+        3.4e38,
+        -2.5,
+        2.5,
+    ];
+    let special = special.map(|x| DType::F32.round_f64(x));
+    let mut r = rng(29);
+    let pick = |r: &mut rand::rngs::StdRng| {
+        if r.random_range(0..4) == 0 {
+            special[r.random_range(0..special.len())]
+        } else {
+            DType::F32.round_f64(r.random_range(-10.0..10.0))
+        }
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for &x in &special {
+        for &y in &special {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    while a.len() < 1000 {
+        a.push(pick(&mut r));
+        b.push(pick(&mut r));
+    }
+    let mut rows: Vec<f64> = (0..8 * 300)
+        .map(|_| DType::F32.round_f64(r.random_range(-10.0..-1.0)))
+        .collect();
+    rows[300 + 5] = f64::NAN;
+    rows[2 * 300 + 299] = f64::NAN;
+    rows[3 * 300..4 * 300].fill(-0.0);
+    rows[3 * 300 + 150] = 0.0;
+    rows[4 * 300..5 * 300].fill(-0.0);
+    rows[5 * 300 + 17] = 0.0;
+    rows[5 * 300 + 200] = -0.0;
+    rows[6 * 300..7 * 300].fill(0.0);
+    rows[6 * 300 + 298] = -0.0;
+    rows[7 * 300..8 * 300].fill(f64::NAN);
+    let arrays = [
+        HostArray::from_f64(DType::F32, &[1000], &a),
+        HostArray::from_f64(DType::F32, &[1000], &b),
+        HostArray::from_f64(DType::F32, &[8, 300], &rows),
+    ];
+    let out = launch(&k, device, &arrays.iter().collect::<Vec<_>>()).unwrap();
+    // The interpreter leaves the sign of max(−0, +0) open (Rust's `f64::max`); the compiled
+    // backend orders it, as `arith.maximumf` does.
+    let signed = device == Device::Cpu;
+    let same = |g: f64, w: f64| {
+        (g.is_nan() && w.is_nan())
+            || g.to_bits() == w.to_bits()
+            || (!signed && g == 0.0 && w == 0.0)
+    };
+    for (o, largest) in [(0, true), (1, false)] {
+        let got = out[o].to_f64_vec();
+        for i in 0..1000 {
+            let want = ieee_max_min(a[i], b[i], largest);
+            assert!(
+                same(got[i], want),
+                "{} of {:e}, {:e}: got {:e}, want {want:e}",
+                if largest { "max" } else { "min" },
+                a[i],
+                b[i],
+                got[i]
+            );
+        }
+    }
+    for (o, largest) in [(2, true), (3, false)] {
+        let got = out[o].to_f64_vec();
+        for (row, &g) in got.iter().enumerate() {
+            let r = &rows[row * 300..(row + 1) * 300];
+            let want = r[1..]
+                .iter()
+                .fold(r[0], |m, &x| ieee_max_min(m, x, largest));
+            assert!(
+                same(g, want),
+                "row {row} (largest: {largest}): got {g:e}, want {want:e}"
+            );
+        }
+    }
+}
+
 #[tpu_kernel]
 fn shapes(x: In, rows: Out, cols: Out, tr: Out, masked: Out) {
     let v = x[..];
@@ -1199,6 +1337,7 @@ macro_rules! device_tests {
                 integer_arithmetic_wraps_and_truncates, shifts_are_defined_past_the_width,
                 int16_is_exact,
                 casts_round_truncate_saturate_and_wrap, bf16_rounding_is_exact,
+                max_min_propagate_nan_and_order_zeros,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,

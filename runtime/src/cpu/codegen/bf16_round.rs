@@ -10,7 +10,7 @@
 //! and then take the integer path lane by lane (a branch that is never taken on the usual
 //! data, so a vector costs the conversion, the class test and the branch). The helpers stay
 //! out of line (and alive) through `default<O3>`, so the vectoriser sees the calls; then
-//! [`inline_bf16_rounding`] inlines them.
+//! [`finish`](super::finish) inlines them.
 
 use super::{Emitter, Result};
 use inkwell::AddressSpace;
@@ -18,8 +18,6 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::TargetMachine;
 use inkwell::values::{BasicValue, FloatValue, FunctionValue, IntValue, ValueKind, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -99,7 +97,7 @@ fn variant_name(n: u32) -> String {
     format!("{SCALAR}.v{n}")
 }
 
-/// An internal helper function, out of line until [`inline_bf16_rounding`]: `noinline`,
+/// An internal helper function, out of line until [`finish`](super::finish): `noinline`,
 /// without side effects.
 fn helper<'ctx>(
     ctx: &'ctx Context,
@@ -230,11 +228,12 @@ fn vector_variant<'ctx>(
     Ok(f)
 }
 
-/// After `default<O3>` (which vectorised the calls it could): inlines the bf16 rounding
-/// helpers and drops them. A no-op for modules without them.
-pub(crate) fn inline_bf16_rounding(m: &Module<'_>, machine: &TargetMachine) -> Result<()> {
+/// After `default<O3>` (which vectorised the calls it could): marks the bf16 rounding
+/// helpers `alwaysinline` and lets them go (the inliner `finish` runs then drops them);
+/// whether the module has them.
+pub(super) fn release_helpers(m: &Module<'_>) -> bool {
     let Some(scalar) = m.get_function(SCALAR) else {
-        return Ok(());
+        return false;
     };
     let ctx = m.get_context();
     let noinline = Attribute::get_named_enum_kind_id("noinline");
@@ -250,10 +249,5 @@ pub(crate) fn inline_bf16_rounding(m: &Module<'_>, machine: &TargetMachine) -> R
         // SAFETY: the list is only read by LLVM's passes; nothing else refers to it.
         unsafe { kept.delete() };
     }
-    m.run_passes(
-        "always-inline,globaldce,function(instcombine,simplifycfg)",
-        machine,
-        PassBuilderOptions::create(),
-    )
-    .map_err(|e| super::CodegenError::internal(format!("LLVM passes: {e}")))
+    true
 }
