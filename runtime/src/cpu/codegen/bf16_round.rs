@@ -40,7 +40,7 @@ const KEPT: &str = "llvm.compiler.used";
 impl<'ctx> Emitter<'ctx, '_> {
     /// The bits of `x` rounded to bf16 (ties to even, NaN quietened) through [`SCALAR`].
     pub(super) fn round_bf16_converted(&self, x: FloatValue<'ctx>) -> Result<IntValue<'ctx>> {
-        let f = self.bf16_rounding();
+        let f = self.bf16_rounding()?;
         let call = self.b.build_call(f, &[x.into()], "bf16")?;
         let variants: Vec<String> = VARIANTS
             .iter()
@@ -60,9 +60,9 @@ impl<'ctx> Emitter<'ctx, '_> {
     }
 
     /// [`SCALAR`] and its vector variants, defined on first use.
-    fn bf16_rounding(&self) -> FunctionValue<'ctx> {
+    fn bf16_rounding(&self) -> Result<FunctionValue<'ctx>> {
         if let Some(f) = self.module.get_function(SCALAR) {
-            return f;
+            return Ok(f);
         }
         let (ctx, m) = (self.ctx, &self.module);
         let (f32t, i16t) = (ctx.f32_type(), ctx.i16_type());
@@ -73,11 +73,11 @@ impl<'ctx> Emitter<'ctx, '_> {
             .get_nth_param(0)
             .expect("one parameter")
             .into_float_value();
-        let bits = integer_rounding(ctx, &b, x).expect("builder positioned");
-        b.build_return(Some(&bits)).expect("builder positioned");
+        let bits = integer_rounding(ctx, &b, x)?;
+        b.build_return(Some(&bits))?;
         let mut kept = vec![scalar];
         for (n, fpclass) in VARIANTS {
-            kept.push(vector_variant(ctx, m, scalar, n, fpclass).expect("builder positioned"));
+            kept.push(vector_variant(ctx, m, scalar, n, fpclass)?);
         }
         let ptr = ctx.ptr_type(AddressSpace::default());
         let list: Vec<_> = kept
@@ -88,7 +88,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         global.set_linkage(Linkage::Appending);
         global.set_section(Some("llvm.metadata"));
         global.set_initializer(&ptr.const_array(&list));
-        scalar
+        Ok(scalar)
     }
 }
 
