@@ -526,6 +526,240 @@ pub fn casts_round_truncate_saturate_and_wrap(device: Device) {
     }
 }
 
+/// f32 bit patterns rounded to bf16: `bf` is the cast (rounded in memory form), `half` the
+/// bf16 product `bf · 0.5` (rounded in register form, then stored).
+const BF16_ROUNDING: &str = "kernel @bf16_rounding grid() {
+  input %bits: i32[1000]
+  output %bf: bf16[1000]
+  output %half: bf16[1000]
+body {
+  %0 = load %bits[ds(0, 1000)] : i32[1000]
+  %1 = bitcast %0 : f32[1000]
+  %2 = cast %1 : bf16[1000]
+  store %bf[ds(0, 1000)], %2
+  %3 = const 0.5 : bf16[1000]
+  %4 = mul %2, %3 : bf16[1000]
+  store %half[ds(0, 1000)], %4
+  yield
+}
+";
+
+/// Rounding f32 to bf16 is to nearest, ties to even, bit for bit as `half` rounds, on every
+/// kind of value: subnormals (which AVX-512 BF16's `vcvtneps2bf16` alone would flush to
+/// zero), ties between subnormals and up to the smallest normal, ties of normals, overflow to
+/// infinity, NaNs with payloads (kept NaN, quietened) and random bit patterns, a fifth of them
+/// subnormal; 1000 elements, so vectors mix normals and subnormals and a remainder is left.
+pub fn bf16_rounding_is_exact(device: Device) {
+    let k = tpukit::dsl::parse_kernel(BF16_ROUNDING).unwrap();
+    let special: [u32; 38] = [
+        0x0000_0000,
+        0x8000_0000,
+        0x0000_0001,
+        0x0000_7fff,
+        0x0000_8000,
+        0x0000_8001,
+        0x0001_8000,
+        0x0001_7fff,
+        0x0040_0000,
+        0x007f_7fff,
+        0x007f_8000,
+        0x007f_ffff,
+        0x8000_0001,
+        0x8000_8001,
+        0x8001_8000,
+        0x807f_ffff,
+        0x0080_0000,
+        0x0080_8000,
+        0x0081_8000,
+        0x3f80_8000,
+        0x3f81_8000,
+        0x3f80_8001,
+        0xbf18_8001,
+        0x7f7f_7fff,
+        0x7f7f_8000,
+        0x7f7f_ffff,
+        0xff7f_ffff,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7f80_0001,
+        0xff80_0001,
+        0x7fc0_0000,
+        0x7fff_ffff,
+        0xffc0_0001,
+        0x7f81_ffff,
+        0x7fbf_ffff,
+        0x3f80_0000,
+        0x0000_ffff,
+    ];
+    let mut r = rng(27);
+    let mut bits: Vec<u32> = special.to_vec();
+    while bits.len() < 1000 {
+        let b: u32 = r.random();
+        bits.push(if r.random_range(0..5) == 0 {
+            b & 0x807f_ffff
+        } else {
+            b
+        });
+    }
+    let x = HostArray::from_f64(
+        DType::I32,
+        &[1000],
+        &bits.iter().map(|&b| b as i32 as f64).collect::<Vec<_>>(),
+    );
+    let out = launch(&k, device, &[&x]).unwrap();
+    let (bf, half) = (out[0].as_bf16().unwrap(), out[1].as_bf16().unwrap());
+    for (i, &b) in bits.iter().enumerate() {
+        let want = tpukit::dsl::bf16::from_f32(f32::from_bits(b));
+        assert_eq!(bf[i].to_bits(), want.to_bits(), "bf16 of {b:#010x}");
+        let want = tpukit::dsl::bf16::from_f32(want.to_f32() * 0.5);
+        let got = half[i];
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "bf16 of {b:#010x} times 0.5: got {:#06x}, want {:#06x}",
+            got.to_bits(),
+            want.to_bits()
+        );
+    }
+}
+
+/// Elementwise `max`/`min` of two vectors and row maxima/minima.
+const MIN_MAX: &str = "kernel @min_max grid() {
+  input %a: f32[1000]
+  input %b: f32[1000]
+  input %rows: f32[8,300]
+  output %mx: f32[1000]
+  output %mn: f32[1000]
+  output %rmax: f32[8]
+  output %rmin: f32[8]
+body {
+  %0 = load %a[ds(0, 1000)] : f32[1000]
+  %1 = load %b[ds(0, 1000)] : f32[1000]
+  %2 = max %0, %1 : f32[1000]
+  store %mx[ds(0, 1000)], %2
+  %3 = min %0, %1 : f32[1000]
+  store %mn[ds(0, 1000)], %3
+  %4 = load %rows[ds(0, 8), ds(0, 300)] : f32[8,300]
+  %5 = reduce_max %4 [1] : f32[8]
+  store %rmax[ds(0, 8)], %5
+  %6 = reduce_min %4 [1] : f32[8]
+  store %rmin[ds(0, 8)], %6
+  yield
+}
+";
+
+/// IEEE `maximum` (`largest` true) or `minimum`: NaN if either is, −0 < +0.
+fn ieee_max_min(x: f64, y: f64, largest: bool) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == 0.0 && y == 0.0 {
+        let negative = if largest {
+            x.is_sign_negative() && y.is_sign_negative()
+        } else {
+            x.is_sign_negative() || y.is_sign_negative()
+        };
+        if negative { -0.0 } else { 0.0 }
+    } else if largest {
+        x.max(y)
+    } else {
+        x.min(y)
+    }
+}
+
+/// `max`, `min`, `reduce_max` and `reduce_min` of f32 propagate NaN from either operand and
+/// (compiled) order −0 below +0 (the IR's `arith.maximumf`), bit for bit, on every pair of
+/// special values and on random data with NaNs and zeros in vector lanes and remainders.
+pub fn max_min_propagate_nan_and_order_zeros(device: Device) {
+    let k = tpukit::dsl::parse_kernel(MIN_MAX).unwrap();
+    let special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        -1e-40,
+        3.4e38,
+        -2.5,
+        2.5,
+    ];
+    let special = special.map(|x| DType::F32.round_f64(x));
+    let mut r = rng(29);
+    let pick = |r: &mut rand::rngs::StdRng| {
+        if r.random_range(0..4) == 0 {
+            special[r.random_range(0..special.len())]
+        } else {
+            DType::F32.round_f64(r.random_range(-10.0..10.0))
+        }
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for &x in &special {
+        for &y in &special {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    while a.len() < 1000 {
+        a.push(pick(&mut r));
+        b.push(pick(&mut r));
+    }
+    let mut rows: Vec<f64> = (0..8 * 300)
+        .map(|_| DType::F32.round_f64(r.random_range(-10.0..-1.0)))
+        .collect();
+    rows[300 + 5] = f64::NAN;
+    rows[2 * 300 + 299] = f64::NAN;
+    rows[3 * 300..4 * 300].fill(-0.0);
+    rows[3 * 300 + 150] = 0.0;
+    rows[4 * 300..5 * 300].fill(-0.0);
+    rows[5 * 300 + 17] = 0.0;
+    rows[5 * 300 + 200] = -0.0;
+    rows[6 * 300..7 * 300].fill(0.0);
+    rows[6 * 300 + 298] = -0.0;
+    rows[7 * 300..8 * 300].fill(f64::NAN);
+    let arrays = [
+        HostArray::from_f64(DType::F32, &[1000], &a),
+        HostArray::from_f64(DType::F32, &[1000], &b),
+        HostArray::from_f64(DType::F32, &[8, 300], &rows),
+    ];
+    let out = launch(&k, device, &arrays.iter().collect::<Vec<_>>()).unwrap();
+    // The interpreter leaves the sign of max(−0, +0) open (Rust's `f64::max`); the compiled
+    // backend orders it, as `arith.maximumf` does.
+    let signed = device == Device::Cpu;
+    let same = |g: f64, w: f64| {
+        (g.is_nan() && w.is_nan())
+            || g.to_bits() == w.to_bits()
+            || (!signed && g == 0.0 && w == 0.0)
+    };
+    for (o, largest) in [(0, true), (1, false)] {
+        let got = out[o].to_f64_vec();
+        for i in 0..1000 {
+            let want = ieee_max_min(a[i], b[i], largest);
+            assert!(
+                same(got[i], want),
+                "{} of {:e}, {:e}: got {:e}, want {want:e}",
+                if largest { "max" } else { "min" },
+                a[i],
+                b[i],
+                got[i]
+            );
+        }
+    }
+    for (o, largest) in [(2, true), (3, false)] {
+        let got = out[o].to_f64_vec();
+        for (row, &g) in got.iter().enumerate() {
+            let r = &rows[row * 300..(row + 1) * 300];
+            let want = r[1..]
+                .iter()
+                .fold(r[0], |m, &x| ieee_max_min(m, x, largest));
+            assert!(
+                same(g, want),
+                "row {row} (largest: {largest}): got {g:e}, want {want:e}"
+            );
+        }
+    }
+}
+
 #[tpu_kernel]
 fn shapes(x: In, rows: Out, cols: Out, tr: Out, masked: Out) {
     let v = x[..];
@@ -1102,7 +1336,8 @@ macro_rules! device_tests {
                 elementwise_binary,
                 integer_arithmetic_wraps_and_truncates, shifts_are_defined_past_the_width,
                 int16_is_exact,
-                casts_round_truncate_saturate_and_wrap,
+                casts_round_truncate_saturate_and_wrap, bf16_rounding_is_exact,
+                max_min_propagate_nan_and_order_zeros,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,

@@ -62,6 +62,8 @@ pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
         debug,
         vector_lanes: if target.has_avx512() { 16 } else { 8 },
         bf16_dot: target.has_avx512_bf16(),
+        bf16_convert: target.has_avx512_bf16_convert(),
+        minmax_range: target.has_avx512_dq_vl(),
     }
 }
 
@@ -108,6 +110,7 @@ pub fn compile_artifact(
     module
         .run_passes("default<O3>", &machine, passes)
         .map_err(|e| internal(&kernel.name, format!("LLVM passes: {e}")))?;
+    codegen::finish(&module, &machine, options).map_err(|e| internal(&kernel.name, e.message))?;
     let optimised_at = clock.elapsed();
     if std::env::var_os("TPUKIT_DUMP_LLVM").is_some() {
         eprintln!("{}", module.print_to_string().to_string());

@@ -100,6 +100,19 @@ impl HostTarget {
         self.has_avx512() && self.features.split(',').any(|f| f == "+avx512bf16")
     }
 
+    /// Whether the target has AVX-512 DQ (`vfpclassps`, `vrangeps`) with AVX-512 VL (their
+    /// 128- and 256-bit forms).
+    pub fn has_avx512_dq_vl(&self) -> bool {
+        let has = |f: &str| self.features.split(',').any(|x| x == f);
+        self.has_avx512() && has("+avx512vl") && has("+avx512dq")
+    }
+
+    /// Whether rounding to bf16 may use `vcvtneps2bf16` (AVX-512 BF16, with AVX-512 VL for
+    /// its narrower forms and AVX-512 DQ's `vfpclassps` to find the subnormals it flushes).
+    pub fn has_avx512_bf16_convert(&self) -> bool {
+        self.has_avx512_bf16() && self.has_avx512_dq_vl()
+    }
+
     /// The target machine objects are compiled for. The large code model: objects are linked
     /// by RuntimeDyld, whose section memory manager may place a kernel's constants more than
     /// 2 GiB from its code, where the small model's 32-bit PC-relative references silently

@@ -20,6 +20,7 @@
 mod access;
 mod alias;
 mod analysis;
+mod bf16_round;
 mod bitcast;
 mod control;
 mod deferred;
@@ -31,6 +32,7 @@ mod fuse;
 mod gather;
 mod interleave;
 mod loops;
+mod minmax;
 mod print;
 mod reduce;
 mod roll;
@@ -112,6 +114,32 @@ pub struct CodegenOptions {
     pub vector_lanes: u32,
     /// bf16 × bf16 `dot`s use AVX-512 BF16's `vdpbf16ps` (the target has it; see `dot_bf16`).
     pub bf16_dot: bool,
+    /// Rounding to bf16 converts with AVX-512 BF16's `vcvtneps2bf16` (exactly: see
+    /// `bf16_round`); the target has it, AVX-512 DQ's `vfpclassps` and AVX-512 VL.
+    pub bf16_convert: bool,
+    /// Vector `maximum`/`minimum` of f32 use AVX-512 DQ's `vrangeps` (see `minmax`); the
+    /// target has AVX-512 DQ and VL.
+    pub minmax_range: bool,
+}
+
+/// After `default<O3>`: the target-specific rewrites that must wait for vectorisation
+/// (`minmax`'s `vrangeps`, inlining `bf16_round`'s helpers), then the inliner and a cleanup.
+pub(crate) fn finish(
+    m: &Module<'_>,
+    machine: &inkwell::targets::TargetMachine,
+    options: CodegenOptions,
+) -> Result<()> {
+    let ranged = options.minmax_range && minmax::use_range(m)?;
+    let released = bf16_round::release_helpers(m);
+    if !(ranged || released) {
+        return Ok(());
+    }
+    m.run_passes(
+        "always-inline,globaldce,function(instcombine,simplifycfg)",
+        machine,
+        inkwell::passes::PassBuilderOptions::create(),
+    )
+    .map_err(|e| CodegenError::internal(format!("LLVM passes: {e}")))
 }
 
 /// An op the generated code can report a failure at.

@@ -100,8 +100,19 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// The bits of `x` rounded to bf16 (ties to even, NaN kept quiet), as an f32 whose low
     /// 16 bits are zero. Integer arithmetic only: LLVM's `fptrunc` to bfloat needs a runtime
     /// helper (`__truncsfbf2`) that this platform's libgcc lacks.
+    /// With [`CodegenOptions::bf16_convert`](super::CodegenOptions), through AVX-512 BF16's
+    /// conversion (see `bf16_round`).
     pub fn round_bf16(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let i32t = self.ctx.i32_type();
+        if self.options.bf16_convert {
+            let bits = self.round_bf16_converted(x)?;
+            let wide = self.b.build_int_z_extend(bits, i32t, "bf16.w")?;
+            let high = self.b.build_left_shift(wide, self.i32c(16), "bf16.hi")?;
+            return Ok(self
+                .b
+                .build_bit_cast(high, self.ctx.f32_type(), "bf16.f32")?
+                .into_float_value());
+        }
         let bits = self.b.build_bit_cast(x, i32t, "bits")?.into_int_value();
         let lsb = self.b.build_and(
             self.b.build_right_shift(bits, self.i32c(16), false, "hi")?,

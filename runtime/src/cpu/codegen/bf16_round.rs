@@ -1,0 +1,253 @@
+//! Rounding f32 to bf16 with AVX-512 BF16's `vcvtneps2bf16`, exactly.
+//!
+//! The instruction rounds to nearest, ties to even, and quietens NaNs as the IR's semantics
+//! say, in one instruction where the integer sequence takes eight (plus a narrowing store),
+//! but it flushes subnormal inputs to zero (`0x0001_2345` → `0x0000`; a bf16 has the same
+//! exponent range as an f32, so its subnormals are where they differ). Each rounding is a call
+//! of [`SCALAR`], an integer rounding correct for every input, whose vector variants (`N4`,
+//! `N8`, `N16`, named to LLVM's loop vectoriser by the call's `vector-function-abi-variant`)
+//! convert the whole vector with the instruction unless `vfpclassps` finds a subnormal lane,
+//! and then take the integer path lane by lane (a branch that is never taken on the usual
+//! data, so a vector costs the conversion, the class test and the branch). The helpers stay
+//! out of line (and alive) through `default<O3>`, so the vectoriser sees the calls; then
+//! [`finish`](super::finish) inlines them.
+
+use super::{Emitter, Result};
+use inkwell::AddressSpace;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{BasicValue, FloatValue, FunctionValue, IntValue, ValueKind, VectorValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+/// The scalar rounding: `float` → the bf16's bits (`i16`).
+const SCALAR: &str = "tpukit.round_bf16";
+
+/// The vector widths given a variant, with the `vfpclassps` intrinsic of each.
+const VARIANTS: [(u32, &str); 3] = [
+    (4, "llvm.x86.avx512.fpclass.ps.128"),
+    (8, "llvm.x86.avx512.fpclass.ps.256"),
+    (16, "llvm.x86.avx512.fpclass.ps.512"),
+];
+
+/// `vfpclassps`'s class bit for subnormals.
+const FPCLASS_SUBNORMAL: u64 = 0x20;
+
+/// Names every helper, so `default<O3>` keeps the (not yet called) vector variants.
+const KEPT: &str = "llvm.compiler.used";
+
+impl<'ctx> Emitter<'ctx, '_> {
+    /// The bits of `x` rounded to bf16 (ties to even, NaN quietened) through [`SCALAR`].
+    pub(super) fn round_bf16_converted(&self, x: FloatValue<'ctx>) -> Result<IntValue<'ctx>> {
+        let f = self.bf16_rounding()?;
+        let call = self.b.build_call(f, &[x.into()], "bf16")?;
+        let variants: Vec<String> = VARIANTS
+            .iter()
+            .map(|(n, _)| format!("_ZGV_LLVM_N{n}v_{SCALAR}({})", variant_name(*n)))
+            .collect();
+        call.add_attribute(
+            AttributeLoc::Function,
+            self.ctx
+                .create_string_attribute("vector-function-abi-variant", &variants.join(",")),
+        );
+        match call.try_as_basic_value() {
+            ValueKind::Basic(v) => Ok(v.into_int_value()),
+            _ => Err(super::CodegenError::internal(
+                "bf16 rounding returns no value",
+            )),
+        }
+    }
+
+    /// [`SCALAR`] and its vector variants, defined on first use.
+    fn bf16_rounding(&self) -> Result<FunctionValue<'ctx>> {
+        if let Some(f) = self.module.get_function(SCALAR) {
+            return Ok(f);
+        }
+        let (ctx, m) = (self.ctx, &self.module);
+        let (f32t, i16t) = (ctx.f32_type(), ctx.i16_type());
+        let scalar = helper(ctx, m, SCALAR, i16t.fn_type(&[f32t.into()], false));
+        let b = ctx.create_builder();
+        b.position_at_end(ctx.append_basic_block(scalar, "entry"));
+        let x = scalar
+            .get_nth_param(0)
+            .expect("one parameter")
+            .into_float_value();
+        let bits = integer_rounding(ctx, &b, x)?;
+        b.build_return(Some(&bits))?;
+        let mut kept = vec![scalar];
+        for (n, fpclass) in VARIANTS {
+            kept.push(vector_variant(ctx, m, scalar, n, fpclass)?);
+        }
+        let ptr = ctx.ptr_type(AddressSpace::default());
+        let list: Vec<_> = kept
+            .iter()
+            .map(|f| f.as_global_value().as_pointer_value())
+            .collect();
+        let global = m.add_global(ptr.array_type(list.len() as u32), None, KEPT);
+        global.set_linkage(Linkage::Appending);
+        global.set_section(Some("llvm.metadata"));
+        global.set_initializer(&ptr.const_array(&list));
+        Ok(scalar)
+    }
+}
+
+/// The name of the `n`-lane variant of [`SCALAR`].
+fn variant_name(n: u32) -> String {
+    format!("{SCALAR}.v{n}")
+}
+
+/// An internal helper function, out of line until [`finish`](super::finish): `noinline`,
+/// without side effects.
+fn helper<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module<'ctx>,
+    name: &str,
+    ty: inkwell::types::FunctionType<'ctx>,
+) -> FunctionValue<'ctx> {
+    let f = m.add_function(name, ty, Some(Linkage::Internal));
+    for attr in ["noinline", "nounwind", "willreturn"] {
+        let kind = Attribute::get_named_enum_kind_id(attr);
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+    }
+    // `memory(none)`: reads and writes no memory.
+    let memory = Attribute::get_named_enum_kind_id("memory");
+    f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(memory, 0));
+    f
+}
+
+/// The bits of `x` rounded to bf16 with integer arithmetic, correct for every input:
+/// `(bits + 0x7fff + lsb) >> 16` rounds to nearest, ties to even, subnormals included (as
+/// integers, f32 bit patterns order like their magnitudes); a NaN keeps its payload's high
+/// bits with the quiet bit set (the addition could carry it into an infinity).
+fn integer_rounding<'ctx>(
+    ctx: &'ctx Context,
+    b: &Builder<'ctx>,
+    x: FloatValue<'ctx>,
+) -> Result<IntValue<'ctx>> {
+    let i32t = ctx.i32_type();
+    let c = |v: u32| i32t.const_int(v as u64, false);
+    let bits = b.build_bit_cast(x, i32t, "bits")?.into_int_value();
+    let lsb = b.build_and(b.build_right_shift(bits, c(16), false, "hi")?, c(1), "lsb")?;
+    let bias = b.build_int_add(lsb, c(0x7fff), "bias")?;
+    let rounded = b.build_int_add(bits, bias, "rounded")?;
+    let quiet = b.build_or(bits, c(0x0040_0000), "quiet")?;
+    let nan = b.build_float_compare(FloatPredicate::UNO, x, x, "isnan")?;
+    let pick = b
+        .build_select(nan, quiet, rounded, "pick")?
+        .into_int_value();
+    let high = b.build_right_shift(pick, c(16), false, "high")?;
+    Ok(b.build_int_truncate(high, ctx.i16_type(), "bf16")?)
+}
+
+/// The `n`-lane variant of `scalar`: `vcvtneps2bf16` of the vector (LLVM's `fptrunc` to
+/// bfloat on this target) unless some lane is subnormal, else `scalar` on each lane.
+fn vector_variant<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module<'ctx>,
+    scalar: FunctionValue<'ctx>,
+    n: u32,
+    fpclass: &str,
+) -> Result<FunctionValue<'ctx>> {
+    let (f32v, i16v) = (ctx.f32_type().vec_type(n), ctx.i16_type().vec_type(n));
+    let f = helper(
+        ctx,
+        m,
+        &variant_name(n),
+        i16v.fn_type(&[f32v.into()], false),
+    );
+    let class = m.get_function(fpclass).unwrap_or_else(|| {
+        let t = ctx.bool_type().vec_type(n);
+        m.add_function(
+            fpclass,
+            t.fn_type(&[f32v.into(), ctx.i32_type().into()], false),
+            None,
+        )
+    });
+    let b = ctx.create_builder();
+    let entry = ctx.append_basic_block(f, "entry");
+    let (fast, slow) = (
+        ctx.append_basic_block(f, "fast"),
+        ctx.append_basic_block(f, "slow"),
+    );
+    b.position_at_end(entry);
+    let x = f
+        .get_nth_param(0)
+        .expect("one parameter")
+        .into_vector_value();
+    let flags = b.build_call(
+        class,
+        &[
+            x.into(),
+            ctx.i32_type().const_int(FPCLASS_SUBNORMAL, false).into(),
+        ],
+        "subnormal",
+    )?;
+    let flags = match flags.try_as_basic_value() {
+        ValueKind::Basic(v) => v,
+        _ => return Err(super::CodegenError::internal("fpclass returns no value")),
+    };
+    let mask_type = std::num::NonZeroU32::new(n)
+        .and_then(|w| ctx.custom_width_int_type(w).ok())
+        .ok_or_else(|| super::CodegenError::internal("no {n}-bit integer type"))?;
+    let mask = b.build_bit_cast(flags, mask_type, "mask")?.into_int_value();
+    let any = b.build_int_compare(IntPredicate::NE, mask, mask.get_type().const_zero(), "any")?;
+    let branch = b.build_conditional_branch(any, slow, fast)?;
+    // Subnormals are rare: the vector path is the likely one.
+    let weights = ctx.metadata_node(&[
+        ctx.metadata_string("branch_weights").into(),
+        ctx.i32_type().const_int(1, false).into(),
+        ctx.i32_type().const_int(1 << 20, false).into(),
+    ]);
+    branch
+        .set_metadata(weights, ctx.get_kind_id("prof"))
+        .map_err(|e| super::CodegenError::internal(format!("branch weights: {e}")))?;
+
+    b.position_at_end(fast);
+    let narrow = b.build_float_trunc(x, ctx.bf16_type().vec_type(n), "cvt")?;
+    let bits = b.build_bit_cast(narrow, i16v, "bits")?;
+    b.build_return(Some(&bits))?;
+
+    b.position_at_end(slow);
+    let mut out: VectorValue<'ctx> = i16v.get_undef();
+    for lane in 0..n as u64 {
+        let i = ctx.i32_type().const_int(lane, false);
+        let v = b.build_extract_element(x, i, "lane")?;
+        let r = b.build_call(scalar, &[v.into()], "lane.bf16")?;
+        let r = match r.try_as_basic_value() {
+            ValueKind::Basic(v) => v,
+            _ => {
+                return Err(super::CodegenError::internal(
+                    "bf16 rounding returns no value",
+                ));
+            }
+        };
+        out = b.build_insert_element(out, r.as_basic_value_enum(), i, "v")?;
+    }
+    b.build_return(Some(&out))?;
+    Ok(f)
+}
+
+/// After `default<O3>` (which vectorised the calls it could): marks the bf16 rounding
+/// helpers `alwaysinline` and lets them go (the inliner `finish` runs then drops them);
+/// whether the module has them.
+pub(super) fn release_helpers(m: &Module<'_>) -> bool {
+    let Some(scalar) = m.get_function(SCALAR) else {
+        return false;
+    };
+    let ctx = m.get_context();
+    let noinline = Attribute::get_named_enum_kind_id("noinline");
+    let always = Attribute::get_named_enum_kind_id("alwaysinline");
+    let variants = VARIANTS
+        .iter()
+        .filter_map(|(n, _)| m.get_function(&variant_name(*n)));
+    for f in std::iter::once(scalar).chain(variants) {
+        f.remove_enum_attribute(AttributeLoc::Function, noinline);
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(always, 0));
+    }
+    if let Some(kept) = m.get_global(KEPT) {
+        // SAFETY: the list is only read by LLVM's passes; nothing else refers to it.
+        unsafe { kept.delete() };
+    }
+    true
+}
