@@ -74,17 +74,7 @@ fn dl_type(dtype: DType) -> DlDataType {
 
 /// The tpukit dtype of a DLPack type, if tpukit holds it.
 fn dtype_of(t: DlDataType) -> Option<DType> {
-    [
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I16,
-        DType::I8,
-        DType::Bool,
-    ]
-    .into_iter()
-    .find(|&d| dl_type(d) == t)
+    DType::ALL.into_iter().find(|&d| dl_type(d) == t)
 }
 
 /// A CPU tensor's memory as DLPack describes it, the capsule held.
