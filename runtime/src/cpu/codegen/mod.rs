@@ -134,8 +134,10 @@ pub(crate) fn finish(
     if !(ranged || released) {
         return Ok(());
     }
+    // One instcombine round: run alone, the pass checks it reached a fixpoint and aborts the
+    // process (an LLVM fatal error) when it did not; the default pipeline turns that off too.
     m.run_passes(
-        "always-inline,globaldce,function(instcombine,simplifycfg)",
+        "always-inline,globaldce,function(instcombine<no-verify-fixpoint>,simplifycfg)",
         machine,
         inkwell::passes::PassBuilderOptions::create(),
     )
