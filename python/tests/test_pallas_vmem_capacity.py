@@ -133,7 +133,7 @@ def test_a_window_that_changes_is_double_buffered_within_the_scoped_limit():
         jax.jit(window_call((4, 1), lambda i, j: (j + i,), compiler_params=raised)).lower()
 
 
-def test_a_fetched_once_window_runs_and_writes_every_block():
+def test_a_fetched_once_window_runs_writing_its_one_block():
     """The (4, 1) grid whose index map reads the one-step axis writes block 0 four times;
     the rest of the output is never written (undefined in Pallas; zeros on the CPU)."""
     with pallas.on_cpu():
