@@ -11,7 +11,8 @@ hits all of them alike:
   layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
   for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
   its fraction of the machine's copy bandwidth (bytes read and written once per call over the
-  time), measured here as a 64 MB torch ``copy_``.
+  time), measured here as a 64 MB torch ``copy_``, or for mm of its FMA peak (``fma_peak.c``,
+  one process per thread torch uses).
 
 ``--write`` replaces the Python section of BENCHMARKS.md; with matplotlib installed, it also
 writes ``benches/python_speed.png`` (time against size, tpukit beside torch and XLA).
@@ -26,7 +27,9 @@ import contextlib
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -189,6 +192,28 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() * 4 / t / 1e9
 
 
+def fma_peak(threads: int) -> dict:
+    """GFLOP/s of ``benches/fma_peak.c`` (f32 FMAs; bf16 dot products where the CPU has
+    AVX-512 BF16) run as ``threads`` processes at once, summed: the machine's FMA peak for
+    the matmul rows. ``{}`` when no C compiler builds it (the rows then say so)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "fma_peak"
+        try:
+            subprocess.run(["cc", "-O2", "-march=native", "-ffp-contract=fast",
+                            str(ROOT / "benches" / "fma_peak.c"), "-o", str(exe)],
+                           check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            return {}
+        runs = [subprocess.Popen([exe], stdout=subprocess.PIPE, text=True)
+                for _ in range(threads)]
+        peak: dict = {}
+        for p in runs:
+            for line in p.communicate()[0].splitlines():
+                dtype, gflops, _ = line.split()
+                peak[dtype] = peak.get(dtype, 0.0) + float(gflops)
+        return peak
+
+
 def _row(name, times, moved=None, flops=None, copy_gbs=None, fma=None):
     t, to, x = times["tpukit"], times["torch"], times["xla"]
     cells = [name, f"{t * 1e3:.3f}", f"{to * 1e3:.3f}", f"{x * 1e3:.3f}",
@@ -197,7 +222,9 @@ def _row(name, times, moved=None, flops=None, copy_gbs=None, fma=None):
     if moved is not None:
         cells.append(f"{moved / t / 1e9:.1f} GB/s ({moved / t / 1e9 / copy_gbs:.2f} of copy)")
     else:
-        cells.append(f"{flops / t / 1e9:.0f} GFLOP/s")
+        rate = flops / t / 1e9
+        share = f" ({rate / fma:.2f} of FMA peak)" if fma else " (FMA peak not measured)"
+        cells.append(f"{rate:.0f} GFLOP/s{share}")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -225,8 +252,11 @@ def main() -> int:
     print("\n".join(lines), flush=True)
 
     copy_gbs = copy_bandwidth()
+    peak = fma_peak(torch.get_num_threads())
+    measured = ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in peak.items()) or "not measured"
     title = ("Steady state, torch CPU tensors in and out (copy bandwidth measured: "
-             f"{copy_gbs:.1f} GB/s):")
+             f"{copy_gbs:.1f} GB/s; FMA peak of {torch.get_num_threads()} cores, "
+             f"`benches/fma_peak.c`: {measured}):")
     steady = ["", title, "", HEAD]
     for dtype, dname in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
         for op, (moved, impls) in operators((4096, 1024), dtype).items():
@@ -234,7 +264,7 @@ def main() -> int:
             steady.append(_row(f"{op} 4096×1024 {dname}", times, moved, copy_gbs=copy_gbs))
             print(steady[-1], flush=True)
         times = interleaved(matmul(1024, dtype), rounds, seconds)
-        steady.append(_row(f"mm 1024² {dname}", times, flops=2 * 1024**3))
+        steady.append(_row(f"mm 1024² {dname}", times, flops=2 * 1024**3, fma=peak.get(dname)))
         print(steady[-1], flush=True)
     lines += steady
 
