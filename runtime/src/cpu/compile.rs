@@ -35,8 +35,8 @@ pub(crate) struct LaunchFacts {
     pub semaphores: bool,
     /// The leading grid axes a launch may split among workers (`codegen::split_axes`).
     pub lead: usize,
-    /// The `dot` flops of one run of the body (`worth::dot_flops`).
-    pub dot_flops: usize,
+    /// The arithmetic of one run of the body (`worth::step_compute`).
+    pub compute: usize,
 }
 
 impl LaunchFacts {
@@ -52,7 +52,7 @@ impl LaunchFacts {
             written,
             semaphores: !semaphores.is_empty(),
             lead: super::codegen::split_axes(kernel),
-            dot_flops: super::worth::dot_flops(kernel),
+            compute: super::worth::step_compute(kernel),
         }
     }
 }

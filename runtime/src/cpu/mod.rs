@@ -263,7 +263,7 @@ unsafe fn split(
     if !(parallel
         && may_split
         && steps > 1
-        && worth::worth_splitting(kernel, grid, dims, facts.dot_flops))
+        && worth::worth_splitting(kernel, grid, dims, facts.compute))
     {
         return Ok((vec![(0, steps)], None));
     }
