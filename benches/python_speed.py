@@ -11,8 +11,9 @@ hits all of them alike:
   layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
   for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
   its fraction of the machine's copy bandwidth (bytes read and written once per call over the
-  time), measured here as a 64 MB torch ``copy_``, or for mm of its FMA peak (``fma_peak.c``,
-  one process per thread torch uses).
+  time, against a torch ``copy_`` of one input timed in the same rounds: the bandwidth at
+  that size and that moment), or for mm of its FMA peak (``fma_peak.c``, one process per
+  thread torch uses).
 
 ``--write`` replaces the Python section of BENCHMARKS.md; with matplotlib installed, it also
 writes ``benches/python_speed.png`` (time against size, tpukit beside torch and XLA).
@@ -129,7 +130,8 @@ def _softmax_jax(x):
 
 
 def operators(shape, dtype):
-    """``{op: (bytes moved, {impl: fn})}`` on random torch tensors of ``shape`` and ``dtype``."""
+    """``{op: (bytes moved, {impl: fn}, its input)}`` on random torch tensors of ``shape`` and
+    ``dtype``."""
     g = torch.Generator().manual_seed(0)
     x = torch.rand(shape, generator=g).to(dtype)
     y = torch.rand(shape, generator=g).to(dtype)
@@ -147,27 +149,27 @@ def operators(shape, dtype):
             "tpukit": lambda: tpublas.add.Tensor(x, y),
             "torch": lambda: x + y,
             "xla": lambda: add_j(xj, yj).block_until_ready(),
-        }),
+        }, x),
         "sum dim 1": (size, {
             "tpukit": lambda: tpublas.sum.dim_IntList(x, [1]),
             "torch": lambda: x.sum(1),
             "xla": lambda: sum_j(xj).block_until_ready(),
-        }),
+        }, x),
         "gelu": (2 * size, {
             "tpukit": lambda: tpublas.gelu(x),
             "torch": lambda: F.gelu(x),
             "xla": lambda: gelu_j(xj).block_until_ready(),
-        }),
+        }, x),
         "softmax": (2 * size, {
             "tpukit": lambda: tpublas._softmax(x, -1, False),
             "torch": lambda: torch.softmax(x, -1),
             "xla": lambda: softmax_j(xj).block_until_ready(),
-        }),
+        }, x),
         "layer norm": (2 * size, {
             "tpukit": lambda: tpublas.native_layer_norm(x, [n], w, b, 1e-5),
             "torch": lambda: F.layer_norm(x, (n,), w, b),
             "xla": lambda: norm_j(xj, wj, bj).block_until_ready(),
-        }),
+        }, x),
     }
 
 
@@ -182,14 +184,6 @@ def matmul(n, dtype):
         "torch": lambda: x @ y,
         "xla": lambda: mm_j(xj, yj).block_until_ready(),
     }
-
-
-def copy_bandwidth() -> float:
-    """GB/s of a 64 MB torch ``copy_`` (read + write), the machine's threads as torch uses
-    them."""
-    src, dst = torch.rand(16 << 20), torch.empty(16 << 20)
-    t = interleaved({"copy": lambda: dst.copy_(src)}, 5, 0.2)["copy"]
-    return 2 * src.numel() * 4 / t / 1e9
 
 
 def fma_peak(threads: int) -> dict:
@@ -214,12 +208,20 @@ def fma_peak(threads: int) -> dict:
         return peak
 
 
-def _row(name, times, moved=None, flops=None, copy_gbs=None, fma=None):
+def with_copy(impls: dict, x: torch.Tensor) -> dict:
+    """``impls`` and a torch ``copy_`` of ``x`` into a tensor like it, timed in the same
+    rounds: the copy bandwidth at this size and load, for the row's "of copy"."""
+    dst = torch.empty_like(x)
+    return {**impls, "copy": lambda: dst.copy_(x)}
+
+
+def _row(name, times, moved=None, flops=None, size=None, fma=None):
     t, to, x = times["tpukit"], times["torch"], times["xla"]
     cells = [name, f"{t * 1e3:.3f}", f"{to * 1e3:.3f}", f"{x * 1e3:.3f}",
              f"{t / to:.2f}×", f"{t / x:.2f}×",
              f"{CPU['tpukit'] * 1e3:.3f} / {CPU['torch'] * 1e3:.3f}"]
     if moved is not None:
+        copy_gbs = 2 * size / times["copy"] / 1e9
         cells.append(f"{moved / t / 1e9:.1f} GB/s ({moved / t / 1e9 / copy_gbs:.2f} of copy)")
     else:
         rate = flops / t / 1e9
@@ -251,17 +253,16 @@ def main() -> int:
         lines.append(f"| {name} | {us:.1f} |")
     print("\n".join(lines), flush=True)
 
-    copy_gbs = copy_bandwidth()
     peak = fma_peak(torch.get_num_threads())
     measured = ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in peak.items()) or "not measured"
-    title = ("Steady state, torch CPU tensors in and out (copy bandwidth measured: "
-             f"{copy_gbs:.1f} GB/s; FMA peak of {torch.get_num_threads()} cores, "
-             f"`benches/fma_peak.c`: {measured}):")
+    title = ("Steady state, torch CPU tensors in and out (\"of copy\": the rate over that of "
+             "a torch `copy_` of one input, timed in the same rounds; FMA peak of "
+             f"{torch.get_num_threads()} cores, `benches/fma_peak.c`: {measured}):")
     steady = ["", title, "", HEAD]
     for dtype, dname in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
-        for op, (moved, impls) in operators((4096, 1024), dtype).items():
-            times = interleaved(impls, rounds, seconds)
-            steady.append(_row(f"{op} 4096×1024 {dname}", times, moved, copy_gbs=copy_gbs))
+        for op, (moved, impls, x) in operators((4096, 1024), dtype).items():
+            times = interleaved(with_copy(impls, x), rounds, seconds)
+            steady.append(_row(f"{op} 4096×1024 {dname}", times, moved, size=x.nbytes))
             print(steady[-1], flush=True)
         times = interleaved(matmul(1024, dtype), rounds, seconds)
         steady.append(_row(f"mm 1024² {dname}", times, flops=2 * 1024**3, fma=peak.get(dname)))
@@ -274,11 +275,11 @@ def main() -> int:
         rows = kb * 1024 // 4096
         ops = operators((rows, 1024), torch.float32)
         for op in ["add", "softmax"]:
-            moved, impls = ops[op]
-            times = interleaved(impls, rounds, seconds)
+            moved, impls, x = ops[op]
+            times = interleaved(with_copy(impls, x), rounds, seconds)
             points.setdefault(op, []).append((kb, times))
             label = f"{kb} KB" if kb < 1024 else f"{kb // 1024} MB"
-            sweep.append(_row(f"{op} {label}", times, moved, copy_gbs=copy_gbs))
+            sweep.append(_row(f"{op} {label}", times, moved, size=x.nbytes))
             print(sweep[-1], flush=True)
     lines += sweep
 
