@@ -272,8 +272,9 @@ unsafe fn split(
         .iter()
         .try_fold(0usize, |n, &(_, b)| b.and_then(|b| n.checked_add(b)));
     let fits = shared_bytes.is_some_and(|b| b <= shared::MAX_SHARED_BYTES);
-    let threads = pool::pool().current_num_threads();
-    let chunks = if fits {
+    let threads = pool::threads();
+    // One CPU: no helper would take a chunk.
+    let chunks = if fits && threads > 1 {
         (4 * threads as i64).min(steps).max(1)
     } else {
         1
