@@ -28,9 +28,7 @@ import contextlib
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import torch.nn.functional as F
-from report import write_section
+from report import fma_peak, write_section
 from tpukit import pallas, tpublas
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,28 +182,6 @@ def matmul(n, dtype):
         "torch": lambda: x @ y,
         "xla": lambda: mm_j(xj, yj).block_until_ready(),
     }
-
-
-def fma_peak(threads: int) -> dict:
-    """GFLOP/s of ``benches/fma_peak.c`` (f32 FMAs; bf16 dot products where the CPU has
-    AVX-512 BF16) run as ``threads`` processes at once, summed: the machine's FMA peak for
-    the matmul rows. ``{}`` when no C compiler builds it (the rows then say so)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        exe = Path(tmp) / "fma_peak"
-        try:
-            subprocess.run(["cc", "-O2", "-march=native", "-ffp-contract=fast",
-                            str(ROOT / "benches" / "fma_peak.c"), "-o", str(exe)],
-                           check=True, capture_output=True)
-        except (OSError, subprocess.CalledProcessError):
-            return {}
-        runs = [subprocess.Popen([exe], stdout=subprocess.PIPE, text=True)
-                for _ in range(threads)]
-        peak: dict = {}
-        for p in runs:
-            for line in p.communicate()[0].splitlines():
-                dtype, gflops, _ = line.split()
-                peak[dtype] = peak.get(dtype, 0.0) + float(gflops)
-        return peak
 
 
 def with_copy(impls: dict, x: torch.Tensor) -> dict:

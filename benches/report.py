@@ -3,6 +3,8 @@ between `<!-- NAME:begin -->` and `<!-- NAME:end -->`, and rewrites only that.""
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -18,3 +20,25 @@ def write_section(name: str, text: str, intro: str = "", path: Path = BENCHMARKS
     head, rest = doc.split(begin, 1)
     tail = rest.split(end, 1)[1]
     path.write_text(f"{head}{begin}\n{text.rstrip()}\n{end}{tail}")
+
+
+def fma_peak(threads: int) -> dict:
+    """GFLOP/s of ``benches/fma_peak.c`` (f32 FMAs; bf16 dot products where the CPU has
+    AVX-512 BF16) run as ``threads`` processes at once, summed: the machine's FMA peak for
+    the matmul rows. ``{}`` when no C compiler builds it (the rows then say so)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "fma_peak"
+        try:
+            subprocess.run(["cc", "-O2", "-march=native", "-ffp-contract=fast",
+                            str(Path(__file__).resolve().parent / "fma_peak.c"), "-o", str(exe)],
+                           check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            return {}
+        runs = [subprocess.Popen([exe], stdout=subprocess.PIPE, text=True)
+                for _ in range(threads)]
+        peak: dict = {}
+        for p in runs:
+            for line in p.communicate()[0].splitlines():
+                dtype, gflops, _ = line.split()
+                peak[dtype] = peak.get(dtype, 0.0) + float(gflops)
+        return peak
