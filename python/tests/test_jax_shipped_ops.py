@@ -299,7 +299,8 @@ def test_paged_attention_on_torch_tensors(device, rng):
     attention = functools.partial(paged.paged_attention, pages_per_compute_block=2)
     kernel = pallas.custom_jax_kernel(attention)
     assert "dma_start" in str(kernel.kernel(q, k, v, lengths, indices))
-    t = [torch.from_numpy(np.asarray(a)) for a in (q, k, v, lengths, indices)]
+    # Writable copies: torch warns on tensors over read-only numpy arrays.
+    t = [torch.from_numpy(np.array(a)) for a in (q, k, v, lengths, indices)]
     got = kernel(*t, device=device)
     assert isinstance(got, torch.Tensor)
     want = paged_reference(q, k, v, lengths, indices)
