@@ -42,6 +42,12 @@ CALLS = [
     (lambda x, y: tpublas.clamp(x, -0.5, 0.5), lambda x, y: torch.clamp(x, -0.5, 0.5)),
     (lambda x, y: tpublas.lt(x, 0.25), lambda x, y: x < 0.25),
     (lambda x, y: tpublas.mm(x, y.T.contiguous()), lambda x, y: x @ y.T),
+    # Without weight and bias the plan keeps their ones and zeros; with them (rows of `y`,
+    # new values at every call) it reads them.
+    (lambda x, y: tpublas.native_layer_norm(x, [x.shape[-1]], None, None, 1e-5)[0],
+     lambda x, y: F.layer_norm(x, x.shape[-1:], eps=1e-5)),
+    (lambda x, y: tpublas.native_layer_norm(x, [x.shape[-1]], y[0], y[1], 1e-5)[0],
+     lambda x, y: F.layer_norm(x, x.shape[-1:], y[0], y[1], eps=1e-5)),
 ]
 
 

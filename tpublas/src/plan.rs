@@ -10,8 +10,9 @@
 //! - no tensor argument has fewer than two elements (so no tensor's value became a number);
 //! - the call made exactly one launch, which returned new outputs;
 //! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
-//!   size, row-major: a reshape), or a one-element constant made from the other arguments
-//!   (`alpha`, a Python number), and every tensor argument is one of the inputs;
+//!   size, row-major: a reshape), or a constant made from the other arguments and the
+//!   tensors' shapes (`alpha`, a Python number; a norm's ones and zeros for a missing weight
+//!   and bias: [`max_constant_elements`]), and every tensor argument is one of the inputs;
 //! - each result is one of the launch's outputs (a different one), row-major, reshaped at
 //!   most.
 //!
@@ -30,7 +31,7 @@ use tpukit::{Device, HostArray};
 pub enum Source {
     /// The tensor argument at this position (in the schema's order), read in place.
     Arg(usize),
-    /// A one-element constant made from the call's other arguments.
+    /// A constant made from the call's other arguments and its tensors' shapes.
     Const(HostArray),
 }
 
@@ -123,9 +124,9 @@ pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option
         let (again, launches) = trace(|| op.run(&copies));
         again
             .ok()
-            .and_then(|again| plan_of(&copies, launches, &again))
+            .and_then(|again| plan_of(&copies, launches, &again, max_constant_elements(op)))
     } else {
-        plan_of(args, launches, &results)
+        plan_of(args, launches, &results, max_constant_elements(op))
     };
     Ok((results, plan))
 }
@@ -146,7 +147,26 @@ fn aliased(args: &[Value]) -> bool {
     })
 }
 
-fn plan_of(args: &[Value], launches: Vec<Traced>, results: &[HostArray]) -> Option<Plan> {
+/// The most elements of a kernel input a plan of `op` keeps as a constant (an input that is
+/// no tensor argument's memory). One for every family: a Python number (`alpha`) made into
+/// an operand, and no tensor's values, since no tensor argument of a planned call has fewer
+/// than two elements. Norms also keep the `[1, n]` ones and zeros their host code makes for
+/// a missing weight and bias from the normalised shape alone (up to 1 Mi elements). Their
+/// other multi-element inputs not over an argument are weights converted from another dtype
+/// (from the tensor's values): that tensor is then no kernel input, and no plan is made.
+fn max_constant_elements(op: &Op) -> usize {
+    match op.family {
+        Family::Norm(_) => 1 << 20,
+        _ => 1,
+    }
+}
+
+fn plan_of(
+    args: &[Value],
+    launches: Vec<Traced>,
+    results: &[HostArray],
+    max_constant: usize,
+) -> Option<Plan> {
     let [launch] = <[Traced; 1]>::try_from(launches).ok()?;
     let outputs = launch.outputs?;
     let tensors: Vec<(usize, &HostArray)> = args
@@ -178,7 +198,9 @@ fn plan_of(args: &[Value], launches: Vec<Traced>, results: &[HostArray]) -> Opti
                 Source::Arg(i)
             }
             Some(_) => return None,
-            None if elements(&input) == 1 && !input.is_borrowed() => Source::Const(input),
+            None if elements(&input) <= max_constant && !input.is_borrowed() => {
+                Source::Const(input)
+            }
             None => return None,
         };
         inputs.push((source, shape));
@@ -280,6 +302,52 @@ mod tests {
             replay(&plan, &new),
             crate::run("aten.sub.Tensor", &new).unwrap()
         );
+    }
+
+    #[test]
+    fn a_layer_norm_without_weight_keeps_its_ones_and_with_a_weight_reads_it() {
+        let ln = |x: HostArray, w: Value, b: Value| {
+            [
+                Value::Tensor(x),
+                Value::IntList(vec![70]),
+                w,
+                b,
+                Value::Scalar(1e-5),
+            ]
+        };
+        let name = "aten.native_layer_norm.default";
+        // No weight or bias: the [1, 70] ones and zeros are the plan's constants.
+        let (_, plan) =
+            run_planned(name, &ln(array(&[5, 70], 0.0), Value::None, Value::None)).unwrap();
+        let plan = plan.expect("a plan for a layer norm without weight");
+        assert!(matches!(&plan.inputs[1].0, Source::Const(c) if elements(c) == 70));
+        let new = ln(array(&[5, 70], 4.0), Value::None, Value::None);
+        assert_eq!(replay(&plan, &new), crate::run(name, &new).unwrap());
+        // With f32 weight and bias (the input's dtype), they are read in place: a replay on
+        // other weights computes with them.
+        let args = |seed: f64| {
+            ln(
+                array(&[5, 70], seed),
+                Value::Tensor(array(&[70], seed + 1.0)),
+                Value::Tensor(array(&[70], seed + 2.0)),
+            )
+        };
+        let (_, plan) = run_planned(name, &args(0.0)).unwrap();
+        let plan = plan.expect("a plan for a layer norm with weights");
+        assert!(matches!(plan.inputs[1].0, Source::Arg(2)));
+        assert!(matches!(plan.inputs[2].0, Source::Arg(3)));
+        assert_eq!(
+            replay(&plan, &args(9.0)),
+            crate::run(name, &args(9.0)).unwrap()
+        );
+        // bf16 weights are converted to f32 from their values: no plan.
+        let bf16 = |shape: &[usize], seed: f64| {
+            HostArray::from_f64(DType::BF16, shape, &array(shape, seed).to_f64_vec())
+        };
+        let x = bf16(&[5, 70], 0.0);
+        let (w, b) = (bf16(&[70], 1.0), bf16(&[70], 2.0));
+        let (_, plan) = run_planned(name, &ln(x, Value::Tensor(w), Value::Tensor(b))).unwrap();
+        assert!(plan.is_none());
     }
 
     #[test]
