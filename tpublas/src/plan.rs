@@ -12,7 +12,7 @@
 //! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
 //!   size, row-major: a reshape), or a constant made from the other arguments and the
 //!   tensors' shapes (`alpha`, a Python number; a norm's ones and zeros for a missing weight
-//!   and bias: [`max_constant_elements`]), and every tensor argument is one of the inputs;
+//!   and bias: `max_constant_elements`), and every tensor argument is one of the inputs;
 //! - each result is one of the launch's outputs (a different one), row-major, reshaped at
 //!   most.
 //!
