@@ -67,7 +67,13 @@ pub fn warm_up() -> Result<(), RuntimeError> {
 fn warm_allocator() {
     alloc::keep_freed_memory();
     touch_heap(16 << 20);
-    pool::pool().broadcast(|_| touch_heap(4 << 20));
+    pool::pool();
+}
+
+/// What each helper thread of the pool runs first: touches 4 MiB of its heap (its kernels'
+/// workspace and scratch; see [`warm_allocator`]).
+fn warm_helper() {
+    touch_heap(4 << 20);
 }
 
 /// Touches and frees `bytes` of this thread's heap.
@@ -198,8 +204,8 @@ pub(crate) unsafe fn run_at(
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
-        // The calling thread and a Rayon pool's: no thread start-up per launch, and chunks
-        // are balanced dynamically (a busy core takes fewer of them).
+        // The calling thread and the pool's helpers: no thread start-up per launch, and
+        // chunks are balanced dynamically (a busy core takes fewer of them).
         pool::each(chunks.len(), &|i| call.worker(chunks[i]))
     };
     match failures.into_iter().next() {

@@ -1,25 +1,38 @@
-//! The worker threads compiled kernels run on: created at the first launch that splits its
-//! grid (never at start-up or import), and again in a forked child.
+//! The helper threads compiled kernels run on beside the calling thread: started at the
+//! first launch that splits its grid or at [`super::warm_up`] (never at import), and again
+//! in a forked child.
 //!
-//! A forked process has only the thread that called `fork`: a thread pool created before the
-//! fork still looks alive in the child, and a launch that hands it work would wait forever.
-//! So the pool is owned with the id of the process that created it, and a launch in another
+//! A helper that finishes a batch *lingers* for [`LINGER`], watching for the next batch, before
+//! it sleeps: a launch that follows within that time (back-to-back calls from Python, a few
+//! microseconds apart) finds its helper running instead of paying a wake-up, which costs
+//! ~5–15 µs on a quiet machine (and more under load), about the whole gain of splitting a
+//! ~0.1 ms launch. OpenMP runtimes (torch's CPU kernels) spin the same way between parallel
+//! regions. A lingering helper only reads one atomic (with `pause`), so a core it holds is
+//! given up to any other runnable thread at the scheduler's next tick.
+//!
+//! A forked process has only the thread that called `fork`: helpers created before the fork
+//! still look alive in the child, and a launch that hands them work would wait forever. So
+//! the pool is owned with the id of the process that created it, and a launch in another
 //! process (a child of `fork`, `multiprocessing`'s default start method on Linux) creates a
-//! new pool first. The parent's pool is leaked in the child (its threads do not exist there,
-//! so it cannot be shut down), once per fork that launches.
+//! new pool first. The parent's pool is leaked in the child (its threads do not exist there),
+//! once per fork that launches.
 
-use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-/// This process's pool, created on first use.
-pub(crate) fn pool() -> Arc<ThreadPool> {
+/// How long a helper keeps watching for work after a batch before it sleeps.
+const LINGER: Duration = Duration::from_micros(300);
+
+/// This process's pool, started on first use: [`helper_threads`] threads, each warming its
+/// heap first (`super::warm_helper`), then serving batches.
+pub(crate) fn pool() -> Arc<Pool> {
     let _gate = crate::fork::section();
-    static POOL: Mutex<Option<(u32, Arc<ThreadPool>)>> = Mutex::new(None);
+    static POOL: Mutex<Option<(u32, Arc<Pool>)>> = Mutex::new(None);
     let pid = std::process::id();
-    let mut slot = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = lock(&POOL);
     match &*slot {
         Some((owner, pool)) if *owner == pid => pool.clone(),
         stale => {
@@ -27,13 +40,23 @@ pub(crate) fn pool() -> Arc<ThreadPool> {
                 // Created by the parent before the fork: its threads are not in this process.
                 std::mem::forget(inherited.clone());
             }
-            let pool = Arc::new(
-                ThreadPoolBuilder::new()
-                    .num_threads(helper_threads().max(1))
-                    .thread_name(|i| format!("tpukit-worker-{i}"))
-                    .build()
-                    .expect("the worker threads could not be started"),
-            );
+            let pool = Arc::new(Pool {
+                posted: AtomicU64::new(0),
+                job: Mutex::new(None),
+                sleepers: AtomicUsize::new(0),
+                gate: Mutex::new(()),
+                wake: Condvar::new(),
+            });
+            for i in 0..helper_threads() {
+                let pool = pool.clone();
+                std::thread::Builder::new()
+                    .name(format!("tpukit-worker-{i}"))
+                    .spawn(move || {
+                        super::warm_helper();
+                        pool.serve();
+                    })
+                    .expect("the worker threads could not be started");
+            }
             *slot = Some((pid, pool.clone()));
             pool
         }
@@ -46,11 +69,10 @@ pub(crate) fn threads() -> usize {
 }
 
 /// The pool's threads: one fewer than the CPUs this process may use, the calling thread
-/// being the other. (A pool of as many threads as CPUs, as Rayon makes by default, has one
-/// more thread than cores while a launch runs: on two cores, 12% of 1000 back-to-back
-/// 1024² bf16 `mm` launches woke their helper ~2 ms late on average, `pool::each` timestamps,
-/// as the scheduler queued it behind the caller while the other worker, just finished,
-/// still held the second core.)
+/// being the other. (A pool of as many threads as CPUs has one more thread than cores while
+/// a launch runs: on two cores, 12% of 1000 back-to-back 1024² bf16 `mm` launches woke their
+/// helper ~2 ms late on average, `pool::each` timestamps, as the scheduler queued it behind
+/// the caller while the other worker, just finished, still held the second core.)
 fn helper_threads() -> usize {
     static HELPERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *HELPERS.get_or_init(|| {
@@ -60,11 +82,85 @@ fn helper_threads() -> usize {
     })
 }
 
-/// Runs `work(i)` for every `i` in `0..n`, on the calling thread and up to [`helper_threads`]
-/// of this process's pool: each takes the next index until none is left, so a busy core takes
-/// fewer. The calling thread, already running, starts at once and a launch wakes one thread
-/// fewer than it uses (a pool-only `install` leaves the caller waiting for as many wake-ups
-/// as there are threads, a delay that grows with the host's load). The caller returns once
+/// The helpers' shared state: the latest batch, and how to wake them for the next.
+pub(crate) struct Pool {
+    /// Bumped at every post: a helper runs the job in `job` whenever this differs from the
+    /// value it last saw. A helper that sees two posts late runs only the newer: the older
+    /// batch is over, or (launches from several threads at once) its caller is still running
+    /// it, which it can alone: a caller runs every index no helper took.
+    posted: AtomicU64,
+    job: Mutex<Option<Arc<dyn Job>>>,
+    /// Helpers asleep on `wake`, or about to be: a post wakes them only if this is not zero.
+    sleepers: AtomicUsize,
+    gate: Mutex<()>,
+    wake: Condvar,
+}
+
+/// A posted batch, its index type erased.
+trait Job: Send + Sync {
+    fn run(&self);
+}
+
+impl Pool {
+    /// Makes `job` the current batch and wakes the helpers asleep.
+    fn post(&self, job: Arc<dyn Job>) {
+        *lock(&self.job) = Some(job);
+        // SeqCst here and in `next_post`: either the helper's check of `posted` sees this
+        // post, or this load sees it among the sleepers (and it waits under `gate` already,
+        // so the notification cannot come before its wait).
+        self.posted.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _gate = lock(&self.gate);
+            self.wake.notify_all();
+        }
+    }
+
+    /// A helper's life: run each posted batch.
+    fn serve(&self) {
+        let mut seen = self.posted.load(Ordering::SeqCst);
+        loop {
+            seen = self.next_post(seen);
+            let job = lock(&self.job).clone();
+            if let Some(job) = job {
+                job.run();
+            }
+        }
+    }
+
+    /// Waits until a post after `seen` and returns its number: for [`LINGER`] by watching
+    /// `posted`, then asleep on `wake`.
+    fn next_post(&self, seen: u64) -> u64 {
+        let start = Instant::now();
+        let mut checks = 0u32;
+        loop {
+            let posted = self.posted.load(Ordering::Acquire);
+            if posted != seen {
+                return posted;
+            }
+            checks = checks.wrapping_add(1);
+            if checks.is_multiple_of(64) && start.elapsed() >= LINGER {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let mut gate = lock(&self.gate);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let posted = self.posted.load(Ordering::SeqCst);
+            if posted != seen {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return posted;
+            }
+            gate = self.wake.wait(gate).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Runs `work(i)` for every `i` in `0..n`, on the calling thread and this process's helpers:
+/// each takes the next index until none is left, so a busy core takes fewer. The calling
+/// thread, already running, starts at once (a pool-only run would leave it waiting for as
+/// many wake-ups as there are threads, a delay that grows with the host's load), and a
+/// helper still lingering from the last batch starts without a wake-up. The caller returns once
 /// every index has run, without waiting for helpers that found none left: a helper woken
 /// after the caller took the last index (on a loaded host, often) only finds the batch over.
 /// The `Err`s, in index order; a panic in `work` is re-raised here once every index is done.
@@ -90,11 +186,8 @@ pub(crate) fn each<E: Send + 'static>(
         panic: Mutex::new(None),
         work,
     });
-    let pool = pool();
-    let helpers = helper_threads().min(n.saturating_sub(1));
-    for _ in 0..helpers {
-        let batch = batch.clone();
-        pool.spawn(move || batch.run());
+    if n > 1 {
+        pool().post(batch.clone());
     }
     batch.run();
     batch.wait();
@@ -129,7 +222,7 @@ struct Batch<E> {
 unsafe impl<E: Send> Send for Batch<E> {}
 unsafe impl<E: Send> Sync for Batch<E> {}
 
-impl<E> Batch<E> {
+impl<E: Send> Job for Batch<E> {
     /// Takes and runs indices until none is left.
     fn run(&self) {
         loop {
@@ -153,7 +246,9 @@ impl<E> Batch<E> {
             }
         }
     }
+}
 
+impl<E> Batch<E> {
     /// Waits until every index is done: a short spin (a helper finishing its last index
     /// is usually microseconds away), then sleeps.
     fn wait(&self) {
@@ -181,9 +276,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::each;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
 
     #[test]
     fn each_index_runs_once_and_failures_come_in_order() {
+        let _serial = serial();
         let runs: Vec<AtomicUsize> = (0..50).map(|_| AtomicUsize::new(0)).collect();
         let failed = each(50, &|i| {
             runs[i].fetch_add(1, Ordering::Relaxed);
@@ -194,15 +292,30 @@ mod tests {
         assert!(each::<()>(0, &|_| Ok(())).is_empty());
     }
 
+    /// Taken by every test here: they post to the one pool, and a test that needs a helper
+    /// must not have its batch replaced by another test's.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A job that holds every helper that runs it for a second.
+    struct Sleeper;
+
+    impl super::Job for Sleeper {
+        fn run(&self) {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
     #[test]
     fn the_caller_does_not_wait_for_a_helper_that_starts_after_the_work() {
-        // Every worker busy for a second: the helper `each` spawns starts after the caller
-        // has run all the indices itself, and the caller does not wait for it.
-        let pool = super::pool();
-        for _ in 0..pool.current_num_threads() {
-            pool.spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        }
-        let start = std::time::Instant::now();
+        let _serial = serial();
+        // Every helper busy for a second: a helper starts the batch after the caller has run
+        // all the indices itself, and the caller does not wait for it.
+        super::pool().post(Arc::new(Sleeper));
+        let start = Instant::now();
         let runs = AtomicUsize::new(0);
         assert!(
             each::<()>(8, &|_| {
@@ -217,7 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn helpers_take_batches_lingering_and_after_sleeping() {
+        let _serial = serial();
+        if super::helper_threads() == 0 {
+            return;
+        }
+        // Right after a batch (a lingering helper) and long after one (a sleeping helper):
+        // both indices must run at the same time, each waiting for the other to start, so
+        // the batch finishes only if a helper takes one.
+        for pause in [Duration::ZERO, super::LINGER * 20, Duration::ZERO] {
+            std::thread::sleep(pause);
+            let started = AtomicUsize::new(0);
+            let failed = each::<()>(2, &|_| {
+                started.fetch_add(1, Ordering::SeqCst);
+                let start = Instant::now();
+                while started.load(Ordering::SeqCst) < 2 {
+                    assert!(start.elapsed() < Duration::from_secs(20), "no helper came");
+                    std::hint::spin_loop();
+                }
+                Ok(())
+            });
+            assert!(failed.is_empty());
+        }
+    }
+
+    #[test]
     fn a_panic_is_raised_in_the_caller_after_every_index_ran() {
+        let _serial = serial();
         let runs = AtomicUsize::new(0);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             each::<()>(40, &|i| {
