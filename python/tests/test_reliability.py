@@ -212,6 +212,29 @@ def test_element_windows_overhanging_the_end_read_the_rows_inside(device):
     np.testing.assert_array_equal(got[16:20], 2 * x[26:30])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, jax.numpy.bfloat16])
+def test_elementwise_edge_blocks_keep_nothing_of_earlier_launches(dtype):
+    # An elementwise kernel's edge blocks are staged without the fill and its output's
+    # without copying it in (what lies past the end reaches only what lies past the end):
+    # a launch right after one on NaN and inf inputs of the same shape gives exactly the
+    # elementwise result, and an output row past the array's 13 rows never shows up.
+    def body(x_ref, y_ref, o_ref):
+        o_ref[...] = (x_ref[...].astype(np.float32) * 2 + y_ref[...]).astype(o_ref.dtype)
+
+    spec = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+    out = jax.ShapeDtypeStruct((13, 200), dtype)
+    kernel = pallas.custom_kernel(body, out_shape=out, grid=(2, 2), in_specs=[spec, spec],
+                                  out_specs=spec)
+    rng = np.random.default_rng(3)
+    bad = np.full((13, 200), np.nan, np.float32)
+    bad[::2] = np.inf
+    for x, y in [(bad, bad), (rng.standard_normal((13, 200)), rng.standard_normal((13, 200)))]:
+        x, y = x.astype(dtype), y.astype(np.float32)
+        got = np.asarray(kernel(x, y, device="cpu"), np.float32)
+        want = (x.astype(np.float32) * 2 + y).astype(dtype).astype(np.float32)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("device", tpukit.DEVICES)
 def test_an_element_window_starting_in_the_low_padding_is_an_error(device):
     x = np.zeros((40, 128), np.float32)

@@ -147,7 +147,7 @@ fn covers(extent: &Extent, size: usize, dim: &Dim) -> bool {
 
 /// Whether every op in `region` (nested ones too) that may touch output `id` is a store:
 /// no load of it, and no DMA or semaphore op at all.
-fn only_stored(region: &Region, id: OperandId) -> bool {
+pub(crate) fn only_stored(region: &Region, id: OperandId) -> bool {
     region.ops.iter().all(|op| {
         let ok = match &op.kind {
             OpKind::Load { operand, .. } => *operand != id,
@@ -163,7 +163,7 @@ fn only_stored(region: &Region, id: OperandId) -> bool {
 }
 
 /// Whether the top level of the body stores the whole window of `o`, unmasked.
-fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
+pub(crate) fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
     let shape: Option<Vec<usize>> = o.ref_shape().iter().map(Dim::as_static).collect();
     let Some(shape) = shape else {
         return false; // a whole symbolic array: no store of a static shape covers it

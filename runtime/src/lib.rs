@@ -19,6 +19,7 @@ mod fork;
 mod interpret;
 mod large_blocks;
 mod launch;
+mod overhang;
 mod prepared;
 mod print;
 mod raw;

@@ -8,13 +8,17 @@
 //! an output's buffer is copied back where it lies inside the array — stores past the end
 //! stay in the buffer, which keeps them while the window stays at its block over
 //! consecutive steps (the operand's last origin is kept in the workspace) and is refilled
-//! when it moves. Only edge steps pay for the copies, and the body is emitted once.
+//! when it moves. Only edge steps pay for the copies, and the body is emitted once. Copies
+//! that change nothing are left out (`crate::overhang`): an output the body overwrites whole
+//! is not copied in, and an input read only elementwise into such outputs of its geometry
+//! gets no fill (what lies past its end only reaches what lies past theirs).
 
 use super::{Emitter, Report, Result};
 use crate::cpu::abi::{code, helper};
 use crate::cpu::stage;
+use crate::overhang;
 use inkwell::{AddressSpace, IntPredicate};
-use tpukit_dsl::{DType, Role, Window};
+use tpukit_dsl::{DType, OperandId, Role, Window};
 
 impl<'ctx> Emitter<'ctx, '_> {
     /// Evaluates operand `i`'s index map at the current grid point, checks the window's start,
@@ -102,14 +106,20 @@ impl<'ctx> Emitter<'ctx, '_> {
         st.span = span.into_int_value();
         st.ref_strides = ref_strides;
         st.fits = Some(fits);
+        let id = OperandId(i as u32);
         let dir = if o.role == Role::Output {
+            if !overhang::output_needs_copy_in(self.kernel, id) {
+                return Ok(()); // the body overwrites the whole buffer
+            }
             let stayed = self.stayed(i)?;
             let keep = self.i64(stage::IN_KEEP);
             self.b
                 .build_select(stayed, keep, self.i64(stage::IN), "dir")?
                 .into_int_value()
-        } else {
+        } else if overhang::input_fill_observable(self.kernel, id) {
             self.i64(stage::IN)
+        } else {
+            self.i64(stage::IN_KEEP) // whatever lies past the end is never seen
         };
         let overhangs = self.b.build_not(fits, "overhangs")?;
         self.when(overhangs, &mut |e| e.stage_copy(i, &block, dir))
