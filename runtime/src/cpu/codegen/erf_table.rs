@@ -1,9 +1,11 @@
 //! `erf` of f32 vectors by tables of piecewise polynomials, with AVX-512F's `vpermi2ps`.
 //!
 //! The inline rational `erf` ([`Emitter::erf_rational`]) spends a division per vector (about
-//! 20 instructions); here each 16-lane vector takes about 24, six of them permutes, and no
-//! division (on Zen 5 the permutes bound the loop: a seventh for the interval's start, or
-//! half binades with eight one-register permutes, measured slower). On
+//! 20 instructions); here a 16-lane vector takes about 19 (six permutes, five FMAs) plus the
+//! register copies `vpermt2ps` needs (it overwrites a table) and no division. (Measured
+//! slower on Zen 5: the interval's start as a seventh permute, half binades with eight
+//! one-register `vpermps` of degree 6, the two highest coefficients as bf16 halves of one
+//! table: five permutes and two integer operations.) On
 //! `a = min(|x|, CLAMP)` (`CLAMP` the least f32 whose `erf` rounds to 1), the interval index
 //! `k = max(bits(a), bits(2⁻⁵)) >> 21` (exponent and top two mantissa bits: quarter
 //! binades, every `a < 2⁻⁵` joining `[2⁻⁵, 1.25·2⁻⁵)`) picks, per lane, one of 28 polynomials
@@ -27,7 +29,6 @@
 //! its 6-ulp bound, not bit for bit.
 
 use super::{CodegenError, Emitter, Result, kept};
-use inkwell::FloatPredicate;
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -35,8 +36,10 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::types::VectorType;
 use inkwell::values::{
-    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, ValueKind, VectorValue,
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, ValueKind,
+    VectorValue,
 };
+use inkwell::{FloatPredicate, IntPredicate};
 use std::f32::consts::FRAC_2_SQRT_PI;
 
 /// The scalar helper: `float` → `float`.
@@ -249,10 +252,7 @@ const COEFFICIENTS: [[f32; 28]; 6] = [
 impl<'ctx> Emitter<'ctx, '_> {
     /// `erf x` through [`SCALAR`], whose calls the loop vectoriser replaces by the table
     /// variants.
-    pub(super) fn erf_by_table(
-        &self,
-        x: inkwell::values::FloatValue<'ctx>,
-    ) -> Result<inkwell::values::FloatValue<'ctx>> {
+    pub(super) fn erf_by_table(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let f = self.erf_helpers()?;
         let call = self.b.build_call(f, &[x.into()], "erf")?;
         let variants: Vec<String> = WIDTHS
@@ -399,7 +399,7 @@ fn wide_variant<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> Result<FunctionVa
         .into_vector_value();
     let bits = b.build_bit_cast(a, i32v, "bits")?.into_vector_value();
     let floor = splat_i(FIRST << SHIFT);
-    let low = b.build_int_compare(inkwell::IntPredicate::SLT, bits, floor, "low")?;
+    let low = b.build_int_compare(IntPredicate::SLT, bits, floor, "low")?;
     let raised = b
         .build_select(low, floor, bits, "raised")?
         .into_vector_value();
@@ -414,11 +414,10 @@ fn wide_variant<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> Result<FunctionVa
     };
     // Where the interval starts: `raised` without the bits below the index (`a` is in
     // `[start, 2·start)`, so `a - start` is exact), but 0 for interval 0 (tiny `a` stay
-    // exact). Integer operations rather than a seventh permute: permutes are what this
-    // loop is bound by.
+    // exact). Integer operations: a seventh permute measured slower.
     let cleared = b.build_and(raised, splat_i(!((1 << SHIFT) - 1)), "cleared")?;
     let first = b.build_int_compare(
-        inkwell::IntPredicate::ULT,
+        IntPredicate::ULT,
         raised,
         splat_i((FIRST + 1) << SHIFT),
         "first",
