@@ -55,7 +55,7 @@ impl CacheKey {
     pub fn from_hash(hash: KernelHash, target: &HostTarget, options: CodegenOptions) -> CacheKey {
         let (major, minor, patch) = inkwell::support::get_llvm_version();
         let text = format!(
-            "tpukit-cpu {} codegen {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {} bf16dot {} bf16cvt {} range {}\nkernel {}\n",
+            "tpukit-cpu {} codegen {}\nllvm {major}.{minor}.{patch}\ntarget {} {} {}\ndebug {} lanes {} bf16dot {} bf16cvt {} range {} erf {}\nkernel {}\n",
             env!("CARGO_PKG_VERSION"),
             env!("TPUKIT_CODEGEN_FINGERPRINT"),
             target.triple,
@@ -66,6 +66,7 @@ impl CacheKey {
             options.bf16_dot,
             options.bf16_convert,
             options.minmax_range,
+            options.erf_table,
             hash,
         );
         CacheKey(format!("{:x}", Sha256::digest(text.as_bytes())))

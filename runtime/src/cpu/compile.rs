@@ -64,6 +64,7 @@ pub fn options_for(target: &HostTarget, debug: bool) -> CodegenOptions {
         bf16_dot: target.has_avx512_bf16(),
         bf16_convert: target.has_avx512_bf16_convert(),
         minmax_range: target.has_avx512_dq_vl(),
+        erf_table: target.has_avx512(),
     }
 }
 

@@ -10,14 +10,13 @@
 //! and then take the integer path lane by lane (a branch that is never taken on the usual
 //! data, so a vector costs the conversion, the class test and the branch). The helpers stay
 //! out of line (and alive) through `default<O3>`, so the vectoriser sees the calls; then
-//! [`finish`](super::finish) inlines them.
+//! [`finish`](super::finish) inlines them (see `kept`).
 
 use super::{Emitter, Result};
-use inkwell::AddressSpace;
-use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::values::{BasicValue, FloatValue, FunctionValue, IntValue, ValueKind, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -33,9 +32,6 @@ const VARIANTS: [(u32, &str); 3] = [
 
 /// `vfpclassps`'s class bit for subnormals.
 const FPCLASS_SUBNORMAL: u64 = 0x20;
-
-/// Names every helper, so `default<O3>` keeps the (not yet called) vector variants.
-const KEPT: &str = "llvm.compiler.used";
 
 impl<'ctx> Emitter<'ctx, '_> {
     /// The bits of `x` rounded to bf16 (ties to even, NaN quietened) through [`SCALAR`].
@@ -66,7 +62,7 @@ impl<'ctx> Emitter<'ctx, '_> {
         }
         let (ctx, m) = (self.ctx, &self.module);
         let (f32t, i16t) = (ctx.f32_type(), ctx.i16_type());
-        let scalar = helper(ctx, m, SCALAR, i16t.fn_type(&[f32t.into()], false));
+        let scalar = super::kept::helper(ctx, m, SCALAR, i16t.fn_type(&[f32t.into()], false));
         let b = ctx.create_builder();
         b.position_at_end(ctx.append_basic_block(scalar, "entry"));
         let x = scalar
@@ -75,19 +71,10 @@ impl<'ctx> Emitter<'ctx, '_> {
             .into_float_value();
         let bits = integer_rounding(ctx, &b, x)?;
         b.build_return(Some(&bits))?;
-        let mut kept = vec![scalar];
         for (n, fpclass) in VARIANTS {
-            kept.push(vector_variant(ctx, m, scalar, n, fpclass)?);
+            vector_variant(ctx, m, scalar, n, fpclass)?;
         }
-        let ptr = ctx.ptr_type(AddressSpace::default());
-        let list: Vec<_> = kept
-            .iter()
-            .map(|f| f.as_global_value().as_pointer_value())
-            .collect();
-        let global = m.add_global(ptr.array_type(list.len() as u32), None, KEPT);
-        global.set_linkage(Linkage::Appending);
-        global.set_section(Some("llvm.metadata"));
-        global.set_initializer(&ptr.const_array(&list));
+        super::kept::keep(m);
         Ok(scalar)
     }
 }
@@ -95,25 +82,6 @@ impl<'ctx> Emitter<'ctx, '_> {
 /// The name of the `n`-lane variant of [`SCALAR`].
 fn variant_name(n: u32) -> String {
     format!("{SCALAR}.v{n}")
-}
-
-/// An internal helper function, out of line until [`finish`](super::finish): `noinline`,
-/// without side effects.
-fn helper<'ctx>(
-    ctx: &'ctx Context,
-    m: &Module<'ctx>,
-    name: &str,
-    ty: inkwell::types::FunctionType<'ctx>,
-) -> FunctionValue<'ctx> {
-    let f = m.add_function(name, ty, Some(Linkage::Internal));
-    for attr in ["noinline", "nounwind", "willreturn"] {
-        let kind = Attribute::get_named_enum_kind_id(attr);
-        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
-    }
-    // `memory(none)`: reads and writes no memory.
-    let memory = Attribute::get_named_enum_kind_id("memory");
-    f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(memory, 0));
-    f
 }
 
 /// The bits of `x` rounded to bf16 with integer arithmetic, correct for every input:
@@ -150,7 +118,7 @@ fn vector_variant<'ctx>(
     fpclass: &str,
 ) -> Result<FunctionValue<'ctx>> {
     let (f32v, i16v) = (ctx.f32_type().vec_type(n), ctx.i16_type().vec_type(n));
-    let f = helper(
+    let f = super::kept::helper(
         ctx,
         m,
         &variant_name(n),
@@ -226,28 +194,4 @@ fn vector_variant<'ctx>(
     }
     b.build_return(Some(&out))?;
     Ok(f)
-}
-
-/// After `default<O3>` (which vectorised the calls it could): marks the bf16 rounding
-/// helpers `alwaysinline` and lets them go (the inliner `finish` runs then drops them);
-/// whether the module has them.
-pub(super) fn release_helpers(m: &Module<'_>) -> bool {
-    let Some(scalar) = m.get_function(SCALAR) else {
-        return false;
-    };
-    let ctx = m.get_context();
-    let noinline = Attribute::get_named_enum_kind_id("noinline");
-    let always = Attribute::get_named_enum_kind_id("alwaysinline");
-    let variants = VARIANTS
-        .iter()
-        .filter_map(|(n, _)| m.get_function(&variant_name(*n)));
-    for f in std::iter::once(scalar).chain(variants) {
-        f.remove_enum_attribute(AttributeLoc::Function, noinline);
-        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(always, 0));
-    }
-    if let Some(kept) = m.get_global(KEPT) {
-        // SAFETY: the list is only read by LLVM's passes; nothing else refers to it.
-        unsafe { kept.delete() };
-    }
-    true
 }

@@ -28,9 +28,11 @@ mod dense;
 mod dma;
 mod dot;
 mod dot_bf16;
+mod erf_table;
 mod fuse;
 mod gather;
 mod interleave;
+mod kept;
 mod loops;
 mod minmax;
 mod print;
@@ -120,17 +122,20 @@ pub struct CodegenOptions {
     /// Vector `maximum`/`minimum` of f32 use AVX-512 DQ's `vrangeps` (see `minmax`); the
     /// target has AVX-512 DQ and VL.
     pub minmax_range: bool,
+    /// `erf` in vectorised loops reads piecewise polynomials from tables with AVX-512F's
+    /// `vpermi2ps` (see `erf_table`); the target has AVX-512F.
+    pub erf_table: bool,
 }
 
 /// After `default<O3>`: the target-specific rewrites that must wait for vectorisation
-/// (`minmax`'s `vrangeps`, inlining `bf16_round`'s helpers), then the inliner and a cleanup.
+/// (`minmax`'s `vrangeps`, inlining `kept`'s helpers), then the inliner and a cleanup.
 pub(crate) fn finish(
     m: &Module<'_>,
     machine: &inkwell::targets::TargetMachine,
     options: CodegenOptions,
 ) -> Result<()> {
     let ranged = options.minmax_range && minmax::use_range(m)?;
-    let released = bf16_round::release_helpers(m);
+    let released = kept::release(m);
     if !(ranged || released) {
         return Ok(());
     }

@@ -355,7 +355,17 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// inputs: the four roundings of `P`, `Q`, the division and the product), as XLA's f32
     /// `erf` (6.7 there); `tests/ops.rs` holds it to that. ±inf → ±1, NaN → NaN, -0 → -0.
     /// About 20 vector instructions (ten of them FMAs and one division).
+    /// With [`CodegenOptions::erf_table`](super::CodegenOptions), vectorised loops use
+    /// `erf_table`'s tables instead (and scalar code this).
     pub fn erf(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        if self.options.erf_table {
+            return self.erf_by_table(x);
+        }
+        self.erf_rational(x)
+    }
+
+    /// The rational `erf` [`erf`](Self::erf) describes, inline.
+    pub(super) fn erf_rational(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let b = &self.b;
         let f32t = self.ctx.f32_type();
         let ax = self.fabs(x)?;
