@@ -22,11 +22,11 @@
 //! 2.25 ulp (in interval 0; at most 1.2 elsewhere) against f64 `erf`, no result above 1,
 //! exactly 1 at the clamp.
 //!
-//! As in `bf16_round`, the emitter calls a scalar helper ([`SCALAR`], the rational `erf`)
-//! whose vector variants (`N4`, `N8`, `N16`: the narrower ones widen to 16 lanes) the loop
-//! vectoriser substitutes; `kept` keeps them alive until `finish` inlines them. Scalar code
-//! (remainders the vectoriser leaves scalar) keeps the rational `erf`: the two agree within
-//! its 6-ulp bound, not bit for bit.
+//! As in `bf16_round`, the emitter calls a scalar helper ([`SCALAR`]) whose vector variants
+//! (`N4`, `N8`, `N16`: the narrower ones widen to 16 lanes) the loop vectoriser substitutes;
+//! `kept` keeps them alive until `finish` inlines them. The scalar helper runs the 16-lane
+//! variant on one lane, so an element's `erf` has the same bits wherever the loop puts it (a
+//! vector lane or a scalar remainder).
 
 use super::{CodegenError, Emitter, Result, kept};
 use inkwell::attributes::AttributeLoc;
@@ -36,8 +36,7 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::types::VectorType;
 use inkwell::values::{
-    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, ValueKind,
-    VectorValue,
+    BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, ValueKind, VectorValue,
 };
 use inkwell::{FloatPredicate, IntPredicate};
 use std::f32::consts::FRAC_2_SQRT_PI;
@@ -270,44 +269,40 @@ impl<'ctx> Emitter<'ctx, '_> {
         }
     }
 
-    /// [`SCALAR`] and its vector variants, defined on first use. The scalar body is the
-    /// emitter's own rational `erf`, emitted with its builder moved into the helper and back
-    /// (to a marker instruction: the builder may be inside a block, before a terminator).
+    /// [`SCALAR`] and its vector variants, defined on first use.
     fn erf_helpers(&self) -> Result<FunctionValue<'ctx>> {
         if let Some(f) = self.module.get_function(SCALAR) {
             return Ok(f);
         }
         let (ctx, m) = (self.ctx, &self.module);
-        let f32t = ctx.f32_type();
-        let scalar = kept::helper(ctx, m, SCALAR, f32t.fn_type(&[f32t.into()], false));
-        let marker = self
-            .b
-            .build_alloca(ctx.i8_type(), "erf.marker")?
-            .as_instruction_value()
-            .ok_or_else(|| CodegenError::internal("alloca is no instruction"))?;
-        self.b
-            .position_at_end(ctx.append_basic_block(scalar, "entry"));
-        let x = scalar
-            .get_nth_param(0)
-            .expect("one parameter")
-            .into_float_value();
-        let r = self.erf_rational(x)?;
-        self.b.build_return(Some(&r))?;
-        // Back where the marker was (not at it: the builder would point at an erased
-        // instruction).
-        match (marker.get_next_instruction(), marker.get_parent()) {
-            (Some(next), _) => self.b.position_before(&next),
-            (None, Some(block)) => self.b.position_at_end(block),
-            (None, None) => return Err(CodegenError::internal("erf marker outside a block")),
-        }
-        marker.erase_from_basic_block();
         let wide = wide_variant(ctx, m)?;
         for n in WIDTHS.into_iter().filter(|&n| n < LANES) {
             narrow_variant(ctx, m, wide, n)?;
         }
+        let scalar = scalar_helper(ctx, m, wide)?;
         kept::keep(m);
         Ok(scalar)
     }
+}
+
+/// [`SCALAR`]: `x` in lane 0 of the 16-lane variant, so a scalar `erf` (a remainder the
+/// vectoriser leaves scalar) has the bits a vector lane gives the same `x`.
+fn scalar_helper<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module<'ctx>,
+    wide: FunctionValue<'ctx>,
+) -> Result<FunctionValue<'ctx>> {
+    let f32t = ctx.f32_type();
+    let f = kept::helper(ctx, m, SCALAR, f32t.fn_type(&[f32t.into()], false));
+    let b = ctx.create_builder();
+    b.position_at_end(ctx.append_basic_block(f, "entry"));
+    let x = f.get_nth_param(0).expect("one parameter");
+    let lane0 = ctx.i32_type().const_zero();
+    let v = b.build_insert_element(f32t.vec_type(LANES).get_poison(), x, lane0, "v")?;
+    let r = call(&b, wide, &[v.into()])?.into_vector_value();
+    let r = b.build_extract_element(r, lane0, "erf")?;
+    b.build_return(Some(&r))?;
+    Ok(f)
 }
 
 /// The name of the `n`-lane variant of [`SCALAR`].

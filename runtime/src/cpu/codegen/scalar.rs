@@ -355,8 +355,8 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// inputs: the four roundings of `P`, `Q`, the division and the product), as XLA's f32
     /// `erf` (6.7 there); `tests/ops.rs` holds it to that. ±inf → ±1, NaN → NaN, -0 → -0.
     /// About 20 vector instructions (ten of them FMAs and one division).
-    /// With [`CodegenOptions::erf_table`](super::CodegenOptions), vectorised loops use
-    /// `erf_table`'s tables instead (and scalar code this).
+    /// With [`CodegenOptions::erf_table`](super::CodegenOptions), `erf_table`'s tables are
+    /// used instead (in vector lanes and scalar code alike).
     pub fn erf(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         if self.options.erf_table {
             return self.erf_by_table(x);
