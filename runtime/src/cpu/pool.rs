@@ -53,7 +53,7 @@ pub(crate) fn pool() -> Arc<Pool> {
                     .name(format!("tpukit-worker-{i}"))
                     .spawn(move || {
                         super::warm_helper();
-                        pool.serve();
+                        pool.serve(i + 1);
                     })
                     .expect("the worker threads could not be started");
             }
@@ -98,7 +98,8 @@ pub(crate) struct Pool {
 
 /// A posted batch, its index type erased.
 trait Job: Send + Sync {
-    fn run(&self);
+    /// Runs indices of the batch as thread `slot` (0 the caller, helper `h` is `h + 1`).
+    fn run(&self, slot: usize);
 }
 
 impl Pool {
@@ -115,14 +116,15 @@ impl Pool {
         }
     }
 
-    /// A helper's life: run each posted batch.
-    fn serve(&self) {
-        let mut seen = self.posted.load(Ordering::SeqCst);
+    /// The life of helper `slot` (from 1): run each posted batch, from the pool's first (a
+    /// batch posted before this thread got here included).
+    fn serve(&self, slot: usize) {
+        let mut seen = 0;
         loop {
             seen = self.next_post(seen);
             let job = lock(&self.job).clone();
             if let Some(job) = job {
-                job.run();
+                job.run(slot);
             }
         }
     }
@@ -157,7 +159,8 @@ impl Pool {
 }
 
 /// Runs `work(i)` for every `i` in `0..n`, on the calling thread and this process's helpers:
-/// each takes the next index until none is left, so a busy core takes fewer. The calling
+/// each runs its [`Share`] of the indices, then takes what the others have not yet taken,
+/// so a busy core runs fewer. The calling
 /// thread, already running, starts at once (a pool-only run would leave it waiting for as
 /// many wake-ups as there are threads, a delay that grows with the host's load), and a
 /// helper still lingering from the last batch starts without a wake-up. The caller returns once
@@ -178,7 +181,7 @@ pub(crate) fn each<E: Send + 'static>(
     };
     let batch = Arc::new(Batch {
         n,
-        next: AtomicUsize::new(0),
+        shares: shares(n, threads()),
         done: AtomicUsize::new(0),
         gate: Mutex::new(()),
         all_done: Condvar::new(),
@@ -189,7 +192,7 @@ pub(crate) fn each<E: Send + 'static>(
     if n > 1 {
         pool().post(batch.clone());
     }
-    batch.run();
+    batch.run(0);
     batch.wait();
     if let Some(payload) = lock(&batch.panic).take() {
         std::panic::resume_unwind(payload);
@@ -200,11 +203,12 @@ pub(crate) fn each<E: Send + 'static>(
 }
 
 /// One call of [`each`], shared by the calling thread and its helpers (which may outlive
-/// the call: a helper that starts after the last index was taken only reads `next`).
+/// the call: a helper that starts after the last index was taken only reads the shares'
+/// counters).
 struct Batch<E> {
     n: usize,
-    /// The next index to take (past `n` once all are taken).
-    next: AtomicUsize,
+    /// Each thread's share of the indices (see [`Share`]), by slot.
+    shares: Vec<Share>,
     /// Indices finished (run, failed or panicked); the caller returns when it reaches `n`.
     done: AtomicUsize,
     gate: Mutex<()>,
@@ -223,32 +227,42 @@ unsafe impl<E: Send> Send for Batch<E> {}
 unsafe impl<E: Send> Sync for Batch<E> {}
 
 impl<E: Send> Job for Batch<E> {
-    /// Takes and runs indices until none is left.
-    fn run(&self) {
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.n {
-                return;
-            }
-            // SAFETY: `i < n` is taken and not yet done, so the caller is still in `each`.
-            let work = unsafe { &*self.work };
-            match std::panic::catch_unwind(AssertUnwindSafe(|| work(i))) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => lock(&self.failed).push((i, e)),
-                Err(payload) => {
-                    lock(&self.panic).get_or_insert(payload);
+    /// Runs the indices of `slot`'s share, then takes what is left of the others' until
+    /// none is left.
+    fn run(&self, slot: usize) {
+        let k = self.shares.len();
+        for s in (0..k).map(|d| (slot + d) % k) {
+            let share = &self.shares[s];
+            loop {
+                let i = share.next.fetch_add(1, Ordering::Relaxed);
+                if i >= share.end {
+                    break;
                 }
-            }
-            // Release: what `work(i)` wrote is visible to the caller that sees the count.
-            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
-                let _gate = lock(&self.gate);
-                self.all_done.notify_all();
+                self.run_index(i);
             }
         }
     }
 }
 
 impl<E> Batch<E> {
+    /// Runs index `i`, taken by this thread (so not yet done).
+    fn run_index(&self, i: usize) {
+        // SAFETY: `i < n` is taken and not yet done, so the caller is still in `each`.
+        let work = unsafe { &*self.work };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| work(i))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => lock(&self.failed).push((i, e)),
+            Err(payload) => {
+                lock(&self.panic).get_or_insert(payload);
+            }
+        }
+        // Release: what `work(i)` wrote is visible to the caller that sees the count.
+        if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            let _gate = lock(&self.gate);
+            self.all_done.notify_all();
+        }
+    }
+
     /// Waits until every index is done: a short spin (a helper finishing its last index
     /// is usually microseconds away), then sleeps.
     fn wait(&self) {
@@ -263,6 +277,28 @@ impl<E> Batch<E> {
             gate = self.all_done.wait(gate).unwrap_or_else(|e| e.into_inner());
         }
     }
+}
+
+/// One thread's contiguous range of a batch's indices, `next..end` still to take. A thread
+/// runs its own share first and then helps with the others': in the usual case (every thread
+/// running) thread `t` runs the same indices at every launch of a kernel, so each core finds
+/// its part of the arrays in its own cache from the last call (back-to-back calls on a few
+/// MiB, as OpenMP's static schedule does for torch), while a late or busy thread's share is
+/// still taken by the others.
+struct Share {
+    next: AtomicUsize,
+    end: usize,
+}
+
+/// `0..n` cut into `threads` contiguous shares (the first ones one longer).
+fn shares(n: usize, threads: usize) -> Vec<Share> {
+    let k = threads.clamp(1, n.max(1));
+    (0..k)
+        .map(|t| Share {
+            next: AtomicUsize::new(t * n / k),
+            end: (t + 1) * n / k,
+        })
+        .collect()
 }
 
 /// How many times [`Batch::wait`] checks before it sleeps (a few microseconds).
@@ -300,11 +336,25 @@ mod tests {
         SERIAL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[test]
+    fn shares_cut_the_indices_into_contiguous_ranges() {
+        let ranges = |n, t| {
+            super::shares(n, t)
+                .iter()
+                .map(|s| (s.next.load(Ordering::Relaxed), s.end))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ranges(16, 2), [(0, 8), (8, 16)]);
+        assert_eq!(ranges(7, 3), [(0, 2), (2, 4), (4, 7)]);
+        assert_eq!(ranges(2, 4), [(0, 1), (1, 2)]);
+        assert_eq!(ranges(0, 2), [(0, 0)]);
+    }
+
     /// A job that holds every helper that runs it for a second.
     struct Sleeper;
 
     impl super::Job for Sleeper {
-        fn run(&self) {
+        fn run(&self, _slot: usize) {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
