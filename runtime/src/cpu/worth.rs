@@ -47,7 +47,15 @@ use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, UnaryOp, Window};
 /// of bytes, 64 Ki `exp`s or `erf`s: 2 MiB of work), but not an add of 256 KiB (0.75 MiB).
 /// Under load (above) splits pay later; the threshold is set for a machine whose cores are
 /// the user's: 1.5 MiB (3 MiB until then, counting bytes and `dot`s only).
-pub const MIN_SPLIT_BYTES: usize = 3 << 19;
+///
+/// Then the pool's helpers began to linger after a batch and each thread to run its own
+/// share first (`pool`): back-to-back launches find their helper awake and their share in
+/// cache. Measured again (2026-11-27, 17:12, load ~1, thresholds interleaved in one process,
+/// 7 rounds of 50 ms, medians, wall µs at 1.5 MiB / 768 KiB): add 256 KiB 9.0 / 6.8 (0.75 MiB
+/// of work), 512 KiB 11.4 / 11.4 (split either way); gelu 128 KiB 8.3 / 7.2; an add of
+/// 128 KiB (0.375 MiB) split at a threshold of 384 KiB: 5.9 / 5.7 without. So 768 KiB. (A
+/// launch after an idle spell still pays the helper's wake-up.)
+pub const MIN_SPLIT_BYTES: usize = 3 << 18;
 
 /// The threshold in force: [`MIN_SPLIT_BYTES`] unless [`set_min_split_bytes`] changed it.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(MIN_SPLIT_BYTES);
