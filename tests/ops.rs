@@ -152,14 +152,7 @@ fn compiled_erf_is_within_six_ulps_of_libm() {
             DType::F32.round_f64(x)
         })
         .collect();
-    let spec = CallSpec {
-        inputs: vec![ArraySpec::new(DType::F32, [n])],
-        outputs: vec![ArraySpec::new(DType::F32, [n])],
-        ..Default::default()
-    };
-    let k = erf_only(&spec).unwrap();
-    let x = HostArray::from_f64(DType::F32, &[n], &data);
-    let got = launch(&k, Device::Cpu, &[&x]).unwrap()[0].to_f64_vec();
+    let got = compiled_erf(&data);
     let mut worst = (0.0f64, 0.0f64);
     for (&g, &v) in got.iter().zip(&data) {
         let err = erf_ulps(g, v);
@@ -185,6 +178,19 @@ fn erf_ulps(got: f64, x: f64) -> f64 {
 /// `erf`): each interval's edges and their f32 neighbours, both signs, and the special values
 /// (±0 keep their sign, ±inf → ±1, NaN → NaN, subnormals are not flushed) are within 6 ulps
 /// of libm in every lane of 16-lane vectors, with remainders of 1 to 15 elements after them.
+/// `erf` of f32 `data` through a compiled kernel on the CPU.
+fn compiled_erf(data: &[f64]) -> Vec<f64> {
+    let n = data.len();
+    let spec = CallSpec {
+        inputs: vec![ArraySpec::new(DType::F32, [n])],
+        outputs: vec![ArraySpec::new(DType::F32, [n])],
+        ..Default::default()
+    };
+    let k = erf_only(&spec).unwrap();
+    let x = HostArray::from_f64(DType::F32, &[n], data);
+    launch(&k, Device::Cpu, &[&x]).unwrap()[0].to_f64_vec()
+}
+
 #[test]
 fn compiled_erf_at_interval_edges_and_special_values() {
     let mut xs: Vec<f32> = vec![
@@ -221,14 +227,7 @@ fn compiled_erf_at_interval_edges_and_special_values() {
     for n in std::iter::once(body).chain(body + 1..body + 16) {
         // Every value in a vector lane, then the first ones again in the remainder.
         let data: Vec<f64> = (0..n).map(|i| xs[i % xs.len()] as f64).collect();
-        let spec = CallSpec {
-            inputs: vec![ArraySpec::new(DType::F32, [n])],
-            outputs: vec![ArraySpec::new(DType::F32, [n])],
-            ..Default::default()
-        };
-        let k = erf_only(&spec).unwrap();
-        let x = HostArray::from_f64(DType::F32, &[n], &data);
-        let got = launch(&k, Device::Cpu, &[&x]).unwrap()[0].to_f64_vec();
+        let got = compiled_erf(&data);
         for (i, (&g, &v)) in got.iter().zip(&data).enumerate() {
             let at = format!("erf({v:e}) = {g:e} (element {i} of {n})");
             if v.is_nan() {

@@ -12,8 +12,7 @@
 //! out of line (and alive) through `default<O3>`, so the vectoriser sees the calls; then
 //! [`finish`](super::finish) inlines them (see `kept`).
 
-use super::{Emitter, Result};
-use inkwell::attributes::AttributeLoc;
+use super::{Emitter, Result, kept};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -37,22 +36,8 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// The bits of `x` rounded to bf16 (ties to even, NaN quietened) through [`SCALAR`].
     pub(super) fn round_bf16_converted(&self, x: FloatValue<'ctx>) -> Result<IntValue<'ctx>> {
         let f = self.bf16_rounding()?;
-        let call = self.b.build_call(f, &[x.into()], "bf16")?;
-        let variants: Vec<String> = VARIANTS
-            .iter()
-            .map(|(n, _)| format!("_ZGV_LLVM_N{n}v_{SCALAR}({})", variant_name(*n)))
-            .collect();
-        call.add_attribute(
-            AttributeLoc::Function,
-            self.ctx
-                .create_string_attribute("vector-function-abi-variant", &variants.join(",")),
-        );
-        match call.try_as_basic_value() {
-            ValueKind::Basic(v) => Ok(v.into_int_value()),
-            _ => Err(super::CodegenError::internal(
-                "bf16 rounding returns no value",
-            )),
-        }
+        let widths = VARIANTS.map(|(n, _)| n);
+        Ok(kept::call_with_variants(&self.b, f, x.into(), &widths, variant_name)?.into_int_value())
     }
 
     /// [`SCALAR`] and its vector variants, defined on first use.
@@ -62,13 +47,9 @@ impl<'ctx> Emitter<'ctx, '_> {
         }
         let (ctx, m) = (self.ctx, &self.module);
         let (f32t, i16t) = (ctx.f32_type(), ctx.i16_type());
-        let scalar = super::kept::helper(ctx, m, SCALAR, i16t.fn_type(&[f32t.into()], false));
-        let b = ctx.create_builder();
-        b.position_at_end(ctx.append_basic_block(scalar, "entry"));
-        let x = scalar
-            .get_nth_param(0)
-            .expect("one parameter")
-            .into_float_value();
+        let scalar = kept::helper(ctx, m, SCALAR, i16t.fn_type(&[f32t.into()], false));
+        let (b, x) = kept::entry(scalar);
+        let x = x.into_float_value();
         let bits = integer_rounding(ctx, &b, x)?;
         b.build_return(Some(&bits))?;
         for (n, fpclass) in VARIANTS {
@@ -118,7 +99,7 @@ fn vector_variant<'ctx>(
     fpclass: &str,
 ) -> Result<FunctionValue<'ctx>> {
     let (f32v, i16v) = (ctx.f32_type().vec_type(n), ctx.i16_type().vec_type(n));
-    let f = super::kept::helper(
+    let f = kept::helper(
         ctx,
         m,
         &variant_name(n),

@@ -29,7 +29,6 @@
 //! vector lane or a scalar remainder).
 
 use super::{CodegenError, Emitter, Result, kept};
-use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
@@ -253,20 +252,10 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// variants.
     pub(super) fn erf_by_table(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let f = self.erf_helpers()?;
-        let call = self.b.build_call(f, &[x.into()], "erf")?;
-        let variants: Vec<String> = WIDTHS
-            .iter()
-            .map(|n| format!("_ZGV_LLVM_N{n}v_{SCALAR}({})", variant_name(*n)))
-            .collect();
-        call.add_attribute(
-            AttributeLoc::Function,
-            self.ctx
-                .create_string_attribute("vector-function-abi-variant", &variants.join(",")),
-        );
-        match call.try_as_basic_value() {
-            ValueKind::Basic(v) => Ok(v.into_float_value()),
-            _ => Err(CodegenError::internal("erf returns no value")),
-        }
+        Ok(
+            kept::call_with_variants(&self.b, f, x.into(), &WIDTHS, variant_name)?
+                .into_float_value(),
+        )
     }
 
     /// [`SCALAR`] and its vector variants, defined on first use.
@@ -294,9 +283,7 @@ fn scalar_helper<'ctx>(
 ) -> Result<FunctionValue<'ctx>> {
     let f32t = ctx.f32_type();
     let f = kept::helper(ctx, m, SCALAR, f32t.fn_type(&[f32t.into()], false));
-    let b = ctx.create_builder();
-    b.position_at_end(ctx.append_basic_block(f, "entry"));
-    let x = f.get_nth_param(0).expect("one parameter");
+    let (b, x) = kept::entry(f);
     let lane0 = ctx.i32_type().const_zero();
     let v = b.build_insert_element(f32t.vec_type(LANES).get_poison(), x, lane0, "v")?;
     let r = call(&b, wide, &[v.into()])?.into_vector_value();
@@ -380,12 +367,8 @@ fn wide_variant<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> Result<FunctionVa
     let splat_f = |v: f32| {
         VectorType::const_vector(&vec![ctx.f32_type().const_float(v as f64); LANES as usize])
     };
-    let b = ctx.create_builder();
-    b.position_at_end(ctx.append_basic_block(f, "entry"));
-    let x = f
-        .get_nth_param(0)
-        .expect("one parameter")
-        .into_vector_value();
+    let (b, x) = kept::entry(f);
+    let x = x.into_vector_value();
     let ax = call(&b, fabs, &[x.into()])?.into_vector_value();
     // `OGT` is false for NaN, which so stays NaN to the end.
     let big = b.build_float_compare(FloatPredicate::OGT, ax, splat_f(clamp), "big")?;
@@ -448,12 +431,8 @@ fn narrow_variant<'ctx>(
         &variant_name(n),
         f32n.fn_type(&[f32n.into()], false),
     );
-    let b = ctx.create_builder();
-    b.position_at_end(ctx.append_basic_block(f, "entry"));
-    let x = f
-        .get_nth_param(0)
-        .expect("one parameter")
-        .into_vector_value();
+    let (b, x) = kept::entry(f);
+    let x = x.into_vector_value();
     let i32t = ctx.i32_type();
     let mask = |lanes: u32, width: u32| {
         let c: Vec<_> = (0..lanes)

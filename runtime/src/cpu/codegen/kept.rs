@@ -6,12 +6,14 @@
 //! keep them through `default<O3>`. [`release`] then marks them `alwaysinline` and drops the
 //! list, and `finish`'s inliner inlines them.
 
+use super::{CodegenError, Result};
 use inkwell::AddressSpace;
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::FunctionType;
-use inkwell::values::FunctionValue;
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, ValueKind};
 
 /// Names every helper, so `default<O3>` keeps the (not yet called) vector variants.
 const KEPT: &str = "llvm.compiler.used";
@@ -37,6 +39,40 @@ pub(super) fn helper<'ctx>(
     let memory = Attribute::get_named_enum_kind_id("memory");
     f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(memory, 0));
     f
+}
+
+/// A builder at the end of `f`'s new entry block, and `f`'s one parameter.
+pub(super) fn entry<'ctx>(f: FunctionValue<'ctx>) -> (Builder<'ctx>, BasicValueEnum<'ctx>) {
+    let ctx = f.get_type().get_context();
+    let b = ctx.create_builder();
+    b.position_at_end(ctx.append_basic_block(f, "entry"));
+    (b, f.get_nth_param(0).expect("one parameter"))
+}
+
+/// A call of helper `f` on `x` that names its vector variants to the loop vectoriser: the
+/// function `variant(n)` for each width `n` in `widths`, taking and returning `n` lanes.
+pub(super) fn call_with_variants<'ctx>(
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    x: BasicMetadataValueEnum<'ctx>,
+    widths: &[u32],
+    variant: impl Fn(u32) -> String,
+) -> Result<BasicValueEnum<'ctx>> {
+    let name = f.get_name().to_string_lossy().into_owned();
+    let call = b.build_call(f, &[x], "call")?;
+    let variants: Vec<String> = widths
+        .iter()
+        .map(|&n| format!("_ZGV_LLVM_N{n}v_{name}({})", variant(n)))
+        .collect();
+    let ctx = f.get_type().get_context();
+    call.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_string_attribute("vector-function-abi-variant", &variants.join(",")),
+    );
+    match call.try_as_basic_value() {
+        ValueKind::Basic(v) => Ok(v),
+        _ => Err(CodegenError::internal(format!("`{name}` returns no value"))),
+    }
 }
 
 /// The module's helpers: its internal `noinline` functions named `tpukit.*`.
