@@ -204,8 +204,8 @@ pub(crate) unsafe fn run_at(
     let failures: Vec<Failed> = if chunks.len() == 1 {
         call.worker(chunks[0]).err().into_iter().collect()
     } else {
-        // The calling thread and the pool's helpers: no thread start-up per launch, and
-        // chunks are balanced dynamically (a busy core takes fewer of them).
+        // The calling thread and the pool's helpers: no thread start-up per launch; each
+        // runs its own share of the chunks, then helps with the rest (a busy core runs fewer).
         pool::each(chunks.len(), &|i| call.worker(chunks[i]))
     };
     match failures.into_iter().next() {

@@ -160,10 +160,10 @@ impl Pool {
 
 /// Runs `work(i)` for every `i` in `0..n`, on the calling thread and this process's helpers:
 /// each runs its [`Share`] of the indices, then takes what the others have not yet taken,
-/// so a busy core runs fewer. The calling
-/// thread, already running, starts at once (a pool-only run would leave it waiting for as
-/// many wake-ups as there are threads, a delay that grows with the host's load), and a
-/// helper still lingering from the last batch starts without a wake-up. The caller returns once
+/// so a busy core runs fewer. The calling thread, already running, starts at once (a
+/// pool-only run would leave it waiting for as many wake-ups as there are threads, a delay
+/// that grows with the host's load), and a helper still lingering from the last batch starts
+/// without a wake-up. The caller returns once
 /// every index has run, without waiting for helpers that found none left: a helper woken
 /// after the caller took the last index (on a loaded host, often) only finds the batch over.
 /// The `Err`s, in index order; a panic in `work` is re-raised here once every index is done.

@@ -37,7 +37,7 @@ impl<'ctx> Emitter<'ctx, '_> {
     pub(super) fn round_bf16_converted(&self, x: FloatValue<'ctx>) -> Result<IntValue<'ctx>> {
         let f = self.bf16_rounding()?;
         let widths = VARIANTS.map(|(n, _)| n);
-        Ok(kept::call_with_variants(&self.b, f, x.into(), &widths, variant_name)?.into_int_value())
+        Ok(kept::call_with_variants(&self.b, f, x.into(), &widths)?.into_int_value())
     }
 
     /// [`SCALAR`] and its vector variants, defined on first use.
@@ -55,14 +55,9 @@ impl<'ctx> Emitter<'ctx, '_> {
         for (n, fpclass) in VARIANTS {
             vector_variant(ctx, m, scalar, n, fpclass)?;
         }
-        super::kept::keep(m);
+        kept::keep(m);
         Ok(scalar)
     }
-}
-
-/// The name of the `n`-lane variant of [`SCALAR`].
-fn variant_name(n: u32) -> String {
-    format!("{SCALAR}.v{n}")
 }
 
 /// The bits of `x` rounded to bf16 with integer arithmetic, correct for every input:
@@ -102,7 +97,7 @@ fn vector_variant<'ctx>(
     let f = kept::helper(
         ctx,
         m,
-        &variant_name(n),
+        &kept::variant_name(SCALAR, n),
         i16v.fn_type(&[f32v.into()], false),
     );
     let class = m.get_function(fpclass).unwrap_or_else(|| {

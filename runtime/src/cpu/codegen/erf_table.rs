@@ -252,10 +252,7 @@ impl<'ctx> Emitter<'ctx, '_> {
     /// variants.
     pub(super) fn erf_by_table(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let f = self.erf_helpers()?;
-        Ok(
-            kept::call_with_variants(&self.b, f, x.into(), &WIDTHS, variant_name)?
-                .into_float_value(),
-        )
+        Ok(kept::call_with_variants(&self.b, f, x.into(), &WIDTHS)?.into_float_value())
     }
 
     /// [`SCALAR`] and its vector variants, defined on first use.
@@ -290,11 +287,6 @@ fn scalar_helper<'ctx>(
     let r = b.build_extract_element(r, lane0, "erf")?;
     b.build_return(Some(&r))?;
     Ok(f)
-}
-
-/// The name of the `n`-lane variant of [`SCALAR`].
-fn variant_name(n: u32) -> String {
-    format!("{SCALAR}.v{n}")
 }
 
 /// `values` in table order: entry `FIRST + k` (mod 32) holds interval `k`'s; the two
@@ -342,7 +334,7 @@ fn wide_variant<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> Result<FunctionVa
     let f = kept::helper(
         ctx,
         m,
-        &variant_name(LANES),
+        &kept::variant_name(SCALAR, LANES),
         f32v.fn_type(&[f32v.into()], false),
     );
     let permute = m.get_function(PERMUTE).unwrap_or_else(|| {
@@ -428,7 +420,7 @@ fn narrow_variant<'ctx>(
     let f = kept::helper(
         ctx,
         m,
-        &variant_name(n),
+        &kept::variant_name(SCALAR, n),
         f32n.fn_type(&[f32n.into()], false),
     );
     let (b, x) = kept::entry(f);

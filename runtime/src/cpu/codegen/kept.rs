@@ -49,20 +49,25 @@ pub(super) fn entry<'ctx>(f: FunctionValue<'ctx>) -> (Builder<'ctx>, BasicValueE
     (b, f.get_nth_param(0).expect("one parameter"))
 }
 
+/// The name of the `n`-lane vector variant of the helper named `scalar`.
+pub(super) fn variant_name(scalar: &str, n: u32) -> String {
+    format!("{scalar}.v{n}")
+}
+
 /// A call of helper `f` on `x` that names its vector variants to the loop vectoriser: the
-/// function `variant(n)` for each width `n` in `widths`, taking and returning `n` lanes.
+/// function [`variant_name`]`(f, n)` for each width `n` in `widths`, taking and returning
+/// `n` lanes.
 pub(super) fn call_with_variants<'ctx>(
     b: &Builder<'ctx>,
     f: FunctionValue<'ctx>,
     x: BasicMetadataValueEnum<'ctx>,
     widths: &[u32],
-    variant: impl Fn(u32) -> String,
 ) -> Result<BasicValueEnum<'ctx>> {
     let name = f.get_name().to_string_lossy().into_owned();
     let call = b.build_call(f, &[x], "call")?;
     let variants: Vec<String> = widths
         .iter()
-        .map(|&n| format!("_ZGV_LLVM_N{n}v_{name}({})", variant(n)))
+        .map(|&n| format!("_ZGV_LLVM_N{n}v_{name}({})", variant_name(&name, n)))
         .collect();
     let ctx = f.get_type().get_context();
     call.add_attribute(

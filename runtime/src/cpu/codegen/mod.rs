@@ -122,8 +122,8 @@ pub struct CodegenOptions {
     /// Vector `maximum`/`minimum` of f32 use AVX-512 DQ's `vrangeps` (see `minmax`); the
     /// target has AVX-512 DQ and VL.
     pub minmax_range: bool,
-    /// `erf` in vectorised loops reads piecewise polynomials from tables with AVX-512F's
-    /// `vpermi2ps` (see `erf_table`); the target has AVX-512F.
+    /// `erf` reads piecewise polynomials from tables with AVX-512F's `vpermi2ps`, in vector
+    /// lanes and scalar code alike (see `erf_table`); the target has AVX-512F.
     pub erf_table: bool,
 }
 
