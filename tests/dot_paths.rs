@@ -7,8 +7,7 @@ mod common;
 
 use common::*;
 use tpukit::prelude::*;
-use tpukit::runtime::bundle;
-use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
+use tpukit::runtime::cpu::HostTarget;
 
 #[tpu_kernel]
 fn products(a: In, b: In, ab: Out, abt: Out, ab16: Out) {
@@ -411,43 +410,12 @@ const PORTABLE_PRODUCT: (usize, usize, usize) = (25, 255, 47);
 
 #[test]
 fn products_compiled_for_the_portable_target() {
-    let (host, portable) = (HostTarget::detect(), HostTarget::portable());
-    if !host.runs_code_for(&portable) {
-        return;
-    }
     let mut kernels = Vec::new();
     for dtype in [DType::F32, DType::BF16] {
         kernels.push(products_kernel(dtype, PORTABLE_PRODUCT));
         kernels.push(blocked_matmul(&blocked_spec(dtype, 32, 1)).unwrap());
     }
-    let options = cpu::options_for(&portable, false);
-    let entries: Vec<bundle::BundleEntry> = kernels
-        .iter()
-        .map(|k| bundle::BundleEntry {
-            key: CacheKey::new(k, &portable, options),
-            name: k.name.clone(),
-            ir_hash: k.structural_hash().to_string(),
-            artifact: cpu::compile_artifact(k, &portable, options).unwrap(),
-            tpu: None,
-        })
-        .collect();
-    let path = std::env::temp_dir().join(format!("tpukit-dot-{}.tpkb", std::process::id()));
-    bundle::write(&path, &portable, &entries).unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "portable_child", "--nocapture"])
-        .env_remove("TPUKIT_CACHE_DIR")
-        .env_remove("TPUKIT_DEBUG")
-        .env("TPUKIT_BUNDLE", &path)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child failed:\n{}\n{}",
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_in_portable_child("portable_child", &kernels);
 }
 
 #[test]

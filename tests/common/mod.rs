@@ -138,3 +138,45 @@ pub fn rolls_and_gathers_spec() -> CallSpec {
         ..Default::default()
     }
 }
+
+/// Runs the ignored test `child` of the current test binary in a child process whose kernel
+/// bundle holds `kernels` compiled for the portable x86-64-v3 target (8-lane AVX2 vectors, no
+/// AVX-512), so the child's launches run the code an AVX2-only CPU would; panics with the
+/// child's output unless it passed. False (nothing run) on a host that cannot run that code.
+pub fn run_in_portable_child(child: &str, kernels: &[tpukit::dsl::Kernel]) -> bool {
+    use tpukit::runtime::bundle;
+    use tpukit::runtime::cpu::{self, CacheKey, HostTarget};
+    let (host, portable) = (HostTarget::detect(), HostTarget::portable());
+    if !host.runs_code_for(&portable) {
+        return false;
+    }
+    let options = cpu::options_for(&portable, false);
+    let entries: Vec<bundle::BundleEntry> = kernels
+        .iter()
+        .map(|k| bundle::BundleEntry {
+            key: CacheKey::new(k, &portable, options),
+            name: k.name.clone(),
+            ir_hash: k.structural_hash().to_string(),
+            artifact: cpu::compile_artifact(k, &portable, options).unwrap(),
+            tpu: None,
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("tpukit-{child}-{}.tpkb", std::process::id()));
+    bundle::write(&path, &portable, &entries).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", child, "--nocapture"])
+        .env_remove("TPUKIT_CACHE_DIR")
+        .env_remove("TPUKIT_DEBUG")
+        .env("TPUKIT_BUNDLE", &path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child `{child}` failed:\n{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}

@@ -345,15 +345,16 @@ impl<'ctx> Emitter<'ctx, '_> {
     }
 
     /// `erf x` in f32, inline and branch-free so loops over it vectorise: on `a = min(|x|, C)`,
-    /// `C = 3.84` (beyond which erf rounds to 1 in f32), the rational `a·P(a²)/Q(a²)` (both
-    /// of degree 5 in `a²`, all coefficients positive, so Horner's rule does not cancel),
-    /// clamped to at most 1, with the sign of `x`. A relative-error minimax fit of
-    /// `erf(a)/a` (iteratively reweighted linearised least squares in f64), rounded to f32
-    /// with `P(0)/Q(0)` kept within 1e-13 of 2/√π (both scaled so the ratio is exact) and
-    /// the rest nudged by a few ulps for the rounded fit (error 2.6e-8). Against libm's f64
-    /// `erf`, max error below 6 ulp (5.8, relative 3.5e-7, over 4.5M random and swept
-    /// inputs: the four roundings of `P`, `Q`, the division and the product), as XLA's f32
-    /// `erf` (6.7 there); `tests/ops.rs` holds it to that. ±inf → ±1, NaN → NaN, -0 → -0.
+    /// `C = 3.84`, the rational `a·P(a²)/Q(a²)` (both of degree 5 in `a²`, all coefficients
+    /// positive, so Horner's rule does not cancel), clamped to at most 1 and exactly 1 where
+    /// `erf` rounds to 1 in f32 (|x| ≥ 3.919206), with the sign of `x`. A relative-error
+    /// minimax fit of `erf(a)/a` (iteratively reweighted linearised least squares in f64),
+    /// rounded to f32 with `P(0)/Q(0)` kept within 1e-13 of 2/√π (both scaled so the ratio is
+    /// exact) and the rest nudged by a few ulps for the rounded fit (error 2.6e-8). Against
+    /// libm's f64 `erf`, max error below 6 ulp (5.8, relative 3.5e-7, over 4.5M random and
+    /// swept inputs: the four roundings of `P`, `Q`, the division and the product), as XLA's
+    /// f32 `erf` (6.7 there); `tests/ops.rs` holds it to that, on CPUs without AVX-512 too
+    /// (`rational_erf_on_the_portable_target`). ±inf → ±1, NaN → NaN, -0 → -0.
     /// About 20 vector instructions (ten of them FMAs and one division).
     /// With [`CodegenOptions::erf_table`](super::CodegenOptions), `erf_table`'s tables are
     /// used instead (in vector lanes and scalar code alike).
@@ -397,9 +398,17 @@ impl<'ctx> Emitter<'ctx, '_> {
             ],
         )?;
         let r = b.build_float_mul(a, b.build_float_div(p, q, "p/q")?, "r")?;
+        // 1 from the least f32 whose `erf` rounds to 1 on (the fit gives 0.99999982 at the
+        // clamp): so `gelu(x)` is `x` for large `x`. NaN compares false and stays NaN.
         let one = self.f32c(1.0);
+        let saturated = b.build_float_compare(
+            FloatPredicate::OGE,
+            ax,
+            self.f32c(f32::from_bits(super::erf_table::CLAMP_BITS)),
+            "sat?",
+        )?;
         let over = b.build_float_compare(FloatPredicate::OGT, r, one, "over?")?;
-        let r = b.build_select(over, one, r, "r1")?;
+        let r = b.build_select(b.build_or(saturated, over, "one?")?, one, r, "r1")?;
         Ok(self
             .intrinsic("llvm.copysign", f32t.into(), &[r, x.into()])?
             .into_float_value())
