@@ -77,21 +77,41 @@ pub(crate) fn new_outputs(
     bindings: &Bindings,
     whole: &[bool],
 ) -> Result<Vec<HostArray>, RuntimeError> {
-    k.operands_with_role(Role::Output)
+    output_shapes(k, bindings)?
+        .iter()
+        .zip(k.operands_with_role(Role::Output))
         .enumerate()
-        .map(|(i, (_, o))| {
-            let shape = resolve(k, &o.shape, bindings, &o.name)?;
-            let what = || format!("output `{}`", o.name);
-            let array = if whole.get(i) == Some(&true) {
-                // SAFETY: the kernel writes every element before anything reads one (this
-                // function's contract); a failed launch drops its outputs unread.
-                unsafe { HostArray::try_uninit(o.dtype, &shape, &what) }
-            } else {
-                HostArray::try_zeros_of(o.dtype, &shape, &what)
-            };
-            array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
-        })
+        .map(|(i, (shape, (_, o)))| new_output(k, o, shape, whole.get(i) == Some(&true)))
         .collect()
+}
+
+/// The shape of each of `k`'s outputs for `bindings`.
+pub(crate) fn output_shapes(
+    k: &Kernel,
+    bindings: &Bindings,
+) -> Result<Vec<Vec<usize>>, RuntimeError> {
+    k.operands_with_role(Role::Output)
+        .map(|(_, o)| resolve(k, &o.shape, bindings, &o.name))
+        .collect()
+}
+
+/// A new array for output `o` of `k` in `shape` (its element count): zero-filled unless
+/// `whole`, under [`new_outputs`]'s contract for `whole`.
+pub(crate) fn new_output(
+    k: &Kernel,
+    o: &tpukit_dsl::Operand,
+    shape: &[usize],
+    whole: bool,
+) -> Result<HostArray, RuntimeError> {
+    let what = || format!("output `{}`", o.name);
+    let array = if whole {
+        // SAFETY: the kernel writes every element before anything reads one (the caller's
+        // contract); a failed launch drops its outputs unread.
+        unsafe { HostArray::try_uninit(o.dtype, shape, &what) }
+    } else {
+        HostArray::try_zeros_of(o.dtype, shape, &what)
+    };
+    array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
 }
 
 /// Whether every symbol of `kernel` (see [`Kernel::symbols`]) is bound: checked in place, no

@@ -10,6 +10,7 @@ mod alloc;
 mod array;
 mod backend;
 mod borrowed;
+mod bound;
 pub mod bundle;
 mod coverage;
 pub mod cpu;
@@ -26,6 +27,7 @@ mod raw;
 
 pub use array::HostArray;
 pub use backend::Backend;
+pub use bound::BoundLaunch;
 pub use device::{Device, LaunchOptions};
 pub use error::RuntimeError;
 pub use large_blocks::LargeBlocks;

@@ -27,6 +27,7 @@ pub use cache::{
     store,
 };
 pub use codegen::CodegenOptions;
+pub(crate) use compile::cached;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::{HostTarget, PORTABLE_CPU};
 pub use worth::{MIN_SPLIT_BYTES, set_min_split_bytes};
@@ -155,19 +156,41 @@ pub(crate) unsafe fn run_at(
     debug: bool,
 ) -> Result<(), RuntimeError> {
     let compiled = compile::cached(kernel, hash, debug)?;
-    let grid: Vec<i64> = kernel
+    let (grid, dims) = extents(kernel, bindings);
+    // SAFETY: this function's contract; `grid` and `dims` are the bound extents.
+    unsafe { run_resolved(kernel, &compiled, (&grid, &dims), inputs, outputs) }
+}
+
+/// The grid's extents and every operand dimension (operand after operand), as `bindings`
+/// (which bind every symbol: see `launch::bind`) resolve them: what the compiled code reads.
+pub(crate) fn extents(kernel: &Kernel, bindings: &Bindings) -> (Vec<i64>, Vec<i64>) {
+    let grid = kernel
         .grid
         .iter()
         .map(|a| a.extent.resolve(bindings).expect("bound by launch") as i64)
         .collect();
+    let dims = kernel
+        .operands
+        .iter()
+        .flat_map(|o| &o.shape)
+        .map(|d| d.resolve(bindings).expect("bound by launch") as i64)
+        .collect();
+    (grid, dims)
+}
+
+/// [`run_at`] with `kernel`'s compiled code and its extents (see [`extents`]) given.
+///
+/// # Safety
+/// As for [`run_at`], the pointers addressing arrays of the extents `dims`.
+pub(crate) unsafe fn run_resolved(
+    kernel: &Kernel,
+    compiled: &Compiled,
+    (grid, dims): (&[i64], &[i64]),
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+) -> Result<(), RuntimeError> {
     if grid.contains(&0) {
         return Ok(());
-    }
-    let mut dims = Vec::new();
-    for o in &kernel.operands {
-        for d in &o.shape {
-            dims.push(d.resolve(bindings).expect("bound by launch") as i64);
-        }
     }
     let mut base: Vec<usize> = Vec::with_capacity(kernel.operands.len());
     let (mut ins, mut outs) = (inputs.iter(), outputs.iter());
@@ -186,18 +209,18 @@ pub(crate) unsafe fn run_at(
         Vec::new()
     } else {
         // SAFETY: `base` holds the caller's input pointers (this function's contract).
-        unsafe { smem::private_copies(kernel, &facts.written, &dims, &mut base) }
+        unsafe { smem::private_copies(kernel, &facts.written, dims, &mut base) }
             .map_err(|e| RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))?
     };
     let may_split = facts.written.is_empty() && !facts.semaphores;
     // SAFETY: `base` holds the caller's arrays (this function's contract); no worker runs.
-    let (chunks, shared) = unsafe { split(kernel, &grid, facts, may_split, (&base, &dims)) }?;
+    let (chunks, shared) = unsafe { split(kernel, grid, facts, may_split, (&base, dims)) }?;
     let call = Call {
         kernel,
-        compiled: &compiled,
+        compiled,
         base: &base,
-        dims: &dims,
-        grid: &grid,
+        dims,
+        grid,
         shared: shared.as_ref(),
         last: chunks.last().map_or(0, |c| c.1),
     };
@@ -209,7 +232,7 @@ pub(crate) unsafe fn run_at(
         pool::each(chunks.len(), &|i| call.worker(chunks[i]))
     };
     match failures.into_iter().next() {
-        Some(Failed::Kernel(status)) => Err(describe(kernel, &compiled, &dims, &status)),
+        Some(Failed::Kernel(status)) => Err(describe(kernel, compiled, dims, &status)),
         Some(Failed::Memory(e)) => {
             Err(RuntimeError::new(&kernel.name, e.message).with_kind(e.kind))
         }

@@ -1,0 +1,99 @@
+//! A launch bound once: a prepared kernel's symbols bound to fixed input dtypes and shapes,
+//! its grid and operand extents resolved and its compiled code looked up, for a host that
+//! launches the same call again and again on new memory (tpuBLAS's plans). A launch then
+//! allocates the outputs and runs the compiled code: no binding, no resolving, no cache
+//! lookup, no reshape of the results.
+//!
+//! Invariants: `grid` and `dims` are what `launch::bind` and `cpu::extents` give for the
+//! signatures the launch was bound to, `shapes` hold the bound outputs' element counts, and
+//! `compiled` holds the kernel's compiled code (not its debug build: debug launches take the
+//! general path, [`crate::launch_borrowed`]). Kernels whose grid reads an input's value
+//! ([`tpukit_dsl::Extent::Value`]) are not bound: their extents depend on the data.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::launch::{bind, new_output, output_shapes};
+use crate::{HostArray, Launchable, Prepared, RuntimeError, cpu};
+use tpukit_dsl::{DType, Role};
+
+/// One kernel launch with its extents fixed (see the module docs).
+pub struct BoundLaunch {
+    kernel: Arc<Prepared>,
+    /// Looked up at the first run (a plan made in debug mode may never run without it).
+    compiled: OnceLock<Arc<cpu::Compiled>>,
+    grid: Vec<i64>,
+    dims: Vec<i64>,
+    /// Per output, the shape it is handed back in (row-major, of the bound element count).
+    shapes: Vec<Vec<usize>>,
+}
+
+impl BoundLaunch {
+    /// `kernel` bound to inputs of the dtypes and shapes `inputs` (the prefetch operands,
+    /// then the inputs); None for a kernel whose grid reads input values. An error if the
+    /// signatures do not fit the kernel (as a launch's would be).
+    pub fn new(
+        kernel: Arc<Prepared>,
+        inputs: &[(DType, &[usize])],
+    ) -> Result<Option<BoundLaunch>, RuntimeError> {
+        let k = kernel.kernel();
+        if !k.grid_values().is_empty() {
+            return Ok(None);
+        }
+        let bindings = bind(k, inputs, None)?;
+        let shapes = output_shapes(k, &bindings)?;
+        let (grid, dims) = cpu::extents(k, &bindings);
+        Ok(Some(BoundLaunch {
+            kernel,
+            compiled: OnceLock::new(),
+            grid,
+            dims,
+            shapes,
+        }))
+    }
+
+    /// Hands output `j` back in `shape` (as the launch's results), which must hold as many
+    /// elements as the output.
+    pub fn reshape_output(&mut self, j: usize, shape: &[usize]) -> Result<(), RuntimeError> {
+        let now = &mut self.shapes[j];
+        if shape.iter().product::<usize>() != now.iter().product::<usize>() {
+            return Err(RuntimeError::new(
+                &self.kernel.kernel().name,
+                format!("output {j} of shape {now:?} cannot be handed back as {shape:?}"),
+            ));
+        }
+        *now = shape.to_vec();
+        Ok(())
+    }
+
+    /// The kernel's outputs computed from `inputs`, each new (in the shape
+    /// [`BoundLaunch::reshape_output`] gave it).
+    ///
+    /// # Safety
+    /// Each pointer addresses row-major contiguous elements of the dtype and shape its input
+    /// was bound to, valid and not written by anyone else for the call.
+    pub unsafe fn run(&self, inputs: &[*const u8]) -> Result<Vec<HostArray>, RuntimeError> {
+        let k = self.kernel.kernel();
+        let compiled = match self.compiled.get() {
+            Some(c) => c,
+            None => {
+                let c = cpu::cached(k, self.kernel.hash(), false)?;
+                self.compiled.get_or_init(|| c)
+            }
+        };
+        let whole = self.kernel.whole_outputs();
+        let mut outputs = Vec::with_capacity(self.shapes.len());
+        for (i, ((_, o), shape)) in k
+            .operands_with_role(Role::Output)
+            .zip(&self.shapes)
+            .enumerate()
+        {
+            outputs.push(new_output(k, o, shape, whole[i])?);
+        }
+        let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
+        // SAFETY: the caller's contract for the inputs; the outputs are new and row-major, of
+        // the bound element counts (a reshape changes no layout), and those the kernel does
+        // not write whole are zeroed; the extents are the bound ones (this type's invariant).
+        unsafe { cpu::run_resolved(k, compiled, (&self.grid, &self.dims), inputs, &out_ptrs) }?;
+        Ok(outputs)
+    }
+}

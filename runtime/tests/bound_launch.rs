@@ -1,0 +1,144 @@
+//! Bound launches (`BoundLaunch`): a kernel bound once to input dtypes and shapes gives what
+//! a launch gives, on new memory at every run — outputs the kernel does not write whole start
+//! zeroed each time, outputs come back in the shapes they were reshaped to — and refuses
+//! what a launch refuses; a kernel whose grid reads an input's value is not bound.
+
+use std::sync::Arc;
+use tpukit_dsl::{DType, parse_kernel};
+use tpukit_runtime::{BoundLaunch, Device, HostArray, Prepared, launch};
+
+/// `o[i, j]` = the sum over `x`'s column blocks of `x[i, 128·b + j]` (fill 0 past `n`): the
+/// output block is revisited along the `arbitrary` axis and read, so it starts zeroed.
+const COLUMN_BLOCK_SUMS: &str =
+    "kernel @column_block_sums grid(parallel cdiv(m, 8), arbitrary cdiv(n, 128)) {
+  input %x: f32[m,n] block[8,128] fill 0.0 map(%0, %1) {
+    yield %0, %1
+  }
+  output %o: f32[m,128] block[8,128] fill 0.0 map(%0, %1) {
+    %2 = const 0 : i32[]
+    yield %0, %2
+  }
+body {
+  %0 = load %o[ds(0, 8), ds(0, 128)] : f32[8,128]
+  %1 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  %2 = add %0, %1 : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %2
+  yield
+}
+";
+
+/// The first `n` row blocks of `x` plus `n`, `n` read from the prefetch operand.
+const VALUE_GRID: &str = "kernel @first_blocks grid(arbitrary value(0)) {
+  prefetch %n: i32[]
+  input %x: f32[m,128] block[8,128] fill 0.0 map(%0) {
+    %1 = const 0 : i32[]
+    yield %0, %1
+  }
+  output %o: f32[m,128] block[8,128] fill 0.0 map(%0) {
+    %1 = const 0 : i32[]
+    yield %0, %1
+  }
+body {
+  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %0
+  yield
+}
+";
+
+fn prepared(text: &str) -> Arc<Prepared> {
+    Arc::new(Prepared::new(parse_kernel(text).unwrap()).unwrap())
+}
+
+fn random(seed: u64, shape: &[usize]) -> HostArray {
+    let n: usize = shape.iter().product();
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f64> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        })
+        .collect();
+    HostArray::from_f64(DType::F32, shape, &v)
+}
+
+fn reference(x: &HostArray, m: usize, n: usize) -> Vec<f64> {
+    let xv = x.to_f64_vec();
+    let mut o = vec![0.0f64; m * 128];
+    for i in 0..m {
+        for j in 0..n {
+            o[i * 128 + j % 128] += xv[i * n + j];
+        }
+    }
+    o
+}
+
+#[test]
+fn runs_give_a_launchs_results_on_new_inputs_each_time() {
+    let kernel = prepared(COLUMN_BLOCK_SUMS);
+    let (m, n) = (21, 300); // neither divides its block
+    let bound = BoundLaunch::new(kernel.clone(), &[(DType::F32, &[m, n])])
+        .unwrap()
+        .expect("no grid values");
+    for seed in 0..4 {
+        let x = random(seed, &[m, n]);
+        // SAFETY: `x` is row-major f32[m, n], alive and unwritten for the call.
+        let got = unsafe { bound.run(&[x.data_ptr()]) }.unwrap();
+        let want = launch(&*kernel, Device::Cpu, &[&x]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].shape(), &[m, 128]);
+        assert_eq!(got[0], want[0], "seed {seed}: against a launch");
+        let (g, r) = (got[0].to_f64_vec(), reference(&x, m, n));
+        for (i, (g, r)) in g.iter().zip(&r).enumerate() {
+            assert!(
+                (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
+                "seed {seed} element {i}: {g} vs {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn outputs_come_back_in_the_shapes_they_were_reshaped_to() {
+    let kernel = prepared(COLUMN_BLOCK_SUMS);
+    let (m, n) = (16, 128);
+    let mut bound = BoundLaunch::new(kernel.clone(), &[(DType::F32, &[m, n])])
+        .unwrap()
+        .unwrap();
+    bound.reshape_output(0, &[4, 4, 128]).unwrap();
+    let e = bound.reshape_output(0, &[5, 128]).unwrap_err();
+    assert!(
+        e.to_string().contains("cannot be handed back as [5, 128]"),
+        "{e}"
+    );
+    let x = random(9, &[m, n]);
+    // SAFETY: as above.
+    let got = unsafe { bound.run(&[x.data_ptr()]) }.unwrap();
+    assert_eq!(got[0].shape(), &[4, 4, 128]);
+    assert_eq!(got[0].to_f64_vec(), x.to_f64_vec());
+}
+
+#[test]
+fn signatures_a_launch_refuses_are_refused() {
+    let kernel = prepared(COLUMN_BLOCK_SUMS);
+    for inputs in [
+        vec![(DType::BF16, &[8usize, 128][..])],
+        vec![(DType::F32, &[8, 128, 1][..])],
+        vec![],
+    ] {
+        assert!(
+            BoundLaunch::new(kernel.clone(), &inputs).is_err(),
+            "{inputs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_grid_sized_by_an_input_value_is_not_bound() {
+    let kernel = prepared(VALUE_GRID);
+    let got = BoundLaunch::new(kernel, &[(DType::I32, &[]), (DType::F32, &[16, 128])]).unwrap();
+    assert!(got.is_none());
+}
