@@ -13,8 +13,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use tpukit::LaunchOptions;
-use tpukit::runtime::{RawArray, launch_borrowed};
+use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
 use tpukit_blas::Plan;
+use tpukit_blas::Source;
 use tpukit_dsl::DType;
 
 use crate::dlpack;
@@ -34,6 +35,10 @@ enum Slot {
 pub struct BlasPlan {
     name: String,
     plan: Plan,
+    /// The plan's launch with its extents bound, its outputs handed back in the results'
+    /// shapes: what a call outside debug mode runs. None where the kernel cannot be bound
+    /// (its grid reads input values), which then takes the general path.
+    bound: Option<BoundLaunch>,
     slots: Vec<Slot>,
     single: bool,
 }
@@ -61,10 +66,12 @@ impl BlasPlan {
                 None => Slot::Value(v.unbind()),
             });
         }
+        let bound = bind(&plan, tensors).map_err(error::runtime)?;
         Ok(BlasPlan {
             name: name.to_string(),
             single: results == 1,
             plan,
+            bound,
             slots,
         })
     }
@@ -115,6 +122,32 @@ impl BlasPlan {
     }
 }
 
+/// `plan`'s launch bound to its inputs (argument `i`'s tensor of the dtype `tensors[i]`
+/// gives), handing back each result's output in the result's shape.
+fn bind(
+    plan: &Plan,
+    tensors: &[Option<(DType, Vec<usize>)>],
+) -> Result<Option<BoundLaunch>, tpukit::runtime::RuntimeError> {
+    let inputs: Vec<(DType, &[usize])> = plan
+        .inputs
+        .iter()
+        .map(|(source, shape)| match source {
+            Source::Arg(i) => (
+                tensors[*i].as_ref().expect("a tensor argument").0,
+                &shape[..],
+            ),
+            Source::Const(c) => (c.dtype(), &shape[..]),
+        })
+        .collect();
+    let Some(mut bound) = BoundLaunch::new(plan.kernel.clone(), &inputs)? else {
+        return Ok(None);
+    };
+    for (j, shape) in &plan.results {
+        bound.reshape_output(*j, shape)?;
+    }
+    Ok(Some(bound))
+}
+
 /// The held tensors and the kernel's inputs over them, moved to the launch without the GIL.
 struct Launch<'a> {
     _held: Vec<Option<Tensor>>,
@@ -133,6 +166,17 @@ impl BlasPlan {
     #[getter]
     fn floats(&self) -> PyResult<bool> {
         guard(Some(&self.name), || Ok(self.takes_floats()))
+    }
+
+    /// Whether the plan would run on `values` (the call's schema-ordered arguments, a list):
+    /// what [`BlasPlan::run`] checks, without launching.
+    fn takes(&self, py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<bool> {
+        guard(Some(&self.name), || {
+            let Ok(values) = values.cast::<PyList>() else {
+                return Ok(false);
+            };
+            Ok(self.hold(py, &values.iter().collect::<Vec<_>>())?.is_some())
+        })
     }
 
     /// The results of the planned launch on `values` (the call's schema-ordered arguments,
@@ -184,15 +228,24 @@ impl BlasPlan {
             let held = &launch; // captured whole: `Launch` is `Sync`, its fields are not
             // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
             // element count (the kernel reads it reshaped) and aligned, and is held for the
-            // call; constants are owned by the plan, one element each.
+            // call; constants are owned by the plan, one element each. A bound launch was
+            // bound to exactly these dtypes and shapes.
             let outs = py
-                .detach(|| unsafe { launch_borrowed(kernel, &held.arrays, options) })
+                .detach(|| match &self.bound {
+                    Some(bound) if !options.debug => {
+                        let ptrs: Vec<*const u8> =
+                            held.arrays.iter().map(|a| a.data as *const u8).collect();
+                        unsafe { bound.run(&ptrs) }.map(|outs| self.plan.results_of(outs))
+                    }
+                    _ => unsafe { launch_borrowed(kernel, &held.arrays, options) }
+                        .map(|outs| self.plan.results_from(outs)),
+                })
                 .map_err(error::runtime)?;
             drop(launch);
             let torch = tensor::torch(py)?.expect("torch, imported: a plan reads tensors");
             let from_dlpack = torch.from_dlpack.bind(py);
-            let mut results = Vec::with_capacity(self.plan.results.len());
-            for out in self.plan.results_from(outs) {
+            let mut results = Vec::with_capacity(outs.len());
+            for out in outs {
                 results.push(dlpack::to_torch(from_dlpack, out)?);
             }
             if self.single {

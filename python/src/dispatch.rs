@@ -27,14 +27,14 @@ use crate::blas_plan::BlasPlan;
 use crate::error::guard;
 
 /// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
-fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
     let device = local.getattr(intern!(local.py(), "device"))?;
     device.eq(intern!(local.py(), "cpu"))
 }
 
 /// The results of `plan` (if it is a [`BlasPlan`]) on `args` followed by the defaults
 /// `fills[args.len()..]`, or None where it does not take them.
-fn run<'py>(
+pub fn run<'py>(
     plan: &Bound<'py, PyAny>,
     args: &[Bound<'py, PyAny>],
     fills: &Bound<'py, PyTuple>,

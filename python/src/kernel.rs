@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use tpukit::runtime::{RawArray, RuntimeError, launch_borrowed as launch_borrowed_new, launch_raw};
 use tpukit::{Device, HostArray, LaunchOptions, Prepared};
 use tpukit_dsl::{Kernel, Role};
@@ -20,7 +20,7 @@ pub struct PyKernel {
     /// The kernel verified and hashed, at its first launch: later launches pay neither (the
     /// hash prints and hashes the whole IR). Unset while verification fails, so every launch
     /// reports the failure.
-    prepared: OnceLock<Prepared>,
+    prepared: OnceLock<Arc<Prepared>>,
 }
 
 impl PyKernel {
@@ -37,12 +37,12 @@ impl PyKernel {
     }
 
     /// The kernel, verified and hashed once.
-    pub fn prepared(&self) -> PyResult<&Prepared> {
+    pub fn prepared(&self) -> PyResult<&Arc<Prepared>> {
         if let Some(p) = self.prepared.get() {
             return Ok(p);
         }
         let p = Prepared::new(self.kernel.clone()).map_err(error::runtime)?;
-        Ok(self.prepared.get_or_init(|| p))
+        Ok(self.prepared.get_or_init(|| Arc::new(p)))
     }
 }
 
@@ -94,7 +94,7 @@ impl PyKernel {
     ) -> PyResult<Vec<Wire<'py>>> {
         self.guard(|| {
             let device: Device = device.parse().map_err(TpukitError::new_err)?;
-            let kernel = self.prepared()?;
+            let kernel = &**self.prepared()?;
             let outputs = outputs.map(|o| host_arrays(&o)).transpose()?;
             let borrowed = match device {
                 Device::Cpu => borrow::borrow(&inputs)?,

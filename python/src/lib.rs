@@ -25,6 +25,7 @@ mod in_place;
 mod kernel;
 mod op_table;
 mod operand;
+mod operator_call;
 mod plan;
 mod registry;
 mod runtime;
@@ -49,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<blas_plan::BlasPlan>()?;
     m.add_class::<dispatch::PlannedKernel>()?;
     m.add_class::<dispatch::ModeDispatch>()?;
+    m.add_class::<operator_call::OperatorCall>()?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;

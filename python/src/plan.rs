@@ -4,16 +4,17 @@
 //! A run checks only what can differ between two calls of the same Python signature: each
 //! argument exports a C-contiguous buffer of the plan's element format, shape and alignment
 //! (else the run returns `None` and the caller takes the general path, which makes the right
-//! plan or raises the right error). It reads the arguments in place, launches (which still
-//! binds the shapes against the kernel, so a plan never runs a kernel on arrays its operands
-//! refuse), and returns the new outputs — which alias no argument — each passed to its
+//! plan or raises the right error). It reads the arguments in place, launches (bound to the
+//! plan's shapes once, at its first run outside debug mode: `tpukit::runtime::BoundLaunch`,
+//! so a plan never runs a kernel on arrays its operands refuse), and returns the new outputs — which alias no argument — each passed to its
 //! `wrap` (`numpy.asarray`, say), or with no wrap, made a torch tensor over it (DLPack, see
 //! `crate::dlpack`).
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+use std::sync::OnceLock;
 use tpukit::LaunchOptions;
-use tpukit::runtime::{RawArray, launch_borrowed};
+use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
 use tpukit_dsl::DType;
 
 use crate::array::{self, Buffer};
@@ -32,6 +33,9 @@ pub struct LaunchPlan {
     inputs: Vec<(DType, Vec<usize>)>,
     /// One callable per output, given the output's [`Buffer`]; None: a torch tensor.
     wraps: Vec<Option<Py<PyAny>>>,
+    /// The launch bound to `inputs`, made by the first run outside debug mode; None inside
+    /// where the kernel cannot be bound (see `BoundLaunch::new`: the general path then).
+    bound: OnceLock<Option<BoundLaunch>>,
 }
 
 impl LaunchPlan {
@@ -56,7 +60,20 @@ impl LaunchPlan {
             kernel,
             inputs,
             wraps,
+            bound: OnceLock::new(),
         })
+    }
+
+    /// The launch bound to the plan's inputs (made at the first call), or None where the
+    /// kernel cannot be bound.
+    fn bound(&self, prepared: &std::sync::Arc<tpukit::Prepared>) -> PyResult<Option<&BoundLaunch>> {
+        if let Some(b) = self.bound.get() {
+            return Ok(b.as_ref());
+        }
+        let inputs: Vec<(DType, &[usize])> =
+            self.inputs.iter().map(|(d, s)| (*d, &s[..])).collect();
+        let b = BoundLaunch::new(prepared.clone(), &inputs).map_err(error::runtime)?;
+        Ok(self.bound.get_or_init(|| b).as_ref())
     }
 
     /// The arguments' buffers, if every one is what the plan reads in place.
@@ -105,12 +122,23 @@ impl LaunchPlan {
             };
             let prepared = kernel.prepared()?;
             let options = LaunchOptions::from_env();
+            let bound = match options.debug {
+                false => self.bound(prepared)?,
+                true => None,
+            };
             // SAFETY: each array's buffer was checked to be C-contiguous, of the plan's shape
             // and element size, and aligned; the held buffers keep the memory alive for the
-            // call.
+            // call. A bound launch was bound to exactly these dtypes and shapes.
             let held = &borrowed; // captured whole: `Borrowed` is `Sync`, its fields are not
             let outs = py
-                .detach(|| unsafe { launch_borrowed(prepared, &held.arrays, options) })
+                .detach(|| match bound {
+                    Some(bound) => {
+                        let ptrs: Vec<*const u8> =
+                            held.arrays.iter().map(|a| a.data as *const u8).collect();
+                        unsafe { bound.run(&ptrs) }
+                    }
+                    None => unsafe { launch_borrowed(&**prepared, &held.arrays, options) },
+                })
                 .map_err(error::runtime)?;
             drop(borrowed);
             let list = PyList::empty(py);

@@ -93,6 +93,7 @@ def entry_points(kernel):
     add(t, t)
     blas_plan = add._fast
     assert isinstance(blas_plan, _native.BlasPlan)
+    operator_call = _native.OperatorCall()
     planned = _native.PlannedKernel(add, 2, 3, (None, None, 1), lambda: 0, lambda: None,
                                     tpublas._local, lambda *a: None)
     mode = tpublas.mode()
@@ -138,6 +139,11 @@ def entry_points(kernel):
         "LaunchPlan.run": (lambda: plan.run((x, x)), "add_vectors"),
         "BlasPlan.run": (lambda: blas_plan.run([t, t, 1]), "aten.add.Tensor"),
         "BlasPlan.floats": (lambda: blas_plan.floats, "aten.add.Tensor"),
+        "BlasPlan.takes": (lambda: blas_plan.takes([t, t, 1]), "aten.add.Tensor"),
+        "OperatorCall.__new__": (lambda: _native.OperatorCall(), None),
+        "OperatorCall._set_arity": (
+            lambda: operator_call._set_arity(0, 0, (), tpublas._local), None),
+        "OperatorCall.__call__": (lambda: tpublas.add.Tensor(t, t), None),
         "PlannedKernel.__new__": (
             lambda: _native.PlannedKernel(add, 2, 3, (None, None, 1), lambda: 0, lambda: None,
                                           tpublas._local, lambda *a: None),
@@ -163,7 +169,8 @@ COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
 
 def defined_entry_points():
     """The native module's functions, and the methods its classes define, but for what pyo3
-    generates from declarations (`Operand`'s field getters and comparisons), which runs no
+    generates from declarations (`Operand`'s field getters and comparisons, `OperatorCall`'s
+    `_fast` attribute), which runs no
     tpukit code. The buffer protocol's slot (`__getbuffer__`) has no attribute to list."""
     functions = {
         n for n, f in vars(_native).items()
@@ -172,10 +179,12 @@ def defined_entry_points():
     methods = {
         f"{cls.__name__}.{n}"
         for cls in (_native.Kernel, _native.Operand, _native.Buffer, _native.LaunchPlan,
-                    _native.BlasPlan, _native.PlannedKernel, _native.ModeDispatch)
+                    _native.BlasPlan, _native.PlannedKernel, _native.ModeDispatch,
+                    _native.OperatorCall)
         for n, f in vars(cls).items()
         if (callable(f) or inspect.isgetsetdescriptor(f)) and n not in COMPARISONS
         and not (cls is _native.Operand and n in ("name", "role", "dtype"))
+        and not (cls is _native.OperatorCall and n == "_fast")
     }
     return functions, methods | {"Buffer.__getbuffer__"}
 

@@ -111,6 +111,30 @@ def test_calls_the_plan_was_not_made_for_take_the_full_path():
     torch.testing.assert_close(add(x, y), x + y)  # and the plan still serves
 
 
+def test_a_packet_replays_the_overload_it_picked():
+    """Calling a packet (``tpublas.add``, not ``tpublas.add.Tensor``) replays the plan of the
+    overload it picked for an earlier call of the same kinds of arguments, and picks again
+    for any other call: a tensor, a number, then a tensor again as ``other``; another shape
+    and dtype; a keyword."""
+    g = torch.Generator().manual_seed(9)
+    x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+    assert tpublas.add.Tensor is tpublas.add._overloads["Tensor"]
+    for _ in range(3):
+        x, y = rand(g, (8, 128), torch.float32), rand(g, (8, 128), torch.float32)
+        torch.testing.assert_close(tpublas.add(x, y), x + y)
+    op, plan = tpublas.add._last
+    assert op is tpublas.add.Tensor and plan is not None
+    torch.testing.assert_close(tpublas.add(x, 2.5), x + 2.5)  # add.Scalar
+    torch.testing.assert_close(tpublas.add(x, y), x + y)
+    torch.testing.assert_close(tpublas.add(x, 3), x + 3)
+    torch.testing.assert_close(tpublas.add(x, y, alpha=3), x + 3 * y)
+    z = rand(g, (13, 70), torch.bfloat16)
+    torch.testing.assert_close(tpublas.add(z, z), z + z)
+    torch.testing.assert_close(tpublas.add(x, y), x + y)
+    with pytest.raises(TypeError, match="no overload"):
+        tpublas.add(x, "y")
+
+
 def test_changed_number_and_list_arguments():
     """Numbers and lists are part of the plan's signature: another value (also of another
     type: `True` is not `1`), or a list mutated after the call, is not replayed."""

@@ -22,6 +22,7 @@ __all__ = [
     "BlasPlan",
     "PlannedKernel",
     "ModeDispatch",
+    "OperatorCall",
     "catalog",
     "instantiate",
     "import_mosaic",
@@ -128,6 +129,18 @@ class BlasPlan:
     def run(self, values: list[Any]) -> Any | None:
         """The results (torch tensors; a tuple for several) on the call's schema-ordered
         ``values``, or None where they are not what the plan was made for."""
+
+    def takes(self, values: list[Any]) -> bool:
+        """Whether ``run`` would run on ``values`` (checked without launching)."""
+
+class OperatorCall:
+    """The native base of ``tpublas.Operator``: ``__call__`` runs a call of positional
+    arguments the plan ``_fast`` takes on the "cpu" device natively, any other as
+    ``self._run(self._bind(args, kwargs))`` (``python/src/operator_call.rs``)."""
+
+    _fast: BlasPlan | None
+    def _set_arity(self, least: int, most: int, fills: tuple[Any, ...], local: Any) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 @final
 class PlannedKernel:

@@ -66,13 +66,21 @@ impl Plan {
     /// The call's results from the replayed launch's outputs `outs`: each planned output (a
     /// different one per result), reshaped to its result's shape.
     pub fn results_from(&self, outs: Vec<HostArray>) -> Vec<HostArray> {
+        self.results_of(outs)
+            .into_iter()
+            .zip(&self.results)
+            .map(|(r, (_, shape))| r.reshape(shape).expect("the planned result's size"))
+            .collect()
+    }
+
+    /// The call's results from outputs `outs` already in the results' shapes (a bound launch's
+    /// whose outputs were reshaped when bound): each planned output, a different one per
+    /// result.
+    pub fn results_of(&self, outs: Vec<HostArray>) -> Vec<HostArray> {
         let mut outs: Vec<Option<HostArray>> = outs.into_iter().map(Some).collect();
         self.results
             .iter()
-            .map(|(j, shape)| {
-                let out = outs[*j].take().expect("a distinct output per result");
-                out.reshape(shape).expect("the planned result's size")
-            })
+            .map(|(j, _)| outs[*j].take().expect("a distinct output per result"))
             .collect()
     }
 }

@@ -111,9 +111,11 @@ def _index_dtype(a: np.ndarray, qualified: str, argument: str) -> np.ndarray:
     return a
 
 
-class Operator:
+class Operator(_native.OperatorCall):
     """One overload of an operator (``aten.add.Tensor``): binds a call to its schema,
-    converts the arguments, runs it natively."""
+    converts the arguments, runs it natively. A call goes through ``_native.OperatorCall``'s
+    ``__call__``: the last plan (``_fast``) where it takes the call, else
+    ``self._run(self._bind(args, kwargs))``."""
 
     def __init__(self, info: OpInfo):
         self.info = info
@@ -136,6 +138,7 @@ class Operator:
         # Operators drawing a seed per call, or returning indices ATen widens, are never
         # planned.
         self._fast = None
+        self._set_arity(self._least, self._most, tuple(self._fills), _local)
         self._plannable = info.name not in _INDEX_RESULTS and not any(
             a.type == "Generator" for a in self.schema.arguments)
         self.__name__ = info.name
@@ -170,15 +173,6 @@ class Operator:
         if not kwargs and self._least <= len(args) <= self._most:
             return [*args, *self._fills[len(args):]]
         return _schema.bind(self.schema, args, kwargs, self.info.name)
-
-    def __call__(self, *args, **kwargs):
-        fast = self._fast  # the last plan first (what `_run` does, one call fewer)
-        if fast is not None and not kwargs and self._least <= len(args) <= self._most \
-                and _local.device == "cpu":
-            out = fast.run([*args, *self._fills[len(args):]])
-            if out is not None:
-                return out
-        return self._run(self._bind(args, kwargs))
 
     def run_as(self, kind: str, *args, **kwargs):
         """The call, its results of array kind ``kind`` (``"torch"``, ``"numpy"``, ``"jax"``)
@@ -327,9 +321,16 @@ class Packet:
     def __init__(self, name: str):
         self.__name__ = name
         self._overloads: dict[str, Operator] = {}
+        # `(operator, plan)`: an overload's native plan that takes a call this packet picked
+        # the overload for, tried first by the next call (see `__call__`); None before.
+        self._last = None
 
     def _add(self, op: Operator):
-        self._overloads[op.schema.overload] = op
+        overload = op.schema.overload
+        self._overloads[overload] = op
+        if not hasattr(type(self), overload):
+            # An instance attribute: `packet.Tensor` is a plain lookup, not `__getattr__`.
+            setattr(self, overload, op)
         self.__doc__ = "\n\n".join(o.__doc__ for o in self._overloads.values())
 
     def overloads(self) -> list[str]:
@@ -342,10 +343,24 @@ class Packet:
             raise AttributeError(f"tpublas.{self.__name__} has no overload {overload!r}") from None
 
     def __call__(self, *args, **kwargs):
+        last = self._last
+        if last is not None and not kwargs and _local.device == "cpu":
+            # A plan checks that each argument has the type (and each tensor the dtype and
+            # shape) of the call it was made from, for which this packet picked its overload:
+            # it would pick the same one for these arguments.
+            op, plan = last
+            if op._least <= len(args) <= op._most:
+                out = plan.run([*args, *op._fills[len(args):]])
+                if out is not None:
+                    return out
         for op in self._overloads.values():
             values = op._fit(args, kwargs)
             if values is not None:
-                return op._run(values)
+                out = op._run(values)
+                plan = op._fast
+                if plan is not None and plan.takes(values):
+                    self._last = (op, plan)
+                return out
         if len(self._overloads) == 1:
             return next(iter(self._overloads.values()))(*args, **kwargs)  # its own error
         schemas = "; ".join(o.info.schema for o in self._overloads.values())
