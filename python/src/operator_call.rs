@@ -1,5 +1,5 @@
-//! `tpukit._native.OperatorCall`: the native base of `tpublas.Operator`, whose `__call__`
-//! runs a call the operator's last plan takes without a Python frame (as
+//! `tpukit._native.OperatorCall`: the native base of `tpublas.Operator` and `tpublas.Packet`,
+//! whose `__call__` runs a call the last plan takes without a Python frame (as
 //! [`crate::dispatch`]'s callables do for torch's hooks).
 //!
 //! A call of positional arguments only, within the schema's positional arity, on tpuBLAS's
@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::dispatch::{on_cpu, run};
 use crate::error::guard;
 
-/// The native base of `tpublas.Operator` (see the module docs).
+/// The native base of `tpublas.Operator` and `tpublas.Packet` (see the module docs).
 #[pyclass(name = "OperatorCall", module = "tpukit._native", subclass)]
 pub struct OperatorCall {
     /// The operator's current plan (a `BlasPlan`), or None.

@@ -134,9 +134,9 @@ class BlasPlan:
         """Whether ``run`` would run on ``values`` (checked without launching)."""
 
 class OperatorCall:
-    """The native base of ``tpublas.Operator``: ``__call__`` runs a call of positional
-    arguments the plan ``_fast`` takes on the "cpu" device natively, any other as
-    ``self._run(self._bind(args, kwargs))`` (``python/src/operator_call.rs``)."""
+    """The native base of ``tpublas.Operator`` and ``tpublas.Packet``: ``__call__`` runs a
+    call of positional arguments the plan ``_fast`` takes on the "cpu" device natively, any
+    other as ``self._run(self._bind(args, kwargs))`` (``python/src/operator_call.rs``)."""
 
     _fast: BlasPlan | None
     def _set_arity(self, least: int, most: int, fills: tuple[Any, ...], local: Any) -> None: ...

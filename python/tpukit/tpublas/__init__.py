@@ -314,16 +314,15 @@ def _integer(v, what: _What) -> int:
     return int(v)
 
 
-class Packet:
+class Packet(_native.OperatorCall):
     """All overloads of one operator name (``tpublas.add``): calling it picks the first
-    overload the arguments fit; ``packet.Tensor`` is one overload."""
+    overload the arguments fit; ``packet.Tensor`` is one overload. A call goes through
+    ``_native.OperatorCall``'s ``__call__``: the plan (``_fast``) of the overload picked for
+    an earlier call where that plan takes the call, else ``_run``, which picks again."""
 
     def __init__(self, name: str):
         self.__name__ = name
         self._overloads: dict[str, Operator] = {}
-        # `(operator, plan)`: an overload's native plan that takes a call this packet picked
-        # the overload for, tried first by the next call (see `__call__`); None before.
-        self._last = None
 
     def _add(self, op: Operator):
         overload = op.schema.overload
@@ -342,24 +341,22 @@ class Packet:
         except KeyError:
             raise AttributeError(f"tpublas.{self.__name__} has no overload {overload!r}") from None
 
-    def __call__(self, *args, **kwargs):
-        last = self._last
-        if last is not None and not kwargs and _local.device == "cpu":
-            # A plan checks that each argument has the type (and each tensor the dtype and
-            # shape) of the call it was made from, for which this packet picked its overload:
-            # it would pick the same one for these arguments.
-            op, plan = last
-            if op._least <= len(args) <= op._most:
-                out = plan.run([*args, *op._fills[len(args):]])
-                if out is not None:
-                    return out
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        return args, kwargs
+
+    def _run(self, call: tuple):
+        """Runs the first overload ``call`` (``(args, kwargs)``) fits."""
+        args, kwargs = call
         for op in self._overloads.values():
             values = op._fit(args, kwargs)
             if values is not None:
                 out = op._run(values)
                 plan = op._fast
                 if plan is not None and plan.takes(values):
-                    self._last = (op, plan)
+                    # The plan takes only arguments of the types (tensors of the dtypes and
+                    # shapes) of this call, for which `op` was picked: as it would be again.
+                    self._set_arity(op._least, op._most, tuple(op._fills), _local)
+                    self._fast = plan
                 return out
         if len(self._overloads) == 1:
             return next(iter(self._overloads.values()))(*args, **kwargs)  # its own error
