@@ -18,7 +18,6 @@ use tpukit_blas::Plan;
 use tpukit_blas::Source;
 use tpukit_dsl::DType;
 
-use crate::dlpack;
 use crate::error::{self, guard};
 use crate::tensor::{self, Tensor};
 
@@ -243,10 +242,9 @@ impl BlasPlan {
                 .map_err(error::runtime)?;
             drop(launch);
             let torch = tensor::torch(py)?.expect("torch, imported: a plan reads tensors");
-            let from_dlpack = torch.from_dlpack.bind(py);
             let mut results = Vec::with_capacity(outs.len());
             for out in outs {
-                results.push(dlpack::to_torch(from_dlpack, out)?);
+                results.push(torch.wrap(py, out)?);
             }
             if self.single {
                 return Ok(results.pop());

@@ -2,12 +2,14 @@
 //! each: a CPU tensor's memory described by `torch.utils.dlpack.to_dlpack` (its address,
 //! dtype, shape and strides at once, where reading them one attribute at a time cost ~0.5
 //! µs a tensor), and a result [`HostArray`] handed to torch as a tensor over its memory
-//! (`torch._C._from_dlpack`: no numpy array, no `Buffer` object in between).
+//! (`torch._C._from_dlpack`: no numpy array, no `Buffer` object in between). Where torch has
+//! DLPack's C exchange API, [`crate::exchange`] does both without a capsule or a Python call,
+//! on the same structs.
 //!
 //! Invariants: a read capsule is held (and with it the tensor's storage) as long as the
-//! [`Exported`] view of it; an exported array is owned by its `DLManagedTensor` until torch
-//! calls the deleter (any thread, without the GIL: dropping it touches no Python object), or
-//! until the capsule is freed unconsumed.
+//! [`Exported`] view of it; an exported array is owned by its `DLManagedTensor` (or
+//! `DLManagedTensorVersioned`) until torch calls the deleter (any thread, without the GIL:
+//! dropping it touches no Python object), or until the capsule is freed unconsumed.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -17,15 +19,15 @@ use tpukit_dsl::DType;
 
 /// `DLDevice`.
 #[repr(C)]
-struct DlDevice {
-    device_type: i32,
-    device_id: i32,
+pub struct DlDevice {
+    pub device_type: i32,
+    pub device_id: i32,
 }
 
 /// `DLDataType`.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct DlDataType {
+pub struct DlDataType {
     code: u8,
     bits: u8,
     lanes: u16,
@@ -33,14 +35,32 @@ struct DlDataType {
 
 /// `DLTensor`.
 #[repr(C)]
-struct DlTensor {
-    data: *mut c_void,
-    device: DlDevice,
-    ndim: i32,
-    dtype: DlDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
+pub struct DlTensor {
+    pub data: *mut c_void,
+    pub device: DlDevice,
+    pub ndim: i32,
+    pub dtype: DlDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+impl DlTensor {
+    /// An empty description (for a producer to fill).
+    pub fn empty() -> DlTensor {
+        DlTensor {
+            data: std::ptr::null_mut(),
+            device: DlDevice {
+                device_type: 0,
+                device_id: 0,
+            },
+            ndim: 0,
+            dtype: dl_type(DType::F32),
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        }
+    }
 }
 
 /// `DLManagedTensor`.
@@ -49,6 +69,16 @@ struct DlManagedTensor {
     dl_tensor: DlTensor,
     manager_ctx: *mut c_void,
     deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
+}
+
+/// `DLManagedTensorVersioned` (DLPack 1.x).
+#[repr(C)]
+pub struct DlManagedTensorVersioned {
+    pub version: [u32; 2],
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DlTensor,
 }
 
 const NAME: &CStr = c"dltensor";
@@ -86,8 +116,7 @@ pub struct Exported {
 }
 
 /// What `capsule` (the result of `to_dlpack`) describes, if it is a CPU tensor of a dtype
-/// tpukit holds, C-contiguous (strides of extent-1 axes ignored, as torch's
-/// `is_contiguous`); else None.
+/// tpukit holds, C-contiguous (see [`view`]); else None.
 pub fn read(capsule: Bound<'_, PyAny>) -> Option<Exported> {
     // SAFETY: `capsule` is a live object; a valid capsule named `dltensor` points to a
     // `DLManagedTensor` that lives until the capsule is freed (we hold it in `Exported`).
@@ -99,6 +128,24 @@ pub fn read(capsule: Bound<'_, PyAny>) -> Option<Exported> {
         }
         &(*(p as *const DlManagedTensor)).dl_tensor
     };
+    // SAFETY: a producer's description, alive with the capsule.
+    let (ptr, dtype, shape) = unsafe { view(t) }?;
+    Some(Exported {
+        ptr,
+        dtype,
+        shape,
+        capsule: capsule.unbind(),
+    })
+}
+
+/// The address, dtype and shape `t` describes, if it is a CPU tensor of a dtype tpukit
+/// holds, C-contiguous (strides of extent-1 axes ignored, as torch's `is_contiguous`); else
+/// None.
+///
+/// # Safety
+/// `t` is a producer's description: `shape` holds `ndim` extents, `strides` as many or is
+/// null (row-major), both readable now.
+pub unsafe fn view(t: &DlTensor) -> Option<(*mut u8, DType, Vec<usize>)> {
     if t.device.device_type != CPU || t.ndim < 0 {
         return None;
     }
@@ -129,22 +176,60 @@ pub fn read(capsule: Bound<'_, PyAny>) -> Option<Exported> {
             step *= e;
         }
     }
-    Some(Exported {
-        ptr: (t.data as *mut u8).wrapping_add(t.byte_offset as usize),
+    Some((
+        (t.data as *mut u8).wrapping_add(t.byte_offset as usize),
         dtype,
-        shape: shape.iter().map(|&e| e as usize).collect(),
-        capsule: capsule.unbind(),
-    })
+        shape.iter().map(|&e| e as usize).collect(),
+    ))
 }
 
-/// A result's memory and what its `DLManagedTensor` points into, owned by the capsule or
-/// torch (see the module docs). `managed` is first: its address is the context's.
+/// A result's memory and the shape and strides a description of it points into (owned,
+/// row-major: see [`crate::array::Buffer::new`]). Neither moves when the holder does.
+struct Held {
+    array: HostArray,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+impl Held {
+    fn new(array: HostArray) -> Held {
+        let mut array = array.into_owned();
+        array.make_standard_layout();
+        let shape: Vec<i64> = array.shape().iter().map(|&d| d as i64).collect();
+        let mut strides = vec![1i64; shape.len()];
+        for i in (1..shape.len()).rev() {
+            strides[i - 1] = strides[i] * shape[i].max(1);
+        }
+        Held {
+            array,
+            shape,
+            strides,
+        }
+    }
+
+    /// Its description, pointing into it.
+    fn dl_tensor(&mut self) -> DlTensor {
+        DlTensor {
+            data: self.array.data_ptr_mut() as *mut c_void,
+            device: DlDevice {
+                device_type: CPU,
+                device_id: 0,
+            },
+            ndim: self.shape.len() as i32,
+            dtype: dl_type(self.array.dtype()),
+            shape: self.shape.as_mut_ptr(),
+            strides: self.strides.as_mut_ptr(),
+            byte_offset: 0,
+        }
+    }
+}
+
+/// What a capsule's `DLManagedTensor` owns (see the module docs). `managed` is first: its
+/// address is the context's.
 #[repr(C)]
 struct Context {
     managed: DlManagedTensor,
-    _array: HostArray,
-    _shape: Vec<i64>,
-    _strides: Vec<i64>,
+    _held: Held,
 }
 
 unsafe extern "C" fn delete(managed: *mut DlManagedTensor) {
@@ -165,36 +250,16 @@ unsafe extern "C" fn destruct(capsule: *mut ffi::PyObject) {
     }
 }
 
-/// A capsule owning `array` (owned, row-major: see [`crate::array::Buffer::new`]).
+/// A capsule owning `array`.
 fn capsule(py: Python<'_>, array: HostArray) -> PyResult<Bound<'_, PyAny>> {
-    let mut array = array.into_owned();
-    array.make_standard_layout();
-    let mut shape: Vec<i64> = array.shape().iter().map(|&d| d as i64).collect();
-    let mut strides = vec![1i64; shape.len()];
-    for i in (1..shape.len()).rev() {
-        strides[i - 1] = strides[i] * shape[i].max(1);
-    }
-    let data = array.data_ptr_mut() as *mut c_void;
+    let mut held = Held::new(array);
     let context = Box::new(Context {
         managed: DlManagedTensor {
-            dl_tensor: DlTensor {
-                data,
-                device: DlDevice {
-                    device_type: CPU,
-                    device_id: 0,
-                },
-                ndim: shape.len() as i32,
-                dtype: dl_type(array.dtype()),
-                shape: shape.as_mut_ptr(),
-                strides: strides.as_mut_ptr(),
-                byte_offset: 0,
-            },
+            dl_tensor: held.dl_tensor(),
             manager_ctx: std::ptr::null_mut(),
             deleter: Some(delete),
         },
-        _array: array,
-        _shape: shape,
-        _strides: strides,
+        _held: held,
     });
     // The vectors' heap buffers do not move with the box (nor does the array's memory).
     let managed = Box::into_raw(context) as *mut c_void;
@@ -208,6 +273,37 @@ fn capsule(py: Python<'_>, array: HostArray) -> PyResult<Bound<'_, PyAny>> {
     }
     // SAFETY: a new reference.
     Ok(unsafe { Bound::from_owned_ptr(py, obj) })
+}
+
+/// What a `DLManagedTensorVersioned` handed to torch owns (see the module docs); `managed`
+/// first, as in [`Context`].
+#[repr(C)]
+struct VersionedContext {
+    managed: DlManagedTensorVersioned,
+    _held: Held,
+}
+
+unsafe extern "C" fn delete_versioned(managed: *mut DlManagedTensorVersioned) {
+    // SAFETY: `managed` is the first field of a boxed `VersionedContext` made by `versioned`,
+    // deleted once by its consumer.
+    drop(unsafe { Box::from_raw(managed as *mut VersionedContext) });
+}
+
+/// A `DLManagedTensorVersioned` (DLPack 1.0) owning `array`, for a consumer to take: it calls
+/// the deleter once, when done with it.
+pub fn versioned(array: HostArray) -> *mut DlManagedTensorVersioned {
+    let mut held = Held::new(array);
+    let context = Box::new(VersionedContext {
+        managed: DlManagedTensorVersioned {
+            version: [1, 0],
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete_versioned),
+            flags: 0,
+            dl_tensor: held.dl_tensor(),
+        },
+        _held: held,
+    });
+    Box::into_raw(context) as *mut DlManagedTensorVersioned
 }
 
 /// A torch tensor over `array`'s memory (it owns the array), made by `from_dlpack`

@@ -19,6 +19,7 @@ mod catalog;
 mod dispatch;
 mod dlpack;
 mod error;
+mod exchange;
 mod ffi;
 mod import;
 mod in_place;
@@ -62,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tpublas::tpublas_warm_up, m)?)?;
     m.add_function(wrap_pyfunction!(op_table::op_table, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::torch_interop, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::tpu_topologies, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_bundle, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::register_first_bundle, m)?)?;

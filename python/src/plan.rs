@@ -20,7 +20,6 @@ use tpukit_dsl::DType;
 use crate::array::{self, Buffer};
 use crate::borrow::Borrowed;
 use crate::buffer::{self, Held};
-use crate::dlpack;
 use crate::error::{self, TpukitError, guard};
 use crate::kernel::PyKernel;
 use crate::tensor;
@@ -149,7 +148,7 @@ impl LaunchPlan {
                         let torch = tensor::torch(py)?.ok_or_else(|| {
                             TpukitError::new_err("a launch plan makes torch tensors: no torch")
                         })?;
-                        dlpack::to_torch(torch.from_dlpack.bind(py), a)?
+                        torch.wrap(py, a)?
                     }
                 })?;
             }

@@ -1,28 +1,32 @@
 //! CPU torch tensors read in place, without `Tensor.numpy()` (0.6 µs a tensor): what torch
 //! itself reports of a tensor — its exact type, its DLPack description (device, dtype, shape,
-//! strides and address in one call, see [`crate::dlpack`]) and its lazy negation (which
+//! strides and address in one call: by torch's C exchange API where it has one, see
+//! [`crate::exchange`], else a capsule, see [`crate::dlpack`]) and its lazy negation (which
 //! DLPack does not carry) — stands in for the buffer a numpy array exports.
 //!
 //! Only an exact `torch.Tensor` (not a subclass, which may override any of these) on the CPU,
 //! C-contiguous, without a lazy negation, of a dtype tpukit holds, is read; any other tensor
 //! is an error here (the Python side sends only such tensors, or copies through numpy). The
 //! tensor is held (a strong reference) while its memory is read. As with numpy arrays, a
-//! second Python thread resizing the tensor during a launch (which runs without the GIL)
-//! races with the kernel's reads.
+//! second Python thread resizing the tensor during a launch (which runs without the GIL), or
+//! giving it other storage (`set_`, `.data =`; the capsule path holds the storage itself,
+//! the exchange path only the tensor), races with the kernel's reads.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
+use tpukit::HostArray;
 
 use crate::dlpack;
+use crate::exchange::{self, ExchangeApi};
 use pyo3::{ffi, intern};
 use tpukit_dsl::DType;
 
-/// A tensor's memory, held (the tensor and its DLPack capsule).
+/// A tensor's memory, held (the tensor, and its DLPack capsule where one was made).
 pub struct Tensor {
     _object: Py<PyAny>,
-    _capsule: Py<PyAny>,
+    _capsule: Option<Py<PyAny>>,
     pub ptr: *mut u8,
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -35,7 +39,9 @@ pub struct Torch {
     to_dlpack: Py<PyAny>,
     /// `torch._C._from_dlpack` (a capsule to a tensor, natively), or where a torch lacks
     /// it, the public `torch.utils.dlpack.from_dlpack`.
-    pub from_dlpack: Py<PyAny>,
+    from_dlpack: Py<PyAny>,
+    /// torch's DLPack C exchange table, where it has one tpukit can use.
+    exchange: Option<&'static ExchangeApi>,
 }
 
 static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
@@ -57,13 +63,40 @@ pub fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
             Ok(f) => f,
             Err(_) => dlpack.getattr("from_dlpack")?,
         };
+        let tensor = module.getattr("Tensor")?;
+        // `TPUKIT_TORCH_EXCHANGE=0`: the capsule path, as for a torch without the table.
+        let capsules = std::env::var_os("TPUKIT_TORCH_EXCHANGE").is_some_and(|v| v == "0");
         Ok(Torch {
-            tensor: module.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
+            exchange: (!capsules).then(|| exchange::find(&tensor)).flatten(),
+            tensor: tensor.cast_into::<PyType>()?.unbind(),
             to_dlpack: dlpack.getattr("to_dlpack")?.unbind(),
             from_dlpack: from_dlpack.unbind(),
         })
     })?;
     Ok(Some(torch))
+}
+
+/// How torch tensors cross into tpukit and back: `"exchange"` (torch's DLPack C exchange
+/// table) or `"capsule"` (`to_dlpack`/`from_dlpack`); None before torch is imported.
+#[pyfunction]
+pub fn torch_interop(py: Python<'_>) -> PyResult<Option<&'static str>> {
+    crate::error::guard(None, || {
+        Ok(torch(py)?.map(|t| match t.exchange {
+            Some(_) => "exchange",
+            None => "capsule",
+        }))
+    })
+}
+
+impl Torch {
+    /// A torch tensor over `array`'s memory (it owns the array): by the exchange table where
+    /// torch has one, else through a capsule and `from_dlpack`.
+    pub fn wrap<'py>(&self, py: Python<'py>, array: HostArray) -> PyResult<Bound<'py, PyAny>> {
+        match self.exchange {
+            Some(api) => api.to_torch(py, array),
+            None => dlpack::to_torch(self.from_dlpack.bind(py), array),
+        }
+    }
 }
 
 // SAFETY: the pointer addresses memory the held tensor keeps alive (see the module docs);
@@ -88,18 +121,19 @@ impl Tensor {
                  hold, or with a lazy negation",
             ))
         };
-        let Some(exported) = dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) else {
-            return refuse();
+        let (capsule, ptr, dtype, shape) = match torch.exchange {
+            Some(api) => match api.view(obj)? {
+                Some((ptr, dtype, shape)) => (None, ptr, dtype, shape),
+                None => return refuse(),
+            },
+            None => match dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) {
+                Some(e) => (Some(e.capsule), e.ptr, e.dtype, e.shape),
+                None => return refuse(),
+            },
         };
         if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
             return refuse();
         }
-        let dlpack::Exported {
-            capsule,
-            ptr,
-            dtype,
-            shape,
-        } = exported;
         Ok(Some(Tensor {
             _object: obj.clone().unbind(),
             _capsule: capsule,
@@ -113,7 +147,7 @@ impl Tensor {
     pub fn again(&self, py: Python<'_>) -> Tensor {
         Tensor {
             _object: self._object.clone_ref(py),
-            _capsule: self._capsule.clone_ref(py),
+            _capsule: self._capsule.as_ref().map(|c| c.clone_ref(py)),
             ptr: self.ptr,
             dtype: self.dtype,
             shape: self.shape.clone(),

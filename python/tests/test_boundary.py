@@ -116,6 +116,7 @@ def entry_points(kernel):
         "set_min_split_bytes": (lambda: _native.set_min_split_bytes(0), None),
         "tpublas_warm_up": (lambda: _native.tpublas_warm_up(), None),
         "devices": (lambda: _native.devices(), None),
+        "torch_interop": (lambda: _native.torch_interop(), None),
         "tpu_topologies": (lambda: _native.tpu_topologies(), None),
         "register_bundle": (lambda: _native.register_bundle("/nonexistent.tpkb"), None),
         "register_first_bundle": (lambda: _native.register_first_bundle([]), None),

@@ -46,7 +46,7 @@ from tpukit._native import (  # noqa: E402
 )
 from tpukit.catalog import catalog, instantiate  # noqa: E402
 from tpukit.launch import DEVICES, launch  # noqa: E402
-from tpukit.stats import CacheStats, cache_stats  # noqa: E402
+from tpukit.stats import CacheStats, cache_stats, torch_interop  # noqa: E402
 
 __all__ = [
     "DEVICES",
@@ -65,6 +65,7 @@ __all__ = [
     "catalog",
     "instantiate",
     "launch",
+    "torch_interop",
     "warm_up",
     "pallas",
     "helion",

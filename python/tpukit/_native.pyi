@@ -36,6 +36,7 @@ __all__ = [
     "ffi_register",
     "ffi_handler",
     "devices",
+    "torch_interop",
     "tpu_topologies",
     "register_bundle",
     "register_first_bundle",
@@ -236,6 +237,10 @@ def ffi_handler() -> object:
     """The XLA FFI handler, as a PyCapsule."""
 
 def devices() -> list[str]: ...
+def torch_interop() -> str | None:
+    """How torch tensors cross: "exchange" (torch's DLPack C exchange API) or "capsule";
+    None before torch is imported."""
+
 def tpu_topologies() -> list[str]: ...
 def register_bundle(path: str) -> bool:
     """False (after a message on stderr) if the bundle was refused."""
