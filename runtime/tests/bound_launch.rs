@@ -3,6 +3,7 @@
 //! zeroed each time, outputs come back in the shapes they were reshaped to — and refuses
 //! what a launch refuses; a kernel whose grid reads an input's value is not bound.
 
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
 use tpukit_dsl::{DType, parse_kernel};
 use tpukit_runtime::{BoundLaunch, Device, HostArray, Prepared, launch};
@@ -50,18 +51,9 @@ fn prepared(text: &str) -> Arc<Prepared> {
 }
 
 fn random(seed: u64, shape: &[usize]) -> HostArray {
+    let mut rng = StdRng::seed_from_u64(seed);
     let n: usize = shape.iter().product();
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let v: Vec<f64> = (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
-        })
-        .collect();
+    let v: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
     HostArray::from_f64(DType::F32, shape, &v)
 }
 
