@@ -14,8 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use tpukit::LaunchOptions;
 use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
-use tpukit_blas::Plan;
-use tpukit_blas::Source;
+use tpukit_blas::{Plan, Source};
 use tpukit_dsl::DType;
 
 use crate::error::{self, guard};

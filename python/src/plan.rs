@@ -5,14 +5,14 @@
 //! argument exports a C-contiguous buffer of the plan's element format, shape and alignment
 //! (else the run returns `None` and the caller takes the general path, which makes the right
 //! plan or raises the right error). It reads the arguments in place, launches (bound to the
-//! plan's shapes once, at its first run outside debug mode: `tpukit::runtime::BoundLaunch`,
-//! so a plan never runs a kernel on arrays its operands refuse), and returns the new outputs — which alias no argument — each passed to its
-//! `wrap` (`numpy.asarray`, say), or with no wrap, made a torch tensor over it (DLPack, see
-//! `crate::dlpack`).
+//! plan's shapes once, by its first run outside debug mode, which checks them against the
+//! kernel as any launch does: `tpukit::runtime::BoundLaunch`), and returns the new outputs —
+//! which alias no argument — each passed to its `wrap` (`numpy.asarray`, say), or with no
+//! wrap, made a torch tensor over it (`crate::tensor::Torch::wrap`).
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use tpukit::LaunchOptions;
 use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
 use tpukit_dsl::DType;
@@ -33,7 +33,7 @@ pub struct LaunchPlan {
     /// One callable per output, given the output's [`Buffer`]; None: a torch tensor.
     wraps: Vec<Option<Py<PyAny>>>,
     /// The launch bound to `inputs`, made by the first run outside debug mode; None inside
-    /// where the kernel cannot be bound (see `BoundLaunch::new`: the general path then).
+    /// it where the kernel cannot be bound (see `BoundLaunch::new`: the general path then).
     bound: OnceLock<Option<BoundLaunch>>,
 }
 
@@ -65,7 +65,7 @@ impl LaunchPlan {
 
     /// The launch bound to the plan's inputs (made at the first call), or None where the
     /// kernel cannot be bound.
-    fn bound(&self, prepared: &std::sync::Arc<tpukit::Prepared>) -> PyResult<Option<&BoundLaunch>> {
+    fn bound(&self, prepared: &Arc<tpukit::Prepared>) -> PyResult<Option<&BoundLaunch>> {
         if let Some(b) = self.bound.get() {
             return Ok(b.as_ref());
         }
@@ -121,9 +121,10 @@ impl LaunchPlan {
             };
             let prepared = kernel.prepared()?;
             let options = LaunchOptions::from_env();
-            let bound = match options.debug {
-                false => self.bound(prepared)?,
-                true => None,
+            let bound = if options.debug {
+                None
+            } else {
+                self.bound(prepared)?
             };
             // SAFETY: each array's buffer was checked to be C-contiguous, of the plan's shape
             // and element size, and aligned; the held buffers keep the memory alive for the
