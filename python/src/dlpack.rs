@@ -224,19 +224,20 @@ impl Held {
     }
 }
 
-/// What a capsule's `DLManagedTensor` owns (see the module docs). `managed` is first: its
-/// address is the context's.
+/// What a `DLManagedTensor` (in a capsule) or a `DLManagedTensorVersioned` (handed to
+/// torch) owns: the description `managed` first, so its address is the context's.
 #[repr(C)]
-struct Context {
-    managed: DlManagedTensor,
+struct Context<M> {
+    managed: M,
     _held: Held,
 }
 
-unsafe extern "C" fn delete(managed: *mut DlManagedTensor) {
-    // SAFETY: `managed` is the first field of a boxed `Context` made by `capsule`, deleted
-    // once (torch calls the deleter once; an unconsumed capsule's destructor calls it
-    // instead).
-    drop(unsafe { Box::from_raw(managed as *mut Context) });
+/// The deleter of a `Context<M>` whose description is `managed`.
+unsafe extern "C" fn delete<M>(managed: *mut M) {
+    // SAFETY: `managed` is the first field of a boxed `Context<M>` made by `capsule` or
+    // `versioned`, deleted once (its consumer calls the deleter once; an unconsumed capsule's
+    // destructor calls it instead).
+    drop(unsafe { Box::from_raw(managed as *mut Context<M>) });
 }
 
 unsafe extern "C" fn destruct(capsule: *mut ffi::PyObject) {
@@ -257,7 +258,7 @@ fn capsule(py: Python<'_>, array: HostArray) -> PyResult<Bound<'_, PyAny>> {
         managed: DlManagedTensor {
             dl_tensor: held.dl_tensor(),
             manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete),
+            deleter: Some(delete::<DlManagedTensor>),
         },
         _held: held,
     });
@@ -275,29 +276,15 @@ fn capsule(py: Python<'_>, array: HostArray) -> PyResult<Bound<'_, PyAny>> {
     Ok(unsafe { Bound::from_owned_ptr(py, obj) })
 }
 
-/// What a `DLManagedTensorVersioned` handed to torch owns (see the module docs); `managed`
-/// first, as in [`Context`].
-#[repr(C)]
-struct VersionedContext {
-    managed: DlManagedTensorVersioned,
-    _held: Held,
-}
-
-unsafe extern "C" fn delete_versioned(managed: *mut DlManagedTensorVersioned) {
-    // SAFETY: `managed` is the first field of a boxed `VersionedContext` made by `versioned`,
-    // deleted once by its consumer.
-    drop(unsafe { Box::from_raw(managed as *mut VersionedContext) });
-}
-
 /// A `DLManagedTensorVersioned` (DLPack 1.0) owning `array`, for a consumer to take: it calls
 /// the deleter once, when done with it.
 pub fn versioned(array: HostArray) -> *mut DlManagedTensorVersioned {
     let mut held = Held::new(array);
-    let context = Box::new(VersionedContext {
+    let context = Box::new(Context {
         managed: DlManagedTensorVersioned {
             version: [1, 0],
             manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_versioned),
+            deleter: Some(delete::<DlManagedTensorVersioned>),
             flags: 0,
             dl_tensor: held.dl_tensor(),
         },

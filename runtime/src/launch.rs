@@ -77,11 +77,12 @@ pub(crate) fn new_outputs(
     bindings: &Bindings,
     whole: &[bool],
 ) -> Result<Vec<HostArray>, RuntimeError> {
-    output_shapes(k, bindings)?
-        .iter()
-        .zip(k.operands_with_role(Role::Output))
+    k.operands_with_role(Role::Output)
         .enumerate()
-        .map(|(i, (shape, (_, o)))| new_output(k, o, shape, whole.get(i) == Some(&true)))
+        .map(|(i, (_, o))| {
+            let shape = resolve(k, &o.shape, bindings, &o.name)?;
+            new_output(k, o, &shape, whole.get(i) == Some(&true))
+        })
         .collect()
 }
 
