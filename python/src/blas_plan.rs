@@ -18,6 +18,7 @@ use tpukit_blas::{Plan, Source};
 use tpukit_dsl::DType;
 
 use crate::error::{self, guard};
+use crate::gil;
 use crate::tensor::{self, Tensor};
 
 /// What a run takes at one argument position.
@@ -228,17 +229,17 @@ impl BlasPlan {
             // element count (the kernel reads it reshaped) and aligned, and is held for the
             // call; constants are owned by the plan, one element each. A bound launch was
             // bound to exactly these dtypes and shapes.
-            let outs = py
-                .detach(|| match &self.bound {
-                    Some(bound) if !options.debug => {
-                        let ptrs: Vec<*const u8> =
-                            held.arrays.iter().map(|a| a.data as *const u8).collect();
-                        unsafe { bound.run(&ptrs) }.map(|outs| self.plan.results_of(outs))
-                    }
-                    _ => unsafe { launch_borrowed(kernel, &held.arrays, options) }
-                        .map(|outs| self.plan.results_from(outs)),
-                })
-                .map_err(error::runtime)?;
+            let bound = self.bound.as_ref().filter(|_| !options.debug);
+            let outs = gil::launch(py, bound, || match bound {
+                Some(bound) => {
+                    let ptrs: Vec<*const u8> =
+                        held.arrays.iter().map(|a| a.data as *const u8).collect();
+                    unsafe { bound.run(&ptrs) }.map(|outs| self.plan.results_of(outs))
+                }
+                None => unsafe { launch_borrowed(kernel, &held.arrays, options) }
+                    .map(|outs| self.plan.results_from(outs)),
+            })
+            .map_err(error::runtime)?;
             drop(launch);
             let torch = tensor::torch(py)?.expect("torch, imported: a plan reads tensors");
             let mut results = Vec::with_capacity(outs.len());

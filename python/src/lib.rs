@@ -21,6 +21,7 @@ mod dlpack;
 mod error;
 mod exchange;
 mod ffi;
+mod gil;
 mod import;
 mod in_place;
 mod kernel;

@@ -21,6 +21,7 @@ use crate::array::{self, Buffer};
 use crate::borrow::Borrowed;
 use crate::buffer::{self, Held};
 use crate::error::{self, TpukitError, guard};
+use crate::gil;
 use crate::kernel::PyKernel;
 use crate::tensor;
 
@@ -130,16 +131,15 @@ impl LaunchPlan {
             // and element size, and aligned; the held buffers keep the memory alive for the
             // call. A bound launch was bound to exactly these dtypes and shapes.
             let held = &borrowed; // captured whole: `Borrowed` is `Sync`, its fields are not
-            let outs = py
-                .detach(|| match bound {
-                    Some(bound) => {
-                        let ptrs: Vec<*const u8> =
-                            held.arrays.iter().map(|a| a.data as *const u8).collect();
-                        unsafe { bound.run(&ptrs) }
-                    }
-                    None => unsafe { launch_borrowed(&**prepared, &held.arrays, options) },
-                })
-                .map_err(error::runtime)?;
+            let outs = gil::launch(py, bound, || match bound {
+                Some(bound) => {
+                    let ptrs: Vec<*const u8> =
+                        held.arrays.iter().map(|a| a.data as *const u8).collect();
+                    unsafe { bound.run(&ptrs) }
+                }
+                None => unsafe { launch_borrowed(&**prepared, &held.arrays, options) },
+            })
+            .map_err(error::runtime)?;
             drop(borrowed);
             let list = PyList::empty(py);
             for (a, wrap) in outs.into_iter().zip(&self.wraps) {

@@ -4,6 +4,10 @@ eager calls served from a cached plan (numpy and plain torch tensors; tensors th
 gradient or are traced still go through the torch op), and ``tpublas.mode()``'s per-operator
 cache. Correctness only: no timings are asserted."""
 
+import sys
+import threading
+import time
+
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -356,3 +360,42 @@ def test_split_threshold_changes_no_result(threshold, shape):
                                        rtol=1e-5, atol=1e-4)
     finally:
         _native.set_min_split_bytes(old)
+
+
+def _gil_handovers(call, times):
+    """How often another thread got the GIL while `call` ran `times` times. With a switch
+    interval far longer than the test, the other thread (which hands the GIL back at once,
+    `sleep(0)`) runs only when a call releases the GIL itself."""
+    ran, stop = [0], threading.Event()
+
+    def other():
+        while not stop.is_set():
+            ran[0] += 1
+            time.sleep(0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60.0)
+    thread = threading.Thread(target=other, daemon=True)
+    try:
+        thread.start()
+        results, before = [], ran[0]
+        for _ in range(times):
+            results.append(call())  # kept: freeing a result may release the GIL (torch)
+        return ran[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        thread.join()
+
+
+def test_brief_planned_launches_keep_the_gil(rng):
+    """A planned launch of a few microseconds runs holding the GIL (releasing it handed it to
+    any waiting thread for a whole switch interval per call); a larger one releases it."""
+    small, large = whole_add(), whole_add()  # a plan each
+    s = rng.standard_normal((8, 128)).astype(np.float32)
+    m = rng.standard_normal((1024, 1024)).astype(np.float32)
+    for _ in range(3):  # the full path, then the plan, whose first run looks up the code
+        np.testing.assert_array_equal(small(s, s), s + s)
+        np.testing.assert_array_equal(large(m, m), m + m)
+    assert _gil_handovers(lambda: small(s, s), 50) == 0
+    assert _gil_handovers(lambda: large(m, m), 5) > 0

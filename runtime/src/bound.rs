@@ -25,6 +25,8 @@ pub struct BoundLaunch {
     dims: Vec<i64>,
     /// Per output, the shape it is handed back in (row-major, of the bound element count).
     shapes: Vec<Vec<usize>>,
+    /// Whether the launch's work is under [`cpu::BRIEF_WORK`].
+    brief: bool,
 }
 
 impl BoundLaunch {
@@ -42,12 +44,14 @@ impl BoundLaunch {
         let bindings = bind(k, inputs, None)?;
         let shapes = output_shapes(k, &bindings)?;
         let (grid, dims) = cpu::extents(k, &bindings);
+        let brief = cpu::launch_work(k, &grid, &dims, cpu::step_compute(k)) < cpu::BRIEF_WORK;
         Ok(Some(BoundLaunch {
             kernel,
             compiled: OnceLock::new(),
             grid,
             dims,
             shapes,
+            brief,
         }))
     }
 
@@ -63,6 +67,14 @@ impl BoundLaunch {
         }
         *now = shape.to_vec();
         Ok(())
+    }
+
+    /// Whether a run takes a few microseconds at most: the launch's work is under
+    /// [`cpu::BRIEF_WORK`] (so it is never split over the pool) and its compiled code has
+    /// been looked up (a first run may compile). A host may make such a run without
+    /// releasing its own lock.
+    pub fn is_brief(&self) -> bool {
+        self.brief && self.compiled.get().is_some()
     }
 
     /// The kernel's outputs computed from `inputs`, each new (in the shape

@@ -1,7 +1,8 @@
 //! Bound launches (`BoundLaunch`): a kernel bound once to input dtypes and shapes gives what
 //! a launch gives, on new memory at every run — outputs the kernel does not write whole start
 //! zeroed each time, outputs come back in the shapes they were reshaped to — and refuses
-//! what a launch refuses; a kernel whose grid reads an input's value is not bound.
+//! what a launch refuses; a kernel whose grid reads an input's value is not bound; a small
+//! launch is brief once its code is compiled.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
@@ -133,4 +134,23 @@ fn a_grid_sized_by_an_input_value_is_not_bound() {
     let kernel = prepared(VALUE_GRID);
     let got = BoundLaunch::new(kernel, &[(DType::I32, &[]), (DType::F32, &[16, 128])]).unwrap();
     assert!(got.is_none());
+}
+
+#[test]
+fn a_launch_is_brief_once_compiled_and_only_under_the_brief_work() {
+    // Column block sums read x once and revisit one output block per row block: ~8 bytes of
+    // work per element of x (its bytes and the output's), so 4 KiB of x is brief and 4 MiB
+    // is not.
+    let kernel = prepared(COLUMN_BLOCK_SUMS);
+    for (m, n, brief) in [(8, 128, true), (1024, 1024, false)] {
+        assert_eq!(brief, m * n * 8 < tpukit_runtime::cpu::BRIEF_WORK);
+        let bound = BoundLaunch::new(kernel.clone(), &[(DType::F32, &[m, n])])
+            .unwrap()
+            .unwrap();
+        assert!(!bound.is_brief(), "({m}, {n}): not compiled yet");
+        let x = random(5, &[m, n]);
+        // SAFETY: as above.
+        unsafe { bound.run(&[x.data_ptr()]) }.unwrap();
+        assert_eq!(bound.is_brief(), brief, "({m}, {n})");
+    }
 }

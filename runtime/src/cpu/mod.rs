@@ -30,7 +30,8 @@ pub use codegen::CodegenOptions;
 pub(crate) use compile::cached;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
 pub use target::{HostTarget, PORTABLE_CPU};
-pub use worth::{MIN_SPLIT_BYTES, set_min_split_bytes};
+pub use worth::{BRIEF_WORK, MIN_SPLIT_BYTES, set_min_split_bytes};
+pub(crate) use worth::{launch_work, step_compute};
 
 /// The leaf locks the fork handler holds across `fork` besides its gate (see `crate::fork`).
 pub(crate) fn fork_leaves() -> Vec<Box<dyn std::any::Any>> {

@@ -73,17 +73,28 @@ pub fn set_min_split_bytes(bytes: usize) -> usize {
 /// split.
 pub(crate) fn worth_splitting(kernel: &Kernel, grid: &[i64], dims: &[i64], compute: usize) -> bool {
     let threshold = THRESHOLD.load(Ordering::Relaxed);
-    if threshold == 0 {
-        return true;
-    }
+    threshold == 0 || launch_work(kernel, grid, dims, compute) >= threshold
+}
+
+/// The work of a launch of `kernel` over `grid` (operand shapes `dims`) whose body does
+/// `compute` per step: per grid step, the bytes its windows cover plus `compute`, times
+/// the steps (saturating; see the module docs).
+pub(crate) fn launch_work(kernel: &Kernel, grid: &[i64], dims: &[i64], compute: usize) -> usize {
     let steps = grid
         .iter()
         .fold(1usize, |n, &g| n.saturating_mul(g.max(0) as usize));
-    let work = step_bytes(kernel, dims)
+    step_bytes(kernel, dims)
         .saturating_add(compute)
-        .saturating_mul(steps);
-    work >= threshold
+        .saturating_mul(steps)
 }
+
+/// The work (as [`launch_work`] counts it) below which a launch bound once
+/// ([`crate::BoundLaunch`]) is brief: a few microseconds on one thread, never split. A
+/// host may run such a launch without releasing its own lock (Python's GIL), which costs a
+/// few hundred nanoseconds, a tenth of a tiny call; numpy keeps the GIL for small loops
+/// the same way. 256 KiB of work: an add of two 64 KiB f32 arrays (~4 µs), a softmax of
+/// ~8 K elements.
+pub const BRIEF_WORK: usize = 256 << 10;
 
 /// The arithmetic of one run of `kernel`'s body in byte-equivalents of work: 2 × result
 /// elements × contracted length for each `dot` (its flops), and [`TRANSCENDENTAL_COST`]
