@@ -11,11 +11,22 @@ use std::time::Instant;
 use tpukit::prelude::*;
 use tpukit::runtime::cpu;
 
-/// The one kernel not in the catalog: a 2-D add with any block shape (the catalog's
+/// One of the two kernels not in the catalog: a 2-D add with any block shape (the catalog's
 /// `add_vectors` is 1-D).
 #[tpu_kernel]
 fn add(x: In, y: In, o: Out) {
     o[..] = x[..] + y[..];
+}
+
+/// The other: the catalog's softmax computed in f32 and rounded once to the storage dtype,
+/// which is what XLA computes for `jax.nn.softmax` of a bf16 array (it drops the roundings
+/// between ops: `xla_allow_excess_precision`, on by default). The catalog kernel rounds
+/// after every op, as its source says; this case times the same computation as XLA's.
+#[tpu_kernel]
+fn softmax_in_f32(x: In, o: Out, out: DType) {
+    let v = x[..].cast(f32);
+    let e = (v - v.reduce_max_keepdims(-1)).exp();
+    o[..] = (e / e.sum_keepdims(-1)).cast(out);
 }
 
 fn tiles(dtype: DType, bm: usize, bn: usize) -> ArraySpec {
@@ -115,6 +126,12 @@ fn main() {
         if want("softmax") {
             let mut o = vec![HostArray::zeros(dtype, &[m, n])];
             case(&format!("softmax_4096x1024_{d}"), &sm, &[&x], &mut o);
+        }
+        if want("softmax") && dtype == DType::BF16 {
+            let spec = tpukit::catalog::softmax::spec(n, dtype);
+            let in_f32 = softmax_in_f32(&spec, dtype).expect("builds");
+            let mut o = vec![HostArray::zeros(dtype, &[m, n])];
+            case("softmax_4096x1024_bf16_in_f32", &in_f32, &[&x], &mut o);
         }
         let ln = catalog("layer_norm", &[m, n], dtype);
         if want("layer_norm") {
