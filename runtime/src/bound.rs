@@ -14,13 +14,16 @@ use std::sync::{Arc, OnceLock};
 
 use crate::launch::{bind, new_output, output_shapes};
 use crate::{HostArray, Launchable, Prepared, RuntimeError, cpu};
-use tpukit_dsl::{DType, Role};
+use tpukit_dsl::{DType, Kernel, Role};
 
 /// One kernel launch with its extents fixed (see the module docs).
 pub struct BoundLaunch {
     kernel: Arc<Prepared>,
     /// Looked up at the first run (a plan made in debug mode may never run without it).
     compiled: OnceLock<Arc<cpu::Compiled>>,
+    /// The kernel the compiled code runs, if not `kernel`'s own IR: its coalesced form
+    /// (`Compiled::launched`), whose grid and windows `grid` and `dims` are of.
+    coalesced: Option<Kernel>,
     grid: Vec<i64>,
     dims: Vec<i64>,
     /// Per output, the shape it is handed back in (row-major, of the bound element count).
@@ -43,11 +46,14 @@ impl BoundLaunch {
         }
         let bindings = bind(k, inputs, None)?;
         let shapes = output_shapes(k, &bindings)?;
-        let (grid, dims) = cpu::extents(k, &bindings);
-        let brief = cpu::launch_work(k, &grid, &dims, cpu::step_compute(k)) < cpu::BRIEF_WORK;
+        let coalesced = cpu::launched(k, false);
+        let run = coalesced.as_ref().unwrap_or(k);
+        let (grid, dims) = cpu::extents(run, &bindings);
+        let brief = cpu::launch_work(run, &grid, &dims, cpu::step_compute(run)) < cpu::BRIEF_WORK;
         Ok(Some(BoundLaunch {
             kernel,
             compiled: OnceLock::new(),
+            coalesced,
             grid,
             dims,
             shapes,
@@ -102,10 +108,12 @@ impl BoundLaunch {
             outputs.push(new_output(k, o, shape, whole[i])?);
         }
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
+        let run = self.coalesced.as_ref().unwrap_or(k);
         // SAFETY: the caller's contract for the inputs; the outputs are new and row-major, of
         // the bound element counts (a reshape changes no layout), and those the kernel does
-        // not write whole are zeroed; the extents are the bound ones (this type's invariant).
-        unsafe { cpu::run_resolved(k, compiled, (&self.grid, &self.dims), inputs, &out_ptrs) }?;
+        // not write whole are zeroed; the extents are the bound ones of `run`, the kernel the
+        // code was compiled from (`cpu::launched` of `k`, as in `new`).
+        unsafe { cpu::run_resolved(run, compiled, (&self.grid, &self.dims), inputs, &out_ptrs) }?;
         Ok(outputs)
     }
 }

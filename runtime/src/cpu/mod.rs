@@ -8,6 +8,7 @@
 mod abi;
 pub(crate) mod artifact;
 pub(crate) mod cache;
+mod coalesce;
 mod codegen;
 mod compile;
 mod eviction;
@@ -27,8 +28,8 @@ pub use cache::{
     store,
 };
 pub use codegen::CodegenOptions;
-pub(crate) use compile::cached;
 pub use compile::{Compiled, compile, compile_artifact, link, options_for};
+pub(crate) use compile::{cached, launched};
 pub use target::{HostTarget, PORTABLE_CPU};
 pub use worth::{BRIEF_WORK, MIN_SPLIT_BYTES, set_min_split_bytes};
 pub(crate) use worth::{launch_work, step_compute};
@@ -157,8 +158,10 @@ pub(crate) unsafe fn run_at(
     debug: bool,
 ) -> Result<(), RuntimeError> {
     let compiled = compile::cached(kernel, hash, debug)?;
+    let kernel = compiled.launched(kernel, debug);
     let (grid, dims) = extents(kernel, bindings);
-    // SAFETY: this function's contract; `grid` and `dims` are the bound extents.
+    // SAFETY: this function's contract; `grid` and `dims` are the bound extents of the kernel
+    // the code runs (the same operands and shapes: coalescing changes windows and grid).
     unsafe { run_resolved(kernel, &compiled, (&grid, &dims), inputs, outputs) }
 }
 

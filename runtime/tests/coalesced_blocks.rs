@@ -1,0 +1,118 @@
+//! Elementwise kernels over narrow blocks, which the compiled backend runs coalesced (several
+//! steps of the last grid axis as one, `cpu::coalesce`), give the interpreter's results bit
+//! for bit: on arrays the blocks do not divide, static and symbolic grids, f32 and bf16, by a
+//! launch and by a bound launch; a static grid whose last windows start past the array is
+//! still refused.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::sync::Arc;
+use tpukit_dsl::{DType, parse_kernel};
+use tpukit_runtime::{BoundLaunch, Device, HostArray, Prepared, launch};
+
+/// `o = x > 0 ? max(x, y) * 2 : y - x` over `[8, 128]` blocks of `[m, n]` arrays of `dtype`
+/// (computed in f32), with the grid `grid`.
+fn kernel_text(grid: &str, shape: &str, dtype: &str) -> String {
+    format!(
+        "kernel @narrow grid({grid}) {{
+  input %x: {dtype}[{shape}] block[8,128] fill 0.0 map(%0, %1) {{
+    yield %0, %1
+  }}
+  input %y: {dtype}[{shape}] block[8,128] fill 0.0 map(%0, %1) {{
+    yield %0, %1
+  }}
+  output %o: {dtype}[{shape}] block[8,128] fill 0.0 map(%0, %1) {{
+    yield %0, %1
+  }}
+body {{
+  %0 = load %x[ds(0, 8), ds(0, 128)] : {dtype}[8,128]
+  %1 = load %y[ds(0, 8), ds(0, 128)] : {dtype}[8,128]
+  %2 = cast %0 : f32[8,128]
+  %3 = cast %1 : f32[8,128]
+  %4 = const 0.0 : f32[]
+  %5 = broadcast %4 : f32[8,128]
+  %6 = gt %2, %5 : bool[8,128]
+  %7 = max %2, %3 : f32[8,128]
+  %8 = const 2.0 : f32[8,128]
+  %9 = mul %7, %8 : f32[8,128]
+  %10 = sub %3, %2 : f32[8,128]
+  %11 = select %6, %9, %10 : f32[8,128]
+  %12 = cast %11 : {dtype}[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %12
+  yield
+}}
+"
+    )
+}
+
+fn random(dtype: DType, shape: &[usize], seed: u64) -> HostArray {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let v: Vec<f64> = (0..shape.iter().product::<usize>())
+        .map(|_| rng.random_range(-4.0..4.0))
+        .collect();
+    HostArray::from_f64(dtype, shape, &v)
+}
+
+fn check(text: &str, dtype: DType, shape: &[usize]) {
+    let kernel = parse_kernel(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (x, y) = (random(dtype, shape, 1), random(dtype, shape, 2));
+    let want = launch(&kernel, Device::Interpret, &[&x, &y]).unwrap();
+    let got = launch(&kernel, Device::Cpu, &[&x, &y]).unwrap();
+    assert_eq!(
+        got[0].to_f64_vec(),
+        want[0].to_f64_vec(),
+        "{shape:?} {dtype}"
+    );
+    let prepared = Arc::new(Prepared::new(kernel).unwrap());
+    let bound = BoundLaunch::new(prepared, &[(dtype, shape), (dtype, shape)])
+        .unwrap()
+        .unwrap();
+    for _ in 0..2 {
+        // SAFETY: `x` and `y` are row-major arrays of the bound dtype and shape, alive and
+        // unwritten for the call.
+        let got = unsafe { bound.run(&[x.data_ptr(), y.data_ptr()]) }.unwrap();
+        assert_eq!(got[0].to_f64_vec(), want[0].to_f64_vec(), "bound {shape:?}");
+    }
+}
+
+#[test]
+fn symbolic_grids_on_edge_shapes() {
+    let grid = "parallel cdiv(m, 8), parallel cdiv(n, 128)";
+    for dtype in [DType::F32, DType::BF16] {
+        let text = kernel_text(grid, "m,n", dtype.name());
+        for shape in [[37, 1000], [8, 128], [3, 2100], [64, 4096]] {
+            check(&text, dtype, &shape);
+        }
+    }
+}
+
+#[test]
+fn static_grids() {
+    for dtype in [DType::F32, DType::BF16] {
+        // 12 column blocks of 128 (coalesced by 6 or 12), the last one past a 1500-wide
+        // array's end; and 5 (prime) of a 600-wide one.
+        check(
+            &kernel_text("parallel 5, parallel 12", "40,1500", dtype.name()),
+            dtype,
+            &[40, 1500],
+        );
+        check(
+            &kernel_text("parallel 2, parallel 5", "16,600", dtype.name()),
+            dtype,
+            &[16, 600],
+        );
+    }
+}
+
+#[test]
+fn windows_starting_past_the_array_are_still_refused() {
+    // 9 column blocks of a 1024-wide array: the ninth starts at 1024.
+    let text = kernel_text("parallel 2, parallel 9", "16,1024", "f32");
+    let kernel = parse_kernel(&text).unwrap();
+    let x = random(DType::F32, &[16, 1024], 3);
+    for device in [Device::Interpret, Device::Cpu] {
+        assert!(
+            launch(&kernel, device, &[&x, &x]).is_err(),
+            "{device:?} ran a grid past the array"
+        );
+    }
+}
