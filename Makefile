@@ -89,6 +89,7 @@ bench: setup
 	$(TPUKIT_PYTHON) benches/first_iteration.py --write
 	$(TPUKIT_PYTHON) benches/shipped_ops.py --write
 	$(TPUKIT_PYTHON) benches/python_speed.py --write
+	$(TPUKIT_PYTHON) benches/pallas_speed.py --write
 
 # The fuzz targets (RELIABILITY.md) with FUZZ_CASES inputs each; `make test` runs them short.
 # Release builds; a million importer cases (MLIR parsing) still take the longest: tens of minutes.
