@@ -4,6 +4,9 @@
 //! A kernel is compiled once per (IR hash, target, options) and kept for the life of the
 //! process; runtime extents make one compiled kernel serve every shape its IR allows. Compiled
 //! kernels also come from bundles and an on-disk cache shared across processes (`cache`).
+//! Outside debug mode, an elementwise kernel over blocks narrower than a row is compiled and
+//! launched in its coalesced form, several grid steps as one (`coalesce`,
+//! `Compiled::launched`).
 
 mod abi;
 pub(crate) mod artifact;
