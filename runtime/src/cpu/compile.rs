@@ -107,7 +107,7 @@ fn entry_name(key: &CacheKey) -> String {
 }
 
 /// Generates, optimises (LLVM's `default<O3>`) and assembles `kernel` for `target`: its
-/// coalesced form outside debug mode, where it has one (see [`Compiled::launched`]).
+/// coalesced form outside debug mode, where it has one (see `Compiled::launched`).
 ///
 /// Diagnostics: `TPUKIT_DUMP_LLVM=1` prints the optimised module, `TPUKIT_TIMINGS=1` the time
 /// spent emitting, optimising and assembling it.

@@ -88,12 +88,13 @@ pub(crate) fn launch_work(kernel: &Kernel, grid: &[i64], dims: &[i64], compute: 
         .saturating_mul(steps)
 }
 
-/// The work (as [`launch_work`] counts it) below which a launch bound once
-/// ([`crate::BoundLaunch`]) is brief: a few microseconds on one thread, never split. A
-/// host may run such a launch without releasing its own lock (Python's GIL), which costs a
-/// few hundred nanoseconds, a tenth of a tiny call; numpy keeps the GIL for small loops
-/// the same way. 256 KiB of work: an add of two 64 KiB f32 arrays (~4 µs), a softmax of
-/// ~8 K elements.
+/// The work (as `launch_work` counts it: the bytes its windows cover and its arithmetic, see
+/// the module docs) below which a launch bound once ([`crate::BoundLaunch`]) is brief: a
+/// few microseconds on one thread, never split. A host may run such a launch without
+/// releasing its own lock (Python's GIL): releasing it for so short a time gains other
+/// threads nothing and, when one is waiting, hands it the lock for up to a switch interval;
+/// numpy keeps the GIL for small loops the same way. 256 KiB of work: an add of two 64 KiB
+/// f32 arrays (~4 µs), a softmax of ~8 K elements.
 pub const BRIEF_WORK: usize = 256 << 10;
 
 /// The arithmetic of one run of `kernel`'s body in byte-equivalents of work: 2 × result
