@@ -21,9 +21,9 @@ pub struct BoundLaunch {
     kernel: Arc<Prepared>,
     /// Looked up at the first run (a plan made in debug mode may never run without it).
     compiled: OnceLock<Arc<cpu::Compiled>>,
-    /// The kernel the compiled code runs, if not `kernel`'s own IR: its coalesced form
+    /// The kernel the compiled code runs, if not `kernel`'s own IR: its CPU form
     /// (`Compiled::launched`), whose grid and windows `grid` and `dims` are of.
-    coalesced: Option<Kernel>,
+    cpu_form: Option<Kernel>,
     grid: Vec<i64>,
     dims: Vec<i64>,
     /// Per output, the shape it is handed back in (row-major, of the bound element count).
@@ -46,14 +46,14 @@ impl BoundLaunch {
         }
         let bindings = bind(k, inputs, None)?;
         let shapes = output_shapes(k, &bindings)?;
-        let coalesced = cpu::launched(k, false);
-        let run = coalesced.as_ref().unwrap_or(k);
+        let cpu_form = cpu::launched(k, false);
+        let run = cpu_form.as_ref().unwrap_or(k);
         let (grid, dims) = cpu::extents(run, &bindings);
         let brief = cpu::launch_work(run, &grid, &dims, cpu::step_compute(run)) < cpu::BRIEF_WORK;
         Ok(Some(BoundLaunch {
             kernel,
             compiled: OnceLock::new(),
-            coalesced,
+            cpu_form,
             grid,
             dims,
             shapes,
@@ -108,7 +108,7 @@ impl BoundLaunch {
             outputs.push(new_output(k, o, shape, whole[i])?);
         }
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
-        let run = self.coalesced.as_ref().unwrap_or(k);
+        let run = self.cpu_form.as_ref().unwrap_or(k);
         // SAFETY: the caller's contract for the inputs; the outputs are new and row-major, of
         // the bound element counts (a reshape changes no layout), and those the kernel does
         // not write whole are zeroed; the extents are the bound ones of `run`, the kernel the

@@ -1,9 +1,9 @@
 //! Elementwise kernels over narrow blocks, which the compiled backend runs coalesced (several
 //! steps of the last grid axis as one, `cpu::coalesce`), give the interpreter's results bit
-//! for bit: static grids (`parallel` and `arbitrary`) over rows the blocks do not divide, f32
-//! and bf16, by a launch and by a bound launch; so do those it leaves as written (edge blocks
-//! along the row, symbolic grids); a static grid whose last windows start past the array is
-//! still refused.
+//! for bit: static grids (`parallel` and `arbitrary`, whose independent steps the backend
+//! runs parallel) over rows the blocks do not divide, f32 and bf16, by a launch and by a bound
+//! launch; so do those it leaves as written (edge blocks along the row, symbolic grids); a
+//! static grid whose last windows start past the array is still refused.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
@@ -85,6 +85,8 @@ fn static_grids() {
             ("parallel 5, parallel 12", [37, 1536]),
             ("parallel 2, parallel 5", [13, 640]),
             ("arbitrary 5, arbitrary 12", [37, 1536]),
+            // Independent steps: run parallel, split over the pool (6 MiB of work).
+            ("arbitrary 64, arbitrary 8", [509, 1024]),
         ] {
             let dims = format!("{},{}", shape[0], shape[1]);
             check(&kernel_text(grid, &dims, name), dtype, &shape);

@@ -44,10 +44,7 @@ const MAX_WINDOW: usize = 1 << 16;
 /// None where that is not exact or would not widen its blocks.
 pub(crate) fn coalesce(kernel: &Kernel) -> Option<Kernel> {
     let axis = kernel.grid.len().checked_sub(1)?;
-    let (block, window) = common_block(kernel, axis)?;
-    if !elementwise(kernel, &kernel.body.body, &window, axis) {
-        return None;
-    }
+    let (block, window) = elementwise_windows(kernel)?;
     let f = factor(kernel, axis, block, window.iter().product())?;
     let mut out = kernel.clone();
     let Extent::Static(e) = kernel.grid[axis].extent else {
@@ -68,6 +65,15 @@ pub(crate) fn coalesce(kernel: &Kernel) -> Option<Kernel> {
     widen_accesses(&mut out.body.body, last, f);
     tpukit_dsl::verify(&out).ok()?;
     Some(out)
+}
+
+/// For a kernel of the kind the module docs describe (whole-window loads and stores,
+/// elementwise ops, one block shape whose last dimension the last grid index alone places):
+/// the last block dimension and the window (ref) shape its operands share.
+pub(super) fn elementwise_windows(kernel: &Kernel) -> Option<(usize, Vec<usize>)> {
+    let axis = kernel.grid.len().checked_sub(1)?;
+    let (block, window) = common_block(kernel, axis)?;
+    elementwise(kernel, &kernel.body.body, &window, axis).then_some((block, window))
 }
 
 /// The last block dimension `b` every operand shares and the window (ref) shape they

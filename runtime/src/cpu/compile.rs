@@ -24,31 +24,34 @@ pub struct Compiled {
     /// [`Compiled::launched`]), found at its first launch (the compiled code is keyed by the
     /// IR's structural hash, so any kernel it runs has the same facts).
     pub(crate) facts: OnceLock<LaunchFacts>,
-    /// The coalesced form of the kernel the code was compiled from, if it has one: found at
-    /// the first launch, as `facts`.
-    coalesced: OnceLock<Option<Kernel>>,
+    /// The CPU form of the kernel the code was compiled from, if it differs (`launched`):
+    /// found at the first launch, as `facts`.
+    cpu_form: OnceLock<Option<Kernel>>,
 }
 
 impl Compiled {
     /// The kernel this code runs for `kernel` (the kernel it was compiled from, in debug mode
-    /// or not as `debug` says): its coalesced form where it has one outside debug mode
-    /// (`coalesce`), whose grid and windows a launch must then use, else `kernel` itself.
+    /// or not as `debug` says): its CPU form where it has one outside debug mode
+    /// ([`launched`]), whose grid and windows a launch must then use, else `kernel` itself.
     pub(crate) fn launched<'a>(&'a self, kernel: &'a Kernel, debug: bool) -> &'a Kernel {
-        self.coalesced
+        self.cpu_form
             .get_or_init(|| launched(kernel, debug))
             .as_ref()
             .unwrap_or(kernel)
     }
 }
 
-/// The coalesced form of `kernel` compiled and launched outside debug mode (debug mode runs
-/// the kernel as written, step by step), if it has one.
+/// The CPU form of `kernel` compiled and launched outside debug mode (debug mode runs the
+/// kernel as written, step by step), if it differs: coalesced narrow blocks
+/// (`coalesce`), then every axis `parallel` where the steps are independent
+/// (`independent`).
 pub(crate) fn launched(kernel: &Kernel, debug: bool) -> Option<Kernel> {
     if debug {
-        None
-    } else {
-        super::coalesce::coalesce(kernel)
+        return None;
     }
+    let coalesced = super::coalesce::coalesce(kernel);
+    let parallel = super::independent::parallel_steps(coalesced.as_ref().unwrap_or(kernel));
+    parallel.or(coalesced)
 }
 
 /// Facts of a kernel's IR a launch needs, found once per compiled kernel rather than by a
@@ -107,7 +110,7 @@ fn entry_name(key: &CacheKey) -> String {
 }
 
 /// Generates, optimises (LLVM's `default<O3>`) and assembles `kernel` for `target`: its
-/// coalesced form outside debug mode, where it has one (see `Compiled::launched`).
+/// CPU form outside debug mode, where it has one (see `Compiled::launched`).
 ///
 /// Diagnostics: `TPUKIT_DUMP_LLVM=1` prints the optimised module, `TPUKIT_TIMINGS=1` the time
 /// spent emitting, optimising and assembling it.
@@ -119,8 +122,8 @@ pub fn compile_artifact(
     let _gate = crate::fork::section();
     tpukit_dsl::verify(kernel)?;
     let entry = entry_name(&CacheKey::new(kernel, target, options));
-    let coalesced = launched(kernel, options.debug);
-    let kernel = coalesced.as_ref().unwrap_or(kernel);
+    let cpu_form = launched(kernel, options.debug);
+    let kernel = cpu_form.as_ref().unwrap_or(kernel);
     let clock = std::time::Instant::now();
     let ctx = Context::create();
     let emitted = codegen::emit(&ctx, kernel, &entry, options)
@@ -178,7 +181,7 @@ pub fn link(artifact: Artifact) -> Result<Compiled, String> {
         workspace_bytes: artifact.workspace_bytes as usize,
         sites: artifact.sites,
         facts: OnceLock::new(),
-        coalesced: OnceLock::new(),
+        cpu_form: OnceLock::new(),
     })
 }
 
