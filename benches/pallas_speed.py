@@ -16,7 +16,6 @@ falls on all alike; cells are medians over rounds.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -28,8 +27,8 @@ import ml_dtypes
 import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from python_speed import CPU, interleaved
-from report import fma_peak, write_section
+from python_speed import CPU, interleaved, layer_norm_jax, softmax_jax
+from report import arguments, fma_peak, write_section
 from tpukit import pallas
 
 M, N = 4096, 1024  # the rows kernels' arrays
@@ -95,14 +94,6 @@ def matmul(bs: int):
             dimension_semantics=("parallel", "parallel", "arbitrary")))
 
 
-def _layer_norm_jnp(x, w, b):
-    xf = x.astype(jnp.float32)
-    mean = xf.mean(-1, keepdims=True)
-    d = xf - mean
-    var = (d * d).mean(-1, keepdims=True)
-    return (d * jax.lax.rsqrt(var + 1e-5) * w + b).astype(x.dtype)
-
-
 def cases(dname: str) -> dict:
     """``{name: (kernel, xla, numpy args, jax args, bytes moved or None, flops or None)}``."""
     np_dt = DTYPES[dname]
@@ -124,10 +115,10 @@ def cases(dname: str) -> dict:
             (elementwise_add(256, N), add_j, (x, y), (xj, yj), 3 * size, None),
         f"softmax {M}×{N} {dname}, 8-row blocks, f32 inside":
             (row_kernel(_softmax, 8, 0),
-             jax.jit(lambda p: jax.nn.softmax(p.astype(jnp.float32), -1).astype(p.dtype)),
+             jax.jit(softmax_jax),
              (x,), (xj,), 2 * size, None),
         f"layer norm {M}×{N} {dname}, 16-row blocks, f32 inside":
-            (row_kernel(_layer_norm, 16, 2), jax.jit(_layer_norm_jnp),
+            (row_kernel(_layer_norm, 16, 2), jax.jit(layer_norm_jax),
              (x, w, b), (xj, wj, bj), 2 * size, None),
         f"matmul {K}³ {dname}, 256 blocks, f32 scratch accumulator":
             (matmul(256),
@@ -151,12 +142,7 @@ HEAD = ("| kernel | tpukit (ms) | XLA (ms) | tpukit / XLA | CPU ms, tpukit / XLA
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite BENCHMARKS.md's section")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
-    args = parser.parse_args()
-    rounds = 3 if args.quick else 7
-    seconds = 0.05 if args.quick else 0.2
+    args, rounds, seconds = arguments(__doc__, seconds=(0.05, 0.2))
     run = (f"Run on {os.cpu_count()} CPUs ({platform.machine()}), {time.strftime('%Y-%m-%d')}; "
            f"jax {jax.__version__}. Medians of {rounds} interleaved rounds; tpukit on numpy "
            "arrays, XLA on JAX arrays. \"of copy\": the rate over a numpy copy of one input "

@@ -23,7 +23,6 @@ writes ``benches/python_speed.png`` (time against size, tpukit beside torch and 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import platform
@@ -37,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import torch.nn.functional as F
-from report import fma_peak, write_section
+from report import arguments, fma_peak, write_section
 from tpukit import pallas, tpublas
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,14 +115,14 @@ def _jax(x: torch.Tensor):
     return a.astype(jnp.bfloat16) if x.dtype == torch.bfloat16 else a
 
 
-def _layer_norm_jax(x, w, b):
+def layer_norm_jax(x, w, b):
     xf = x.astype(jnp.float32)
     mean = xf.mean(-1, keepdims=True)
     var = ((xf - mean) ** 2).mean(-1, keepdims=True)
     return ((xf - mean) * jax.lax.rsqrt(var + 1e-5) * w + b).astype(x.dtype)
 
 
-def _softmax_jax(x):
+def softmax_jax(x):
     return jax.nn.softmax(x.astype(jnp.float32), -1).astype(x.dtype)
 
 
@@ -140,8 +139,8 @@ def operators(shape, dtype):
     add_j = jax.jit(lambda a, c: a + c)
     sum_j = jax.jit(lambda a: a.sum(1))
     gelu_j = jax.jit(lambda a: jax.nn.gelu(a, approximate=False))
-    softmax_j = jax.jit(_softmax_jax)
-    norm_j = jax.jit(_layer_norm_jax)
+    softmax_j = jax.jit(softmax_jax)
+    norm_j = jax.jit(layer_norm_jax)
     return {
         "add": (3 * size, {
             "tpukit": lambda: tpublas.add.Tensor(x, y),
@@ -211,12 +210,7 @@ HEAD = ("| work | tpukit (ms) | torch eager (ms) | XLA (ms) | tpukit / torch | t
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite BENCHMARKS.md's section")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
-    args = parser.parse_args()
-    rounds = 3 if args.quick else 7
-    seconds = 0.02 if args.quick else 0.1
+    args, rounds, seconds = arguments(__doc__, seconds=(0.02, 0.1))
     tpublas.add.Tensor(np.zeros(1, np.float32), np.zeros(1, np.float32))  # warm the runtime
 
     run = (f"Run on {os.cpu_count()} CPUs ({platform.machine()}), "

@@ -3,6 +3,7 @@ between `<!-- NAME:begin -->` and `<!-- NAME:end -->`, and rewrites only that.""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,6 +21,17 @@ def write_section(name: str, text: str, intro: str = "", path: Path = BENCHMARKS
     head, rest = doc.split(begin, 1)
     tail = rest.split(end, 1)[1]
     path.write_text(f"{head}{begin}\n{text.rstrip()}\n{end}{tail}")
+
+
+def arguments(doc: str, seconds: tuple[float, float]) -> tuple[argparse.Namespace, int, float]:
+    """A benchmark script's command line (``--write``: rewrite its section; ``--quick``: a
+    smoke run), with the rounds and the seconds per batch it asks for (``seconds``: quick,
+    full)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite BENCHMARKS.md's section")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    args = parser.parse_args()
+    return args, 3 if args.quick else 7, seconds[0] if args.quick else seconds[1]
 
 
 def fma_peak(threads: int) -> dict:
