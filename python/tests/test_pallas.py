@@ -12,6 +12,8 @@ from conftest import check
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from tpukit import pallas
+
 BF16 = ml_dtypes.bfloat16
 
 
@@ -42,6 +44,30 @@ def test_elementwise(dtype, rng):
     spec = pl.BlockSpec(block, lambda i, j: (i, j))
     check(kernel, sds(x.shape, dtype), [x, y], reference,
           grid=(4, 2), in_specs=[spec, spec], out_specs=spec)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("shape", [(1024, 1024), (1000, 1000)])
+def test_narrow_blocks_of_large_arrays(dtype, shape, rng):
+    """(8, 128) blocks of large arrays under Pallas's default (`arbitrary`) semantics: the CPU
+    backend runs the steps coalesced into row-wide blocks where the blocks divide the rows,
+    and split over its threads (the steps write disjoint blocks); every element is numpy's."""
+    def kernel(x_ref, y_ref, o_ref):
+        x = x_ref[...].astype(jnp.float32)
+        y = y_ref[...].astype(jnp.float32)
+        o_ref[...] = (jnp.maximum(x, y) * 2.0 - y).astype(o_ref.dtype)
+
+    m, n = shape
+    spec = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+    add = pallas.custom_kernel(lambda x, y: sds(shape, dtype), kernel,
+                               grid=(pl.cdiv(m, 8), pl.cdiv(n, 128)),
+                               in_specs=[spec, spec], out_specs=spec)
+    x, y = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    xf, yf = x.astype(np.float32), y.astype(np.float32)
+    want = (np.maximum(xf, yf) * np.float32(2.0) - yf).astype(dtype)
+    for _ in range(2):  # the full path, then the plan
+        got = add(x, y)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
@@ -249,7 +275,6 @@ def test_seed_example_on_numpy():
     """TorchTPU's add_vectors with numpy placeholders: whole 1-D arrays of 3 elements (the
     torch version is in test_torch.py)."""
     import tpukit
-    from tpukit import pallas
 
     @pallas.custom_kernel(lambda x, y: np.empty_like(x))
     def add_vectors(x_ref, y_ref, o_ref):
