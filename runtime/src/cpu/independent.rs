@@ -1,41 +1,32 @@
-//! Independent steps: an elementwise kernel (the kind `coalesce` widens: whole-window loads
-//! and stores, elementwise ops, one block shape whose last dimension the last grid index
-//! places) whose outputs' index maps each yield every grid index as a block index writes a
-//! different block of each output at every step, and reads only its own blocks: of its
-//! inputs, which no step writes (the compiled backend never runs an input over an output's
-//! memory: an input XLA aliases to an output is read from a snapshot), and of its outputs.
-//! Its steps may then run in any order and on any thread, whatever the kernel's
-//! `dimension_semantics` say — Pallas's default is `arbitrary`, which a launch runs in
-//! order on one thread — so its CPU form marks every axis `parallel`, and a launch with work
-//! enough splits the grid over the pool (`worth`). A TPU runs the kernel as written.
+//! Independent steps: a kernel whose every step writes its own blocks of every output and
+//! keeps nothing between steps may run its steps in any order and on any thread, whatever its
+//! `dimension_semantics` say. Pallas's default is `arbitrary` (a launch runs such axes in
+//! order, on one thread), so a softmax or an add written without `dimension_semantics` ran on
+//! one core; its CPU form marks every axis `parallel`, and a launch with work enough splits
+//! the grid over the pool (`worth`). A TPU runs the kernel as written.
+//!
+//! Independent means: every output is a window of non-overlapping blocks whose index map
+//! yields each grid index as the block index of a `Blocked` or squeezed dimension (so two
+//! steps never share an output block); no scratch (it persists between the steps a worker
+//! runs: accumulators, the PRNG's state); no prefetch operand the body writes, no DMA,
+//! semaphores or prints (whose order a TPU defines). A step then reads its inputs, which no
+//! step writes (the compiled backend never runs an input over an output's memory: an input
+//! XLA aliases to an output is read from a snapshot), and its own output blocks only.
 
-use tpukit_dsl::{Kernel, OpKind, Role, Semantics, Window};
+use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Semantics, Space, Window};
 
 /// `kernel` with every grid axis `parallel`, where its steps are independent (see the module
 /// docs) and some axis is not yet; else None.
 pub(crate) fn parallel_steps(kernel: &Kernel) -> Option<Kernel> {
-    if kernel
+    let all_parallel = kernel
         .grid
         .iter()
-        .all(|a| a.semantics == Semantics::Parallel)
+        .all(|a| a.semantics == Semantics::Parallel);
+    if all_parallel
+        || !operands_allow(kernel)
+        || !kernel.written_prefetch().is_empty()
+        || !local(&kernel.body.body)
     {
-        return None;
-    }
-    super::coalesce::elementwise_windows(kernel)?;
-    let injective = kernel
-        .operands_with_role(Role::Output)
-        .all(|(_, o)| match &o.window {
-            Window::Blocked(spec) => {
-                let map = &spec.index_map.body;
-                let yielded = match map.ops.last().map(|op| &op.kind) {
-                    Some(OpKind::Yield { values }) => values,
-                    _ => return false,
-                };
-                map.args.iter().all(|g| yielded.contains(g))
-            }
-            Window::Whole => false,
-        });
-    if !injective {
         return None;
     }
     let mut out = kernel.clone();
@@ -45,27 +36,71 @@ pub(crate) fn parallel_steps(kernel: &Kernel) -> Option<Kernel> {
     Some(out)
 }
 
+/// Whether the operands are inputs, prefetch operands and outputs (no scratch), none a DMA
+/// target or semaphore, and every output's blocks are its own at each step.
+fn operands_allow(kernel: &Kernel) -> bool {
+    kernel.operands.iter().all(|o| {
+        let space = matches!(o.space, Space::Local | Space::Smem);
+        space
+            && match o.role {
+                Role::Prefetch | Role::Input => true,
+                Role::Scratch => false,
+                Role::Output => match &o.window {
+                    Window::Blocked(spec) => {
+                        let map = &spec.index_map.body;
+                        match map.ops.last().map(|op| &op.kind) {
+                            Some(OpKind::Yield { values }) => map.args.iter().all(|g| {
+                                values.iter().zip(&spec.block).any(|(v, b)| {
+                                    v == g && matches!(b, BlockDim::Blocked(_) | BlockDim::Squeezed)
+                                })
+                            }),
+                            _ => false,
+                        }
+                    }
+                    Window::Whole => kernel.grid.is_empty(),
+                },
+            }
+    })
+}
+
+/// Whether `region` (and every region in it) has no DMA, semaphore or print op.
+fn local(region: &Region) -> bool {
+    region.ops.iter().all(|op| {
+        !matches!(
+            op.kind,
+            OpKind::DmaStart { .. }
+                | OpKind::DmaWait { .. }
+                | OpKind::SemaphoreSignal { .. }
+                | OpKind::SemaphoreWait { .. }
+                | OpKind::SemaphoreRead { .. }
+                | OpKind::Print { .. }
+        ) && op.kind.regions().into_iter().all(local)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tpukit_dsl::parse_kernel;
 
-    /// `o = x + 1` over `[8, 128]` blocks of `[64, 1024]` arrays, grid `grid`, the output's
-    /// index map yielding `out_map`.
-    fn add_one(grid: &str, out_map: &str) -> Kernel {
+    /// A row sum `o[i] = sum(x[i, :])` over `[8, 256]` blocks, grid `grid`, the output's
+    /// index map body `out_map`, and `extra` operands.
+    fn row_sums(grid: &str, out_map: &str, extra: &str) -> Kernel {
         let text = format!(
-            "kernel @add_one grid({grid}) {{
-  input %x: f32[64,1024] block[8,128] fill 0.0 map(%0, %1) {{
-    yield %0, %1
+            "kernel @row_sums grid({grid}) {{
+  input %x: f32[64,256] block[8,256] fill 0.0 map(%0, %1) {{
+    %2 = const 0 : i32[]
+    yield %0, %2
   }}
-  output %o: f32[64,1024] block[8,128] fill 0.0 map(%0, %1) {{
+  output %o: f32[64,128] block[8,128] fill 0.0 map(%0, %1) {{
     {out_map}
-  }}
+  }}{extra}
 body {{
-  %0 = load %x[ds(0, 8), ds(0, 128)] : f32[8,128]
-  %1 = const 1.0 : f32[8,128]
-  %2 = add %0, %1 : f32[8,128]
-  store %o[ds(0, 8), ds(0, 128)], %2
+  %0 = load %x[ds(0, 8), ds(0, 256)] : f32[8,256]
+  %1 = reduce_sum %0 [1] : f32[8]
+  %2 = reshape %1 : f32[8,1]
+  %3 = broadcast %2 : f32[8,128]
+  store %o[ds(0, 8), ds(0, 128)], %3
   yield
 }}
 "
@@ -74,21 +109,29 @@ body {{
     }
 
     #[test]
-    fn disjoint_output_blocks_make_every_axis_parallel() {
-        let k = parallel_steps(&add_one("arbitrary 8, arbitrary 8", "yield %0, %1"))
+    fn steps_writing_their_own_blocks_run_parallel() {
+        let k = parallel_steps(&row_sums("arbitrary 8, arbitrary 1", "yield %0, %1", ""))
             .expect("independent");
         assert!(k.grid.iter().all(|a| a.semantics == Semantics::Parallel));
+        // Already parallel: nothing to change.
+        assert!(parallel_steps(&row_sums("parallel 8, parallel 1", "yield %0, %1", "")).is_none());
     }
 
     #[test]
-    fn revisited_output_blocks_keep_their_order() {
-        // Every step of axis 0 writes row block 0: the last one wins, so the order matters.
-        let k = add_one(
-            "arbitrary 8, arbitrary 8",
+    fn revisited_blocks_and_kept_state_keep_their_order() {
+        // Every step of axis 0 writes row block 0: the last one wins.
+        let revisited = row_sums(
+            "arbitrary 8, arbitrary 1",
             "%2 = const 0 : i32[]\n    yield %2, %1",
+            "",
         );
-        assert!(parallel_steps(&k).is_none());
-        // Already parallel: nothing to change.
-        assert!(parallel_steps(&add_one("parallel 8, parallel 8", "yield %0, %1")).is_none());
+        assert!(parallel_steps(&revisited).is_none());
+        // Scratch persists from one step to the next.
+        let scratch = row_sums(
+            "arbitrary 8, arbitrary 1",
+            "yield %0, %1",
+            "\n  scratch %acc: f32[8,128]",
+        );
+        assert!(parallel_steps(&scratch).is_none());
     }
 }
