@@ -67,20 +67,27 @@ def _matmul(a_ref, b_ref, o_ref, acc_ref):
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
-def elementwise_add(bm: int, bn: int):
+def _parallel(axes: int, parallel: bool) -> dict:
+    """``compiler_params`` marking ``axes`` grid axes parallel, or none (Pallas's default:
+    every axis ``arbitrary``)."""
+    if not parallel:
+        return {}
+    return {"compiler_params": pltpu.CompilerParams(dimension_semantics=("parallel",) * axes)}
+
+
+def elementwise_add(bm: int, bn: int, parallel: bool = True):
     spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))
     return pallas.custom_kernel(
         lambda x, y: x, _add, grid=(M // bm, N // bn), in_specs=[spec, spec], out_specs=spec,
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")))
+        **_parallel(2, parallel))
 
 
-def row_kernel(body, rows: int, vectors: int):
+def row_kernel(body, rows: int, vectors: int, parallel: bool = True):
     spec = pl.BlockSpec((rows, N), lambda i: (i, 0))
     whole = pl.BlockSpec((1, N), lambda i: (0, 0))
     return pallas.custom_kernel(
         lambda x, *_: x, body, grid=(M // rows,), in_specs=[spec] + [whole] * vectors,
-        out_specs=spec,
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))
+        out_specs=spec, **_parallel(1, parallel))
 
 
 def matmul(bs: int):
@@ -113,10 +120,13 @@ def cases(dname: str) -> dict:
             (elementwise_add(8, 128), add_j, (x, y), (xj, yj), 3 * size, None),
         f"add {M}×{N} {dname}, (256, 1024) blocks":
             (elementwise_add(256, N), add_j, (x, y), (xj, yj), 3 * size, None),
+        f"add {M}×{N} {dname}, (8, 128) blocks, no `dimension_semantics`":
+            (elementwise_add(8, 128, parallel=False), add_j, (x, y), (xj, yj), 3 * size, None),
         f"softmax {M}×{N} {dname}, 8-row blocks, f32 inside":
-            (row_kernel(_softmax, 8, 0),
-             jax.jit(softmax_jax),
-             (x,), (xj,), 2 * size, None),
+            (row_kernel(_softmax, 8, 0), jax.jit(softmax_jax), (x,), (xj,), 2 * size, None),
+        f"softmax {M}×{N} {dname}, 8-row blocks, no `dimension_semantics`":
+            (row_kernel(_softmax, 8, 0, parallel=False), jax.jit(softmax_jax), (x,), (xj,),
+             2 * size, None),
         f"layer norm {M}×{N} {dname}, 16-row blocks, f32 inside":
             (row_kernel(_layer_norm, 16, 2), jax.jit(layer_norm_jax),
              (x, w, b), (xj, wj, bj), 2 * size, None),
