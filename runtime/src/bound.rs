@@ -76,9 +76,10 @@ impl BoundLaunch {
     }
 
     /// Whether a run takes a few microseconds at most: the launch's work is under
-    /// [`cpu::BRIEF_WORK`] (so it is never split over the pool) and its compiled code has
-    /// been looked up (a first run may compile). A host may make such a run without
-    /// releasing its own lock.
+    /// [`cpu::BRIEF_WORK`] (below the split threshold unless a measurement lowered it:
+    /// one thread runs it) and its compiled code has been looked up (a first run may
+    /// compile). A host may make such a run without releasing its own lock: nothing in it
+    /// waits for a thread that could need that lock.
     pub fn is_brief(&self) -> bool {
         self.brief && self.compiled.get().is_some()
     }

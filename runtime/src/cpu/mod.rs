@@ -4,10 +4,10 @@
 //! A kernel is compiled once per (IR hash, target, options) and kept for the life of the
 //! process; runtime extents make one compiled kernel serve every shape its IR allows. Compiled
 //! kernels also come from bundles and an on-disk cache shared across processes (`cache`).
-//! Outside debug mode, an elementwise kernel is compiled and launched in its CPU form
-//! (`Compiled::launched`): over blocks narrower than a row, several grid steps as one
-//! (`coalesce`); with steps that write disjoint blocks, every axis `parallel`
-//! (`independent`).
+//! Outside debug mode, a kernel is compiled and launched in its CPU form
+//! (`Compiled::launched`): an elementwise kernel over blocks narrower than a row runs several
+//! grid steps as one (`coalesce`); a kernel whose steps each write their own output blocks
+//! and keep nothing for the next runs every axis `parallel` (`independent`).
 
 mod abi;
 pub(crate) mod artifact;
