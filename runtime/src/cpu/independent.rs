@@ -13,7 +13,8 @@
 //! step writes (the compiled backend never runs an input over an output's memory: an input
 //! XLA aliases to an output is read from a snapshot), and its own output blocks only.
 
-use tpukit_dsl::{BlockDim, Kernel, OpKind, Region, Role, Semantics, Space, Window};
+use super::codegen::{has_dma, has_op};
+use tpukit_dsl::{BlockDim, Kernel, OpKind, Role, Semantics, Space, Window};
 
 /// `kernel` with every grid axis `parallel`, where its steps are independent (see the module
 /// docs) and some axis is not yet; else None.
@@ -22,10 +23,12 @@ pub(crate) fn parallel_steps(kernel: &Kernel) -> Option<Kernel> {
         .grid
         .iter()
         .all(|a| a.semantics == Semantics::Parallel);
+    let body = &kernel.body.body;
     if all_parallel
         || !operands_allow(kernel)
         || !kernel.written_prefetch().is_empty()
-        || !local(&kernel.body.body)
+        || has_dma(body)
+        || has_op(body, &|kind| matches!(kind, OpKind::Print { .. }))
     {
         return None;
     }
@@ -40,41 +43,32 @@ pub(crate) fn parallel_steps(kernel: &Kernel) -> Option<Kernel> {
 /// target or semaphore, and every output's blocks are its own at each step.
 fn operands_allow(kernel: &Kernel) -> bool {
     kernel.operands.iter().all(|o| {
-        let space = matches!(o.space, Space::Local | Space::Smem);
-        space
+        matches!(o.space, Space::Local | Space::Smem)
             && match o.role {
                 Role::Prefetch | Role::Input => true,
                 Role::Scratch => false,
-                Role::Output => match &o.window {
-                    Window::Blocked(spec) => {
-                        let map = &spec.index_map.body;
-                        match map.ops.last().map(|op| &op.kind) {
-                            Some(OpKind::Yield { values }) => map.args.iter().all(|g| {
-                                values.iter().zip(&spec.block).any(|(v, b)| {
-                                    v == g && matches!(b, BlockDim::Blocked(_) | BlockDim::Squeezed)
-                                })
-                            }),
-                            _ => false,
-                        }
-                    }
-                    Window::Whole => kernel.grid.is_empty(),
-                },
+                Role::Output => own_blocks(&o.window),
             }
     })
 }
 
-/// Whether `region` (and every region in it) has no DMA, semaphore or print op.
-fn local(region: &Region) -> bool {
-    region.ops.iter().all(|op| {
-        !matches!(
-            op.kind,
-            OpKind::DmaStart { .. }
-                | OpKind::DmaWait { .. }
-                | OpKind::SemaphoreSignal { .. }
-                | OpKind::SemaphoreWait { .. }
-                | OpKind::SemaphoreRead { .. }
-                | OpKind::Print { .. }
-        ) && op.kind.regions().into_iter().all(local)
+/// Whether an output's window is a different block at every grid step: a `Blocked` window
+/// whose index map yields each grid index as the block index of a `Blocked` or squeezed
+/// dimension. (A whole window is the same at every step; a kernel without grid axes never
+/// gets here: it has no axis to mark.)
+fn own_blocks(window: &Window) -> bool {
+    let Window::Blocked(spec) = window else {
+        return false;
+    };
+    let map = &spec.index_map.body;
+    let Some(OpKind::Yield { values }) = map.ops.last().map(|op| &op.kind) else {
+        return false;
+    };
+    map.args.iter().all(|g| {
+        values
+            .iter()
+            .zip(&spec.block)
+            .any(|(v, b)| v == g && matches!(b, BlockDim::Blocked(_) | BlockDim::Squeezed))
     })
 }
 

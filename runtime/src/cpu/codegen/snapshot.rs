@@ -209,15 +209,22 @@ fn uses(op: &Op) -> Vec<ValueId> {
 }
 
 /// Whether a DMA or semaphore op is in `r`, at any depth.
-pub(super) fn has_dma(r: &Region) -> bool {
-    r.ops.iter().any(|op| {
+pub(crate) fn has_dma(r: &Region) -> bool {
+    has_op(r, &|kind| {
         matches!(
-            op.kind,
+            kind,
             OpKind::DmaStart { .. }
                 | OpKind::DmaWait { .. }
                 | OpKind::SemaphoreSignal { .. }
                 | OpKind::SemaphoreWait { .. }
                 | OpKind::SemaphoreRead { .. }
-        ) || op.kind.regions().iter().any(|s| has_dma(s))
+        )
     })
+}
+
+/// Whether an op of `r`, at any depth, is one `wanted` accepts.
+pub(crate) fn has_op(r: &Region, wanted: &dyn Fn(&OpKind) -> bool) -> bool {
+    r.ops
+        .iter()
+        .any(|op| wanted(&op.kind) || op.kind.regions().iter().any(|s| has_op(s, wanted)))
 }
