@@ -6,7 +6,9 @@ hits all of them alike:
 
 - per-call overhead on an (8, 128) f32 tensor: a tiny ``custom_kernel`` (numpy and torch
   arguments), a tpuBLAS add (its Python API and ``torch.ops.tpublas``), an add inside
-  ``tpublas.mode()`` (entered per call, and entered once around many calls), beside torch's eager add and a jitted JAX add;
+  ``tpublas.mode()`` (entered per call, and entered once around many calls), beside torch's
+  eager add, a jitted JAX add, and torch's own floors for the ``torch.ops`` and mode rows (a
+  Python kernel and a dispatch mode that do no work);
 - steady state of tpuBLAS operators on torch CPU tensors (add, sum over dim 1, gelu, softmax,
   layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
   for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
@@ -96,6 +98,12 @@ def overhead_rows(rounds: int) -> list[tuple[str, float]]:
         with mode:
             return xt + xt
 
+    floor_op, floor_mode = _torch_floors(torch.empty(8, 128))
+
+    def in_floor_mode():
+        with floor_mode:
+            return xt + xt
+
     impls = {
         "`custom_kernel`, numpy arrays": lambda: add(xn, xn),
         "`custom_kernel`, torch tensors": lambda: add(xt, xt),
@@ -105,9 +113,39 @@ def overhead_rows(rounds: int) -> list[tuple[str, float]]:
         "`x + y` inside an entered `tpublas.mode()`": (lambda: xt + xt, mode),
         "torch eager `x + y`": lambda: xt + xt,
         "`jax.jit(x + y)`, JAX arrays": lambda: jit_add(xj, xj).block_until_ready(),
+        "torch's floor: `torch.ops` call of a Python kernel returning a ready tensor":
+            lambda: floor_op(xt, xt),
+        "torch's floor: `x + y` in a mode returning a ready tensor (entered per call)":
+            in_floor_mode,
+        "torch's floor: `x + y` in an entered mode returning a ready tensor":
+            (lambda: xt + xt, floor_mode),
     }
     times = interleaved(impls, rounds, 0.05)
     return [(name, times[name] * 1e6) for name in impls]
+
+
+_FLOOR_LIBRARY = []  # the floor operator's library, kept alive
+
+
+def _torch_floors(ready: torch.Tensor):
+    """What torch's own mechanisms cost with no work in them: an operator (the schema of
+    ``aten::add.Tensor``) whose Autograd kernel is a Python function, registered as
+    tpuBLAS's are, and a ``TorchDispatchMode``, both handing back ``ready``. The tpuBLAS rows
+    that go through ``torch.ops`` or a mode pay these before any work of their own."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    library = torch.library.Library("tpukit_bench_floor", "DEF")
+    library.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+    library.impl("add.Tensor", lambda x, y, alpha=1: ready, "CPU")
+    library.impl("add.Tensor", lambda keys, x, y, alpha=1: ready, "Autograd",
+                 with_keyset=True)
+    _FLOOR_LIBRARY.append(library)
+
+    class Ready(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return ready
+
+    return torch.ops.tpukit_bench_floor.add.Tensor, Ready()
 
 
 def _jax(x: torch.Tensor):
