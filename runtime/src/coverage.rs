@@ -11,13 +11,14 @@
 //!   extent (a reduction axis revisiting the block: one worker runs all its steps, at least
 //!   one, and each stores the whole window; `cdiv(k, b)` steps could be none);
 //! - the body's top level (so at every grid step, unconditionally) stores the whole window,
-//!   unmasked (at the top level, or in the branch an `if` on a constant takes); or a
-//!   top-level `if program_id(a) == c` does (a phased row kernel's last phase), `a` an
-//!   `arbitrary` axis no launch splits among workers with more than `c` steps, and the
-//!   windows of the steps where `a` is `c` cover the array as above (the index map evaluated
-//!   with grid index `a` set to `c`, e.g. `j · (phase / 1)` → `j`);
-//! - nothing in the body loads the output, and the body has no DMA or semaphore ops (which
-//!   could read it).
+//!   unmasked (at the top level, or in the branch an `if` on a constant takes), and nothing
+//!   loads the output before that store (a load after it reads what the step stored, as
+//!   tpuBLAS's softmax normalises `exp` in its output); or a top-level
+//!   `if program_id(a) == c` does (a phased row kernel's last phase), `a` an `arbitrary` axis
+//!   no launch splits among workers with more than `c` steps, the windows of the steps where
+//!   `a` is `c` cover the array as above (the index map evaluated with grid index `a` set to
+//!   `c`, e.g. `j · (phase / 1)` → `j`), and nothing in the body loads the output;
+//! - the body has no DMA or semaphore ops (which could read it).
 //!
 //! Stores outside the array (an edge window's overhang) are dropped, and windows cover every
 //! element, so the output is written whole.
@@ -26,8 +27,8 @@ mod term;
 
 use term::{Term, eval};
 use tpukit_dsl::{
-    BlockDim, CmpOp, Dim, Extent, Indexer, Kernel, Literal, OpKind, Operand, OperandId, Region,
-    Role, Semantics, Space, Start, Window,
+    BlockDim, CmpOp, Dim, Extent, Indexer, Kernel, Literal, Op, OpKind, Operand, OperandId, Region,
+    Role, Semantics, Space, Start, ValueId, Window,
 };
 
 /// One flag per output operand (in signature order): whether the kernel writes it whole.
@@ -39,14 +40,15 @@ pub(crate) fn whole_outputs(kernel: &Kernel) -> Vec<bool> {
 }
 
 fn writes_whole(kernel: &Kernel, id: OperandId, o: &Operand) -> bool {
-    if o.space != Space::Local || !only_stored(&kernel.body.body, id) {
+    if o.space != Space::Local {
         return false;
     }
     let body = &kernel.body.body;
-    if stores_window(body, id, o) {
+    if written_before_read(body, id, o) {
         return windows_cover(kernel, o, None);
     }
-    guarded_stores(kernel, id, o).is_some_and(|g| windows_cover(kernel, o, Some(g)))
+    only_stored(body, id)
+        && guarded_stores(kernel, id, o).is_some_and(|g| windows_cover(kernel, o, Some(g)))
 }
 
 /// The guard `(a, c)` of a top-level `if program_id(a) == c { … }` whose region's top level
@@ -84,7 +86,7 @@ fn guarded_stores(kernel: &Kernel, id: OperandId, o: &Operand) -> Option<(usize,
         (a > 0
             && axis.semantics == Semantics::Arbitrary
             && steps
-            && stores_window(then_region, id, o))
+            && written_before_read(then_region, id, o))
         .then_some((a, c))
     })
 }
@@ -148,61 +150,94 @@ fn covers(extent: &Extent, size: usize, dim: &Dim) -> bool {
 /// Whether every op in `region` (nested ones too) that may touch output `id` is a store:
 /// no load of it, and no DMA or semaphore op at all.
 pub(crate) fn only_stored(region: &Region, id: OperandId) -> bool {
-    region.ops.iter().all(|op| {
-        let ok = match &op.kind {
-            OpKind::Load { operand, .. } => *operand != id,
-            OpKind::DmaStart { .. }
+    region.ops.iter().all(|op| only_stores(op, id))
+}
+
+/// [`only_stored`] of one op and its regions.
+fn only_stores(op: &Op, id: OperandId) -> bool {
+    !matches!(&op.kind, OpKind::Load { operand, .. } if *operand == id)
+        && no_dma_op(op)
+        && op.kind.regions().into_iter().all(|r| only_stored(r, id))
+}
+
+/// Whether `region` (nested ones too) has no DMA or semaphore op.
+fn no_dma(region: &Region) -> bool {
+    region
+        .ops
+        .iter()
+        .all(|op| no_dma_op(op) && op.kind.regions().into_iter().all(no_dma))
+}
+
+fn no_dma_op(op: &Op) -> bool {
+    !matches!(
+        op.kind,
+        OpKind::DmaStart { .. }
             | OpKind::DmaWait { .. }
             | OpKind::SemaphoreSignal { .. }
             | OpKind::SemaphoreWait { .. }
-            | OpKind::SemaphoreRead { .. } => false,
-            _ => true,
-        };
-        ok && op.kind.regions().into_iter().all(|r| only_stored(r, id))
-    })
+            | OpKind::SemaphoreRead { .. }
+    )
 }
 
-/// Whether the top level of the body stores the whole window of `o`, unmasked.
-pub(crate) fn stores_window(body: &Region, id: OperandId, o: &Operand) -> bool {
+/// Whether every run of the body stores the whole window of `o`, unmasked, before anything
+/// reads it: its top level (or the branch a constant condition takes there) stores the whole
+/// window with no load of `o` before that store (a load after it reads what this step
+/// stored), and the body has no DMA or semaphore op (which could read it).
+pub(crate) fn written_before_read(body: &Region, id: OperandId, o: &Operand) -> bool {
     let shape: Option<Vec<usize>> = o.ref_shape().iter().map(Dim::as_static).collect();
     let Some(shape) = shape else {
         return false; // a whole symbolic array: no store of a static shape covers it
     };
-    stores_whole(body, id, &shape)
+    no_dma(body) && stored_first(body, id, &shape)
 }
 
 /// Whether the top level of `region`, or the branch a constant condition takes there (an
 /// `if` on a kernel's compile-time flag), stores the whole window (of static `shape`) of
-/// operand `id`, unmasked.
-fn stores_whole(region: &Region, id: OperandId, shape: &[usize]) -> bool {
-    region.ops.iter().any(|op| match &op.kind {
-        OpKind::If {
-            cond,
-            then_region,
-            else_region,
-        } => region.ops.iter().any(|c| {
-            let OpKind::Const {
-                value: Literal::Bool(b),
-            } = c.kind
-            else {
-                return false;
-            };
-            c.results == [*cond] && stores_whole(if b { then_region } else { else_region }, id, shape)
-        }),
-        OpKind::Store {
-            operand,
-            index,
-            mask: None,
-            ..
-        } => {
-            *operand == id
-                && index.len() == shape.len()
-                && index.iter().zip(shape).all(|(ix, &n)| {
-                    matches!(ix, Indexer::Slice { start: Start::Static(0), size, stride: 1 } if *size == n)
-                })
+/// operand `id`, unmasked, before any op loads `id`.
+fn stored_first(region: &Region, id: OperandId, shape: &[usize]) -> bool {
+    for op in &region.ops {
+        let stores = match &op.kind {
+            OpKind::If {
+                cond,
+                then_region,
+                else_region,
+            } => constant(region, *cond).is_some_and(|b| {
+                stored_first(if b { then_region } else { else_region }, id, shape)
+            }),
+            OpKind::Store {
+                operand,
+                index,
+                mask: None,
+                ..
+            } => *operand == id && whole(index, shape),
+            _ => false,
+        };
+        if stores {
+            return true;
         }
-        _ => false,
+        if !only_stores(op, id) {
+            return false;
+        }
+    }
+    false
+}
+
+/// The value of `cond` if a `const` op of `region` defines it as a bool.
+fn constant(region: &Region, cond: ValueId) -> Option<bool> {
+    region.ops.iter().find_map(|c| match c.kind {
+        OpKind::Const {
+            value: Literal::Bool(b),
+        } if c.results == [cond] => Some(b),
+        _ => None,
     })
+}
+
+/// Whether `index` takes the whole of a ref of static `shape`, in order.
+pub(crate) fn whole(index: &[Indexer], shape: &[usize]) -> bool {
+    index.len() == shape.len()
+        && index.iter().zip(shape).all(|(ix, &n)| {
+            matches!(ix, Indexer::Slice { start: Start::Static(0), size, stride: 1 } if *size == n)
+        })
 }
 
 #[cfg(test)]
@@ -390,6 +425,35 @@ body {{
         // A parallel phase axis could be split among workers.
         let parallel = "parallel cdiv(m, 8), parallel 2, arbitrary cdiv(n, 128)";
         assert!(!whole(&phased(parallel, 1, "eq", 1, "%0, %5")));
+    }
+
+    #[test]
+    fn a_load_after_the_whole_store_reads_what_the_step_stored() {
+        let body = |lines: &[&str]| {
+            let body = lines.join("\n");
+            whole(&kernel("parallel cdiv(n, 128)", "n", "128", "%0", &body))
+        };
+        let normalise = |v: usize| {
+            format!(
+                "  %{v} = load %o[ds(0, 128)] : f32[128]\n  %{w} = add %{v}, %0 : f32[128]\n  store %o[ds(0, 128)], %{w}",
+                w = v + 1
+            )
+        };
+        // Normalised in place (as tpuBLAS's softmax): every element stored before it is read.
+        assert!(body(&[STORE, &normalise(1)]));
+        // Stored whole in the branch a constant flag takes, then read.
+        let flagged = "  %1 = const true : bool[]\n  if %1 : () {\n  store %o[ds(0, 128)], %0\n    yield\n  } else {\n    yield\n  }";
+        assert!(body(&[flagged, &normalise(2)]));
+        // Read before the step stores it: what the launch handed over would be read.
+        let read_first = "  %1 = load %o[ds(0, 128)] : f32[128]";
+        assert!(!body(&[
+            read_first,
+            STORE,
+            "  %2 = add %1, %0 : f32[128]\n  store %o[ds(0, 128)], %2"
+        ]));
+        // Only part of the window stored before the read.
+        let part = "  %1 = load %x[ds(0, 64)] : f32[64]\n  store %o[ds(0, 64)], %1";
+        assert!(!body(&[part, &normalise(2)]));
     }
 
     #[test]

@@ -6,22 +6,20 @@
 //! tiny array in large blocks (an (8, 128) tensor in tpuBLAS's 4096-element blocks) is mostly
 //! overhang, so they cost most of the launch:
 //! - copying in an output that every grid step stores whole, unmasked, at the body's top
-//!   level, and that nothing loads: the body overwrites all of the buffer before the copy
-//!   back reads it;
+//!   level, before anything loads it: the body overwrites all of the buffer before it or the
+//!   copy back reads it;
 //! - filling the overhang of an input read only elementwise into outputs of the same
 //!   geometry (array shape, block, index map) that nothing loads: an element past the end
 //!   reaches only the same element of those outputs' windows, which lies past their end too
 //!   and is never copied back.
 
-use crate::coverage;
-use tpukit_dsl::{Indexer, Kernel, OpKind, OperandId, Region, Role, Start, ValueId, Window};
+use crate::coverage::{self, whole};
+use tpukit_dsl::{Kernel, OpKind, OperandId, Region, Role, ValueId, Window};
 
 /// Whether output `id`'s staged window needs its contents copied in before the body: false
-/// when every step stores the whole window and nothing reads it.
+/// when every step stores the whole window before anything reads it.
 pub(crate) fn output_needs_copy_in(kernel: &Kernel, id: OperandId) -> bool {
-    let o = kernel.operand(id);
-    !(coverage::only_stored(&kernel.body.body, id)
-        && coverage::stores_window(&kernel.body.body, id, o))
+    !coverage::written_before_read(&kernel.body.body, id, kernel.operand(id))
 }
 
 /// Whether what input `id`'s overhang holds can reach anything the launch writes to memory
@@ -88,14 +86,6 @@ pub(crate) fn input_fill_observable(kernel: &Kernel, id: OperandId) -> bool {
         }
     }
     false
-}
-
-/// Whether `index` takes the whole of a ref of `shape`, in order.
-fn whole(index: &[Indexer], shape: &[usize]) -> bool {
-    index.len() == shape.len()
-        && index.iter().zip(shape).all(|(ix, &n)| {
-            matches!(ix, Indexer::Slice { start: Start::Static(0), size, stride: 1 } if *size == n)
-        })
 }
 
 /// Whether anything in `region` (nested regions too) loads operand `id` or reads a value in
@@ -210,5 +200,16 @@ body {{
         for body in [acc, part] {
             assert!(output_needs_copy_in(&kernel(SAME, body), O), "{body}");
         }
+    }
+
+    /// A window stored whole and then read (normalised in place) holds what the step stored
+    /// wherever it is read.
+    #[test]
+    fn outputs_stored_whole_before_they_are_read_are_not_copied_in() {
+        let in_place = "  store %o[ds(0, 128)], %0
+  %1 = load %o[ds(0, 128)] : f32[128]
+  %2 = add %1, %1 : f32[128]
+  store %o[ds(0, 128)], %2";
+        assert!(!output_needs_copy_in(&kernel(SAME, in_place), O));
     }
 }
