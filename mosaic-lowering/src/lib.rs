@@ -89,6 +89,7 @@ mod context;
 pub mod custom_call;
 pub mod edge;
 mod emit;
+mod forward;
 pub mod initial;
 pub mod kernel_func;
 mod lowering;
@@ -165,6 +166,7 @@ pub fn lower(kernel: &Kernel, options: &Options) -> Result<Lowered> {
     refuse_element_windows(kernel)?;
     let caller_shapes = Shapes::of(kernel, &options.bindings)?;
     let (kernel, shapes) = &tiling::lift_squeezed_rows(kernel, &caller_shapes)?;
+    let kernel = &forward::stored_windows(kernel);
     let initial = initial::outputs(kernel, options.alias_outputs);
     let context = mosaic_context();
     let module = mosaic_module::build(&context, kernel, shapes, options, &initial)?;
