@@ -50,7 +50,9 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, 
 /// normalised there, as ATen does: the CPU backend then stores the output in the loop that
 /// computes `exp`, where the stores overlap its arithmetic, and rescales it while it is in
 /// cache (kept in the workspace instead, `e` made a last loop that only loads, multiplies and
-/// stores wait on the output's memory: 40% of the kernel's CPU time on 4096×1024).
+/// stores wait on the output's memory: 40% of the kernel's CPU time on 4096×1024). The Mosaic
+/// lowering forwards the stored window to the loads (`tpukit_mosaic`'s `forward`), so on a TPU
+/// it costs what the register form does.
 #[tpu_kernel]
 fn softmax_row(x: In, o: Out, log: bool, safe: bool, out: DType, in_output: bool) {
     let v = x[..].cast(f32);
