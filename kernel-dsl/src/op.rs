@@ -43,6 +43,19 @@ pub struct Region {
     pub ops: Vec<Op>,
 }
 
+impl Region {
+    /// The value of `v` if a `const` op of this region defines it as a bool (the condition
+    /// of an `if` on a kernel's compile-time flag).
+    pub fn bool_constant(&self, v: ValueId) -> Option<bool> {
+        self.ops.iter().find_map(|op| match op.kind {
+            OpKind::Const {
+                value: Literal::Bool(b),
+            } if op.results == [v] => Some(b),
+            _ => None,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 /// One operation: what it does, the values it defines and where the user wrote it.
 pub struct Op {
@@ -476,6 +489,20 @@ impl OpKind {
 
     /// The regions nested in this op.
     pub fn regions(&self) -> Vec<&Region> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
+            OpKind::If {
+                then_region,
+                else_region,
+                ..
+            } => vec![then_region, else_region],
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`OpKind::regions`], to change.
+    pub fn regions_mut(&mut self) -> Vec<&mut Region> {
         match self {
             OpKind::For { body, .. } => vec![body],
             OpKind::While { cond, body, .. } => vec![cond, body],

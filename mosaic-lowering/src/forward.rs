@@ -22,7 +22,7 @@
 //! nothing.
 
 use std::collections::{HashMap, HashSet};
-use tpukit_dsl::{Func, Indexer, Kernel, Literal, Op, OpKind, OperandId, Region, ValueId};
+use tpukit_dsl::{Func, Indexer, Kernel, Op, OpKind, OperandId, Region, ValueId};
 
 /// `kernel` with forwarded loads and overwritten stores of its body rewritten (see the
 /// module docs); the kernel itself if there are none.
@@ -122,7 +122,7 @@ fn scan(f: &Func, region: &Region, known: &mut Known, found: &mut Found, n: &mut
                 cond,
                 then_region,
                 else_region,
-            } => match constant(region, *cond) {
+            } => match region.bool_constant(*cond) {
                 // The branch that runs, as if it stood here; the other one never runs.
                 Some(taken) => {
                     let (run, skipped) = if taken {
@@ -173,22 +173,12 @@ fn count(region: &Region) -> usize {
         .sum()
 }
 
-/// The value of `cond` if a `const` op of `region` defines it as a bool.
-fn constant(region: &Region, cond: ValueId) -> Option<bool> {
-    region.ops.iter().find_map(|c| match c.kind {
-        OpKind::Const {
-            value: Literal::Bool(b),
-        } if c.results == [cond] => Some(b),
-        _ => None,
-    })
-}
-
 fn rewrite(region: &mut Region, found: &Found, n: &mut usize) {
     let mut kept = Vec::with_capacity(region.ops.len());
     for mut op in std::mem::take(&mut region.ops) {
         let at = *n;
         *n += 1;
-        for sub in regions_mut(&mut op.kind) {
+        for sub in op.kind.regions_mut() {
             rewrite(sub, found, n);
         }
         if found.dropped.contains(&at) {
@@ -200,19 +190,6 @@ fn rewrite(region: &mut Region, found: &Found, n: &mut usize) {
         kept.push(op);
     }
     region.ops = kept;
-}
-
-fn regions_mut(kind: &mut OpKind) -> Vec<&mut Region> {
-    match kind {
-        OpKind::For { body, .. } => vec![body],
-        OpKind::While { cond, body, .. } => vec![cond, body],
-        OpKind::If {
-            then_region,
-            else_region,
-            ..
-        } => vec![then_region, else_region],
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]

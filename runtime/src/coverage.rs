@@ -27,8 +27,8 @@ mod term;
 
 use term::{Term, eval};
 use tpukit_dsl::{
-    BlockDim, CmpOp, Dim, Extent, Indexer, Kernel, Literal, Op, OpKind, Operand, OperandId, Region,
-    Role, Semantics, Space, Start, ValueId, Window,
+    BlockDim, CmpOp, Dim, Extent, Indexer, Kernel, Op, OpKind, Operand, OperandId, Region, Role,
+    Semantics, Space, Start, Window,
 };
 
 /// One flag per output operand (in signature order): whether the kernel writes it whole.
@@ -201,7 +201,7 @@ fn stored_first(region: &Region, id: OperandId, shape: &[usize]) -> bool {
                 cond,
                 then_region,
                 else_region,
-            } => constant(region, *cond).is_some_and(|b| {
+            } => region.bool_constant(*cond).is_some_and(|b| {
                 stored_first(if b { then_region } else { else_region }, id, shape)
             }),
             OpKind::Store {
@@ -220,16 +220,6 @@ fn stored_first(region: &Region, id: OperandId, shape: &[usize]) -> bool {
         }
     }
     false
-}
-
-/// The value of `cond` if a `const` op of `region` defines it as a bool.
-fn constant(region: &Region, cond: ValueId) -> Option<bool> {
-    region.ops.iter().find_map(|c| match c.kind {
-        OpKind::Const {
-            value: Literal::Bool(b),
-        } if c.results == [cond] => Some(b),
-        _ => None,
-    })
 }
 
 /// Whether `index` takes the whole of a ref of static `shape`, in order.
