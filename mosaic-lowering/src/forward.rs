@@ -1,7 +1,7 @@
-//! Store-to-load forwarding of whole windows, before the kernel is lowered: a load of a ref
-//! that reads exactly what an earlier unmasked store in the same straight-line code wrote
-//! becomes that stored value, and a store that a later store of the same window overwrites
-//! before anything reads memory is dropped.
+//! Store-to-load forwarding of windows, before the kernel is lowered: a load of a ref that
+//! reads exactly what an earlier unmasked store in the same straight-line code wrote becomes
+//! that stored value, and a store that a later store of the same window overwrites before
+//! anything reads memory is dropped.
 //!
 //! A kernel may keep a value in its output window and read it back (tpuBLAS's softmax
 //! normalises `exp` in its f32 output window, as ATen does: on the CPU backend the output's
@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use tpukit_dsl::{Func, Indexer, Kernel, Op, OpKind, OperandId, Region, ValueId};
 
 /// `kernel` with forwarded loads and overwritten stores of its body rewritten (see the
-/// module docs); the kernel itself if there are none.
+/// module docs); an unchanged copy if there are none.
 pub fn stored_windows(kernel: &Kernel) -> Kernel {
     let mut found = Found::default();
     let mut known = Known::default();
