@@ -44,6 +44,18 @@ pub struct Region {
 }
 
 impl Region {
+    /// Whether an op of this region, at any depth, is one `wanted` accepts.
+    pub fn has_op(&self, wanted: &dyn Fn(&OpKind) -> bool) -> bool {
+        self.ops
+            .iter()
+            .any(|op| wanted(&op.kind) || op.kind.regions().iter().any(|r| r.has_op(wanted)))
+    }
+
+    /// Whether a DMA or semaphore op ([`OpKind::is_dma`]) is in this region, at any depth.
+    pub fn has_dma(&self) -> bool {
+        self.has_op(&OpKind::is_dma)
+    }
+
     /// The value of `v` if a `const` op of this region defines it as a bool (the condition
     /// of an `if` on a kernel's compile-time flag).
     pub fn bool_constant(&self, v: ValueId) -> Option<bool> {
@@ -499,6 +511,19 @@ impl OpKind {
             } => vec![then_region, else_region],
             _ => Vec::new(),
         }
+    }
+
+    /// Whether the op starts or waits for a DMA or touches a semaphore: memory may change
+    /// under it, or be read, outside the kernel's loads and stores.
+    pub fn is_dma(&self) -> bool {
+        matches!(
+            self,
+            OpKind::DmaStart { .. }
+                | OpKind::DmaWait { .. }
+                | OpKind::SemaphoreSignal { .. }
+                | OpKind::SemaphoreWait { .. }
+                | OpKind::SemaphoreRead { .. }
+        )
     }
 
     /// [`OpKind::regions`], to change.

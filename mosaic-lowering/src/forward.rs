@@ -125,31 +125,20 @@ fn scan(f: &Func, region: &Region, known: &mut Known, found: &mut Found, n: &mut
             } => match region.bool_constant(*cond) {
                 // The branch that runs, as if it stood here; the other one never runs.
                 Some(taken) => {
-                    let (run, skipped) = if taken {
-                        (then_region, else_region)
-                    } else {
-                        (else_region, then_region)
-                    };
-                    if taken {
-                        scan(f, run, known, found, n);
-                        *n += count(skipped);
-                    } else {
-                        *n += count(skipped);
-                        scan(f, run, known, found, n);
+                    for (branch, runs) in [(then_region, taken), (else_region, !taken)] {
+                        if runs {
+                            scan(f, branch, known, found, n);
+                        } else {
+                            *n += count(branch);
+                        }
                     }
                 }
-                None => {
-                    barrier(f, op, known, found, n);
-                }
+                None => barrier(f, op, known, found, n),
             },
-            OpKind::For { .. }
-            | OpKind::While { .. }
-            | OpKind::DmaStart { .. }
-            | OpKind::DmaWait { .. }
-            | OpKind::SemaphoreSignal { .. }
-            | OpKind::SemaphoreWait { .. }
-            | OpKind::SemaphoreRead { .. }
-            | OpKind::Print { .. } => barrier(f, op, known, found, n),
+            OpKind::For { .. } | OpKind::While { .. } | OpKind::Print { .. } => {
+                barrier(f, op, known, found, n)
+            }
+            kind if kind.is_dma() => barrier(f, op, known, found, n),
             _ => {}
         }
     }
@@ -157,7 +146,6 @@ fn scan(f: &Func, region: &Region, known: &mut Known, found: &mut Found, n: &mut
 
 /// An op after which nothing stored is known (its regions scanned on their own).
 fn barrier(f: &Func, op: &Op, known: &mut Known, found: &mut Found, n: &mut usize) {
-    known.read();
     known.forget();
     for region in op.kind.regions() {
         scan(f, region, &mut Known::default(), found, n);

@@ -156,27 +156,8 @@ pub(crate) fn only_stored(region: &Region, id: OperandId) -> bool {
 /// [`only_stored`] of one op and its regions.
 fn only_stores(op: &Op, id: OperandId) -> bool {
     !matches!(&op.kind, OpKind::Load { operand, .. } if *operand == id)
-        && no_dma_op(op)
+        && !op.kind.is_dma()
         && op.kind.regions().into_iter().all(|r| only_stored(r, id))
-}
-
-/// Whether `region` (nested ones too) has no DMA or semaphore op.
-fn no_dma(region: &Region) -> bool {
-    region
-        .ops
-        .iter()
-        .all(|op| no_dma_op(op) && op.kind.regions().into_iter().all(no_dma))
-}
-
-fn no_dma_op(op: &Op) -> bool {
-    !matches!(
-        op.kind,
-        OpKind::DmaStart { .. }
-            | OpKind::DmaWait { .. }
-            | OpKind::SemaphoreSignal { .. }
-            | OpKind::SemaphoreWait { .. }
-            | OpKind::SemaphoreRead { .. }
-    )
 }
 
 /// Whether every run of the body stores the whole window of `o`, unmasked, before anything
@@ -188,7 +169,7 @@ pub(crate) fn written_before_read(body: &Region, id: OperandId, o: &Operand) -> 
     let Some(shape) = shape else {
         return false; // a whole symbolic array: no store of a static shape covers it
     };
-    no_dma(body) && stored_first(body, id, &shape)
+    !body.has_dma() && stored_first(body, id, &shape)
 }
 
 /// Whether the top level of `region`, or the branch a constant condition takes there (an

@@ -13,7 +13,6 @@
 //! step writes (the compiled backend never runs an input over an output's memory: an input
 //! XLA aliases to an output is read from a snapshot), and its own output blocks only.
 
-use super::codegen::{has_dma, has_op};
 use tpukit_dsl::{BlockDim, Kernel, OpKind, Role, Semantics, Space, Window};
 
 /// `kernel` with every grid axis `parallel`, where its steps are independent (see the module
@@ -27,8 +26,8 @@ pub(crate) fn parallel_steps(kernel: &Kernel) -> Option<Kernel> {
     if all_parallel
         || !operands_allow(kernel)
         || !kernel.written_prefetch().is_empty()
-        || has_dma(body)
-        || has_op(body, &|kind| matches!(kind, OpKind::Print { .. }))
+        || body.has_dma()
+        || body.has_op(&|kind| matches!(kind, OpKind::Print { .. }))
     {
         return None;
     }

@@ -30,7 +30,7 @@ impl Emitter<'_, '_> {
         // A written prefetch operand may move a window between steps (`tpukit_dsl::smem`).
         if self.options.debug
             || last < super::split_axes(k)
-            || super::snapshot::has_dma(&k.body.body)
+            || k.body.body.has_dma()
             || !k.written_prefetch().is_empty()
         {
             return Vec::new();

@@ -57,7 +57,6 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
 };
-pub(crate) use snapshot::{has_dma, has_op};
 use std::collections::HashMap;
 use tpukit_dsl::{DType, ErrorKind, Kernel, Loc, Op, OpKind, OperandId};
 pub(crate) use value::Val;

@@ -123,7 +123,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                 for sub in k.regions() {
                     super::analysis::stored_operands(sub, &mut stored);
                 }
-                stored.contains(&operand) || k.regions().iter().any(|r| has_dma(r))
+                stored.contains(&operand) || k.regions().iter().any(|r| r.has_dma())
             }
         }
     }
@@ -206,25 +206,4 @@ fn uses(op: &Op) -> Vec<ValueId> {
         }
     }
     v
-}
-
-/// Whether a DMA or semaphore op is in `r`, at any depth.
-pub(crate) fn has_dma(r: &Region) -> bool {
-    has_op(r, &|kind| {
-        matches!(
-            kind,
-            OpKind::DmaStart { .. }
-                | OpKind::DmaWait { .. }
-                | OpKind::SemaphoreSignal { .. }
-                | OpKind::SemaphoreWait { .. }
-                | OpKind::SemaphoreRead { .. }
-        )
-    })
-}
-
-/// Whether an op of `r`, at any depth, is one `wanted` accepts.
-pub(crate) fn has_op(r: &Region, wanted: &dyn Fn(&OpKind) -> bool) -> bool {
-    r.ops
-        .iter()
-        .any(|op| wanted(&op.kind) || op.kind.regions().iter().any(|s| has_op(s, wanted)))
 }
