@@ -8,6 +8,7 @@
 //! buffer) in place, and is copied the same way before anything writes to it.
 
 use crate::borrowed::{Borrowed, borrowed_view};
+use crate::placement;
 use half::{bf16, f16};
 use ndarray::{ArcArray, ArrayD, Dimension, IxDyn};
 use tpukit_dsl::{DType, bits_of, from_bits};
@@ -138,44 +139,48 @@ impl HostArray {
         HostArray::try_zeros_of(dtype, shape, &|| what.to_string())
     }
 
-    /// [`HostArray::try_zeros`], `what` formatted only for an error (launches make outputs
-    /// at every call).
-    pub(crate) fn try_zeros_of(
+    /// [`HostArray::try_zeros`], `what` formatted only for an error.
+    fn try_zeros_of(
         dtype: DType,
         shape: &[usize],
         what: &dyn Fn() -> String,
     ) -> Result<HostArray, crate::RuntimeError> {
         // SAFETY: zeroed elements are initialised.
-        unsafe { HostArray::try_new(dtype, shape, what, Contents::Zeros) }
+        unsafe { HostArray::try_new(dtype, shape, what, Contents::Zeros, None) }
     }
 
-    /// [`HostArray::try_zeros`] without the zeros: the memory as the allocator hands it out
-    /// (freed memory is reused without a pass over it).
+    /// A new output of a launch holding `contents` (`what` formatted only for an error:
+    /// launches make outputs at every call), placed in its page apart from the kernel's
+    /// `inputs` (their addresses) if it is large enough to matter (see `placement.rs`).
     ///
     /// # Safety
-    /// The elements are uninitialised: nothing may read them before a kernel has written
-    /// every one (an output it writes whole, see `coverage.rs`), and the array must be
-    /// dropped unread if the kernel fails.
-    pub(crate) unsafe fn try_uninit(
+    /// For [`Contents::Uninit`], the elements are uninitialised: nothing may read them before
+    /// a kernel has written every one (an output it writes whole, see `coverage.rs`), and the
+    /// array must be dropped unread if the kernel fails.
+    pub(crate) unsafe fn try_output(
         dtype: DType,
         shape: &[usize],
         what: &dyn Fn() -> String,
+        contents: Contents,
+        inputs: &[*const u8],
     ) -> Result<HostArray, crate::RuntimeError> {
         // SAFETY: the caller's contract.
-        unsafe { HostArray::try_new(dtype, shape, what, Contents::Uninit) }
+        unsafe { HostArray::try_new(dtype, shape, what, contents, Some(inputs)) }
     }
 
-    /// A new array of `dtype` and `shape` holding `contents`, or an
+    /// A new array of `dtype` and `shape` holding `contents` (placed apart from the
+    /// addresses in `apart`, if given), or an
     /// [`ErrorKind::Memory`](tpukit_dsl::ErrorKind::Memory) error naming `what` (formatted
     /// only then) if its size overflows or the memory cannot be had.
     ///
     /// # Safety
-    /// For [`Contents::Uninit`], [`HostArray::try_uninit`]'s contract.
+    /// For [`Contents::Uninit`], [`HostArray::try_output`]'s contract.
     unsafe fn try_new(
         dtype: DType,
         shape: &[usize],
         what: &dyn Fn() -> String,
         contents: Contents,
+        apart: Option<&[*const u8]>,
     ) -> Result<HostArray, crate::RuntimeError> {
         let what = || format!("{} ({dtype}, shape {shape:?})", what());
         // ndarray's rule: the non-zero extents multiply to at most `isize::MAX`, even when
@@ -187,23 +192,37 @@ impl HostArray {
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
         let n = if shape.contains(&0) { 0 } else { nonzero };
-        let shape = IxDyn(shape);
-        let bytes = n.checked_mul(dtype.size_bytes());
+        let size = dtype.size_bytes();
+        let bytes = n.checked_mul(size);
+        let offset = apart
+            .filter(|_| bytes.is_some_and(|b| b >= placement::MIN_BYTES))
+            .map(placement::page_offset_apart);
+        let slack = if offset.is_some() {
+            placement::PAGE / size
+        } else {
+            0
+        };
+        let room = n
+            .checked_add(slack)
+            .ok_or_else(|| crate::alloc::out_of_memory(&what(), None))?;
         macro_rules! new {
-            ($variant:ident) => {
+            ($variant:ident) => {{
+                let v = match contents {
+                    Contents::Zeros => crate::alloc::zeroed(room, ""),
+                    // SAFETY: this function's contract.
+                    Contents::Uninit => unsafe { crate::alloc::uninit_elements(room, "") },
+                }
+                .map_err(|_| crate::alloc::out_of_memory(&what(), bytes))?;
+                let first = offset.map_or(0, |o| {
+                    placement::first_element(v.as_ptr() as usize, size, o)
+                });
                 HostArray::$variant(
-                    ArcArray::from_shape_vec(
-                        shape,
-                        match contents {
-                            Contents::Zeros => crate::alloc::zeroed(n, ""),
-                            // SAFETY: this function's contract.
-                            Contents::Uninit => unsafe { crate::alloc::uninit_elements(n, "") },
-                        }
-                        .map_err(|_| crate::alloc::out_of_memory(&what(), bytes))?,
-                    )
-                    .expect("n elements"),
+                    ArcArray::from_vec(v)
+                        .slice_move(ndarray::s![first..first + n])
+                        .into_shape_with_order(IxDyn(shape))
+                        .expect("n contiguous elements"),
                 )
-            };
+            }};
         }
         Ok(match dtype {
             DType::F32 => new!(F32),
@@ -453,9 +472,9 @@ impl PartialEq for HostArray {
     }
 }
 
-/// What a new host array holds ([`HostArray::try_zeros_of`], [`HostArray::try_uninit`]).
+/// What a new host array holds ([`HostArray::try_zeros`], [`HostArray::try_output`]).
 #[derive(Copy, Clone)]
-enum Contents {
+pub(crate) enum Contents {
     Zeros,
     /// Whatever the memory held: a kernel writes every element first.
     Uninit,

@@ -106,7 +106,7 @@ impl BoundLaunch {
             .zip(&self.shapes)
             .enumerate()
         {
-            outputs.push(new_output(k, o, shape, whole[i])?);
+            outputs.push(new_output(k, o, shape, whole[i], inputs)?);
         }
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
         let run = self.cpu_form.as_ref().unwrap_or(k);

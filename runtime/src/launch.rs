@@ -1,5 +1,6 @@
 //! Launching a kernel: binding symbols from the arrays given, checking them, running.
 
+use crate::array::Contents;
 use crate::{Device, HostArray, LaunchOptions, Launchable, RuntimeError};
 use tpukit_dsl::{Bindings, DType, Dim, ErrorKind, Extent, Kernel, Role};
 
@@ -30,7 +31,8 @@ pub fn launch_with<K: Launchable>(
         (Device::Cpu, false) => kernel.whole_outputs(),
         _ => Default::default(),
     };
-    let mut outputs = new_outputs(k, &bindings, &whole)?;
+    let addresses: Vec<*const u8> = inputs.iter().map(|a| a.data_ptr()).collect();
+    let mut outputs = new_outputs(k, &bindings, &whole, &addresses)?;
     device
         .backend()
         .run(kernel, &bindings, inputs, &mut outputs, options)?;
@@ -66,8 +68,9 @@ pub fn launch_into_with<K: Launchable>(
         .run(kernel, &bindings, inputs, outputs, options)
 }
 
-/// The kernel's outputs for `bindings` (what [`launch`] hands the kernel): zero-filled,
-/// except output `i` where `whole[i]` (missing: false), left as allocated.
+/// The kernel's outputs for `bindings` (what [`launch`] hands the kernel), placed apart from
+/// its `inputs` (their addresses): zero-filled, except output `i` where `whole[i]`
+/// (missing: false), left as allocated.
 ///
 /// `whole[i]` may only be true where the kernel writes output `i` whole and the backend runs
 /// it as compiled ([`Launchable::whole_outputs`], `Device::Cpu` outside debug mode): nothing
@@ -76,12 +79,13 @@ pub(crate) fn new_outputs(
     k: &Kernel,
     bindings: &Bindings,
     whole: &[bool],
+    inputs: &[*const u8],
 ) -> Result<Vec<HostArray>, RuntimeError> {
     k.operands_with_role(Role::Output)
         .enumerate()
         .map(|(i, (_, o))| {
             let shape = resolve(k, &o.shape, bindings, &o.name)?;
-            new_output(k, o, &shape, whole.get(i) == Some(&true))
+            new_output(k, o, &shape, whole.get(i) == Some(&true), inputs)
         })
         .collect()
 }
@@ -96,22 +100,25 @@ pub(crate) fn output_shapes(
         .collect()
 }
 
-/// A new array for output `o` of `k` in `shape` (its element count): zero-filled unless
-/// `whole`, under [`new_outputs`]'s contract for `whole`.
+/// A new array for output `o` of `k` in `shape` (its element count), placed apart from the
+/// kernel's `inputs` (their addresses): zero-filled unless `whole`, under [`new_outputs`]'s
+/// contract for `whole`.
 pub(crate) fn new_output(
     k: &Kernel,
     o: &tpukit_dsl::Operand,
     shape: &[usize],
     whole: bool,
+    inputs: &[*const u8],
 ) -> Result<HostArray, RuntimeError> {
     let what = || format!("output `{}`", o.name);
-    let array = if whole {
-        // SAFETY: the kernel writes every element before anything reads one (the caller's
-        // contract); a failed launch drops its outputs unread.
-        unsafe { HostArray::try_uninit(o.dtype, shape, &what) }
+    let contents = if whole {
+        Contents::Uninit
     } else {
-        HostArray::try_zeros_of(o.dtype, shape, &what)
+        Contents::Zeros
     };
+    // SAFETY: for `Uninit`, the kernel writes every element before anything reads one (the
+    // caller's contract); a failed launch drops its outputs unread.
+    let array = unsafe { HostArray::try_output(o.dtype, shape, &what, contents, inputs) };
     array.map_err(|e| RuntimeError::new(&k.name, e.message).with_kind(e.kind))
 }
 

@@ -21,6 +21,7 @@ mod interpret;
 mod large_blocks;
 mod launch;
 mod overhang;
+mod placement;
 mod prepared;
 mod print;
 mod raw;

@@ -102,8 +102,8 @@ pub unsafe fn launch_borrowed<K: Launchable>(
     } else {
         kernel.whole_outputs()
     };
-    let mut outputs = new_outputs(kernel.kernel(), &bindings, &whole)?;
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|a| a.data as *const u8).collect();
+    let mut outputs = new_outputs(kernel.kernel(), &bindings, &whole, &in_ptrs)?;
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(HostArray::data_ptr_mut).collect();
     // SAFETY: the caller's contract for the inputs; the outputs are new, row-major (made by
     // `try_zeros`) and of the bound shapes.
