@@ -101,6 +101,41 @@ mod tests {
     }
 
     #[test]
+    fn a_launchs_output_starts_at_the_chosen_offset() {
+        use crate::HostArray;
+        use crate::array::Contents;
+        use tpukit_dsl::DType;
+        let input = HostArray::zeros(DType::F32, &[64, 128]);
+        let inputs = [input.data_ptr()];
+        let what = || "a test output".to_string();
+        for (dtype, shape) in [(DType::F32, vec![64, 128]), (DType::BF16, vec![3, 5, 700])] {
+            // SAFETY: zeroed elements are initialised.
+            let out =
+                unsafe { HostArray::try_output(dtype, &shape, &what, Contents::Zeros, &inputs) }
+                    .unwrap();
+            assert_eq!(
+                out.data_ptr() as usize % PAGE,
+                super::page_offset_apart(&inputs)
+            );
+            assert_eq!(out.shape(), shape.as_slice());
+            assert!(out.is_standard_layout());
+            // A kernel writes it where it lies: the storage is not shared, so not copied.
+            let mut out = out;
+            assert_eq!(out.data_ptr_mut() as *const u8, out.data_ptr());
+            assert_eq!(
+                out.data_ptr() as usize % PAGE,
+                super::page_offset_apart(&inputs)
+            );
+            assert!(out.to_f64_vec().iter().all(|&v| v == 0.0));
+        }
+        // A small output, wherever the allocator puts it.
+        // SAFETY: as above.
+        let small =
+            unsafe { HostArray::try_output(DType::F32, &[8], &what, Contents::Zeros, &inputs) };
+        assert_eq!(small.unwrap().to_f64_vec(), [0.0; 8]);
+    }
+
+    #[test]
     fn the_first_element_lies_at_the_offset() {
         for base in [0x1000, 0x1010, 0x1ff0, 0x2a38] {
             for (size, offset) in [(4, 0xec0), (2, 0x40), (1, 0), (4, 0xfc0)] {
