@@ -87,12 +87,29 @@ def test_layer_norm_along_rows(n, dtype):
         torch.testing.assert_close(rstd, want[2].to(dtype), **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("m", [263, 1000])
+def test_row_operators_on_many_rows_16_does_not_divide(m, dtype):
+    """256 rows or more run in 16-row windows whatever their count (`rows::height`): the
+    last window overhangs (263) or is half full (1000, a multiple of 8)."""
+    g = torch.Generator().manual_seed(m)
+    x = (torch.rand((m, 1000), generator=g, dtype=torch.float64) * 8 - 4).to(dtype)
+    torch.testing.assert_close(tb._softmax(x, -1, False),
+                               torch.softmax(x.double(), -1).to(dtype), **TOL[dtype])
+    # Sums of 1000 terms in [-4, 4]: an absolute tolerance, as a sum may be near 0.
+    sum_tol = {F32: 1e-3, BF16: 0.5}[dtype]
+    torch.testing.assert_close(tb.sum.dim_IntList(x, [1]).double(), x.double().sum(1),
+                               rtol=TOL[dtype]["rtol"], atol=sum_tol)
+    assert torch.equal(tb.amax(x, [1]), x.amax(1))
+
+
 @pytest.mark.parametrize("device", ["cpu", "interpret"])
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("m", [1, 3, 8, 9, 17])
+@pytest.mark.parametrize("m", [1, 3, 8, 9, 16, 17, 24, 32])
 def test_row_operators_on_few_rows(m, dtype, device):
-    """At most 8 rows run in 8-row windows (`rows::height`), more in 16-row ones: the row
-    counts around both heights, with rows that do and do not fill a 1024-column window."""
+    """Row counts 16 divides run in 16-row windows (`rows::height`), other counts below 256
+    in 8-row ones: counts around both heights and a multiple of 8 that 16 does not divide,
+    with rows that do and do not fill a 1024-column window."""
     for n in (1000, 1024):
         g = torch.Generator().manual_seed(m * n)
         x = (torch.rand((m, n), generator=g, dtype=torch.float64) * 8 - 4).to(dtype)
