@@ -136,17 +136,8 @@ impl HostArray {
         shape: &[usize],
         what: &str,
     ) -> Result<HostArray, crate::RuntimeError> {
-        HostArray::try_zeros_of(dtype, shape, &|| what.to_string())
-    }
-
-    /// [`HostArray::try_zeros`], `what` formatted only for an error.
-    fn try_zeros_of(
-        dtype: DType,
-        shape: &[usize],
-        what: &dyn Fn() -> String,
-    ) -> Result<HostArray, crate::RuntimeError> {
         // SAFETY: zeroed elements are initialised.
-        unsafe { HostArray::try_new(dtype, shape, what, Contents::Zeros, None) }
+        unsafe { HostArray::try_new(dtype, shape, &|| what.to_string(), Contents::Zeros, None) }
     }
 
     /// A new output of a launch holding `contents` (`what` formatted only for an error:
