@@ -65,7 +65,9 @@ impl<'ctx> Emitter<'ctx, '_> {
         Ok(back)
     }
 
-    /// Emits a row-major loop nest over a static `shape`, calling `body` with the multi-index.
+    /// Emits a row-major loop nest over a static `shape`, calling `body` with the multi-index
+    /// (in a clipped kernel, a nest over its window's shape runs to the step's extents, see
+    /// `clip`).
     pub fn nest(
         &mut self,
         shape: &[usize],
@@ -124,7 +126,14 @@ impl<'ctx> Emitter<'ctx, '_> {
         if idx.len() == shape.len() {
             return body(self, idx);
         }
-        let (lo, hi) = (self.i64(0), self.i64(shape[idx.len()] as i64));
+        let d = idx.len();
+        let hi = match &self.clip {
+            Some(clip) if clip.window.len() == shape.len() && clip.window[d] == shape[d] => {
+                self.clip_extents[d]
+            }
+            _ => self.i64(shape[d] as i64),
+        };
+        let lo = self.i64(0);
         let innermost = idx.len() + 1 == shape.len();
         let pre = self.block();
         self.counted(lo, hi, &mut |e, iv| {

@@ -22,6 +22,7 @@ mod alias;
 mod analysis;
 mod bf16_round;
 mod bitcast;
+mod clip;
 mod control;
 mod deferred;
 mod dense;
@@ -264,6 +265,11 @@ pub(crate) struct Emitter<'ctx, 'k> {
     deferred: Vec<OperandId>,
     /// The innermost loop of the loop nest being emitted, if any (see `loops::LaneLoop`).
     lane_loop: Option<loops::LaneLoop<'ctx>>,
+    /// The window shape of a kernel whose edge steps are clipped, not staged (see `clip`),
+    /// and where the current step's windows end inside their arrays: loop nests over that
+    /// shape run to those extents.
+    clip: Option<clip::Clip>,
+    clip_extents: Vec<IntValue<'ctx>>,
 }
 
 /// Generates the module for `kernel`, exporting `entry`.
@@ -286,6 +292,7 @@ pub(crate) fn emit<'ctx>(
     let n = kernel.operands.len() as u32;
     let mut stored = Vec::new();
     analysis::stored_operands(&kernel.body.body, &mut stored);
+    let clip = (!options.debug).then(|| clip::clip(kernel)).flatten();
     let mut e = Emitter {
         ctx,
         module,
@@ -315,6 +322,8 @@ pub(crate) fn emit<'ctx>(
         zero_on_entry: Vec::new(),
         deferred: Vec::new(),
         lane_loop: None,
+        clip,
+        clip_extents: Vec::new(),
     };
     e.deferred = e.deferred_outputs();
     let ptrs: Vec<PointerValue> = (0..n).map(|i| param(i).into_pointer_value()).collect();
@@ -533,10 +542,15 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     /// One grid step: place the windows (staging the ones that overhang their array), run
-    /// the body, write staged output windows back.
+    /// the body, write staged output windows back. A clipped kernel's windows are views
+    /// whose loops end at the arrays' ends (see `clip`).
     fn step(&mut self) -> Result<()> {
         for i in 0..self.kernel.operands.len() {
             self.place_window(i)?;
+        }
+        if self.clip.is_some() {
+            self.clip_extents = self.window_extents()?;
+            return self.body();
         }
         self.body()?;
         for i in 0..self.kernel.operands.len() {

@@ -62,6 +62,9 @@ impl<'ctx> Emitter<'ctx, '_> {
             offset = self.b.build_int_nsw_add(offset, t, "origin")?;
             self.operands[i].origin[d] = start;
         }
+        if self.clip.is_some() {
+            return self.place_view(i, offset, fits);
+        }
         let block: Vec<usize> = spec.block.iter().map(|b| b.size()).collect();
         let numel: usize = block.iter().product();
         let stage = match self.operands[i].stage {
@@ -123,6 +126,40 @@ impl<'ctx> Emitter<'ctx, '_> {
         };
         let overhangs = self.b.build_not(fits, "overhangs")?;
         self.when(overhangs, &mut |e| e.stage_copy(i, &block, dir))
+    }
+
+    /// Points operand `i`'s ref at its window in the array, `offset` elements in, whether or
+    /// not it overhangs (`fits`): a step of a clipped kernel (see `clip`) reads and writes
+    /// only the part inside the array.
+    fn place_view(
+        &mut self,
+        i: usize,
+        offset: inkwell::values::IntValue<'ctx>,
+        fits: inkwell::values::IntValue<'ctx>,
+    ) -> Result<()> {
+        let Window::Blocked(spec) = &self.kernel.operands[i].window else {
+            unreachable!("placed windows only");
+        };
+        let dtype = self.mem_type(self.kernel.operands[i].dtype);
+        let st = &self.operands[i];
+        let base = unsafe {
+            self.b
+                .build_in_bounds_gep(dtype, st.ptr, &[offset], "view")?
+        };
+        let span = self.b.build_int_nsw_sub(st.numel, offset, "left")?;
+        let ref_strides = spec
+            .block
+            .iter()
+            .zip(&st.strides)
+            .filter(|(bd, _)| bd.kept())
+            .map(|(_, &s)| s)
+            .collect();
+        let st = &mut self.operands[i];
+        st.base = base;
+        st.span = span;
+        st.ref_strides = ref_strides;
+        st.fits = Some(fits);
+        Ok(())
     }
 
     /// Whether output `i`'s window has the origin it had at this worker's previous grid
