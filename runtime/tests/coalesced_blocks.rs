@@ -2,8 +2,9 @@
 //! steps of the last grid axis as one, `cpu::coalesce`), give the interpreter's results bit
 //! for bit: static grids (`parallel` and `arbitrary`, whose independent steps the backend
 //! runs parallel) over rows the blocks do not divide, f32 and bf16, by a launch and by a bound
-//! launch; so do those it leaves as written (edge blocks along the row, symbolic grids); a
-//! static grid whose last windows start past the array is still refused.
+//! launch; so do those it leaves as written (symbolic grids) and those ending in a clipped
+//! edge block along the row; a static grid whose last windows start past the array is still
+//! refused.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
@@ -96,8 +97,9 @@ fn static_grids() {
 
 #[test]
 fn grids_left_as_written_still_agree() {
-    // An edge block along the rows' end (a 1500-wide array in 12 blocks of 128), and
-    // symbolic grids: not coalesced (`coalesce` leaves edge blocks alone), checked the same.
+    // Symbolic grids (not coalesced: a launch may end in an edge block anywhere), checked
+    // the same; and a static grid whose last block overhangs the rows' end (a 1500-wide
+    // array in 12 blocks of 128), coalesced with its edge step clipped (`codegen::clip`).
     for dtype in [DType::F32, DType::BF16] {
         let name = dtype.name();
         check(

@@ -20,10 +20,13 @@
 //! it): the wider windows cover the same elements in the same places.
 //!
 //! Only where every window of the old grid lies inside its array along the last dimension
-//! (`E · b` at most the array's extent): an edge window is staged through a buffer, so
-//! coalescing the steps before an edge block into it would stage them all (a `(4096, 1000)`
-//! add in `(8, 128)` blocks coalesced to `(8, 1024)` ran at 1.5–1.9× its time), and a grid of
-//! symbolic extent `cdiv(n, b)` may end in one at any launch.
+//! (`E · b` at most the array's extent), or the kernel's edge steps are clipped (see
+//! `codegen::clip`: its operands share one geometry) and every window of the old grid starts
+//! inside the array (`E · b < n + b`). An edge window of any other kernel is staged through a
+//! buffer, so coalescing the steps before it into it would stage them all (a `(4096, 1000)`
+//! add in `(8, 128)` blocks coalesced to `(8, 1024)` ran at 1.5–1.9× its time); a clipped
+//! edge step runs on the arrays like any other. A grid of symbolic extent `cdiv(n, b)` may
+//! end anywhere at a launch, and is left alone.
 //!
 //! Only compiled, non-debug launches run the coalesced kernel (debug mode checks the
 //! kernel as written, step by step); the compiled code of a kernel is always that of its
@@ -45,7 +48,8 @@ const MAX_WINDOW: usize = 1 << 16;
 pub(crate) fn coalesce(kernel: &Kernel) -> Option<Kernel> {
     let axis = kernel.grid.len().checked_sub(1)?;
     let (block, window) = elementwise_windows(kernel)?;
-    let f = factor(kernel, axis, block, window.iter().product())?;
+    let clipped = super::codegen::clip::clip(kernel).is_some();
+    let f = factor(kernel, axis, block, window.iter().product(), clipped)?;
     let mut out = kernel.clone();
     let Extent::Static(e) = kernel.grid[axis].extent else {
         return None;
@@ -183,13 +187,22 @@ fn elementwise(kernel: &Kernel, region: &Region, window: &[usize], axis: usize) 
 /// How many steps of grid axis `axis` (of blocks `block` wide, windows of `window`
 /// elements) to run as one: a divisor of its static extent, enough to reach
 /// [`TARGET_WIDTH`], within [`MAX_WINDOW`], taken only when every window the old grid
-/// placed lies inside its array along the last dimension. None below 2.
-fn factor(kernel: &Kernel, axis: usize, block: usize, window: usize) -> Option<usize> {
+/// placed lies inside its array along the last dimension, or (`clipped`: the kernel's edge
+/// steps are clipped) starts inside it. None below 2.
+fn factor(
+    kernel: &Kernel,
+    axis: usize,
+    block: usize,
+    window: usize,
+    clipped: bool,
+) -> Option<usize> {
     let Extent::Static(e) = kernel.grid[axis].extent else {
         return None;
     };
     let inside = kernel.operands.iter().all(|o| match o.shape.last() {
-        Some(Dim::Static(d)) => e.checked_mul(block).is_some_and(|w| w <= *d),
+        Some(Dim::Static(d)) => e
+            .checked_mul(block)
+            .is_some_and(|w| w <= *d || (clipped && w < d + block)),
         _ => false,
     });
     if !inside {
@@ -272,8 +285,8 @@ body {{
     }
 
     #[test]
-    fn symbolic_grids_and_edge_blocks_are_left_alone() {
-        // A launch may end in an edge block (staged: coalescing would stage its neighbours).
+    fn symbolic_grids_and_staged_edge_blocks_are_left_alone() {
+        // A launch may end in an edge block anywhere.
         let symbolic = add(
             "parallel cdiv(m, 8), parallel cdiv(n, 128)",
             "%0, %1",
@@ -281,8 +294,15 @@ body {{
             "m,n",
         );
         assert!(coalesced(&symbolic).is_none());
+        // Operands of one geometry: the edge step is clipped, so it may be widened.
         let edge = add("parallel 512, parallel 8", "%0, %1", "8,128", "4096,1000");
-        assert!(coalesced(&edge).is_none());
+        let k = coalesced(&edge).expect("coalesced");
+        assert!(k.to_string().contains("block[8,1024]"), "{k}");
+        // `y` wider than `x` and `o`: the edge step is staged (coalescing would stage its
+        // neighbours too).
+        let staged = edge.replacen("input %y: f32[4096,1000]", "input %y: f32[4096,1024]", 1);
+        assert!(staged.contains("%y: f32[4096,1024]"), "{staged}");
+        assert!(coalesced(&staged).is_none());
         // Rows may end in an edge block: only the last dimension's windows are widened.
         let rows = add("parallel 513, parallel 8", "%0, %1", "8,128", "4100,1024");
         assert!(coalesced(&rows).is_some());

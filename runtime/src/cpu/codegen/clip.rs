@@ -33,13 +33,13 @@ use tpukit_dsl::{
 
 /// A kernel whose edge steps are clipped: its window shape and the operand whose window
 /// places the step (the first output).
-pub(super) struct Clip {
+pub(crate) struct Clip {
     pub window: Vec<usize>,
     pub geometry: usize,
 }
 
 /// The clipping of `kernel`'s edge steps, if it is exact (see the module docs).
-pub(super) fn clip(kernel: &Kernel) -> Option<Clip> {
+pub(crate) fn clip(kernel: &Kernel) -> Option<Clip> {
     let geometry = kernel
         .operands
         .iter()

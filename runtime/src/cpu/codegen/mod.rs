@@ -22,7 +22,7 @@ mod alias;
 mod analysis;
 mod bf16_round;
 mod bitcast;
-mod clip;
+pub(super) mod clip;
 mod control;
 mod deferred;
 mod dense;
