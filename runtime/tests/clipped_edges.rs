@@ -5,10 +5,12 @@
 //! whose second input broadcasts a row or a column, over shapes the blocks do not divide;
 //! f32 and bf16, by a launch and by a bound launch.
 
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use common::random;
 use std::sync::Arc;
 use tpukit_dsl::{DType, parse_kernel};
 use tpukit_runtime::{BoundLaunch, Device, HostArray, Prepared, launch};
+
+mod common;
 
 /// `o = x + y * alpha` over `n` elements in blocks of 4096, computed in f32.
 fn flat(dtype: &str) -> String {
@@ -84,14 +86,6 @@ body {{
 }}
 "
     )
-}
-
-fn random(dtype: DType, shape: &[usize], seed: u64) -> HostArray {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let v: Vec<f64> = (0..shape.iter().product::<usize>())
-        .map(|_| rng.random_range(-4.0..4.0))
-        .collect();
-    HostArray::from_f64(dtype, shape, &v)
 }
 
 /// Runs `text` on `inputs` compiled (a launch, and a bound launch twice) and interpreted, and

@@ -6,10 +6,12 @@
 //! edge block along the row; a static grid whose last windows start past the array is still
 //! refused.
 
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use common::random;
 use std::sync::Arc;
 use tpukit_dsl::{DType, parse_kernel};
-use tpukit_runtime::{BoundLaunch, Device, HostArray, Prepared, launch};
+use tpukit_runtime::{BoundLaunch, Device, Prepared, launch};
+
+mod common;
 
 /// `o = x > 0 ? max(x, y) * 2 : y - x` over `[8, 128]` blocks of `[m, n]` arrays of `dtype`
 /// (computed in f32), with the grid `grid`.
@@ -44,14 +46,6 @@ body {{
 }}
 "
     )
-}
-
-fn random(dtype: DType, shape: &[usize], seed: u64) -> HostArray {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let v: Vec<f64> = (0..shape.iter().product::<usize>())
-        .map(|_| rng.random_range(-4.0..4.0))
-        .collect();
-    HostArray::from_f64(dtype, shape, &v)
 }
 
 fn check(text: &str, dtype: DType, shape: &[usize]) {
