@@ -16,8 +16,12 @@ F32, BF16 = torch.float32, torch.bfloat16
 # rounding of an f32 result (half a bf16 ulp is 2^-9), as in test_tpublas.
 TOL = {F32: {"rtol": 2e-5, "atol": 2e-5}, BF16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
 # Around 16 lanes × 4 accumulators × 2 (the interleaving threshold) and the 512-column block;
-# 1024 and 3072: softmax and norms take 1024-column windows when 1024 divides the row.
-LENGTHS = [1, 15, 16, 17, 127, 128, 129, 511, 512, 513, 1000, 1024, 2049, 3072]
+# rows of each window width (`rows::width`: the widest of 1024, 768, 512, 256 and 128 that
+# divides the row, a 128-column window for 100 columns, 512 for 1000 and 2049), some in
+# several windows (384: three of 128; 1280: five of 256; 2304: three of 768; 3072: three of
+# 1024).
+LENGTHS = [1, 15, 16, 17, 100, 127, 128, 129, 256, 384, 511, 512, 513, 768, 1000, 1024, 1280,
+           2049, 2304, 3072]
 
 
 def rows(n, dtype, seed=0, scale=1.0):
@@ -73,7 +77,7 @@ def test_softmax_rows_with_nan_and_infinities_are_torchs():
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("n", [1, 17, 129, 513, 1024, 2049, 3072])
+@pytest.mark.parametrize("n", [1, 17, 128, 129, 256, 513, 768, 1024, 1280, 2049, 3072])
 def test_layer_norm_along_rows(n, dtype):
     x = rows(n, dtype, scale=10.0) + 100  # a large mean: no E[x²] − E[x]² cancellation
     g = torch.Generator().manual_seed(n)
@@ -109,8 +113,9 @@ def test_row_operators_on_many_rows_16_does_not_divide(m, dtype):
 def test_row_operators_on_few_rows(m, dtype, device):
     """Row counts 16 divides run in 16-row windows (`rows::height`), other counts below 256
     in 8-row ones: counts around both heights and a multiple of 8 that 16 does not divide,
-    with rows that do and do not fill a 1024-column window."""
-    for n in (1000, 1024):
+    with rows that do and do not fill their window (1000 columns overhang a 512-column
+    one; 128, 768 and 1024 fill one of their width)."""
+    for n in (128, 768, 1000, 1024):
         g = torch.Generator().manual_seed(m * n)
         x = (torch.rand((m, n), generator=g, dtype=torch.float64) * 8 - 4).to(dtype)
         y = torch.softmax(x.double(), -1)

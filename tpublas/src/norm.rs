@@ -163,7 +163,7 @@ impl Norm {
     /// `Norm::stat`) and window width.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let mut k = Vec::new();
-        for bn in [BN, rows::WIDE] {
+        for bn in rows::WIDTHS {
             k.push(self.kernel(dtype, self.stat(dtype, dtype), bn)?);
             if dtype == DType::BF16 && self == Norm::Layer {
                 k.push(self.kernel(dtype, DType::F32, bn)?);

@@ -101,12 +101,12 @@ impl Reduction {
         }
     }
 
-    /// Every kernel for inputs of `dtype`: the row reduction in both window heights and
-    /// widths, and the transpose that moves reduced dims last.
+    /// Every kernel for inputs of `dtype`: the row reduction in every window height and
+    /// width, and the transpose that moves reduced dims last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let mut k = Vec::new();
         for bm in [BM, rows::SHORT] {
-            for bn in [BN, rows::WIDE] {
+            for bn in rows::WIDTHS {
                 k.push(self.kernel_by(dtype, dtype, bm, bn)?);
             }
         }

@@ -223,7 +223,7 @@ impl Softmax {
         }
     }
 
-    /// Every kernel for inputs of `dtype`, in both window heights and widths: output of the same dtype, the other float dtype
+    /// Every kernel for inputs of `dtype`, in every window height and width: output of the same dtype, the other float dtype
     /// (`half_to_float` for bf16 inputs; the backward of a `half_to_float` softmax takes f32
     /// gradients and returns bf16), and the transpose that moves `dim` last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
@@ -241,7 +241,7 @@ impl Softmax {
             &[Reads::Twice]
         };
         for bm in [BM, rows::SHORT] {
-            for bn in [BN, rows::WIDE] {
+            for bn in rows::WIDTHS {
                 for &reads in readings {
                     k.push(self.kernel_by(dtype, dtype, bm, bn, reads)?);
                     if let Some(out) = other {
