@@ -11,7 +11,8 @@ hits all of them alike:
   Python kernel and a dispatch mode that do no work);
 - steady state of tpuBLAS operators on torch CPU tensors (add, sum over dim 1, gelu, softmax,
   layer norm on 4096×1024; mm on 1024²; f32 and bf16) and a sweep of sizes from 16 KB to 64 MB
-  for add and softmax, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
+  for add and softmax, and rows of 128, 768 and 1000 elements for sum, softmax and layer
+  norm, beside torch eager and ``jax.jit`` (XLA CPU), each with its ratio and
   its fraction of the machine's copy bandwidth (bytes read and written once per call over the
   time, against a torch ``copy_`` of one input timed in the same rounds: the bandwidth at
   that size and that moment), or for mm of its FMA peak (``fma_peak.c``, one process per
@@ -290,6 +291,19 @@ def main() -> int:
             sweep.append(_row(f"{op} {label}", times, moved, size=x.nbytes))
             print(sweep[-1], flush=True)
     lines += sweep
+
+    title = ("Row widths, f32 (16 MB: 4 Mi / n rows of n; tpuBLAS's row windows are the "
+             "widest of 1024, 768, 512, 256 and 128 columns that divides n, and no width "
+             "divides 1000):")
+    widths = ["", title, "", HEAD]
+    for n in [128, 768, 1000]:
+        ops = operators((4 * 1024 * 1024 // n, n), torch.float32)
+        for op in ["sum dim 1", "softmax", "layer norm"]:
+            moved, impls, x = ops[op]
+            times = interleaved(with_copy(impls, x), rounds, seconds)
+            widths.append(_row(f"{op}, rows of {n}", times, moved, size=x.nbytes))
+            print(widths[-1], flush=True)
+    lines += widths
 
     body = "\n".join(lines)
     if args.write:
