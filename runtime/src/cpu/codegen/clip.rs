@@ -26,9 +26,10 @@
 //! Not in debug mode, which runs the kernel as written, checking every access.
 
 use super::{Emitter, Result};
+use crate::coverage;
 use inkwell::values::IntValue;
 use tpukit_dsl::{
-    BlockSpec, Dim, Func, Indexer, Kernel, OpKind, Operand, Region, Role, Space, Start, Window,
+    BlockSpec, Dim, Func, Indexer, Kernel, OpKind, Operand, Region, Role, Space, Window,
 };
 
 /// A kernel whose edge steps are clipped: its window shape and the operand whose window
@@ -113,18 +114,13 @@ fn elementwise(f: &Func, window: &[usize], kernel: &Kernel) -> bool {
                 && ty.shape.iter().zip(window).all(|(&n, &w)| n == 1 || n == w))
     };
     let whole = |operand: tpukit_dsl::OperandId, index: &[Indexer]| {
-        let shape = kernel.operand(operand).ref_shape();
-        index.len() == shape.len()
-            && index.iter().zip(&shape).all(|(i, n)| {
-                Some(i)
-                    == n.as_static()
-                        .map(|n| Indexer::Slice {
-                            start: Start::Static(0),
-                            size: n,
-                            stride: 1,
-                        })
-                        .as_ref()
-            })
+        let shape: Option<Vec<usize>> = kernel
+            .operand(operand)
+            .ref_shape()
+            .iter()
+            .map(Dim::as_static)
+            .collect();
+        shape.is_some_and(|shape| coverage::whole(index, &shape))
     };
     let region: &Region = &f.body;
     region.ops.iter().all(|op| {

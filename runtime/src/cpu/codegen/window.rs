@@ -62,8 +62,27 @@ impl<'ctx> Emitter<'ctx, '_> {
             offset = self.b.build_int_nsw_add(offset, t, "origin")?;
             self.operands[i].origin[d] = start;
         }
+        let st = &self.operands[i];
+        let view = unsafe {
+            self.b
+                .build_in_bounds_gep(self.mem_type(o.dtype), st.ptr, &[offset], "view")?
+        };
+        let left = self.b.build_int_nsw_sub(st.numel, offset, "left")?;
         if self.clip.is_some() {
-            return self.place_view(i, offset, fits);
+            // A clipped step reads and writes only the part inside the array (see `clip`):
+            // the ref is the view, overhanging or not.
+            let ref_strides = spec
+                .block
+                .iter()
+                .zip(&st.strides)
+                .filter(|(bd, _)| bd.kept())
+                .map(|(_, &s)| s)
+                .collect();
+            let st = &mut self.operands[i];
+            st.base = view;
+            st.span = left;
+            st.ref_strides = ref_strides;
+            return Ok(());
         }
         let block: Vec<usize> = spec.block.iter().map(|b| b.size()).collect();
         let numel: usize = block.iter().product();
@@ -76,12 +95,7 @@ impl<'ctx> Emitter<'ctx, '_> {
             }
         };
         let st = &self.operands[i];
-        let view = unsafe {
-            self.b
-                .build_in_bounds_gep(self.mem_type(o.dtype), st.ptr, &[offset], "view")?
-        };
         let base = self.b.build_select(fits, view, stage, "base")?;
-        let left = self.b.build_int_nsw_sub(st.numel, offset, "left")?;
         let span = self
             .b
             .build_select(fits, left, self.i64(numel as i64), "span")?;
@@ -126,40 +140,6 @@ impl<'ctx> Emitter<'ctx, '_> {
         };
         let overhangs = self.b.build_not(fits, "overhangs")?;
         self.when(overhangs, &mut |e| e.stage_copy(i, &block, dir))
-    }
-
-    /// Points operand `i`'s ref at its window in the array, `offset` elements in, whether or
-    /// not it overhangs (`fits`): a step of a clipped kernel (see `clip`) reads and writes
-    /// only the part inside the array.
-    fn place_view(
-        &mut self,
-        i: usize,
-        offset: inkwell::values::IntValue<'ctx>,
-        fits: inkwell::values::IntValue<'ctx>,
-    ) -> Result<()> {
-        let Window::Blocked(spec) = &self.kernel.operands[i].window else {
-            unreachable!("placed windows only");
-        };
-        let dtype = self.mem_type(self.kernel.operands[i].dtype);
-        let st = &self.operands[i];
-        let base = unsafe {
-            self.b
-                .build_in_bounds_gep(dtype, st.ptr, &[offset], "view")?
-        };
-        let span = self.b.build_int_nsw_sub(st.numel, offset, "left")?;
-        let ref_strides = spec
-            .block
-            .iter()
-            .zip(&st.strides)
-            .filter(|(bd, _)| bd.kept())
-            .map(|(_, &s)| s)
-            .collect();
-        let st = &mut self.operands[i];
-        st.base = base;
-        st.span = span;
-        st.ref_strides = ref_strides;
-        st.fits = Some(fits);
-        Ok(())
     }
 
     /// Whether output `i`'s window has the origin it had at this worker's previous grid
