@@ -23,7 +23,7 @@
 //! Stores outside the array (an edge window's overhang) are dropped, and windows cover every
 //! element, so the output is written whole.
 
-mod term;
+pub(crate) mod term;
 
 use term::{Term, eval};
 use tpukit_dsl::{
@@ -74,8 +74,8 @@ fn guarded_stores(kernel: &Kernel, id: OperandId, o: &Operand) -> Option<(usize,
             return None;
         };
         let (l, r) = (
-            eval(body, &kernel.grid, lhs, None),
-            eval(body, &kernel.grid, rhs, None),
+            eval(body, &kernel.grid, lhs, &[]),
+            eval(body, &kernel.grid, rhs, &[]),
         );
         let (a, c) = match (l, r) {
             (Term::Axis(a), Term::Int(c)) | (Term::Int(c), Term::Axis(a)) => (a, c),
@@ -114,7 +114,7 @@ fn windows_cover(kernel: &Kernel, o: &Operand, fixed: Option<(usize, i64)>) -> b
             BlockDim::Squeezed => 1,
             BlockDim::Element(_) => return false,
         };
-        match eval(map, &kernel.grid, v, fixed) {
+        match eval(map, &kernel.grid, v, fixed.as_slice()) {
             Term::Axis(axis) => {
                 if axes_used.contains(&axis) || !covers(&kernel.grid[axis].extent, size, dim) {
                     return false;

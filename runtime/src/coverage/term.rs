@@ -5,7 +5,7 @@
 use tpukit_dsl::{BinaryOp, Extent, GridAxis, Literal, OpKind, Region, ValueId};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Term {
+pub(crate) enum Term {
     /// The grid index along an axis.
     Axis(usize),
     Int(i64),
@@ -14,16 +14,11 @@ pub(super) enum Term {
 
 /// The value `v` of `region` (its top level: an index map, or a kernel body's top level) as
 /// a [`Term`]: the region's `args` are the grid indices (an index map's), `program_id` ops
-/// the body's, and `fixed` says which axis holds a known index.
-pub(super) fn eval(
-    region: &Region,
-    grid: &[GridAxis],
-    v: ValueId,
-    fixed: Option<(usize, i64)>,
-) -> Term {
-    let axis = |a: usize| match fixed {
-        Some((f, c)) if f == a => Term::Int(c),
-        _ => Term::Axis(a),
+/// the body's, and `fixed` says which axes hold a known index (`(axis, index)` pairs).
+pub(crate) fn eval(region: &Region, grid: &[GridAxis], v: ValueId, fixed: &[(usize, i64)]) -> Term {
+    let axis = |a: usize| match fixed.iter().find(|(f, _)| *f == a) {
+        Some(&(_, c)) => Term::Int(c),
+        None => Term::Axis(a),
     };
     if let Some(a) = region.args.iter().position(|&x| x == v) {
         return axis(a);

@@ -6,6 +6,7 @@
 //! than any f32 implementation, and reductions and `dot` accumulate in f64 (more precise than
 //! the f32 accumulation the semantics promise, never less). Every access is bounds-checked.
 
+pub(crate) mod fold;
 mod memory;
 mod ops;
 mod tensor;

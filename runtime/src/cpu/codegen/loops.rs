@@ -73,14 +73,37 @@ impl<'ctx> Emitter<'ctx, '_> {
         shape: &[usize],
         body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>]) -> Result<()>,
     ) -> Result<()> {
-        let mut idx = Vec::with_capacity(shape.len());
-        self.nest_from(shape, &mut idx, body)
+        let bounds: Vec<IntValue<'ctx>> = (0..shape.len()).map(|d| self.bound(shape, d)).collect();
+        self.nest_within(&bounds, body)
+    }
+
+    /// [`Emitter::nest`] over `0..bounds[d]` along each dimension `d`.
+    pub fn nest_within(
+        &mut self,
+        bounds: &[IntValue<'ctx>],
+        body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>]) -> Result<()>,
+    ) -> Result<()> {
+        let mut idx = Vec::with_capacity(bounds.len());
+        self.nest_from(bounds, &mut idx, body)
+    }
+
+    /// Where a loop over dimension `d` of a value of `shape` ends: in a clipped kernel, at
+    /// the step's extent along a dimension of the window's size of a value of its rank (see
+    /// `clip`), else at `shape[d]`.
+    pub fn bound(&self, shape: &[usize], d: usize) -> IntValue<'ctx> {
+        match &self.clip {
+            Some(clip) if clip.window.len() == shape.len() && clip.window[d] == shape[d] => {
+                self.clip_extents[d]
+            }
+            _ => self.i64(shape[d] as i64),
+        }
     }
 
     /// Emits a loop nest over a static `shape` of rank ≥ 2 whose last two dimensions run in
-    /// `tile`×`tile` tiles (row-major within and across tiles), calling `body` with the
-    /// multi-index: a transposed read then touches `tile` rows of its source per tile, which
-    /// stay in L1, where a row-major nest would stride through a whole source column.
+    /// `tile`×`tile` tiles (row-major within and across tiles; each ends at its
+    /// [`Emitter::bound`]), calling `body` with the multi-index: a transposed read then
+    /// touches `tile` rows of its source per tile, which stay in L1, where a row-major nest
+    /// would stride through a whole source column.
     pub fn tiled_nest(
         &mut self,
         shape: &[usize],
@@ -89,17 +112,18 @@ impl<'ctx> Emitter<'ctx, '_> {
     ) -> Result<()> {
         let r = shape.len();
         let (rows, cols) = (shape[r - 2], shape[r - 1]);
-        let tiles = [rows.div_ceil(tile), cols.div_ceil(tile)];
-        self.nest(&shape[..r - 2], &mut |e, outer| {
-            e.nest(&tiles, &mut |e, t| {
-                let extent = |e: &Self, t: IntValue<'ctx>, n: usize| -> Result<_> {
+        let outer: Vec<IntValue<'ctx>> = (0..r - 2).map(|d| self.bound(shape, d)).collect();
+        let tiles = [rows.div_ceil(tile), cols.div_ceil(tile)].map(|n| self.i64(n as i64));
+        self.nest_within(&outer, &mut |e, outer| {
+            e.nest_within(&tiles, &mut |e, t| {
+                let extent = |e: &Self, t: IntValue<'ctx>, d: usize| -> Result<_> {
                     let lo = e.b.build_int_mul(t, e.i64(tile as i64), "tile.lo")?;
                     let end = e.b.build_int_add(lo, e.i64(tile as i64), "tile.end")?;
-                    let hi = e.min_i64(end, e.i64(n as i64))?;
+                    let hi = e.min_i64(end, e.bound(shape, d))?;
                     Ok((lo, hi))
                 };
-                let (r0, r1) = extent(e, t[0], rows)?;
-                let (c0, c1) = extent(e, t[1], cols)?;
+                let (r0, r1) = extent(e, t[0], r - 2)?;
+                let (c0, c1) = extent(e, t[1], r - 1)?;
                 e.counted(r0, r1, &mut |e, i| {
                     e.counted(c0, c1, &mut |e, j| {
                         let mut idx = outer.to_vec();
@@ -119,22 +143,16 @@ impl<'ctx> Emitter<'ctx, '_> {
 
     fn nest_from(
         &mut self,
-        shape: &[usize],
+        bounds: &[IntValue<'ctx>],
         idx: &mut Vec<IntValue<'ctx>>,
         body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>]) -> Result<()>,
     ) -> Result<()> {
-        if idx.len() == shape.len() {
+        if idx.len() == bounds.len() {
             return body(self, idx);
         }
-        let d = idx.len();
-        let hi = match &self.clip {
-            Some(clip) if clip.window.len() == shape.len() && clip.window[d] == shape[d] => {
-                self.clip_extents[d]
-            }
-            _ => self.i64(shape[d] as i64),
-        };
+        let hi = bounds[idx.len()];
         let lo = self.i64(0);
-        let innermost = idx.len() + 1 == shape.len();
+        let innermost = idx.len() + 1 == bounds.len();
         let pre = self.block();
         self.counted(lo, hi, &mut |e, iv| {
             let outer = innermost.then(|| {
@@ -146,7 +164,7 @@ impl<'ctx> Emitter<'ctx, '_> {
                 e.lane_loop.replace(lanes)
             });
             idx.push(iv);
-            let r = e.nest_from(shape, idx, body);
+            let r = e.nest_from(bounds, idx, body);
             idx.pop();
             if let Some(outer) = outer {
                 e.lane_loop = outer;

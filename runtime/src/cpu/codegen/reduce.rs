@@ -30,9 +30,11 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         let trailing = kept.iter().enumerate().all(|(i, &d)| i == d);
         if trailing {
             // Reduced axes are the innermost: one register accumulator per output element.
-            let reduced: Vec<usize> = xs[kept.len()..].to_vec();
+            // Every loop runs to `x`'s bounds: a clipped step's (see `clip`).
+            let bounds: Vec<IntValue<'ctx>> = (0..xs.len()).map(|d| self.bound(&xs, d)).collect();
+            let (kept_bounds, reduced) = bounds.split_at(kept.len());
             let acc = self.slot(self.reg_type(dtype))?;
-            self.nest(&out_shape, &mut |e, oidx| {
+            self.nest_within(kept_bounds, &mut |e, oidx| {
                 e.b.build_store(acc, init)?;
                 let step = |e: &mut Self, idx: &[IntValue<'ctx>]| -> Result<()> {
                     let idx: Vec<_> = oidx.iter().chain(idx).copied().collect();
@@ -42,15 +44,39 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
                     e.b.build_store(acc, c)?;
                     Ok(())
                 };
-                if let Some((&inner, outer)) = reduced.split_last() {
+                if let Some((&hi, outer)) = reduced.split_last() {
                     // The innermost reduced axis carries the accumulator: interleaved.
-                    e.nest(outer, &mut |e, ridx| {
-                        let (lo, hi) = (e.i64(0), e.i64(inner as i64));
-                        let latch = e.counted_latch(lo, hi, &mut |e, last| {
-                            let idx: Vec<_> = ridx.iter().chain([&last]).copied().collect();
-                            step(e, &idx)
-                        })?;
-                        e.interleave(latch, e.accumulators_for(inner));
+                    let inner = xs[xs.len() - 1];
+                    let count = e.accumulators_for(inner);
+                    e.nest_within(outer, &mut |e, ridx| {
+                        let run = |e: &mut Self, lo, hi| {
+                            e.counted_latch(lo, hi, &mut |e, last| {
+                                let idx: Vec<_> = ridx.iter().chain([&last]).copied().collect();
+                                step(e, &idx)
+                            })
+                        };
+                        let lo = e.i64(0);
+                        if hi.is_const() {
+                            let latch = run(e, lo, hi)?;
+                            e.interleave(latch, count);
+                            return Ok(());
+                        }
+                        // A clipped step's extent (see `clip`): whole vectors for every
+                        // accumulator, then the tail summed apart and added once. Left to
+                        // the vectoriser, the tail's elements would each be added to the
+                        // finished total, rounding at its magnitude.
+                        let chunk = e.i64(i64::from(count * e.options.vector_lanes.max(1)));
+                        let tail = e.b.build_int_signed_rem(hi, chunk, "tail")?;
+                        let whole = e.b.build_int_nsw_sub(hi, tail, "whole")?;
+                        let latch = run(e, lo, whole)?;
+                        e.interleave(latch, count);
+                        let reg = e.reg_type(dtype);
+                        let body = e.b.build_load(reg, acc, "acc")?;
+                        e.b.build_store(acc, init)?;
+                        run(e, whole, hi)?;
+                        let rest = e.b.build_load(reg, acc, "acc")?;
+                        let sum = e.combine(r, dtype, body, rest)?;
+                        e.b.build_store(acc, sum)?;
                         Ok(())
                     })?;
                 } else {
