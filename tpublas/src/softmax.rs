@@ -17,18 +17,33 @@ use tpukit::prelude::*;
 
 /// Phase 0: running max and rescaled sum. Phase 1: `exp(x − mx) · (1 / sm)`, or with `log`,
 /// `x − mx − log(sm)`: one division per row, as ATen's CPU softmax (a division per element
-/// cost the CPU backend a fifth of the kernel). Overhanging columns read −∞ and add `exp(−∞) = 0`.
+/// cost the CPU backend a fifth of the kernel). Overhanging columns read −∞, and the sum is
+/// masked to the row (`valid`): `exp(−∞ − mx)` is 0 too, but only the mask shows the CPU
+/// backend that the sum leaves them out, so it clips an overhanging window instead of
+/// staging it (`cpu::codegen::clip`; staging cost rows of 1000 a third of their time).
 #[tpu_kernel]
-fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, out: DType) {
+fn softmax_rows(
+    x: In,
+    o: Out,
+    mx: Scratch,
+    sm: Scratch,
+    log: bool,
+    safe: bool,
+    out: DType,
+    bm: usize,
+    bn: usize,
+) {
     let v = x[..].cast(f32);
     if program_id(1) == 0 {
         if program_id(2) == 0 {
             mx[..] = -3.0e38;
             sm[..] = 0.0;
         }
+        let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
         let old = mx[..];
         let new = old.max(v.reduce_max_keepdims(-1));
-        sm[..] = sm[..] * (old - new).exp() + (v - new).exp().sum_keepdims(-1);
+        let e = where_(valid, (v - new).exp(), 0.0);
+        sm[..] = sm[..] * (old - new).exp() + e.sum_keepdims(-1);
         mx[..] = new;
     }
     if program_id(1) == 1 {
@@ -54,16 +69,27 @@ fn softmax_rows(x: In, o: Out, mx: Scratch, sm: Scratch, log: bool, safe: bool, 
 /// lowering forwards the stored window to the loads (`tpukit_mosaic`'s `forward`), so on a TPU
 /// it costs what the register form does.
 #[tpu_kernel]
-fn softmax_row(x: In, o: Out, log: bool, safe: bool, out: DType, in_output: bool) {
+fn softmax_row(
+    x: In,
+    o: Out,
+    log: bool,
+    safe: bool,
+    out: DType,
+    in_output: bool,
+    bm: usize,
+    bn: usize,
+) {
     let v = x[..].cast(f32);
     let mx = v.reduce_max_keepdims(-1).max(-3.0e38);
+    // The row's columns: the sums are masked to them as in `softmax_rows`.
+    let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
     if log {
-        let sm = (v - mx).exp().sum_keepdims(-1);
+        let sm = where_(valid, (v - mx).exp(), 0.0).sum_keepdims(-1);
         o[..] = (v - mx - sm.log()).cast(out);
     } else if in_output {
         // Both branches of a flag are built: the casts (none for f32) type this one for any
         // `out`.
-        o[..] = (v - mx).exp().cast(out);
+        o[..] = where_(valid, (v - mx).exp(), 0.0).cast(out);
         let sm = o[..].cast(f32).sum_keepdims(-1);
         if safe {
             o[..] = where_(sm == 0.0, 0.0, o[..].cast(f32) * (1.0 / sm)).cast(out);
@@ -71,7 +97,7 @@ fn softmax_row(x: In, o: Out, log: bool, safe: bool, out: DType, in_output: bool
             o[..] = (o[..].cast(f32) * (1.0 / sm)).cast(out);
         }
     } else {
-        let e = (v - mx).exp();
+        let e = where_(valid, (v - mx).exp(), 0.0);
         let sm = e.sum_keepdims(-1);
         if safe {
             o[..] = where_(sm == 0.0, 0.0, e * (1.0 / sm)).cast(out);
@@ -205,12 +231,18 @@ impl Softmax {
         };
         let x = || vec![input(f64::NEG_INFINITY)];
         match self {
-            _ if reads == Reads::Once => {
-                softmax_row(&spec(x(), vec![]), log, safe, out, out == DType::F32)
-            }
+            _ if reads == Reads::Once => softmax_row(
+                &spec(x(), vec![]),
+                log,
+                safe,
+                out,
+                out == DType::F32,
+                bm,
+                bn,
+            ),
             Softmax::Softmax | Softmax::LogSoftmax | Softmax::Safe => {
                 let scratch = vec![rows::acc_of(bm), rows::acc_of(bm)];
-                softmax_rows(&spec(x(), scratch), log, safe, out)
+                softmax_rows(&spec(x(), scratch), log, safe, out, bm, bn)
             }
             Softmax::Backward | Softmax::LogBackward => {
                 let spec = spec(vec![input(0.0), input(0.0)], vec![rows::acc_of(bm)]);
