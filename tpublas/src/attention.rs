@@ -44,17 +44,20 @@ fn scaled_scores(s: In, scale: In, causal: In, o: Out, neg_inf: f32) {
 }
 
 /// Row `logsumexp`: the online maximum and rescaled sum of softmax, written as
-/// `mx + log(sm)` after the last column block (overhangs read −∞).
+/// `mx + log(sm)` after the last column block (overhangs read −∞; the sum is masked to the
+/// row, as softmax's, so the CPU backend clips an overhanging window).
 #[tpu_kernel]
-fn logsumexp_rows(x: In, o: Out, mx: Scratch, sm: Scratch) {
+fn logsumexp_rows(x: In, o: Out, mx: Scratch, sm: Scratch, bm: usize, bn: usize) {
     let v = x[..];
     if program_id(2) == 0 {
         mx[..] = -3.0e38;
         sm[..] = 0.0;
     }
+    let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
     let old = mx[..];
     let new = old.max(v.reduce_max_keepdims(-1));
-    sm[..] = sm[..] * (old - new).exp() + (v - new).exp().sum_keepdims(-1);
+    let e = where_(valid, (v - new).exp(), 0.0);
+    sm[..] = sm[..] * (old - new).exp() + e.sum_keepdims(-1);
     mx[..] = new;
     if program_id(2) == num_programs(2) - 1 {
         o[..] = mx[..] + sm[..].log();
@@ -79,7 +82,7 @@ fn logsumexp_kernel() -> Result<Prepared> {
             scratch: vec![rows::acc(), rows::acc()],
             ..Default::default()
         };
-        Ok(logsumexp_rows(&spec)?)
+        Ok(logsumexp_rows(&spec, BM, BN)?)
     })
 }
 

@@ -5,7 +5,8 @@
 //! - a column kernel for the weight and bias gradients, `dw = Σ_rows g·x̂`, `db = Σ_rows g`:
 //!   grid `(cdiv(n, BN) parallel, cdiv(m, BM) arbitrary)`, `[1, BN]` f32 accumulators.
 //!
-//! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum.
+//! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum (the
+//! input gradient's second sum is masked to the row as well, see `layer_norm_dx`).
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
@@ -28,6 +29,8 @@ fn layer_norm_dx(
     a: Scratch,
     b: Scratch,
     out: DType,
+    bm: usize,
+    bn: usize,
 ) {
     let gw = g[..].cast(f32) * w[..];
     let r = rstd[..].cast(f32);
@@ -37,8 +40,11 @@ fn layer_norm_dx(
             a[..] = 0.0;
             b[..] = 0.0;
         }
+        // `g·w` is 0 past the row, `x̂` is not: the mask shows the CPU backend that the
+        // second sum leaves those columns out, so it clips an overhanging window.
+        let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
         a[..] += gw.sum_keepdims(-1);
-        b[..] += (gw * xhat).sum_keepdims(-1);
+        b[..] += where_(valid, gw * xhat, 0.0).sum_keepdims(-1);
     }
     if program_id(1) == 1 {
         let n = dim(x, 1).cast(f32);
@@ -99,7 +105,7 @@ fn build_dx(dtype: DType, stat: DType, weights: Weights) -> tpukit::dsl::Result<
         scratch: vec![rows::acc(), rows::acc()],
         ..Default::default()
     };
-    layer_norm_dx(&spec, dtype)
+    layer_norm_dx(&spec, dtype, BM, BN)
 }
 
 /// The weight/bias-gradient kernel; gradients of `param`.

@@ -11,8 +11,14 @@
 //! back when its index changes: block 0 is only ever left after the last phase wrote it).
 //!
 //! Overhanging columns of the last column block read the input's fill value; kernels that
-//! must not count them either choose the fill (0 for sums, a huge negative for maxima) or
-//! mask with `iota + j·BN < dim(x, 1)`.
+//! must not count them either choose the fill (0 for sums, −∞ for maxima) or mask with
+//! `iota + j·BN < dim(x, 1)`. The CPU backend runs an overhanging window on the array itself,
+//! its loops cut at the row's end, when it can prove that every sum and maximum over a row
+//! then gets the same result (the elements it leaves out are the fill or masked to the
+//! reduction's identity: `cpu::codegen::clip`); otherwise it stages the window (copies it
+//! into a block-sized buffer), which cost rows of 1000 columns a third of their time. So the
+//! kernels mask where only the mask makes it provable (softmax's `exp(x − max)`, which is 0
+//! past the row only because the fill is −∞ and the maximum is finite).
 
 use tpukit::dsl::{ArraySpec, BlockDim, DType, Dim, Extent, GridAxis, IndexExpr, grid};
 
@@ -31,12 +37,12 @@ pub const WIDTHS: [usize; 5] = [WIDE, 768, BN, 256, 128];
 
 /// The window width for rows of `n` elements: the widest of [`WIDTHS`] that divides `n`;
 /// for other rows, the narrowest that holds a row of fewer than [`BN`] elements, else
-/// [`BN`]. A window that overhangs the row's end is staged on the CPU backend (copied into
-/// a block-sized buffer, the missing columns filled, its body computing them too), and a
-/// wider window reads longer contiguous runs in fewer grid steps (a `[16, 1024]` f32 window
-/// of 1024-element rows is one 64 KiB range). With only `WIDE` and `BN`, rows of 768 (GPT-2's
+/// [`BN`]. A wider window reads longer contiguous runs in fewer grid steps (a `[16, 1024]`
+/// f32 window of 1024-element rows is one 64 KiB range), and one that overhangs the row's
+/// end computes its missing columns on a TPU. With only `WIDE` and `BN`, rows of 768 (GPT-2's
 /// width) overhung a second 512-column window, and rows of 128 or 256 (attention over short
-/// sequences) one 512-column window, at every step: interleaved, ms per call on
+/// sequences) one 512-column window, at every step, which the CPU backend then staged (see
+/// the module docs; its row kernels are clipped since): interleaved, ms per call on
 /// `(4 Mi / n, n)` f32 tensors, tpuBLAS / torch, 768: layer norm 2.54–2.80 / 1.20–1.47,
 /// softmax 3.62–3.71 / 1.41–1.53, sum 0.32–0.35 / 0.11–0.12; 128: layer norm 6.71–6.97 /
 /// 1.31–1.38, softmax 6.10–6.13 / 1.50–1.51, sum 1.45–1.68 / 0.15–0.16 (2026-11-28).
@@ -51,11 +57,12 @@ pub fn width(n: usize) -> usize {
 }
 
 /// Rows per window for `m` rows: [`SHORT`] for fewer than [`FEW_ROWS`] rows that [`BM`]
-/// does not divide, else `BM`. A window that overhangs its array is staged on the CPU
-/// backend (copied into a block-sized buffer, the missing rows filled) and its body computes
-/// the missing rows too: a `[4, 1024]` f32 softmax in `[16, 1024]` windows did four times
-/// the work it needed, plus the copies (BENCHMARKS.md, "From Python"), and 120 rows (GPT-2's
-/// 12 heads × 10 positions) staged their last window and computed 8 rows for nothing. In
+/// does not divide, else `BM`. A window that overhangs its array computes its missing rows
+/// on a TPU, and was staged on the CPU backend (copied into a block-sized buffer, the
+/// missing rows filled and computed) until its row kernels were clipped (see the module
+/// docs): a `[4, 1024]` f32 softmax in `[16, 1024]` windows did four times the work it
+/// needed, plus the copies (BENCHMARKS.md, "From Python"), and 120 rows (GPT-2's 12 heads ×
+/// 10 positions) staged their last window and computed 8 rows for nothing. In
 /// `SHORT` windows a multiple of 8 rows does not overhang at all, and any other count
 /// overhangs by fewer rows. `SHORT` is f32's sublane tile, so windows of either height
 /// lower to Mosaic.
