@@ -35,25 +35,31 @@ pub const WIDE: usize = 1024;
 /// first: multiples of 128 lanes, each with its kernels in the bundle.
 pub const WIDTHS: [usize; 5] = [WIDE, 768, BN, 256, 128];
 
-/// The window width for rows of `n` elements: the widest of [`WIDTHS`] that divides `n`;
-/// for other rows, the narrowest that holds a row of fewer than [`BN`] elements, else
-/// [`BN`]. A wider window reads longer contiguous runs in fewer grid steps (a `[16, 1024]`
-/// f32 window of 1024-element rows is one 64 KiB range), and one that overhangs the row's
-/// end computes its missing columns on a TPU. With only `WIDE` and `BN`, rows of 768 (GPT-2's
-/// width) overhung a second 512-column window, and rows of 128 or 256 (attention over short
-/// sequences) one 512-column window, at every step, which the CPU backend then staged (see
-/// the module docs; its row kernels are clipped since): interleaved, ms per call on
-/// `(4 Mi / n, n)` f32 tensors, tpuBLAS / torch, 768: layer norm 2.54–2.80 / 1.20–1.47,
-/// softmax 3.62–3.71 / 1.41–1.53, sum 0.32–0.35 / 0.11–0.12; 128: layer norm 6.71–6.97 /
-/// 1.31–1.38, softmax 6.10–6.13 / 1.50–1.51, sum 1.45–1.68 / 0.15–0.16 (2026-11-28).
+/// The window width for rows of `n` elements: of [`WIDTHS`], the one that covers a row in
+/// the fewest windows, the narrowest of those (so a width that divides the row when one
+/// needs no more windows); [`BN`] for empty rows. Fewer windows are fewer grid steps and
+/// longer contiguous runs (a `[16, 1024]` f32 window of 1024-element rows is one 64 KiB
+/// range), and a row in one window is read once by softmax ([`crate::softmax::Reads`]). The
+/// CPU backend clips an overhanging window (see the module docs), so the columns past the
+/// row cost it nothing; a TPU computes them, at most a window's width less one per row.
+///
+/// Why not the widest width that divides the row, as before the row kernels were clipped:
+/// a row no width divides then overhung a staged window at every step, and rows of 1000
+/// columns took two 512-column windows, read twice by softmax. Before that, with only
+/// `WIDE` and `BN`, rows of 768 (GPT-2's width) overhung a second 512-column window, and
+/// rows of 128 or 256 (attention over short sequences) one 512-column window, at every
+/// step: interleaved, ms per call on `(4 Mi / n, n)` f32 tensors, tpuBLAS / torch, 768:
+/// layer norm 2.54–2.80 / 1.20–1.47, softmax 3.62–3.71 / 1.41–1.53, sum 0.32–0.35 /
+/// 0.11–0.12; 128: layer norm 6.71–6.97 / 1.31–1.38, softmax 6.10–6.13 / 1.50–1.51, sum
+/// 1.45–1.68 / 0.15–0.16 (2026-11-28).
 pub fn width(n: usize) -> usize {
-    if let Some(&w) = WIDTHS.iter().find(|&&w| n > 0 && n.is_multiple_of(w)) {
-        return w;
+    if n == 0 {
+        return BN;
     }
-    match WIDTHS.iter().rev().find(|&&w| n <= w) {
-        Some(&w) if n > 0 && w < BN => w,
-        _ => BN,
-    }
+    WIDTHS
+        .into_iter()
+        .min_by_key(|&w| (n.div_ceil(w), w))
+        .unwrap_or(BN)
 }
 
 /// Rows per window for `m` rows: [`SHORT`] for fewer than [`FEW_ROWS`] rows that [`BM`]
@@ -231,34 +237,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_get_the_widest_window_that_divides_them() {
+    fn rows_get_the_fewest_windows_the_narrowest_of_those() {
         for (n, w) in [
-            (1024, 1024),
-            (4096, 1024),
-            (768, 768),
-            (2304, 768),
-            (512, 512),
-            (1536, 768),
-            (1280, 256),
-            (256, 256),
-            (384, 128),
-            (128, 128),
-        ] {
-            assert_eq!(width(n), w, "{n} columns");
-        }
-        // Rows no width divides: the narrowest window holding a short row, else 512.
-        for (n, w) in [
-            (0, 512),
+            // One window.
             (1, 128),
             (100, 128),
+            (128, 128),
             (200, 256),
+            (256, 256),
             (300, 512),
-            (1000, 512),
+            (384, 512),
+            (512, 512),
+            (768, 768),
+            (1000, 1024),
+            (1024, 1024),
+            // Several: a width that divides the row where it needs no more windows.
+            (1280, 768),
+            (1536, 768),
+            (2304, 768),
+            (4096, 1024),
+            (4000, 1024),
+            // 50257 (GPT-2's vocabulary): 50 windows, the last one partial.
+            (50257, 1024),
+            (0, 512),
         ] {
             assert_eq!(width(n), w, "{n} columns");
         }
-        // 50257 (GPT-2's vocabulary).
-        assert_eq!(width(50257), BN);
     }
 
     #[test]
