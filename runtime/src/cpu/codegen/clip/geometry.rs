@@ -3,7 +3,7 @@
 
 use crate::coverage::term::{Term, eval};
 use tpukit_dsl::{
-    BlockSpec, Dim, Kernel, Operand, OperandId, Role, Semantics, Space, ValueId, Window,
+    BlockDim, BlockSpec, Dim, Kernel, Operand, OperandId, Role, Semantics, Space, ValueId, Window,
 };
 
 /// Program ids known where an op runs: `(axis, index)` pairs, from the `if program_id(a) ==
@@ -72,10 +72,15 @@ impl<'k> Geometry<'k> {
         (o.shape.len() == g.shape.len() && o.shape[axis] == g.shape[axis]).then_some(d)
     }
 
-    /// The window dimension whose first element is `program_id(axis) · block`, if any.
+    /// The window dimension whose first element is `program_id(axis) · block`, if any (a
+    /// blocked dimension whose block index is that grid index; an element-offset dimension
+    /// starts at the index itself).
     pub fn started_by(&self, axis: usize, block: i64) -> Option<usize> {
-        (0..self.window.len())
-            .find(|&d| self.index[d] == Term::Axis(axis) && self.window[d] as i64 == block)
+        let (_, spec) = self.operand();
+        (0..self.window.len()).find(|&d| {
+            self.index[d] == Term::Axis(axis)
+                && matches!(spec.block[self.axes[d]], BlockDim::Blocked(b) if b as i64 == block)
+        })
     }
 
     /// Whether a window dimension's extent is the same at every step whose state a scratch
