@@ -11,6 +11,7 @@
 use crate::Result;
 use crate::launch::{Prepared, memo};
 use crate::rows::{self, BM, BN, Weights};
+use crate::softmax::Reads;
 use crate::value::{Args, Value};
 use crate::{layout, promote};
 use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
@@ -52,6 +53,30 @@ fn layer_norm_dx(
     }
 }
 
+/// [`layer_norm_dx`] for rows that fit one window (a one-phase grid with one column block):
+/// both sums, then `dx`, in one pass over the row; the two phases read `g` and `x` twice.
+#[tpu_kernel]
+fn layer_norm_dx_row(
+    g: In,
+    x: In,
+    mean: In,
+    rstd: In,
+    w: In,
+    dx: Out,
+    out: DType,
+    bm: usize,
+    bn: usize,
+) {
+    let gw = g[..].cast(f32) * w[..];
+    let r = rstd[..].cast(f32);
+    let xhat = (x[..].cast(f32) - mean[..].cast(f32)) * r;
+    let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 1);
+    let a = gw.sum_keepdims(-1);
+    let b = where_(valid, gw * xhat, 0.0).sum_keepdims(-1);
+    let n = dim(x, 1).cast(f32);
+    dx[..] = (r * (gw - a / n - xhat * b / n)).cast(out);
+}
+
 #[tpu_kernel]
 fn layer_norm_dwdb(
     g: In,
@@ -78,34 +103,55 @@ fn layer_norm_dwdb(
     }
 }
 
-/// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row.
-pub fn dx_kernel(dtype: DType, stat: DType) -> Result<Prepared> {
-    dx_kernel_by(dtype, stat, Weights::PerColumn)
-}
-
-/// [`dx_kernel`] with a weight per row (`Weights::PerRow`: a batch norm's, channels as rows;
-/// the weight is then constant along each row, so the same formula is its input gradient).
-pub fn dx_kernel_by(dtype: DType, stat: DType, weights: Weights) -> Result<Prepared> {
-    memo(("layer_norm_dx", dtype, stat, weights), || {
-        Ok(build_dx(dtype, stat, weights)?)
+/// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row,
+/// in windows of `bn` columns (see [`rows::width`]), reading each row as `reads` says
+/// ([`Reads::Once`] only for rows of at most `bn` elements).
+pub fn dx_kernel(dtype: DType, stat: DType, bn: usize, reads: Reads) -> Result<Prepared> {
+    memo(("layer_norm_dx", dtype, stat, bn, reads), || {
+        Ok(build_dx(dtype, stat, Weights::PerColumn, bn, reads)?)
     })
 }
 
-fn build_dx(dtype: DType, stat: DType, weights: Weights) -> tpukit::dsl::Result<Kernel> {
+/// [`dx_kernel`] with a weight per row (`Weights::PerRow`: a batch norm's, channels as rows;
+/// the weight is then constant along each row, so the same formula is its input gradient),
+/// in two phases over windows of [`BN`] columns.
+pub fn dx_kernel_by(dtype: DType, stat: DType, weights: Weights) -> Result<Prepared> {
+    memo(("layer_norm_dx", dtype, stat, weights), || {
+        Ok(build_dx(dtype, stat, weights, BN, Reads::Twice)?)
+    })
+}
+
+fn build_dx(
+    dtype: DType,
+    stat: DType,
+    weights: Weights,
+    bn: usize,
+    reads: Reads,
+) -> tpukit::dsl::Result<Kernel> {
+    let phases = match reads {
+        Reads::Once => 1,
+        Reads::Twice => 2,
+    };
     let spec = CallSpec {
-        grid: rows::phased_grid(2),
+        grid: rows::phased_grid_by(phases, bn),
         inputs: vec![
-            rows::input(dtype, 0.0),
-            rows::input(dtype, 0.0),
+            rows::input_by(dtype, 0.0, bn),
+            rows::input_by(dtype, 0.0, bn),
             rows::stat(stat),
             rows::stat(stat),
-            weights.spec(),
+            weights.spec_by(bn),
         ],
-        outputs: vec![rows::output(dtype, 2)],
-        scratch: vec![rows::acc(), rows::acc()],
+        outputs: vec![rows::output_by(dtype, phases, bn)],
+        scratch: match reads {
+            Reads::Once => vec![],
+            Reads::Twice => vec![rows::acc(), rows::acc()],
+        },
         ..Default::default()
     };
-    layer_norm_dx(&spec, dtype, BM, BN)
+    match reads {
+        Reads::Once => layer_norm_dx_row(&spec, dtype, BM, bn),
+        Reads::Twice => layer_norm_dx(&spec, dtype, BM, bn),
+    }
 }
 
 /// The weight/bias-gradient kernel; gradients of `param`.
@@ -137,10 +183,19 @@ fn build_dwdb(dtype: DType, stat: DType, param: DType) -> tpukit::dsl::Result<Ke
 /// Every kernel for inputs of `dtype`: both kernels with statistics and parameters of the
 /// input's dtype, and for bf16 inputs also with f32 ones (a forward pass with f32 weights).
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    let mut k = vec![dx_kernel(dtype, dtype)?, dwdb_kernel(dtype, dtype, dtype)?];
-    if dtype == DType::BF16 {
-        k.push(dx_kernel(dtype, DType::F32)?);
-        k.push(dwdb_kernel(dtype, DType::F32, DType::F32)?);
+    let stats: &[DType] = if dtype == DType::BF16 {
+        &[DType::BF16, DType::F32]
+    } else {
+        &[dtype]
+    };
+    let mut k = Vec::new();
+    for &stat in stats {
+        for bn in rows::WIDTHS {
+            for reads in [Reads::Twice, Reads::Once] {
+                k.push(dx_kernel(dtype, stat, bn, reads)?);
+            }
+        }
+        k.push(dwdb_kernel(dtype, stat, stat)?);
     }
     Ok(k)
 }
@@ -177,8 +232,9 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let (g2, x2) = (rows_of(g, n), rows_of(x, n));
     let (mean2, rstd2) = (rows_of(mean, 1), rows_of(rstd, 1));
     let stat = mean.dtype();
+    let bn = rows::width(n);
     let dx = crate::launch::one(
-        &dx_kernel(x.dtype(), stat)?,
+        &dx_kernel(x.dtype(), stat, bn, Reads::fitting(n, bn))?,
         &[&g2, &x2, &mean2, &rstd2, &w],
     )?;
     let mut dwdb = crate::launch::all(

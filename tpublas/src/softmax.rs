@@ -141,14 +141,16 @@ fn log_softmax_backward_rows(g: In, y: In, o: Out, total: Scratch, out: DType) {
 
 const _: () = assert!(BM == 16 && BN == 512);
 
-/// How many times a softmax kernel reads each row, which picks its shape.
+/// How many times a softmax kernel (or layer norm's input gradient, `norm_backward`) reads
+/// each row, which picks its shape.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Reads {
     /// Two phases over column blocks (`softmax_rows` and the backward kernels): rows of any
     /// length.
     Twice,
     /// One window per row (`softmax_row`): rows of at most the window's width. Only the
-    /// forward operators have such a kernel; the backward ones read [`Reads::Twice`].
+    /// forward operators have such a kernel; the backward ones read [`Reads::Twice`] (but
+    /// layer norm's input gradient has one).
     Once,
 }
 

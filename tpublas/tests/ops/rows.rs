@@ -386,8 +386,12 @@ fn layer_norm_mixed_dtypes_give_f32_statistics() {
 fn layer_norm_backward_matches_the_analytic_gradient() {
     let mut r = rng(19);
     for dtype in DTYPES {
+        // Rows of several windows (two phases), and rows of one window read once: a whole
+        // window, an overhanging one, a short one.
         for (shape, norm) in [
             (&[37usize, 1100][..], &[1100usize][..]),
+            (&[5, 768][..], &[768][..]),
+            (&[19, 1000][..], &[1000][..]),
             (&[2, 3, 4, 50][..], &[4, 50][..]),
         ] {
             let n: usize = norm.iter().product();
