@@ -4,7 +4,7 @@
 
 use super::ops;
 use super::tensor::Tensor;
-use tpukit_dsl::{BinaryOp, CmpOp, DType, Type, UnaryOp};
+use tpukit_dsl::{BinaryOp, CmpOp, DType, ReduceOp, Type, UnaryOp};
 
 fn scalar(dtype: DType, a: f64) -> Tensor {
     Tensor {
@@ -31,6 +31,22 @@ pub(crate) fn compare(op: CmpOp, dtype: DType, a: f64, b: f64) -> f64 {
 /// An element of `from` converted to `to`.
 pub(crate) fn cast(from: DType, to: DType, a: f64) -> f64 {
     ops::cast(&scalar(from, a), Type::scalar(to)).data[0]
+}
+
+/// The value a reduction of `dtype` elements starts from and leaves unchanged: 0 for sums,
+/// −∞ (+∞) for float maxima (minima), the dtype's least (greatest) value for integer ones.
+pub(crate) fn identity(op: ReduceOp, dtype: DType) -> f64 {
+    match (op, dtype) {
+        (ReduceOp::Sum, _) => 0.0,
+        (ReduceOp::Max, DType::I32) => i32::MIN as f64,
+        (ReduceOp::Min, DType::I32) => i32::MAX as f64,
+        (ReduceOp::Max, DType::I8) => i8::MIN as f64,
+        (ReduceOp::Min, DType::I8) => i8::MAX as f64,
+        (ReduceOp::Max, DType::I16) => i16::MIN as f64,
+        (ReduceOp::Min, DType::I16) => i16::MAX as f64,
+        (ReduceOp::Max, _) => f64::NEG_INFINITY,
+        (ReduceOp::Min, _) => f64::INFINITY,
+    }
 }
 
 #[cfg(test)]

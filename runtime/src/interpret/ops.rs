@@ -356,20 +356,8 @@ pub(super) fn iota(dim: usize, ty: Type) -> Tensor {
 }
 
 pub(super) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], ty: Type) -> Tensor {
-    let init = match op {
-        ReduceOp::Sum => 0.0,
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
-    };
-    let (init, d) = match (op, x.ty.dtype) {
-        (ReduceOp::Max, DType::I32) => (i32::MIN as f64, DType::I32),
-        (ReduceOp::Min, DType::I32) => (i32::MAX as f64, DType::I32),
-        (ReduceOp::Max, DType::I8) => (i8::MIN as f64, DType::I8),
-        (ReduceOp::Min, DType::I8) => (i8::MAX as f64, DType::I8),
-        (ReduceOp::Max, DType::I16) => (i16::MIN as f64, DType::I16),
-        (ReduceOp::Min, DType::I16) => (i16::MAX as f64, DType::I16),
-        (_, d) => (init, d),
-    };
+    let d = x.ty.dtype;
+    let init = super::fold::identity(op, d);
     let mut acc = vec![init; ty.num_elements().max(1)];
     let (os, xs) = (strides(&ty.shape), strides(&x.ty.shape));
     for_each_index(&x.ty.shape, |idx| {

@@ -118,18 +118,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
     }
 
     fn identity(&self, r: ReduceOp, dtype: DType) -> BasicValueEnum<'ctx> {
-        let x = match (r, dtype) {
-            (ReduceOp::Sum, _) => 0.0,
-            (ReduceOp::Max, DType::I32) => i32::MIN as f64,
-            (ReduceOp::Min, DType::I32) => i32::MAX as f64,
-            (ReduceOp::Max, DType::I8) => i8::MIN as f64,
-            (ReduceOp::Min, DType::I8) => i8::MAX as f64,
-            (ReduceOp::Max, DType::I16) => i16::MIN as f64,
-            (ReduceOp::Min, DType::I16) => i16::MAX as f64,
-            (ReduceOp::Max, _) => f64::NEG_INFINITY,
-            (ReduceOp::Min, _) => f64::INFINITY,
-        };
-        self.constant(dtype, x)
+        self.constant(dtype, crate::interpret::fold::identity(r, dtype))
     }
 
     /// One accumulation step. Float sums may be reassociated (so LLVM can vectorise them):

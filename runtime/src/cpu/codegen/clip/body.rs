@@ -243,9 +243,9 @@ impl Analysis<'_> {
             } => {
                 self.access(*operand, index, path)?;
                 let o = self.kernel.operand(*operand);
-                let beyond = match (&o.role, &o.window) {
-                    _ if self.stored.contains_key(operand) => self.stored[operand].clone(),
-                    (Role::Input, Window::Blocked(s)) => {
+                let beyond = match (self.stored.get(operand), &o.role, &o.window) {
+                    (Some(stored), _, _) => stored.clone(),
+                    (None, Role::Input, Window::Blocked(s)) => {
                         let dims = self.window_dims(ty(0))?;
                         let fill = Some(s.fill.as_f64().to_bits());
                         let mut beyond = self.unknown();
@@ -421,7 +421,7 @@ impl Analysis<'_> {
         for &a in axes {
             if let Some(d) = *src.dims.get(a)? {
                 let beyond = f64::from_bits(src.beyond[d]?);
-                (beyond == identity(op, dtype)?).then_some(())?;
+                (beyond == fold::identity(op, dtype)).then_some(())?;
             }
         }
         let dims = (0..src.dims.len())
@@ -506,17 +506,4 @@ fn mask(op: CmpOp, l: Sym, r: Sym) -> Option<(usize, bool)> {
         }
         _ => None,
     }
-}
-
-/// The value a reduction of `dtype` elements leaves unchanged.
-fn identity(op: ReduceOp, dtype: DType) -> Option<f64> {
-    let bits = 8 * dtype.size_bytes() as u32;
-    Some(match (op, dtype.is_float()) {
-        (ReduceOp::Sum, _) => 0.0,
-        (ReduceOp::Max, true) => f64::NEG_INFINITY,
-        (ReduceOp::Min, true) => f64::INFINITY,
-        _ if dtype == DType::Bool => return None,
-        (ReduceOp::Max, false) => -(2f64.powi(bits as i32 - 1)),
-        (ReduceOp::Min, false) => 2f64.powi(bits as i32 - 1) - 1.0,
-    })
 }
