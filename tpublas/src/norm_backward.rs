@@ -1,9 +1,21 @@
-//! `native_layer_norm_backward` in two kernels, computing in f32:
+//! `native_layer_norm_backward`, computing in f32. The input gradient is
+//! `dx = rstd · (g·w − a/n − x̂·b/n)` with `x̂ = (x − mean)·rstd` and the row sums
+//! `a = Σ g·w`, `b = Σ g·w·x̂`; the weight and bias gradients are the column sums
+//! `dw = Σ_rows g·x̂`, `db = Σ_rows g`.
+//!
+//! Rows that fit one window (see [`rows::width`]) take one pass over `g` and `x`: the rows are
+//! split into [`chunks`] of consecutive rows (the `[m, n]` arrays viewed as `[p, m/p, n]`), a
+//! `parallel` grid axis over the chunks and an `arbitrary` one over each chunk's windows;
+//! each step writes its rows' `dx` and adds their column sums to the chunk's `[1, n]`
+//! accumulators, written at the chunk's last step as its row of the `[p, 1, n]` partial
+//! sums, which a second kernel adds up. Columns alone cannot split the work: `n = 768` is
+//! two 512-column blocks (threads split 2:1), and a column kernel reads `g` and `x` again.
+//!
+//! Wider rows, and row counts with no divisor that makes enough chunks, take two kernels:
 //! - a two-phase row kernel (see [`crate::rows`]) for the input gradient: phase 0 sums
-//!   `a = Σ g·w` and `b = Σ g·w·x̂` per row (`x̂ = (x − mean)·rstd`), phase 1 writes
-//!   `dx = rstd · (g·w − a/n − x̂·b/n)`;
-//! - a column kernel for the weight and bias gradients, `dw = Σ_rows g·x̂`, `db = Σ_rows g`:
-//!   grid `(cdiv(n, BN) parallel, cdiv(m, BM) arbitrary)`, `[1, BN]` f32 accumulators.
+//!   `a` and `b` per row, phase 1 writes `dx` (rows that fit one window: one phase);
+//! - a column kernel for the weight and bias gradients: grid
+//!   `(cdiv(n, BN) parallel, cdiv(m, BM) arbitrary)`, `[1, BN]` f32 accumulators.
 //!
 //! Overhanging rows and columns read 0 in `g`, so they add nothing to either sum (the
 //! input gradient's second sum is masked to the row as well, see `layer_norm_dx`).
@@ -14,7 +26,7 @@ use crate::rows::{self, BM, BN, Weights};
 use crate::softmax::Reads;
 use crate::value::{Args, Value};
 use crate::{layout, promote};
-use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
+use tpukit::dsl::{ArraySpec, BlockDim, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
 pub const ATEN: &str = "aten.native_layer_norm_backward.default";
@@ -103,6 +115,57 @@ fn layer_norm_dwdb(
     }
 }
 
+/// The one-pass backward over chunks of rows that fit one window (see the module docs): `g`,
+/// `x`, `dx` are `[p, m/p, n]`, the statistics `[p, m/p, 1]`, `pw`/`pb` the `[p, 1, n]`
+/// partial column sums; grid `(p parallel, cdiv(m/p, bm) arbitrary, cdiv(n, bn)
+/// arbitrary)`, whose last axis must have one step (`n ≤ bn`: the accumulators hold one
+/// window's columns). That axis places the column windows as the row kernels' do, so the CPU
+/// backend sees that `dx`'s windows cover it (no zero-filling first) and clips them.
+#[tpu_kernel]
+fn layer_norm_backward_row(
+    g: In,
+    x: In,
+    mean: In,
+    rstd: In,
+    w: In,
+    dx: Out,
+    pw: Out,
+    pb: Out,
+    sw: Scratch,
+    sb: Scratch,
+    out: DType,
+    bm: usize,
+    bn: usize,
+) {
+    let gv = g[..].cast(f32);
+    let gw = gv * w[..];
+    let r = rstd[..].cast(f32);
+    let xhat = (x[..].cast(f32) - mean[..].cast(f32)) * r;
+    let valid = iota(i32, [bm, bn], 1) + program_id(2) * (bn as i32) < dim(x, 2);
+    let a = gw.sum_keepdims(-1);
+    let b = where_(valid, gw * xhat, 0.0).sum_keepdims(-1);
+    let n = dim(x, 2).cast(f32);
+    dx[..] = (r * (gw - a / n - xhat * b / n)).cast(out);
+    if program_id(1) == 0 {
+        sw[..] = 0.0;
+        sb[..] = 0.0;
+    }
+    sw[..] += (gv * xhat).sum_keepdims(0);
+    sb[..] += gv.sum_keepdims(0);
+    if program_id(1) == num_programs(1) - 1 {
+        pw[..] = sw[..];
+        pb[..] = sb[..];
+    }
+}
+
+/// `dw`, `db` (`[1, n]` of `out`): the column sums of the `[p, n]` partial sums, `p` at most
+/// [`MAX_CHUNKS`] (one window's rows; overhanging rows read 0).
+#[tpu_kernel]
+fn column_sums(pw: In, pb: In, dw: Out, db: Out, out: DType) {
+    dw[..] = pw[..].sum_keepdims(0).cast(out);
+    db[..] = pb[..].sum_keepdims(0).cast(out);
+}
+
 /// The input-gradient kernel: `g`, `x` of `dtype`, statistics of `stat`, f32 weight row,
 /// in windows of `bn` columns (see [`rows::width`]), reading each row as `reads` says
 /// ([`Reads::Once`] only for rows of at most `bn` elements).
@@ -154,6 +217,82 @@ fn build_dx(
     }
 }
 
+/// The most chunks the one-pass backward splits its rows into: enough to keep 16 threads
+/// busy, few enough that the partial sums (`p · n` f32 each) stay small beside the input.
+pub const MAX_CHUNKS: usize = 16;
+
+/// How many chunks of consecutive rows the one-pass backward splits `m` rows into: the
+/// largest divisor of `m` of at most [`MAX_CHUNKS`] whose chunks hold at least one window of
+/// [`BM`] rows (1 for fewer rows). `None` where that leaves fewer than 4 chunks for rows of 4
+/// windows or more (a prime `m`): one thread would run most of the work.
+pub fn chunks(m: usize) -> Option<usize> {
+    let most = MAX_CHUNKS.min(m / BM).max(1);
+    let p = (1..=most).rev().find(|p| m.is_multiple_of(*p)).unwrap_or(1);
+    (p >= 4 || m.div_ceil(BM) < 4).then_some(p)
+}
+
+/// The one-pass kernel ([`layer_norm_backward_row`]) for `g`, `x` of `dtype`, statistics of
+/// `stat`, in windows of `bn` columns (rows of at most `bn` elements).
+pub fn row_kernel(dtype: DType, stat: DType, bn: usize) -> Result<Prepared> {
+    memo(("layer_norm_backward_row", dtype, stat, bn), || {
+        let block = |c: usize| {
+            [
+                BlockDim::Squeezed,
+                BlockDim::Blocked(c),
+                BlockDim::Blocked(bn),
+            ]
+        };
+        let rows = |d: DType| {
+            ArraySpec::new(d, ["p", "r", "n"]).blocked(block(BM), [grid(0), grid(1), grid(2)])
+        };
+        let stat = ArraySpec::new(stat, [Dim::sym("p"), Dim::sym("r"), Dim::Static(1)]).blocked(
+            [
+                BlockDim::Squeezed,
+                BlockDim::Blocked(BM),
+                BlockDim::Blocked(1),
+            ],
+            [grid(0), grid(1), 0.into()],
+        );
+        let partial = ArraySpec::new(DType::F32, [Dim::sym("p"), Dim::Static(1), Dim::sym("n")])
+            .blocked(block(1), [grid(0), 0.into(), grid(2)]);
+        let spec = CallSpec {
+            grid: vec![
+                GridAxis::parallel(Extent::cdiv("p", 1)),
+                GridAxis::arbitrary(Extent::cdiv("r", BM)),
+                GridAxis::arbitrary(Extent::cdiv("n", bn)),
+            ],
+            inputs: vec![
+                rows(dtype),
+                rows(dtype),
+                stat.clone(),
+                stat,
+                rows::column_vector_by(DType::F32, bn),
+            ],
+            outputs: vec![rows(dtype), partial.clone(), partial],
+            scratch: vec![ArraySpec::new(DType::F32, [1, bn]); 2],
+            ..Default::default()
+        };
+        Ok(layer_norm_backward_row(&spec, dtype, BM, bn)?)
+    })
+}
+
+/// The kernel adding up the one-pass kernel's partial sums into gradients of `param`.
+pub fn sums_kernel(param: DType) -> Result<Prepared> {
+    memo(("layer_norm_backward_sums", param), || {
+        let partial =
+            ArraySpec::new(DType::F32, ["p", "n"]).blocked([MAX_CHUNKS, BN], [0.into(), grid(0)]);
+        let row = ArraySpec::new(param, [Dim::Static(1), Dim::sym("n")])
+            .blocked([1, BN], [0.into(), grid(0)]);
+        let spec = CallSpec {
+            grid: vec![GridAxis::parallel(Extent::cdiv("n", BN))],
+            inputs: vec![partial.clone(), partial],
+            outputs: vec![row.clone(), row],
+            ..Default::default()
+        };
+        Ok(column_sums(&spec, param)?)
+    })
+}
+
 /// The weight/bias-gradient kernel; gradients of `param`.
 pub fn dwdb_kernel(dtype: DType, stat: DType, param: DType) -> Result<Prepared> {
     memo(("layer_norm_dwdb", dtype, stat, param), || {
@@ -194,8 +333,10 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
             for reads in [Reads::Twice, Reads::Once] {
                 k.push(dx_kernel(dtype, stat, bn, reads)?);
             }
+            k.push(row_kernel(dtype, stat, bn)?);
         }
         k.push(dwdb_kernel(dtype, stat, stat)?);
+        k.push(sums_kernel(stat)?);
     }
     Ok(k)
 }
@@ -228,28 +369,97 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
             .expect("same size"),
         None => HostArray::from_f64(DType::F32, &[1, n], &vec![1.0; n]),
     };
-    let rows_of = |t: &HostArray, c: usize| t.clone().reshape(&[m, c]).expect("same size");
-    let (g2, x2) = (rows_of(g, n), rows_of(x, n));
-    let (mean2, rstd2) = (rows_of(mean, 1), rows_of(rstd, 1));
-    let stat = mean.dtype();
     let bn = rows::width(n);
+    let reads = Reads::fitting(n, bn);
+    let (dx, dw, db) = match (reads, chunks(m)) {
+        (Reads::Once, Some(p)) => one_pass(&[g, x, mean, rstd], &w, p, bn, param)?,
+        _ => two_kernels(&[g, x, mean, rstd], &w, bn, reads, param)?,
+    };
+    let params = |t: HostArray| t.reshape(&normalized).expect("same size");
+    Ok(vec![
+        layout::unflatten(dx, x.shape()),
+        params(dw),
+        params(db),
+    ])
+}
+
+/// The gradients from `[g, x, mean, rstd]` and the `[1, n]` f32 weight in one pass over
+/// `p` chunks of rows (see the module docs): `dx` as `[p, m/p, n]`, `dw` and `db` as `[1, n]`.
+fn one_pass(
+    arrays: &[&HostArray; 4],
+    w: &HostArray,
+    p: usize,
+    bn: usize,
+    param: DType,
+) -> Result<(HostArray, HostArray, HostArray)> {
+    let (x, n) = (arrays[1], w.shape()[1]);
+    let r = x.shape().iter().product::<usize>() / n.max(1) / p;
+    debug_assert_eq!(arrays[2].shape().iter().product::<usize>(), p * r);
+    let chunked = |t: &HostArray, c: usize| t.clone().reshape(&[p, r, c]).expect("same size");
+    let (g, x) = (chunked(arrays[0], n), chunked(x, n));
+    let (mean, rstd) = (chunked(arrays[2], 1), chunked(arrays[3], 1));
+    let mut outs = crate::launch::all(
+        &row_kernel(x.dtype(), mean.dtype(), bn)?,
+        &[&g, &x, &mean, &rstd, w],
+    )?;
+    let partial = |t: HostArray| t.reshape(&[p, n]).expect("same size");
+    let (pb, pw) = (
+        partial(outs.pop().expect("pb")),
+        partial(outs.pop().expect("pw")),
+    );
+    let mut sums = crate::launch::all(&sums_kernel(param)?, &[&pw, &pb])?;
+    let db = sums.pop().expect("db");
+    Ok((outs.pop().expect("dx"), sums.pop().expect("dw"), db))
+}
+
+/// The gradients in two kernels (see the module docs): `dx` as `[m, n]`, `dw` and `db` as
+/// `[1, n]`.
+fn two_kernels(
+    arrays: &[&HostArray; 4],
+    w: &HostArray,
+    bn: usize,
+    reads: Reads,
+    param: DType,
+) -> Result<(HostArray, HostArray, HostArray)> {
+    let n = w.shape()[1];
+    let m = arrays[1].shape().iter().product::<usize>() / n.max(1);
+    let rows_of = |t: &HostArray, c: usize| t.clone().reshape(&[m, c]).expect("same size");
+    let (g, x) = (rows_of(arrays[0], n), rows_of(arrays[1], n));
+    let (mean, rstd) = (rows_of(arrays[2], 1), rows_of(arrays[3], 1));
     let dx = crate::launch::one(
-        &dx_kernel(x.dtype(), stat, bn, Reads::fitting(n, bn))?,
-        &[&g2, &x2, &mean2, &rstd2, &w],
+        &dx_kernel(x.dtype(), mean.dtype(), bn, reads)?,
+        &[&g, &x, &mean, &rstd, w],
     )?;
     let mut dwdb = crate::launch::all(
-        &dwdb_kernel(x.dtype(), stat, param)?,
-        &[&g2, &x2, &mean2, &rstd2],
+        &dwdb_kernel(x.dtype(), mean.dtype(), param)?,
+        &[&g, &x, &mean, &rstd],
     )?;
-    let db = dwdb
-        .pop()
-        .expect("db")
-        .reshape(&normalized)
-        .expect("same size");
-    let dw = dwdb
-        .pop()
-        .expect("dw")
-        .reshape(&normalized)
-        .expect("same size");
-    Ok(vec![layout::unflatten(dx, x.shape()), dw, db])
+    let db = dwdb.pop().expect("db");
+    Ok((dx, dwdb.pop().expect("dw"), db))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_divide_the_rows_into_whole_windows() {
+        // At most MAX_CHUNKS, each at least a window of BM rows where there are enough rows.
+        assert_eq!(chunks(4096), Some(16));
+        assert_eq!(chunks(96), Some(6));
+        assert_eq!(chunks(300), Some(15));
+        assert_eq!(chunks(4098), Some(6));
+        // Fewer rows than 4 windows: one chunk is little work.
+        assert_eq!(chunks(5), Some(1));
+        assert_eq!(chunks(37), Some(1));
+        assert_eq!(chunks(0), Some(1));
+        // A prime count of many rows would leave one thread all the work.
+        assert_eq!(chunks(67), None);
+        assert_eq!(chunks(4099), None);
+        for m in 0..2000 {
+            if let Some(p) = chunks(m) {
+                assert!(p <= MAX_CHUNKS && m % p == 0, "{m} rows in {p} chunks");
+            }
+        }
+    }
 }

@@ -387,12 +387,18 @@ fn layer_norm_backward_matches_the_analytic_gradient() {
     let mut r = rng(19);
     for dtype in DTYPES {
         // Rows of several windows (two phases), and rows of one window read once: a whole
-        // window, an overhanging one, a short one.
+        // window, an overhanging one, a short one; in one pass over chunks of rows (6 of 16,
+        // 15 of 20: overhanging the chunk, 16 of 16) or, for a prime row count, in two
+        // kernels.
         for (shape, norm) in [
             (&[37usize, 1100][..], &[1100usize][..]),
             (&[5, 768][..], &[768][..]),
             (&[19, 1000][..], &[1000][..]),
             (&[2, 3, 4, 50][..], &[4, 50][..]),
+            (&[96, 768][..], &[768][..]),
+            (&[3, 100, 200][..], &[200][..]),
+            (&[256, 128][..], &[128][..]),
+            (&[67, 300][..], &[300][..]),
         ] {
             let n: usize = norm.iter().product();
             let (x, xv) = random(&mut r, dtype, shape, -2.0, 2.0);
