@@ -127,6 +127,19 @@ def test_scalar_overloads(name, kwargs, dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("exponent", [2, 3, 2.0, 3.0, -1.0, 1.5])
+def test_pow_by_a_number(exponent, dtype):
+    # Squares and cubes are products, as ATen's CPU kernel computes them: bit for bit
+    # ATen's on signed inputs; other exponents go through `powf` (positive bases).
+    x = rand(37, 1100, dtype=dtype) * 4
+    if exponent in (2, 3):
+        got, want = tb.pow.Tensor_Scalar(x, exponent), torch.pow(x, exponent)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    check("pow.Tensor_Scalar", (pos(37, 1100, dtype=dtype) + 0.5, exponent))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
 def test_where_clamp_and_backward_ops(dtype):
     x, g = rand(37, 1100, dtype=dtype), rand(37, 1100, dtype=dtype, seed=3)
     check("where.self", (rand(37, 1, seed=5) > 0, x, rand(1100, dtype=dtype, seed=4)))
@@ -137,7 +150,10 @@ def test_where_clamp_and_backward_ops(dtype):
     check("gelu_backward", (g, x), {"approximate": "tanh"})
 
 
-REDUCE = [((37, 1100), [1]), ((37, 1100), [0]), ((3, 5, 600), [0, 2]), ((6, 200), [])]
+# Leading dims take the column kernels (windows of 64 × 128: rows and columns that
+# overhang, one window, a row shorter than one); others the row kernels.
+REDUCE = [((37, 1100), [1]), ((37, 1100), [0]), ((3, 5, 600), [0, 2]), ((6, 200), []),
+          ((2, 3, 130), [0, 1]), ((300, 3, 7), [0]), ((128, 128), [-2])]
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
@@ -286,6 +302,11 @@ def test_gathers_copies_and_cat(dtype):
     check("transpose.int", (x, 0, 1))
     check("cat", ([x, rand(2, 600, dtype=dtype, seed=1)], 0))
     check("cat", ([rand(3, 6, dtype=dtype), rand(3, 2, dtype=F32, seed=1)], -1))
+    # One part left once the empty 1-D tensors are skipped (a key cache's first step): a
+    # row-major copy of a strided view.
+    heads = rand(2, 64, 384, dtype=dtype).view(2, 64, 12, 32)[:, :, 4:8].transpose(1, 2)
+    got = check("cat", ([torch.zeros(0, dtype=dtype), heads], -2))[0]
+    assert got.is_contiguous() and got.data_ptr() != heads.data_ptr()
 
 
 EMPTY = [

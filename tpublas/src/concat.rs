@@ -53,8 +53,13 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![kernel(dtype)?, copy::kernel(dtype)?])
 }
 
-/// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere).
+/// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere). One part
+/// is copied whole (a cache's first `cat([empty, k])`: through the permutes and the row
+/// scatter, a `(2, 4, 64, 32)` key took 0.45 ms, the copy a tenth of it).
 pub(crate) fn cat(parts: &[HostArray], d: usize) -> Result<HostArray> {
+    if let [only] = parts {
+        return crate::cast::copy(only, only.dtype());
+    }
     let shape = parts[0].shape().to_vec();
     let inner: usize = shape[d + 1..].iter().product();
     if inner < BN && d > 0 {

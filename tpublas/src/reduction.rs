@@ -1,7 +1,10 @@
 //! Reductions along dimensions (`sum.dim_IntList`, `mean.dim`, `amax`): one row kernel each
 //! over `[m, n]` (see [`crate::rows`]), accumulating in f32 scratch across column blocks and
-//! writing `[m, 1]` on the last one. Other dimensions are reduced by first moving them last
-//! (a row-major copy, skipped when they already are the trailing dims).
+//! writing `[m, 1]` on the last one; and one column kernel each for the leading dimensions
+//! (a bias gradient's `g.sum(0)`): `[m, n]` reduced along `m` in `[CM, CN]` windows, grid
+//! `(cdiv(n, CN) parallel, cdiv(m, CM) arbitrary)`, into `[1, CN]` f32 scratch. Other
+//! dimensions are reduced by first moving them last (a row-major copy, skipped when they
+//! already are the trailing dims).
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
@@ -9,7 +12,7 @@ use crate::rows::{self, BM, BN};
 use crate::value::{Args, Value};
 use crate::{layout, promote};
 use tpukit::dsl::ErrorKind;
-use tpukit::dsl::{CallSpec, DType, Kernel};
+use tpukit::dsl::{ArraySpec, CallSpec, DType, Dim, Extent, GridAxis, Kernel, grid};
 use tpukit::prelude::*;
 
 /// Row sums; overhanging columns read 0.
@@ -48,7 +51,50 @@ fn row_max(x: In, o: Out, s: Scratch, lowest: f32, out: DType) {
     }
 }
 
+/// Column sums; overhanging rows read 0.
+#[tpu_kernel]
+fn col_sum(x: In, o: Out, s: Scratch, out: DType) {
+    if program_id(1) == 0 {
+        s[..] = 0.0;
+    }
+    s[..] += x[..].cast(f32).sum_keepdims(0);
+    if program_id(1) == num_programs(1) - 1 {
+        o[..] = s[..].cast(out);
+    }
+}
+
+/// Column means: the sum divided by the run-time column length `dim(x, 0)`.
+#[tpu_kernel]
+fn col_mean(x: In, o: Out, s: Scratch, out: DType) {
+    if program_id(1) == 0 {
+        s[..] = 0.0;
+    }
+    s[..] += x[..].cast(f32).sum_keepdims(0);
+    if program_id(1) == num_programs(1) - 1 {
+        o[..] = (s[..] / dim(x, 0).cast(f32)).cast(out);
+    }
+}
+
+/// Column maxima; overhanging rows read −∞. NaN propagates.
+#[tpu_kernel]
+fn col_max(x: In, o: Out, s: Scratch, lowest: f32, out: DType) {
+    if program_id(1) == 0 {
+        s[..] = lowest;
+    }
+    s[..] = s[..].max(x[..].cast(f32).reduce_max_keepdims(0));
+    if program_id(1) == num_programs(1) - 1 {
+        o[..] = s[..].cast(out);
+    }
+}
+
 const _: () = assert!(BM == 16 && BN == 512);
+
+/// Rows per window of the column kernels: 32 KiB of f32 per step.
+pub const CM: usize = 64;
+
+/// Columns per window of the column kernels: one 128-lane vreg, so that 768 columns are 6
+/// blocks (3 per thread on two), not 2 of 512 (the threads splitting 2:1).
+pub const CN: usize = 128;
 
 /// The reductions.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -82,14 +128,9 @@ impl Reduction {
     }
 
     fn build(self, dtype: DType, out: DType, bm: usize, bn: usize) -> tpukit::dsl::Result<Kernel> {
-        let fill = if self == Reduction::Amax {
-            f64::NEG_INFINITY
-        } else {
-            0.0
-        };
         let spec = CallSpec {
             grid: rows::phased_grid_of(1, bm, bn),
-            inputs: vec![rows::input_of(dtype, fill, bm, bn)],
+            inputs: vec![rows::input_of(dtype, self.fill(), bm, bn)],
             outputs: vec![rows::stat_of(out, bm)],
             scratch: vec![rows::acc_of(bm)],
             ..Default::default()
@@ -101,8 +142,45 @@ impl Reduction {
         }
     }
 
+    /// The kernel reducing the columns of an `[m, n]` array of `dtype` into `[1, n]` of
+    /// `out`, in `[CM, CN]` windows.
+    pub fn column_kernel(self, dtype: DType, out: DType) -> Result<Prepared> {
+        memo(("column reduction", self, dtype, out), || {
+            let input = ArraySpec::new(dtype, ["m", "n"])
+                .blocked([CM, CN], [grid(1), grid(0)])
+                .fill(self.fill());
+            let spec = CallSpec {
+                grid: vec![
+                    GridAxis::parallel(Extent::cdiv("n", CN)),
+                    GridAxis::arbitrary(Extent::cdiv("m", CM)),
+                ],
+                inputs: vec![input],
+                outputs: vec![
+                    ArraySpec::new(out, [Dim::Static(1), Dim::sym("n")])
+                        .blocked([1, CN], [0.into(), grid(0)]),
+                ],
+                scratch: vec![ArraySpec::new(DType::F32, [1, CN])],
+                ..Default::default()
+            };
+            Ok(match self {
+                Reduction::Sum => col_sum(&spec, out)?,
+                Reduction::Mean => col_mean(&spec, out)?,
+                Reduction::Amax => col_max(&spec, f32::NEG_INFINITY, out)?,
+            })
+        })
+    }
+
+    /// What overhanging elements read: the reduction's identity.
+    fn fill(self) -> f64 {
+        if self == Reduction::Amax {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        }
+    }
+
     /// Every kernel for inputs of `dtype`: the row reduction in every window height and
-    /// width, and the transpose that moves reduced dims last.
+    /// width, the column reduction, and the transpose that moves reduced dims last.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let mut k = Vec::new();
         for bm in [BM, rows::SHORT] {
@@ -110,6 +188,7 @@ impl Reduction {
                 k.push(self.kernel_by(dtype, dtype, bm, bn)?);
             }
         }
+        k.push(self.column_kernel(dtype, dtype)?);
         k.push(crate::copy::kernel(dtype)?);
         Ok(k)
     }
@@ -153,13 +232,23 @@ impl Reduction {
                 .err("cannot reduce over a zero-size dimension")
                 .with_kind(ErrorKind::Shape));
         }
-        let (rows_x, _) = layout::to_rows(x, &dims)?;
-        let (m, n) = (rows_x.shape()[0], rows_x.shape()[1]);
-        let k = self.kernel_by(x.dtype(), x.dtype(), rows::height(m), rows::width(n))?;
-        let mut out = crate::launch::one(&k, &[&rows_x])?;
-        if rows_x.shape()[1] == 0 && self == Reduction::Mean {
-            // No column block ran: the sum is 0, the mean 0/0 = NaN (as in ATen).
-            out = HostArray::from_f64(x.dtype(), out.shape(), &vec![f64::NAN; out.shape()[0]]);
+        let reduced: usize = dims.iter().map(|&d| x.shape()[d]).product();
+        let kept: usize = x.shape()[dims.len()..].iter().product();
+        let leading = dims.len() < rank && dims.iter().enumerate().all(|(i, &d)| i == d);
+        let mut out = if leading && reduced > 0 && kept > 0 {
+            // The leading dims: reduced where they are, no copy that moves them last.
+            let cols = x.clone().reshape(&[reduced, kept]).expect("same size");
+            crate::launch::one(&self.column_kernel(x.dtype(), x.dtype())?, &[&cols])?
+        } else {
+            let (rows_x, _) = layout::to_rows(x, &dims)?;
+            let (m, n) = (rows_x.shape()[0], rows_x.shape()[1]);
+            let k = self.kernel_by(x.dtype(), x.dtype(), rows::height(m), rows::width(n))?;
+            crate::launch::one(&k, &[&rows_x])?
+        };
+        if reduced == 0 && self == Reduction::Mean {
+            // Nothing was summed: the sum is 0, the mean 0/0 = NaN (as in ATen).
+            let size = out.shape().iter().product::<usize>();
+            out = HostArray::from_f64(x.dtype(), out.shape(), &vec![f64::NAN; size]);
         }
         let shape: Vec<usize> = (0..rank)
             .filter_map(|d| match (dims.contains(&d), keepdim) {
