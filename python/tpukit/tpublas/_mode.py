@@ -240,6 +240,21 @@ class Mode(TorchDispatchMode):
                 return None
         return functools.partial(op._run, op._bind(args, {})), (), {}
 
+    @staticmethod
+    def _scalar_call(scalar, args):
+        """The call of a ``_direct`` operator's ``Scalar`` overload for ``x ⊕ number`` (its
+        ``Tensor`` overload given an f32 or bf16 CPU tensor and a number, as ``x * 0.5``
+        dispatches), or None: what ``_tpublas_call`` makes of such a call, without its
+        per-call walks (which cost a call of a small tensor twice its kernel's time)."""
+        if len(args) != 2:
+            return None
+        x, number = args[0], _number(args[1])
+        if number is None or not isinstance(x, torch.Tensor) or not x.is_cpu \
+                or x.dtype not in _FLOAT_DTYPES:
+            return None
+        values = scalar._fit([x, number], {})
+        return None if values is None else (functools.partial(scalar._run, values), (), {})
+
     def _tpublas_call(self, func, args, kwargs):
         """``(operator, args, kwargs)`` serving this call on tpuBLAS, or None."""
         alias = _ALIASES.get(self._describe(func)[0])
@@ -303,8 +318,12 @@ class Mode(TorchDispatchMode):
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name, view, _, _, allocation, direct = self._describe(func)
-        call = self._direct_call(direct, args) if direct is not None and not kwargs else None
+        name, view, _, scalar, allocation, direct = self._describe(func)
+        call = None
+        if direct is not None and not kwargs:
+            call = self._direct_call(direct, args)
+            if call is None and scalar is not None:
+                call = self._scalar_call(scalar, args)
         if call is None:
             kwargs = kwargs or {}
             if view or name in _VIEWS:
