@@ -231,7 +231,7 @@ pub fn chunks(m: usize) -> Option<usize> {
     (p >= 4 || m.div_ceil(BM) < 4).then_some(p)
 }
 
-/// The one-pass kernel ([`layer_norm_backward_row`]) for `g`, `x` of `dtype`, statistics of
+/// The one-pass kernel (`layer_norm_backward_row`) for `g`, `x` of `dtype`, statistics of
 /// `stat`, in windows of `bn` columns (rows of at most `bn` elements).
 pub fn row_kernel(dtype: DType, stat: DType, bn: usize) -> Result<Prepared> {
     memo(("layer_norm_backward_row", dtype, stat, bn), || {
