@@ -173,9 +173,11 @@ def test_reductions(shape, dims, keepdim, dtype):
 @pytest.mark.parametrize("dtype", [F32, BF16])
 @pytest.mark.parametrize(
     ("shape", "dim"),
-    # Rows read twice (1100, 2048), and rows that fit one window (f32 results normalised in
-    # the output window: 130 rows of 37, 1800 of 5, 21 of 1024 in 16-row windows).
-    [((37, 1100), 1), ((37, 130), 0), ((3, 5, 600), 1), ((19, 2048), 1), ((21, 1024), 1)],
+    # Rows read twice (4500: two 4096-column windows), and rows that fit one window (f32
+    # results normalised in the output window: 1100 and 2048 columns, 130 rows of 37, 1800
+    # of 5, 21 of 1024 in 16-row windows).
+    [((37, 1100), 1), ((37, 130), 0), ((3, 5, 600), 1), ((19, 2048), 1), ((21, 1024), 1),
+     ((9, 4500), 1)],
 )
 def test_softmax_family(shape, dim, dtype):
     x = rand(*shape, dtype=dtype) * 3
@@ -261,7 +263,7 @@ def _norm_tol_kw(dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-@pytest.mark.parametrize("n", [1100, 2048])  # 2048: two 1024-column windows
+@pytest.mark.parametrize("n", [1100, 4500])  # 4500: two 4096-column windows
 def test_rms_norm(dtype, n):
     x = rand(37, n, dtype=dtype)
     if not hasattr(torch.ops.aten, "_fused_rms_norm"):

@@ -32,8 +32,15 @@ pub const BN: usize = 512;
 pub const WIDE: usize = 1024;
 
 /// The window widths of the row operators that choose their width ([`width`]), widest
-/// first: multiples of 128 lanes, each with its kernels in the bundle.
-pub const WIDTHS: [usize; 5] = [WIDE, 768, BN, 256, 128];
+/// first: multiples of 128 lanes, each with its kernels in the bundle. Up to 4096 so that
+/// rows of up to 4096 elements (GPT-2 large's 1280, XL's 1600, LLaMA's 4096) are one window,
+/// read once by softmax and the norms: with 1024 the widest, interleaved, ms per call on
+/// `(4 Mi / n, n)` f32 tensors, tpuBLAS / torch, before → after (two runs each, 2026-11-28,
+/// 15:20): softmax of 2304 2.95–4.36 / 1.25–1.28 → 1.22–1.29 / 1.47–1.56, of 4096
+/// 3.84–4.07 / 1.37–1.44 → 1.12–1.59 / 1.65–1.85; layer norm of 4096 1.49–2.83 / 1.40–1.44
+/// → 1.16–1.37 / 1.41–1.62. A `[16, 4096]` f32 window is 256 KiB, well inside a TPU's
+/// scoped VMEM with its double buffers.
+pub const WIDTHS: [usize; 7] = [4096, 2048, WIDE, 768, BN, 256, 128];
 
 /// The window width for rows of `n` elements: of [`WIDTHS`], the one that covers a row in
 /// the fewest windows, the narrowest of those (so a width that divides the row when one
@@ -251,14 +258,17 @@ mod tests {
             (768, 768),
             (1000, 1024),
             (1024, 1024),
+            // Up to 4096: one window, the narrowest that holds the row.
+            (1280, 2048),
+            (2048, 2048),
+            (2304, 4096),
+            (4096, 4096),
+            (4000, 4096),
             // Several: a width that divides the row where it needs no more windows.
-            (1280, 768),
-            (1536, 768),
-            (2304, 768),
-            (4096, 1024),
-            (4000, 1024),
-            // 50257 (GPT-2's vocabulary): 50 windows, the last one partial.
-            (50257, 1024),
+            (6144, 4096),
+            (8192, 4096),
+            // 50257 (GPT-2's vocabulary): 13 windows, the last one partial.
+            (50257, 4096),
             (0, 512),
         ] {
             assert_eq!(width(n), w, "{n} columns");

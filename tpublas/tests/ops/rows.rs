@@ -104,9 +104,10 @@ fn along(shape: &[usize], dim: usize, xv: &[f64], f: impl Fn(&[f64]) -> Vec<f64>
 #[test]
 fn softmax_and_log_softmax_along_any_dim() {
     let mut r = rng(12);
-    let cases: [(&[usize], i64); 5] = [
+    let cases: [(&[usize], i64); 6] = [
         (&[700], 0),
         (&[33, 1500], 1),
+        (&[5, 4500], 1),
         (&[33, 100], 0),
         (&[2, 9, 300], -1),
         (&[2, 3, 5, 129], 2),
@@ -141,10 +142,10 @@ fn softmax_and_log_softmax_along_any_dim() {
 #[test]
 fn softmax_handles_infinities_like_aten() {
     // A row whose first column block is all −∞ but later blocks are finite; a row of −∞.
-    let n = 1100;
+    let n = 5000;
     let mut xv = vec![0.0; 2 * n];
     for (i, v) in xv.iter_mut().enumerate() {
-        *v = if i < 600 || i >= n {
+        *v = if i < 4200 || i >= n {
             f64::NEG_INFINITY
         } else {
             (i % 7) as f64
@@ -184,7 +185,11 @@ fn half_to_float_gives_f32() {
 fn softmax_backward_data() {
     let mut r = rng(14);
     for dtype in DTYPES {
-        for (shape, dim) in [(&[17usize, 1200][..], 1i64), (&[40, 3, 9][..], 0)] {
+        for (shape, dim) in [
+            (&[17usize, 1200][..], 1i64),
+            (&[3, 4500][..], 1),
+            (&[40, 3, 9][..], 0),
+        ] {
             let (g, gv) = random(&mut r, dtype, shape, -1.0, 1.0);
             let (y, yv) = random(&mut r, dtype, shape, 0.0, 0.01);
             let args = [
@@ -217,9 +222,10 @@ fn softmax_backward_data() {
 #[test]
 fn layer_norm_returns_out_mean_rstd() {
     let mut r = rng(15);
-    let cases: [(&[usize], &[usize]); 4] = [
+    let cases: [(&[usize], &[usize]); 5] = [
         (&[600], &[600]),
         (&[37, 1300], &[1300]),
+        (&[5, 4500], &[4500]),
         (&[2, 5, 300], &[300]),
         (&[2, 3, 4, 50], &[4, 50]),
     ];
@@ -277,7 +283,11 @@ fn layer_norm_returns_out_mean_rstd() {
 fn rms_norm_returns_out_rstd() {
     let mut r = rng(16);
     for dtype in DTYPES {
-        for (shape, n) in [(&[3usize, 1100][..], 1100usize), (&[2, 2, 77][..], 77)] {
+        for (shape, n) in [
+            (&[3usize, 1100][..], 1100usize),
+            (&[3, 4500][..], 4500),
+            (&[2, 2, 77][..], 77),
+        ] {
             let (x, xv) = random(&mut r, dtype, shape, -2.0, 2.0);
             let (w, wv) = random(&mut r, dtype, &[n], 0.5, 1.5);
             let args = [
@@ -391,7 +401,8 @@ fn layer_norm_backward_matches_the_analytic_gradient() {
         // 15 of 20: overhanging the chunk, 16 of 16) or, for a prime row count, in two
         // kernels.
         for (shape, norm) in [
-            (&[37usize, 1100][..], &[1100usize][..]),
+            (&[37usize, 4500][..], &[4500usize][..]),
+            (&[37, 1100][..], &[1100][..]),
             (&[5, 768][..], &[768][..]),
             (&[19, 1000][..], &[1000][..]),
             (&[2, 3, 4, 50][..], &[4, 50][..]),
