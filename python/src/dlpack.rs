@@ -110,13 +110,11 @@ fn dtype_of(t: DlDataType) -> Option<DType> {
 /// A CPU tensor's memory as DLPack describes it, the capsule held.
 pub struct Exported {
     pub capsule: Py<PyAny>,
-    pub ptr: *mut u8,
-    pub dtype: DType,
-    pub shape: Vec<usize>,
+    pub memory: Described,
 }
 
 /// What `capsule` (the result of `to_dlpack`) describes, if it is a CPU tensor of a dtype
-/// tpukit holds, C-contiguous (see [`view`]); else None.
+/// tpukit holds (see [`view`]); else None.
 pub fn read(capsule: Bound<'_, PyAny>) -> Option<Exported> {
     // SAFETY: `capsule` is a live object; a valid capsule named `dltensor` points to a
     // `DLManagedTensor` that lives until the capsule is freed (we hold it in `Exported`).
@@ -129,23 +127,30 @@ pub fn read(capsule: Bound<'_, PyAny>) -> Option<Exported> {
         &(*(p as *const DlManagedTensor)).dl_tensor
     };
     // SAFETY: a producer's description, alive with the capsule.
-    let (ptr, dtype, shape) = unsafe { view(t) }?;
+    let memory = unsafe { view(t) }?;
     Some(Exported {
-        ptr,
-        dtype,
-        shape,
         capsule: capsule.unbind(),
+        memory,
     })
 }
 
-/// The address, dtype and shape `t` describes, if it is a CPU tensor of a dtype tpukit
-/// holds, C-contiguous (strides of extent-1 axes ignored, as torch's `is_contiguous`); else
-/// None.
+/// A CPU tensor's elements as DLPack describes them: where they are, and their strides
+/// (in elements) where they are not C-contiguous.
+pub struct Described {
+    pub ptr: *mut u8,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// None when C-contiguous (strides of extent-1 axes ignored, as torch's
+    /// `is_contiguous`).
+    pub strides: Option<Vec<i64>>,
+}
+
+/// What `t` describes, if it is a CPU tensor of a dtype tpukit holds; else None.
 ///
 /// # Safety
 /// `t` is a producer's description: `shape` holds `ndim` extents, `strides` as many or is
 /// null (row-major), both readable now.
-pub unsafe fn view(t: &DlTensor) -> Option<(*mut u8, DType, Vec<usize>)> {
+pub unsafe fn view(t: &DlTensor) -> Option<Described> {
     if t.device.device_type != CPU || t.ndim < 0 {
         return None;
     }
@@ -165,22 +170,21 @@ pub unsafe fn view(t: &DlTensor) -> Option<(*mut u8, DType, Vec<usize>)> {
     if shape.iter().any(|&e| e < 0) {
         return None;
     }
-    if let Some(strides) = strides
-        && !shape.contains(&0)
-    {
+    let strided = strides.filter(|strides| {
         let mut step = 1i64;
-        for (&e, &s) in shape.iter().zip(strides).rev() {
-            if e != 1 && s != step {
-                return None;
-            }
-            step *= e;
-        }
-    }
-    Some((
-        (t.data as *mut u8).wrapping_add(t.byte_offset as usize),
+        !shape.contains(&0)
+            && shape.iter().zip(*strides).rev().any(|(&e, &s)| {
+                let off = e != 1 && s != step;
+                step *= e;
+                off
+            })
+    });
+    Some(Described {
+        ptr: (t.data as *mut u8).wrapping_add(t.byte_offset as usize),
         dtype,
-        shape.iter().map(|&e| e as usize).collect(),
-    ))
+        shape: shape.iter().map(|&e| e as usize).collect(),
+        strides: strided.map(<[i64]>::to_vec),
+    })
 }
 
 /// A result's memory and the shape and strides a description of it points into (owned,

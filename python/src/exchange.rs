@@ -14,7 +14,6 @@ use pyo3::prelude::*;
 use pyo3::{ffi, intern};
 use std::ffi::{CStr, c_void};
 use tpukit::HostArray;
-use tpukit_dsl::DType;
 
 use crate::dlpack::{self, DlManagedTensorVersioned, DlTensor};
 
@@ -60,13 +59,9 @@ pub fn find(tensor_type: &Bound<'_, PyAny>) -> Option<&'static ExchangeApi> {
 }
 
 impl ExchangeApi {
-    /// The address, dtype and shape of `tensor` (an exact tensor of the type the table came
-    /// from), if it is a CPU tensor of a dtype tpukit holds, C-contiguous (see
-    /// [`dlpack::view`]); else None.
-    pub fn view(
-        &self,
-        tensor: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(*mut u8, DType, Vec<usize>)>> {
+    /// What `tensor` (an exact tensor of the type the table came from) holds, if it is a CPU
+    /// tensor of a dtype tpukit holds (see [`dlpack::view`]); else None.
+    pub fn view(&self, tensor: &Bound<'_, PyAny>) -> PyResult<Option<dlpack::Described>> {
         let read = self
             .dltensor_from_py_object_no_sync
             .expect("checked by `find`");

@@ -31,6 +31,7 @@ mod operator_call;
 mod plan;
 mod registry;
 mod runtime;
+mod strided;
 mod tensor;
 mod tpublas;
 

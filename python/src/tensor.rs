@@ -5,9 +5,11 @@
 //! DLPack does not carry) — stands in for the buffer a numpy array exports.
 //!
 //! Only an exact `torch.Tensor` (not a subclass, which may override any of these) on the CPU,
-//! C-contiguous, without a lazy negation, of a dtype tpukit holds, is read; any other tensor
-//! is an error here (the Python side sends only such tensors, or copies through numpy). The
-//! tensor is held (a strong reference) while its memory is read. As with numpy arrays, a
+//! without a lazy negation, of a dtype tpukit holds, is read; any other tensor is an error
+//! here (the Python side sends only such tensors, or copies through numpy). A C-contiguous
+//! tensor is read in place; any other (a transpose, a slice, an expansion) is gathered into
+//! a row-major copy here ([`crate::strided`]). The tensor is held (a strong reference) while
+//! its memory is read. As with numpy arrays, a
 //! second Python thread resizing the tensor during a launch (which runs without the GIL), or
 //! giving it other storage (`set_`, `.data =`; the capsule path holds the storage itself,
 //! the exchange path only the tensor), races with the kernel's reads.
@@ -20,13 +22,17 @@ use tpukit::HostArray;
 
 use crate::dlpack;
 use crate::exchange::{self, ExchangeApi};
+use crate::strided::{self, Gathered};
 use pyo3::{ffi, intern};
+use std::sync::Arc;
 use tpukit_dsl::DType;
 
-/// A tensor's memory, held (the tensor, and its DLPack capsule where one was made).
+/// A tensor's memory, held (the tensor, and its DLPack capsule where one was made), or for
+/// a tensor that is not C-contiguous, a row-major copy of its elements.
 pub struct Tensor {
     _object: Py<PyAny>,
     _capsule: Option<Py<PyAny>>,
+    _gathered: Option<Arc<Gathered>>,
     pub ptr: *mut u8,
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -117,26 +123,40 @@ impl Tensor {
         }
         let refuse = || {
             Err(PyBufferError::new_err(
-                "a torch tensor not on the CPU, not C-contiguous, of a dtype tpukit does not \
-                 hold, or with a lazy negation",
+                "a torch tensor not on the CPU, of a dtype tpukit does not hold, or with a lazy \
+                 negation",
             ))
         };
-        let (capsule, ptr, dtype, shape) = match torch.exchange {
+        let (capsule, memory) = match torch.exchange {
             Some(api) => match api.view(obj)? {
-                Some((ptr, dtype, shape)) => (None, ptr, dtype, shape),
+                Some(memory) => (None, memory),
                 None => return refuse(),
             },
             None => match dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) {
-                Some(e) => (Some(e.capsule), e.ptr, e.dtype, e.shape),
+                Some(e) => (Some(e.capsule), e.memory),
                 None => return refuse(),
             },
         };
         if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
             return refuse();
         }
+        let dlpack::Described {
+            mut ptr,
+            dtype,
+            shape,
+            strides,
+        } = memory;
+        let gathered = strides.map(|strides| {
+            // SAFETY: torch's description of the tensor's elements, which the held tensor
+            // keeps alive and in place for the copy (with the GIL held, as now).
+            let g = unsafe { strided::gather(ptr, dtype, &shape, &strides) };
+            ptr = g.ptr();
+            Arc::new(g)
+        });
         Ok(Some(Tensor {
             _object: obj.clone().unbind(),
             _capsule: capsule,
+            _gathered: gathered,
             ptr,
             dtype,
             shape,
@@ -148,6 +168,7 @@ impl Tensor {
         Tensor {
             _object: self._object.clone_ref(py),
             _capsule: self._capsule.as_ref().map(|c| c.clone_ref(py)),
+            _gathered: self._gathered.clone(),
             ptr: self.ptr,
             dtype: self.dtype,
             shape: self.shape.clone(),

@@ -211,11 +211,12 @@ _TORCH_NAMES: dict = {}  # torch dtype -> tpukit name, of the dtypes `torch_wire
 
 
 def torch_wire(x):
-    """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read in
-    place natively, no numpy view: see ``python/src/tensor.rs``), when it is
-    C-contiguous, of a dtype tpukit holds as it is (f32, bf16, f16, i32, i16, i8), and needs
-    no gradient nor resolving (a lazy negation); else None, and the caller takes the general
-    path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on their fast path."""
+    """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read
+    natively, no numpy view: see ``python/src/tensor.rs``; in place when C-contiguous, else
+    gathered into a row-major copy there), when it is of a dtype tpukit holds as it is (f32,
+    bf16, f16, i32, i16, i8) and needs no gradient nor resolving (a lazy negation); else
+    None, and the caller takes the general path (``to_numpy``, ``to_wire``). What tpuBLAS's
+    calls take on their fast path."""
     torch = sys.modules.get("torch")
     if torch is None or type(x) is not torch.Tensor:
         return None
@@ -223,7 +224,7 @@ def torch_wire(x):
         _TORCH_NAMES.update({torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
                              torch.int32: "i32", torch.int16: "i16", torch.int8: "i8"})
     name = _TORCH_NAMES.get(x.dtype)
-    if name is None or not x.is_cpu or x.requires_grad or x.is_neg() or not x.is_contiguous():
+    if name is None or not x.is_cpu or x.requires_grad or x.is_neg():
         return None
     return (name, x.shape, x)  # the native side reads the tensor's memory in place
 
