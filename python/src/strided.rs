@@ -15,14 +15,17 @@
 //! Invariant: a [`Gathered`] holds the elements of the shape it was gathered for, row-major,
 //! aligned to their size.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 use tpukit::{Device, HostArray};
 use tpukit_dsl::DType;
 
 /// Row-major elements, owned.
 pub enum Gathered {
-    /// Copied here (8-byte aligned storage, so any element type may be read).
-    Words(Vec<u64>),
+    /// Copied here (8-byte aligned storage, so any element type may be read; allocated
+    /// without zeroing, every element then written: a zeroed allocation of this size is
+    /// fresh pages from the system, whose first writes fault, at each call).
+    Words(Vec<MaybeUninit<u64>>),
     /// Made by a kernel.
     Array(HostArray),
 }
@@ -55,7 +58,8 @@ pub unsafe fn gather(ptr: *const u8, dtype: DType, shape: &[usize], strides: &[i
     }
     let size = dtype.size_bytes();
     let len: usize = shape.iter().product();
-    let mut words = vec![0u64; (len * size).div_ceil(8).max(1)];
+    let mut words = Vec::with_capacity((len * size).div_ceil(8).max(1));
+    words.resize(words.capacity(), MaybeUninit::uninit());
     if len > 0 {
         let dst = words.as_mut_ptr() as *mut u8;
         let (shape, strides) = merged(shape, strides);
