@@ -309,6 +309,22 @@ fn matmul_restarted(a: In, b: In, o: Out, acc: Scratch) {
     o[..] = acc[..];
 }
 
+/// Two accumulators started by one `if` (flash attention's backward starts `dk` and `dv`
+/// together): the `if` must run for the one whose product does not start from zeros.
+#[tpu_kernel]
+fn two_accumulators(a: In, b: In, o: Out, twice: Out, acc: Scratch, acc2: Scratch) {
+    if program_id(2) == 0 {
+        acc[..] = 0.0;
+        acc2[..] = 0.0;
+    }
+    acc[..] += dot(a[..], b[..]);
+    acc2[..] += dot(a[..] * 2.0, b[..]);
+    if program_id(2) == num_programs(2) - 1 {
+        o[..] = acc[..];
+        twice[..] = acc2[..];
+    }
+}
+
 fn blocked_spec(dtype: DType, bs: usize, outputs: usize) -> CallSpec {
     let arr = |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)]);
     let out = ArraySpec::new(DType::F32, [Dim::sym("m"), Dim::sym("n")]);
@@ -364,6 +380,23 @@ fn accumulated_blocked_products_against_f64() {
             let shapes = [(70, 90, 50), (70, 75, 50), (bs, 3 * bs, bs), (5, 7, 3)];
             check_blocked(dtype, bs, &shapes);
         }
+    }
+}
+
+/// [`two_accumulators`]: both sums, the second exactly twice the first (`2·a` is exact).
+#[test]
+fn two_accumulators_started_by_one_if() {
+    for dtype in [DType::F32, DType::BF16] {
+        let mut spec = blocked_spec(dtype, 32, 2);
+        spec.scratch.push(ArraySpec::new(DType::F32, [32, 32]));
+        let kern = two_accumulators(&spec).unwrap();
+        check_blocked_kernel(&kern, dtype, 32, &[(70, 90, 50), (5, 7, 3)]);
+        let mut r = rng(7);
+        let (a, _) = random(&mut r, dtype, &[70, 90], -1.0, 1.0);
+        let (b, _) = random(&mut r, dtype, &[90, 50], -1.0, 1.0);
+        let out = launch(&kern, Device::Cpu, &[&a, &b]).unwrap();
+        let want: Vec<f64> = out[0].to_f64_vec().iter().map(|x| 2.0 * x).collect();
+        assert_eq!(out[1].to_f64_vec(), want, "{dtype}: the second accumulator");
     }
 }
 

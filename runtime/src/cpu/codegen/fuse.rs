@@ -28,7 +28,8 @@
 //! micro-kernel stores its sums there without adding `acc[w]`'s values, and the `if` emits
 //! nothing (one pass less over the block per accumulation). Only when the `if`
 //! is in the update's region, has no results and an empty `else`, its `then` holds nothing
-//! but the unmasked store, to `acc` through the update's own indexers, of a splat of +0.0
+//! but the unmasked store (no store to another ref: an `if` that starts two accumulators
+//! runs as written), to `acc` through the update's own indexers, of a splat of +0.0
 //! (a constant, maybe broadcast or reshaped there), and no op between the `if` and the
 //! update reads or writes `acc`, writes any memory, or runs a region: so nothing can tell
 //! the zeros were never stored, and the `dot` writes every element the store would have.
@@ -364,8 +365,11 @@ fn zeroed_before(r: &Region, first: usize, acc: Accumulate<'_>) -> Option<(usize
     let (Some(value), None) = (stores.next(), stores.next()) else {
         return None;
     };
+    // Every store in `then` must be this one: an `if` that zeroes other refs too (two
+    // accumulators started together) must still run for them.
     let only_zeroes = then_region.ops.iter().all(|op| match &op.kind {
-        OpKind::Store { .. } | OpKind::Const { .. } | OpKind::Broadcast { .. } => true,
+        OpKind::Store { operand, index, .. } => *operand == acc.operand && *index == acc.index,
+        OpKind::Const { .. } | OpKind::Broadcast { .. } => true,
         OpKind::Reshape { .. } => true,
         OpKind::Yield { values } => values.is_empty(),
         _ => false,
