@@ -325,6 +325,39 @@ def test_cpu_flash_attention_forward_and_backward(lq, s, causal, dtype):
     check(bwd, g, q, k, v, out, lse, 0.0, causal, tol=tol)
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("e,lq,s", [(32, 64, 64), (64, 200, 300), (64, 300, 100),
+                                    (128, 130, 70), (32, 1, 150), (64, 150, 1)])
+def test_fused_cpu_flash_attention(e, lq, s, causal, dtype):
+    """Head dims the fused kernels serve (``tpublas/src/flash_attention.rs``): lengths over
+    several 64-row blocks that divide neither, longer and shorter key sequences (causal
+    steps past a query block skipped), one query or one key. Against ATen in float64: each
+    result within four times ATen's own error in the dtype plus eight roundings of the
+    largest element (the sums run in another order, in blocks of 64; the backward's
+    ``dp − D`` cancels, so a fixed tolerance would be either loose or below what ATen itself
+    meets at head dim 128)."""
+    q, k, v = rand(2, 3, lq, e, dtype=dtype), rand(2, 3, s, e, dtype=dtype, seed=1), \
+        rand(2, 3, s, e, dtype=dtype, seed=2)
+    g = rand(2, 3, lq, e, dtype=dtype, seed=3)
+    fwd = aten._scaled_dot_product_flash_attention_for_cpu.default
+    bwd = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    ulp = 2.0 ** -23 if dtype == F32 else 2.0 ** -8
+    out, lse = fwd(q, k, v, 0.0, causal)
+    calls = [(fwd, (q, k, v, 0.0, causal), {}),
+             (bwd, (g, q, k, v, out, lse, 0.0, causal), {"scale": 0.2})]
+    for op, args, kwargs in calls:
+        got, m = served(op, *args, **kwargs)
+        assert m.served[str(op)] == 1, m.served
+        like = op(*args, **kwargs)
+        want = op(*to64(list(args)), **kwargs)
+        for i, (a, b, w) in enumerate(zip(got, like, want, strict=True)):
+            assert a.dtype == b.dtype and a.shape == b.shape, (i, a.dtype, b.dtype)
+            ours = (a.double() - w).abs().max().item()
+            atens = (b.double() - w).abs().max().item()
+            assert ours <= 4 * atens + 8 * ulp * w.abs().max().item(), (str(op), i, ours, atens)
+
+
 def test_attention_refuses_dropout():
     q = rand(1, 2, 8, 4)
     with pytest.raises(UnsupportedError, match="dropout_p"):

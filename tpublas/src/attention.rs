@@ -1,6 +1,8 @@
 //! Scaled dot-product attention as PyTorch's CPU path dispatches it
-//! (`_scaled_dot_product_flash_attention_for_cpu` and its backward), composed of tpuBLAS's
-//! kernels over `[B·H, L, S]` score matrices:
+//! (`_scaled_dot_product_flash_attention_for_cpu` and its backward). Without an `attn_mask`
+//! and with a head dim the fused kernels take (see [`crate::flash_attention`]), each
+//! direction is those kernels; otherwise it is composed of tpuBLAS's kernels over
+//! `[B·H, L, S]` score matrices:
 //!
 //! - forward: `s = q @ kᵀ` (`bmm`, `kᵀ` by the transpose kernel), scaled and, with
 //!   `is_causal`, masked (`col > row` → −∞, top-left aligned as ATen) by `scores`; the
@@ -21,6 +23,7 @@
 use crate::cast;
 use crate::copy::permute;
 use crate::elementwise::{Binary, Unary, binary, binary_scalar, unary};
+use crate::flash_attention::Fused;
 use crate::launch::{Prepared, memo};
 use crate::matmul::{Bias, Matmul};
 use crate::promote;
@@ -105,6 +108,7 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         k.extend(cast::kernels(dtype)?);
         k.push(cast::kernel(DType::F32, dtype)?);
     }
+    k.extend(crate::flash_attention::kernels(dtype)?);
     Ok(k)
 }
 
@@ -207,6 +211,23 @@ fn additive_mask(a: &Args, m: &HostArray, shape: &[usize]) -> Result<HostArray> 
     Ok(full.reshape(&[b, l, s]).expect("same size"))
 }
 
+/// `q`, `k`, `v` (at `first..`) as `[B·H, rows, E]` arrays of their dtype, if the fused
+/// kernels serve the call (no `attn_mask`; see [`Fused::serves`]).
+fn fused_operands(a: &Args, p: &Operands, first: usize) -> Result<Option<[HostArray; 3]>> {
+    if p.mask.is_some() {
+        return Ok(None);
+    }
+    let n = p.lead.len();
+    let b: usize = p.lead.iter().product();
+    let batches = |i: usize| -> Result<HostArray> {
+        let t = a.tensor(first + i)?;
+        let s = t.shape();
+        Ok(t.clone().reshape(&[b, s[n], s[n + 1]]).expect("same size"))
+    };
+    let [q, k, v] = [batches(0)?, batches(1)?, batches(2)?];
+    Ok(Fused::serves(&q, &k, &v).then_some([q, k, v]))
+}
+
 /// The scaled, masked scores `[B·H, L, S]` of f32 `q`, `k`.
 fn scores(p: &Operands, q: &HostArray, k: &HostArray) -> Result<HostArray> {
     let s = bmm(q, &transpose(k)?)?;
@@ -243,6 +264,21 @@ pub fn forward(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(FORWARD, args);
     let p = operands(&a, 0, 3)?;
     let n = p.lead.len();
+    if let Some([q, k, v]) = fused_operands(&a, &p, 0)? {
+        let f = Fused {
+            q: &q,
+            k: &k,
+            v: &v,
+            scale: p.scale,
+            causal: p.causal,
+        };
+        let [out, lse] = <[HostArray; 2]>::try_from(f.forward()?).expect("out, logsumexp");
+        let l = q.shape()[1];
+        return Ok(vec![
+            out.reshape(a.tensor(0)?.shape()).expect("same size"),
+            lse.reshape(&with_last(&p.lead, &[l])).expect("same size"),
+        ]);
+    }
     let [q, k, v] = [0, 1, 2].map(|i| a.tensor(i).and_then(|t| f32_batches(t, n)));
     let (q, k, v) = (q?, k?, v?);
     let (l, ev) = (q.shape()[1], v.shape()[2]);
@@ -266,6 +302,46 @@ pub fn backward(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(BACKWARD, args);
     let p = operands(&a, 1, 6)?;
     let n = p.lead.len();
+    if let Some([q, k, v]) = fused_operands(&a, &p, 1)? {
+        // `grad_out` and `out` have the query's shape (its head dim is the value's here).
+        let batches = |i: usize| -> Result<HostArray> {
+            let t = a.tensor(i)?;
+            if t.shape() != a.tensor(1)?.shape() {
+                return Err(
+                    BlasError::new(BACKWARD, "grad_out or out do not match the query")
+                        .with_kind(ErrorKind::Shape),
+                );
+            }
+            Ok(promote::to(t, q.dtype())
+                .reshape(q.shape())
+                .expect("same size"))
+        };
+        let (dout, out) = (batches(0)?, batches(4)?);
+        let (b, l) = (q.shape()[0], q.shape()[1]);
+        let lse = a.tensor(5)?;
+        if lse.shape().iter().product::<usize>() != b * l {
+            return Err(
+                BlasError::new(BACKWARD, "logsumexp does not match the operands")
+                    .with_kind(ErrorKind::Shape),
+            );
+        }
+        let lse = promote::to(lse, DType::F32)
+            .reshape(&[b, l, 1])
+            .expect("same size");
+        let f = Fused {
+            q: &q,
+            k: &k,
+            v: &v,
+            scale: p.scale,
+            causal: p.causal,
+        };
+        let grads = f.backward(&dout, &out, &lse)?;
+        return grads
+            .into_iter()
+            .zip([1, 2, 3])
+            .map(|(g, i)| Ok(g.reshape(a.tensor(i)?.shape()).expect("same size")))
+            .collect();
+    }
     let [dout, q, k, v] = [0, 1, 2, 3].map(|i| a.tensor(i).and_then(|t| f32_batches(t, n)));
     let (dout, q, k, v) = (dout?, q?, k?, v?);
     let lse = a.tensor(5)?;

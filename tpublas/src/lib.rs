@@ -35,6 +35,7 @@ pub mod elementwise;
 pub mod embedding_backward;
 mod error;
 pub mod factory;
+pub mod flash_attention;
 pub mod indexing;
 mod launch;
 mod layout;

@@ -190,6 +190,27 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
 }
 
 /// Calls of the loss, backward, factory and copy operators of a training step.
+/// Attention's forward and backward, causal and not, on heads of `e` elements.
+fn attention_calls(c: &mut Vec<(&'static str, Vec<Value>)>, d: DType, e: usize) {
+    let (q, k) = (|| t(d, &[2, 3, 70, e]), || t(d, &[2, 3, 90, e]));
+    for causal in [false, true] {
+        let fwd = vec![q(), k(), k(), Value::Scalar(0.0), causal.into()];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));
+        let lse = t(DType::F32, &[2, 3, 70]);
+        let bwd = vec![
+            q(),
+            q(),
+            k(),
+            k(),
+            q(),
+            lse,
+            Value::Scalar(0.0),
+            causal.into(),
+        ];
+        c.push(("_scaled_dot_product_flash_attention_for_cpu_backward", bwd));
+    }
+}
+
 fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     let x = || t(d, &[3, 600]);
     let target = || ints(&[5.0, -100.0, 599.0]);
@@ -245,23 +266,11 @@ fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     ));
     c.push(("masked_fill.Tensor", vec![x(), bools(&[3, 600]), t(d, &[])]));
     c.push(("bernoulli.p", vec![x(), Value::Scalar(0.3), Value::Int(7)]));
-    let (q, k) = (|| t(d, &[2, 3, 70, 40]), || t(d, &[2, 3, 90, 40]));
-    for causal in [false, true] {
-        let fwd = vec![q(), k(), k(), Value::Scalar(0.0), causal.into()];
-        c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));
-        let lse = t(DType::F32, &[2, 3, 70]);
-        let bwd = vec![
-            q(),
-            q(),
-            k(),
-            k(),
-            q(),
-            lse,
-            Value::Scalar(0.0),
-            causal.into(),
-        ];
-        c.push(("_scaled_dot_product_flash_attention_for_cpu_backward", bwd));
+    // A head dim of 40 takes the composed path, 64 the fused kernels.
+    for e in [40, 64] {
+        attention_calls(&mut c, d, e);
     }
+    let (q, k) = (|| t(d, &[2, 3, 70, 40]), || t(d, &[2, 3, 90, 40]));
     for mask in [bools(&[70, 90]), t(d, &[2, 1, 70, 90])] {
         let fwd = vec![q(), k(), k(), Value::Scalar(0.0), false.into(), mask];
         c.push(("_scaled_dot_product_flash_attention_for_cpu", fwd));

@@ -31,6 +31,7 @@ fn agree(r: &mut rand::rngs::StdRng, op: &str, kernel: &Kernel, dtype: DType) {
             .map(|d| d.resolve(&bindings).unwrap())
             .collect()
     };
+    let flash = kernel.name.starts_with("flash_");
     let mut inputs: Vec<HostArray> = Vec::new();
     for (_, o) in kernel.operands_with_role(Role::Prefetch) {
         // Prefetched operands are row numbers, distinct (a scatter writing one row twice
@@ -51,6 +52,8 @@ fn agree(r: &mut rand::rngs::StdRng, op: &str, kernel: &Kernel, dtype: DType) {
                 HostArray::from_f64(DType::Bool, &s, &b)
             }
             DType::I32 => random(r, DType::I32, &s, 0.0, 3.0).0,
+            // Flash attention's scores go through `exp` (see the note after `agree`): kept near 1.
+            d if flash => random(r, d, &s, -0.1, 0.1).0,
             d => random(r, d, &s, 0.1, 2.0).0,
         };
         inputs.push(x);
@@ -67,6 +70,19 @@ fn agree(r: &mut rand::rngs::StdRng, op: &str, kernel: &Kernel, dtype: DType) {
     launch_into(kernel, Device::Cpu, &refs, &mut b).unwrap();
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         let what = format!("{op} `{}` {dtype} output {i}", kernel.name);
-        close(&what, y, &x.to_f64_vec(), tol(y.dtype()));
+        let want = x.to_f64_vec();
+        if flash && y.dtype() == DType::F32 {
+            let largest = want.iter().fold(0f64, |m, w| m.max(w.abs()));
+            close_abs(&what, y, &want, 1e-5, 1e-5 * largest);
+        } else {
+            close(&what, y, &want, tol(y.dtype()));
+        }
     }
 }
+
+// Flash attention (`flash`): inputs drawn from ±0.1, f32 results compared within 10⁻⁵ of
+// the largest element. Its scores (dots of up to 128 products, summed in another order by
+// each device) go through `exp`, and the backward's sample `logsumexp` is no row's: with the
+// other kernels' inputs (0.1–2: scores in the hundreds) `p` overflows, and `ds = p·(dp − D)`
+// cancels. Its accuracy is tested against ATen in float64 on real softmaxes
+// (`python/tests/test_tpublas_training_ops.py::test_fused_cpu_flash_attention`).
