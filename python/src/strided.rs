@@ -3,10 +3,11 @@
 //! whose operands are row-major arrays. One copy, made here at the boundary (before, numpy
 //! copied a transposed 128 × 512 f32 matrix in 150 µs, a third of the `mm` it fed):
 //!
-//! - a permutation of a row-major layout that moves the last axis (`t()`, `transpose(-2,
-//!   -1)`), f32 or bf16, by tpuBLAS's transposing kernel ([`tpukit_blas::copy::permute`], compiled code, bundled):
-//!   scalar loops here run under the debug build's checks (the Python package's dev build),
-//!   which made a transposing copy 2–5× torch's time;
+//! - a permutation of a row-major layout that moves the last axis (`t()`,
+//!   `transpose(-2, -1)`), f32 or bf16, by tpuBLAS's transposing kernel
+//!   ([`tpukit_blas::copy::permute`]: compiled code, bundled). Scalar loops here run under
+//!   the debug build's checks (the Python package's dev build), which made a transposing
+//!   copy 2–5× torch's time;
 //! - anything else: extent-1 axes dropped, axes that are one run in memory merged, then
 //!   each row copied whole where its elements are adjacent (attention's head split, a slice
 //!   of columns), else element by element (an expanded or stepped last axis; a transpose of

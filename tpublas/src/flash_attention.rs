@@ -18,11 +18,16 @@
 //! maximum starts at −3·10³⁸ and masked scores are that, so a block of masked columns
 //! leaves it as it was). With `is_causal` (a kernel of its own: the mask's `slack` is a
 //! build parameter), a step whose key block lies wholly past its query block's last row
-//! does nothing, which halves the work of a square causal attention. Rows of `q`, `dout`, `k` and `v` past the
-//! arrays' ends are set to 0 before they enter a product (an overhanging window's contents
-//! are unspecified on a TPU, and 0·NaN is NaN). All arithmetic is f32 (bf16 operands are
-//! widened as they are loaded, as the composed path); `out` and the gradients are rounded
-//! once to the operands' dtype, `logsumexp` is f32 as ATen's.
+//! does nothing, which halves the work of a square causal attention.
+//!
+//! Rows of `q`, `dout`, `k` and `v` past the arrays' ends are set to 0 before they enter a
+//! product (an overhanging window's contents are unspecified on a TPU, and 0·NaN is NaN).
+//! All arithmetic is f32 (bf16 operands are widened as they are loaded, as the composed
+//! path); `out` and the gradients are rounded once to the operands' dtype, `logsumexp` is
+//! f32 as ATen's.
+//!
+//! The three kernels repeat their masks and the backward's `p` and `ds`: `#[tpu_kernel]`
+//! bodies cannot call helper functions.
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
