@@ -211,9 +211,10 @@ fn additive_mask(a: &Args, m: &HostArray, shape: &[usize]) -> Result<HostArray> 
     Ok(full.reshape(&[b, l, s]).expect("same size"))
 }
 
-/// `q`, `k`, `v` (at `first..`) as `[B·H, rows, E]` arrays of their dtype, if the fused
-/// kernels serve the call (no `attn_mask`; see [`Fused::serves`]).
-fn fused_operands(a: &Args, p: &Operands, first: usize) -> Result<Option<[HostArray; 3]>> {
+/// `q`, `k`, `v` (at `first..`) as `[B·H, rows, E]` arrays of their dtype, with the call's
+/// scale and causality, if the fused kernels serve the call (no `attn_mask`; see
+/// [`Fused::serves`]).
+fn fused(a: &Args, p: &Operands, first: usize) -> Result<Option<Fused>> {
     if p.mask.is_some() {
         return Ok(None);
     }
@@ -225,7 +226,50 @@ fn fused_operands(a: &Args, p: &Operands, first: usize) -> Result<Option<[HostAr
         Ok(t.clone().reshape(&[b, s[n], s[n + 1]]).expect("same size"))
     };
     let [q, k, v] = [batches(0)?, batches(1)?, batches(2)?];
-    Ok(Fused::serves(&q, &k, &v).then_some([q, k, v]))
+    Ok(Fused::serves(&q, &k, &v).then_some(Fused {
+        q,
+        k,
+        v,
+        scale: p.scale,
+        causal: p.causal,
+    }))
+}
+
+/// The fused backward of `f` (see [`fused`]): `grad_out` and `out` read at the operands'
+/// dtype, `logsumexp` as f32.
+fn fused_backward(a: &Args, f: &Fused) -> Result<Vec<HostArray>> {
+    let q = &f.q;
+    // `grad_out` and `out` have the query's shape (its head dim is the value's here).
+    let batches = |i: usize| -> Result<HostArray> {
+        let t = a.tensor(i)?;
+        if t.shape() != a.tensor(1)?.shape() {
+            return Err(
+                BlasError::new(BACKWARD, "grad_out or out do not match the query")
+                    .with_kind(ErrorKind::Shape),
+            );
+        }
+        Ok(promote::to(t, q.dtype())
+            .reshape(q.shape())
+            .expect("same size"))
+    };
+    let (dout, out) = (batches(0)?, batches(4)?);
+    let (b, l) = (q.shape()[0], q.shape()[1]);
+    let lse = a.tensor(5)?;
+    if lse.shape().iter().product::<usize>() != b * l {
+        return Err(
+            BlasError::new(BACKWARD, "logsumexp does not match the operands")
+                .with_kind(ErrorKind::Shape),
+        );
+    }
+    let lse = promote::to(lse, DType::F32)
+        .reshape(&[b, l, 1])
+        .expect("same size");
+    let grads = f.backward(&dout, &out, &lse)?;
+    grads
+        .into_iter()
+        .zip([1, 2, 3])
+        .map(|(g, i)| Ok(g.reshape(a.tensor(i)?.shape()).expect("same size")))
+        .collect()
 }
 
 /// The scaled, masked scores `[B·H, L, S]` of f32 `q`, `k`.
@@ -264,16 +308,9 @@ pub fn forward(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(FORWARD, args);
     let p = operands(&a, 0, 3)?;
     let n = p.lead.len();
-    if let Some([q, k, v]) = fused_operands(&a, &p, 0)? {
-        let f = Fused {
-            q: &q,
-            k: &k,
-            v: &v,
-            scale: p.scale,
-            causal: p.causal,
-        };
+    if let Some(f) = fused(&a, &p, 0)? {
         let [out, lse] = <[HostArray; 2]>::try_from(f.forward()?).expect("out, logsumexp");
-        let l = q.shape()[1];
+        let l = f.q.shape()[1];
         return Ok(vec![
             out.reshape(a.tensor(0)?.shape()).expect("same size"),
             lse.reshape(&with_last(&p.lead, &[l])).expect("same size"),
@@ -302,45 +339,8 @@ pub fn backward(args: &[Value]) -> Result<Vec<HostArray>> {
     let a = Args::new(BACKWARD, args);
     let p = operands(&a, 1, 6)?;
     let n = p.lead.len();
-    if let Some([q, k, v]) = fused_operands(&a, &p, 1)? {
-        // `grad_out` and `out` have the query's shape (its head dim is the value's here).
-        let batches = |i: usize| -> Result<HostArray> {
-            let t = a.tensor(i)?;
-            if t.shape() != a.tensor(1)?.shape() {
-                return Err(
-                    BlasError::new(BACKWARD, "grad_out or out do not match the query")
-                        .with_kind(ErrorKind::Shape),
-                );
-            }
-            Ok(promote::to(t, q.dtype())
-                .reshape(q.shape())
-                .expect("same size"))
-        };
-        let (dout, out) = (batches(0)?, batches(4)?);
-        let (b, l) = (q.shape()[0], q.shape()[1]);
-        let lse = a.tensor(5)?;
-        if lse.shape().iter().product::<usize>() != b * l {
-            return Err(
-                BlasError::new(BACKWARD, "logsumexp does not match the operands")
-                    .with_kind(ErrorKind::Shape),
-            );
-        }
-        let lse = promote::to(lse, DType::F32)
-            .reshape(&[b, l, 1])
-            .expect("same size");
-        let f = Fused {
-            q: &q,
-            k: &k,
-            v: &v,
-            scale: p.scale,
-            causal: p.causal,
-        };
-        let grads = f.backward(&dout, &out, &lse)?;
-        return grads
-            .into_iter()
-            .zip([1, 2, 3])
-            .map(|(g, i)| Ok(g.reshape(a.tensor(i)?.shape()).expect("same size")))
-            .collect();
+    if let Some(f) = fused(&a, &p, 1)? {
+        return fused_backward(&a, &f);
     }
     let [dout, q, k, v] = [0, 1, 2, 3].map(|i| a.tensor(i).and_then(|t| f32_batches(t, n)));
     let (dout, q, k, v) = (dout?, q?, k?, v?);

@@ -347,16 +347,16 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(k)
 }
 
-/// The `[b, rows, e]` operands of one call, their dtype, scale and causality.
-pub(crate) struct Fused<'a> {
-    pub q: &'a HostArray,
-    pub k: &'a HostArray,
-    pub v: &'a HostArray,
+/// The `[b, rows, e]` operands of one call, their scale and causality.
+pub(crate) struct Fused {
+    pub q: HostArray,
+    pub k: HostArray,
+    pub v: HostArray,
     pub scale: f64,
     pub causal: bool,
 }
 
-impl Fused<'_> {
+impl Fused {
     /// Whether the fused kernels serve these operands: a head dim of [`HEAD_DIMS`] shared by
     /// `q`, `k` and `v`, f32 or bf16, and no empty extent (ATen's results for an empty
     /// key sequence, NaN rows, are the composed path's).
@@ -377,7 +377,7 @@ impl Fused<'_> {
     pub fn forward(&self) -> Result<Vec<HostArray>> {
         let (dtype, e) = (self.q.dtype(), self.q.shape()[2]);
         let kernel = forward_kernel(dtype, e, self.causal)?;
-        crate::launch::all(&kernel, &[self.q, self.k, self.v, &self.scale()])
+        crate::launch::all(&kernel, &[&self.q, &self.k, &self.v, &self.scale()])
     }
 
     /// `(dq, dk, dv)` of `dout` given the forward's `out` and `logsumexp` (`[b, l, 1]` f32).
@@ -389,7 +389,7 @@ impl Fused<'_> {
     ) -> Result<Vec<HostArray>> {
         let (dtype, e, causal) = (self.q.dtype(), self.q.shape()[2], self.causal);
         let scale = self.scale();
-        let inputs = [self.q, self.k, self.v, dout, out, lse, &scale];
+        let inputs = [&self.q, &self.k, &self.v, dout, out, lse, &scale];
         let dq = crate::launch::one(&backward_q_kernel(dtype, e, causal)?, &inputs)?;
         let mut kv = crate::launch::all(&backward_kv_kernel(dtype, e, causal)?, &inputs)?;
         let dv = kv.pop().expect("dk, dv");
