@@ -293,8 +293,8 @@ def main() -> int:
     lines += sweep
 
     title = ("Row widths, f32 (16 MB: 4 Mi / n rows of n; tpuBLAS's row windows are the "
-             "width of 1024, 768, 512, 256 and 128 columns that covers n in the fewest "
-             "windows: one for n = 128, 768 and 1000, three of 768 for 2304):")
+             "width of 4096, 2048, 1024, 768, 512, 256 and 128 columns that covers n in the "
+             "fewest windows: one for every n here, 2304 in one of 4096):")
     widths = ["", title, "", HEAD]
     for n in [128, 768, 1000, 2304]:
         ops = operators((4 * 1024 * 1024 // n, n), torch.float32)
