@@ -8,11 +8,11 @@
 //! without a lazy negation, of a dtype tpukit holds, is read; any other tensor is an error
 //! here (the Python side sends only such tensors, or copies through numpy). A C-contiguous
 //! tensor is read in place; any other (a transpose, a slice, an expansion) is gathered into
-//! a row-major copy here ([`crate::strided`]). The tensor is held (a strong reference) while
-//! its memory is read. As with numpy arrays, a
-//! second Python thread resizing the tensor during a launch (which runs without the GIL), or
-//! giving it other storage (`set_`, `.data =`; the capsule path holds the storage itself,
-//! the exchange path only the tensor), races with the kernel's reads.
+//! a row-major copy here ([`crate::strided`]), with the GIL held. The tensor is held (a
+//! strong reference) while its memory is read. As with numpy arrays, a second Python thread
+//! resizing the tensor during a launch (which runs without the GIL), or giving it other
+//! storage (`set_`, `.data =`; the capsule path holds the storage itself, the exchange path
+//! only the tensor), races with the kernel's reads.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
