@@ -226,7 +226,7 @@ def torch_wire(x):
     name = _TORCH_NAMES.get(x.dtype)
     if name is None or not x.is_cpu or x.requires_grad or x.is_neg():
         return None
-    return (name, x.shape, x)  # the native side reads the tensor's memory in place
+    return (name, x.shape, x)  # the native side reads the tensor's memory (or gathers it)
 
 
 def torch_wires(arrays) -> list | None:

@@ -189,7 +189,6 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
     c
 }
 
-/// Calls of the loss, backward, factory and copy operators of a training step.
 /// Attention's forward and backward, causal and not, on heads of `e` elements.
 fn attention_calls(c: &mut Vec<(&'static str, Vec<Value>)>, d: DType, e: usize) {
     let (q, k) = (|| t(d, &[2, 3, 70, e]), || t(d, &[2, 3, 90, e]));
@@ -211,6 +210,7 @@ fn attention_calls(c: &mut Vec<(&'static str, Vec<Value>)>, d: DType, e: usize) 
     }
 }
 
+/// Calls of the loss, backward, factory and copy operators of a training step.
 fn training_calls(d: DType, o: DType) -> Vec<(&'static str, Vec<Value>)> {
     let x = || t(d, &[3, 600]);
     let target = || ints(&[5.0, -100.0, 599.0]);
