@@ -171,9 +171,8 @@ unsafe fn copy<T: Copy>(src: *const T, dst: *mut T, shape: &[usize], strides: &[
 }
 
 /// Copies `n` elements `src[j · stride]` to `dst[j]`. Wrapping address arithmetic: the
-/// checks debug builds (the Python package's dev build among them) add to `offset`, `add`
-/// and `read_unaligned` cost several times the copy, and the caller vouches for every
-/// address.
+/// checks debug builds (the Python package's dev build among them) add to `offset` and
+/// `add` cost several times the copy, and the caller vouches for every address.
 ///
 /// # Safety
 /// The `n` source and destination elements are readable and writable.

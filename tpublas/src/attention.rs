@@ -123,15 +123,23 @@ struct Operands {
     mask: Option<HostArray>,
 }
 
-fn f32_batches(x: &HostArray, lead: usize) -> Result<HostArray> {
+/// `x` (`[..lead dims, rows, E]`) as a `[B·H, rows, E]` array (no copy).
+fn batches(x: &HostArray, lead: usize) -> HostArray {
     let s = x.shape();
     let b: usize = s[..lead].iter().product();
+    x.clone()
+        .reshape(&[b, s[lead], s[lead + 1]])
+        .expect("same size")
+}
+
+/// [`batches`] as f32.
+fn f32_batches(x: &HostArray, lead: usize) -> Result<HostArray> {
     let x = if x.dtype() == DType::F32 {
         x.clone()
     } else {
         cast::copy(x, DType::F32)?
     };
-    Ok(x.reshape(&[b, s[lead], s[lead + 1]]).expect("same size"))
+    Ok(batches(&x, lead))
 }
 
 fn bmm(x: &HostArray, y: &HostArray) -> Result<HostArray> {
@@ -219,13 +227,8 @@ fn fused(a: &Args, p: &Operands, first: usize) -> Result<Option<Fused>> {
         return Ok(None);
     }
     let n = p.lead.len();
-    let b: usize = p.lead.iter().product();
-    let batches = |i: usize| -> Result<HostArray> {
-        let t = a.tensor(first + i)?;
-        let s = t.shape();
-        Ok(t.clone().reshape(&[b, s[n], s[n + 1]]).expect("same size"))
-    };
-    let [q, k, v] = [batches(0)?, batches(1)?, batches(2)?];
+    let operand = |i: usize| a.tensor(first + i).map(|t| batches(t, n));
+    let [q, k, v] = [operand(0)?, operand(1)?, operand(2)?];
     Ok(Fused::serves(&q, &k, &v).then_some(Fused {
         q,
         k,
@@ -240,7 +243,7 @@ fn fused(a: &Args, p: &Operands, first: usize) -> Result<Option<Fused>> {
 fn fused_backward(a: &Args, f: &Fused) -> Result<Vec<HostArray>> {
     let q = &f.q;
     // `grad_out` and `out` have the query's shape (its head dim is the value's here).
-    let batches = |i: usize| -> Result<HostArray> {
+    let like_query = |i: usize| -> Result<HostArray> {
         let t = a.tensor(i)?;
         if t.shape() != a.tensor(1)?.shape() {
             return Err(
@@ -252,7 +255,7 @@ fn fused_backward(a: &Args, f: &Fused) -> Result<Vec<HostArray>> {
             .reshape(q.shape())
             .expect("same size"))
     };
-    let (dout, out) = (batches(0)?, batches(4)?);
+    let (dout, out) = (like_query(0)?, like_query(4)?);
     let (b, l) = (q.shape()[0], q.shape()[1]);
     let lse = a.tensor(5)?;
     if lse.shape().iter().product::<usize>() != b * l {
