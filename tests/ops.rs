@@ -974,9 +974,12 @@ pub fn transposed_stores_off_the_tiles(device: Device) {
 }
 
 #[tpu_kernel]
-fn dots(a: In, b: In, ab: Out, abt: Out) {
+fn dots(a: In, b: In, ab: Out, abt: Out, atb: Out, atbt: Out) {
     ab[..] = dot(a[..], b[..]);
     abt[..] = dot_t(a[..], b[..].t());
+    // `aᵀ @ b` and `aᵀ @ bᵀ` of the transposed operands: `a @ b` again.
+    atb[..] = dot_general(a[..].t(), b[..], 0, 0);
+    atbt[..] = dot_general(a[..].t(), b[..].t(), 0, 1);
 }
 
 pub fn dot_accumulates_in_f32(device: Device) {
@@ -985,7 +988,7 @@ pub fn dot_accumulates_in_f32(device: Device) {
         let w = |r: usize, c: usize| ArraySpec::new(dtype, [r, c]);
         let spec = CallSpec {
             inputs: vec![w(m, k), w(k, n)],
-            outputs: vec![ArraySpec::new(DType::F32, [m, n]); 2],
+            outputs: vec![ArraySpec::new(DType::F32, [m, n]); 4],
             ..Default::default()
         };
         let kern = dots(&spec).unwrap();
@@ -1002,6 +1005,8 @@ pub fn dot_accumulates_in_f32(device: Device) {
             .collect();
         assert_close(&format!("dot {dtype}"), &out[0].to_f64_vec(), &want, 1e-6);
         assert_close(&format!("dot_t {dtype}"), &out[1].to_f64_vec(), &want, 1e-6);
+        assert_close(&format!("aᵀ·b {dtype}"), &out[2].to_f64_vec(), &want, 1e-6);
+        assert_close(&format!("aᵀ·bᵀ {dtype}"), &out[3].to_f64_vec(), &want, 1e-6);
     }
 }
 

@@ -451,6 +451,13 @@ fn call(name: &str, args: &[Expr], host: &[syn::Expr], refs: &[Ident], span: Spa
                 __b.dot(#v0, #v1, #dims { lhs_contract: __r - 1, rhs_contract: __r - 1 }, __out)?
             })
         }
+        "dot_general" => {
+            let (dims, (l, r)) = (dsl("DotDims"), (&host[0], &host[1]));
+            quote!({
+                let __out = if __b.ty(#v0).dtype.is_float() { #dtype::F32 } else { #dtype::I32 };
+                __b.dot(#v0, #v1, #dims { lhs_contract: (#l) as usize, rhs_contract: (#r) as usize }, __out)?
+            })
+        }
         "where_" => quote!(__b.select(#v0, #v1, #v2)?),
         "gather" => {
             let a = &host[0];

@@ -19,6 +19,11 @@
 //! a bool scalar, re-evaluated before each iteration). The variables of enclosing scopes a
 //! body assigns are carried through it.
 //!
+//! Products: `dot(a, b)` (`a @ b`, f32 results for floats), `dot_t(a, b)` (`a @ bᵀ`) and
+//! `dot_general(a, b, lc, rc)`, which contracts `a`'s axis `lc` with `b`'s axis `rc` (host
+//! values: one of the last two axes each, as `lax.dot_general`), so a kernel chosen by a
+//! parameter reads either operand transposed without a transpose of its own.
+//!
 //! Manual DMA, for inputs left in HBM (`ArraySpec::any`) and semaphore scratch
 //! (`ArraySpec::semaphores`): `dma_start(src[..], dst[..], sem[i])` and
 //! `dma_wait(src[..], dst[..], sem[i])` (`pltpu.make_async_copy(src, dst, sem).start()` and

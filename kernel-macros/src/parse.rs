@@ -695,6 +695,15 @@ fn expr(scope: &Scope, e: &syn::Expr) -> Result<Expr> {
                         vec![],
                     )
                 }
+                "dot_general" => {
+                    arity(4)?;
+                    call(
+                        &name,
+                        vec![expr(scope, args[0])?, expr(scope, args[1])?],
+                        vec![args[2].clone(), args[3].clone()],
+                        vec![],
+                    )
+                }
                 "where_" | "select" => {
                     arity(3)?;
                     call(
