@@ -8,6 +8,12 @@
 //! broadcasts to `[m, n]` is expanded on the host first). `beta` and `alpha` are run-time
 //! scalars (`[1, 1]` f32), so one kernel serves every value. With `beta = 0` `self` is
 //! ignored, NaNs included, as in ATen: the row kernel runs with a zero row instead.
+//!
+//! Either operand may come transposed ([`Transposed`]: a [`Value::Transposed`] argument, a
+//! `w.t()` view as it lies): its kernel reads the stored `[k, m]` or `[n, k]` blocks and
+//! contracts the other axis (`dot_general`), so no transposing copy is made. A CPU `dot`
+//! packs a transposed block by register tiles; a TPU `tpu.matmul` takes the contraction in its
+//! dimension numbers.
 
 use crate::Result;
 use crate::launch::{Prepared, memo};
@@ -20,13 +26,14 @@ use tpukit::prelude::*;
 /// Block extent along m, n and k.
 pub const B: usize = 128;
 
-/// `o = a @ b`, grid `(m, n, k)`; `(b, m, n, k)` with a squeezed batch dim.
+/// `o = a @ b`, grid `(m, n, k)`; `(b, m, n, k)` with a squeezed batch dim. `ak` and `bk`
+/// are the blocks' contracted axes ([`Transposed::axes`]).
 #[tpu_kernel]
-fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, k_axis: usize, out: DType) {
+fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, k_axis: usize, ak: usize, bk: usize, out: DType) {
     if program_id(k_axis) == 0 {
         acc[..] = 0.0;
     }
-    acc[..] += dot(a[..], b[..]);
+    acc[..] += dot_general(a[..], b[..], ak, bk);
     if program_id(k_axis) == num_programs(k_axis) - 1 {
         o[..] = acc[..].cast(out);
     }
@@ -34,11 +41,23 @@ fn mm_kernel(a: In, b: In, o: Out, acc: Scratch, k_axis: usize, out: DType) {
 
 /// `o = beta · c + alpha · (a @ b)` with `c` a `[1, n]` row or an `[m, n]` array.
 #[tpu_kernel]
-fn addmm_kernel(c: In, a: In, b: In, beta: In, alpha: In, o: Out, acc: Scratch, out: DType) {
+#[allow(clippy::too_many_arguments)]
+fn addmm_kernel(
+    c: In,
+    a: In,
+    b: In,
+    beta: In,
+    alpha: In,
+    o: Out,
+    acc: Scratch,
+    ak: usize,
+    bk: usize,
+    out: DType,
+) {
     if program_id(2) == 0 {
         acc[..] = 0.0;
     }
-    acc[..] += dot(a[..], b[..]);
+    acc[..] += dot_general(a[..], b[..], ak, bk);
     if program_id(2) == num_programs(2) - 1 {
         o[..] = (c[..].cast(f32) * beta[..] + acc[..] * alpha[..]).cast(out);
     }
@@ -48,8 +67,45 @@ fn array(dtype: DType, r: &str, c: &str) -> ArraySpec {
     ArraySpec::new(dtype, [Dim::sym(r), Dim::sym(c)])
 }
 
+/// Which operands of a product lie transposed: `a` stored as `[k, m]`, `b` as `[n, k]`
+/// (batched: the last two axes).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Transposed {
+    pub a: bool,
+    pub b: bool,
+}
+
+impl Transposed {
+    /// Both operands row-major.
+    pub const NONE: Transposed = Transposed { a: false, b: false };
+
+    /// Every combination, each a kernel of its own.
+    pub const ALL: [Transposed; 4] = [
+        Transposed::NONE,
+        Transposed { a: false, b: true },
+        Transposed { a: true, b: false },
+        Transposed { a: true, b: true },
+    ];
+
+    /// The contracted axis of an `a` block and of a `b` block.
+    fn axes(self) -> (usize, usize) {
+        (usize::from(!self.a), usize::from(self.b))
+    }
+
+    /// The windows' rows and columns (grid axes, or symbols) of an operand stored as
+    /// `(r, c)` when row-major, swapped when `transposed`.
+    fn order<T>(transposed: bool, r: T, c: T) -> [T; 2] {
+        if transposed { [c, r] } else { [r, c] }
+    }
+}
+
 /// The `(m, n, k)` grid and the `a`, `b`, `o` specs of a 2-D product.
-fn mm_spec(dtype: DType) -> CallSpec {
+fn mm_spec(dtype: DType, t: Transposed) -> CallSpec {
+    let operand = |transposed, (r, c): (&str, &str), (gr, gc): (usize, usize)| {
+        let [r, c] = Transposed::order(transposed, r, c);
+        let [gr, gc] = Transposed::order(transposed, grid(gr), grid(gc));
+        array(dtype, r, c).blocked([B, B], [gr, gc])
+    };
     CallSpec {
         grid: vec![
             GridAxis::parallel(Extent::cdiv("m", B)),
@@ -57,8 +113,8 @@ fn mm_spec(dtype: DType) -> CallSpec {
             GridAxis::arbitrary(Extent::cdiv("k", B)),
         ],
         inputs: vec![
-            array(dtype, "m", "k").blocked([B, B], [grid(0), grid(2)]),
-            array(dtype, "k", "n").blocked([B, B], [grid(2), grid(1)]),
+            operand(t.a, ("m", "k"), (0, 2)),
+            operand(t.b, ("k", "n"), (2, 1)),
         ],
         outputs: vec![array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)])],
         scratch: vec![ArraySpec::new(DType::F32, [B, B])],
@@ -67,7 +123,7 @@ fn mm_spec(dtype: DType) -> CallSpec {
 }
 
 /// The batched product: `[b, m, k] @ [b, k, n]`, batch dim squeezed from the windows.
-fn bmm_spec(dtype: DType) -> CallSpec {
+fn bmm_spec(dtype: DType, t: Transposed) -> CallSpec {
     let block = [
         BlockDim::Squeezed,
         BlockDim::Blocked(B),
@@ -75,6 +131,11 @@ fn bmm_spec(dtype: DType) -> CallSpec {
     ];
     let array3 =
         |r: &str, c: &str| ArraySpec::new(dtype, [Dim::sym("b"), Dim::sym(r), Dim::sym(c)]);
+    let operand = |transposed, (r, c): (&str, &str), (gr, gc): (usize, usize)| {
+        let [r, c] = Transposed::order(transposed, r, c);
+        let [gr, gc] = Transposed::order(transposed, grid(gr), grid(gc));
+        array3(r, c).blocked(block, [grid(0), gr, gc])
+    };
     CallSpec {
         grid: vec![
             GridAxis::parallel(Extent::cdiv("b", 1)),
@@ -83,8 +144,8 @@ fn bmm_spec(dtype: DType) -> CallSpec {
             GridAxis::arbitrary(Extent::cdiv("k", B)),
         ],
         inputs: vec![
-            array3("m", "k").blocked(block, [grid(0), grid(1), grid(3)]),
-            array3("k", "n").blocked(block, [grid(0), grid(3), grid(2)]),
+            operand(t.a, ("m", "k"), (1, 3)),
+            operand(t.b, ("k", "n"), (3, 2)),
         ],
         outputs: vec![array3("m", "n").blocked(block, [grid(0), grid(1), grid(2)])],
         scratch: vec![ArraySpec::new(DType::F32, [B, B])],
@@ -117,19 +178,25 @@ impl Matmul {
         }
     }
 
-    /// The kernel for operands of `dtype` (`bias` only matters for `addmm`).
+    /// The kernel for row-major operands of `dtype` (`bias` only matters for `addmm`).
     pub fn kernel(self, dtype: DType, bias: Bias) -> Result<Prepared> {
-        memo(("matmul", self, dtype, bias), || {
-            Ok(self.build(dtype, bias)?)
+        self.kernel_reading(dtype, bias, Transposed::NONE)
+    }
+
+    /// The kernel for operands of `dtype` lying as `t` says.
+    pub fn kernel_reading(self, dtype: DType, bias: Bias, t: Transposed) -> Result<Prepared> {
+        memo(("matmul", self, dtype, bias, t), || {
+            Ok(self.build(dtype, bias, t)?)
         })
     }
 
-    fn build(self, dtype: DType, bias: Bias) -> tpukit::dsl::Result<Kernel> {
+    fn build(self, dtype: DType, bias: Bias, t: Transposed) -> tpukit::dsl::Result<Kernel> {
+        let (ak, bk) = t.axes();
         match self {
-            Matmul::Mm => mm_kernel(&mm_spec(dtype), 2, dtype),
-            Matmul::Bmm => mm_kernel(&bmm_spec(dtype), 3, dtype),
+            Matmul::Mm => mm_kernel(&mm_spec(dtype, t), 2, ak, bk, dtype),
+            Matmul::Bmm => mm_kernel(&bmm_spec(dtype, t), 3, ak, bk, dtype),
             Matmul::Addmm => {
-                let mut spec = mm_spec(dtype);
+                let mut spec = mm_spec(dtype, t);
                 let c = match bias {
                     Bias::Row => ArraySpec::new(dtype, [Dim::Static(1), Dim::sym("n")])
                         .blocked([1, B], [0.into(), grid(1)]),
@@ -137,19 +204,32 @@ impl Matmul {
                 };
                 spec.inputs.insert(0, c);
                 spec.inputs.extend([layout::scalar(2), layout::scalar(2)]);
-                addmm_kernel(&spec, dtype)
+                addmm_kernel(&spec, ak, bk, dtype)
             }
         }
     }
 
-    /// Every kernel for operands of `dtype` (`addmm`: a row bias and a full one).
+    /// Every kernel for operands of `dtype`, row-major ones first: each [`Transposed`]
+    /// layout, and for `addmm` with a row bias and a full one.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
+        let biases: &[Bias] = match self {
+            Matmul::Addmm => &[Bias::Row, Bias::Full],
+            _ => &[Bias::Row],
+        };
+        let mut kernels = Vec::new();
+        for t in Transposed::ALL {
+            for &bias in biases {
+                kernels.push(self.kernel_reading(dtype, bias, t)?);
+            }
+        }
+        Ok(kernels)
+    }
+
+    /// The positions of the operands (`Value::Transposed` is read at these only).
+    pub fn operands(self) -> [usize; 2] {
         match self {
-            Matmul::Addmm => Ok(vec![
-                self.kernel(dtype, Bias::Row)?,
-                self.kernel(dtype, Bias::Full)?,
-            ]),
-            _ => Ok(vec![self.kernel(dtype, Bias::Row)?]),
+            Matmul::Addmm => [1, 2],
+            _ => [0, 1],
         }
     }
 
@@ -157,8 +237,9 @@ impl Matmul {
     /// one dtype (as in ATen); the result has it.
     pub fn run(self, args: &[Value]) -> Result<Vec<HostArray>> {
         let a = Args::new(self.aten(), args);
-        let first = usize::from(self == Matmul::Addmm);
-        let (x, y) = (a.tensor(first)?, a.tensor(first + 1)?);
+        let [first, second] = self.operands();
+        let ((x, ta), (y, tb)) = (a.operand(first)?, a.operand(second)?);
+        let t = Transposed { a: ta, b: tb };
         for t in [x, y] {
             promote::check(self.aten(), t)?;
         }
@@ -172,7 +253,7 @@ impl Matmul {
                 .with_kind(ErrorKind::DType));
         }
         let rank = if self == Matmul::Bmm { 3 } else { 2 };
-        let (xs, ys) = (x.shape(), y.shape());
+        let (xs, ys) = (logical(x.shape(), t.a), logical(y.shape(), t.b));
         let fits = xs.len() == rank
             && ys.len() == rank
             && xs[rank - 1] == ys[rank - 2]
@@ -190,7 +271,7 @@ impl Matmul {
         }
         layout::check_size(a.op, &out_shape)?;
         if self != Matmul::Addmm {
-            let k = self.kernel(dtype, Bias::Row)?;
+            let k = self.kernel_reading(dtype, Bias::Row, t)?;
             return Ok(vec![crate::launch::one(&k, &[x, y])?]);
         }
         let (beta, alpha) = (a.scalar_or(3, 1.0)?, a.scalar_or(4, 1.0)?);
@@ -215,11 +296,21 @@ impl Matmul {
             let v: Vec<f64> = full.to_f64_vec().iter().map(|&c| c * beta).collect();
             return Ok(vec![HostArray::from_f64(dtype, &out_shape, &v)]);
         }
-        let k = self.kernel(dtype, bias)?;
+        let k = self.kernel_reading(dtype, bias, t)?;
         let (beta, alpha) = (
             layout::scalar_operand(beta, 2),
             layout::scalar_operand(alpha, 2),
         );
         Ok(vec![crate::launch::one(&k, &[&c, x, y, &beta, &alpha])?])
     }
+}
+
+/// The shape of a tensor whose array has `stored` shape, transposed (last two axes) or not.
+fn logical(stored: &[usize], transposed: bool) -> Vec<usize> {
+    let mut shape = stored.to_vec();
+    if transposed && shape.len() >= 2 {
+        let r = shape.len();
+        shape.swap(r - 2, r - 1);
+    }
+    shape
 }

@@ -10,7 +10,8 @@
 //! - no tensor argument has fewer than two elements (so no tensor's value became a number);
 //! - the call made exactly one launch, which returned new outputs;
 //! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
-//!   size, row-major: a reshape), or a constant made from the other arguments and the
+//!   size, row-major: a reshape; for a [`Value::Transposed`] argument, its memory as it lies,
+//!   so a host replays the plan only on a tensor lying the same way), or a constant made from the other arguments and the
 //!   tensors' shapes (`alpha`, a Python number; a norm's ones and zeros for a missing weight
 //!   and bias: `max_constant_elements`), and every tensor argument is one of the inputs;
 //! - each result is one of the launch's outputs (a different one), row-major, reshaped at
@@ -122,11 +123,13 @@ pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option
         // (`x + x`): traced again on a copy of each tensor, whose addresses all differ.
         let copies: Vec<Value> = args
             .iter()
-            .map(|v| match v {
-                Value::Tensor(t) => {
-                    Value::Tensor(t.permuted(&(0..t.shape().len()).collect::<Vec<_>>()))
+            .map(|v| {
+                let copy = |t: &HostArray| t.permuted(&(0..t.shape().len()).collect::<Vec<_>>());
+                match v {
+                    Value::Tensor(t) => Value::Tensor(copy(t)),
+                    Value::Transposed(t) => Value::Transposed(copy(t)),
+                    other => other.clone(),
                 }
-                other => other.clone(),
             })
             .collect();
         let (again, launches) = trace(|| op.run(&copies));
@@ -143,10 +146,7 @@ pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option
 fn aliased(args: &[Value]) -> bool {
     let ranges: Vec<(usize, usize)> = args
         .iter()
-        .filter_map(|v| match v {
-            Value::Tensor(t) => Some((t.data_ptr() as usize, t.size_bytes())),
-            _ => None,
-        })
+        .filter_map(|v| v.array().map(|t| (t.data_ptr() as usize, t.size_bytes())))
         .collect();
     ranges.iter().enumerate().any(|(i, &(a, n))| {
         ranges[i + 1..]
@@ -180,10 +180,7 @@ fn plan_of(
     let tensors: Vec<(usize, &HostArray)> = args
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| match v {
-            Value::Tensor(t) => Some((i, t)),
-            _ => None,
-        })
+        .filter_map(|(i, v)| v.array().map(|t| (i, t)))
         .collect();
     if tensors.iter().any(|(_, t)| elements(t) < 2) {
         return None;

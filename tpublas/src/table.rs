@@ -474,6 +474,12 @@ const OPS: &[Op] = &[
 ];
 
 impl Op {
+    /// Whether argument `i` may be given as a [`crate::Value::Transposed`] (read in place as
+    /// it lies): a product's operands.
+    pub fn reads_transposed(&self, i: usize) -> bool {
+        matches!(self.family, F::Matmul(m) if m.operands().contains(&i))
+    }
+
     /// `aten.<name>.<overload>` (`.default` when the schema names none).
     pub fn name(&self) -> String {
         let head = &self.schema[..self.schema.find('(').expect("a schema has arguments")];

@@ -10,6 +10,12 @@ use tpukit::dsl::ErrorKind;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(HostArray),
+    /// A tensor given by its last two axes' transpose: the array is the tensor's `.mT`,
+    /// row-major, which is how a transposed view (`w.t()`, `x.transpose(-2, -1)` of a
+    /// row-major array) lies in memory, so the host passes it without a copy. Only the
+    /// operands an operator reads this way ([`crate::table::Op::reads_transposed`]) are
+    /// given one; elsewhere it is an error.
+    Transposed(HostArray),
     /// A Python float or int scalar (never promotes a tensor's dtype).
     Scalar(f64),
     Int(i64),
@@ -18,6 +24,16 @@ pub enum Value {
     /// A string argument (`approximate='tanh'`).
     Str(String),
     None,
+}
+
+impl Value {
+    /// A tensor's array, as it lies ([`Value::Tensor`] or [`Value::Transposed`]).
+    pub fn array(&self) -> Option<&HostArray> {
+        match self {
+            Value::Tensor(t) | Value::Transposed(t) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 impl From<HostArray> for Value {
@@ -78,7 +94,19 @@ impl<'a> Args<'a> {
     pub fn tensor(&self, i: usize) -> Result<&'a HostArray, BlasError> {
         match self.get(i) {
             Some(Value::Tensor(t)) => Ok(t),
+            Some(Value::Transposed(_)) => Err(self.err(format!(
+                "argument {i} is a transposed view, which this operator does not read in place"
+            ))),
             other => Err(self.err(format!("argument {i} must be a tensor, got {other:?}"))),
+        }
+    }
+
+    /// A tensor argument as it lies: its array, and whether that is the tensor's last two
+    /// axes transposed ([`Value::Transposed`]).
+    pub fn operand(&self, i: usize) -> Result<(&'a HostArray, bool), BlasError> {
+        match self.get(i) {
+            Some(Value::Transposed(t)) => Ok((t, true)),
+            _ => Ok((self.tensor(i)?, false)),
         }
     }
 

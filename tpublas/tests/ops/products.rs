@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use tpukit::dsl::DType;
-use tpukit_blas::run;
+use tpukit_blas::{Value, run};
 
 fn matmul_ref(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
     let mut o = vec![0.0; m * n];
@@ -114,4 +114,66 @@ fn addmm_with_row_bias_full_bias_and_scalars() {
             }
         }
     }
+}
+
+/// `x` (rank ≥ 2) as its last two axes' transpose lies: `x.mT`, row-major.
+fn stored_transposed(x: &tpukit::HostArray) -> tpukit::HostArray {
+    let r = x.shape().len();
+    let mut axes: Vec<usize> = (0..r).collect();
+    axes.swap(r - 2, r - 1);
+    x.permuted(&axes)
+}
+
+/// Operands given as transposed views (`Value::Transposed`: `w.t()` as it lies) are read in
+/// place by kernels of their own, and give what the row-major operands give, bit for bit
+/// (the same sums in the same order).
+#[test]
+fn operands_given_transposed() {
+    let mut r = rng(23);
+    for dtype in DTYPES {
+        let (m, k, n) = (77, 300, 130);
+        let (a, _) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
+        let (b, _) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
+        let (c, _) = random(&mut r, dtype, &[n], -1.0, 1.0);
+        let (ba, _) = random(&mut r, dtype, &[3, 40, 150], -1.0, 1.0);
+        let (bb, _) = random(&mut r, dtype, &[3, 150, 129], -1.0, 1.0);
+        let cases: [(&str, Vec<Value>, [usize; 2]); 3] = [
+            (
+                "aten.mm.default",
+                vec![a.clone().into(), b.clone().into()],
+                [0, 1],
+            ),
+            ("aten.bmm.default", vec![ba.into(), bb.into()], [0, 1]),
+            (
+                "aten.addmm.default",
+                vec![c.into(), a.into(), b.into(), 0.5.into(), 2.0.into()],
+                [1, 2],
+            ),
+        ];
+        for (op, args, operands) in cases {
+            let want = run(op, &args).unwrap().remove(0);
+            for mask in 1..4 {
+                let mut given = args.clone();
+                for (bit, &i) in operands.iter().enumerate() {
+                    if mask & (1 << bit) != 0 {
+                        let Value::Tensor(x) = &args[i] else {
+                            unreachable!()
+                        };
+                        given[i] = Value::Transposed(stored_transposed(x));
+                    }
+                }
+                let got = run(op, &given).unwrap().remove(0);
+                assert_eq!(got.shape(), want.shape(), "{op} {dtype} {mask}");
+                assert_eq!(
+                    got.to_f64_vec(),
+                    want.to_f64_vec(),
+                    "{op} {dtype}: operands {mask:02b} transposed"
+                );
+            }
+        }
+    }
+    // Only products read a transposed view; elsewhere it is refused by name.
+    let (x, _) = random(&mut r, DType::F32, &[4, 5], -1.0, 1.0);
+    let e = run("aten.add.Tensor", &[Value::Transposed(x.clone()), x.into()]).unwrap_err();
+    assert!(e.to_string().contains("transposed view"), "{e}");
 }
