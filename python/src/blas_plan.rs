@@ -4,7 +4,9 @@
 //! kernel the call resolved to is launched — no argument parsing, no operator host code.
 //!
 //! A run checks every argument: a tensor position takes an exact `torch.Tensor` on the CPU,
-//! C-contiguous, aligned, without a lazy negation, not requiring a gradient, of the plan's
+//! C-contiguous (or, where the plan was made on a product's operand given transposed, a
+//! transposed view as it lies: [`Taken::transposed`]), aligned, without a lazy negation
+//! (requiring a gradient only where the caller takes such tensors: [`Grads`]), of the plan's
 //! dtype and shape; any other position an object of the same type equal to the planned one.
 //! Anything else returns `None` and the caller runs the operator in full, which makes the
 //! right plan or raises the right error. Results are new tensors (never an argument's memory).
@@ -21,10 +23,41 @@ use crate::error::{self, guard};
 use crate::gil;
 use crate::tensor::{self, Tensor};
 
+/// A tensor a plan takes at one position: its dtype, the shape its memory is read in, and
+/// whether it lies transposed (a `w.t()` view given to a product as it lies, whose memory's
+/// shape is the tensor's with its last two extents swapped).
+pub struct Taken {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub transposed: bool,
+}
+
+impl Taken {
+    /// What the operator was given: `array` (as a `Value::Transposed` if `transposed`).
+    pub fn new(array: &tpukit::HostArray, transposed: bool) -> Taken {
+        Taken {
+            dtype: array.dtype(),
+            shape: array.shape().to_vec(),
+            transposed,
+        }
+    }
+}
+
+/// Whether a run takes tensors that require a gradient. Where autograd already ran (inside
+/// `tpublas.mode()`, below torch's Autograd key) or is not wanted (a direct call, whose
+/// results never carry a gradient, as on the general path) it does; torch's Autograd kernel
+/// of a `torch.ops.tpublas` operator refuses them, so that torch's own kernel records the
+/// graph.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Grads {
+    Taken,
+    Refused,
+}
+
 /// What a run takes at one argument position.
 enum Slot {
-    /// A plain CPU tensor of this dtype and shape.
-    Tensor(DType, Vec<usize>),
+    /// A plain CPU tensor, as given when the plan was made.
+    Tensor(Taken),
     /// An object of the type of, and equal to, this one (a copy of a list argument).
     Value(Py<PyAny>),
 }
@@ -50,13 +83,14 @@ impl BlasPlan {
         name: &str,
         plan: Plan,
         values: &Bound<'_, PyList>,
-        tensors: &[Option<(DType, Vec<usize>)>],
+        tensors: Vec<Option<Taken>>,
         results: usize,
     ) -> PyResult<BlasPlan> {
+        let bound = bind(&plan, &tensors).map_err(error::runtime)?;
         let mut slots = Vec::with_capacity(tensors.len());
         for (v, t) in values.iter().zip(tensors) {
             slots.push(match t {
-                Some((dtype, shape)) => Slot::Tensor(*dtype, shape.clone()),
+                Some(taken) => Slot::Tensor(taken),
                 None if v.is_instance_of::<PyList>() => Slot::Value(
                     PyList::new(py, v.cast::<PyList>()?.iter())?
                         .into_any()
@@ -65,7 +99,6 @@ impl BlasPlan {
                 None => Slot::Value(v.unbind()),
             });
         }
-        let bound = bind(&plan, tensors).map_err(error::runtime)?;
         Ok(BlasPlan {
             name: name.to_string(),
             single: results == 1,
@@ -81,6 +114,7 @@ impl BlasPlan {
         &self,
         py: Python<'_>,
         values: &[Bound<'_, PyAny>],
+        grads: Grads,
     ) -> PyResult<Option<Vec<Option<Tensor>>>> {
         if values.len() != self.slots.len() {
             return Ok(None);
@@ -88,20 +122,26 @@ impl BlasPlan {
         let mut held = Vec::with_capacity(self.slots.len());
         for (v, slot) in values.iter().zip(&self.slots) {
             match slot {
-                Slot::Tensor(dtype, shape) => {
+                Slot::Tensor(Taken {
+                    dtype,
+                    shape,
+                    transposed,
+                }) => {
                     // A tensor passed twice (`x * x`) is read once.
                     let again = held.iter().flatten().find(|t: &&Tensor| t.is(v));
-                    let t = match again {
-                        Some(t) => t.again(py),
-                        None => match Tensor::get(v) {
-                            Ok(Some(t)) => t,
-                            _ => return Ok(None),
-                        },
+                    let read = match (again, transposed) {
+                        (Some(t), _) => Ok(Some(t.again(py))),
+                        (None, false) => Tensor::get(v),
+                        (None, true) => Tensor::transposed(v),
+                    };
+                    let Ok(Some(t)) = read else {
+                        return Ok(None);
                     };
                     if t.dtype != *dtype
                         || t.shape != *shape
                         || !(t.ptr as usize).is_multiple_of(dtype.size_bytes())
                         || (again.is_none()
+                            && grads == Grads::Refused
                             && v.getattr(intern!(py, "requires_grad"))?.is_truthy()?)
                     {
                         return Ok(None);
@@ -125,14 +165,14 @@ impl BlasPlan {
 /// gives), handing back each result's output in the result's shape.
 fn bind(
     plan: &Plan,
-    tensors: &[Option<(DType, Vec<usize>)>],
+    tensors: &[Option<Taken>],
 ) -> Result<Option<BoundLaunch>, tpukit::runtime::RuntimeError> {
     let inputs: Vec<(DType, &[usize])> = plan
         .inputs
         .iter()
         .map(|(source, shape)| match source {
             Source::Arg(i) => (
-                tensors[*i].as_ref().expect("a tensor argument").0,
+                tensors[*i].as_ref().expect("a tensor argument").dtype,
                 &shape[..],
             ),
             Source::Const(c) => (c.dtype(), &shape[..]),
@@ -174,7 +214,9 @@ impl BlasPlan {
             let Ok(values) = values.cast::<PyList>() else {
                 return Ok(false);
             };
-            Ok(self.hold(py, &values.iter().collect::<Vec<_>>())?.is_some())
+            Ok(self
+                .hold(py, &values.iter().collect::<Vec<_>>(), Grads::Taken)?
+                .is_some())
         })
     }
 
@@ -189,7 +231,7 @@ impl BlasPlan {
             let Ok(values) = values.cast::<PyList>() else {
                 return Ok(None);
             };
-            self.run_on(py, &values.iter().collect::<Vec<_>>())
+            self.run_on(py, &values.iter().collect::<Vec<_>>(), Grads::Taken)
         })
     }
 }
@@ -198,20 +240,21 @@ impl BlasPlan {
     /// Whether every tensor the plan takes is f32 or bf16 (see `floats`).
     pub fn takes_floats(&self) -> bool {
         self.slots.iter().all(|s| match s {
-            Slot::Tensor(d, _) => matches!(d, DType::F32 | DType::BF16),
+            Slot::Tensor(t) => matches!(t.dtype, DType::F32 | DType::BF16),
             Slot::Value(_) => true,
         })
     }
 
     /// [`BlasPlan::run`] on the call's schema-ordered arguments, without the guard (the
-    /// caller's entry point runs in one).
+    /// caller's entry point runs in one), taking tensors that require a gradient or not.
     pub fn run_on<'py>(
         &self,
         py: Python<'py>,
         values: &[Bound<'py, PyAny>],
+        grads: Grads,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         {
-            let Some(held) = self.hold(py, values)? else {
+            let Some(held) = self.hold(py, values, grads)? else {
                 return Ok(None);
             };
             let arrays = self.plan.raw_inputs(|i| {

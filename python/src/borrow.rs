@@ -22,6 +22,7 @@ use tpukit_dsl::DType;
 use crate::array::{self, Wire};
 use crate::buffer::Held;
 use crate::error::DTypeError;
+use crate::tensor::Tensor;
 
 /// Inputs borrowed for one launch: the held buffers and the arrays over their memory.
 pub struct Borrowed<'w> {
@@ -86,6 +87,34 @@ pub fn host_array(wire: &Wire<'_>) -> PyResult<HostArray> {
     // Python (this function's contract), which cannot write it before then except from
     // another thread racing the call, as with numpy's own operations (see the module docs).
     Ok(unsafe { HostArray::borrowed(dtype, shape, ptr, Arc::new(buffer)) })
+}
+
+/// The host array of a wire triple whose data is a torch tensor lying as a transposed
+/// row-major array (a `w.t()` view, [`Tensor::transposed`]): that array's memory, in place,
+/// in its own shape (the tensor's last two extents swapped); None for any other data. The
+/// caller's contract is [`host_array`]'s.
+pub fn transposed(wire: &Wire<'_>) -> PyResult<Option<HostArray>> {
+    let (name, shape, data) = wire;
+    let Some(t) = Tensor::transposed(data)? else {
+        return Ok(None);
+    };
+    let mut logical = t.shape.clone();
+    let r = logical.len();
+    logical.swap(r - 2, r - 1);
+    if t.dtype != array::dtype(name)?
+        || logical != *shape
+        || t.dtype == DType::Bool
+        || !(t.ptr as usize).is_multiple_of(t.dtype.size_bytes())
+    {
+        return Ok(None);
+    }
+    let (dtype, stored, ptr) = (t.dtype, t.shape.clone(), t.ptr);
+    // SAFETY: the held tensor keeps its memory alive and in place while the array (the
+    // owner) lives; `stored` row-major from `ptr` is exactly the tensor's elements
+    // (`strided::transposed`); aligned, not bool. The caller's contract is `host_array`'s.
+    Ok(Some(unsafe {
+        HostArray::borrowed(dtype, &stored, ptr, Arc::new(t))
+    }))
 }
 
 /// A wire triple's dtype and its data's buffer, held: an error unless the data is a

@@ -5,12 +5,13 @@
 //!   torch's dispatcher with the key set first). A call of positional arguments, with no
 //!   dispatch mode on the stack, no functorch transform, on tpuBLAS's `"cpu"` device, that
 //!   the operator's last plan (`Operator._fast`) takes (exact CPU tensors needing no
-//!   gradient) is the plan's; any other call is handed as it is to torch's own autograd
+//!   gradient: [`Grads::Refused`]) is the plan's; any other call is handed as it is to torch's own autograd
 //!   kernel.
 //! - [`ModeDispatch`]: a `tpublas.mode()`'s `__torch_dispatch__`. A call of an operator the
 //!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), without
 //!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plan takes (f32 or bf16
-//!   tensors) is the plan's and counted in `served`; any other call goes to the mode's
+//!   tensors; needing a gradient or not, since torch's autograd ran above the mode) is the
+//!   plan's and counted in `served`; any other call goes to the mode's
 //!   Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's instance
 //!   attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the mode,
 //!   held weakly: no reference cycle).
@@ -23,7 +24,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
 
-use crate::blas_plan::BlasPlan;
+use crate::blas_plan::{BlasPlan, Grads};
 use crate::error::guard;
 
 /// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
@@ -38,6 +39,7 @@ pub fn run<'py>(
     plan: &Bound<'py, PyAny>,
     args: &[Bound<'py, PyAny>],
     fills: &Bound<'py, PyTuple>,
+    grads: Grads,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let Ok(plan) = plan.cast::<BlasPlan>() else {
         return Ok(None);
@@ -46,7 +48,7 @@ pub fn run<'py>(
     let mut values = Vec::with_capacity(fills.len().max(args.len()));
     values.extend(args.iter().cloned());
     values.extend(fills.iter().skip(args.len()));
-    plan.run_on(fills.py(), &values)
+    plan.run_on(fills.py(), &values, grads)
 }
 
 /// The Autograd kernel of one `torch.ops.tpublas` operator (see the module docs).
@@ -119,7 +121,7 @@ impl PlannedKernel {
                     && on_cpu(self.local.bind(py))?
                 {
                     let values: Vec<_> = args.iter().skip(1).collect();
-                    if let Some(out) = run(&plan, &values, self.fills.bind(py))? {
+                    if let Some(out) = run(&plan, &values, self.fills.bind(py), Grads::Refused)? {
                         return Ok(out);
                     }
                 }
@@ -208,7 +210,8 @@ impl ModeDispatch {
                 {
                     let values: Vec<_> = args.iter().collect();
                     let fills = entry.get_item(4)?;
-                    if let Some(out) = run(&plan, &values, fills.cast::<PyTuple>()?)? {
+                    if let Some(out) = run(&plan, &values, fills.cast::<PyTuple>()?, Grads::Taken)?
+                    {
                         let served = self.served.bind(py);
                         let name = entry.get_item(5)?;
                         let count = match served.get_item(&name)? {

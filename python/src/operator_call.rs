@@ -12,6 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::blas_plan::Grads;
 use crate::dispatch::{on_cpu, run};
 use crate::error::guard;
 
@@ -94,7 +95,7 @@ impl OperatorCall {
                 && on_cpu(&local)?
             {
                 let values: Vec<_> = args.iter().collect();
-                if let Some(out) = run(&plan, &values, &fills)? {
+                if let Some(out) = run(&plan, &values, &fills, Grads::Taken)? {
                     return Ok(out);
                 }
             }

@@ -77,6 +77,28 @@ pub unsafe fn gather(ptr: *const u8, dtype: DType, shape: &[usize], strides: &[i
     Gathered::Words(words)
 }
 
+/// The shape a view's memory has row-major if `strides` lay `shape` out as the transpose of
+/// the last two axes of a row-major array (`w.t()`, `x.transpose(-2, -1)`, `x.mT`): that
+/// array's shape, `shape` with its last two extents swapped. None for any other layout, and
+/// for empty arrays. Strides of extent-1 axes are ignored (torch sets them freely).
+pub fn transposed(shape: &[usize], strides: &[i64]) -> Option<Vec<usize>> {
+    let r = shape.len();
+    if r < 2 || shape.contains(&0) {
+        return None;
+    }
+    let (mut stored, mut steps) = (shape.to_vec(), strides.to_vec());
+    stored.swap(r - 2, r - 1);
+    steps.swap(r - 2, r - 1);
+    let mut step = 1i64;
+    for (&e, &s) in stored.iter().zip(&steps).rev() {
+        if e != 1 && s != step {
+            return None;
+        }
+        step *= e as i64;
+    }
+    Some(stored)
+}
+
 /// The array made row-major by tpuBLAS's permutation, if `strides` order a row-major layout
 /// of the axes of extent above 1 (every stride the product of the extents of the axes whose
 /// strides are smaller); None for any other layout, or if the launch fails.
@@ -189,6 +211,25 @@ unsafe fn strided_run<T: Copy>(mut src: *const T, stride: isize, mut dst: *mut T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transposed_views_are_recognised() {
+        // `w.t()` of a [512, 128] array, and `x.transpose(-2, -1)` of a [3, 40, 150] one.
+        assert_eq!(transposed(&[128, 512], &[1, 128]), Some(vec![512, 128]));
+        assert_eq!(
+            transposed(&[3, 150, 40], &[6000, 1, 150]),
+            Some(vec![3, 40, 150])
+        );
+        // An extent-1 batch axis's stride is free.
+        assert_eq!(transposed(&[1, 5, 4], &[7, 1, 5]), Some(vec![1, 4, 5]));
+        // A transpose of a column slice (rows 200 apart), a permutation that moves a batch
+        // axis, a transpose of other axes, an empty view: not a transposed row-major array.
+        assert_eq!(transposed(&[128, 512], &[1, 200]), None);
+        assert_eq!(transposed(&[4, 3, 5], &[5, 20, 1]), None);
+        assert_eq!(transposed(&[4, 3, 5], &[1, 20, 4]), None);
+        assert_eq!(transposed(&[0, 5], &[1, 0]), None);
+        assert_eq!(transposed(&[7], &[2]), None);
+    }
 
     /// The elements of `data` viewed with `shape` and `strides` from `offset`, gathered as
     /// `dtype`, beside the same read index by index.

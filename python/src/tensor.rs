@@ -8,7 +8,9 @@
 //! without a lazy negation, of a dtype tpukit holds, is read; any other tensor is an error
 //! here (the Python side sends only such tensors, or copies through numpy). A C-contiguous
 //! tensor is read in place; any other (a transpose, a slice, an expansion) is gathered into
-//! a row-major copy here ([`crate::strided`]), with the GIL held. The tensor is held (a
+//! a row-major copy here ([`crate::strided`]), with the GIL held — except where a product
+//! reads its operand transposed: a `w.t()` view is then read in place as it lies
+//! ([`Tensor::transposed`]). The tensor is held (a
 //! strong reference) while its memory is read. As with numpy arrays, a second Python thread
 //! resizing the tensor during a launch (which runs without the GIL), or giving it other
 //! storage (`set_`, `.data =`; the capsule path holds the storage itself, the exchange path
@@ -121,25 +123,7 @@ impl Tensor {
         if !obj.get_type().is(torch.tensor.bind(py)) {
             return Ok(None);
         }
-        let refuse = || {
-            Err(PyBufferError::new_err(
-                "a torch tensor not on the CPU, of a dtype tpukit does not hold, or with a lazy \
-                 negation",
-            ))
-        };
-        let (capsule, memory) = match torch.exchange {
-            Some(api) => match api.view(obj)? {
-                Some(memory) => (None, memory),
-                None => return refuse(),
-            },
-            None => match dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) {
-                Some(e) => (Some(e.capsule), e.memory),
-                None => return refuse(),
-            },
-        };
-        if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
-            return refuse();
-        }
+        let (capsule, memory) = describe(torch, obj)?;
         let dlpack::Described {
             mut ptr,
             dtype,
@@ -160,6 +144,36 @@ impl Tensor {
             ptr,
             dtype,
             shape,
+        }))
+    }
+
+    /// `obj`'s memory if it is a `torch.Tensor` lying as the transpose of the last two axes
+    /// of a row-major array ([`strided::transposed`]: a `w.t()` view), read in place with
+    /// `shape` that array's; None for any other object or layout (never gathered), an error
+    /// as for [`Tensor::get`].
+    pub fn transposed(obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
+        let py = obj.py();
+        let Some(torch) = torch(py)? else {
+            return Ok(None);
+        };
+        if !obj.get_type().is(torch.tensor.bind(py)) {
+            return Ok(None);
+        }
+        let (capsule, memory) = describe(torch, obj)?;
+        let Some(stored) = memory
+            .strides
+            .as_deref()
+            .and_then(|strides| strided::transposed(&memory.shape, strides))
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Tensor {
+            _object: obj.clone().unbind(),
+            _capsule: capsule,
+            _gathered: None,
+            ptr: memory.ptr,
+            dtype: memory.dtype,
+            shape: stored,
         }))
     }
 
@@ -184,4 +198,33 @@ impl Tensor {
     pub fn len_bytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size_bytes()
     }
+}
+
+/// The DLPack description of the exact torch tensor `obj` (and the capsule holding it, on
+/// the capsule path); an error for a tensor tpukit cannot read (see the module docs).
+fn describe(
+    torch: &Torch,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<(Option<Py<PyAny>>, dlpack::Described)> {
+    let py = obj.py();
+    let refuse = || {
+        Err(PyBufferError::new_err(
+            "a torch tensor not on the CPU, of a dtype tpukit does not hold, or with a lazy \
+             negation",
+        ))
+    };
+    let (capsule, memory) = match torch.exchange {
+        Some(api) => match api.view(obj)? {
+            Some(memory) => (None, memory),
+            None => return refuse(),
+        },
+        None => match dlpack::read(torch.to_dlpack.bind(py).call1((obj,))?) {
+            Some(e) => (Some(e.capsule), e.memory),
+            None => return refuse(),
+        },
+    };
+    if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+        return refuse();
+    }
+    Ok((capsule, memory))
 }

@@ -7,7 +7,7 @@ use tpukit_blas::Value;
 use pyo3::types::PyList;
 
 use crate::array::{self, Wire};
-use crate::blas_plan::BlasPlan;
+use crate::blas_plan::{BlasPlan, Taken};
 use crate::borrow;
 use crate::error::{self, TpukitError, guard};
 use crate::tensor::Tensor;
@@ -42,10 +42,7 @@ pub fn tpublas_run<'py>(
 ) -> PyResult<Vec<Wire<'py>>> {
     guard(Some(name), || {
         let device: Device = device.parse().map_err(TpukitError::new_err)?;
-        let values = args
-            .iter()
-            .map(|(kind, v)| value(kind, v))
-            .collect::<PyResult<Vec<Value>>>()?;
+        let values = arguments(name, &args)?;
         let results = py
             .detach(|| tpukit_blas::on_device(device, || tpukit_blas::run(name, &values)))
             .map_err(error::blas)?;
@@ -67,10 +64,7 @@ pub fn tpublas_run_planned<'py>(
     values: Bound<'py, PyList>,
 ) -> PyResult<(Vec<Wire<'py>>, Option<Py<BlasPlan>>)> {
     guard(Some(name), || {
-        let values_ = args
-            .iter()
-            .map(|(kind, v)| value(kind, v))
-            .collect::<PyResult<Vec<Value>>>()?;
+        let values_ = arguments(name, &args)?;
         let (results, plan) = py
             .detach(|| {
                 tpukit_blas::on_device(Device::Cpu, || tpukit_blas::run_planned(name, &values_))
@@ -85,21 +79,46 @@ pub fn tpublas_run_planned<'py>(
         let mut plain = values.len() == args.len();
         for ((kind, _), v) in args.iter().zip(&values_) {
             tensors.push(match v {
-                Value::Tensor(t) if kind == "tensor" => Some((t.dtype(), t.shape().to_vec())),
+                Value::Tensor(t) if kind == "tensor" => Some(Taken::new(t, false)),
+                Value::Transposed(t) => Some(Taken::new(t, true)),
                 _ => None,
             });
         }
         for (v, t) in values.iter().zip(&tensors) {
-            plain &= t.is_none() || matches!(Tensor::get(&v), Ok(Some(_)));
+            let read = match t {
+                None => continue,
+                Some(t) if t.transposed => Tensor::transposed(&v),
+                Some(_) => Tensor::get(&v),
+            };
+            plain &= matches!(read, Ok(Some(_)));
         }
         drop(values_);
         let plan = match plan {
-            Some(plan) if plain => Some(BlasPlan::new(py, name, plan, &values, &tensors, count)?),
+            Some(plan) if plain => Some(BlasPlan::new(py, name, plan, &values, tensors, count)?),
             _ => None,
         };
         let plan = plan.map(|p| Py::new(py, p)).transpose()?;
         Ok((wires, plan))
     })
+}
+
+/// The operator's arguments from `(kind, value)` pairs (see [`tpublas_run`]): a tensor at
+/// a position the operator reads transposed (a product's operand) that is a transposed view
+/// is passed as it lies ([`Value::Transposed`]), any other as [`value`] reads it.
+fn arguments(name: &str, args: &[(String, Bound<'_, PyAny>)]) -> PyResult<Vec<Value>> {
+    let op = tpukit_blas::find(name);
+    args.iter()
+        .enumerate()
+        .map(|(i, (kind, v))| {
+            if kind == "tensor"
+                && op.is_some_and(|op| op.reads_transposed(i))
+                && let Some(a) = borrow::transposed(&v.extract::<Wire<'_>>()?)?
+            {
+                return Ok(Value::Transposed(a));
+            }
+            value(kind, v)
+        })
+        .collect()
 }
 
 fn value(kind: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {

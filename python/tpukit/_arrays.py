@@ -214,9 +214,11 @@ def torch_wire(x):
     """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read
     natively, no numpy view: see ``python/src/tensor.rs``; in place when C-contiguous, else
     gathered into a row-major copy there), when it is of a dtype tpukit holds as it is (f32,
-    bf16, f16, i32, i16, i8) and needs no gradient nor resolving (a lazy negation); else
-    None, and the caller takes the general path (``to_numpy``, ``to_wire``). What tpuBLAS's
-    calls take on their fast path."""
+    bf16, f16, i32, i16, i8) and needs no resolving (a lazy negation); else None, and the
+    caller takes the general path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on
+    their fast path. A tensor that requires a gradient is read as any other: the results are
+    new tensors without one either way (as the general path's, which detaches); autograd
+    through tpuBLAS is ``torch.ops.tpublas``'s, or ``tpublas.mode()``'s below torch's."""
     torch = sys.modules.get("torch")
     if torch is None or type(x) is not torch.Tensor:
         return None
@@ -224,7 +226,7 @@ def torch_wire(x):
         _TORCH_NAMES.update({torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
                              torch.int32: "i32", torch.int16: "i16", torch.int8: "i8"})
     name = _TORCH_NAMES.get(x.dtype)
-    if name is None or not x.is_cpu or x.requires_grad or x.is_neg():
+    if name is None or not x.is_cpu or x.is_neg():
         return None
     return (name, x.shape, x)  # the native side reads the tensor's memory (or gathers it)
 
