@@ -138,6 +138,11 @@ class Operator(_native.OperatorCall):
         # Operators drawing a seed per call, or returning indices ATen widens, are never
         # planned.
         self._fast = None
+        # Every plan made, by `_plan_key` of its call (at most `_PLANS` of them, the oldest
+        # dropped first): a model calls one operator on several shapes in turn (each Linear
+        # layer's `addmm`), and a call `_fast` does not take finds its own plan here instead
+        # of being planned again.
+        self._plans: dict = {}
         self._set_arity(self._least, self._most, tuple(self._fills), _local)
         self._plannable = info.name not in _INDEX_RESULTS and not any(
             a.type == "Generator" for a in self.schema.arguments)
@@ -184,10 +189,18 @@ class Operator(_native.OperatorCall):
         they are what it was made for (see ``python/src/blas_plan.rs``), else in full."""
         fast = self._fast
         device = _local.device
+        key = None
         if fast is not None and device == "cpu":
             out = fast.run(values)
             if out is not None:
                 return out
+            key = _plan_key(values)
+            plan = self._plans.get(key) if key is not None else None
+            if plan is not None:
+                out = plan.run(values)
+                if out is not None:
+                    self._fast = plan
+                    return out
         name = self.info.name
         native, first, plain = [], None, False  # plain: `first` is a plain CPU tensor
         wired = True  # every tensor argument went through `torch_wire`
@@ -215,6 +228,11 @@ class Operator(_native.OperatorCall):
             results, plan = _native.tpublas_run_planned(name, native, values)
             if plan is not None:
                 self._fast = plan
+                key = key if key is not None else _plan_key(values)
+                if key is not None:
+                    if len(self._plans) >= _PLANS:
+                        del self._plans[next(iter(self._plans))]
+                    self._plans[key] = plan
         else:
             results = _native.tpublas_run(name, native, device)
         k = "torch" if plain else _arrays.kind(first) if first is not None else kind
@@ -231,6 +249,35 @@ class Operator(_native.OperatorCall):
             arrays = [a.astype(np.int64) if a.dtype == np.int32 else a for a in arrays]
         out = [_arrays.to_kind(a, k, first) for a in arrays]
         return out[0] if self.schema.results == 1 else tuple(out)
+
+
+# The most plans an operator keeps (see `Operator._plans`).
+_PLANS = 64
+
+
+def _plan_key(values: list):
+    """A key for the plan of a call with these bound values: each tensor's type, dtype,
+    shape and strides (a transposed view is planned apart from its copy), each list as a
+    tuple, anything else as it is; None if some value cannot be a key. Only a hint: a plan
+    found by it still checks every argument itself."""
+    key = []
+    for v in values:
+        shape = getattr(v, "shape", None)
+        if shape is not None:
+            stride = getattr(v, "stride", None)
+            if not callable(stride):
+                return None  # a numpy array: never planned
+            key.append((type(v), v.dtype, shape, stride()))
+        elif type(v) is list:
+            key.append(tuple(v))
+        else:
+            key.append(v)
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _convert(a: _schema.Argument, v, qualified: str):
