@@ -4,14 +4,14 @@
 //! [`crate::exchange`], else a capsule, see [`crate::dlpack`]) and its lazy negation (which
 //! DLPack does not carry) — stands in for the buffer a numpy array exports.
 //!
-//! Only an exact `torch.Tensor` (not a subclass, which may override any of these) on the CPU,
-//! without a lazy negation, of a dtype tpukit holds, is read; any other tensor is an error
-//! here (the Python side sends only such tensors, or copies through numpy). A C-contiguous
-//! tensor is read in place; any other (a transpose, a slice, an expansion) is gathered into
-//! a row-major copy here ([`crate::strided`]), with the GIL held — except where a product
-//! reads its operand transposed: a `w.t()` view is then read in place as it lies
-//! ([`Tensor::transposed`]). The tensor is held (a
-//! strong reference) while its memory is read. As with numpy arrays, a second Python thread
+//! Only an exact `torch.Tensor` or `torch.nn.Parameter` (not another subclass, which may
+//! override any of these) on the CPU, without a lazy negation, of a dtype tpukit holds, is
+//! read; any other tensor is an error here (the Python side sends only such tensors, or
+//! copies through numpy). A C-contiguous tensor is read in place; any other (a transpose, a
+//! slice, an expansion) is gathered into a row-major copy here ([`crate::strided`]), with
+//! the GIL held — except where a product reads its operand transposed: a `w.t()` view is
+//! then read in place as it lies ([`Tensor::transposed`]). The tensor is held (a strong
+//! reference) while its memory is read. As with numpy arrays, a second Python thread
 //! resizing the tensor during a launch (which runs without the GIL), or giving it other
 //! storage (`set_`, `.data =`; the capsule path holds the storage itself, the exchange path
 //! only the tensor), races with the kernel's reads.
@@ -43,6 +43,8 @@ pub struct Tensor {
 /// torch's tensor type and DLPack converters, once torch is imported.
 pub struct Torch {
     tensor: Py<PyType>,
+    /// `torch.nn.Parameter`: a model's weights, a subclass that overrides nothing read here.
+    parameter: Py<PyType>,
     /// `torch.utils.dlpack.to_dlpack` (the native `torch._C._to_dlpack`).
     to_dlpack: Py<PyAny>,
     /// `torch._C._from_dlpack` (a capsule to a tensor, natively), or where a torch lacks
@@ -72,11 +74,13 @@ pub fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
             Err(_) => dlpack.getattr("from_dlpack")?,
         };
         let tensor = module.getattr("Tensor")?;
+        let parameter = module.getattr("nn")?.getattr("Parameter")?;
         // `TPUKIT_TORCH_EXCHANGE=0`: the capsule path, as for a torch without the table.
         let capsules = std::env::var_os("TPUKIT_TORCH_EXCHANGE").is_some_and(|v| v == "0");
         Ok(Torch {
             exchange: (!capsules).then(|| exchange::find(&tensor)).flatten(),
             tensor: tensor.cast_into::<PyType>()?.unbind(),
+            parameter: parameter.cast_into::<PyType>()?.unbind(),
             to_dlpack: dlpack.getattr("to_dlpack")?.unbind(),
             from_dlpack: from_dlpack.unbind(),
         })
@@ -97,6 +101,13 @@ pub fn torch_interop(py: Python<'_>) -> PyResult<Option<&'static str>> {
 }
 
 impl Torch {
+    /// Whether `obj` is a tensor read here: an exact `torch.Tensor`, or an exact
+    /// `torch.nn.Parameter` (whose data, strides and DLPack export are the tensor's own).
+    fn reads(&self, obj: &Bound<'_, PyAny>) -> bool {
+        let (py, t) = (obj.py(), obj.get_type());
+        t.is(self.tensor.bind(py)) || t.is(self.parameter.bind(py))
+    }
+
     /// A torch tensor over `array`'s memory (it owns the array): by the exchange table where
     /// torch has one, else through a capsule and `from_dlpack`.
     pub fn wrap<'py>(&self, py: Python<'py>, array: HostArray) -> PyResult<Bound<'py, PyAny>> {
@@ -120,7 +131,7 @@ impl Tensor {
         let Some(torch) = torch(py)? else {
             return Ok(None);
         };
-        if !obj.get_type().is(torch.tensor.bind(py)) {
+        if !torch.reads(obj) {
             return Ok(None);
         }
         let (capsule, memory) = describe(torch, obj)?;
@@ -156,7 +167,7 @@ impl Tensor {
         let Some(torch) = torch(py)? else {
             return Ok(None);
         };
-        if !obj.get_type().is(torch.tensor.bind(py)) {
+        if !torch.reads(obj) {
             return Ok(None);
         }
         let (capsule, memory) = describe(torch, obj)?;

@@ -1,9 +1,11 @@
 """tpuBLAS plans (``python/src/blas_plan.rs``, ``tpublas/src/plan.rs``): a call of plain CPU
 torch tensors replays the launch an earlier call of the same signature resolved to. These
 check that planned calls give torch's results on new values, and that every call a plan was
-not made for (another shape, dtype, layout, number or list argument; a tensor needing a
-gradient, a lazy negation, a numpy array; a dispatch mode watching) takes the full path with
-its results and errors. Correctness only: no timings are asserted."""
+not made for (another shape, dtype, layout, number or list argument; a lazy negation, a
+numpy array; a dispatch mode watching; in ``torch.ops.tpublas``'s Autograd kernel, a tensor
+needing a gradient) takes the full path with its results and errors, and that an operator
+called on several signatures in turn keeps a plan for each. Correctness only: no timings are
+asserted."""
 
 import warnings
 
@@ -251,3 +253,46 @@ def test_torch_ops_under_vmap():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's "no batching rule" performance warning
         torch.testing.assert_close(torch.func.vmap(op)(x, y), x * y)
+
+
+def test_an_operator_keeps_a_plan_per_signature(monkeypatch):
+    """A model calls one operator on several shapes in turn (each Linear layer's ``addmm``):
+    after one call of each, every later call finds its own plan (none is made again), and
+    gives torch's result on new values."""
+    g = torch.Generator().manual_seed(17)
+    op = tpublas.addmm.default
+    shapes = [(64, 128, 384), (64, 128, 128), (64, 512, 128), (48, 128, 512)]
+    args = [(rand(g, (n,), torch.float32), rand(g, (m, k), torch.float32),
+             rand(g, (k, n), torch.float32)) for m, k, n in shapes]
+    for a in args:
+        op(*a)
+    made = []
+    planned = tpukit._native.tpublas_run_planned
+    monkeypatch.setattr(tpukit._native, "tpublas_run_planned",
+                        lambda *c: made.append(c[0]) or planned(*c))
+    for _ in range(3):
+        for bias, x, w in args:
+            x.copy_(rand(g, x.shape, torch.float32))
+            # Sums of up to 512 products of magnitude ~1: f32 roundings of ~1e-5 each way.
+            torch.testing.assert_close(op(bias, x, w), torch.addmm(bias, x, w),
+                                       rtol=1e-5, atol=1e-4)
+    assert made == []
+
+
+def test_parameters_are_read_as_tensors():
+    """``nn.Parameter`` (a model's weights, a subclass of ``Tensor``) is read natively and
+    planned like a plain tensor, in direct calls and inside the mode."""
+    g = torch.Generator().manual_seed(19)
+    w = torch.nn.Parameter(rand(g, (128, 96), torch.float32))
+    x = rand(g, (64, 128), torch.float32)
+    op = tpublas.mm.default
+    op._fast = None
+    torch.testing.assert_close(op(x, w), (x @ w).detach(), **tol(torch.float32))
+    assert op._fast is not None and op._fast.takes([x, w])
+    norm = torch.nn.LayerNorm(96)
+    with tpublas.mode(fallback="error") as m:
+        got = norm(x @ w)
+    torch.testing.assert_close(got, norm(x @ w), **tol(torch.float32))
+    assert m.served["aten.native_layer_norm.default"] == 1 and not m.fallback
+    ln = tpublas.native_layer_norm.default
+    assert ln._fast is not None and ln._fast.takes([got, [96], norm.weight, norm.bias, 1e-5])

@@ -211,16 +211,17 @@ _TORCH_NAMES: dict = {}  # torch dtype -> tpukit name, of the dtypes `torch_wire
 
 
 def torch_wire(x):
-    """The wire triple of a plain CPU torch tensor, the tensor itself as the data (read
-    natively, no numpy view: see ``python/src/tensor.rs``; in place when C-contiguous, else
-    gathered into a row-major copy there), when it is of a dtype tpukit holds as it is (f32,
-    bf16, f16, i32, i16, i8) and needs no resolving (a lazy negation); else None, and the
-    caller takes the general path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on
-    their fast path. A tensor that requires a gradient is read as any other: the results are
-    new tensors without one either way (as the general path's, which detaches); autograd
-    through tpuBLAS is ``torch.ops.tpublas``'s, or ``tpublas.mode()``'s below torch's."""
+    """The wire triple of a plain CPU torch tensor (or ``nn.Parameter``: a model's weights),
+    the tensor itself as the data (read natively, no numpy view: see
+    ``python/src/tensor.rs``; in place when C-contiguous, else gathered into a row-major
+    copy there), when it is of a dtype tpukit holds as it is (f32, bf16, f16, i32, i16, i8)
+    and needs no resolving (a lazy negation); else None, and the caller takes the general
+    path (``to_numpy``, ``to_wire``). What tpuBLAS's calls take on their fast path. A
+    tensor that requires a gradient is read as any other: the results are new tensors
+    without one either way (as the general path's, which detaches); autograd through
+    tpuBLAS is ``torch.ops.tpublas``'s, or ``tpublas.mode()``'s below torch's."""
     torch = sys.modules.get("torch")
-    if torch is None or type(x) is not torch.Tensor:
+    if torch is None or (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter):
         return None
     if not _TORCH_NAMES:
         _TORCH_NAMES.update({torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
