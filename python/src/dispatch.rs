@@ -26,6 +26,7 @@ use pyo3::types::{PyDict, PyInt, PyTuple};
 
 use crate::blas_plan::{BlasPlan, Grads};
 use crate::error::guard;
+use crate::operator_call::{Dtypes, OperatorCall};
 
 /// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
 pub fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -108,8 +109,8 @@ impl PlannedKernel {
         guard(None, || {
             let n = args.len().saturating_sub(1);
             if kwargs.is_none_or(|k| k.is_empty()) && self.least <= n && n <= self.most {
-                let plan = self.op.bind(py).getattr(intern!(py, "_fast"))?;
-                if !plan.is_none()
+                let op = self.op.bind(py).cast::<OperatorCall>()?;
+                if op.borrow().has_plan()
                     && self
                         .modes
                         .bind(py)
@@ -121,7 +122,10 @@ impl PlannedKernel {
                     && on_cpu(self.local.bind(py))?
                 {
                     let values: Vec<_> = args.iter().skip(1).collect();
-                    if let Some(out) = run(&plan, &values, self.fills.bind(py), Grads::Refused)? {
+                    let fills = self.fills.bind(py);
+                    if let Some(out) =
+                        OperatorCall::run_plans(op, &values, fills, Grads::Refused, Dtypes::Any)?
+                    {
                         return Ok(out);
                     }
                 }
@@ -200,17 +204,18 @@ impl ModeDispatch {
                 let entry = entry.cast::<PyTuple>()?;
                 let (least, most): (usize, usize) =
                     (entry.get_item(2)?.extract()?, entry.get_item(3)?.extract()?);
-                let plan = entry.get_item(1)?.getattr(intern!(py, "_fast"))?;
+                let op = entry.get_item(1)?;
+                let op = op.cast::<OperatorCall>()?;
                 if least <= args.len()
                     && args.len() <= most
-                    && plan
-                        .cast::<BlasPlan>()
-                        .is_ok_and(|p| p.get().takes_floats())
+                    && op.borrow().has_plan()
                     && on_cpu(self.local.bind(py))?
                 {
                     let values: Vec<_> = args.iter().collect();
                     let fills = entry.get_item(4)?;
-                    if let Some(out) = run(&plan, &values, fills.cast::<PyTuple>()?, Grads::Taken)?
+                    let fills = fills.cast::<PyTuple>()?;
+                    if let Some(out) =
+                        OperatorCall::run_plans(op, &values, fills, Grads::Taken, Dtypes::Floats)?
                     {
                         let served = self.served.bind(py);
                         let name = entry.get_item(5)?;

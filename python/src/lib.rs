@@ -54,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dispatch::PlannedKernel>()?;
     m.add_class::<dispatch::ModeDispatch>()?;
     m.add_class::<operator_call::OperatorCall>()?;
+    m.add_function(wrap_pyfunction!(operator_call::py_plan_key, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(catalog::instantiate, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_mosaic, m)?)?;

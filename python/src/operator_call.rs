@@ -6,12 +6,14 @@
 //! `"cpu"` device, that the plan (`_fast`, a [`BlasPlan`] or None, which the Python side
 //! sets) takes is the plan's; any other call is `self._run(self._bind(args, kwargs))`, the
 //! Python operator's full path. The plan and the thread's device are read at every call, so
-//! it decides exactly as that Python code would.
+//! it decides exactly as that Python code would. A call `_fast` does not take looks up the
+//! plan of its signature in `_plans` ([`OperatorCall::run_plans`], as `Operator._run` does).
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::blas_plan::BlasPlan;
 use crate::blas_plan::Grads;
 use crate::dispatch::{on_cpu, run};
 use crate::error::guard;
@@ -29,6 +31,9 @@ pub struct OperatorCall {
     fills: Option<Py<PyTuple>>,
     /// `tpublas._local`, whose `device` says where calls run.
     local: Option<Py<PyAny>>,
+    /// An operator's plans by call signature ([`plan_key`]), or None (a packet's).
+    #[pyo3(get, set, name = "_plans")]
+    plans: Option<Py<PyDict>>,
 }
 
 #[pymethods]
@@ -46,6 +51,7 @@ impl OperatorCall {
                 most: 0,
                 fills: None,
                 local: None,
+                plans: None,
             })
         })
     }
@@ -91,11 +97,13 @@ impl OperatorCall {
                     _ => None,
                 }
             };
-            if let Some((plan, fills, local)) = planned
+            if let Some((_, fills, local)) = planned
                 && on_cpu(&local)?
             {
                 let values: Vec<_> = args.iter().collect();
-                if let Some(out) = run(&plan, &values, &fills, Grads::Taken)? {
+                if let Some(out) =
+                    OperatorCall::run_plans(slf, &values, &fills, Grads::Taken, Dtypes::Any)?
+                {
                     return Ok(out);
                 }
             }
@@ -107,4 +115,126 @@ impl OperatorCall {
             slf.call_method1(intern!(py, "_run"), (values,))
         })
     }
+}
+
+impl OperatorCall {
+    /// Whether the operator has a plan (`_fast`).
+    pub fn has_plan(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// The results of `op`'s plans on `args` followed by the defaults `fills[args.len()..]`:
+    /// its last plan (`_fast`) where it takes them, else the plan its `_plans` holds for
+    /// their signature, which then becomes `_fast`; None where neither takes them. Only
+    /// plans of f32 and bf16 tensors run for [`Dtypes::Floats`] (what `tpublas.mode()`
+    /// serves).
+    pub fn run_plans<'py>(
+        op: &Bound<'py, OperatorCall>,
+        args: &[Bound<'py, PyAny>],
+        fills: &Bound<'py, PyTuple>,
+        grads: Grads,
+        dtypes: Dtypes,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = op.py();
+        let (fast, plans) = {
+            let me = op.borrow();
+            (
+                me.fast.as_ref().map(|p| p.clone_ref(py)),
+                me.plans.as_ref().map(|p| p.clone_ref(py)),
+            )
+        };
+        let Some(fast) = fast else {
+            return Ok(None);
+        };
+        if dtypes.allow(fast.bind(py))
+            && let Some(out) = run(fast.bind(py), args, fills, grads)?
+        {
+            return Ok(Some(out));
+        }
+        let Some(plans) = plans.filter(|p| !p.bind(py).is_empty()) else {
+            return Ok(None);
+        };
+        let mut values = Vec::with_capacity(fills.len().max(args.len()));
+        values.extend(args.iter().cloned());
+        values.extend(fills.iter().skip(args.len()));
+        let Some(key) = plan_key(py, &values)? else {
+            return Ok(None);
+        };
+        let Some(plan) = plans.bind(py).get_item(key)? else {
+            return Ok(None);
+        };
+        let Ok(blas) = plan.cast::<BlasPlan>() else {
+            return Ok(None);
+        };
+        if !dtypes.allow(&plan) {
+            return Ok(None);
+        }
+        let out = blas.get().run_on(py, &values, grads)?;
+        if out.is_some() {
+            op.borrow_mut().fast = Some(plan.unbind());
+        }
+        Ok(out)
+    }
+}
+
+/// Which plans a caller runs, by the dtypes of their tensors.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Dtypes {
+    Any,
+    /// Only f32 and bf16 tensors.
+    Floats,
+}
+
+impl Dtypes {
+    fn allow(self, plan: &Bound<'_, PyAny>) -> bool {
+        self == Dtypes::Any
+            || plan
+                .cast::<BlasPlan>()
+                .is_ok_and(|p| p.get().takes_floats())
+    }
+}
+
+/// A key for the plan of a call with these schema-ordered values: per value, a torch
+/// tensor's `(type, dtype, shape, strides)` (a transposed view is planned apart from its
+/// copy), a list as a tuple, anything else as it is; None if some value cannot be a key (a
+/// numpy array, an unhashable value). Only a hint: a plan found by it still checks every
+/// argument itself.
+pub fn plan_key<'py>(
+    py: Python<'py>,
+    values: &[Bound<'py, PyAny>],
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let torch = crate::tensor::torch(py)?;
+    let mut key = Vec::with_capacity(values.len());
+    for v in values {
+        if torch.is_some_and(|t| t.reads(v)) {
+            let part = (
+                v.get_type(),
+                v.getattr(intern!(py, "dtype"))?,
+                v.getattr(intern!(py, "shape"))?,
+                v.call_method0(intern!(py, "stride"))?,
+            );
+            key.push(part.into_pyobject(py)?.into_any());
+        } else if let Ok(list) = v.cast::<pyo3::types::PyList>() {
+            key.push(list.to_tuple().into_any());
+        } else if v.hasattr(intern!(py, "__array_interface__"))? {
+            return Ok(None);
+        } else {
+            key.push(v.clone());
+        }
+    }
+    let key = PyTuple::new(py, key)?;
+    if key.hash().is_err() {
+        return Ok(None);
+    }
+    Ok(Some(key))
+}
+
+/// [`plan_key`] from Python (`tpublas.Operator._run` keys its plans by it).
+#[pyfunction(name = "plan_key")]
+pub fn py_plan_key<'py>(
+    values: &Bound<'py, pyo3::types::PyList>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    guard(None, || {
+        plan_key(values.py(), &values.iter().collect::<Vec<_>>())
+    })
 }

@@ -103,7 +103,7 @@ pub fn torch_interop(py: Python<'_>) -> PyResult<Option<&'static str>> {
 impl Torch {
     /// Whether `obj` is a tensor read here: an exact `torch.Tensor`, or an exact
     /// `torch.nn.Parameter` (whose data, strides and DLPack export are the tensor's own).
-    fn reads(&self, obj: &Bound<'_, PyAny>) -> bool {
+    pub fn reads(&self, obj: &Bound<'_, PyAny>) -> bool {
         let (py, t) = (obj.py(), obj.get_type());
         t.is(self.tensor.bind(py)) || t.is(self.parameter.bind(py))
     }

@@ -136,12 +136,19 @@ class BlasPlan:
 
 class OperatorCall:
     """The native base of ``tpublas.Operator`` and ``tpublas.Packet``: ``__call__`` runs a
-    call of positional arguments the plan ``_fast`` takes on the "cpu" device natively, any
-    other as ``self._run(self._bind(args, kwargs))`` (``python/src/operator_call.rs``)."""
+    call of positional arguments the plan ``_fast`` (or the plan of its signature in
+    ``_plans``) takes on the "cpu" device natively, any other as
+    ``self._run(self._bind(args, kwargs))`` (``python/src/operator_call.rs``)."""
 
     _fast: BlasPlan | None
+    _plans: dict[tuple[Any, ...], BlasPlan] | None
     def _set_arity(self, least: int, most: int, fills: tuple[Any, ...], local: Any) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+def plan_key(values: list[Any]) -> tuple[Any, ...] | None:
+    """The key of a call's plan among an operator's ``_plans``: each torch tensor's type,
+    dtype, shape and strides, lists as tuples, other values as they are; None if some value
+    cannot be a key."""
 
 @final
 class PlannedKernel:

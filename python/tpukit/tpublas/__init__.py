@@ -141,7 +141,7 @@ class Operator(_native.OperatorCall):
         # Every plan made, by `_plan_key` of its call (at most `_PLANS` of them, the oldest
         # dropped first): a model calls one operator on several shapes in turn (each Linear
         # layer's `addmm`), and a call `_fast` does not take finds its own plan here instead
-        # of being planned again.
+        # of being planned again (natively too: `python/src/operator_call.rs`).
         self._plans: dict = {}
         self._set_arity(self._least, self._most, tuple(self._fills), _local)
         self._plannable = info.name not in _INDEX_RESULTS and not any(
@@ -256,28 +256,9 @@ _PLANS = 64
 
 
 def _plan_key(values: list):
-    """A key for the plan of a call with these bound values: each tensor's type, dtype,
-    shape and strides (a transposed view is planned apart from its copy), each list as a
-    tuple, anything else as it is; None if some value cannot be a key. Only a hint: a plan
-    found by it still checks every argument itself."""
-    key = []
-    for v in values:
-        shape = getattr(v, "shape", None)
-        if shape is not None:
-            stride = getattr(v, "stride", None)
-            if not callable(stride):
-                return None  # a numpy array: never planned
-            key.append((type(v), v.dtype, shape, stride()))
-        elif type(v) is list:
-            key.append(tuple(v))
-        else:
-            key.append(v)
-    key = tuple(key)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    """The key of a call's plan in ``Operator._plans``: ``_native.plan_key``, which the
+    native callers (``OperatorCall``, the mode's and torch's dispatch) look plans up by."""
+    return _native.plan_key(values)
 
 
 def _convert(a: _schema.Argument, v, qualified: str):
