@@ -127,14 +127,9 @@ impl Tensor {
     /// `obj`'s memory if it is a `torch.Tensor` (None for any other object); an error for a
     /// tensor that cannot be read in place (see the module docs).
     pub fn get(obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
-        let py = obj.py();
-        let Some(torch) = torch(py)? else {
+        let Some((capsule, memory)) = describe(obj)? else {
             return Ok(None);
         };
-        if !torch.reads(obj) {
-            return Ok(None);
-        }
-        let (capsule, memory) = describe(torch, obj)?;
         let dlpack::Described {
             mut ptr,
             dtype,
@@ -163,14 +158,9 @@ impl Tensor {
     /// `shape` that array's; None for any other object or layout (never gathered), an error
     /// as for [`Tensor::get`].
     pub fn transposed(obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
-        let py = obj.py();
-        let Some(torch) = torch(py)? else {
+        let Some((capsule, memory)) = describe(obj)? else {
             return Ok(None);
         };
-        if !torch.reads(obj) {
-            return Ok(None);
-        }
-        let (capsule, memory) = describe(torch, obj)?;
         let Some(stored) = memory
             .strides
             .as_deref()
@@ -211,13 +201,17 @@ impl Tensor {
     }
 }
 
-/// The DLPack description of the exact torch tensor `obj` (and the capsule holding it, on
-/// the capsule path); an error for a tensor tpukit cannot read (see the module docs).
-fn describe(
-    torch: &Torch,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<(Option<Py<PyAny>>, dlpack::Described)> {
+/// The DLPack description of `obj` (and the capsule holding it, on the capsule path) if it
+/// is a tensor read here ([`Torch::reads`]); None for any other object (or before torch is
+/// imported), an error for a tensor tpukit cannot read (see the module docs).
+fn describe(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Option<Py<PyAny>>, dlpack::Described)>> {
     let py = obj.py();
+    let Some(torch) = torch(py)? else {
+        return Ok(None);
+    };
+    if !torch.reads(obj) {
+        return Ok(None);
+    }
     let refuse = || {
         Err(PyBufferError::new_err(
             "a torch tensor not on the CPU, of a dtype tpukit does not hold, or with a lazy \
@@ -237,5 +231,5 @@ fn describe(
     if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
         return refuse();
     }
-    Ok((capsule, memory))
+    Ok(Some((capsule, memory)))
 }
