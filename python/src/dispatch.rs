@@ -4,19 +4,19 @@
 //! - [`PlannedKernel`]: the Autograd kernel of a `torch.ops.tpublas` operator (called by
 //!   torch's dispatcher with the key set first). A call of positional arguments, with no
 //!   dispatch mode on the stack, no functorch transform, on tpuBLAS's `"cpu"` device, that
-//!   the operator's last plan (`Operator._fast`) takes (exact CPU tensors needing no
-//!   gradient: [`Grads::Refused`]) is the plan's; any other call is handed as it is to torch's own autograd
-//!   kernel.
+//!   the operator's plans take (its last, `Operator._fast`, or the one of the call's
+//!   signature: [`OperatorCall::run_plans`]; exact CPU tensors needing no gradient,
+//!   [`Grads::Refused`]) is the plan's; any other call is handed as it is to torch's own
+//!   autograd kernel.
 //! - [`ModeDispatch`]: a `tpublas.mode()`'s `__torch_dispatch__`. A call of an operator the
 //!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), without
-//!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plan takes (f32 or bf16
-//!   tensors; needing a gradient or not, since torch's autograd ran above the mode) is the
-//!   plan's and counted in `served`; any other call goes to the mode's
-//!   Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's instance
-//!   attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the mode,
-//!   held weakly: no reference cycle).
+//!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plans take (f32 or bf16
+//!   tensors, needing a gradient or not: torch's autograd ran above the mode) is the plan's
+//!   and counted in `served`; any other call goes to the mode's Python `__torch_dispatch__`
+//!   (as torch wrapped it). It stands as the mode's instance attribute `__torch_dispatch__`,
+//!   bound to it as torch requires (`__self__`, the mode, held weakly: no reference cycle).
 //!
-//! Both read the Python state they depend on at every call (the operator's current plan, the
+//! Both read the Python state they depend on at every call (the operator's current plans, the
 //! thread's device, the mode stack), so they decide exactly as the Python code they stand in
 //! front of.
 

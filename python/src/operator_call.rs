@@ -11,10 +11,9 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::blas_plan::BlasPlan;
-use crate::blas_plan::Grads;
+use crate::blas_plan::{BlasPlan, Grads};
 use crate::dispatch::{on_cpu, run};
 use crate::error::guard;
 
@@ -196,9 +195,9 @@ impl Dtypes {
 
 /// A key for the plan of a call with these schema-ordered values: per value, a torch
 /// tensor's `(type, dtype, shape, strides)` (a transposed view is planned apart from its
-/// copy), a list as a tuple, anything else as it is; None if some value cannot be a key (a
-/// numpy array, an unhashable value). Only a hint: a plan found by it still checks every
-/// argument itself.
+/// copy), a list as a tuple, anything else as it is; None if some value cannot be a key (is
+/// unhashable: a numpy or JAX array, which no plan takes). Only a hint: a plan found by it
+/// still checks every argument itself.
 pub fn plan_key<'py>(
     py: Python<'py>,
     values: &[Bound<'py, PyAny>],
@@ -214,10 +213,8 @@ pub fn plan_key<'py>(
                 v.call_method0(intern!(py, "stride"))?,
             );
             key.push(part.into_pyobject(py)?.into_any());
-        } else if let Ok(list) = v.cast::<pyo3::types::PyList>() {
+        } else if let Ok(list) = v.cast::<PyList>() {
             key.push(list.to_tuple().into_any());
-        } else if v.hasattr(intern!(py, "__array_interface__"))? {
-            return Ok(None);
         } else {
             key.push(v.clone());
         }
@@ -231,9 +228,7 @@ pub fn plan_key<'py>(
 
 /// [`plan_key`] from Python (`tpublas.Operator._run` keys its plans by it).
 #[pyfunction(name = "plan_key")]
-pub fn py_plan_key<'py>(
-    values: &Bound<'py, pyo3::types::PyList>,
-) -> PyResult<Option<Bound<'py, PyTuple>>> {
+pub fn py_plan_key<'py>(values: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py, PyTuple>>> {
     guard(None, || {
         plan_key(values.py(), &values.iter().collect::<Vec<_>>())
     })
