@@ -126,6 +126,7 @@ def entry_points(kernel):
         "ffi_register": (lambda: _native.ffi_register(kernel, "cpu"), "add_vectors"),
         "ffi_handler": (lambda: _native.ffi_handler(), None),
         "op_table": (lambda: _native.op_table(), None),
+        "plan_key": (lambda: _native.plan_key([1, "x"]), None),
     }
     methods = {
         "Kernel.name": (lambda: kernel.name, "add_vectors"),
@@ -171,8 +172,8 @@ COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
 def defined_entry_points():
     """The native module's functions, and the methods its classes define, but for what pyo3
     generates from declarations (`Operand`'s field getters and comparisons, `OperatorCall`'s
-    `_fast` attribute), which runs no
-    tpukit code. The buffer protocol's slot (`__getbuffer__`) has no attribute to list."""
+    `_fast` and `_plans` attributes), which runs no tpukit code. The buffer protocol's slot
+    (`__getbuffer__`) has no attribute to list."""
     functions = {
         n for n, f in vars(_native).items()
         if callable(f) and not inspect.isclass(f) and not n.startswith("_")
@@ -185,7 +186,7 @@ def defined_entry_points():
         for n, f in vars(cls).items()
         if (callable(f) or inspect.isgetsetdescriptor(f)) and n not in COMPARISONS
         and not (cls is _native.Operand and n in ("name", "role", "dtype"))
-        and not (cls is _native.OperatorCall and n == "_fast")
+        and not (cls is _native.OperatorCall and n in ("_fast", "_plans"))
     }
     return functions, methods | {"Buffer.__getbuffer__"}
 

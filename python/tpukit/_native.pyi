@@ -33,6 +33,7 @@ __all__ = [
     "tpublas_run_planned",
     "tpublas_warm_up",
     "op_table",
+    "plan_key",
     "ffi_register",
     "ffi_handler",
     "devices",
