@@ -1400,6 +1400,53 @@ pub fn rolls_and_gathers_move_elements(device: Device) {
     assert_close("gather along the lanes", &out[2].to_f64_vec(), &picked, 0.0);
 }
 
+#[tpu_kernel]
+fn transposed_copy(x: In, o: Out) {
+    o[..] = x[..].t();
+}
+
+/// A store of a loaded window's transpose (`o[...] = x[...].T`, what tpuBLAS's `permute`
+/// runs) is a copy: exact in every dtype, with blocks that overhang the array and whose
+/// sides are not multiples of the CPU's register tiles (20×36 blocks of a 3×50×70 array).
+pub fn transposed_copies_are_exact_in_every_dtype(device: Device) {
+    let (a, b, c, (tb, tc)): (usize, usize, usize, _) = (3, 50, 70, (20, 36));
+    let block = |r, s| {
+        [
+            BlockDim::Squeezed,
+            BlockDim::Blocked(r),
+            BlockDim::Blocked(s),
+        ]
+    };
+    for dtype in [DType::F32, DType::BF16, DType::I32, DType::I16, DType::I8] {
+        let spec = CallSpec {
+            grid: vec![
+                GridAxis::parallel(Extent::Static(a)),
+                GridAxis::parallel(Extent::Static(b.div_ceil(tb))),
+                GridAxis::parallel(Extent::Static(c.div_ceil(tc))),
+            ],
+            inputs: vec![
+                ArraySpec::new(dtype, [a, b, c])
+                    .blocked(block(tb, tc), [grid(0), grid(1), grid(2)]),
+            ],
+            outputs: vec![
+                ArraySpec::new(dtype, [a, c, b])
+                    .blocked(block(tc, tb), [grid(0), grid(2), grid(1)]),
+            ],
+            ..Default::default()
+        };
+        let k = transposed_copy(&spec).unwrap();
+        let (x, xv) = random(&mut rng(14), dtype, &[a, b, c], -100.0, 100.0);
+        let out = launch(&k, device, &[&x]).unwrap();
+        let want: Vec<f64> = (0..a * b * c)
+            .map(|e| {
+                let (i, j, l) = (e / (c * b), e / b % c, e % b);
+                xv[(i * b + l) * c + j]
+            })
+            .collect();
+        assert_close(dtype.name(), &out[0].to_f64_vec(), &want, 0.0);
+    }
+}
+
 /// Loads of a ref that the kernel then stores to: each sees the ref as it was at the load,
 /// whether the CPU backend reads it in place (rewrites computed pointwise from it, with a
 /// materialised reduction beside) or copies it first (a transposed rewrite, a broadcast of
@@ -1480,6 +1527,7 @@ macro_rules! device_tests {
                 casts_round_truncate_saturate_and_wrap, bf16_rounding_is_exact,
                 max_min_propagate_nan_and_order_zeros,
                 reductions_broadcasts_transposes_and_iota, transposed_stores_off_the_tiles,
+                transposed_copies_are_exact_in_every_dtype,
                 dot_accumulates_in_f32, batched_dot,
                 for_loops_carry_values_through_ifs, while_loops_run_until_their_data_says_stop,
                 dma_copies_and_semaphores_from_the_macro, semaphore_outputs_from_the_macro,

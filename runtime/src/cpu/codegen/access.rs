@@ -282,6 +282,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             unreachable!("store on a store");
         };
         self.check_access(env, *operand, index)?;
+        if mask.is_none() && self.store_transposed(f, env, *operand, index, *value)? {
+            return Ok(());
+        }
         let shape = f.ty(*value).shape.clone();
         let dtype = self.kernel.operand(*operand).dtype;
         let mut each = |e: &mut Self, idx: &[IntValue<'ctx>]| {

@@ -719,7 +719,7 @@ fn align4<'a>(x: impl BasicValue<'a>) -> Result<()> {
 }
 
 /// The vector of `w` elements of a scalar type.
-trait VecOf<'ctx> {
+pub(super) trait VecOf<'ctx> {
     fn vec_type_of(self, w: usize) -> VectorType<'ctx>;
 }
 
@@ -734,7 +734,7 @@ impl<'ctx> VecOf<'ctx> for BasicTypeEnum<'ctx> {
 }
 
 /// The value `v` transposes, if `v` is a lazy transpose of a rank-2 value.
-fn transposed_source(f: &Func, env: &Env<'_, '_>, v: ValueId) -> Option<ValueId> {
+pub(super) fn transposed_source(f: &Func, env: &Env<'_, '_>, v: ValueId) -> Option<ValueId> {
     match super::value::get(env, v) {
         Val::Lazy(Op {
             kind: OpKind::Transpose { x, perm },
