@@ -9,7 +9,8 @@
 //! `MR·NR/W` FMAs. Tiles are chosen so the accumulators, the `B` vectors and one broadcast
 //! fit the register file (16 registers with AVX2: 6×16; 32 with AVX-512: 6×64, see
 //! `panels`). Edge tiles are the same code with smaller static sizes; columns left over after
-//! whole vectors use a scalar loop.
+//! whole vectors use a scalar loop. When several row tiles share a panel of `B`, `B`'s
+//! panels are first copied one after another (`pack_panels`), so each stays in L1.
 //!
 //! bf16 × bf16 products on a CPU with AVX-512 BF16 multiply bf16 pairs in hardware instead
 //! (see `dot_bf16`). `acc[w] += dot(x, y)` on an f32 ref is one `dot` that starts from and
@@ -21,6 +22,11 @@ use super::{Emitter, Result};
 use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use tpukit_dsl::{DType, Func, Op, OpKind, ValueId};
+
+/// The most bytes of B a product copies into panels (see `Emitter::pack_panels`): a 128 × 128
+/// block's 64 KiB, up to a 512 × 512 block's 1 MiB (the workspace holds it; a larger B is
+/// read where it lies).
+const PACKED_B_BYTES: usize = 1 << 20;
 
 /// One product's static geometry.
 #[derive(Copy, Clone)]
@@ -344,26 +350,41 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
             copy_if: dest.copy_if,
             step,
         };
+        let layout = panels(g.m, g.n / w, w);
+        // B's whole vectors, when several row tiles read each of its panels, are first copied
+        // panel after panel (see `pack_panels`).
+        let packed = match step == Step::F32
+            && !self.options.debug
+            && layout.first().is_some_and(|p| g.m >= 2 * p.mr)
+            && steps * vec_cols * 4 <= PACKED_B_BYTES
+        {
+            true => Some(self.pack_panels(b, steps, &layout)?),
+            false => None,
+        };
         for Panels {
             j0,
             count,
             width,
             mr,
-        } in panels(g.m, g.n / w, w)
+        } in layout
         {
             let (lo, hi) = (self.i64(0), self.i64(count as i64));
             self.counted(lo, hi, &mut |e, jt| {
                 let j = e.b.build_int_nsw_mul(jt, e.i64(width as i64), "j")?;
                 let j = e.b.build_int_nsw_add(j, e.i64(j0 as i64), "j0")?;
+                let (b, bj) = match packed {
+                    Some(buf) => (e.packed_panel(buf, j, steps, width)?, e.i64(0)),
+                    None => (b, j),
+                };
                 let full = g.m / mr;
                 let (lo, hi) = (e.i64(0), e.i64(full as i64));
                 e.counted(lo, hi, &mut |e, it| {
                     let i = e.b.build_int_nsw_mul(it, e.i64(mr as i64), "i")?;
-                    e.tile(tile, [a, b, c], i, j, mr, width / w)
+                    e.tile(tile, [a, b, c], i, (bj, j), mr, width / w)
                 })?;
                 if !g.m.is_multiple_of(mr) {
                     let i = e.i64((full * mr) as i64);
-                    e.tile(tile, [a, b, c], i, j, g.m % mr, width / w)?;
+                    e.tile(tile, [a, b, c], i, (bj, j), g.m % mr, width / w)?;
                 }
                 Ok(())
             })?;
@@ -395,13 +416,83 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(())
     }
 
-    /// One `rows × (nv·w)` tile of C at (`i`, `j`), accumulated in registers over all of k.
+    /// Copies B's columns covered by `layout`'s panels (all its whole vectors) to a buffer,
+    /// panel after panel, each panel's `steps` rows one after another: the panel of width
+    /// `width` from column `j` at `steps · j`, row `p` of it at `+ p · width`. The
+    /// micro-kernel walks a panel down its rows once for every tile of C's rows: where B
+    /// lies, rows `ld` elements apart (4 KiB in a 1024-wide matrix), each row of a panel is
+    /// on its own page and the rows of all panels share a few L1 sets; packed, a panel (8
+    /// KiB for a 128-deep block with AVX2) stays in L1 for all of them. The copy reads B row
+    /// after row, as it lies.
+    fn pack_panels(
+        &mut self,
+        b: Mat<'ctx>,
+        steps: usize,
+        layout: &[Panels],
+    ) -> Result<PointerValue<'ctx>> {
+        let w = self.options.vector_lanes.max(4) as usize;
+        let cols: usize = layout.iter().map(|p| p.count * p.width).sum();
+        let buf = self.alloc_buffer(DType::F32, steps * cols)?;
+        let f32t = self.ctx.f32_type();
+        let vt = f32t.vec_type(w as u32);
+        let (lo, hi) = (self.i64(0), self.i64(steps as i64));
+        self.counted(lo, hi, &mut |e, p| {
+            for &Panels {
+                j0, count, width, ..
+            } in layout
+            {
+                let (lo, hi) = (e.i64(0), e.i64(count as i64));
+                e.counted(lo, hi, &mut |e, jt| {
+                    let j = e.b.build_int_nsw_mul(jt, e.i64(width as i64), "pj")?;
+                    let j = e.b.build_int_nsw_add(j, e.i64(j0 as i64), "pj0")?;
+                    let panel = e.packed_panel(buf, j, steps, width)?;
+                    for v in 0..width / w {
+                        let col = e.i64((v * w) as i64);
+                        let from = e.b.build_int_nsw_add(j, col, "pc")?;
+                        let from = e.mat_offset(b, p, from)?;
+                        let q = unsafe { e.b.build_in_bounds_gep(f32t, b.ptr, &[from], "pq")? };
+                        let x = e.b.build_load(vt, q, "pv")?;
+                        align4(x)?;
+                        let to = e.mat_offset(panel, p, col)?;
+                        let q = unsafe { e.b.build_in_bounds_gep(f32t, panel.ptr, &[to], "pd")? };
+                        e.b.build_store(q, x)?
+                            .set_alignment(4)
+                            .map_err(|er| er.to_string())?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })?;
+        Ok(buf)
+    }
+
+    /// The panel of width `width` from B's column `j` in the buffer `pack_panels` filled.
+    fn packed_panel(
+        &self,
+        buf: PointerValue<'ctx>,
+        j: IntValue<'ctx>,
+        steps: usize,
+        width: usize,
+    ) -> Result<Mat<'ctx>> {
+        let at = self
+            .b
+            .build_int_nsw_mul(j, self.i64(steps as i64), "panel")?;
+        let ptr = unsafe {
+            self.b
+                .build_in_bounds_gep(self.ctx.f32_type(), buf, &[at], "pp")?
+        };
+        Ok(self.buffer_mat(ptr, width))
+    }
+
+    /// One `rows × (nv·w)` tile of C at (`i`, `jc`), accumulated in registers over all of k,
+    /// B's columns from `jb` (its panel's: `jc`, or 0 in a packed panel).
     fn tile(
         &mut self,
         t: Tile<'ctx>,
         [a, b, c]: [Mat<'ctx>; 3],
         i: IntValue<'ctx>,
-        j: IntValue<'ctx>,
+        (jb, j): (IntValue<'ctx>, IntValue<'ctx>),
         rows: usize,
         nv: usize,
     ) -> Result<()> {
@@ -432,9 +523,9 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         }
         let (lo, hi) = (self.i64(0), self.i64(t.steps as i64));
         self.counted(lo, hi, &mut |e, p| {
-            // B[p, j + v·w ..]
+            // B[p, jb + v·w ..]
             let brow = e.b.build_int_nsw_mul(p, b.ld, "brow")?;
-            let brow = e.b.build_int_nsw_add(brow, j, "bj")?;
+            let brow = e.b.build_int_nsw_add(brow, jb, "bj")?;
             let mut bv: Vec<VectorValue<'ctx>> = Vec::with_capacity(nv);
             for v in 0..nv {
                 let off = e.b.build_int_nsw_add(brow, e.i64((v * w) as i64), "bo")?;
