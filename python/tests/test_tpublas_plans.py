@@ -44,6 +44,10 @@ CALLS = [
     (lambda x, y: tpublas.clamp(x, -0.5, 0.5), lambda x, y: torch.clamp(x, -0.5, 0.5)),
     (lambda x, y: tpublas.lt(x, 0.25), lambda x, y: x < 0.25),
     (lambda x, y: tpublas.mm(x, y.T.contiguous()), lambda x, y: x @ y.T),
+    (lambda x, y: tpublas.clone(x), lambda x, y: x.clone()),
+    (lambda x, y: tpublas.clone(y.T), lambda x, y: y.T.contiguous()),  # gathered first
+    (lambda x, y: tpublas._to_copy(x, dtype=torch.bfloat16), lambda x, y: x.bfloat16()),
+    (lambda x, y: tpublas.permute(x, [1, 0]), lambda x, y: x.T.contiguous()),
     # Without weight and bias the plan keeps their ones and zeros; with them (rows of `y`,
     # new values at every call) it reads them.
     (lambda x, y: tpublas.native_layer_norm(x, [x.shape[-1]], None, None, 1e-5)[0],
@@ -80,6 +84,21 @@ def test_a_plan_is_made_and_used():
     torch.testing.assert_close(op._fast.run([x, x, 1]), x + x)
     assert op._fast.run([x, x, 2]) is None  # another alpha
     assert op._fast.run([x, x[:, :64].contiguous(), 1]) is None  # another shape
+
+
+def test_copies_and_permutations_are_planned():
+    """`clone` (of a strided view too: its elements are gathered before the plan reads
+    them), `_to_copy` and `permute` make plans, which serve the next call."""
+    x = torch.randn(8, 128)
+    for op, args in [(tpublas.clone.default, (x,)), (tpublas.clone.default, (x.T,)),
+                     (tpublas._to_copy.default, (x,)), (tpublas.permute.default, (x, [1, 0]))]:
+        op(*args)
+        assert op._fast is not None, op
+        y = torch.randn(8, 128)
+        args = (y, *args[1:]) if args[0] is x else (y.T,)
+        got = op._fast.run(list(op._bind(args, {})))
+        torch.testing.assert_close(got, op(*args))
+        assert got.data_ptr() != y.data_ptr()
 
 
 def test_calls_the_plan_was_not_made_for_take_the_full_path():

@@ -104,6 +104,8 @@ impl Op {
                 | Family::Norm(_)
                 | Family::Matmul(_)
                 | Family::Compare(_)
+                | Family::Copy(_)
+                | Family::Permute(_)
         )
     }
 }
