@@ -99,25 +99,28 @@ impl Transposed {
     }
 }
 
-/// The `(m, n, k)` grid and the `a`, `b`, `o` specs of a 2-D product.
-fn mm_spec(dtype: DType, t: Transposed) -> CallSpec {
-    let operand = |transposed, (r, c): (&str, &str), (gr, gc): (usize, usize)| {
+/// The `(m, n, k)` grid and the `a`, `b`, `o` specs of a 2-D product, its blocks `rows`
+/// high along m.
+fn mm_spec(dtype: DType, t: Transposed, rows: Rows) -> CallSpec {
+    let bm = rows.extent();
+    let operand = |transposed, (r, c): (&str, &str), (gr, gc), (br, bc): (usize, usize)| {
         let [r, c] = Transposed::order(transposed, r, c);
         let [gr, gc] = Transposed::order(transposed, grid(gr), grid(gc));
-        array(dtype, r, c).blocked([B, B], [gr, gc])
+        let [br, bc] = Transposed::order(transposed, br, bc);
+        array(dtype, r, c).blocked([br, bc], [gr, gc])
     };
     CallSpec {
         grid: vec![
-            GridAxis::parallel(Extent::cdiv("m", B)),
+            GridAxis::parallel(Extent::cdiv("m", bm)),
             GridAxis::parallel(Extent::cdiv("n", B)),
             GridAxis::arbitrary(Extent::cdiv("k", B)),
         ],
         inputs: vec![
-            operand(t.a, ("m", "k"), (0, 2)),
-            operand(t.b, ("k", "n"), (2, 1)),
+            operand(t.a, ("m", "k"), (0, 2), (bm, B)),
+            operand(t.b, ("k", "n"), (2, 1), (B, B)),
         ],
-        outputs: vec![array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)])],
-        scratch: vec![ArraySpec::new(DType::F32, [B, B])],
+        outputs: vec![array(dtype, "m", "n").blocked([bm, B], [grid(0), grid(1)])],
+        scratch: vec![ArraySpec::new(DType::F32, [bm, B])],
         ..Default::default()
     }
 }
@@ -153,6 +156,35 @@ fn bmm_spec(dtype: DType, t: Transposed) -> CallSpec {
     }
 }
 
+/// How many rows (along m) a 2-D product's blocks hold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Rows {
+    /// [`B`].
+    Full,
+    /// `B / 2`, for a product whose output would otherwise be one block (m and n at most
+    /// `B`, m above `B / 2`): its two halves are two grid steps, which the CPU runs on two
+    /// cores. Only where A lies row-major: a transposed A stores m along its last axis, whose
+    /// TPU blocks hold 128 elements (or the whole extent).
+    Half,
+}
+
+impl Rows {
+    fn extent(self) -> usize {
+        match self {
+            Rows::Full => B,
+            Rows::Half => B / 2,
+        }
+    }
+
+    /// The rows for an `m × n` output of a 2-D product whose A lies as `t` says.
+    fn of_output(m: usize, n: usize, t: Transposed) -> Rows {
+        match !t.a && B / 2 < m && m <= B && n <= B {
+            true => Rows::Half,
+            false => Rows::Full,
+        }
+    }
+}
+
 /// How `addmm`'s `self` is presented.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Bias {
@@ -180,27 +212,42 @@ impl Matmul {
 
     /// The kernel for row-major operands of `dtype` (`bias` only matters for `addmm`).
     pub fn kernel(self, dtype: DType, bias: Bias) -> Result<Prepared> {
-        self.kernel_reading(dtype, bias, Transposed::NONE)
+        self.kernel_reading(dtype, bias, Transposed::NONE, Rows::Full)
     }
 
-    /// The kernel for operands of `dtype` lying as `t` says.
-    pub fn kernel_reading(self, dtype: DType, bias: Bias, t: Transposed) -> Result<Prepared> {
-        memo(("matmul", self, dtype, bias, t), || {
-            Ok(self.build(dtype, bias, t)?)
+    /// The kernel for operands of `dtype` lying as `t` says, its blocks `rows` high (a
+    /// batched product's are always [`Rows::Full`]).
+    pub fn kernel_reading(
+        self,
+        dtype: DType,
+        bias: Bias,
+        t: Transposed,
+        rows: Rows,
+    ) -> Result<Prepared> {
+        memo(("matmul", self, dtype, bias, t, rows), || {
+            Ok(self.build(dtype, bias, t, rows)?)
         })
     }
 
-    fn build(self, dtype: DType, bias: Bias, t: Transposed) -> tpukit::dsl::Result<Kernel> {
+    fn build(
+        self,
+        dtype: DType,
+        bias: Bias,
+        t: Transposed,
+        rows: Rows,
+    ) -> tpukit::dsl::Result<Kernel> {
         let (ak, bk) = t.axes();
         match self {
-            Matmul::Mm => mm_kernel(&mm_spec(dtype, t), 2, ak, bk, dtype),
+            Matmul::Mm => mm_kernel(&mm_spec(dtype, t, rows), 2, ak, bk, dtype),
             Matmul::Bmm => mm_kernel(&bmm_spec(dtype, t), 3, ak, bk, dtype),
             Matmul::Addmm => {
-                let mut spec = mm_spec(dtype, t);
+                let mut spec = mm_spec(dtype, t, rows);
                 let c = match bias {
                     Bias::Row => ArraySpec::new(dtype, [Dim::Static(1), Dim::sym("n")])
                         .blocked([1, B], [0.into(), grid(1)]),
-                    Bias::Full => array(dtype, "m", "n").blocked([B, B], [grid(0), grid(1)]),
+                    Bias::Full => {
+                        array(dtype, "m", "n").blocked([rows.extent(), B], [grid(0), grid(1)])
+                    }
                 };
                 spec.inputs.insert(0, c);
                 spec.inputs.extend([layout::scalar(2), layout::scalar(2)]);
@@ -210,16 +257,22 @@ impl Matmul {
     }
 
     /// Every kernel for operands of `dtype`, row-major ones first: each [`Transposed`]
-    /// layout, and for `addmm` with a row bias and a full one.
+    /// layout, and for `addmm` with a row bias and a full one; for `mm` and `addmm` with a
+    /// row-major A, also in [`Rows::Half`] blocks.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>> {
         let biases: &[Bias] = match self {
             Matmul::Addmm => &[Bias::Row, Bias::Full],
             _ => &[Bias::Row],
         };
         let mut kernels = Vec::new();
-        for t in Transposed::ALL {
-            for &bias in biases {
-                kernels.push(self.kernel_reading(dtype, bias, t)?);
+        for rows in [Rows::Full, Rows::Half] {
+            for t in Transposed::ALL {
+                if rows == Rows::Half && (t.a || self == Matmul::Bmm) {
+                    continue;
+                }
+                for &bias in biases {
+                    kernels.push(self.kernel_reading(dtype, bias, t, rows)?);
+                }
             }
         }
         Ok(kernels)
@@ -270,8 +323,12 @@ impl Matmul {
             out_shape.insert(0, xs[0]);
         }
         layout::check_size(a.op, &out_shape)?;
+        let rows = match rank {
+            2 => Rows::of_output(m, n, t),
+            _ => Rows::Full,
+        };
         if self != Matmul::Addmm {
-            let k = self.kernel_reading(dtype, Bias::Row, t)?;
+            let k = self.kernel_reading(dtype, Bias::Row, t, rows)?;
             return Ok(vec![crate::launch::one(&k, &[x, y])?]);
         }
         let (beta, alpha) = (a.scalar_or(3, 1.0)?, a.scalar_or(4, 1.0)?);
@@ -296,7 +353,7 @@ impl Matmul {
             let v: Vec<f64> = full.to_f64_vec().iter().map(|&c| c * beta).collect();
             return Ok(vec![HostArray::from_f64(dtype, &out_shape, &v)]);
         }
-        let k = self.kernel_reading(dtype, bias, t)?;
+        let k = self.kernel_reading(dtype, bias, t, rows)?;
         let (beta, alpha) = (
             layout::scalar_operand(beta, 2),
             layout::scalar_operand(alpha, 2),

@@ -74,8 +74,11 @@ fn mm_and_bmm() {
 #[test]
 fn addmm_with_row_bias_full_bias_and_scalars() {
     let mut r = rng(22);
-    let (m, k, n) = (70, 260, 140);
-    for dtype in DTYPES {
+    // Blocks of 128 rows, and of 64 (an output of at most 128 × 128 in two halves).
+    for (dtype, (m, k, n)) in DTYPES
+        .into_iter()
+        .flat_map(|d| [(70, 260, 140), (100, 260, 120)].map(|s| (d, s)))
+    {
         let (a, av) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
         let (b, bv) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
         let ab = matmul_ref(&av, &bv, m, k, n);
@@ -130,8 +133,12 @@ fn stored_transposed(x: &tpukit::HostArray) -> tpukit::HostArray {
 #[test]
 fn operands_given_transposed() {
     let mut r = rng(23);
-    for dtype in DTYPES {
-        let (m, k, n) = (77, 300, 130);
+    // The second shape's row-major A is read in blocks of 64 rows (an output of at most
+    // 128 × 128), a transposed A in blocks of 128: the same sums still.
+    for (dtype, (m, k, n)) in DTYPES
+        .into_iter()
+        .flat_map(|d| [(77, 300, 130), (77, 300, 120)].map(|s| (d, s)))
+    {
         let (a, _) = random(&mut r, dtype, &[m, k], -1.0, 1.0);
         let (b, _) = random(&mut r, dtype, &[k, n], -1.0, 1.0);
         let (c, _) = random(&mut r, dtype, &[n], -1.0, 1.0);
