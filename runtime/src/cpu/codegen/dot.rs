@@ -467,7 +467,8 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         Ok(buf)
     }
 
-    /// The panel of width `width` from B's column `j` in the buffer `pack_panels` filled.
+    /// The panel of width `width` from B's column `j` in the buffer `pack_panels` filled
+    /// (panels lie `steps · width` elements apart: panel `j / width` of a batch).
     fn packed_panel(
         &self,
         buf: PointerValue<'ctx>,
@@ -475,14 +476,7 @@ impl<'ctx, 'k> Emitter<'ctx, 'k> {
         steps: usize,
         width: usize,
     ) -> Result<Mat<'ctx>> {
-        let at = self
-            .b
-            .build_int_nsw_mul(j, self.i64(steps as i64), "panel")?;
-        let ptr = unsafe {
-            self.b
-                .build_in_bounds_gep(self.ctx.f32_type(), buf, &[at], "pp")?
-        };
-        Ok(self.buffer_mat(ptr, width))
+        self.batch_at(self.buffer_mat(buf, width), j, steps, DType::F32)
     }
 
     /// One `rows × (nv·w)` tile of C at (`i`, `jc`), accumulated in registers over all of k,
