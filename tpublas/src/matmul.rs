@@ -1,7 +1,9 @@
 //! The matmul family (`mm`, `bmm`, `addmm`): blocked products with an f32 scratch
 //! accumulator over an `arbitrary` k axis, every extent symbolic. No extent need divide its
 //! block: overhanging parts of the operands read 0 along k, so they add nothing, and the
-//! overhanging rows and columns of the output are never stored.
+//! overhanging rows and columns of the output are never stored. Blocks are 128 along every
+//! axis, except that a 2-D product whose output is a single block otherwise runs in blocks
+//! of 64 rows ([`Rows::Half`]), so its grid has two parallel steps.
 //!
 //! `addmm`'s `self` is added in the epilogue, as a `[1, n]` row (a Linear layer's bias:
 //! `self` of shape `[n]` or `[1, n]`) or as a full `[m, n]` operand (anything else that
