@@ -177,14 +177,6 @@ impl Rows {
             Rows::Half => B / 2,
         }
     }
-
-    /// The rows for an `m × n` output of a 2-D product whose A lies as `t` says.
-    fn of_output(m: usize, n: usize, t: Transposed) -> Rows {
-        match !t.a && B / 2 < m && m <= B && n <= B {
-            true => Rows::Half,
-            false => Rows::Full,
-        }
-    }
 }
 
 /// How `addmm`'s `self` is presented.
@@ -258,6 +250,24 @@ impl Matmul {
         }
     }
 
+    /// The block heights this product's kernels come in for operands lying as `t` says:
+    /// also [`Rows::Half`] for `mm` and `addmm` with a row-major A.
+    fn heights(self, t: Transposed) -> &'static [Rows] {
+        match self != Matmul::Bmm && !t.a {
+            true => &[Rows::Full, Rows::Half],
+            false => &[Rows::Full],
+        }
+    }
+
+    /// The block height for an `m × n` output (the last two axes) of operands lying as `t`
+    /// says: [`Rows::Half`] where there is such a kernel and the output is otherwise one block.
+    fn rows(self, m: usize, n: usize, t: Transposed) -> Rows {
+        match self.heights(t).contains(&Rows::Half) && B / 2 < m && m <= B && n <= B {
+            true => Rows::Half,
+            false => Rows::Full,
+        }
+    }
+
     /// Every kernel for operands of `dtype`, row-major ones first: each [`Transposed`]
     /// layout, and for `addmm` with a row bias and a full one; for `mm` and `addmm` with a
     /// row-major A, also in [`Rows::Half`] blocks.
@@ -269,7 +279,7 @@ impl Matmul {
         let mut kernels = Vec::new();
         for rows in [Rows::Full, Rows::Half] {
             for t in Transposed::ALL {
-                if rows == Rows::Half && (t.a || self == Matmul::Bmm) {
+                if !self.heights(t).contains(&rows) {
                     continue;
                 }
                 for &bias in biases {
@@ -325,10 +335,7 @@ impl Matmul {
             out_shape.insert(0, xs[0]);
         }
         layout::check_size(a.op, &out_shape)?;
-        let rows = match rank {
-            2 => Rows::of_output(m, n, t),
-            _ => Rows::Full,
-        };
+        let rows = self.rows(m, n, t);
         if self != Matmul::Addmm {
             let k = self.kernel_reading(dtype, Bias::Row, t, rows)?;
             return Ok(vec![crate::launch::one(&k, &[x, y])?]);
