@@ -7,13 +7,14 @@
 //! C-contiguous (or, where the plan was made on a product's operand given transposed, a
 //! transposed view as it lies: [`Taken::transposed`]), aligned, without a lazy negation
 //! (requiring a gradient only where the caller takes such tensors: [`Grads`]), of the plan's
-//! dtype and shape; any other position an object of the same type equal to the planned one.
-//! Anything else returns `None` and the caller runs the operator in full, which makes the
-//! right plan or raises the right error. Results are new tensors (never an argument's memory).
+//! dtype and shape; any other position an object of the same type equal to the planned one (a
+//! float bit for bit). Anything else returns `None` and the caller runs the operator in full,
+//! which makes the right plan or raises the right error. Results are new tensors (never an
+//! argument's memory).
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyFloat, PyList, PyTuple};
 use tpukit::LaunchOptions;
 use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
 use tpukit_blas::{Plan, Source};
@@ -149,8 +150,7 @@ impl BlasPlan {
                     held.push(Some(t));
                 }
                 Slot::Value(want) => {
-                    let want = want.bind(py);
-                    if !v.get_type().is(want.get_type()) || !v.eq(want).unwrap_or(false) {
+                    if !same(v, want.bind(py)) {
                         return Ok(None);
                     }
                     held.push(None);
@@ -158,6 +158,19 @@ impl BlasPlan {
             }
         }
         Ok(Some(held))
+    }
+}
+
+/// Whether a call's non-tensor argument `v` is the planned `want`: of its type and equal to
+/// it, floats bit for bit (`-0.0 == 0.0` in Python, but `x * -0.0` is not `x * 0.0`, and a
+/// plan holds its numbers as constants of the launch).
+fn same(v: &Bound<'_, PyAny>, want: &Bound<'_, PyAny>) -> bool {
+    if !v.get_type().is(want.get_type()) {
+        return false;
+    }
+    match (v.cast::<PyFloat>(), want.cast::<PyFloat>()) {
+        (Ok(a), Ok(b)) => a.value().to_bits() == b.value().to_bits(),
+        _ => v.eq(want).unwrap_or(false),
     }
 }
 

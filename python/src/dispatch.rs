@@ -11,9 +11,11 @@
 //! - [`ModeDispatch`]: a `tpublas.mode()`'s `__torch_dispatch__`. A call of an operator the
 //!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), without
 //!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plans take (f32 or bf16
-//!   tensors, needing a gradient or not: torch's autograd ran above the mode) is the plan's
-//!   and counted in `served`; any other call goes to the mode's Python `__torch_dispatch__`
-//!   (as torch wrapped it). It stands as the mode's instance attribute `__torch_dispatch__`,
+//!   tensors, needing a gradient or not: torch's autograd ran above the mode; its numbers,
+//!   lists and flags equal to the plan's), or a tensor and a number its Scalar overload's
+//!   plans take, is the plan's and counted in `served`; a view or metadata operator's call
+//!   (`Mode._viewed`) is made as it came and counted in `views`; any other call goes to the
+//!   mode's Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's instance attribute `__torch_dispatch__`,
 //!   bound to it as torch requires (`__self__`, the mode, held weakly: no reference cycle).
 //!
 //! Both read the Python state they depend on at every call (the operator's current plans, the
@@ -138,10 +140,16 @@ impl PlannedKernel {
 /// A `tpublas.mode()`'s `__torch_dispatch__` (see the module docs).
 #[pyclass(name = "ModeDispatch", module = "tpukit._native", frozen)]
 pub struct ModeDispatch {
-    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name)`.
+    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name, scalar)`, `scalar`
+    /// None or `(Scalar overload, its fills, number)`: `number(v)` is `v` as a Python number
+    /// if it is one or a number ATen wrapped in a 0-d tensor, else None.
     planned: Py<PyDict>,
     /// The mode's `served` counter (a `collections.Counter`, a dict).
     served: Py<PyDict>,
+    /// `id(func)` → `(func, name)` of the view and metadata operators, called as they came.
+    viewed: Py<PyDict>,
+    /// The mode's `views` counter.
+    views: Py<PyDict>,
     /// `tpublas._local`.
     local: Py<PyAny>,
     /// The mode class's own `__torch_dispatch__` (as torch wrapped it), called with the
@@ -157,6 +165,8 @@ impl ModeDispatch {
     fn new(
         planned: Py<PyDict>,
         served: Py<PyDict>,
+        viewed: Py<PyDict>,
+        views: Py<PyDict>,
         local: Py<PyAny>,
         fallback: Py<PyAny>,
         mode: Py<PyAny>,
@@ -165,6 +175,8 @@ impl ModeDispatch {
             Ok(ModeDispatch {
                 planned,
                 served,
+                viewed,
+                views,
                 local,
                 fallback,
                 mode,
@@ -192,40 +204,14 @@ impl ModeDispatch {
             if call.len() >= 3
                 && keywords.is_none_or(|k| k.is_empty())
                 && let Ok(args) = call.get_item(2)?.cast_into::<PyTuple>()
-                && (call.len() == 3 || {
-                    let k = call.get_item(3)?;
-                    k.is_none() || !k.is_truthy()?
-                })
-                && let Some(entry) = self
-                    .planned
-                    .bind(py)
-                    .get_item(call.get_item(0)?.as_ptr() as usize)?
             {
-                let entry = entry.cast::<PyTuple>()?;
-                let (least, most): (usize, usize) =
-                    (entry.get_item(2)?.extract()?, entry.get_item(3)?.extract()?);
-                let op = entry.get_item(1)?;
-                let op = op.cast::<OperatorCall>()?;
-                if least <= args.len()
-                    && args.len() <= most
-                    && op.borrow().has_plan()
-                    && on_cpu(self.local.bind(py))?
-                {
-                    let values: Vec<_> = args.iter().collect();
-                    let fills = entry.get_item(4)?;
-                    let fills = fills.cast::<PyTuple>()?;
-                    if let Some(out) =
-                        OperatorCall::run_plans(op, &values, fills, Grads::Taken, Dtypes::Floats)?
-                    {
-                        let served = self.served.bind(py);
-                        let name = entry.get_item(5)?;
-                        let count = match served.get_item(&name)? {
-                            Some(c) => c.extract::<u64>()? + 1,
-                            None => 1,
-                        };
-                        served.set_item(name, count)?;
-                        return Ok(out);
-                    }
+                let func = call.get_item(0)?;
+                let kwargs = match call.get_item(3) {
+                    Ok(k) if !k.is_none() => Some(k.cast_into::<PyDict>()?),
+                    _ => None,
+                };
+                if let Some(out) = self.serve(py, &func, &args, kwargs.as_ref())? {
+                    return Ok(out);
                 }
             }
             let mode = self.mode.bind(py).call0()?;
@@ -236,4 +222,72 @@ impl ModeDispatch {
             self.fallback.bind(py).call(with_mode, keywords)
         })
     }
+}
+
+impl ModeDispatch {
+    /// The call `func(*args, **kwargs)` served natively: a view's, or a planned operator's
+    /// that its plans (or its Scalar overload's) take; None for the mode's Python code.
+    fn serve<'py>(
+        &self,
+        py: Python<'py>,
+        func: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let id = func.as_ptr() as usize;
+        if let Some(entry) = self.viewed.bind(py).get_item(id)? {
+            let name = entry.cast::<PyTuple>()?.get_item(1)?;
+            count(self.views.bind(py), name)?;
+            return func.call(args, kwargs).map(Some);
+        }
+        if kwargs.is_some_and(|k| !k.is_empty()) {
+            return Ok(None);
+        }
+        let Some(entry) = self.planned.bind(py).get_item(id)? else {
+            return Ok(None);
+        };
+        let entry = entry.cast::<PyTuple>()?;
+        let (least, most): (usize, usize) =
+            (entry.get_item(2)?.extract()?, entry.get_item(3)?.extract()?);
+        let op = entry.get_item(1)?;
+        let op = op.cast::<OperatorCall>()?;
+        if !(least <= args.len() && args.len() <= most && on_cpu(self.local.bind(py))?) {
+            return Ok(None);
+        }
+        let values: Vec<_> = args.iter().collect();
+        let fills = entry.get_item(4)?;
+        let fills = fills.cast::<PyTuple>()?;
+        // (No plan yet: None at once.)
+        let mut out = OperatorCall::run_plans(op, &values, fills, Grads::Taken, Dtypes::Floats)?;
+        let scalar = entry.get_item(6)?;
+        if out.is_none() && values.len() == 2 && !scalar.is_none() {
+            // `x ⊕ number` (as `Mode._scalar_call`): the Scalar overload's plans.
+            let scalar = scalar.cast::<PyTuple>()?;
+            let number = scalar.get_item(2)?.call1((&values[1],))?;
+            if !number.is_none() {
+                let op = scalar.get_item(0)?;
+                let fills = scalar.get_item(1)?;
+                out = OperatorCall::run_plans(
+                    op.cast::<OperatorCall>()?,
+                    &[values[0].clone(), number],
+                    fills.cast::<PyTuple>()?,
+                    Grads::Taken,
+                    Dtypes::Floats,
+                )?;
+            }
+        }
+        if out.is_some() {
+            count(self.served.bind(py), entry.get_item(5)?)?;
+        }
+        Ok(out)
+    }
+}
+
+/// One more of `name` in `counter` (a `collections.Counter`).
+fn count(counter: &Bound<'_, PyDict>, name: Bound<'_, PyAny>) -> PyResult<()> {
+    let n = match counter.get_item(&name)? {
+        Some(c) => c.extract::<u64>()? + 1,
+        None => 1,
+    };
+    counter.set_item(name, n)
 }

@@ -153,7 +153,8 @@ def entry_points(kernel):
         ),
         "PlannedKernel.__call__": (lambda: planned(None, t, t), None),
         "ModeDispatch.__new__": (
-            lambda: _native.ModeDispatch({}, {}, tpublas._local, lambda *a: None, lambda: mode),
+            lambda: _native.ModeDispatch({}, {}, {}, {}, tpublas._local, lambda *a: None,
+                                         lambda: mode),
             None,
         ),
         "ModeDispatch.__call__": (lambda: dispatch(torch.ops.aten.add.Tensor, (), (t, t)), None),

@@ -151,3 +151,80 @@ def test_a_mode_is_freed_when_dropped_and_serves_planned_calls_natively():
     finally:
         if enabled:
             gc.enable()
+
+
+def python_dispatches(monkeypatch):
+    """A mode whose Python ``__torch_dispatch__`` counts the calls its native dispatch hands
+    it (``python/src/dispatch.rs``), and the counter."""
+    from tpukit.tpublas import _mode
+
+    seen = []
+    python = _mode.Mode.__torch_dispatch__
+
+    def counted(self, func, types, args=(), kwargs=None):
+        seen.append(str(func))
+        return python(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(_mode.Mode, "__torch_dispatch__", counted)
+    return tb.mode(fallback="error"), seen
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monkeypatch, dtype):
+    """Once a call has made its plan, the same call again — numbers, lists, flags and
+    keywords equal, tensors of the same shapes and dtypes — runs natively; a changed number
+    goes through Python again (and makes its own plan), so results stay torch's."""
+    m, seen = python_dispatches(monkeypatch)
+    x = torch.randn(3, 37, 200).to(dtype)
+    w, b = torch.randn(200).to(dtype), torch.randn(200).to(dtype)
+    positive = x.abs() + 0.5
+    calls = {
+        "pow": lambda e: torch.pow(positive, e),
+        "sum": lambda e: x.sum([1, 2]) * e,
+        "sum keepdim (a keyword)":
+            lambda e: torch.ops.aten.sum.dim_IntList(x, [2], keepdim=True) * e,
+        "x * number": lambda e: x * e,
+    }
+    if dtype == torch.float32:  # a bf16 layer norm makes no plan (served through Python)
+        calls["layer norm"] = lambda e: torch.nn.functional.layer_norm(x, (200,), w, b, eps=e)
+    for name, call in calls.items():
+        for e in (3.0, 3.0, 0.5, 0.5, 3.0):
+            seen.clear()
+            with m:
+                got = call(e)
+            want = call(e)
+            tol = 1e-5 if dtype == torch.float32 else 2e-2
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol,
+                                       msg=lambda m, name=name: f"{name}: {m}")
+        assert not seen, (name, seen)  # the last call: planned before, served natively
+    assert not m.fallback, m.fallback
+
+
+def test_plans_tell_negative_zero_from_zero(monkeypatch):
+    """``-0.0 == 0.0`` in Python, but ``x * -0.0`` is not ``x * 0.0``: a plan's numbers are
+    matched bit for bit (tpuBLAS operators directly and inside the mode)."""
+    x = torch.rand(8, 130) + 1
+    for first, then in ((0.0, -0.0), (-0.0, 0.0)):
+        tb.mul(x, first)
+        assert torch.equal(torch.signbit(tb.mul(x, then)), torch.signbit(x * then))
+        m, _ = python_dispatches(monkeypatch)
+        with m:
+            x * first
+            got = x * then
+        assert torch.equal(torch.signbit(got), torch.signbit(x * then))
+
+
+def test_views_are_made_natively_and_counted(monkeypatch):
+    """A view operator's first call goes through the mode's Python code, which registers it;
+    later calls are made natively."""
+    m, seen = python_dispatches(monkeypatch)
+    x = torch.randn(6, 130)
+    for _ in range(2):
+        seen.clear()
+        with m:
+            v = [x.t(), x.view(130, 6), x[:, 3:70], x.detach(), x.transpose(0, 1)]
+    assert not seen, seen
+    assert m.views["aten.t.default"] == 2 and m.views["aten.slice.Tensor"] == 2, m.views
+    for got, want in zip(v, [x.t(), x.view(130, 6), x[:, 3:70], x.detach(), x.t()], strict=True):
+        assert got.data_ptr() == want.data_ptr() and got.stride() == want.stride()
+        assert torch.equal(got, want)

@@ -179,6 +179,8 @@ class ModeDispatch:
         cls,
         planned: dict[int, tuple[Any, ...]],
         served: dict[str, int],
+        viewed: dict[int, tuple[Any, str]],
+        views: dict[str, int],
         local: Any,
         fallback: Callable[..., Any],
         mode: Callable[[], Any],

@@ -152,12 +152,20 @@ def _has_non_finite(tensors) -> bool:
 
 
 def _direct(func, name: str, op):
-    """``(op, most)`` if calls of ``func`` with up to ``most`` positional arguments, all
-    f32 or bf16 CPU tensors, run as ``op`` on those arguments bound as they are (see
+    """``(op, most, planned)`` if calls of ``func`` with up to ``most`` positional arguments,
+    all f32 or bf16 CPU tensors, run as ``op`` on those arguments bound as they are (see
     ``Mode._direct_call``): a tpuBLAS operator that is no view, factory, allocation, in-place
     write, alias or special case (batch norm's statistics, an ``output_mask``), whose leading
     ``most`` arguments are tensors that may be floats, and whose other arguments' defaults
-    pass ``_tpublas_call``'s checks; else None."""
+    pass ``_tpublas_call``'s checks; else None.
+
+    ``planned`` (at least ``most``) is how many leading positional arguments the mode's
+    native dispatch hands to the operator's plans (see ``Mode._planned``): the tensors and
+    then the numbers, lists and flags after them (``pow(x, 3.0)``, ``sum(x, [0, 1])``,
+    ``layer_norm(x, [768], w, b, 1e-5)``), up to a list of tensors or an index tensor. A plan
+    takes only arguments equal to those of the call it was made from, which passed
+    ``_tpublas_call``'s checks in full, and that call's non-tensor arguments reached the
+    operator as given (``_numbers_as_f32`` converts tensor positions only)."""
     if op is None or _is_view_or_metadata(func) or name in _VIEWS or name in _ALIASES \
             or _factory.is_factory(func) or _factory._name(func) in _factory.ALLOCATIONS \
             or name == "aten.native_batch_norm.default" or op.output_mask is not None:
@@ -166,14 +174,24 @@ def _direct(func, name: str, op):
         return None
     arguments = op.schema.arguments
     most = 0
-    while most < len(arguments) and arguments[most].type == "Tensor" \
-            and not arguments[most].list and not arguments[most].kwarg_only \
-            and arguments[most].name not in _INDEX_ARGUMENTS:
+    while most < len(arguments) and _plain_tensor(arguments[most]):
         most += 1
     if any(a.type == "ScalarType" and fill is not None
            for a, fill in zip(arguments[most:], op._fills[most:], strict=True)):
         return None
-    return (op, most) if most else None
+    planned = most
+    while planned < len(arguments) and not arguments[planned].kwarg_only \
+            and not (arguments[planned].type == "Tensor"
+                     and not _plain_tensor(arguments[planned])):
+        planned += 1
+    return (op, most, planned) if most else None
+
+
+def _plain_tensor(a) -> bool:
+    """Whether schema argument ``a`` is a positional tensor that may be a float (not a list
+    of tensors, not an index, mask or target)."""
+    return a.type == "Tensor" and not a.list and not a.kwarg_only \
+        and a.name not in _INDEX_ARGUMENTS
 
 
 class Mode(TorchDispatchMode):
@@ -191,16 +209,22 @@ class Mode(TorchDispatchMode):
         self.views: collections.Counter = collections.Counter()
         self.allocated: collections.Counter = collections.Counter()
         self._known: dict = {}  # operator -> what `_describe` read from its schema
-        # `id(operator)` -> `(operator, tpuBLAS operator, least, most, defaults, name)` of a
-        # `_direct` operator (not in debug mode): a call that its tpuBLAS operator's plan
-        # takes is served by the plan alone, natively (`python/src/dispatch.rs`), in front of
-        # this class's `__torch_dispatch__` (as torch wrapped it) which serves the rest. An
-        # instance attribute: torch looks `__torch_dispatch__` up on the mode. It holds the
-        # mode weakly (no reference cycle through the mode's own attribute).
+        # `id(operator)` -> `(operator, tpuBLAS operator, least, most, defaults, name,
+        # scalar, names)` of a `_direct` operator (not in debug mode), `scalar` its packet's
+        # Scalar overload as `(operator, defaults, _number)` or None, `names` its arguments'
+        # (keyword arguments bind to them): a call that its tpuBLAS operator's plan takes (or,
+        # given a tensor and a number, the Scalar overload's, as `_scalar_call`) is served by
+        # the plan alone, natively (`python/src/dispatch.rs`), in front of this class's
+        # `__torch_dispatch__` (as torch wrapped it) which serves the rest; and
+        # `id(operator)` -> `(operator, name)` of the view and metadata operators, which it
+        # calls itself (counted in `views`). An instance attribute: torch looks
+        # `__torch_dispatch__` up on the mode. It holds the mode weakly (no reference cycle
+        # through the mode's own attribute).
         self._planned: dict = {}
+        self._viewed: dict = {}
         self.__torch_dispatch__ = _native.ModeDispatch(
-            self._planned, self.served, tpublas._local, type(self).__torch_dispatch__,
-            weakref.ref(self))
+            self._planned, self.served, self._viewed, self.views, tpublas._local,
+            type(self).__torch_dispatch__, weakref.ref(self))
         # Flags saved by `_mode_stack.enter`, one entry per level this mode is entered.
         self._saved_flags: list = []
 
@@ -223,8 +247,13 @@ class Mode(TorchDispatchMode):
             known = (name, _is_view_or_metadata(func), op, scalar, allocation, direct)
             self._known[func] = known
             if direct is not None and not self.debug:
-                op, most = direct
-                self._planned[id(func)] = (func, op, op._least, most, tuple(op._fills), name)
+                op, _, planned = direct
+                numbers = None if scalar is None else (scalar, tuple(scalar._fills), _number)
+                names = tuple(a.name for a in op.schema.arguments)
+                self._planned[id(func)] = (func, op, op._least, planned, tuple(op._fills), name,
+                                           numbers, names)
+            if known[1] or name in _VIEWS:
+                self._viewed[id(func)] = (func, name)
         return known
 
     def _direct_call(self, direct, args):
@@ -232,7 +261,7 @@ class Mode(TorchDispatchMode):
         are what its direct form takes: f32 or bf16 CPU tensors for its leading tensor
         arguments, the rest defaults; else None (the full ``_serve`` decides). What
         ``_tpublas_call`` makes of such a call, without its per-call walks."""
-        op, most = direct
+        op, most, _ = direct
         if not op._least <= len(args) <= most:
             return None
         for t in args:
