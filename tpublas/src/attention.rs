@@ -96,6 +96,7 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         logsumexp_kernel()?,
         Matmul::Bmm.kernel(DType::F32, Bias::Row)?,
         crate::copy::kernel(DType::F32)?,
+        crate::copy::rows_kernel(DType::F32)?,
         Softmax::Softmax.kernel(DType::F32, DType::F32)?,
         Softmax::Backward.kernel(DType::F32, DType::F32)?,
         crate::elementwise::binary_kernel(Binary::Sub, DType::F32, crate::layout::Pattern::Column)?,

@@ -24,7 +24,8 @@ pub const ATEN_BACKWARD: &str = "aten.avg_pool2d_backward.default";
 /// Every kernel either direction launches on `dtype`: the tap sum, the transposes to and
 /// from channels-last, and the division by a column.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    let mut k = vec![taps::sum_kernel(dtype)?, copy::kernel(dtype)?];
+    let mut k = vec![taps::sum_kernel(dtype)?];
+    k.extend(copy::kernels(dtype)?);
     k.extend(Binary::Div.kernels(dtype)?);
     Ok(k)
 }

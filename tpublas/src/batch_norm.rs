@@ -99,7 +99,7 @@ fn combinations(dtype: DType) -> Vec<(DType, DType)> {
 
 /// Every kernel the forward launches on inputs of `dtype`.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    let mut k = vec![copy::kernel(dtype)?];
+    let mut k = copy::kernels(dtype)?;
     for (stat, param) in combinations(dtype) {
         k.push(Norm::Layer.kernel_by(dtype, stat, Weights::PerRow)?);
         for d in [stat, param] {
@@ -124,7 +124,7 @@ fn elementwise_kernels(dtype: DType) -> Result<Vec<Prepared>> {
 }
 
 pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    let mut k = vec![copy::kernel(dtype)?];
+    let mut k = copy::kernels(dtype)?;
     for (stat, param) in combinations(dtype) {
         k.push(norm_backward::dx_kernel_by(dtype, stat, Weights::PerRow)?);
         k.push(dwdb_kernel(dtype, stat, param)?);

@@ -50,7 +50,9 @@ pub fn kernel(dtype: DType) -> Result<Prepared> {
 /// Every kernel for inputs of `dtype`: the scatter, and the transpose that moves a trailing
 /// `dim` to the front.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![kernel(dtype)?, copy::kernel(dtype)?])
+    let mut k = vec![kernel(dtype)?];
+    k.extend(copy::kernels(dtype)?);
+    Ok(k)
 }
 
 /// Concatenates same-rank tensors of one dtype along `d` (shapes equal elsewhere). One part

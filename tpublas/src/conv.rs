@@ -34,6 +34,7 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![
         taps::gather_kernel(dtype)?,
         copy::kernel(dtype)?,
+        copy::rows_kernel(dtype)?,
         Matmul::Mm.kernel(dtype, Bias::Row)?,
         Matmul::Addmm.kernel(dtype, Bias::Row)?,
         crate::indexing::kernel(dtype)?,
@@ -48,6 +49,7 @@ pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
         taps::sum_kernel(dtype)?,
         taps::gather_kernel(dtype)?,
         copy::kernel(dtype)?,
+        copy::rows_kernel(dtype)?,
         Matmul::Mm.kernel(dtype, Bias::Row)?,
         crate::indexing::kernel(dtype)?,
     ]

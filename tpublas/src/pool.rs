@@ -123,7 +123,9 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![
         kernel(dtype)?,
         copy::kernel(dtype)?,
+        copy::rows_kernel(dtype)?,
         copy::kernel(DType::I32)?,
+        copy::rows_kernel(DType::I32)?,
     ])
 }
 
@@ -131,7 +133,9 @@ pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
     Ok(vec![
         backward_kernel(dtype)?,
         copy::kernel(dtype)?,
+        copy::rows_kernel(dtype)?,
         copy::kernel(DType::I32)?,
+        copy::rows_kernel(DType::I32)?,
     ])
 }
 

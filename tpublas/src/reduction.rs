@@ -190,6 +190,7 @@ impl Reduction {
         }
         k.push(self.column_kernel(dtype, dtype)?);
         k.push(crate::copy::kernel(dtype)?);
+        k.push(crate::copy::rows_kernel(dtype)?);
         Ok(k)
     }
 

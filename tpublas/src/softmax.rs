@@ -285,6 +285,7 @@ impl Softmax {
             }
         }
         k.push(crate::copy::kernel(dtype)?);
+        k.push(crate::copy::rows_kernel(dtype)?);
         Ok(k)
     }
 

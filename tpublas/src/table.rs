@@ -541,7 +541,7 @@ impl Op {
             F::Cumsum => scan::kernels(dtype),
             F::Matmul(m) => m.kernels(dtype),
             F::Gather(_) => Ok(vec![crate::indexing::kernel(dtype)?]),
-            F::Permute(_) => Ok(vec![copy::kernel(dtype)?]),
+            F::Permute(_) => copy::kernels(dtype),
             F::Cat => concat::kernels(dtype),
             F::Conv => conv::kernels(dtype),
             F::ConvBackward => conv::backward_kernels(dtype),

@@ -181,6 +181,7 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
     c.push(("index_select", vec![x(), Value::Int(0), ints(&[2.0, 2.0])]));
     c.push(("embedding", vec![t(d, &[10, 300]), ints(&[9.0, 0.0, 3.0])]));
     c.push(("permute", vec![t(d, &[2, 3, 130]), dims(&[2, 0, 1])]));
+    c.push(("permute", vec![t(d, &[2, 3, 130]), dims(&[1, 0, 2])]));
     c.push(("transpose.int", vec![x(), Value::Int(0), Value::Int(1)]));
     c.push(("cat", vec![x(), t(d, &[2, 600]), Value::Int(0)]));
     c.push(("cat", vec![t(d, &[3, 6]), t(d, &[3, 2]), Value::Int(1)]));

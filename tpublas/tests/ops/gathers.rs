@@ -69,12 +69,19 @@ fn embedding_keeps_the_index_shape() {
 #[test]
 fn permute_and_transpose_copies() {
     let mut r = rng(33);
-    let cases: [(&[usize], &[i64]); 5] = [
+    // The last five keep the last axis: whole rows move (the row swap, windows overhanging
+    // in rows and columns, one step or two), but for rows shorter than `copy::ROW`.
+    let cases: [(&[usize], &[i64]); 10] = [
         (&[130, 300], &[1, 0]),
         (&[3, 129, 70], &[0, 2, 1]),
         (&[3, 129, 70], &[2, 0, 1]),
         (&[2, 3, 4, 5], &[3, 1, 0, 2]),
         (&[7, 1, 260], &[2, 1, 0]),
+        (&[2, 3, 130, 40], &[0, 2, 1, 3]),
+        (&[3, 5, 7, 140], &[2, 0, 1, 3]),
+        (&[4, 6, 16], &[1, 0, 2]),
+        (&[2, 4, 128, 128], &[1, 2, 0, 3]),
+        (&[3, 4, 5, 6], &[1, 0, 2, 3]),
     ];
     for dtype in DTYPES {
         for (shape, perm) in cases {
