@@ -228,3 +228,44 @@ def test_views_are_made_natively_and_counted(monkeypatch):
     for got, want in zip(v, [x.t(), x.view(130, 6), x[:, 3:70], x.detach(), x.t()], strict=True):
         assert got.data_ptr() == want.data_ptr() and got.stride() == want.stride()
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_copies_of_permuted_tensors_run_as_permute_where_its_windows_fill(monkeypatch, dtype):
+    """``.contiguous()`` of a permuted row-major tensor, and ``cat`` of one alone (besides
+    empty 1-D tensors), run as tpuBLAS's ``permute`` of that tensor where its windows fill
+    (``tpublas/_permuted.py``); elsewhere as before. Either way the result is torch's, a new
+    row-major tensor."""
+    from tpukit.tpublas import _permuted
+
+    taken = []
+    call = _permuted.call
+
+    def spy(func, args, kwargs):
+        out = call(func, args, kwargs)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_permuted, "call", spy)
+    cases = [  # (shape, permutation, taken)
+        ((300, 260), (1, 0), True),
+        ((2, 3, 128, 256), (0, 2, 1, 3), True),
+        ((2, 3, 256, 128), (2, 0, 1, 3), True),
+        ((2, 4, 64, 32), (0, 2, 1, 3), False),  # rows of 32: windows overhang
+        ((16, 64, 128), (1, 0, 2), False),  # 64 rows moved: windows overhang
+        ((40, 30), (1, 0), False),  # small
+    ]
+    for shape, perm, want_taken in cases:
+        x = torch.randn(*shape).to(dtype).permute(*perm)
+        with tb.mode() as m:
+            taken.clear()
+            got = [x.contiguous(), torch.cat([torch.zeros(0, dtype=dtype), x], -2)]
+        assert taken == [want_taken] * 2, (shape, perm, taken)
+        assert m.served["aten.clone.default"] == 1 and m.served["aten.cat.default"] == 1
+        for g in got:
+            assert g.is_contiguous() and g.data_ptr() != x.data_ptr()
+            assert torch.equal(g, x.contiguous()), (shape, perm)
+    with tb.mode():
+        taken.clear()
+        kept = x.clone()  # `preserve_format`: keeps the strides, not taken
+    assert not any(taken) and torch.equal(kept, x)

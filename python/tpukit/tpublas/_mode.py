@@ -47,8 +47,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tpukit import _native, tpublas
 from tpukit._native import UnsupportedError
-from tpukit.tpublas import _factory, _inplace, _mode_stack
+from tpukit.tpublas import _factory, _inplace, _mode_stack, _permuted
 
+_ATEN_PERMUTE = torch.ops.aten.permute.default
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 # Tensor arguments tpuBLAS takes as integers or booleans; every other one is f32 or bf16.
 _INDEX_ARGUMENTS = {"index": (torch.int32, torch.int64), "indices": (torch.int32, torch.int64),
@@ -344,6 +345,11 @@ class Mode(TorchDispatchMode):
         write = _inplace.call(func, args, kwargs, self._serve)
         if write is not None:
             return write, (), {}
+        permuted = _permuted.call(func, args, kwargs)
+        if permuted is not None:
+            copy = self._tpublas_call(_ATEN_PERMUTE, *permuted)
+            if copy is not None:
+                return copy
         return self._tpublas_call(func, args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
