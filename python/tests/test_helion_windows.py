@@ -210,6 +210,47 @@ def test_a_slice_with_device_scalar_bounds(device, dtype):
     torch.testing.assert_close(head_bias(x, bias), expected, **TOL[dtype])
 
 
+def tile_begin_slices(a, b):
+    """Helion's int4_gemm indexing: last-dimension slices at a tile's begin, of the tile's
+    width (`a`) and of twice its width from twice its begin (`b`, two packed columns per
+    element): starts that are multiples of the block size, so of 128."""
+    m, k = a.shape
+    out = torch.empty([m], dtype=torch.float32)
+    block = hl.register_block_size(k)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tk in hl.tile(k, block_size=block):
+            wide = tk.begin * 2
+            acc += a[tm, tk.begin : tk.begin + block].to(torch.float32).sum(dim=1)
+            acc += b[tm, wide : wide + block * 2].to(torch.float32).sum(dim=1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("block", [128, 256])
+def test_slices_at_a_tiles_begin_are_dynamic_slices(device, dtype, block):
+    a, b = torch.randn(24, 640).to(dtype), torch.randn(24, 1280).to(dtype)
+    kernel = helion.kernel(tile_begin_slices, config=helion.Config(block_sizes=[block, 8]))
+    want = a.float().sum(1) + b.float().sum(1)
+    torch.testing.assert_close(kernel(a, b), want, rtol=1e-4, atol=1e-2)
+
+
+def test_a_slice_at_a_tiles_begin_of_a_block_not_a_multiple_of_128_is_refused(device):
+    @helion.kernel(config=helion.Config(block_sizes=[8, 64]))
+    def k(a):
+        out = torch.empty([a.size(0)], dtype=torch.float32)
+        for tm in hl.tile(a.size(0)):
+            acc = hl.zeros([tm], dtype=torch.float32)
+            for tk in hl.tile(a.size(1), block_size=64):
+                acc += a[tm, tk.begin : tk.begin + 128].sum(dim=1)
+            out[tm] = acc
+        return out
+
+    with pytest.raises(helion.exc.UnsupportedConstruct, match="bounds that are device values"):
+        k(torch.randn(8, 512))
+
+
 def test_a_slice_of_a_device_value_length_is_refused(device):
     @helion.kernel()
     def k(x, n):

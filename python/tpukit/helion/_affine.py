@@ -103,13 +103,25 @@ def scalar_value(t):
 
 def alignment(form: Affine) -> int:
     """The largest int every value of ``form`` at position 0 is a multiple of, whatever its
-    scalars (the gcd of its constant and coefficients; 0 when all are 0)."""
+    scalars (the gcd of its constant and coefficients, a tile's begin counting as the
+    multiple of its block size it is; 0 when all are 0)."""
     g = abs(form.const)
-    for c, _ in form.scalars:
-        g = math.gcd(g, abs(c))
+    for c, t in form.scalars:
+        g = math.gcd(g, abs(c) * _step(t))
     for _, c, _ in form.rows:
         g = math.gcd(g, abs(c))
     return g
+
+
+def _step(t) -> int:
+    """What every value of scalar ``t`` is a multiple of: for a tile's begin (``range_begin
+    + k · block_size``), the gcd of its range's start and its block size when both are
+    Python ints; else 1."""
+    from tpukit.helion._tiles import Tile
+
+    if isinstance(t, Tile) and isinstance(t.block_size, int) and isinstance(t.range_begin, int):
+        return math.gcd(t.block_size, t.range_begin) or 1
+    return 1
 
 
 def add(a: Affine, b: Affine, shape) -> Affine | None:
