@@ -102,3 +102,31 @@ def test_int16_computes_in_int16(device):
     got = int16_floor_div(a, b)
     assert got.dtype == torch.int16
     torch.testing.assert_close(got, (a * b) // 7 + a % 5)
+
+
+@helion.kernel()
+def bit_ops(x, y, keep):
+    """int4_gemm's nibble unpacking and its kin: `&`, `|`, `^` bitwise on integers and
+    logical on bools, `>>` arithmetic, `<<`, `~` — as torch's operators."""
+    out = torch.empty([6, *x.shape], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        a, b = x[t], y[t]
+        out[0, t] = a & 0xF
+        out[1, t] = a | b
+        out[2, t] = 3 ^ a ^ b
+        out[3, t] = a >> 4
+        out[4, t] = (a & 0x7) << 2
+        both = (keep[t] & (a > 0)) | ~(b > 0) ^ (a == b)
+        out[5, t] = torch.where(both, ~a, a)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32])
+def test_bitwise_operators_on_integers_and_bools(device, dtype):
+    x = torch.randint(-128, 128, (300,), dtype=dtype)
+    y = torch.randint(-128, 128, (300,), dtype=dtype)
+    keep = torch.rand(300) < 0.5
+    both = (keep & (x > 0)) | ~(y > 0) ^ (x == y)
+    want = torch.stack([x & 0xF, x | y, 3 ^ x ^ y, x >> 4, (x & 0x7) << 2,
+                        torch.where(both, ~x, x)])
+    assert torch.equal(bit_ops(x, y, keep), want)

@@ -296,6 +296,21 @@ def _binop(op, swap=False, name=None):
     return method
 
 
+def _in_int32(shift):
+    """``shift`` of integers narrower than 32 bits computed on them widened to int32 and
+    the result narrowed back (the same values: torch shifts int8 and int16 as C does, in
+    int; Mosaic shifts only 32-bit lanes)."""
+
+    def op(a, b):
+        dtype = jnp.result_type(a, b)
+        if not jnp.issubdtype(dtype, jnp.integer) or jnp.iinfo(dtype).bits >= 32:
+            return shift(a, b)
+        wide = [x if isinstance(x, int) else jnp.asarray(x).astype(jnp.int32) for x in (a, b)]
+        return shift(*wide).astype(dtype)
+
+    return op
+
+
 Result = namedtuple("Result", ["values", "indices"])
 """What ``torch.max(x, dim)`` and friends return (``.values``, ``.indices``, unpackable)."""
 
@@ -428,11 +443,18 @@ class DTensor:
     __rmod__ = _binop(jnp.remainder, swap=True)
     __pow__ = _binop(jnp.power)
     __rpow__ = _binop(jnp.power, swap=True)
-    __and__ = _binop(jnp.logical_and)
-    __rand__ = _binop(jnp.logical_and, swap=True)
-    __or__ = _binop(jnp.logical_or)
-    __ror__ = _binop(jnp.logical_or, swap=True)
-    __xor__ = _binop(jnp.logical_xor)
+    # bitwise on integers, logical on bools (as torch's `&`, `|`, `^`; `>>` is arithmetic on
+    # signed integers, as torch's)
+    __and__ = _binop(jnp.bitwise_and)
+    __rand__ = _binop(jnp.bitwise_and, swap=True)
+    __or__ = _binop(jnp.bitwise_or)
+    __ror__ = _binop(jnp.bitwise_or, swap=True)
+    __xor__ = _binop(jnp.bitwise_xor)
+    __rxor__ = _binop(jnp.bitwise_xor, swap=True)
+    __lshift__ = _binop(_in_int32(jnp.left_shift))
+    __rlshift__ = _binop(_in_int32(jnp.left_shift), swap=True)
+    __rshift__ = _binop(_in_int32(jnp.right_shift))
+    __rrshift__ = _binop(_in_int32(jnp.right_shift), swap=True)
     __lt__ = _binop(jnp.less)
     __le__ = _binop(jnp.less_equal)
     __gt__ = _binop(jnp.greater)
