@@ -10,7 +10,8 @@ indexing dimensions of different extents (``[B, L + 1, V]`` written with ``tile_
 a block of 56 on 51), static ranges (``16 + hl.arange(16)``) indexing as block slices, and a
 ``hl.cumsum`` of a 3-D tile (one triangular product per leading element); windows of rows of a
 flat tensor (the jagged examples' form, loads and stores) and dynamic slices at device-scalar
-starts (``start + hl.arange(8)``, ``j * 128 + hl.arange(128)``, ``bias[h : h + 1]``); a tile of
+starts (``start + hl.arange(8)``, ``j * 128 + hl.arange(128)``, ``bias[h : h + 1]``, and
+int4_gemm's ``a[tm, 2 * tk.begin : 2 * tk.begin + 2 * block]``); a tile of
 one row on a second-to-last dimension and an index into a size-1 dimension (flex attention).
 Their results are tested in python/tests/test_helion_indices.py, test_helion_jagged.py and
 test_helion_windows.py."""
@@ -226,6 +227,23 @@ def per_head_count(x, counts):
     return out
 
 
+# int4_gemm's loads: last-dimension slices at a tile's begin (a multiple of its 128-wide
+# block), one tile wide and, from twice the begin, two
+@helion.kernel(config=helion.Config(block_sizes=[128, 8]))
+def tile_begin_slices(a, b):
+    m, k = a.shape
+    out = torch.empty([m], dtype=torch.float32)
+    block = hl.register_block_size(k)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tk in hl.tile(k, block_size=block):
+            wide = tk.begin * 2
+            acc += a[tm, tk.begin : tk.begin + block].to(torch.float32).sum(dim=1)
+            acc += b[tm, wide : wide + block * 2].to(torch.float32).sum(dim=1)
+        out[tm] = acc
+    return out
+
+
 def _offsets(lengths):
     return torch.cumsum(torch.tensor([0] + lengths), 0).to(torch.int32)
 
@@ -261,6 +279,8 @@ KERNELS = {
     "per_head_count": (per_head_count, lambda d: (_randn(2, 3, 200, dtype=d),
                                                   torch.full([1, 1, 1], 3, dtype=torch.int32))),
     "scan_middle": (scan_middle, lambda d: (_randn(3, 40, 200, dtype=d),)),
+    "tile_begin_slices": (tile_begin_slices, lambda d: (_randn(24, 640, dtype=d),
+                                                        _randn(24, 1280, dtype=d))),
     "lower_blocks": (lower_blocks, lambda d: (_randn(3, 32, 40, dtype=d), _randn(3, 32, 40, dtype=d))),
 }
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
