@@ -296,17 +296,19 @@ def _binop(op, swap=False, name=None):
     return method
 
 
-def _in_int32(shift):
-    """``shift`` of integers narrower than 32 bits computed on them widened to int32 and
-    the result narrowed back (the same values: torch shifts int8 and int16 as C does, in
-    int; Mosaic shifts only 32-bit lanes)."""
+def _in_int32(fn):
+    """``fn`` (a shift or a comparison) of integers narrower than 32 bits computed on them
+    widened to int32, a shift's result narrowed back: the same values (torch shifts int8 and
+    int16 as C does, in int), where Mosaic shifts only 32-bit lanes and lays out no mask of
+    narrower ones it can use (an int8 `x > 0` on a 1-D block fails to compile)."""
 
     def op(a, b):
         dtype = jnp.result_type(a, b)
         if not jnp.issubdtype(dtype, jnp.integer) or jnp.iinfo(dtype).bits >= 32:
-            return shift(a, b)
+            return fn(a, b)
         wide = [x if isinstance(x, int) else jnp.asarray(x).astype(jnp.int32) for x in (a, b)]
-        return shift(*wide).astype(dtype)
+        r = fn(*wide)
+        return r if r.dtype == jnp.bool_ else r.astype(dtype)
 
     return op
 
@@ -455,12 +457,12 @@ class DTensor:
     __rlshift__ = _binop(_in_int32(jnp.left_shift), swap=True)
     __rshift__ = _binop(_in_int32(jnp.right_shift))
     __rrshift__ = _binop(_in_int32(jnp.right_shift), swap=True)
-    __lt__ = _binop(jnp.less)
-    __le__ = _binop(jnp.less_equal)
-    __gt__ = _binop(jnp.greater)
-    __ge__ = _binop(jnp.greater_equal)
-    __eq__ = _binop(jnp.equal)  # type: ignore[assignment]
-    __ne__ = _binop(lambda a, b: jnp.logical_not(jnp.equal(a, b)))  # type: ignore[assignment]
+    __lt__ = _binop(_in_int32(jnp.less))
+    __le__ = _binop(_in_int32(jnp.less_equal))
+    __gt__ = _binop(_in_int32(jnp.greater))
+    __ge__ = _binop(_in_int32(jnp.greater_equal))
+    __eq__ = _binop(_in_int32(jnp.equal))  # type: ignore[assignment]
+    __ne__ = _binop(_in_int32(jnp.not_equal))  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
 
     def __matmul__(self, other):
