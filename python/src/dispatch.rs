@@ -9,14 +9,15 @@
 //!   [`Grads::Refused`]) is the plan's; any other call is handed as it is to torch's own
 //!   autograd kernel.
 //! - [`ModeDispatch`]: a `tpublas.mode()`'s `__torch_dispatch__`. A call of an operator the
-//!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), without
-//!   keywords, on the `"cpu"` device, that the tpuBLAS operator's plans take (f32 or bf16
-//!   tensors, needing a gradient or not: torch's autograd ran above the mode; its numbers,
-//!   lists and flags equal to the plan's), or a tensor and a number its Scalar overload's
+//!   mode planned (see `Mode._planned`: keyed by `id(func)`, with the operator held), on the
+//!   `"cpu"` device, that the tpuBLAS operator's plans take (f32 or bf16 tensors, needing a
+//!   gradient or not: torch's autograd ran above the mode; its numbers, lists, flags and
+//!   keyword arguments equal to the plan's), or a tensor and a number its Scalar overload's
 //!   plans take, is the plan's and counted in `served`; a view or metadata operator's call
 //!   (`Mode._viewed`) is made as it came and counted in `views`; any other call goes to the
-//!   mode's Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's instance attribute `__torch_dispatch__`,
-//!   bound to it as torch requires (`__self__`, the mode, held weakly: no reference cycle).
+//!   mode's Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's
+//!   instance attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the
+//!   mode, held weakly: no reference cycle).
 //!
 //! Both read the Python state they depend on at every call (the operator's current plans, the
 //! thread's device, the mode stack), so they decide exactly as the Python code they stand in
@@ -140,9 +141,10 @@ impl PlannedKernel {
 /// A `tpublas.mode()`'s `__torch_dispatch__` (see the module docs).
 #[pyclass(name = "ModeDispatch", module = "tpukit._native", frozen)]
 pub struct ModeDispatch {
-    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name, scalar)`, `scalar`
-    /// None or `(Scalar overload, its fills, number)`: `number(v)` is `v` as a Python number
-    /// if it is one or a number ATen wrapped in a 0-d tensor, else None.
+    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name, scalar, names)`:
+    /// `scalar` None or `(Scalar overload, its fills, number)` (`number(v)` is `v` as a
+    /// Python number if it is one or a number ATen wrapped in a 0-d tensor, else None);
+    /// `names` the schema's argument names, which keywords bind to.
     planned: Py<PyDict>,
     /// The mode's `served` counter (a `collections.Counter`, a dict).
     served: Py<PyDict>,
@@ -240,9 +242,6 @@ impl ModeDispatch {
             count(self.views.bind(py), name)?;
             return func.call(args, kwargs).map(Some);
         }
-        if kwargs.is_some_and(|k| !k.is_empty()) {
-            return Ok(None);
-        }
         let Some(entry) = self.planned.bind(py).get_item(id)? else {
             return Ok(None);
         };
@@ -254,9 +253,16 @@ impl ModeDispatch {
         if !(least <= args.len() && args.len() <= most && on_cpu(self.local.bind(py))?) {
             return Ok(None);
         }
-        let values: Vec<_> = args.iter().collect();
         let fills = entry.get_item(4)?;
         let fills = fills.cast::<PyTuple>()?;
+        let mut values: Vec<_> = args.iter().collect();
+        if let Some(kwargs) = kwargs.filter(|k| !k.is_empty()) {
+            let names = entry.get_item(7)?;
+            let Some(all) = by_name(&values, kwargs, names.cast::<PyTuple>()?, fills)? else {
+                return Ok(None);
+            };
+            values = all;
+        }
         // (No plan yet: None at once.)
         let mut out = OperatorCall::run_plans(op, &values, fills, Grads::Taken, Dtypes::Floats)?;
         let scalar = entry.get_item(6)?;
@@ -281,6 +287,29 @@ impl ModeDispatch {
         }
         Ok(out)
     }
+}
+
+/// The arguments of a call of `positional` arguments and `keywords` in the schema's order
+/// (its argument `names`), the defaults `fills` where neither gives one; None if a keyword
+/// names no argument after the positional ones.
+fn by_name<'py>(
+    positional: &[Bound<'py, PyAny>],
+    keywords: &Bound<'py, PyDict>,
+    names: &Bound<'py, PyTuple>,
+    fills: &Bound<'py, PyTuple>,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let mut values = positional.to_vec();
+    let mut used = 0;
+    for (name, fill) in names.iter().zip(fills.iter()).skip(positional.len()) {
+        values.push(match keywords.get_item(name)? {
+            Some(v) => {
+                used += 1;
+                v
+            }
+            None => fill,
+        });
+    }
+    Ok((used == keywords.len()).then_some(values))
 }
 
 /// One more of `name` in `counter` (a `collections.Counter`).

@@ -181,8 +181,12 @@ def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monk
     calls = {
         "pow": lambda e: torch.pow(positive, e),
         "sum": lambda e: x.sum([1, 2]) * e,
-        "sum keepdim (a keyword)":
-            lambda e: torch.ops.aten.sum.dim_IntList(x, [2], keepdim=True) * e,
+        "sum keepdim": lambda e: torch.ops.aten.sum.dim_IntList(x, [2], keepdim=True) * e,
+        # keyword-only arguments reach the mode as keywords
+        "clone with memory_format": lambda e: x.clone(memory_format=torch.contiguous_format) * e,
+        "to with dtype": lambda e: x.to(torch.float32 if dtype == torch.bfloat16
+                                        else torch.bfloat16) * e,
+        "sum with dtype": lambda e: torch.sum(x, -1, dtype=dtype) * e,
         "x * number": lambda e: x * e,
     }
     if dtype == torch.float32:  # a bf16 layer norm makes no plan (served through Python)
