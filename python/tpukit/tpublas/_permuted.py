@@ -51,7 +51,7 @@ def call(func, args, kwargs):
 
 def _copied(func, args, kwargs):
     """The tensor the call copies row-major: ``clone``'s with ``memory_format`` contiguous,
-    ``cat``'s one tensor that is not empty and 1-D (all of one dtype); else None."""
+    ``cat``'s only tensor besides empty 1-D ones (all of one dtype); else None."""
     if func is _ATEN.clone.default:
         if len(args) != 1 or kwargs.get("memory_format") is not torch.contiguous_format:
             return None
