@@ -95,8 +95,9 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         scores_kernel()?,
         logsumexp_kernel()?,
         Matmul::Bmm.kernel(DType::F32, Bias::Row)?,
-        crate::copy::kernel(DType::F32)?,
-        crate::copy::rows_kernel(DType::F32)?,
+    ];
+    k.extend(crate::copy::kernels(DType::F32)?);
+    k.extend([
         Softmax::Softmax.kernel(DType::F32, DType::F32)?,
         Softmax::Backward.kernel(DType::F32, DType::F32)?,
         crate::elementwise::binary_kernel(Binary::Sub, DType::F32, crate::layout::Pattern::Column)?,
@@ -104,7 +105,7 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         crate::elementwise::binary_kernel(Binary::Mul, DType::F32, crate::layout::Pattern::Scalar)?,
         crate::elementwise::binary_kernel(Binary::Add, DType::F32, crate::layout::Pattern::Same)?,
         crate::elementwise::where_kernel(DType::F32)?,
-    ];
+    ]);
     if dtype != DType::F32 {
         k.extend(cast::kernels(dtype)?);
         k.push(cast::kernel(DType::F32, dtype)?);

@@ -31,33 +31,30 @@ pub const ATEN_BACKWARD: &str = "aten.convolution_backward.default";
 /// Every kernel convolution launches on `dtype` (forward and backward): the transposes,
 /// im2col and col2im, the matmuls, and the bias gradient's row sum.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![
-        taps::gather_kernel(dtype)?,
-        copy::kernel(dtype)?,
-        copy::rows_kernel(dtype)?,
-        Matmul::Mm.kernel(dtype, Bias::Row)?,
-        Matmul::Addmm.kernel(dtype, Bias::Row)?,
-        crate::indexing::kernel(dtype)?,
-    ]
-    .into_iter()
-    .chain(crate::concat::kernels(dtype)?)
-    .collect())
+    Ok(vec![taps::gather_kernel(dtype)?]
+        .into_iter()
+        .chain(copy::kernels(dtype)?)
+        .chain([
+            Matmul::Mm.kernel(dtype, Bias::Row)?,
+            Matmul::Addmm.kernel(dtype, Bias::Row)?,
+            crate::indexing::kernel(dtype)?,
+        ])
+        .chain(crate::concat::kernels(dtype)?)
+        .collect())
 }
 
 pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![
-        taps::sum_kernel(dtype)?,
-        taps::gather_kernel(dtype)?,
-        copy::kernel(dtype)?,
-        copy::rows_kernel(dtype)?,
-        Matmul::Mm.kernel(dtype, Bias::Row)?,
-        crate::indexing::kernel(dtype)?,
-    ]
-    .into_iter()
-    // The bias gradient is `sum`'s (`Reduction::run`: any window height and width).
-    .chain(Reduction::Sum.kernels(dtype)?)
-    .chain(crate::concat::kernels(dtype)?)
-    .collect())
+    Ok(vec![taps::sum_kernel(dtype)?, taps::gather_kernel(dtype)?]
+        .into_iter()
+        .chain(copy::kernels(dtype)?)
+        .chain([
+            Matmul::Mm.kernel(dtype, Bias::Row)?,
+            crate::indexing::kernel(dtype)?,
+        ])
+        // The bias gradient is `sum`'s (`Reduction::run`: any window height and width).
+        .chain(Reduction::Sum.kernels(dtype)?)
+        .chain(crate::concat::kernels(dtype)?)
+        .collect())
 }
 
 /// The arguments shared by both operators: input (as 4-D), weight (as 4-D), the window and

@@ -82,12 +82,12 @@ fn rows_spec(dtype: DType) -> CallSpec {
 }
 
 /// The transpose kernel.
-pub fn kernel(dtype: DType) -> Result<Prepared> {
+fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("transpose", dtype), || Ok(transpose_tiles(&spec(dtype))?))
 }
 
 /// The row swap kernel.
-pub fn rows_kernel(dtype: DType) -> Result<Prepared> {
+fn rows_kernel(dtype: DType) -> Result<Prepared> {
     memo(("swap rows", dtype), || Ok(swap_rows(&rows_spec(dtype))?))
 }
 

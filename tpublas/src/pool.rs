@@ -120,23 +120,19 @@ fn build_backward(dtype: DType) -> tpukit::dsl::Result<Kernel> {
 /// Every kernel the forward launches on `dtype`: the pooling, and the transposes to and
 /// from channels-last (of the values and of the i32 indices).
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![
-        kernel(dtype)?,
-        copy::kernel(dtype)?,
-        copy::rows_kernel(dtype)?,
-        copy::kernel(DType::I32)?,
-        copy::rows_kernel(DType::I32)?,
-    ])
+    Ok(vec![kernel(dtype)?]
+        .into_iter()
+        .chain(copy::kernels(dtype)?)
+        .chain(copy::kernels(DType::I32)?)
+        .collect())
 }
 
 pub fn backward_kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![
-        backward_kernel(dtype)?,
-        copy::kernel(dtype)?,
-        copy::rows_kernel(dtype)?,
-        copy::kernel(DType::I32)?,
-        copy::rows_kernel(DType::I32)?,
-    ])
+    Ok(vec![backward_kernel(dtype)?]
+        .into_iter()
+        .chain(copy::kernels(dtype)?)
+        .chain(copy::kernels(DType::I32)?)
+        .collect())
 }
 
 /// The window of a call `(…, kernel_size, stride=[], padding=0, dilation=1, ceil_mode)`

@@ -189,8 +189,7 @@ impl Reduction {
             }
         }
         k.push(self.column_kernel(dtype, dtype)?);
-        k.push(crate::copy::kernel(dtype)?);
-        k.push(crate::copy::rows_kernel(dtype)?);
+        k.extend(crate::copy::kernels(dtype)?);
         Ok(k)
     }
 

@@ -77,11 +77,9 @@ fn build(dtype: DType) -> tpukit::dsl::Result<Kernel> {
 
 /// Every kernel for inputs of `dtype`: the scan, and the transpose that moves `dim` last.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
-    Ok(vec![
-        kernel(dtype)?,
-        crate::copy::kernel(dtype)?,
-        crate::copy::rows_kernel(dtype)?,
-    ])
+    let mut k = vec![kernel(dtype)?];
+    k.extend(crate::copy::kernels(dtype)?);
+    Ok(k)
 }
 
 /// `cumsum(x, dim, dtype=None)`; the result keeps `x`'s dtype (an explicit f32/bf16 `dtype`

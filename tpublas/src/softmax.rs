@@ -284,8 +284,7 @@ impl Softmax {
                 }
             }
         }
-        k.push(crate::copy::kernel(dtype)?);
-        k.push(crate::copy::rows_kernel(dtype)?);
+        k.extend(crate::copy::kernels(dtype)?);
         Ok(k)
     }
 
