@@ -235,10 +235,10 @@ def test_views_are_made_natively_and_counted(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_copies_of_permuted_tensors_run_as_permute_where_its_windows_fill(monkeypatch, dtype):
+def test_copies_of_large_permuted_tensors_run_as_permute(monkeypatch, dtype):
     """``.contiguous()`` of a permuted row-major tensor, and ``cat`` of one alone (besides
-    empty 1-D tensors), run as tpuBLAS's ``permute`` of that tensor where its windows fill
-    (``tpublas/_permuted.py``); elsewhere as before. Either way the result is torch's, a new
+    empty 1-D tensors), run as tpuBLAS's ``permute`` of that tensor when it has at least 64
+    Ki elements, its windows overhanging or not (``tpublas/_permuted.py``); else as before. Either way the result is torch's, a new
     row-major tensor."""
     from tpukit.tpublas import _permuted
 
@@ -255,8 +255,9 @@ def test_copies_of_permuted_tensors_run_as_permute_where_its_windows_fill(monkey
         ((300, 260), (1, 0), True),
         ((2, 3, 128, 256), (0, 2, 1, 3), True),
         ((2, 3, 256, 128), (2, 0, 1, 3), True),
-        ((2, 4, 64, 32), (0, 2, 1, 3), False),  # rows of 32: windows overhang
-        ((16, 64, 128), (1, 0, 2), False),  # 64 rows moved: windows overhang
+        ((16, 64, 128), (1, 0, 2), True),  # 64 rows moved: windows overhang
+        ((2, 12, 200, 40), (0, 2, 1, 3), True),  # rows of 40, 200 of them: overhanging
+        ((2, 4, 64, 32), (0, 2, 1, 3), False),  # small
         ((40, 30), (1, 0), False),  # small
     ]
     for shape, perm, want_taken in cases:

@@ -6,16 +6,21 @@ that row-major tensor. Taken as they come, the tensor is first gathered row-majo
 boundary and then copied again by the ``clone`` kernel; ``permute`` reads it where it lies,
 once, in the transposing copy's register tiles, and its plan serves the next call.
 
-Taken only where ``permute``'s windows fill: a tensor of at least 64 Ki elements whose last
-axis moves (the transpose's register tiles), or stays with a multiple of 128 elements and
-the rows it moves in groups of a multiple of 128 (the row swap's ``128 × 128`` windows; a
-window overhanging the array is staged, which costs more than the gather it saves).
+Taken for tensors of at least 64 Ki elements; below that the call's Python path (the
+mode's dispatch, this module's analysis, binding the operator: about 60 µs) outweighs the
+gather it saves. Windows overhanging the array (rows of 32 or 64 columns in ``permute``'s
+``128 × 128`` windows) are clipped, not staged, since the CPU code generator pairs the row
+swap's windows by their kept dimensions (``runtime/src/cpu/codegen/clip/geometry.rs``).
 Interleaved in one process, µs per ``.contiguous()`` inside the mode, gather and copy →
 ``permute`` (torch eager), f32 (2026-11-29, one core): transposed ``(1024, 1024)`` 761 → 530
 (753), ``(768, 3072)`` 2764 → 1404 (2773), ``(256, 256)`` 85 → 72 (46); ``[B, H, L, E] →
 [B, L, H, E]`` of ``(8, 16, 128, 128)`` 1934 → 450 (627), ``(2, 12, 256, 128)`` 272 → 168
-(113); but ``(2, 12, 256, 64)`` 179 → 345 and ``(2, 4, 64, 32)`` 49 → 103 (columns
-overhanging), ``(16, 64, 128)`` by ``(1, 0, 2)`` 85 → 149 (rows overhanging): not taken.
+(113). With the clipped row swap (session 26, one core, the gather and copy beside
+``permute``): ``(2, 12, 256, 64)`` 278 → 205 (87), ``(4, 12, 200, 64)`` 347 → 222 (111),
+``(1, 12, 1024, 64)`` 415 → 289 (143), ``(16, 64, 128)`` by ``(1, 0, 2)`` 180 → 155 (38);
+bf16 ``(2, 12, 256, 64)`` 209 → 154 (50). ``tpublas.permute`` called directly on these takes
+what torch's copy does (``(2, 12, 256, 64)`` f32 99 µs, torch 96); the rest is the mode's
+Python path.
 
 ``x.clone()`` keeps ``x``'s strides (ATen's ``preserve_format``): not taken here.
 """
@@ -25,9 +30,8 @@ from __future__ import annotations
 import torch
 
 _ATEN = torch.ops.aten
-# The fewest elements, and the tile extent (`tpublas/src/copy.rs`'s `T`), of a copy taken.
+# The fewest elements of a copy taken.
 _LEAST = 1 << 16
-_TILE = 128
 
 
 def call(func, args, kwargs):
@@ -40,8 +44,6 @@ def call(func, args, kwargs):
     order = sorted(range(x.dim()), key=lambda d: -x.stride(d))
     base = x.permute(order)
     if not base.is_contiguous():
-        return None
-    if order[-1] == x.dim() - 1 and (base.shape[-1] % _TILE or base.shape[-2] % _TILE):
         return None
     dims = [0] * len(order)
     for k, d in enumerate(order):

@@ -122,9 +122,15 @@ impl<'k> Geometry<'k> {
             })
     }
 
-    /// Whether window `s` of `o` lies where the geometry's does at the steps of `path`
-    /// along every dimension but those it broadcasts (extent 1, block 1, kept as the
-    /// geometry's).
+    /// Whether window `s` of `o` lies where the geometry's does at the steps of `path`.
+    ///
+    /// Window dimensions pair in order (the body indexes every ref by them), so the `k`-th
+    /// kept dimension of `o` must have the extent, block and block index of the geometry's
+    /// `k`-th, whichever array dimensions they are (the output of `[a, b, c, d] → [a, c, b,
+    /// d]` keeps its second dimension where the input keeps its third); or broadcast
+    /// (extent 1, block 1). A squeezed dimension must be one of the geometry's squeezed
+    /// dimensions (the same extent and block index, so the element is inside the array
+    /// exactly when the geometry's is), or of extent 1.
     fn follows(&self, o: &Operand, s: &BlockSpec, path: &Path) -> bool {
         let (g, gs) = self.operand();
         let (Some(at), Some(gat)) = (
@@ -133,16 +139,22 @@ impl<'k> Geometry<'k> {
         ) else {
             return false;
         };
-        o.shape.len() == g.shape.len()
-            && (0..o.shape.len()).all(|d| {
-                let broadcast = o.shape[d] == Dim::Static(1)
-                    && s.block[d].size() == 1
-                    && s.block[d].kept() == gs.block[d].kept();
-                let shared = o.shape[d] == g.shape[d]
-                    && s.block[d] == gs.block[d]
-                    && at[d] != Term::Other
-                    && at[d] == gat[d];
-                broadcast || shared
+        let same = |d: usize, e: usize| {
+            o.shape[d] == g.shape[e]
+                && s.block[d] == gs.block[e]
+                && at[d] != Term::Other
+                && at[d] == gat[e]
+        };
+        let kept: Vec<usize> = (0..s.block.len()).filter(|&d| s.block[d].kept()).collect();
+        let broadcast = |d: usize| o.shape[d] == Dim::Static(1) && s.block[d].size() == 1;
+        kept.len() == self.axes.len()
+            && kept
+                .iter()
+                .zip(&self.axes)
+                .all(|(&d, &e)| broadcast(d) || same(d, e))
+            && (0..s.block.len()).filter(|&d| !s.block[d].kept()).all(|d| {
+                o.shape[d] == Dim::Static(1)
+                    || (0..gs.block.len()).any(|e| !gs.block[e].kept() && same(d, e))
             })
     }
 

@@ -206,6 +206,45 @@ body {{
         assert!(clip(&k).is_none());
     }
 
+    /// `x: [b, c, d]` copied in `[8, 8]` windows of rows into `o`, declared by `out` (the
+    /// row swap `[c, b, d]` with `yield %1, %0, %2`: its first array dimension kept where
+    /// the input keeps its second).
+    fn swap(out: &str) -> Kernel {
+        parse(&format!(
+            "kernel @swap grid(parallel cdiv(b, 1), parallel cdiv(c, 8), parallel cdiv(d, 8)) {{
+  input %x: f32[b,c,d] block[sq,8,8] fill 0.0 map(%0, %1, %2) {{
+    yield %0, %1, %2
+  }}
+  output %o: {out}
+  }}
+body {{
+  %0 = load %x[ds(0, 8), ds(0, 8)] : f32[8,8]
+  store %o[ds(0, 8), ds(0, 8)], %0
+  yield
+}}
+"
+        ))
+    }
+
+    #[test]
+    fn windows_pair_by_their_kept_dimensions() {
+        let rows = "f32[c,b,d] block[8,sq,8] fill 0.0 map(%0, %1, %2) {";
+        let k = swap(&format!("{rows}\n    yield %1, %0, %2"));
+        assert_eq!(
+            clip(&k).map(|c| (c.window, c.geometry)),
+            Some((vec![8, 8], 0))
+        );
+        // Rows of another `b` than the input's.
+        let first = "%3 = const 0 : i32[]\n    yield %1, %3, %2";
+        assert!(clip(&swap(&format!("{rows}\n    {first}"))).is_none());
+        // The input's next column block.
+        let ahead = "%3 = const 1 : i32[]\n    %4 = add %2, %3 : i32[]\n    yield %1, %0, %4";
+        assert!(clip(&swap(&format!("{rows}\n    {ahead}"))).is_none());
+        // The kept dimensions crossed: `o`'s first runs along `x`'s columns.
+        let crossed = "f32[d,b,c] block[8,sq,8] fill 0.0 map(%0, %1, %2) {\n    yield %2, %0, %1";
+        assert!(clip(&swap(crossed)).is_none());
+    }
+
     /// A two-phase row kernel over `f32[m, n]` in `[8, 128]` windows (phase 0 sums each row
     /// into scratch, phase 1 writes `x − sum` and the sums), its output's map yielding
     /// `(i, out_col)` and `body1` the phase-1 body.
