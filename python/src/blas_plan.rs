@@ -1,7 +1,8 @@
 //! `tpukit._native.BlasPlan`: a tpuBLAS operator call replayed for the next call with the
 //! same non-tensor arguments and plain CPU torch tensors of the same dtypes and shapes (see
-//! `tpukit_blas::plan`): the arguments are checked, the tensors read in place, and the one
-//! kernel the call resolved to is launched — no argument parsing, no operator host code.
+//! `tpukit_blas::plan`): the arguments are checked, the tensors read in place, and the
+//! kernels the call resolved to are launched in order — no argument parsing, no operator
+//! host code.
 //!
 //! A run checks every argument: a tensor position takes an exact `torch.Tensor` on the CPU,
 //! C-contiguous (or, where the plan was made on a product's operand given transposed, a
@@ -16,7 +17,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFloat, PyList, PyTuple};
 use tpukit::LaunchOptions;
-use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed};
+use tpukit::runtime::{BoundLaunch, launch_borrowed};
 use tpukit_blas::{Plan, Source};
 use tpukit_dsl::DType;
 
@@ -68,10 +69,10 @@ enum Slot {
 pub struct BlasPlan {
     name: String,
     plan: Plan,
-    /// The plan's launch with its extents bound, its outputs handed back in the results'
-    /// shapes: what a call outside debug mode runs. None where the kernel cannot be bound
-    /// (its grid reads input values), which then takes the general path.
-    bound: Option<BoundLaunch>,
+    /// The plan's launches with their extents bound, the outputs that are results handed
+    /// back in the results' shapes: what a call outside debug mode runs. Empty where a
+    /// kernel cannot be bound (its grid reads input values): the general path then.
+    bound: Vec<BoundLaunch>,
     slots: Vec<Slot>,
     single: bool,
 }
@@ -174,43 +175,48 @@ fn same(v: &Bound<'_, PyAny>, want: &Bound<'_, PyAny>) -> bool {
     }
 }
 
-/// `plan`'s launch bound to its inputs (argument `i`'s tensor of the dtype `tensors[i]`
-/// gives), handing back each result's output in the result's shape.
+/// `plan`'s launches bound to their inputs (argument `i`'s tensor of the dtype `tensors[i]`
+/// gives), handing back each result's output in the result's shape; empty if a kernel
+/// cannot be bound.
 fn bind(
     plan: &Plan,
     tensors: &[Option<Taken>],
-) -> Result<Option<BoundLaunch>, tpukit::runtime::RuntimeError> {
-    let inputs: Vec<(DType, &[usize])> = plan
-        .inputs
-        .iter()
-        .map(|(source, shape)| match source {
-            Source::Arg(i) => (
-                tensors[*i].as_ref().expect("a tensor argument").dtype,
-                &shape[..],
-            ),
-            Source::Const(c) => (c.dtype(), &shape[..]),
-        })
-        .collect();
-    let Some(mut bound) = BoundLaunch::new(plan.kernel.clone(), &inputs)? else {
-        return Ok(None);
-    };
-    for (j, shape) in &plan.results {
-        bound.reshape_output(*j, shape)?;
+) -> Result<Vec<BoundLaunch>, tpukit::runtime::RuntimeError> {
+    let mut bound = Vec::with_capacity(plan.steps.len());
+    for (i, step) in plan.steps.iter().enumerate() {
+        let inputs: Vec<(DType, &[usize])> = step
+            .inputs
+            .iter()
+            .map(|(source, shape)| match source {
+                Source::Arg(i) => (
+                    tensors[*i].as_ref().expect("a tensor argument").dtype,
+                    &shape[..],
+                ),
+                Source::Const(c) => (c.dtype(), &shape[..]),
+                Source::Output { dtype, .. } => (*dtype, &shape[..]),
+            })
+            .collect();
+        let Some(mut launch) = BoundLaunch::new(step.kernel.clone(), &inputs)? else {
+            return Ok(Vec::new());
+        };
+        for r in plan.results.iter().filter(|r| r.step == i) {
+            launch.reshape_output(r.output, &r.shape)?;
+        }
+        bound.push(launch);
     }
-    Ok(Some(bound))
+    Ok(bound)
 }
 
-/// The held tensors and the kernel's inputs over them, moved to the launch without the GIL.
-struct Launch<'a> {
-    _held: Vec<Option<Tensor>>,
-    arrays: Vec<RawArray<'a>>,
+/// The held tensors, moved to the launches without the GIL.
+struct Launch {
+    tensors: Vec<Option<Tensor>>,
 }
 
-// SAFETY: the arrays point into tensors' memory (kept alive by the held tensors) or into the
-// plan's constants; the launch only reads them. Nothing touches a Python object off the GIL.
-unsafe impl Send for Launch<'_> {}
+// SAFETY: the launches only read the tensors' memory (kept alive by the held tensors) by the
+// pointers taken when they were held. Nothing touches a Python object off the GIL.
+unsafe impl Send for Launch {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for Launch<'_> {}
+unsafe impl Sync for Launch {}
 
 #[pymethods]
 impl BlasPlan {
@@ -270,30 +276,31 @@ impl BlasPlan {
             let Some(held) = self.hold(py, values, grads)? else {
                 return Ok(None);
             };
-            let arrays = self.plan.raw_inputs(|i| {
-                let t = held[i].as_ref().expect("a tensor slot");
-                (t.dtype, t.ptr)
-            });
-            let launch = Launch {
-                _held: held,
-                arrays,
-            };
+            let launch = Launch { tensors: held };
             let options = LaunchOptions::from_env();
-            let kernel = &*self.plan.kernel;
+            let bound: &[BoundLaunch] = if options.debug { &[] } else { &self.bound };
             let held = &launch; // captured whole: `Launch` is `Sync`, its fields are not
-            // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
-            // element count (the kernel reads it reshaped) and aligned, and is held for the
-            // call; constants are owned by the plan, one element each. A bound launch was
-            // bound to exactly these dtypes and shapes.
-            let bound = self.bound.as_ref().filter(|_| !options.debug);
-            let outs = gil::launch(py, bound, || match bound {
-                Some(bound) => {
-                    let ptrs: Vec<*const u8> =
-                        held.arrays.iter().map(|a| a.data as *const u8).collect();
-                    unsafe { bound.run(&ptrs) }.map(|outs| self.plan.results_of(outs))
-                }
-                None => unsafe { launch_borrowed(kernel, &held.arrays, options) }
-                    .map(|outs| self.plan.results_from(outs)),
+            let plan = &self.plan;
+            let outs = gil::launch(py, bound, || {
+                let arg = |i: usize| {
+                    let t = held.tensors[i].as_ref().expect("a tensor slot");
+                    (t.dtype, t.ptr)
+                };
+                // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
+                // element count (the kernel reads it reshaped) and aligned, and is held for
+                // the call; constants are owned by the plan, earlier outputs by the replay.
+                // Bound launches were bound to exactly these dtypes and shapes.
+                plan.replay(arg, |i, arrays| match bound.get(i) {
+                    Some(b) => unsafe {
+                        b.run(
+                            &arrays
+                                .iter()
+                                .map(|a| a.data as *const u8)
+                                .collect::<Vec<_>>(),
+                        )
+                    },
+                    None => unsafe { launch_borrowed(&*plan.steps[i].kernel, arrays, options) },
+                })
             })
             .map_err(error::runtime)?;
             drop(launch);

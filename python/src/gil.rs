@@ -10,14 +10,14 @@
 use pyo3::prelude::*;
 use tpukit::runtime::BoundLaunch;
 
-/// Runs `launch`, the launch of `bound` (None: a launch on the general path), holding the
-/// GIL only if `bound` is brief.
+/// Runs `launch`, the launches of `bound` (empty: launches on the general path), holding
+/// the GIL only if every one is brief.
 pub fn launch<T: Send>(
     py: Python<'_>,
-    bound: Option<&BoundLaunch>,
+    bound: &[BoundLaunch],
     launch: impl FnOnce() -> T + Send,
 ) -> T {
-    if bound.is_some_and(BoundLaunch::is_brief) {
+    if !bound.is_empty() && bound.iter().all(BoundLaunch::is_brief) {
         launch()
     } else {
         py.detach(launch)

@@ -131,7 +131,8 @@ impl LaunchPlan {
             // and element size, and aligned; the held buffers keep the memory alive for the
             // call. A bound launch was bound to exactly these dtypes and shapes.
             let held = &borrowed; // captured whole: `Borrowed` is `Sync`, its fields are not
-            let outs = gil::launch(py, bound, || match bound {
+            let all = bound.map_or(&[][..], std::slice::from_ref);
+            let outs = gil::launch(py, all, || match bound {
                 Some(bound) => {
                     let ptrs: Vec<*const u8> =
                         held.arrays.iter().map(|a| a.data as *const u8).collect();

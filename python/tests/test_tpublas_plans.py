@@ -30,6 +30,28 @@ def rand(g, shape, dtype):
     return torch.randn(shape, generator=g).to(dtype)
 
 
+def _ln_backward(ops, x, y, weight, dtype=None):
+    """Layer norm's backward on ``ops`` (``tpublas`` or ``torch.ops.aten``): upstream
+    gradient ``y``, weight and bias ``y[0]``, ``y[1]`` or none, the statistics from torch's
+    forward; every tensor converted to ``dtype`` if given; the gradients (of the input, and
+    of the weight and bias if there is a weight) flattened into one tensor."""
+    n = x.shape[-1]
+    w, b = (y[0], y[1]) if weight else (None, None)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+    mask = [True, weight, weight]
+    args = [y, x, [n], mean, rstd, w, b, mask]
+    if dtype is not None:
+        args = [a.to(dtype) if isinstance(a, torch.Tensor) else a for a in args]
+    grads = ops.native_layer_norm_backward(*args)
+    return torch.cat([g.flatten() for g, wanted in zip(grads, mask, strict=True) if wanted])
+
+
+def _attention(ops, x, y):
+    """Causal attention's output on ``ops``: queries ``x``, keys ``y``, values ``x + y``."""
+    q, k, v = x[None, None], y[None, None], (x + y)[None, None]
+    return ops._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)[0]
+
+
 # (tpuBLAS call, torch reference), on two tensors of one shape.
 CALLS = [
     (lambda x, y: tpublas.add.Tensor(x, y), lambda x, y: x + y),
@@ -54,6 +76,17 @@ CALLS = [
      lambda x, y: F.layer_norm(x, x.shape[-1:], eps=1e-5)),
     (lambda x, y: tpublas.native_layer_norm(x, [x.shape[-1]], y[0], y[1], 1e-5)[0],
      lambda x, y: F.layer_norm(x, x.shape[-1:], y[0], y[1], eps=1e-5)),
+    # Several launches: a sum over a middle dimension permutes it last first; layer norm's
+    # backward sums per-chunk partial gradients of the weight and bias in a second kernel
+    # (the reference in f32: torch's bf16 kernel rounds its sums to bf16 as it goes).
+    (lambda x, y: tpublas.sum.dim_IntList(torch.stack([x, y], 1), [1]),
+     lambda x, y: torch.stack([x, y], 1).sum(1)),
+    (lambda x, y: _ln_backward(tpublas, x, y, True),
+     lambda x, y: _ln_backward(torch.ops.aten, x, y, True, torch.float32).to(x.dtype)),
+    (lambda x, y: _ln_backward(tpublas, x, y, False),
+     lambda x, y: _ln_backward(torch.ops.aten, x, y, False, torch.float32).to(x.dtype)),
+    # Attention: the fused kernel for a head dim of 128, the composed launches for 70.
+    (lambda x, y: _attention(tpublas, x, y), lambda x, y: _attention(torch.ops.aten, x, y)),
 ]
 
 
@@ -84,6 +117,30 @@ def test_a_plan_is_made_and_used():
     torch.testing.assert_close(op._fast.run([x, x, 1]), x + x)
     assert op._fast.run([x, x, 2]) is None  # another alpha
     assert op._fast.run([x, x[:, :64].contiguous(), 1]) is None  # another shape
+
+
+def test_calls_of_several_launches_are_planned():
+    """A call whose operator launches several kernels leaves a plan of them all, which the
+    next call with new values replays (``Plan::steps``)."""
+    g = torch.Generator().manual_seed(3)
+    x, y = rand(g, (64, 96), torch.float32), rand(g, (64, 96), torch.float32)
+    op = tpublas.native_layer_norm_backward.default
+    op._fast = None
+    _ln_backward(tpublas, x, y, True)
+    assert op._fast is not None
+    x, y = rand(g, (64, 96), torch.float32), rand(g, (64, 96), torch.float32)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [96], y[0], y[1], 1e-5)
+    args = [y, x, [96], mean, rstd, y[0], y[1], [True] * 3]
+    got = op._fast.run(args)
+    assert got is not None
+    want = torch.ops.aten.native_layer_norm_backward(*args)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # Attention over a head dim the fused kernels do not take: the composed launches.
+    op = tpublas._scaled_dot_product_flash_attention_for_cpu.default
+    op._fast = None
+    _attention(tpublas, x[:, :70], y[:, :70])
+    assert op._fast is not None
 
 
 def test_copies_and_permutations_are_planned():

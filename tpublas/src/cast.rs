@@ -51,6 +51,17 @@ pub fn copy(x: &HostArray, out: DType) -> Result<HostArray> {
     Ok(layout::unflatten(o, x.shape()))
 }
 
+/// `x` as `dtype`: itself where it is of `dtype`, else converted by the copy kernel — an
+/// operator's conversion of a tensor argument (a bf16 weight read as f32), made on the
+/// device, so that a plan of the call replays it on the next call's tensor (a conversion
+/// on the host would make a constant of this call's values, and no plan).
+pub fn to(x: &HostArray, dtype: DType) -> Result<HostArray> {
+    match x.dtype() == dtype {
+        true => Ok(x.clone()),
+        false => copy(x, dtype),
+    }
+}
+
 /// `clone(self, *, memory_format)` and `_to_copy(self, *, dtype, …)`.
 pub fn run(name: &str, args: &[Value], dtype_arg: Option<usize>) -> Result<Vec<HostArray>> {
     let a = Args::new(name, args);

@@ -96,13 +96,14 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, KernelHash)>) {
     (result, seen)
 }
 
-/// One launch seen by [`trace`]: the kernel, its inputs (clones: they share the caller's
-/// storage, so a trace must be dropped before borrowed memory is released), and the address
-/// and size of each output's elements, or `None` for a launch into outputs the caller passed.
+/// One launch seen by [`trace`]: the kernel, its inputs and its outputs (clones: they share
+/// the caller's storage, so a trace must be dropped before borrowed memory is released; an
+/// output held here keeps its memory from being reused by a later array of the traced call),
+/// or `None` for a launch into outputs the caller passed.
 pub struct Traced {
     pub kernel: Prepared,
     pub inputs: Vec<HostArray>,
-    pub outputs: Option<Vec<(*const u8, usize)>>,
+    pub outputs: Option<Vec<HostArray>>,
 }
 
 /// Runs `f` and returns its result with every launch it made on this thread, in order.
@@ -117,7 +118,7 @@ pub fn trace<T>(f: impl FnOnce() -> T) -> (T, Vec<Traced>) {
 fn traced(
     kernel: &Prepared,
     inputs: &[&HostArray],
-    outputs: impl FnOnce() -> Option<Vec<(*const u8, usize)>>,
+    outputs: impl FnOnce() -> Option<Vec<HostArray>>,
 ) {
     TRACED.with(|t| {
         if let Some(seen) = t.borrow_mut().as_mut() {
@@ -134,13 +135,7 @@ fn traced(
 pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
     let outs = launch(&**kernel, device(), inputs)?;
-    traced(kernel, inputs, || {
-        Some(
-            outs.iter()
-                .map(|a| (a.data_ptr(), a.size_bytes()))
-                .collect(),
-        )
-    });
+    traced(kernel, inputs, || Some(outs.clone()));
     Ok(outs)
 }
 

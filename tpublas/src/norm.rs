@@ -169,6 +169,9 @@ impl Norm {
                 k.push(self.kernel(dtype, DType::F32, bn)?);
             }
         }
+        if dtype == DType::BF16 {
+            k.push(crate::cast::kernel(DType::BF16, DType::F32)?); // bf16 weights
+        }
         Ok(k)
     }
 
@@ -215,17 +218,19 @@ impl Norm {
             }
         }
         let stat = self.stat(x.dtype(), param);
-        let vector = |t: Option<&HostArray>, fill: f64| match t {
-            Some(t) => promote::to(t, DType::F32)
-                .reshape(&[1, n])
-                .expect("same size"),
-            None => HostArray::from_f64(DType::F32, &[1, n], &vec![fill; n]),
+        let vector = |t: Option<&HostArray>, fill: f64| -> Result<HostArray> {
+            Ok(match t {
+                Some(t) => crate::cast::to(t, DType::F32)?
+                    .reshape(&[1, n])
+                    .expect("same size"),
+                None => HostArray::from_f64(DType::F32, &[1, n], &vec![fill; n]),
+            })
         };
         // The leading extents (not `numel / n`: `n` may be 0).
         let m: usize = x.shape()[..rank - normalized.len()].iter().product();
         let rows_x = x.clone().reshape(&[m, n]).expect("same size");
         let k = self.kernel(x.dtype(), stat, rows::width(n))?;
-        let (w, b) = (vector(weight, 1.0), vector(bias, 0.0));
+        let (w, b) = (vector(weight, 1.0)?, vector(bias, 0.0)?);
         let eps = layout::scalar_operand(eps, 2);
         let inputs: Vec<&HostArray> = match self {
             Norm::Layer => vec![&rows_x, &w, &b, &eps],

@@ -338,6 +338,9 @@ pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
         k.push(dwdb_kernel(dtype, stat, stat)?);
         k.push(sums_kernel(stat)?);
     }
+    if dtype == DType::BF16 {
+        k.push(crate::cast::kernel(DType::BF16, DType::F32)?); // bf16 weights
+    }
     Ok(k)
 }
 
@@ -364,7 +367,7 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     }
     let param = weight.map_or(x.dtype(), HostArray::dtype);
     let w = match weight {
-        Some(w) => promote::to(w, DType::F32)
+        Some(w) => crate::cast::to(w, DType::F32)?
             .reshape(&[1, n])
             .expect("same size"),
         None => HostArray::from_f64(DType::F32, &[1, n], &vec![1.0; n]),

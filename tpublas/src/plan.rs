@@ -1,4 +1,4 @@
-//! Plans: an operator call reduced to the one kernel launch it made, so a host can replay it
+//! Plans: an operator call reduced to the kernel launches it made, so a host can replay them
 //! for the next call with tensors of the same dtypes and shapes and the same other arguments
 //! without running the operator's host code again ([`run_planned`]).
 //!
@@ -8,17 +8,24 @@
 //!   tensor's value (a number passed as a tensor; [`Op::plannable`]), and makes no launch
 //!   that depends on them;
 //! - no tensor argument has fewer than two elements (so no tensor's value became a number);
-//! - the call made exactly one launch, which returned new outputs;
+//! - the call made at least one launch, and each returned new outputs;
 //! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
 //!   size, row-major: a reshape; for a [`Value::Transposed`] argument, its memory as it lies,
-//!   so a host replays the plan only on a tensor lying the same way), or a constant made from the other arguments and the
-//!   tensors' shapes (`alpha`, a Python number; a norm's ones and zeros for a missing weight
-//!   and bias: `max_constant_elements`), and every tensor argument is one of the inputs;
-//! - each result is one of the launch's outputs (a different one), row-major, reshaped at
+//!   so a host replays the plan only on a tensor lying the same way), an earlier launch's
+//!   output as that launch wrote it (the same address, dtype and size, row-major), or a
+//!   constant made from the other arguments and the tensors' shapes (`alpha`, a Python
+//!   number; a norm's ones and zeros for a missing weight and bias: `max_constant_elements`),
+//!   and every tensor argument is one of the inputs (but those the operator never reads:
+//!   [`Op::unread`]);
+//! - each result is one of the launches' outputs (a different one), row-major, reshaped at
 //!   most.
 //!
-//! Arguments sharing memory (`x + x`) are traced again on copies of the tensors, so that
-//! each input's argument is known. Anything else gives no plan, and the host runs the operator in full every time.
+//! The trace holds every launch's outputs until the plan is made, so their memory is never
+//! handed to another array of the call, and an output the host changed after its launch was
+//! copied first (storage is copy-on-write): an input at an output's address is that output
+//! as its launch wrote it. Arguments sharing memory (`x + x`) are traced again on copies of
+//! the tensors, so that each input's argument is known. Anything else gives no plan, and the
+//! host runs the operator in full every time.
 
 use crate::launch::{Prepared, Traced, device, trace};
 use crate::table::{Family, Op, find};
@@ -34,55 +41,84 @@ pub enum Source {
     Arg(usize),
     /// A constant made from the call's other arguments and its tensors' shapes.
     Const(HostArray),
+    /// Output `output` (of dtype `dtype`) of the plan's earlier launch `step`.
+    Output {
+        step: usize,
+        output: usize,
+        dtype: DType,
+    },
 }
 
-/// One operator call's launch, replayable for calls with the same non-tensor arguments and
+/// One launch of a plan: its kernel and, per kernel input, its source and the shape the
+/// kernel reads it in.
+#[derive(Debug)]
+pub struct Step {
+    pub kernel: Prepared,
+    pub inputs: Vec<(Source, Vec<usize>)>,
+}
+
+/// One result of a plan: output `output` of launch `step`, in `shape`.
+#[derive(Debug)]
+pub struct Planned {
+    pub step: usize,
+    pub output: usize,
+    pub shape: Vec<usize>,
+}
+
+/// One operator call's launches, replayable for calls with the same non-tensor arguments and
 /// tensors of the same dtypes and shapes (see the module docs).
 #[derive(Debug)]
 pub struct Plan {
-    pub kernel: Prepared,
-    /// Per kernel input: its source and the shape the kernel reads it in.
-    pub inputs: Vec<(Source, Vec<usize>)>,
-    /// Per result: the kernel output it is and its shape.
-    pub results: Vec<(usize, Vec<usize>)>,
+    /// The launches in order; a launch reads only earlier launches' outputs.
+    pub steps: Vec<Step>,
+    /// Per result, the output it is (a different one per result).
+    pub results: Vec<Planned>,
 }
 
 impl Plan {
-    /// The kernel's inputs for a replay, in the shapes the kernel reads them in: argument `i`'s
-    /// tensor is `arg(i)` (its dtype and row-major data, of the planned dtype and element
-    /// count), a constant the plan's own.
-    pub fn raw_inputs(&self, arg: impl Fn(usize) -> (DType, *mut u8)) -> Vec<RawArray<'_>> {
-        self.inputs
+    /// Replays the plan: runs each launch with `launch(step, inputs)` on its inputs in the
+    /// shapes the kernel reads them in (argument `i`'s tensor is `arg(i)`, its dtype and
+    /// row-major data, of the planned dtype and element count; a constant the plan's own; an
+    /// earlier output as that launch returned it) and returns the results, each reshaped to
+    /// its shape where `launch` did not hand it back so.
+    pub fn replay<E>(
+        &self,
+        arg: impl Fn(usize) -> (DType, *mut u8),
+        mut launch: impl FnMut(usize, &[RawArray<'_>]) -> Result<Vec<HostArray>, E>,
+    ) -> Result<Vec<HostArray>, E> {
+        let mut outs: Vec<Vec<Option<HostArray>>> = Vec::with_capacity(self.steps.len());
+        for (i, step) in self.steps.iter().enumerate() {
+            let arrays: Vec<RawArray<'_>> = step
+                .inputs
+                .iter()
+                .map(|(source, shape)| {
+                    let (dtype, data) = match source {
+                        Source::Arg(i) => arg(*i),
+                        Source::Const(c) => (c.dtype(), c.data_ptr() as *mut u8),
+                        Source::Output { step, output, .. } => {
+                            let o = outs[*step][*output].as_ref().expect("an earlier output");
+                            (o.dtype(), o.data_ptr() as *mut u8)
+                        }
+                    };
+                    RawArray { dtype, shape, data }
+                })
+                .collect();
+            let made = launch(i, &arrays)?;
+            outs.push(made.into_iter().map(Some).collect());
+        }
+        Ok(self
+            .results
             .iter()
-            .map(|(source, shape)| {
-                let (dtype, data) = match source {
-                    Source::Arg(i) => arg(*i),
-                    Source::Const(c) => (c.dtype(), c.data_ptr() as *mut u8),
-                };
-                RawArray { dtype, shape, data }
+            .map(|r| {
+                let out = outs[r.step][r.output]
+                    .take()
+                    .expect("a distinct output per result");
+                match out.shape() == r.shape.as_slice() {
+                    true => out,
+                    false => out.reshape(&r.shape).expect("the planned result's size"),
+                }
             })
-            .collect()
-    }
-
-    /// The call's results from the replayed launch's outputs `outs`: each planned output (a
-    /// different one per result), reshaped to its result's shape.
-    pub fn results_from(&self, outs: Vec<HostArray>) -> Vec<HostArray> {
-        self.results_of(outs)
-            .into_iter()
-            .zip(&self.results)
-            .map(|(r, (_, shape))| r.reshape(shape).expect("the planned result's size"))
-            .collect()
-    }
-
-    /// The call's results from outputs `outs` already in the results' shapes (a bound launch's
-    /// whose outputs were reshaped when bound): each planned output, a different one per
-    /// result.
-    pub fn results_of(&self, outs: Vec<HostArray>) -> Vec<HostArray> {
-        let mut outs: Vec<Option<HostArray>> = outs.into_iter().map(Some).collect();
-        self.results
-            .iter()
-            .map(|(j, _)| outs[*j].take().expect("a distinct output per result"))
-            .collect()
+            .collect())
     }
 }
 
@@ -106,7 +142,21 @@ impl Op {
                 | Family::Compare(_)
                 | Family::Copy(_)
                 | Family::Permute(_)
+                | Family::NormBackward
+                | Family::Attention(_)
         )
+    }
+}
+
+impl Op {
+    /// The tensor arguments (schema positions) whose elements the operator never reads,
+    /// neither its kernels nor its host code: layer norm backward's `bias`, there for
+    /// ATen's signature only. A plan need not read them.
+    pub fn unread(&self) -> &'static [usize] {
+        match self.family {
+            Family::NormBackward => &[6],
+            _ => &[],
+        }
     }
 }
 
@@ -123,6 +173,7 @@ pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option
     let plan = if aliased(args) {
         // Which argument each kernel input reads is ambiguous when arguments share memory
         // (`x + x`): traced again on a copy of each tensor, whose addresses all differ.
+        drop(launches); // the first trace's hold on the results' memory
         let copies: Vec<Value> = args
             .iter()
             .map(|v| {
@@ -137,9 +188,9 @@ pub fn run_planned(name: &str, args: &[Value]) -> Result<(Vec<HostArray>, Option
         let (again, launches) = trace(|| op.run(&copies));
         again
             .ok()
-            .and_then(|again| plan_of(&copies, launches, &again, max_constant_elements(op)))
+            .and_then(|again| plan_of(op, &copies, launches, &again))
     } else {
-        plan_of(args, launches, &results, max_constant_elements(op))
+        plan_of(op, args, launches, &results)
     };
     Ok((results, plan))
 }
@@ -161,80 +212,102 @@ fn aliased(args: &[Value]) -> bool {
 /// no tensor argument's memory). One for every family: a Python number (`alpha`) made into
 /// an operand, and no tensor's values, since no tensor argument of a planned call has fewer
 /// than two elements. Norms also keep the `[1, n]` ones and zeros their host code makes for
-/// a missing weight and bias from the normalised shape alone (up to 1 Mi elements). Their
-/// other multi-element inputs not over an argument are weights converted from another dtype
-/// (from the tensor's values): that tensor is then no kernel input, and no plan is made.
+/// a missing weight and bias from the normalised shape alone (up to 1 Mi elements); they
+/// convert a weight of another dtype on the device (`cast::to`), so no input made from a
+/// tensor's values lies outside the launches (were one made so, its tensor would be no
+/// kernel input, and no plan would be made).
 fn max_constant_elements(op: &Op) -> usize {
     match op.family {
-        Family::Norm(_) => 1 << 20,
+        Family::Norm(_) | Family::NormBackward => 1 << 20,
         _ => 1,
     }
 }
 
-fn plan_of(
-    args: &[Value],
-    launches: Vec<Traced>,
-    results: &[HostArray],
-    max_constant: usize,
-) -> Option<Plan> {
-    let [launch] = <[Traced; 1]>::try_from(launches).ok()?;
-    let outputs = launch.outputs?;
+fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]) -> Option<Plan> {
+    let max_constant = max_constant_elements(op);
     let tensors: Vec<(usize, &HostArray)> = args
         .iter()
         .enumerate()
         .filter_map(|(i, v)| v.array().map(|t| (i, t)))
         .collect();
-    if tensors.iter().any(|(_, t)| elements(t) < 2) {
+    if launches.is_empty() || tensors.iter().any(|(_, t)| elements(t) < 2) {
         return None;
     }
+    let same = |a: &HostArray, b: &HostArray| {
+        a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.size_bytes() == b.size_bytes()
+    };
     let mut used = vec![false; args.len()];
-    let mut inputs = Vec::with_capacity(launch.inputs.len());
-    for input in launch.inputs {
-        let shape = input.shape().to_vec();
-        let mut args = tensors.iter().filter(|(_, t)| {
-            t.data_ptr() == input.data_ptr()
-                && t.dtype() == input.dtype()
-                && t.size_bytes() == input.size_bytes()
+    let mut outputs: Vec<Vec<HostArray>> = Vec::with_capacity(launches.len());
+    let mut steps = Vec::with_capacity(launches.len());
+    for launch in launches {
+        let mut inputs = Vec::with_capacity(launch.inputs.len());
+        for input in launch.inputs {
+            let shape = input.shape().to_vec();
+            let mut args = tensors.iter().filter(|(_, t)| same(t, &input));
+            let (arg, other) = (args.next(), args.next());
+            let earlier = outputs.iter().enumerate().find_map(|(step, outs)| {
+                let output = outs.iter().position(|o| same(o, &input))?;
+                Some(Source::Output {
+                    step,
+                    output,
+                    dtype: input.dtype(),
+                })
+            });
+            let source = match (arg, earlier) {
+                (Some(&(i, t)), None)
+                    if other.is_none() && t.is_standard_layout() && input.is_standard_layout() =>
+                {
+                    used[i] = true;
+                    Source::Arg(i)
+                }
+                (None, Some(earlier)) if input.is_standard_layout() => earlier,
+                (Some(_), _) | (_, Some(_)) => return None,
+                (None, None) if elements(&input) <= max_constant && !input.is_borrowed() => {
+                    Source::Const(input)
+                }
+                (None, None) => return None,
+            };
+            inputs.push((source, shape));
+        }
+        outputs.push(launch.outputs?);
+        steps.push(Step {
+            kernel: launch.kernel,
+            inputs,
         });
-        let (arg, other) = (args.next(), args.next());
-        let source = match arg {
-            Some(&(i, t))
-                if other.is_none() && t.is_standard_layout() && input.is_standard_layout() =>
-            {
-                used[i] = true;
-                Source::Arg(i)
-            }
-            Some(_) => return None,
-            None if elements(&input) <= max_constant && !input.is_borrowed() => {
-                Source::Const(input)
-            }
-            None => return None,
-        };
-        inputs.push((source, shape));
     }
-    if tensors.iter().any(|&(i, _)| !used[i]) {
+    if tensors
+        .iter()
+        .any(|&(i, _)| !used[i] && !op.unread().contains(&i))
+    {
         return None;
     }
     let results = results
         .iter()
         .map(|r| {
-            let j = outputs.iter().position(|&(p, n)| {
-                p == r.data_ptr() && n == r.size_bytes() && r.is_standard_layout()
+            let (step, output) = outputs.iter().enumerate().find_map(|(step, outs)| {
+                let j = outs.iter().position(|o| {
+                    o.data_ptr() == r.data_ptr()
+                        && o.size_bytes() == r.size_bytes()
+                        && r.is_standard_layout()
+                })?;
+                Some((step, j))
             })?;
-            Some((j, r.shape().to_vec()))
+            Some(Planned {
+                step,
+                output,
+                shape: r.shape().to_vec(),
+            })
         })
         .collect::<Option<Vec<_>>>()?;
-    let mut taken = vec![false; outputs.len()];
-    for &(j, _) in &results {
-        if std::mem::replace(&mut taken[j], true) {
+    for (k, r) in results.iter().enumerate() {
+        if results[..k]
+            .iter()
+            .any(|q| (q.step, q.output) == (r.step, r.output))
+        {
             return None;
         }
     }
-    Some(Plan {
-        kernel: launch.kernel,
-        inputs,
-        results,
-    })
+    Some(Plan { steps, results })
 }
 
 fn elements(a: &HostArray) -> usize {
@@ -253,16 +326,23 @@ mod tests {
         HostArray::from_f64(DType::F32, shape, &data)
     }
 
-    /// The plan's launch on `args` (which must be what it was made for).
+    /// The plan's launches on `args` (which must be what it was made for).
     fn replay(plan: &Plan, args: &[Value]) -> Vec<HostArray> {
-        let arrays = plan.raw_inputs(|i| match &args[i] {
+        let arg = |i: usize| match &args[i] {
             Value::Tensor(t) => (t.dtype(), t.data_ptr() as *mut u8),
             other => panic!("argument {i} is {other:?}"),
-        });
+        };
         // SAFETY: the arrays are owned, row-major, of the sizes the plan read them in.
-        let outs =
-            unsafe { launch_borrowed(&*plan.kernel, &arrays, LaunchOptions::default()) }.unwrap();
-        plan.results_from(outs)
+        plan.replay(arg, |i, arrays| unsafe {
+            launch_borrowed(&*plan.steps[i].kernel, arrays, LaunchOptions::default())
+        })
+        .unwrap()
+    }
+
+    /// The inputs of a one-launch plan.
+    fn inputs(plan: &Plan) -> &[(Source, Vec<usize>)] {
+        assert_eq!(plan.steps.len(), 1);
+        &plan.steps[0].inputs
     }
 
     #[test]
@@ -274,8 +354,8 @@ mod tests {
         ];
         let (_, plan) = run_planned("aten.sub.Tensor", &args).unwrap();
         let plan = plan.expect("a plan for sub");
-        assert!(matches!(plan.inputs[0].0, Source::Arg(0)));
-        assert!(matches!(plan.inputs[1].0, Source::Arg(1)));
+        assert!(matches!(inputs(&plan)[0].0, Source::Arg(0)));
+        assert!(matches!(inputs(&plan)[1].0, Source::Arg(1)));
         let new = [
             Value::Tensor(array(&[5, 70], 5.0)),
             Value::Tensor(array(&[5, 70], 9.0)),
@@ -327,7 +407,7 @@ mod tests {
         let (_, plan) =
             run_planned(name, &ln(array(&[5, 70], 0.0), Value::None, Value::None)).unwrap();
         let plan = plan.expect("a plan for a layer norm without weight");
-        assert!(matches!(&plan.inputs[1].0, Source::Const(c) if elements(c) == 70));
+        assert!(matches!(&inputs(&plan)[1].0, Source::Const(c) if elements(c) == 70));
         let new = ln(array(&[5, 70], 4.0), Value::None, Value::None);
         assert_eq!(replay(&plan, &new), crate::run(name, &new).unwrap());
         // With f32 weight and bias (the input's dtype), they are read in place: a replay on
@@ -341,20 +421,102 @@ mod tests {
         };
         let (_, plan) = run_planned(name, &args(0.0)).unwrap();
         let plan = plan.expect("a plan for a layer norm with weights");
-        assert!(matches!(plan.inputs[1].0, Source::Arg(2)));
-        assert!(matches!(plan.inputs[2].0, Source::Arg(3)));
+        assert!(matches!(inputs(&plan)[1].0, Source::Arg(2)));
+        assert!(matches!(inputs(&plan)[2].0, Source::Arg(3)));
         assert_eq!(
             replay(&plan, &args(9.0)),
             crate::run(name, &args(9.0)).unwrap()
         );
-        // bf16 weights are converted to f32 from their values: no plan.
+        // bf16 weights are converted to f32 on the device: launches the plan replays.
         let bf16 = |shape: &[usize], seed: f64| {
             HostArray::from_f64(DType::BF16, shape, &array(shape, seed).to_f64_vec())
         };
-        let x = bf16(&[5, 70], 0.0);
-        let (w, b) = (bf16(&[70], 1.0), bf16(&[70], 2.0));
-        let (_, plan) = run_planned(name, &ln(x, Value::Tensor(w), Value::Tensor(b))).unwrap();
-        assert!(plan.is_none());
+        let args = |seed: f64| {
+            let (w, b) = (bf16(&[70], seed + 1.0), bf16(&[70], seed + 2.0));
+            ln(bf16(&[5, 70], seed), Value::Tensor(w), Value::Tensor(b))
+        };
+        let (_, plan) = run_planned(name, &args(0.0)).unwrap();
+        let plan = plan.expect("a plan for a layer norm with bf16 weights");
+        assert_eq!(plan.steps.len(), 3);
+        assert_eq!(
+            replay(&plan, &args(4.0)),
+            crate::run(name, &args(4.0)).unwrap()
+        );
+    }
+
+    #[test]
+    fn calls_of_several_launches_replay_them_in_order() {
+        // A sum over the middle dimension moves it last (a permute), then sums the rows.
+        let sum = |seed: f64| {
+            [
+                Value::Tensor(array(&[4, 50, 70], seed)),
+                Value::IntList(vec![1]),
+                Value::Bool(false),
+                Value::None,
+            ]
+        };
+        let name = "aten.sum.dim_IntList";
+        let plan = run_planned(name, &sum(0.0)).unwrap().1.expect("a plan");
+        assert_eq!(plan.steps.len(), 2);
+        assert!(matches!(
+            plan.steps[1].inputs[0].0,
+            Source::Output {
+                step: 0,
+                output: 0,
+                ..
+            }
+        ));
+        assert_eq!(
+            replay(&plan, &sum(5.0)),
+            crate::run(name, &sum(5.0)).unwrap()
+        );
+        // Layer norm's backward: per-chunk partial sums of the weight's and bias's
+        // gradients, summed by a second kernel; `dx` is the first launch's output.
+        let name = "aten.native_layer_norm_backward.default";
+        let args = |seed: f64, weight: bool| {
+            let x = array(&[256, 96], seed);
+            let fwd = crate::run(
+                "aten.native_layer_norm.default",
+                &[
+                    Value::Tensor(x.clone()),
+                    Value::IntList(vec![96]),
+                    Value::None,
+                    Value::None,
+                    Value::Scalar(1e-5),
+                ],
+            )
+            .unwrap();
+            // The bias, never read, does not keep the call from being planned.
+            let (w, b) = match weight {
+                true => (
+                    Value::Tensor(array(&[96], seed + 2.0)),
+                    Value::Tensor(array(&[96], seed + 3.0)),
+                ),
+                false => (Value::None, Value::None),
+            };
+            [
+                Value::Tensor(array(&[256, 96], seed + 1.0)),
+                Value::Tensor(x),
+                Value::IntList(vec![96]),
+                Value::Tensor(fwd[1].clone()),
+                Value::Tensor(fwd[2].clone()),
+                w,
+                b,
+                Value::None,
+            ]
+        };
+        for weight in [true, false] {
+            let plan = run_planned(name, &args(0.0, weight))
+                .unwrap()
+                .1
+                .expect("a plan");
+            assert_eq!(plan.steps.len(), 2);
+            let planned: Vec<(usize, usize)> =
+                plan.results.iter().map(|r| (r.step, r.output)).collect();
+            assert_eq!(planned, [(0, 0), (1, 0), (1, 1)]);
+            let new = args(7.0, weight);
+            assert_eq!(replay(&plan, &new), crate::run(name, &new).unwrap());
+        }
     }
 
     #[test]

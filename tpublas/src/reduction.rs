@@ -190,6 +190,14 @@ impl Reduction {
         }
         k.push(self.column_kernel(dtype, dtype)?);
         k.extend(crate::copy::kernels(dtype)?);
+        if self != Reduction::Amax {
+            // `dtype=` the other float dtype: `x` converted first.
+            let other = match dtype {
+                DType::F32 => DType::BF16,
+                _ => DType::F32,
+            };
+            k.push(crate::cast::kernel(dtype, other)?);
+        }
         Ok(k)
     }
 
@@ -204,7 +212,7 @@ impl Reduction {
         let x = match a.opt_dtype(3)? {
             Some(_) if self == Reduction::Amax => return Err(a.err("takes no dtype")),
             Some(d) => {
-                converted = promote::to(x, d);
+                converted = crate::cast::to(x, d)?;
                 &converted
             }
             None => x,
