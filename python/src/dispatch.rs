@@ -13,7 +13,8 @@
 //!   `"cpu"` device, that the tpuBLAS operator's plans take (f32 or bf16 tensors, needing a
 //!   gradient or not: torch's autograd ran above the mode; its numbers, lists, flags and
 //!   keyword arguments equal to the plan's), or a tensor and a number its Scalar overload's
-//!   plans take, is the plan's and counted in `served`; a view or metadata operator's call
+//!   plans take, is the plan's and counted in `served` (a backward operator's results its
+//!   `output_mask` leaves out returned as None); a view or metadata operator's call
 //!   (`Mode._viewed`) is made as it came and counted in `views`; any other call goes to the
 //!   mode's Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's
 //!   instance attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the
@@ -282,10 +283,20 @@ impl ModeDispatch {
                 )?;
             }
         }
-        if out.is_some() {
-            count(self.served.bind(py), entry.get_item(5)?)?;
+        let Some(out) = out else {
+            return Ok(None);
+        };
+        count(self.served.bind(py), entry.get_item(5)?)?;
+        let mask = entry.get_item(8)?;
+        if mask.is_none() {
+            return Ok(Some(out));
         }
-        Ok(out)
+        let at = mask.extract::<usize>()?;
+        let mask = match values.get(at) {
+            Some(given) => given.clone(),
+            None => fills.get_item(at)?,
+        };
+        masked(&out, &mask).map(Some)
     }
 }
 
@@ -310,6 +321,24 @@ fn by_name<'py>(
         });
     }
     Ok((used == keywords.len()).then_some(values))
+}
+
+/// The results `out` (a tuple) with those `mask` (a backward operator's `output_mask`, a
+/// list of flags) leaves out as None, as ATen returns them undefined (`_mode._masked`).
+fn masked<'py>(out: &Bound<'py, PyAny>, mask: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = out.py();
+    let results: Vec<Bound<'py, PyAny>> = out
+        .try_iter()?
+        .zip(mask.try_iter()?)
+        .map(|(r, wanted)| {
+            Ok(if wanted?.is_truthy()? {
+                r?
+            } else {
+                py.None().into_bound(py)
+            })
+        })
+        .collect::<PyResult<_>>()?;
+    Ok(PyTuple::new(py, results)?.into_any())
 }
 
 /// One more of `name` in `counter` (a `collections.Counter`).

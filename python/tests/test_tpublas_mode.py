@@ -187,10 +187,11 @@ def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monk
         "to with dtype": lambda e: x.to(torch.float32 if dtype == torch.bfloat16
                                         else torch.bfloat16) * e,
         "sum with dtype": lambda e: torch.sum(x, -1, dtype=dtype) * e,
+        "sum to f32": lambda e: torch.sum(x, -1, dtype=torch.float32) * e,
         "x * number": lambda e: x * e,
+        # bf16 weights are converted on the device, in the plan's launches
+        "layer norm": lambda e: torch.nn.functional.layer_norm(x, (200,), w, b, eps=e),
     }
-    if dtype == torch.float32:  # a bf16 layer norm makes no plan (served through Python)
-        calls["layer norm"] = lambda e: torch.nn.functional.layer_norm(x, (200,), w, b, eps=e)
     for name, call in calls.items():
         for e in (3.0, 3.0, 0.5, 0.5, 3.0):
             seen.clear()
@@ -202,6 +203,36 @@ def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monk
                                        msg=lambda m, name=name: f"{name}: {m}")
         assert not seen, (name, seen)  # the last call: planned before, served natively
     assert not m.fallback, m.fallback
+
+
+def test_calls_of_several_launches_and_masked_backwards_are_served_natively(monkeypatch):
+    """A layer norm's backward (two launches, and an ``output_mask``) and a sum over a middle
+    dimension (a permute, then the sum) are planned, and served natively the next time: the
+    results a mask leaves out come back as None, as ATen returns them."""
+    m, seen = python_dispatches(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    x, dy = torch.randn(6, 50, 96, generator=g), torch.randn(6, 50, 96, generator=g)
+    w, b = torch.randn(96, generator=g), torch.randn(96, generator=g)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [96], w, b, 1e-5)
+    backward = torch.ops.aten.native_layer_norm_backward.default
+    for mask in ([True, True, True], [True, False, False], [False, True, True]):
+        args = (dy, x, [96], mean, rstd, w, b, mask)
+        want = backward(*args)
+        for _ in range(2):
+            seen.clear()
+            with m:
+                got = backward(*args)
+            for a, e in zip(got, want, strict=True):
+                assert (a is None) == (e is None), mask
+                if e is not None:
+                    torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+        assert not seen, (mask, seen)
+    for _ in range(2):
+        seen.clear()
+        with m:
+            got = x.sum(1)
+        torch.testing.assert_close(got, x.sum(1), rtol=1e-5, atol=1e-5)
+    assert not seen, seen
 
 
 def test_plans_tell_negative_zero_from_zero(monkeypatch):
@@ -238,8 +269,8 @@ def test_views_are_made_natively_and_counted(monkeypatch):
 def test_copies_of_large_permuted_tensors_run_as_permute(monkeypatch, dtype):
     """``.contiguous()`` of a permuted row-major tensor, and ``cat`` of one alone (besides
     empty 1-D tensors), run as tpuBLAS's ``permute`` of that tensor when it has at least 64
-    Ki elements, its windows overhanging or not (``tpublas/_permuted.py``); else as before. Either way the result is torch's, a new
-    row-major tensor."""
+    Ki elements, its windows overhanging or not (``tpublas/_permuted.py``); else as before.
+    Either way the result is torch's, a new row-major tensor."""
     from tpukit.tpublas import _permuted
 
     taken = []

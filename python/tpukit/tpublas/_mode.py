@@ -156,7 +156,7 @@ def _direct(func, name: str, op):
     """``(op, most, planned)`` if calls of ``func`` with up to ``most`` positional arguments,
     all f32 or bf16 CPU tensors, run as ``op`` on those arguments bound as they are (see
     ``Mode._direct_call``): a tpuBLAS operator that is no view, factory, allocation, in-place
-    write, alias or special case (batch norm's statistics, an ``output_mask``), whose leading
+    write, alias or special case (batch norm's statistics), whose leading
     ``most`` arguments are tensors that may be floats, and whose other arguments' defaults
     pass ``_tpublas_call``'s checks; else None.
 
@@ -169,7 +169,7 @@ def _direct(func, name: str, op):
     operator as given (``_numbers_as_f32`` converts tensor positions only)."""
     if op is None or _is_view_or_metadata(func) or name in _VIEWS or name in _ALIASES \
             or _factory.is_factory(func) or _factory._name(func) in _factory.ALLOCATIONS \
-            or name == "aten.native_batch_norm.default" or op.output_mask is not None:
+            or name == "aten.native_batch_norm.default":
         return None
     if any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
         return None
@@ -211,9 +211,11 @@ class Mode(TorchDispatchMode):
         self.allocated: collections.Counter = collections.Counter()
         self._known: dict = {}  # operator -> what `_describe` read from its schema
         # `id(operator)` -> `(operator, tpuBLAS operator, least, most, defaults, name,
-        # scalar, names)` of a `_direct` operator (not in debug mode), `scalar` its packet's
-        # Scalar overload as `(operator, defaults, _number)` or None, `names` its arguments'
-        # (keyword arguments bind to them): a call that its tpuBLAS operator's plan takes (or,
+        # scalar, names, mask)` of a `_direct` operator (not in debug mode), `scalar` its
+        # packet's Scalar overload as `(operator, defaults, _number)` or None, `names` its
+        # arguments' (keyword arguments bind to them), `mask` the position of its
+        # `output_mask` or None (the results it leaves out are returned as None, as
+        # `_masked`): a call that its tpuBLAS operator's plan takes (or,
         # given a tensor and a number, the Scalar overload's, as `_scalar_call`) is served by
         # the plan alone, natively (`python/src/dispatch.rs`), in front of this class's
         # `__torch_dispatch__` (as torch wrapped it) which serves the rest; and
@@ -252,7 +254,7 @@ class Mode(TorchDispatchMode):
                 numbers = None if scalar is None else (scalar, tuple(scalar._fills), _number)
                 names = tuple(a.name for a in op.schema.arguments)
                 self._planned[id(func)] = (func, op, op._least, planned, tuple(op._fills), name,
-                                           numbers, names)
+                                           numbers, names, op.output_mask)
             if known[1] or name in _VIEWS:
                 self._viewed[id(func)] = (func, name)
         return known
@@ -263,8 +265,8 @@ class Mode(TorchDispatchMode):
         arguments, the rest defaults; else None (the full ``_serve`` decides). What
         ``_tpublas_call`` makes of such a call, without its per-call walks."""
         op, most, _ = direct
-        if not op._least <= len(args) <= most:
-            return None
+        if not op._least <= len(args) <= most or op.output_mask is not None:
+            return None  # (an `output_mask` follows the tensors: `_tpublas_call` masks)
         for t in args:
             if not isinstance(t, torch.Tensor) or not t.is_cpu or t.dtype not in _FLOAT_DTYPES:
                 return None
