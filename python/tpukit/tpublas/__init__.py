@@ -278,7 +278,12 @@ def _convert(a: _schema.Argument, v, qualified: str):
         for x in arrays:
             if not _is_array(x):
                 raise TypeError(f"{what} must be a tensor, got {type(x).__name__}")
-            wire = _arrays.to_wire(_index_dtype(_arrays.to_numpy(x), qualified, a.name))
+            # A plain CPU tensor is read natively (gathered there if strided), as `_run` reads
+            # one in a tensor position; others (int64 indices, numpy and JAX arrays) through
+            # numpy.
+            wire = _arrays.torch_wire(x)
+            if wire is None:
+                wire = _arrays.to_wire(_index_dtype(_arrays.to_numpy(x), qualified, a.name))
             out.append(("tensor", wire, x))
         return out
     if a.type == "ScalarType":
