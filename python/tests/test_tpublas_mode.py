@@ -178,6 +178,7 @@ def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monk
     x = torch.randn(3, 37, 200).to(dtype)
     w, b = torch.randn(200).to(dtype), torch.randn(200).to(dtype)
     positive = x.abs() + 0.5
+    logs = torch.log_softmax(x.float(), -1).to(dtype)
     calls = {
         "pow": lambda e: torch.pow(positive, e),
         "sum": lambda e: x.sum([1, 2]) * e,
@@ -188,6 +189,9 @@ def test_repeated_calls_with_numbers_lists_and_keywords_are_served_natively(monk
                                         else torch.bfloat16) * e,
         "sum with dtype": lambda e: torch.sum(x, -1, dtype=dtype) * e,
         "sum to f32": lambda e: torch.sum(x, -1, dtype=torch.float32) * e,
+        # a dtype the call gives (no default) is compared by the plans
+        "log softmax backward": lambda e: torch.ops.aten._log_softmax_backward_data(
+            x, logs, 2, dtype) * e,
         "x * number": lambda e: x * e,
         # bf16 weights are converted on the device, in the plan's launches
         "layer norm": lambda e: torch.nn.functional.layer_norm(x, (200,), w, b, eps=e),

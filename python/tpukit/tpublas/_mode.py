@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tpukit import _native, tpublas
 from tpukit._native import UnsupportedError
-from tpukit.tpublas import _factory, _inplace, _mode_stack, _permuted
+from tpukit.tpublas import _factory, _inplace, _mode_stack, _permuted, _schema
 
 _ATEN_PERMUTE = torch.ops.aten.permute.default
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16)
@@ -177,9 +177,9 @@ def _direct(func, name: str, op):
     most = 0
     while most < len(arguments) and _plain_tensor(arguments[most]):
         most += 1
-    if any(a.type == "ScalarType" and fill is not None
+    if any(a.type == "ScalarType" and fill is not None and fill is not _schema.MISSING
            for a, fill in zip(arguments[most:], op._fills[most:], strict=True)):
-        return None
+        return None  # (a dtype the call gives reaches the plans, which compare it)
     planned = most
     while planned < len(arguments) and not arguments[planned].kwarg_only \
             and not (arguments[planned].type == "Tensor"

@@ -89,18 +89,19 @@ def parse(text: str) -> Schema:
     return Schema(name, overload or "default", tuple(arguments), results, text)
 
 
-_MISSING = object()
+# The fill of an argument without a default (a call binds only if it gives one).
+MISSING = object()
 
 
 def positional_fills(schema: Schema) -> tuple[int, int, list]:
     """``(least, most, fills)``: a call of only positional arguments, ``least <= len(args) <=
     most`` of them, binds to ``[*args, *fills[len(args):]]`` (what ``bind`` gives it, without
     its checks, none of which such a call can fail); no call does if ``least > most``."""
-    fills = [a.default if a.default is not _NO_DEFAULT else None if a.optional else _MISSING
+    fills = [a.default if a.default is not _NO_DEFAULT else None if a.optional else MISSING
              for a in schema.arguments]
     most = sum(not a.kwarg_only for a in schema.arguments)
     least = len(fills)
-    while least > 0 and fills[least - 1] is not _MISSING:
+    while least > 0 and fills[least - 1] is not MISSING:
         least -= 1
     return least, most, fills
 
