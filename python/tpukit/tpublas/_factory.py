@@ -41,7 +41,15 @@ def is_factory(func) -> bool:
 
 
 def _name(func) -> str:
-    return f"{func._schema.name.removeprefix('aten::')}.{func._overloadname}"
+    """``"zeros.default"`` for ``aten.zeros.default``; read once per operator (every call on
+    the mode's Python path asks)."""
+    name = _NAMES.get(func)
+    if name is None:
+        name = _NAMES[func] = f"{func._schema.name.removeprefix('aten::')}.{func._overloadname}"
+    return name
+
+
+_NAMES: dict = {}
 
 
 def _check_placement(kwargs):
