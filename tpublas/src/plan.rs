@@ -146,9 +146,7 @@ impl Op {
                 | Family::Attention(_)
         )
     }
-}
 
-impl Op {
     /// The tensor arguments (schema positions) whose elements the operator never reads,
     /// neither its kernels nor its host code: layer norm backward's `bias`, there for
     /// ATen's signature only. A plan need not read them.
