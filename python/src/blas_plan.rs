@@ -17,8 +17,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFloat, PyList, PyTuple};
 use tpukit::LaunchOptions;
-use tpukit::runtime::{BoundLaunch, launch_borrowed};
-use tpukit_blas::{Plan, Source};
+use tpukit::runtime::{BoundLaunch, RawArray, launch_borrowed, launch_raw};
+use tpukit_blas::{Init, Plan, Source};
 use tpukit_dsl::DType;
 
 use crate::error::{self, guard};
@@ -56,10 +56,20 @@ pub enum Grads {
     Refused,
 }
 
+/// Where one Python argument's values are among the operator's arguments (a list of
+/// tensors is one argument per tensor).
+#[derive(Clone, Debug)]
+pub enum Position {
+    One(usize),
+    Tensors(std::ops::Range<usize>),
+}
+
 /// What a run takes at one argument position.
 enum Slot {
     /// A plain CPU tensor, as given when the plan was made.
     Tensor(Taken),
+    /// A list (or tuple) of plain CPU tensors, as given when the plan was made (`cat`'s).
+    Tensors(Vec<Taken>),
     /// An object of the type of, and equal to, this one (a copy of a list argument).
     Value(Py<PyAny>),
 }
@@ -78,36 +88,50 @@ pub struct BlasPlan {
 }
 
 impl BlasPlan {
-    /// The plan of a call with Python `values` (the schema-ordered arguments, tensors at the
-    /// positions `tensors` says), its `results` results each a new torch tensor.
+    /// The plan of a call with Python `values` (the schema-ordered arguments, each at its
+    /// `positions` among the operator's arguments), its `results` results each a new torch
+    /// tensor; `tensors` holds, per operator argument, the tensor it read there or None. None
+    /// where a list of tensors holds something else.
     pub fn new(
         py: Python<'_>,
         name: &str,
         plan: Plan,
         values: &Bound<'_, PyList>,
-        tensors: Vec<Option<Taken>>,
+        (mut tensors, positions): (Vec<Option<Taken>>, &[Position]),
         results: usize,
-    ) -> PyResult<BlasPlan> {
+    ) -> PyResult<Option<BlasPlan>> {
         let bound = bind(&plan, &tensors).map_err(error::runtime)?;
-        let mut slots = Vec::with_capacity(tensors.len());
-        for (v, t) in values.iter().zip(tensors) {
-            slots.push(match t {
-                Some(taken) => Slot::Tensor(taken),
-                None if v.is_instance_of::<PyList>() => Slot::Value(
-                    PyList::new(py, v.cast::<PyList>()?.iter())?
-                        .into_any()
-                        .unbind(),
-                ),
-                None => Slot::Value(v.unbind()),
+        let mut slots = Vec::with_capacity(values.len());
+        for (v, at) in values.iter().zip(positions) {
+            slots.push(match at {
+                Position::One(i) => match tensors[*i].take() {
+                    Some(taken) => Slot::Tensor(taken),
+                    None if v.is_instance_of::<PyList>() => Slot::Value(
+                        PyList::new(py, v.cast::<PyList>()?.iter())?
+                            .into_any()
+                            .unbind(),
+                    ),
+                    None => Slot::Value(v.unbind()),
+                },
+                Position::Tensors(range) => {
+                    match tensors[range.clone()]
+                        .iter_mut()
+                        .map(Option::take)
+                        .collect()
+                    {
+                        Some(list) => Slot::Tensors(list),
+                        None => return Ok(None),
+                    }
+                }
             });
         }
-        Ok(BlasPlan {
+        Ok(Some(BlasPlan {
             name: name.to_string(),
             single: results == 1,
             plan,
             bound,
             slots,
-        })
+        }))
     }
 
     /// The tensors of `values`, one per position (None elsewhere), if every argument is what
@@ -124,31 +148,25 @@ impl BlasPlan {
         let mut held = Vec::with_capacity(self.slots.len());
         for (v, slot) in values.iter().zip(&self.slots) {
             match slot {
-                Slot::Tensor(Taken {
-                    dtype,
-                    shape,
-                    transposed,
-                }) => {
-                    // A tensor passed twice (`x * x`) is read once.
-                    let again = held.iter().flatten().find(|t: &&Tensor| t.is(v));
-                    let read = match (again, transposed) {
-                        (Some(t), _) => Ok(Some(t.again(py))),
-                        (None, false) => Tensor::get(v),
-                        (None, true) => Tensor::transposed(v),
+                Slot::Tensor(taken) => match hold_one(py, v, taken, &held, grads)? {
+                    Some(t) => held.push(Some(t)),
+                    None => return Ok(None),
+                },
+                Slot::Tensors(takens) => {
+                    let list = match (v.cast::<PyList>(), v.cast::<PyTuple>()) {
+                        (Ok(l), _) => l.to_tuple(),
+                        (_, Ok(t)) => t.clone(),
+                        _ => return Ok(None),
                     };
-                    let Ok(Some(t)) = read else {
-                        return Ok(None);
-                    };
-                    if t.dtype != *dtype
-                        || t.shape != *shape
-                        || !(t.ptr as usize).is_multiple_of(dtype.size_bytes())
-                        || (again.is_none()
-                            && grads == Grads::Refused
-                            && v.getattr(intern!(py, "requires_grad"))?.is_truthy()?)
-                    {
+                    if list.len() != takens.len() {
                         return Ok(None);
                     }
-                    held.push(Some(t));
+                    for (item, taken) in list.iter().zip(takens) {
+                        match hold_one(py, &item, taken, &held, grads)? {
+                            Some(t) => held.push(Some(t)),
+                            None => return Ok(None),
+                        }
+                    }
                 }
                 Slot::Value(want) => {
                     if !same(v, want.bind(py)) {
@@ -160,6 +178,41 @@ impl BlasPlan {
         }
         Ok(Some(held))
     }
+}
+
+/// The tensor `v` if it is what `taken` says (read once if `held` has it already: `x * x`),
+/// or None.
+fn hold_one(
+    py: Python<'_>,
+    v: &Bound<'_, PyAny>,
+    taken: &Taken,
+    held: &[Option<Tensor>],
+    grads: Grads,
+) -> PyResult<Option<Tensor>> {
+    let Taken {
+        dtype,
+        shape,
+        transposed,
+    } = taken;
+    let again = held.iter().flatten().find(|t: &&Tensor| t.is(v));
+    let read = match (again, transposed) {
+        (Some(t), _) => Ok(Some(t.again(py))),
+        (None, false) => Tensor::get(v),
+        (None, true) => Tensor::transposed(v),
+    };
+    let Ok(Some(t)) = read else {
+        return Ok(None);
+    };
+    if t.dtype != *dtype
+        || t.shape != *shape
+        || !(t.ptr as usize).is_multiple_of(dtype.size_bytes())
+        || (again.is_none()
+            && grads == Grads::Refused
+            && v.getattr(intern!(py, "requires_grad"))?.is_truthy()?)
+    {
+        return Ok(None);
+    }
+    Ok(Some(t))
 }
 
 /// Whether a call's non-tensor argument `v` is the planned `want`: of its type and equal to
@@ -196,7 +249,21 @@ fn bind(
                 Source::Output { dtype, .. } => (*dtype, &shape[..]),
             })
             .collect();
-        let Some(mut launch) = BoundLaunch::new(step.kernel.clone(), &inputs)? else {
+        let made = match &step.into {
+            None => BoundLaunch::new(step.kernel.clone(), &inputs)?,
+            Some(inits) => {
+                let outputs: Vec<(DType, &[usize])> = inits
+                    .iter()
+                    .map(|init| match init {
+                        Init::Zeros { dtype, shape } | Init::Output { dtype, shape, .. } => {
+                            (*dtype, &shape[..])
+                        }
+                    })
+                    .collect();
+                BoundLaunch::new_into(step.kernel.clone(), &inputs, &outputs)?
+            }
+        };
+        let Some(mut launch) = made else {
             return Ok(Vec::new());
         };
         for r in plan.results.iter().filter(|r| r.step == i) {
@@ -258,8 +325,10 @@ impl BlasPlan {
 impl BlasPlan {
     /// Whether every tensor the plan takes is f32 or bf16 (see `floats`).
     pub fn takes_floats(&self) -> bool {
+        let float = |t: &Taken| matches!(t.dtype, DType::F32 | DType::BF16);
         self.slots.iter().all(|s| match s {
-            Slot::Tensor(t) => matches!(t.dtype, DType::F32 | DType::BF16),
+            Slot::Tensor(t) => float(t),
+            Slot::Tensors(ts) => ts.iter().all(float),
             Slot::Value(_) => true,
         })
     }
@@ -288,18 +357,45 @@ impl BlasPlan {
                 };
                 // SAFETY: each tensor was checked to be C-contiguous, of the plan's dtype and
                 // element count (the kernel reads it reshaped) and aligned, and is held for
-                // the call; constants are owned by the plan, earlier outputs by the replay.
-                // Bound launches were bound to exactly these dtypes and shapes.
-                plan.replay(arg, |i, arrays| match bound.get(i) {
-                    Some(b) => unsafe {
-                        b.run(
-                            &arrays
-                                .iter()
-                                .map(|a| a.data as *const u8)
-                                .collect::<Vec<_>>(),
-                        )
-                    },
-                    None => unsafe { launch_borrowed(&*plan.steps[i].kernel, arrays, options) },
+                // the call; constants are owned by the plan, earlier outputs by the replay,
+                // and so are the outputs a launch writes into (new zeros, or an earlier
+                // output moved to it: row-major, of the dtypes and shapes planned, read by
+                // no other launch). Bound launches were bound to exactly these dtypes and
+                // shapes.
+                plan.replay(arg, |i, arrays, into| {
+                    let ins = || {
+                        arrays
+                            .iter()
+                            .map(|a| a.data as *const u8)
+                            .collect::<Vec<_>>()
+                    };
+                    let kernel = &*plan.steps[i].kernel;
+                    match (bound.get(i), into) {
+                        (Some(b), None) => unsafe { b.run(&ins()) },
+                        (None, None) => unsafe { launch_borrowed(kernel, arrays, options) },
+                        (b, Some(mut outs)) => {
+                            let ptrs: Vec<*mut u8> = outs
+                                .iter_mut()
+                                .map(tpukit::HostArray::data_ptr_mut)
+                                .collect();
+                            match b {
+                                Some(b) => unsafe { b.run_into(&ins(), &ptrs) }?,
+                                None => {
+                                    let raw: Vec<RawArray<'_>> = outs
+                                        .iter()
+                                        .zip(&ptrs)
+                                        .map(|(o, &data)| RawArray {
+                                            dtype: o.dtype(),
+                                            shape: o.shape(),
+                                            data,
+                                        })
+                                        .collect();
+                                    unsafe { launch_raw(kernel, arrays, &raw, options) }?
+                                }
+                            }
+                            Ok(outs)
+                        }
+                    }
                 })
             })
             .map_err(error::runtime)?;

@@ -195,7 +195,8 @@ impl Dtypes {
 
 /// A key for the plan of a call with these schema-ordered values: per value, a torch
 /// tensor's `(type, dtype, shape, strides)` (a transposed view is planned apart from its
-/// copy), a list as a tuple, anything else as it is; None if some value cannot be a key (is
+/// copy), a list or tuple as a tuple of its items (tensors described so: `cat`'s), anything
+/// else as it is; None if some value cannot be a key (is
 /// unhashable: a numpy or JAX array, which no plan takes). Only a hint: a plan found by it
 /// still checks every argument itself.
 pub fn plan_key<'py>(
@@ -203,20 +204,30 @@ pub fn plan_key<'py>(
     values: &[Bound<'py, PyAny>],
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let torch = crate::tensor::torch(py)?;
+    // A tensor by its type, dtype, shape and strides (a plan takes any tensor so described).
+    let part = |v: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyAny>> {
+        if !torch.is_some_and(|t| t.reads(v)) {
+            return Ok(v.clone());
+        }
+        let part = (
+            v.get_type(),
+            v.getattr(intern!(py, "dtype"))?,
+            v.getattr(intern!(py, "shape"))?,
+            v.call_method0(intern!(py, "stride"))?,
+        );
+        Ok(part.into_pyobject(py)?.into_any())
+    };
     let mut key = Vec::with_capacity(values.len());
     for v in values {
-        if torch.is_some_and(|t| t.reads(v)) {
-            let part = (
-                v.get_type(),
-                v.getattr(intern!(py, "dtype"))?,
-                v.getattr(intern!(py, "shape"))?,
-                v.call_method0(intern!(py, "stride"))?,
-            );
-            key.push(part.into_pyobject(py)?.into_any());
-        } else if let Ok(list) = v.cast::<PyList>() {
-            key.push(list.to_tuple().into_any());
+        if v.is_instance_of::<PyList>() || v.is_exact_instance_of::<PyTuple>() {
+            // A list's items (`cat`'s tensors described as above).
+            let items = v
+                .try_iter()?
+                .map(|item| part(&item?))
+                .collect::<PyResult<Vec<_>>>()?;
+            key.push(PyTuple::new(py, items)?.into_any());
         } else {
-            key.push(v.clone());
+            key.push(part(v)?);
         }
     }
     let key = PyTuple::new(py, key)?;

@@ -4,10 +4,10 @@ use pyo3::prelude::*;
 use tpukit::Device;
 use tpukit_blas::Value;
 
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple};
 
 use crate::array::{self, Wire};
-use crate::blas_plan::{BlasPlan, Taken};
+use crate::blas_plan::{BlasPlan, Position, Taken};
 use crate::borrow;
 use crate::error::{self, TpukitError, guard};
 use crate::tensor::Tensor;
@@ -76,7 +76,6 @@ pub fn tpublas_run_planned<'py>(
             .map(|a| array::to_wire(py, a))
             .collect::<PyResult<Vec<_>>>()?;
         let mut tensors = Vec::with_capacity(values_.len());
-        let mut plain = values.len() == args.len();
         for ((kind, _), v) in args.iter().zip(&values_) {
             tensors.push(match v {
                 Value::Tensor(t) if kind == "tensor" => Some(Taken::new(t, false)),
@@ -84,21 +83,62 @@ pub fn tpublas_run_planned<'py>(
                 _ => None,
             });
         }
-        for (v, t) in values.iter().zip(&tensors) {
-            let read = match t {
-                None => continue,
-                Some(t) if t.transposed => Tensor::transposed(&v),
-                Some(_) => Tensor::get(&v),
-            };
-            plain &= matches!(read, Ok(Some(_)));
-        }
         drop(values_);
-        let plan = match plan {
-            Some(plan) if plain => Some(BlasPlan::new(py, name, plan, &values, tensors, count)?),
+        let plan = match (plan, positions(&values, &args)) {
+            (Some(plan), Some(at)) if plain(&values, &at, &tensors) => {
+                BlasPlan::new(py, name, plan, &values, (tensors, &at), count)?
+            }
             _ => None,
         };
         let plan = plan.map(|p| Py::new(py, p)).transpose()?;
         Ok((wires, plan))
+    })
+}
+
+/// Where each of the call's Python `values` lies among the operator's arguments `args` (a
+/// list of tensors gives one `"tensor"` argument per tensor); None where they do not line up
+/// (an empty list of tensors gives none, and is counted as one).
+fn positions(
+    values: &Bound<'_, PyList>,
+    args: &[(String, Bound<'_, PyAny>)],
+) -> Option<Vec<Position>> {
+    let mut at = Vec::with_capacity(values.len());
+    let mut next = 0;
+    for v in values.iter() {
+        let list = v
+            .cast::<PyList>()
+            .map(|l| l.len())
+            .or_else(|_| v.cast::<PyTuple>().map(|t| t.len()));
+        match list {
+            Ok(n) if n > 0 && args.get(next).is_some_and(|(kind, _)| kind == "tensor") => {
+                at.push(Position::Tensors(next..next + n));
+                next += n;
+            }
+            _ => {
+                at.push(Position::One(next));
+                next += 1;
+            }
+        }
+    }
+    (next == args.len()).then_some(at)
+}
+
+/// Whether every tensor the operator read is a plain CPU torch tensor among the call's
+/// `values` (at its position `at`), as a plan reads them.
+fn plain(values: &Bound<'_, PyList>, at: &[Position], tensors: &[Option<Taken>]) -> bool {
+    let read = |v: &Bound<'_, PyAny>, t: &Taken| match t.transposed {
+        true => Tensor::transposed(v),
+        false => Tensor::get(v),
+    };
+    values.iter().zip(at).all(|(v, at)| match at {
+        Position::One(i) => tensors[*i]
+            .as_ref()
+            .is_none_or(|t| matches!(read(&v, t), Ok(Some(_)))),
+        Position::Tensors(range) => v.try_iter().is_ok_and(|items| {
+            items.zip(&tensors[range.clone()]).all(|(item, t)| {
+                matches!((item, t), (Ok(item), Some(t)) if matches!(read(&item, t), Ok(Some(_))))
+            })
+        }),
     })
 }
 

@@ -239,6 +239,37 @@ def test_calls_of_several_launches_and_masked_backwards_are_served_natively(monk
     assert not seen, seen
 
 
+def test_lists_of_tensors_are_served_natively(monkeypatch):
+    """``cat`` (a list of tensors) is planned, and served natively the next time: a key
+    cache's ``cat([empty, k], -2)`` of a transposed ``k``, and gradients joined along the last
+    dim; each call on new values."""
+    m, seen = python_dispatches(monkeypatch)
+    g = torch.Generator().manual_seed(1)
+    empty = torch.empty(0)
+    for make in (lambda: ([empty, torch.randn(2, 64, 4, 32, generator=g).transpose(1, 2)], -2),
+                 lambda: ([torch.randn(2, 64, 128, generator=g) for _ in range(3)], 2)):
+        for i in range(3):
+            args, dim = make()
+            seen.clear()
+            with m:
+                got = torch.cat(args, dim)
+            torch.testing.assert_close(got, torch.cat(args, dim), rtol=0, atol=0)
+            if i:
+                assert not seen, seen
+    assert m.served["aten.cat.default"] == 6
+
+
+def test_empty_factories_are_allocations():
+    """A factory result without elements (autograd's ``zeros([0])`` for an empty part of a
+    ``cat``) is made without a kernel, of the dtype and shape asked."""
+    like = torch.empty(0, 3, dtype=torch.bfloat16)
+    with tb.mode(fallback="error") as m:
+        got = [torch.zeros([0]), torch.ones(2, 0, dtype=torch.bfloat16), torch.zeros_like(like)]
+    assert [(t.shape, t.dtype) for t in got] == [
+        ((0,), torch.float32), ((2, 0), torch.bfloat16), ((0, 3), torch.bfloat16)]
+    assert m.served["aten.zeros.default"] == 1 and not m.fallback
+
+
 def test_plans_tell_negative_zero_from_zero(monkeypatch):
     """``-0.0 == 0.0`` in Python, but ``x * -0.0`` is not ``x * 0.0``: a plan's numbers are
     matched bit for bit (tpuBLAS operators directly and inside the mode)."""

@@ -87,6 +87,13 @@ CALLS = [
      lambda x, y: _ln_backward(torch.ops.aten, x, y, False, torch.float32).to(x.dtype)),
     # Attention: the fused kernel for a head dim of 128, the composed launches for 70.
     (lambda x, y: _attention(tpublas, x, y), lambda x, y: _attention(torch.ops.aten, x, y)),
+    # A list of tensors: rows scattered into one result by a launch per part; along the
+    # last dim (moved to the front and back) from a tuple with a part given twice.
+    (lambda x, y: tpublas.cat([x, y], 0), lambda x, y: torch.cat([x, y], 0)),
+    (lambda x, y: tpublas.cat((x, y, x), -1), lambda x, y: torch.cat((x, y, x), -1)),
+    # Fills of a requested size scattered around the tensor.
+    (lambda x, y: tpublas.constant_pad_nd(x, [1, 2, 0, 3], 0.5),
+     lambda x, y: F.pad(x, [1, 2, 0, 3], value=0.5)),
 ]
 
 
@@ -156,6 +163,57 @@ def test_copies_and_permutations_are_planned():
         got = op._fast.run(list(op._bind(args, {})))
         torch.testing.assert_close(got, op(*args))
         assert got.data_ptr() != y.data_ptr()
+
+
+def test_lists_of_tensors_are_planned():
+    """A call with a list of tensors (``cat``) leaves a plan that takes the next list of
+    tensors of the same dtypes and shapes, and no other list; a part without elements (an
+    empty cache's) and a bf16 part converted to f32 are planned too; a plan is kept per
+    signature, keyed by each listed tensor's description."""
+    g = torch.Generator().manual_seed(5)
+    op = tpublas.cat.default
+    op._fast, op._plans = None, {}
+    a, b = rand(g, (2, 4, 64, 32), torch.float32), rand(g, (2, 4, 7, 32), torch.float32)
+    op([a, b], 2)
+    plan = op._fast
+    assert plan is not None
+    c, d = rand(g, (2, 4, 64, 32), torch.float32), rand(g, (2, 4, 7, 32), torch.float32)
+    torch.testing.assert_close(plan.run([(c, d), 2]), torch.cat([c, d], 2), rtol=0, atol=0)
+    for values in ([[c, c], 2], [[c, d, d], 2], [[c, d.bfloat16()], 2], [[c, d], 1],
+                   [[c, d.transpose(2, 3)], 2], [c, 2]):
+        assert plan.run(values) is None
+    empty = torch.empty(0)
+    for parts in ([empty, c.transpose(1, 2)], [c[0], d[0].bfloat16()]):
+        want = torch.cat(parts, 1)
+        for _ in range(2):
+            torch.testing.assert_close(op(parts, 1), want, rtol=0, atol=0)
+            assert op._fast is not None and op._fast is not plan
+    assert len(op._plans) == 3
+    op([a, b], 2)
+    assert op._fast is plan  # found again by its key
+
+
+def test_factories_are_planned_for_torch_results():
+    """A factory asked for torch tensors (``run_as("torch")``: ``tpublas.mode()``'s) replays
+    the fill its plan made, per size, value and dtype; asked for numpy arrays it still
+    returns them (its plans are not the operator's ``_fast``)."""
+    full, arange = tpublas.full.default, tpublas.arange.start_step
+    full._made.clear()
+    for shape, value, dtype in [([8, 128], 1.5, torch.float32), ([3, 5000], -2.0, torch.bfloat16),
+                                ([7], 3, torch.int32), ([], 0.25, torch.float32)]:
+        for _ in range(3):
+            got = full.run_as("torch", shape, value, dtype=dtype)
+            assert torch.equal(got, torch.full(shape, value, dtype=dtype))
+    assert len(full._made) == 4 and full._fast is None
+    got = full.run_as("torch", [8, 128], -1.5, dtype=torch.float32)  # another value
+    assert torch.equal(got, torch.full((8, 128), -1.5))
+    assert isinstance(full([8, 128], 1.5), np.ndarray)
+    for _ in range(2):
+        got = arange.run_as("torch", 3, 700, 2, dtype=torch.int32)
+        assert torch.equal(got, torch.arange(3, 700, 2, dtype=torch.int32))
+    assert len(arange._made) >= 1
+    # Nothing to fill: no launch to plan, the full path every time.
+    assert full.run_as("torch", [0, 4], 1.0, dtype=torch.float32).shape == (0, 4)
 
 
 def test_calls_the_plan_was_not_made_for_take_the_full_path():

@@ -1,8 +1,9 @@
 //! A launch bound once: a prepared kernel's symbols bound to fixed input dtypes and shapes,
 //! its grid and operand extents resolved and its compiled code looked up, for a host that
 //! launches the same call again and again on new memory (tpuBLAS's plans). A launch then
-//! allocates the outputs and runs the compiled code: no binding, no resolving, no cache
-//! lookup, no reshape of the results.
+//! allocates the outputs (or, bound with its outputs' shapes, writes into the caller's) and
+//! runs the compiled code: no binding, no resolving, no cache lookup, no reshape of the
+//! results.
 //!
 //! Invariants: `grid` and `dims` are what `launch::bind` and `cpu::extents` give for the
 //! signatures the launch was bound to, `shapes` hold the bound outputs' element counts, and
@@ -40,11 +41,30 @@ impl BoundLaunch {
         kernel: Arc<Prepared>,
         inputs: &[(DType, &[usize])],
     ) -> Result<Option<BoundLaunch>, RuntimeError> {
+        BoundLaunch::bound(kernel, inputs, None)
+    }
+
+    /// `kernel` bound as [`BoundLaunch::new`] binds it, for runs into caller-given outputs of
+    /// the dtypes and shapes `outputs` ([`BoundLaunch::run_into`]): how a launch whose output
+    /// extents no input gives (a fill of a requested size) is bound.
+    pub fn new_into(
+        kernel: Arc<Prepared>,
+        inputs: &[(DType, &[usize])],
+        outputs: &[(DType, &[usize])],
+    ) -> Result<Option<BoundLaunch>, RuntimeError> {
+        BoundLaunch::bound(kernel, inputs, Some(outputs))
+    }
+
+    fn bound(
+        kernel: Arc<Prepared>,
+        inputs: &[(DType, &[usize])],
+        outputs: Option<&[(DType, &[usize])]>,
+    ) -> Result<Option<BoundLaunch>, RuntimeError> {
         let k = kernel.kernel();
         if !k.grid_values().is_empty() {
             return Ok(None);
         }
-        let bindings = bind(k, inputs, None)?;
+        let bindings = bind(k, inputs, outputs)?;
         let shapes = output_shapes(k, &bindings)?;
         let cpu_form = cpu::launched(k, false);
         let run = cpu_form.as_ref().unwrap_or(k);
@@ -92,13 +112,7 @@ impl BoundLaunch {
     /// was bound to, valid and not written by anyone else for the call.
     pub unsafe fn run(&self, inputs: &[*const u8]) -> Result<Vec<HostArray>, RuntimeError> {
         let k = self.kernel.kernel();
-        let compiled = match self.compiled.get() {
-            Some(c) => c,
-            None => {
-                let c = cpu::cached(k, self.kernel.hash(), false)?;
-                self.compiled.get_or_init(|| c)
-            }
-        };
+        let compiled = self.compiled()?;
         let whole = self.kernel.whole_outputs();
         let mut outputs = Vec::with_capacity(self.shapes.len());
         for (i, ((_, o), shape)) in k
@@ -116,5 +130,35 @@ impl BoundLaunch {
         // code was compiled from (`cpu::launched` of `k`, as in `new`).
         unsafe { cpu::run_resolved(run, compiled, (&self.grid, &self.dims), inputs, &out_ptrs) }?;
         Ok(outputs)
+    }
+
+    /// Runs the kernel on `inputs` writing into `outputs`, whose contents are the outputs'
+    /// initial values (as for [`crate::launch_into`]).
+    ///
+    /// # Safety
+    /// As for [`BoundLaunch::run`]'s inputs; each output pointer addresses row-major
+    /// contiguous, writable elements of the dtype and shape its output was bound to
+    /// ([`BoundLaunch::new_into`]), overlapping no other array, which nothing else accesses
+    /// during the call.
+    pub unsafe fn run_into(
+        &self,
+        inputs: &[*const u8],
+        outputs: &[*mut u8],
+    ) -> Result<(), RuntimeError> {
+        let compiled = self.compiled()?;
+        let run = self.cpu_form.as_ref().unwrap_or(self.kernel.kernel());
+        // SAFETY: the caller's contract, the extents the bound ones of `run` (as in `run`).
+        unsafe { cpu::run_resolved(run, compiled, (&self.grid, &self.dims), inputs, outputs) }
+    }
+
+    /// The kernel's compiled code, looked up at the first run.
+    fn compiled(&self) -> Result<&Arc<cpu::Compiled>, RuntimeError> {
+        Ok(match self.compiled.get() {
+            Some(c) => c,
+            None => {
+                let c = cpu::cached(self.kernel.kernel(), self.kernel.hash(), false)?;
+                self.compiled.get_or_init(|| c)
+            }
+        })
     }
 }

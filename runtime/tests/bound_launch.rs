@@ -1,7 +1,8 @@
 //! Bound launches (`BoundLaunch`): a kernel bound once to input dtypes and shapes gives what
 //! a launch gives, on new memory at every run — outputs the kernel does not write whole start
 //! zeroed each time, outputs come back in the shapes they were reshaped to — and refuses
-//! what a launch refuses; a kernel whose grid reads an input's value is not bound; a small
+//! what a launch refuses; bound with its outputs' shapes, a run writes into given memory as
+//! a launch into it does; a kernel whose grid reads an input's value is not bound; a small
 //! launch is brief once its code is compiled.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -112,6 +113,37 @@ fn outputs_come_back_in_the_shapes_they_were_reshaped_to() {
     let got = unsafe { bound.run(&[x.data_ptr()]) }.unwrap();
     assert_eq!(got[0].shape(), &[4, 4, 128]);
     assert_eq!(got[0].to_f64_vec(), x.to_f64_vec());
+}
+
+#[test]
+fn runs_into_given_outputs_keep_what_the_kernel_adds_to() {
+    // `o` is read and added to: a run into given memory starts from what it holds, as a
+    // launch into it does; the output's shape binds nothing the inputs do not, so it must
+    // be the one bound.
+    let kernel = prepared(COLUMN_BLOCK_SUMS);
+    let (m, n) = (13, 260);
+    let bound = BoundLaunch::new_into(
+        kernel.clone(),
+        &[(DType::F32, &[m, n])],
+        &[(DType::F32, &[m, 128])],
+    )
+    .unwrap()
+    .expect("no grid values");
+    for seed in 0..3 {
+        let x = random(seed, &[m, n]);
+        let start = random(seed + 10, &[m, 128]);
+        let mut got = start.clone().into_owned();
+        let mut want = vec![start.clone().into_owned()];
+        let out = got.data_ptr_mut();
+        // SAFETY: `x` is row-major f32[m, n], `got` row-major f32[m, 128] and unique, both
+        // alive and touched by nothing else for the call.
+        unsafe { bound.run_into(&[x.data_ptr()], &[out]) }.unwrap();
+        tpukit_runtime::launch_into(&*kernel, Device::Cpu, &[&x], &mut want).unwrap();
+        assert_eq!(got, want[0], "seed {seed}");
+        assert_ne!(got, start);
+    }
+    let wrong = BoundLaunch::new_into(kernel, &[(DType::F32, &[m, n])], &[(DType::F32, &[m, 64])]);
+    assert!(wrong.is_err());
 }
 
 #[test]

@@ -47,11 +47,14 @@ pub fn kernel(dtype: DType) -> Result<Prepared> {
     memo(("scatter", dtype), || Ok(scatter_rows(&spec(dtype))?))
 }
 
-/// Every kernel for inputs of `dtype`: the scatter, and the transpose that moves a trailing
-/// `dim` to the front.
+/// Every kernel for inputs of `dtype`: the scatter, the transpose that moves a trailing
+/// `dim` to the front, and for f32 results the conversion of bf16 parts.
 pub fn kernels(dtype: DType) -> Result<Vec<Prepared>> {
     let mut k = vec![kernel(dtype)?];
     k.extend(copy::kernels(dtype)?);
+    if dtype == DType::F32 {
+        k.push(crate::cast::kernel(DType::BF16, DType::F32)?);
+    }
     Ok(k)
 }
 
@@ -145,6 +148,11 @@ pub fn run(args: &[Value]) -> Result<Vec<HostArray>> {
     let dtype = kept
         .iter()
         .fold(first.dtype(), |acc, t| promote::promote(acc, t.dtype()));
-    let parts: Vec<HostArray> = kept.iter().map(|t| promote::to(t, dtype)).collect();
+    // Converted on the device (`cast::to`), so that a plan of the call converts the next
+    // call's part too.
+    let parts: Vec<HostArray> = kept
+        .iter()
+        .map(|t| crate::cast::to(t, dtype))
+        .collect::<Result<_>>()?;
     Ok(vec![cat(&parts, d)?])
 }

@@ -96,14 +96,43 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, KernelHash)>) {
     (result, seen)
 }
 
-/// One launch seen by [`trace`]: the kernel, its inputs and its outputs (clones: they share
-/// the caller's storage, so a trace must be dropped before borrowed memory is released; an
-/// output held here keeps its memory from being reused by a later array of the traced call),
-/// or `None` for a launch into outputs the caller passed.
+/// One launch seen by [`trace`]: the kernel, its inputs and its outputs as the launch left
+/// them (clones: they share the caller's storage, so a trace must be dropped before borrowed
+/// memory is released; an output held here keeps its memory from being reused by a later
+/// array of the traced call, and a later write to it copies it first), and, for a launch
+/// into outputs the caller passed ([`into`]), what those held before it.
 pub struct Traced {
     pub kernel: Prepared,
     pub inputs: Vec<HostArray>,
-    pub outputs: Option<Vec<HostArray>>,
+    pub outputs: Vec<HostArray>,
+    pub into: Option<Vec<Before>>,
+}
+
+/// What an output a launch wrote into ([`into`]) held before the launch: its memory's
+/// address and size, and whether every byte of it was zero.
+#[derive(Copy, Clone, Debug)]
+pub struct Before {
+    pub address: usize,
+    pub size: usize,
+    pub zero: bool,
+}
+
+impl Before {
+    fn of(a: &HostArray) -> Before {
+        let size = a.size_bytes();
+        // SAFETY: a row-major array's `size` bytes from its first element are its elements
+        // (not read when there are none: the address may then be null).
+        let zero = size == 0
+            || a.is_standard_layout()
+                && unsafe { std::slice::from_raw_parts(a.data_ptr(), size) }
+                    .iter()
+                    .all(|&b| b == 0);
+        Before {
+            address: a.data_ptr() as usize,
+            size,
+            zero,
+        }
+    }
 }
 
 /// Runs `f` and returns its result with every launch it made on this thread, in order.
@@ -114,18 +143,25 @@ pub fn trace<T>(f: impl FnOnce() -> T) -> (T, Vec<Traced>) {
     (result, seen)
 }
 
-/// Notes a launch in the active [`trace`], if any (`outputs` is asked only then).
+/// Whether a [`trace`] is active on this thread.
+fn tracing() -> bool {
+    TRACED.with(|t| t.borrow().is_some())
+}
+
+/// Notes a launch in the active [`trace`], if any.
 fn traced(
     kernel: &Prepared,
     inputs: &[&HostArray],
-    outputs: impl FnOnce() -> Option<Vec<HostArray>>,
+    outputs: &[HostArray],
+    into: Option<Vec<Before>>,
 ) {
     TRACED.with(|t| {
         if let Some(seen) = t.borrow_mut().as_mut() {
             seen.push(Traced {
                 kernel: kernel.clone(),
                 inputs: inputs.iter().map(|&a| a.clone()).collect(),
-                outputs: outputs(),
+                outputs: outputs.to_vec(),
+                into,
             });
         }
     });
@@ -135,7 +171,7 @@ fn traced(
 pub(crate) fn all(kernel: &Prepared, inputs: &[&HostArray]) -> Result<Vec<HostArray>, BlasError> {
     note(kernel);
     let outs = launch(&**kernel, device(), inputs)?;
-    traced(kernel, inputs, || Some(outs.clone()));
+    traced(kernel, inputs, &outs, None);
     Ok(outs)
 }
 
@@ -151,6 +187,10 @@ pub(crate) fn into(
     outputs: &mut [HostArray],
 ) -> Result<(), BlasError> {
     note(kernel);
-    traced(kernel, inputs, || None);
-    Ok(launch_into(&**kernel, device(), inputs, outputs)?)
+    let before = tracing().then(|| outputs.iter().map(Before::of).collect());
+    launch_into(&**kernel, device(), inputs, outputs)?;
+    if before.is_some() {
+        traced(kernel, inputs, outputs, before);
+    }
+    Ok(())
 }

@@ -61,7 +61,7 @@ mod value;
 pub use elementwise::{Binary, Unary, binary, binary_scalar, clamp, unary, where_};
 pub use error::{BlasError, Result};
 pub use launch::{Prepared, device, on_device, record, warm_up};
-pub use plan::{Plan, Source, run_planned};
+pub use plan::{Init, Plan, Source, run_planned};
 pub use source::TpuBlas;
 pub use table::{Family, Op, find, kernel_ids, ops, run};
 pub use value::Value;

@@ -7,25 +7,28 @@
 //! - the operator's family reads no tensor's elements on the host, except a one-element
 //!   tensor's value (a number passed as a tensor; [`Op::plannable`]), and makes no launch
 //!   that depends on them;
-//! - no tensor argument has fewer than two elements (so no tensor's value became a number);
-//! - the call made at least one launch, and each returned new outputs;
+//! - no tensor argument has exactly one element (so no tensor's value became a number);
+//! - the call made at least one launch; each returned new outputs, or wrote into outputs
+//!   that were all zeros (the host's new arrays: a fill of a requested size) or an earlier
+//!   launch's output that nothing else reads afterwards (rows scattered into one result by
+//!   several launches): [`Init`];
 //! - each kernel input is a tensor argument's memory as it is (the same address, dtype and
 //!   size, row-major: a reshape; for a [`Value::Transposed`] argument, its memory as it lies,
 //!   so a host replays the plan only on a tensor lying the same way), an earlier launch's
 //!   output as that launch wrote it (the same address, dtype and size, row-major), or a
 //!   constant made from the other arguments and the tensors' shapes (`alpha`, a Python
-//!   number; a norm's ones and zeros for a missing weight and bias: `max_constant_elements`),
-//!   and every tensor argument is one of the inputs (but those the operator never reads:
-//!   [`Op::unread`]);
+//!   number; a norm's ones and zeros for a missing weight and bias; the row numbers `cat`
+//!   scatters to: `max_constant_elements`), and every tensor argument is one of the inputs
+//!   (but those the operator never reads, [`Op::unread`], and those without elements);
 //! - each result is one of the launches' outputs (a different one), row-major, reshaped at
 //!   most.
 //!
 //! The trace holds every launch's outputs until the plan is made, so their memory is never
-//! handed to another array of the call, and an output the host changed after its launch was
-//! copied first (storage is copy-on-write): an input at an output's address is that output
-//! as its launch wrote it. Arguments sharing memory (`x + x`) are traced again on copies of
-//! the tensors, so that each input's argument is known. Anything else gives no plan, and the
-//! host runs the operator in full every time.
+//! handed to another array of the call, and an output the host (or a later launch into it)
+//! changed after its launch was copied first (storage is copy-on-write): an input at an
+//! output's address is that output as its launch wrote it. Arguments sharing memory (`x + x`)
+//! are traced again on copies of the tensors, so that each input's argument is known.
+//! Anything else gives no plan, and the host runs the operator in full every time.
 
 use crate::launch::{Prepared, Traced, device, trace};
 use crate::table::{Family, Op, find};
@@ -49,12 +52,30 @@ pub enum Source {
     },
 }
 
+/// What a launch into given outputs ([`Step::into`]) writes into, per output.
+#[derive(Debug)]
+pub enum Init {
+    /// New zeros of this dtype and shape (row-major).
+    Zeros { dtype: DType, shape: Vec<usize> },
+    /// Output `output` (of `dtype` and `shape`) of the plan's earlier launch `step`, as that
+    /// launch left it (no later launch reads it, and it is no result: this launch's output
+    /// is what it became).
+    Output {
+        step: usize,
+        output: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+    },
+}
+
 /// One launch of a plan: its kernel and, per kernel input, its source and the shape the
-/// kernel reads it in.
+/// kernel reads it in; for a launch into given outputs (a fill of a requested size, rows
+/// scattered into one result by several launches), what each output starts as.
 #[derive(Debug)]
 pub struct Step {
     pub kernel: Prepared,
     pub inputs: Vec<(Source, Vec<usize>)>,
+    pub into: Option<Vec<Init>>,
 }
 
 /// One result of a plan: output `output` of launch `step`, in `shape`.
@@ -76,18 +97,35 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Replays the plan: runs each launch with `launch(step, inputs)` on its inputs in the
-    /// shapes the kernel reads them in (argument `i`'s tensor is `arg(i)`, its dtype and
+    /// Replays the plan: runs each launch with `launch(step, inputs, into)` on its inputs in
+    /// the shapes the kernel reads them in (argument `i`'s tensor is `arg(i)`, its dtype and
     /// row-major data, of the planned dtype and element count; a constant the plan's own; an
-    /// earlier output as that launch returned it) and returns the results, each reshaped to
-    /// its shape where `launch` did not hand it back so.
+    /// earlier output as that launch returned it) and, for a launch into given outputs, those
+    /// outputs (new zeros, or an earlier launch's output, moved), which `launch` writes and
+    /// returns; and returns the results, each reshaped to its shape where `launch` did not
+    /// hand it back so.
     pub fn replay<E>(
         &self,
         arg: impl Fn(usize) -> (DType, *mut u8),
-        mut launch: impl FnMut(usize, &[RawArray<'_>]) -> Result<Vec<HostArray>, E>,
+        mut launch: impl FnMut(
+            usize,
+            &[RawArray<'_>],
+            Option<Vec<HostArray>>,
+        ) -> Result<Vec<HostArray>, E>,
     ) -> Result<Vec<HostArray>, E> {
         let mut outs: Vec<Vec<Option<HostArray>>> = Vec::with_capacity(self.steps.len());
         for (i, step) in self.steps.iter().enumerate() {
+            let into = step.into.as_ref().map(|inits| {
+                inits
+                    .iter()
+                    .map(|init| match init {
+                        Init::Zeros { dtype, shape } => HostArray::zeros(*dtype, shape),
+                        Init::Output { step, output, .. } => outs[*step][*output]
+                            .take()
+                            .expect("an earlier output no other launch reads"),
+                    })
+                    .collect()
+            });
             let arrays: Vec<RawArray<'_>> = step
                 .inputs
                 .iter()
@@ -103,7 +141,7 @@ impl Plan {
                     RawArray { dtype, shape, data }
                 })
                 .collect();
-            let made = launch(i, &arrays)?;
+            let made = launch(i, &arrays, into)?;
             outs.push(made.into_iter().map(Some).collect());
         }
         Ok(self
@@ -144,6 +182,9 @@ impl Op {
                 | Family::Permute(_)
                 | Family::NormBackward
                 | Family::Attention(_)
+                | Family::Cat
+                | Family::Factory(_)
+                | Family::Pad
         )
     }
 
@@ -207,16 +248,18 @@ fn aliased(args: &[Value]) -> bool {
 }
 
 /// The most elements of a kernel input a plan of `op` keeps as a constant (an input that is
-/// no tensor argument's memory). One for every family: a Python number (`alpha`) made into
-/// an operand, and no tensor's values, since no tensor argument of a planned call has fewer
-/// than two elements. Norms also keep the `[1, n]` ones and zeros their host code makes for
-/// a missing weight and bias from the normalised shape alone (up to 1 Mi elements); they
-/// convert a weight of another dtype on the device (`cast::to`), so no input made from a
-/// tensor's values lies outside the launches (were one made so, its tensor would be no
-/// kernel input, and no plan would be made).
+/// no tensor argument's memory). One for every family: a Python number (`alpha`, a fill
+/// value) made into an operand, and no tensor's values, since no tensor argument of a
+/// planned call has exactly one element. Norms also keep the `[1, n]` ones and zeros their
+/// host code makes for a missing weight and bias from the normalised shape alone (up to 1 Mi
+/// elements); they convert a weight of another dtype on the device (`cast::to`), so no input
+/// made from a tensor's values lies outside the launches (were one made so, its tensor would
+/// be no kernel input, and no plan would be made). `cat` (and `constant_pad_nd`, a `cat` of
+/// fills) keeps the row numbers it scatters each input's rows to, made from the shapes alone
+/// (one per row of the result).
 fn max_constant_elements(op: &Op) -> usize {
     match op.family {
-        Family::Norm(_) | Family::NormBackward => 1 << 20,
+        Family::Norm(_) | Family::NormBackward | Family::Cat | Family::Pad => 1 << 20,
         _ => 1,
     }
 }
@@ -228,7 +271,7 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
         .enumerate()
         .filter_map(|(i, v)| v.array().map(|t| (i, t)))
         .collect();
-    if launches.is_empty() || tensors.iter().any(|(_, t)| elements(t) < 2) {
+    if launches.is_empty() || tensors.iter().any(|(_, t)| elements(t) == 1) {
         return None;
     }
     let same = |a: &HostArray, b: &HostArray| {
@@ -236,6 +279,9 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
     };
     let mut used = vec![false; args.len()];
     let mut outputs: Vec<Vec<HostArray>> = Vec::with_capacity(launches.len());
+    // The earlier outputs a launch wrote into (what they held before is read by nothing
+    // else: see `Init::Output`).
+    let mut consumed: Vec<(usize, usize)> = Vec::new();
     let mut steps = Vec::with_capacity(launches.len());
     for launch in launches {
         let mut inputs = Vec::with_capacity(launch.inputs.len());
@@ -251,6 +297,11 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
                     dtype: input.dtype(),
                 })
             });
+            if let Some(Source::Output { step, output, .. }) = earlier
+                && consumed.contains(&(step, output))
+            {
+                return None;
+            }
             let source = match (arg, earlier) {
                 (Some(&(i, t)), None)
                     if other.is_none() && t.is_standard_layout() && input.is_standard_layout() =>
@@ -267,15 +318,50 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
             };
             inputs.push((source, shape));
         }
-        outputs.push(launch.outputs?);
+        let into = match launch.into {
+            None => None,
+            Some(before) => {
+                let mut inits = Vec::with_capacity(before.len());
+                for (b, after) in before.iter().zip(&launch.outputs) {
+                    let earlier = outputs.iter().enumerate().find_map(|(step, outs)| {
+                        let output = outs.iter().position(|o| {
+                            o.data_ptr() as usize == b.address && o.size_bytes() == b.size
+                        })?;
+                        Some((step, output))
+                    });
+                    inits.push(match earlier {
+                        Some(at) if consumed.contains(&at) => return None,
+                        Some((step, output)) if outputs[step][output].is_standard_layout() => {
+                            consumed.push((step, output));
+                            let o = &outputs[step][output];
+                            Init::Output {
+                                step,
+                                output,
+                                dtype: o.dtype(),
+                                shape: o.shape().to_vec(),
+                            }
+                        }
+                        Some(_) => return None,
+                        None if b.zero && after.is_standard_layout() => Init::Zeros {
+                            dtype: after.dtype(),
+                            shape: after.shape().to_vec(),
+                        },
+                        None => return None,
+                    });
+                }
+                Some(inits)
+            }
+        };
+        outputs.push(launch.outputs);
         steps.push(Step {
             kernel: launch.kernel,
             inputs,
+            into,
         });
     }
     if tensors
         .iter()
-        .any(|&(i, _)| !used[i] && !op.unread().contains(&i))
+        .any(|&(i, t)| !used[i] && elements(t) > 0 && !op.unread().contains(&i))
     {
         return None;
     }
@@ -290,6 +376,9 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
                 })?;
                 Some((step, j))
             })?;
+            if consumed.contains(&(step, output)) {
+                return None;
+            }
             Some(Planned {
                 step,
                 output,
@@ -316,7 +405,7 @@ fn elements(a: &HostArray) -> usize {
 mod tests {
     use super::*;
     use tpukit::LaunchOptions;
-    use tpukit::runtime::launch_borrowed;
+    use tpukit::runtime::{launch_borrowed, launch_raw};
 
     fn array(shape: &[usize], seed: f64) -> HostArray {
         let n: usize = shape.iter().product();
@@ -331,8 +420,26 @@ mod tests {
             other => panic!("argument {i} is {other:?}"),
         };
         // SAFETY: the arrays are owned, row-major, of the sizes the plan read them in.
-        plan.replay(arg, |i, arrays| unsafe {
-            launch_borrowed(&*plan.steps[i].kernel, arrays, LaunchOptions::default())
+        plan.replay(arg, |i, arrays, into| unsafe {
+            let kernel = &*plan.steps[i].kernel;
+            match into {
+                None => launch_borrowed(kernel, arrays, LaunchOptions::default()),
+                Some(mut outs) => {
+                    let ptrs: Vec<*mut u8> = outs.iter_mut().map(HostArray::data_ptr_mut).collect();
+                    let raw: Vec<RawArray<'_>> = outs
+                        .iter()
+                        .zip(ptrs)
+                        .map(|(o, data)| RawArray {
+                            dtype: o.dtype(),
+                            shape: o.shape(),
+                            data,
+                        })
+                        .collect();
+                    launch_raw(kernel, arrays, &raw, LaunchOptions::default())?;
+                    drop(raw);
+                    Ok(outs)
+                }
+            }
         })
         .unwrap()
     }
@@ -515,6 +622,65 @@ mod tests {
             let new = args(7.0, weight);
             assert_eq!(replay(&plan, &new), crate::run(name, &new).unwrap());
         }
+    }
+
+    #[test]
+    fn launches_into_new_zeros_or_an_earlier_output_are_replayed() {
+        // `cat` scatters each part's rows into one output: the first launch writes into new
+        // zeros, the second into what the first left.
+        let name = "aten.cat.default";
+        let parts = |seed: f64| {
+            [
+                Value::Tensor(array(&[3, 5, 256], seed)),
+                Value::Tensor(array(&[3, 2, 256], seed + 1.0)),
+                Value::Int(1),
+            ]
+        };
+        let plan = run_planned(name, &parts(0.0)).unwrap().1.expect("a plan");
+        let inits: Vec<_> = plan.steps.iter().map(|s| s.into.as_deref()).collect();
+        assert!(matches!(inits[0], Some([Init::Zeros { .. }])));
+        assert!(matches!(
+            inits[1],
+            Some([Init::Output {
+                step: 0,
+                output: 0,
+                ..
+            }])
+        ));
+        assert_eq!(
+            replay(&plan, &parts(3.0)),
+            crate::run(name, &parts(3.0)).unwrap()
+        );
+        // Along the last dim (moved to the front and back: five launches), with a bf16
+        // part converted on the device, and an empty part that is no launch's input.
+        let mixed = |seed: f64| {
+            let b = array(&[4, 130], seed + 1.0);
+            [
+                Value::Tensor(array(&[4, 70], seed)),
+                Value::Tensor(HostArray::from_f64(DType::BF16, &[4, 130], &b.to_f64_vec())),
+                Value::Tensor(HostArray::zeros(DType::F32, &[0])),
+                Value::Int(-1),
+            ]
+        };
+        let plan = run_planned(name, &mixed(0.0)).unwrap().1.expect("a plan");
+        assert_eq!(
+            replay(&plan, &mixed(6.0)),
+            crate::run(name, &mixed(6.0)).unwrap()
+        );
+        // A fill of a requested size: its output is new zeros, its value a constant.
+        let name = "aten.full.default";
+        let fill = |n: i64| [Value::IntList(vec![n, 3]), Value::Scalar(2.5), Value::None];
+        let plan = run_planned(name, &fill(5000)).unwrap().1.expect("a plan");
+        assert!(matches!(
+            plan.steps[0].into.as_deref(),
+            Some([Init::Zeros { shape, .. }]) if shape == &[15000]
+        ));
+        assert_eq!(
+            replay(&plan, &fill(5000)),
+            crate::run(name, &fill(5000)).unwrap()
+        );
+        // Nothing to fill: no launch, no plan.
+        assert!(run_planned(name, &fill(0)).unwrap().1.is_none());
     }
 
     #[test]

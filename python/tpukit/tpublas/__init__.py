@@ -128,11 +128,17 @@ class Operator(_native.OperatorCall):
         # Binding a call of positional arguments only (see `_schema.positional_fills`).
         self._least, self._most, self._fills = _schema.positional_fills(self.schema)
         # Per argument, what `_run` converts without `_convert`: 1 a tensor (`torch_wire`),
-        # 2 an int for a number argument, 3 a float for a Scalar or float one; else 0.
+        # 2 an int for a number argument, 3 a float for a Scalar or float one, 4 a list of
+        # tensors (`torch_wires`); else 0.
         self._codes = tuple(
-            1 if a.type == "Tensor" and not a.list else
+            (1 if not a.list else 4) if a.type == "Tensor" else
             (2 if a.type in ("int", "SymInt", "Scalar", "float") else 0) if not a.list else 0
             for a in self.schema.arguments)
+        # A factory (no tensor argument): its plans make torch tensors, so they serve only
+        # calls that ask for those (`run_as("torch", ...)`, `tpublas.mode()`'s factories), by
+        # `_plan_key` of the call (`_made`); `_fast` and `_plans` stay empty.
+        self._factory = not any(a.type == "Tensor" for a in self.schema.arguments)
+        self._made: dict = {}
         # The native plan (`_native.BlasPlan`) of the last call that could be planned (plain
         # CPU torch tensors, on the "cpu" device), tried first by every call; None before.
         # Operators drawing a seed per call, or returning indices ATen widens, are never
@@ -190,7 +196,14 @@ class Operator(_native.OperatorCall):
         fast = self._fast
         device = _local.device
         key = None
-        if fast is not None and device == "cpu":
+        if self._factory and kind == "torch" and device == "cpu":
+            key = _plan_key(values)
+            plan = self._made.get(key) if key is not None else None
+            if plan is not None:
+                out = plan.run(values)
+                if out is not None:
+                    return out
+        elif fast is not None and device == "cpu":
             out = fast.run(values)
             if out is not None:
                 return out
@@ -212,6 +225,13 @@ class Operator(_native.OperatorCall):
                     if first is None:
                         first, plain = v, True
                     continue
+            elif code == 4:  # a list of plain CPU tensors (`cat`'s), read natively
+                wires = _arrays.torch_wires(v) if isinstance(v, (list, tuple)) else None
+                if wires is not None:
+                    native.extend(("tensor", w) for w in wires)
+                    if first is None:
+                        first, plain = v[0], True
+                    continue
             elif code and type(v) is int:  # what `_convert` makes of them, in fewer steps
                 native.append(("int", v))
                 continue
@@ -224,15 +244,17 @@ class Operator(_native.OperatorCall):
                     wired = False
                     if first is None:
                         first = array
-        if plain and wired and device == "cpu" and self._plannable:
+        made = self._factory and kind == "torch"
+        if (plain or made) and wired and device == "cpu" and self._plannable:
             results, plan = _native.tpublas_run_planned(name, native, values)
-            if plan is not None:
-                self._fast = plan
-                key = key if key is not None else _plan_key(values)
+            key = key if key is not None or plan is None else _plan_key(values)
+            if plan is not None and made:
                 if key is not None:
-                    if len(self._plans) >= _PLANS:
-                        del self._plans[next(iter(self._plans))]
-                    self._plans[key] = plan
+                    _keep(self._made, key, plan)
+            elif plan is not None:
+                self._fast = plan
+                if key is not None:
+                    _keep(self._plans, key, plan)
         else:
             results = _native.tpublas_run(name, native, device)
         k = "torch" if plain else _arrays.kind(first) if first is not None else kind
@@ -253,6 +275,13 @@ class Operator(_native.OperatorCall):
 
 # The most plans an operator keeps (see `Operator._plans`).
 _PLANS = 64
+
+
+def _keep(plans: dict, key, plan) -> None:
+    """``plans[key] = plan``, the oldest plan dropped first when ``plans`` holds ``_PLANS``."""
+    if len(plans) >= _PLANS:
+        del plans[next(iter(plans))]
+    plans[key] = plan
 
 
 def _plan_key(values: list):

@@ -9,7 +9,11 @@ tpuBLAS's ``full`` or ``arange.start_step`` kernel; ``empty*`` allocate without 
   ``preserve_format`` and ``self`` is not row-major (the host lays the kernel's row-major
   result out in them).
 - ``empty``, ``empty_like``, ``new_empty``, ``empty_strided``: an allocation has no kernel
-  (its contents are unspecified); ``mode.allocated`` counts them, not ``mode.served``.
+  (its contents are unspecified); ``mode.allocated`` counts them, not ``mode.served``. A
+  factory's result without elements (``zeros([0])``, which autograd makes for an empty
+  part of a ``cat``) is allocated too, no kernel (counted in ``served``).
+- The kernels' calls are planned (``Operator._made``): a repeated factory call replays the
+  fill of its plan, without the operator's host code.
 """
 
 from __future__ import annotations
@@ -142,6 +146,11 @@ def call(func, args, kwargs, operators):
                 f"{dtype} tensors with its int32 kernels)")
 
     def run():
+        if kind == "full" and 0 in shape:
+            # No element to fill: an allocation, no kernel (as `empty`).
+            if like is not None:
+                return torch.empty_like(like, dtype=dtype)
+            return torch.empty(shape, dtype=dtype)
         if kind == "full":
             out = operators["full"].default.run_as("torch", shape, numbers[0],
                                                    dtype=kernel_dtype)

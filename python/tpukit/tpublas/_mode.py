@@ -157,13 +157,14 @@ def _direct(func, name: str, op):
     all f32 or bf16 CPU tensors, run as ``op`` on those arguments bound as they are (see
     ``Mode._direct_call``): a tpuBLAS operator that is no view, factory, allocation, in-place
     write, alias or special case (batch norm's statistics), whose leading
-    ``most`` arguments are tensors that may be floats, and whose other arguments' defaults
-    pass ``_tpublas_call``'s checks; else None.
+    ``most`` arguments are tensors (or lists of tensors: ``Mode._direct_call`` takes no
+    list) that may be floats, and whose other arguments' defaults pass ``_tpublas_call``'s
+    checks; else None.
 
     ``planned`` (at least ``most``) is how many leading positional arguments the mode's
     native dispatch hands to the operator's plans (see ``Mode._planned``): the tensors and
     then the numbers, lists and flags after them (``pow(x, 3.0)``, ``sum(x, [0, 1])``,
-    ``layer_norm(x, [768], w, b, 1e-5)``), up to a list of tensors or an index tensor. A plan
+    ``layer_norm(x, [768], w, b, 1e-5)``, ``cat([a, b], 2)``), up to an index tensor. A plan
     takes only arguments equal to those of the call it was made from, which passed
     ``_tpublas_call``'s checks in full, and that call's non-tensor arguments reached the
     operator as given (``_numbers_as_f32`` converts tensor positions only)."""
@@ -189,10 +190,9 @@ def _direct(func, name: str, op):
 
 
 def _plain_tensor(a) -> bool:
-    """Whether schema argument ``a`` is a positional tensor that may be a float (not a list
-    of tensors, not an index, mask or target)."""
-    return a.type == "Tensor" and not a.list and not a.kwarg_only \
-        and a.name not in _INDEX_ARGUMENTS
+    """Whether schema argument ``a`` is a positional tensor, or list of tensors (``cat``'s),
+    that may be a float (not an index, mask or target)."""
+    return a.type == "Tensor" and not a.kwarg_only and a.name not in _INDEX_ARGUMENTS
 
 
 class Mode(TorchDispatchMode):
