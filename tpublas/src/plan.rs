@@ -329,8 +329,16 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
                         })?;
                         Some((step, output))
                     });
+                    // Read by this launch too: its input is what the output held before,
+                    // which the replay moves to the launch (a trace's copy-on-write kept it).
+                    let read = |at: (usize, usize)| {
+                        inputs.iter().any(|(source, _)| {
+                            matches!(source, Source::Output { step, output, .. }
+                                if (*step, *output) == at)
+                        })
+                    };
                     inits.push(match earlier {
-                        Some(at) if consumed.contains(&at) => return None,
+                        Some(at) if consumed.contains(&at) || read(at) => return None,
                         Some((step, output)) if outputs[step][output].is_standard_layout() => {
                             consumed.push((step, output));
                             let o = &outputs[step][output];
@@ -681,6 +689,53 @@ mod tests {
         );
         // Nothing to fill: no launch, no plan.
         assert!(run_planned(name, &fill(0)).unwrap().1.is_none());
+    }
+
+    #[test]
+    fn a_launch_into_an_output_it_also_reads_is_not_planned() {
+        // Two launches of a copy kernel: the second writes into the first's output, reading
+        // `x` (a plan: the output moves to it) or that output itself (no plan: the replay
+        // would move what the launch reads).
+        let kernel = crate::cast::kernel(DType::F32, DType::F32).unwrap();
+        let x = array(&[4096], 0.0);
+        let first = array(&[4096], 1.0);
+        let written = array(&[4096], 2.0);
+        let before = crate::launch::Before {
+            address: first.data_ptr() as usize,
+            size: first.size_bytes(),
+            zero: false,
+        };
+        let launches = |second_reads: &HostArray| {
+            vec![
+                Traced {
+                    kernel: kernel.clone(),
+                    inputs: vec![x.clone()],
+                    outputs: vec![first.clone()],
+                    into: None,
+                },
+                Traced {
+                    kernel: kernel.clone(),
+                    inputs: vec![second_reads.clone()],
+                    outputs: vec![written.clone()],
+                    into: Some(vec![before]),
+                },
+            ]
+        };
+        let op = find("aten.cat.default").unwrap();
+        let args = [Value::Tensor(x.clone()), Value::Int(0)];
+        let plan = plan_of(op, &args, launches(&x), std::slice::from_ref(&written));
+        let plan = plan.expect("a plan");
+        assert!(matches!(
+            plan.steps[1].into.as_deref(),
+            Some([Init::Output {
+                step: 0,
+                output: 0,
+                ..
+            }])
+        ));
+        assert!(plan_of(op, &args, launches(&first), std::slice::from_ref(&written)).is_none());
+        // Nor is a result that is what the output held before the second launch.
+        assert!(plan_of(op, &args, launches(&x), std::slice::from_ref(&first)).is_none());
     }
 
     #[test]
