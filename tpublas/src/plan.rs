@@ -323,12 +323,7 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
             Some(before) => {
                 let mut inits = Vec::with_capacity(before.len());
                 for (b, after) in before.iter().zip(&launch.outputs) {
-                    let earlier = outputs.iter().enumerate().find_map(|(step, outs)| {
-                        let output = outs.iter().position(|o| {
-                            o.data_ptr() as usize == b.address && o.size_bytes() == b.size
-                        })?;
-                        Some((step, output))
-                    });
+                    let earlier = output_at(&outputs, b.address, b.size);
                     // Read by this launch too: its input is what the output held before,
                     // which the replay moves to the launch (a trace's copy-on-write kept it).
                     let read = |at: (usize, usize)| {
@@ -376,14 +371,10 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
     let results = results
         .iter()
         .map(|r| {
-            let (step, output) = outputs.iter().enumerate().find_map(|(step, outs)| {
-                let j = outs.iter().position(|o| {
-                    o.data_ptr() == r.data_ptr()
-                        && o.size_bytes() == r.size_bytes()
-                        && r.is_standard_layout()
-                })?;
-                Some((step, j))
-            })?;
+            if !r.is_standard_layout() {
+                return None;
+            }
+            let (step, output) = output_at(&outputs, r.data_ptr() as usize, r.size_bytes())?;
             if consumed.contains(&(step, output)) {
                 return None;
             }
@@ -403,6 +394,16 @@ fn plan_of(op: &Op, args: &[Value], launches: Vec<Traced>, results: &[HostArray]
         }
     }
     Some(Plan { steps, results })
+}
+
+/// The earlier launch output `(step, output)` whose memory is the `size` bytes at `address`.
+fn output_at(outputs: &[Vec<HostArray>], address: usize, size: usize) -> Option<(usize, usize)> {
+    outputs.iter().enumerate().find_map(|(step, outs)| {
+        let output = outs
+            .iter()
+            .position(|o| o.data_ptr() as usize == address && o.size_bytes() == size)?;
+        Some((step, output))
+    })
 }
 
 fn elements(a: &HostArray) -> usize {

@@ -247,14 +247,12 @@ class Operator(_native.OperatorCall):
         made = self._factory and kind == "torch"
         if (plain or made) and wired and device == "cpu" and self._plannable:
             results, plan = _native.tpublas_run_planned(name, native, values)
-            key = key if key is not None or plan is None else _plan_key(values)
-            if plan is not None and made:
+            if plan is not None:
+                key = key if key is not None else _plan_key(values)
+                if not made:
+                    self._fast = plan
                 if key is not None:
-                    _keep(self._made, key, plan)
-            elif plan is not None:
-                self._fast = plan
-                if key is not None:
-                    _keep(self._plans, key, plan)
+                    _keep(self._made if made else self._plans, key, plan)
         else:
             results = _native.tpublas_run(name, native, device)
         k = "torch" if plain else _arrays.kind(first) if first is not None else kind
