@@ -571,3 +571,18 @@ def test_sparse_embedding_gradients_are_refused_by_name():
     out = T.embedding.default(weight, torch.tensor([5, 0, 5]), -1, False, True)
     with pytest.raises(tpukit.UnsupportedError, match="embedding: sparse gradients"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("padding_idx", [-1, 9])
+@pytest.mark.parametrize("scale_grad_by_freq", [False, True])
+def test_embedding_gradients_match_torch(padding_idx, scale_grad_by_freq):
+    """The weight's gradient of ``tpublas.embedding`` with repeated indices, a padding row
+    and rows scaled by their index's count, against ATen's in float64."""
+    w, up = rand(40, 30), rand(2, 6, 30, seed=1)
+    idx = torch.tensor([[9, 0, 9, 39, 3, 9], [0, 0, 7, 9, 39, 5]])
+    got = w.clone().requires_grad_()
+    T.embedding.default(got, idx, padding_idx, scale_grad_by_freq, False).backward(up)
+    want = w.double().requires_grad_()
+    torch.nn.functional.embedding(idx, want, padding_idx if padding_idx >= 0 else None,
+                                  scale_grad_by_freq=scale_grad_by_freq).backward(up.double())
+    torch.testing.assert_close(got.grad.double(), want.grad, rtol=1e-5, atol=1e-5)

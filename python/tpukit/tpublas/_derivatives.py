@@ -307,14 +307,15 @@ def _addmm(a, g):
     return grads
 
 
-def _gather_backward(g, dim, onehot):
-    """The gradient of a gather along ``dim`` whose picks are the rows of ``onehot``
-    (``(picked, source extent)``): ``g`` contracted with ``onehot`` (a tpuBLAS matmul), so
-    duplicate picks add up."""
-    k, n = onehot.shape
+def _gather_backward(g, dim, index, n):
+    """The gradient of a gather of ``index`` along ``dim`` of an extent ``n``: the rows of
+    ``g`` along ``dim`` added into the rows they were picked from (tpuBLAS's embedding
+    backward, a segmented sum), so duplicate picks add up."""
+    k = index.numel()
     moved = g if dim == 0 else T.permute(g, [dim] + [d for d in range(g.dim()) if d != dim])
     rest = moved.shape[1:]
-    grad = T.mm(T.transpose.int(onehot, 0, 1), moved.reshape(k, -1)).reshape(n, *rest)
+    rows = moved.reshape(k, -1)
+    grad = T.embedding_dense_backward(rows, index.reshape(-1), n, -1, False).reshape(n, *rest)
     if dim == 0:
         return grad
     back = list(range(1, dim + 1)) + [0] + list(range(dim + 1, g.dim()))
@@ -325,8 +326,7 @@ def _index_select(a, g):
     if a.self.dim() == 0:
         return {"self": _cast(g.reshape(()), a.self.dtype)}
     dim = a.dim % a.self.dim()
-    onehot = _onehot(a.index, a.self.shape[dim], g.dtype)
-    return {"self": _gather_backward(g, dim, onehot)}
+    return {"self": _gather_backward(g, dim, a.index, a.self.shape[dim])}
 
 
 def _embedding(a, g):
@@ -338,15 +338,15 @@ def _embedding(a, g):
     n, width = a.weight.shape
     index = a.indices.reshape(-1)
     rows = g.reshape(index.numel(), width)
+    if not a.scale_grad_by_freq:
+        return {"weight": T.embedding_dense_backward(rows, index, n, a.padding_idx, False)}
+    # Each row divided by its index's count: a one-hot product (made of ``n × n``
+    # identity rows, so for small tables only; the segmented sum does not scale rows).
     keep = a.padding_idx if a.padding_idx >= 0 else None
-    scale = None
-    if a.scale_grad_by_freq:
-        counts = T.sum.dim_IntList(_onehot(index, n, g.dtype), [0], False)
-        scale = T.embedding(counts.reshape(n, 1), index)  # each row's index's count
-    onehot = _onehot(index, n, g.dtype, zero_row=keep)
-    if scale is not None:
-        onehot = T.div.Tensor(onehot, scale)
-    return {"weight": _gather_backward(rows, 0, onehot)}
+    counts = T.sum.dim_IntList(_onehot(index, n, g.dtype), [0], False)
+    scale = T.embedding(counts.reshape(n, 1), index)  # each row's index's count
+    onehot = T.div.Tensor(_onehot(index, n, g.dtype, zero_row=keep), scale)
+    return {"weight": T.mm(T.transpose.int(onehot, 0, 1), rows)}
 
 
 def _permute(a, g):
