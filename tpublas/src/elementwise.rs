@@ -385,12 +385,18 @@ impl Binary {
         p
     }
 
-    /// Every kernel of the operator for tensors of `dtype`, one per pattern of `y`.
+    /// The kernels of the Tensor overload: one per broadcast pattern, and for bf16 the
+    /// conversion of a broadcast row or column to f32.
     pub fn kernels(self, dtype: DType) -> Result<Vec<Prepared>, BlasError> {
-        self.patterns()
+        let mut k: Vec<Prepared> = self
+            .patterns()
             .into_iter()
             .map(|p| binary_kernel(self, dtype, p))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        if dtype == DType::BF16 {
+            k.push(crate::cast::kernel(DType::BF16, DType::F32)?);
+        }
+        Ok(k)
     }
 
     /// The kernels of the Scalar overload (with f32: also the int32 one of add, sub, mul).
@@ -456,7 +462,11 @@ fn check_alpha(op: Binary, name: &'static str, alpha: f64) -> Result<(), BlasErr
 }
 
 /// Runs an elementwise kernel on flattened inputs; the output takes `shape`.
-fn run(kernel: &Prepared, inputs: &[&HostArray], shape: &[usize]) -> Result<HostArray, BlasError> {
+pub(crate) fn run(
+    kernel: &Prepared,
+    inputs: &[&HostArray],
+    shape: &[usize],
+) -> Result<HostArray, BlasError> {
     let flat: Vec<HostArray> = inputs.iter().map(|x| layout::flatten(x)).collect();
     let refs: Vec<&HostArray> = flat.iter().collect();
     let out = crate::launch::one(kernel, &refs)?;
@@ -514,9 +524,17 @@ pub fn binary(
         && let Some((p, m, n)) = layout::pattern(&shape, y.shape())
     {
         let kernel = binary_kernel(op, dtype, p)?;
+        // A row or column is read as f32, converted on the device (`cast::to`): a plan of
+        // the call converts the next call's (a host conversion would make it a constant).
         let (x2, y2) = match p {
-            Pattern::Row => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[1, n])),
-            Pattern::Column => (x.reshape(&[m, n]), to(&y, DType::F32).reshape(&[m, 1])),
+            Pattern::Row => (
+                x.reshape(&[m, n]),
+                crate::cast::to(&y, DType::F32)?.reshape(&[1, n]),
+            ),
+            Pattern::Column => (
+                x.reshape(&[m, n]),
+                crate::cast::to(&y, DType::F32)?.reshape(&[m, 1]),
+            ),
             _ => (x.reshape(&[m * n]), y.reshape(&[m * n])),
         };
         let (x2, y2) = (x2.expect("same size"), y2.expect("same size"));
