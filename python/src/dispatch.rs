@@ -14,7 +14,8 @@
 //!   gradient or not: torch's autograd ran above the mode; its numbers, lists, flags and
 //!   keyword arguments equal to the plan's), or a tensor and a number its Scalar overload's
 //!   plans take, is the plan's and counted in `served` (a backward operator's results its
-//!   `output_mask` leaves out returned as None); a view or metadata operator's call
+//!   `output_mask` leaves out returned as None; an in-place operator's result written into
+//!   its `self`, which is returned: [`write_back`]); a view or metadata operator's call
 //!   (`Mode._viewed`) is made as it came and counted in `views`; any other call goes to the
 //!   mode's Python `__torch_dispatch__` (as torch wrapped it). It stands as the mode's
 //!   instance attribute `__torch_dispatch__`, bound to it as torch requires (`__self__`, the
@@ -31,6 +32,7 @@ use pyo3::types::{PyDict, PyInt, PyTuple};
 use crate::blas_plan::{BlasPlan, Grads};
 use crate::error::guard;
 use crate::operator_call::{Dtypes, OperatorCall};
+use crate::write_back;
 
 /// Whether tpuBLAS's thread-local state (`tpublas._local`) says the `"cpu"` device.
 pub fn on_cpu(local: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -142,10 +144,12 @@ impl PlannedKernel {
 /// A `tpublas.mode()`'s `__torch_dispatch__` (see the module docs).
 #[pyclass(name = "ModeDispatch", module = "tpukit._native", frozen)]
 pub struct ModeDispatch {
-    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name, scalar, names)`:
-    /// `scalar` None or `(Scalar overload, its fills, number)` (`number(v)` is `v` as a
-    /// Python number if it is one or a number ATen wrapped in a 0-d tensor, else None);
-    /// `names` the schema's argument names, which keywords bind to.
+    /// `id(func)` → `(func, tpuBLAS operator, least, most, fills, name, scalar, names, mask,
+    /// in_place)`: `scalar` None or `(Scalar overload, its fills, number)` (`number(v)` is
+    /// `v` as a Python number if it is one or a number ATen wrapped in a 0-d tensor, else
+    /// None); `names` the schema's argument names, which keywords bind to; `mask` the
+    /// position of an `output_mask` or None; `in_place` whether `func` is the in-place form
+    /// of the operator (`add_` of `add`), whose result is written into its first argument.
     planned: Py<PyDict>,
     /// The mode's `served` counter (a `collections.Counter`, a dict).
     served: Py<PyDict>,
@@ -286,6 +290,16 @@ impl ModeDispatch {
         let Some(out) = out else {
             return Ok(None);
         };
+        if entry.get_item(9)?.is_truthy()? {
+            // An in-place operator run as its counterpart: the result goes into `self`,
+            // which is returned (else the Python path converts, or raises, and runs again).
+            let target = &values[0];
+            if !write_back::into_self(target, &out)? {
+                return Ok(None);
+            }
+            count(self.served.bind(py), entry.get_item(5)?)?;
+            return Ok(Some(target.clone()));
+        }
         count(self.served.bind(py), entry.get_item(5)?)?;
         let mask = entry.get_item(8)?;
         if mask.is_none() {

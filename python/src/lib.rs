@@ -34,6 +34,7 @@ mod runtime;
 mod strided;
 mod tensor;
 mod tpublas;
+mod write_back;
 
 use pyo3::prelude::*;
 

@@ -195,6 +195,12 @@ impl Tensor {
         self._object.bind(obj.py()).is(obj)
     }
 
+    /// Whether `ptr` is the tensor's own memory (it is C-contiguous), not a gathered copy:
+    /// what a write through `ptr` needs.
+    pub fn in_place(&self) -> bool {
+        self._gathered.is_none()
+    }
+
     /// The number of bytes of its elements (C-contiguous: all of them, from `ptr`).
     pub fn len_bytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size_bytes()

@@ -259,6 +259,66 @@ def test_lists_of_tensors_are_served_natively(monkeypatch):
     assert m.served["aten.cat.default"] == 6
 
 
+IN_PLACE = {
+    "add_": lambda x, y: x.add_(y, alpha=2),
+    "mul_ number": lambda x, y: x.mul_(0.5),
+    "sub_ broadcast": lambda x, y: x.sub_(y[0]),
+    "div_": lambda x, y: x.div_(y),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_in_place_calls_are_served_natively_into_self(monkeypatch, name, dtype):
+    """An in-place operator whose counterpart is planned (``add_`` of ``add``) is served
+    natively from the second call on: the result written into ``self`` — here rows of a
+    larger tensor, so at an offset into its memory — which is returned, its version bumped,
+    the rows around it untouched."""
+    m, seen = python_dispatches(monkeypatch)
+    f = IN_PLACE[name]
+    g = torch.Generator().manual_seed(2)
+    for i in range(3):
+        base = torch.randn(6, 300, generator=g).to(dtype)
+        y = (torch.rand(3, 300, generator=g) + 0.5).to(dtype)
+        want = base.clone()
+        f(want[1:4], y)
+        view = base[1:4]
+        version = view._version
+        seen.clear()
+        with m:
+            out = f(view, y)
+        assert out is view and view._version == version + 1
+        torch.testing.assert_close(base, want, rtol=0, atol=0)
+        if i:
+            assert not seen, seen
+    assert sum(m.served.values()) == 3 and not m.fallback
+
+
+def test_in_place_calls_natives_cannot_write_go_through_python(monkeypatch):
+    """What the native write-back leaves to the mode's Python code: a strided ``self`` (every
+    other column), a result of another dtype (``bf16 += f32`` rounds the f32 sum once) and
+    one of another shape (ATen's error: an in-place operator does not broadcast ``self``)."""
+    m, seen = python_dispatches(monkeypatch)
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(4, 600, generator=g), torch.randn(4, 300, generator=g)
+    low = torch.randn(4, 300, generator=g).to(torch.bfloat16)
+    for _ in range(2):
+        want, got = x.clone(), x.clone()
+        want[:, ::2].add_(y)
+        seen.clear()
+        with m:
+            got[:, ::2].add_(y)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert "aten.add_.Tensor" in seen  # (the view's first call too)
+        want, got = low.clone(), low.clone()
+        want.add_(y)
+        with m:
+            got.add_(y)
+        assert got.dtype == torch.bfloat16 and torch.equal(got, want)
+    with m, pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        y[0].add_(y)
+
+
 def test_empty_factories_are_allocations():
     """A factory result without elements (autograd's ``zeros([0])`` for an empty part of a
     ``cat``) is made without a kernel, of the dtype and shape asked."""

@@ -48,6 +48,27 @@ def _counterpart(func, args, kwargs):
     return overload, args, kwargs
 
 
+# In-place operators whose counterpart is not the overload of the name without ``_``.
+_SPECIAL = ("copy_", "zero_", "fill_", "bernoulli_")
+
+
+def plain_counterpart(func):
+    """The out-of-place overload an in-place ``func`` runs as, with the same arguments
+    (``add_.Tensor`` → ``add.Tensor``), or None (not in-place, one of the special
+    counterparts above, or no such overload): what the mode's native dispatch serves in
+    place, writing the result into ``self`` (``python/src/write_back.rs``)."""
+    schema = func._schema
+    name = schema.name.removeprefix("aten::")
+    if func.namespace != "aten" or not name.endswith("_") or name in _SPECIAL \
+            or not schema.arguments:
+        return None
+    alias = schema.arguments[0].alias_info
+    if alias is None or not alias.is_write:
+        return None
+    packet = getattr(_ATEN, name[:-1], None)
+    return getattr(packet, func._overloadname, None) if packet is not None else None
+
+
 def call(func, args, kwargs, serve):
     """A callable running the in-place ``func`` on tpuBLAS (``serve`` finds the
     counterpart's call), or None if it is not in-place or its counterpart is not served."""

@@ -211,7 +211,9 @@ class Mode(TorchDispatchMode):
         self.allocated: collections.Counter = collections.Counter()
         self._known: dict = {}  # operator -> what `_describe` read from its schema
         # `id(operator)` -> `(operator, tpuBLAS operator, least, most, defaults, name,
-        # scalar, names, mask)` of a `_direct` operator (not in debug mode), `scalar` its
+        # scalar, names, mask, in_place)` of a `_direct` operator (not in debug mode), or of
+        # an in-place one whose counterpart is (`in_place`: its result is written into
+        # `self`, `_inplace.plain_counterpart`), `scalar` its
         # packet's Scalar overload as `(operator, defaults, _number)` or None, `names` its
         # arguments' (keyword arguments bind to them), `mask` the position of its
         # `output_mask` or None (the results it leaves out are returned as None, as
@@ -250,14 +252,25 @@ class Mode(TorchDispatchMode):
             known = (name, _is_view_or_metadata(func), op, scalar, allocation, direct)
             self._known[func] = known
             if direct is not None and not self.debug:
-                op, _, planned = direct
-                numbers = None if scalar is None else (scalar, tuple(scalar._fills), _number)
-                names = tuple(a.name for a in op.schema.arguments)
-                self._planned[id(func)] = (func, op, op._least, planned, tuple(op._fills), name,
-                                           numbers, names, op.output_mask)
+                self._plan(func, name, direct, scalar, in_place=False)
             if known[1] or name in _VIEWS:
                 self._viewed[id(func)] = (func, name)
+            counterpart = _inplace.plain_counterpart(func)
+            if counterpart is not None and not self.debug:
+                _, _, _, c_scalar, _, c_direct = self._describe(counterpart)
+                if c_direct is not None:
+                    self._plan(func, name, c_direct, c_scalar, in_place=True)
         return known
+
+    def _plan(self, func, name, direct, scalar, in_place: bool):
+        """Enters ``func`` in ``_planned``: its calls served natively by the plans of the
+        ``_direct`` operator ``direct`` (with ``in_place``, of its out-of-place counterpart,
+        the result written into ``self``)."""
+        op, _, planned = direct
+        numbers = None if scalar is None else (scalar, tuple(scalar._fills), _number)
+        names = tuple(a.name for a in op.schema.arguments)
+        self._planned[id(func)] = (func, op, op._least, planned, tuple(op._fills), name,
+                                   numbers, names, op.output_mask, in_place)
 
     def _direct_call(self, direct, args):
         """The call of a ``_direct`` operator on ``args`` (positional, no keywords) if they
