@@ -79,6 +79,9 @@ def arrays(op: str):
         "cat": ([x, t(M, N)], 0),
         "where.self": (x > 0, x, g),
         "clamp": (x, -0.5, 0.5),
+        "addcmul": (x, g, t(M, N)),
+        "addcdiv": (x, g, t(M, N, lo=0.5, hi=2.0)),
+        "lerp.Scalar": (x, g, 0.1),
         "threshold_backward": (g, x, 0.0),
         "gelu_backward": (g, x),
         "add.Tensor": (x, t(N)),  # a bias row
@@ -141,6 +144,8 @@ def jax_function(op: str):
         "mul.Scalar": lambda x, s: x * s, "div.Scalar": lambda x, s: x / s,
         "pow.Tensor_Scalar": lambda x, s: x**s,
         "where.self": jnp.where, "clamp": lambda x, lo, hi: jnp.clip(x, lo, hi),
+        "addcmul": lambda x, a, b: x + a * b, "addcdiv": lambda x, a, b: x + a / b,
+        "lerp.Scalar": lambda x, e, w: x + w * (e - x),
         "threshold_backward": lambda g, x, t: jnp.where(x <= t, 0.0, g),
         "gelu_backward": gelu_backward,
         "sum.dim_IntList": lambda x, d: x.sum(d[0]), "mean.dim": lambda x, d: x.mean(d[0]),

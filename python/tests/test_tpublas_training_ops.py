@@ -216,6 +216,56 @@ def test_copy_writes_into_self_broadcasting_and_converting(dtype):
     assert m.served["aten.copy_.default"] == 1
 
 
+# --- an optimizer's pointwise updates ------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_addcmul_addcdiv_broadcast_and_promote(dtype):
+    x, a, b = rand(37, 1100, dtype=dtype), rand(1100, dtype=dtype, seed=1), rand(37, 1, seed=2)
+    check(aten.addcmul.default, x, a, b, value=-0.3)
+    check(aten.addcmul.default, x, a, a)
+    positive = rand(37, 1100, dtype=dtype, seed=3).abs() + 0.5
+    check(aten.addcdiv.default, x, a, positive, value=0.7)
+    check(aten.addcdiv.default, x, b, positive)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("weight", [0.1, 0.5, -0.7, 1.0])
+def test_lerp_with_a_scalar_weight(weight, dtype):
+    x, end = rand(37, 1100, dtype=dtype), rand(1100, dtype=dtype, seed=1)
+    got = check(aten.lerp.Scalar, x, end, weight)[0]
+    if weight == 1.0:  # ATen's two-sided form: weight 1 gives `end` exactly
+        assert torch.equal(got, end.expand(37, 1100))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_an_adamw_step_matches_eager_and_is_served(dtype):
+    """``torch.optim.AdamW`` (and Adam with weight decay) stepping inside the mode: its
+    updates (``lerp_``, ``addcmul_``, ``addcdiv_``, ``mul_``, ``add_``, ``sqrt``, ``div``)
+    all on tpuBLAS, the parameters and moments after three steps close to eager's."""
+    for make in (lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False),
+                 lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, foreach=False)):
+        states = []
+        for use_mode in (False, True):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(70, 130), torch.nn.GELU(),
+                                        torch.nn.Linear(130, 10)).to(dtype)
+            opt = make(model.parameters())
+            x = torch.randn(37, 70, generator=torch.Generator().manual_seed(1)).to(dtype)
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                model(x).square().mean().backward()
+                if use_mode:
+                    with tb.mode(fallback="error"):
+                        opt.step()
+                else:
+                    opt.step()
+            states.append([p.detach().clone() for p in model.parameters()]
+                          + [v.clone() for s in opt.state.values() for v in s.values()
+                             if isinstance(v, torch.Tensor) and v.dim()])
+        for got, want in zip(states[1], states[0], strict=True):
+            torch.testing.assert_close(got.double(), want.double(), **TOL[dtype])
+
+
 # --- in-place variants ----------------------------------------------------------------------
 
 INPLACE = [

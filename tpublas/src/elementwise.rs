@@ -439,7 +439,7 @@ impl Binary {
     }
 }
 
-fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
+pub(crate) fn check_dtype(op: &str, x: &HostArray) -> Result<(), BlasError> {
     if served(x.dtype()) {
         Ok(())
     } else {

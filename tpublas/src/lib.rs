@@ -55,6 +55,7 @@ pub mod softmax;
 mod source;
 pub mod table;
 pub mod taps;
+pub mod ternary;
 pub mod triangle;
 mod value;
 

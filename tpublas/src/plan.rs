@@ -172,6 +172,7 @@ impl Op {
                 | Family::Scalar(_)
                 | Family::Where
                 | Family::Clamp
+                | Family::Ternary(_)
                 | Family::Backward(_)
                 | Family::Reduction(_)
                 | Family::Softmax(_)

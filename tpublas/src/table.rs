@@ -24,6 +24,7 @@ use crate::norm_backward;
 use crate::reduction::Reduction;
 use crate::scan;
 use crate::softmax::Softmax;
+use crate::ternary::Ternary;
 use crate::triangle::Triangle;
 use crate::value::{Args, Value};
 use crate::{attention, avg_pool, batch_norm, conv, embedding_backward, pad, pool, random};
@@ -42,6 +43,8 @@ pub enum Family {
     Scalar(Binary),
     Where,
     Clamp,
+    /// `addcmul`, `addcdiv`, `lerp.Scalar`: three tensors (two for `lerp`) and a number.
+    Ternary(Ternary),
     Backward(Backward),
     Reduction(Reduction),
     Softmax(Softmax),
@@ -203,6 +206,21 @@ const OPS: &[Op] = &[
         "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
         F::Clamp,
         "clamp(x, min?, max?) with run-time scalar bounds",
+    ),
+    op(
+        "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+        F::Ternary(Ternary::Addcmul),
+        "x + value·a·b, broadcasting",
+    ),
+    op(
+        "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+        F::Ternary(Ternary::Addcdiv),
+        "x + value·a / b, broadcasting",
+    ),
+    op(
+        "lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor",
+        F::Ternary(Ternary::Lerp),
+        "x + weight·(end − x), broadcasting",
     ),
     op(
         "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
@@ -533,6 +551,7 @@ impl Op {
             F::Scalar(b) => b.scalar_kernels(dtype),
             F::Where => Ok(vec![elementwise::where_kernel(dtype)?]),
             F::Clamp => Ok(vec![elementwise::clamp_kernel(dtype)?]),
+            F::Ternary(t) => Ok(vec![t.kernel(dtype)?]),
             F::Backward(b) => b.kernels(dtype),
             F::Reduction(r) => r.kernels(dtype),
             F::Softmax(s) => s.kernels(dtype),
@@ -628,6 +647,11 @@ impl Op {
                 a.tensor(1)?,
                 a.tensor(2)?,
             )),
+            F::Ternary(t) => {
+                let n = if t == Ternary::Lerp { 2 } else { 3 };
+                let tensors = (0..n).map(|i| a.tensor(i)).collect::<Result<Vec<_>>>()?;
+                one(t.run(&tensors, a.scalar_or(n, 1.0)?))
+            }
             F::Clamp => one(elementwise::clamp(
                 a.tensor(0)?,
                 a.opt_scalar(1)?,

@@ -155,6 +155,32 @@ def _div(a, g):
             if a.need("other") else None}
 
 
+def _addc(divide: bool):
+    """``addcmul`` (``x + value·a·b``) and ``addcdiv`` (``x + value·a / b``)."""
+
+    def formula(a, g):
+        scaled = _scaled(g, a.value)
+        grads = {"self": _sum_to(g, a.self)}
+        if a.need("tensor1"):
+            by = T.div.Tensor if divide else T.mul.Tensor
+            grads["tensor1"] = _sum_to(by(scaled, a.tensor2), a.tensor1)
+        if a.need("tensor2"):
+            if divide:  # −value·g·a / b²
+                quotient = T.div.Tensor(T.div.Tensor(T.mul.Tensor(scaled, a.tensor1),
+                                                     a.tensor2), a.tensor2)
+                grads["tensor2"] = _sum_to(T.neg(quotient), a.tensor2)
+            else:
+                grads["tensor2"] = _sum_to(T.mul.Tensor(scaled, a.tensor1), a.tensor2)
+        return grads
+
+    return formula
+
+
+def _lerp(a, g):
+    return {"self": _sum_to(_scaled(g, 1 - a.weight), a.self),
+            "end": _sum_to(_scaled(g, a.weight), a.end)}
+
+
 def _extremum(sign):
     """``maximum`` (sign 1) and ``minimum`` (-1): the gradient goes to the larger (smaller)
     argument, half to each on a tie."""
@@ -504,6 +530,9 @@ FORMULAS = {
     "div.Scalar": _elementwise(lambda a, g: _cast(T.div.Scalar(g, a.other), a.self.dtype)),
     "pow.Tensor_Scalar": _pow_scalar,
     "where.self": _where,
+    "addcmul": _addc(divide=False),
+    "addcdiv": _addc(divide=True),
+    "lerp.Scalar": _lerp,
     "clamp": _elementwise(lambda a, g: _pass_where(g, a.self, a.min, a.max)),
     "threshold_backward": _threshold_backward,
     "sum.dim_IntList": _sum,

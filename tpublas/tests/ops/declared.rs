@@ -80,6 +80,14 @@ fn calls(d: DType) -> Vec<(&'static str, Vec<Value>)> {
     c.push(("where.self", vec![bools(&[3, 600]), x(), t(d, &[600])]));
     c.push(("where.self", vec![bools(&[3, 1]), x(), t(o, &[3, 600])]));
     c.push(("clamp", vec![x(), Value::Scalar(0.7), Value::None]));
+    for name in ["addcmul", "addcdiv"] {
+        let args = vec![x(), t(d, &[600]), t(o, &[3, 600]), Value::Scalar(0.5)];
+        c.push((name, args));
+    }
+    c.push((
+        "lerp.Scalar",
+        vec![x(), t(d, &[3, 600]), Value::Scalar(0.7)],
+    ));
     c.push(("clamp", vec![x(), Value::None, Value::Scalar(1.2)]));
     c.push(("threshold_backward", vec![x(), x(), Value::Scalar(0.9)]));
     c.push(("gelu_backward", vec![x(), x()]));
