@@ -78,7 +78,12 @@ def call(func, args, kwargs, serve):
     inner = serve(*counterpart)
     if inner is None:
         return None
-    self = args[0]
+    return writer(func, args[0], inner)
+
+
+def writer(func, self, inner):
+    """A callable making the counterpart's call ``inner`` (``(fn, args, kwargs)``) and
+    writing its result into ``self``, which it returns."""
 
     def run():
         fn, fn_args, fn_kwargs = inner

@@ -227,6 +227,10 @@ class Mode(TorchDispatchMode):
         # through the mode's own attribute).
         self._planned: dict = {}
         self._viewed: dict = {}
+        # An in-place operator -> `(direct, scalar)` of its plain counterpart (see
+        # `_inplace.plain_counterpart`) when that is `_direct`: its calls that the native
+        # dispatch leaves (no plan yet, other numbers) skip `_serve`'s walk.
+        self._counterparts: dict = {}
         self.__torch_dispatch__ = _native.ModeDispatch(
             self._planned, self.served, self._viewed, self.views, tpublas._local,
             type(self).__torch_dispatch__, weakref.ref(self))
@@ -256,10 +260,12 @@ class Mode(TorchDispatchMode):
             if known[1] or name in _VIEWS:
                 self._viewed[id(func)] = (func, name)
             counterpart = _inplace.plain_counterpart(func)
-            if counterpart is not None and not self.debug:
+            if counterpart is not None:
                 _, _, _, c_scalar, _, c_direct = self._describe(counterpart)
                 if c_direct is not None:
-                    self._plan(func, name, c_direct, c_scalar, in_place=True)
+                    self._counterparts[func] = (c_direct, c_scalar)
+                    if not self.debug:
+                        self._plan(func, name, c_direct, c_scalar, in_place=True)
         return known
 
     def _plan(self, func, name, direct, scalar, in_place: bool):
@@ -374,6 +380,13 @@ class Mode(TorchDispatchMode):
             call = self._direct_call(direct, args)
             if call is None and scalar is not None:
                 call = self._scalar_call(scalar, args)
+        elif not kwargs and func in self._counterparts:
+            c_direct, c_scalar = self._counterparts[func]
+            inner = self._direct_call(c_direct, args)
+            if inner is None and c_scalar is not None:
+                inner = self._scalar_call(c_scalar, args)
+            if inner is not None:
+                call = _inplace.writer(func, args[0], inner), (), {}
         if call is None:
             kwargs = kwargs or {}
             if view or name in _VIEWS:
