@@ -255,6 +255,9 @@ CASES = {
     "index_select": lambda d: ((rand(5, 37, 30, dtype=d), 1, torch.tensor([3, 0, 36, 3, 3])),
                                {}),
     "embedding": lambda d: ((rand(100, 30, dtype=d), torch.tensor([[9, 0, 9], [99, 3, 9]])), {}),
+    "embedding_dense_backward": lambda d: ((rand(2, 3, 130, dtype=d),
+                                            torch.tensor([[9, 0, 9], [99, 3, 9]]), 100, 3,
+                                            False), {}),
     "permute": lambda d: ((rand(2, 3, 130, dtype=d), [2, 0, 1]), {}),
     "addcmul": lambda d: ((rand(37, 300, dtype=d), rand(300, dtype=d, seed=1),
                            rand(37, 1, dtype=d, seed=2)), {"value": -0.5}),
@@ -387,7 +390,6 @@ REFUSED = {
     "bernoulli.p": lambda: (rand(8, 130), 0.5),
     "nll_loss_backward": lambda: (rand(8), rand(8, 130), torch.arange(8), None, 0, -100,
                                   torch.tensor(0.0)),
-    "embedding_dense_backward": lambda: (rand(3, 130), torch.tensor([0, 2, 0]), 5, -1, False),
     "_scaled_dot_product_flash_attention_for_cpu_backward": lambda: (
         rand(1, 2, 8, 4), *(rand(1, 2, 8, 4, seed=i) for i in (1, 2, 3, 4)),
         rand(1, 2, 8, seed=5), 0.0, True),

@@ -375,6 +375,19 @@ def _embedding(a, g):
     return {"weight": T.mm(T.transpose.int(onehot, 0, 1), rows)}
 
 
+def _embedding_dense_backward(a, g):
+    # The gradient's rows picked back by the indices (ATen's double backward): what each
+    # `grad_output` row added into, 0 for rows at `padding_idx` (which added nothing).
+    n = a.num_weights
+    table = g
+    if 0 <= a.padding_idx < n:
+        keep = torch.ones_like(g[:, :1])  # a constant (n, 1) column
+        keep[a.padding_idx] = 0
+        table = T.mul.Tensor(g, keep)
+    rows = T.embedding(table, a.indices.reshape(-1))
+    return {"grad_output": rows.reshape(a.grad_output.shape)}
+
+
 def _permute(a, g):
     inverse = [0] * len(a.dims)
     for i, d in enumerate(a.dims):
@@ -549,6 +562,7 @@ FORMULAS = {
     "addmm": _addmm,
     "index_select": _index_select,
     "embedding": _embedding,
+    "embedding_dense_backward": _embedding_dense_backward,
     "permute": _permute,
     "transpose.int": _transpose,
     "cat": _cat,
