@@ -684,12 +684,7 @@ pub fn where_(cond: &HostArray, a: &HostArray, b: &HostArray) -> Result<HostArra
     }
     check_dtype(name, a)?;
     check_dtype(name, b)?;
-    let shape = layout::broadcast_shape(cond.shape(), a.shape())
-        .and_then(|s| layout::broadcast_shape(&s, b.shape()))
-        .ok_or_else(|| {
-            BlasError::new(name, "shapes do not broadcast").with_kind(ErrorKind::Shape)
-        })?;
-    layout::check_size(name, &shape)?;
+    let shape = layout::broadcast_all(name, &[cond, a, b])?;
     let dtype = promote(a.dtype(), b.dtype());
     let expand = |x: &HostArray, d| {
         layout::expand(name, &to(x, d), &shape).map(|e| e.expect("broadcast checked"))

@@ -212,6 +212,19 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// The broadcast shape of all of `arrays` (an operator's tensor arguments), checked by
+/// [`check_size`]; an [`ErrorKind::Shape`] error if they do not broadcast.
+pub fn broadcast_all(op: &str, arrays: &[&HostArray]) -> Result<Vec<usize>, BlasError> {
+    let mut shape = Vec::new();
+    for a in arrays {
+        shape = broadcast_shape(&shape, a.shape()).ok_or_else(|| {
+            BlasError::new(op, "shapes do not broadcast").with_kind(ErrorKind::Shape)
+        })?;
+    }
+    check_size(op, &shape)?;
+    Ok(shape)
+}
+
 /// The inverse permutation of `perm`.
 pub fn inverse(perm: &[usize]) -> Vec<usize> {
     let mut inv = vec![0; perm.len()];

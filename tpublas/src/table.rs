@@ -648,7 +648,7 @@ impl Op {
                 a.tensor(2)?,
             )),
             F::Ternary(t) => {
-                let n = if t == Ternary::Lerp { 2 } else { 3 };
+                let n = t.tensors();
                 let tensors = (0..n).map(|i| a.tensor(i)).collect::<Result<Vec<_>>>()?;
                 one(t.run(&tensors, a.scalar_or(n, 1.0)?))
             }

@@ -5,12 +5,12 @@
 //! once. Broadcast operands are materialised on the host (an optimizer's are all one
 //! shape, so its calls are planned); the number is a run-time scalar.
 
+use crate::Result;
 use crate::elementwise::{check_dtype, run};
 use crate::launch::{Prepared, memo};
 use crate::layout::{self, BLOCK, flat};
 use crate::promote::{promote, to};
-use crate::{BlasError, Result};
-use tpukit::dsl::{DType, ErrorKind};
+use tpukit::dsl::DType;
 use tpukit::prelude::*;
 
 #[tpu_kernel]
@@ -61,8 +61,8 @@ impl Ternary {
         }
     }
 
-    /// How many tensors it takes (`lerp`: two).
-    fn tensors(self) -> usize {
+    /// How many tensors it takes (`lerp`: two), the number following them.
+    pub fn tensors(self) -> usize {
         match self {
             Ternary::Lerp => 2,
             _ => 3,
@@ -87,16 +87,12 @@ impl Ternary {
     pub fn run(self, tensors: &[&HostArray], s: f64) -> Result<HostArray> {
         let name = self.aten();
         debug_assert_eq!(tensors.len(), self.tensors());
-        let mut shape: Vec<usize> = Vec::new();
         let mut dtype = tensors[0].dtype();
         for t in tensors {
             check_dtype(name, t)?;
             dtype = promote(dtype, t.dtype());
-            shape = layout::broadcast_shape(&shape, t.shape()).ok_or_else(|| {
-                BlasError::new(name, "shapes do not broadcast").with_kind(ErrorKind::Shape)
-            })?;
         }
-        layout::check_size(name, &shape)?;
+        let shape = layout::broadcast_all(name, tensors)?;
         let mut inputs = Vec::with_capacity(tensors.len() + 1);
         for t in tensors {
             let t = to(t, dtype);

@@ -291,6 +291,15 @@ class Mode(TorchDispatchMode):
                 return None
         return functools.partial(op._run, op._bind(args, {})), (), {}
 
+    def _plain_call(self, direct, scalar, args):
+        """The call of a ``_direct`` operator, or of its packet's ``Scalar`` overload
+        ``scalar`` (None: none), on positional ``args`` (``_direct_call``, then
+        ``_scalar_call``), or None."""
+        call = self._direct_call(direct, args)
+        if call is None and scalar is not None:
+            call = self._scalar_call(scalar, args)
+        return call
+
     @staticmethod
     def _scalar_call(scalar, args):
         """The call of a ``_direct`` operator's ``Scalar`` overload for ``x ⊕ number`` (its
@@ -377,14 +386,9 @@ class Mode(TorchDispatchMode):
         name, view, _, scalar, allocation, direct = self._describe(func)
         call = None
         if direct is not None and not kwargs:
-            call = self._direct_call(direct, args)
-            if call is None and scalar is not None:
-                call = self._scalar_call(scalar, args)
+            call = self._plain_call(direct, scalar, args)
         elif not kwargs and func in self._counterparts:
-            c_direct, c_scalar = self._counterparts[func]
-            inner = self._direct_call(c_direct, args)
-            if inner is None and c_scalar is not None:
-                inner = self._scalar_call(c_scalar, args)
+            inner = self._plain_call(*self._counterparts[func], args)
             if inner is not None:
                 call = _inplace.writer(func, args[0], inner), (), {}
         if call is None:
